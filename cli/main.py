@@ -1,0 +1,146 @@
+"""The one CLI: `wakeful`. Settings are read once here and handed down."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+import orjson
+
+from wakeful.core.errors import WakefulError
+from wakeful.core.settings import Settings
+
+
+def _say(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def _emit(data: Any, as_json: bool, human: str) -> None:
+    if as_json:
+        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(human)
+
+
+@click.group()
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """wakeful: durable, safe long-running agent tasks on Kafka and Redis."""
+    ctx.obj = Settings.from_env()
+
+
+@cli.group()
+def dev() -> None:
+    """The local stack: Apache Kafka (KRaft) and Redis on this machine."""
+
+
+@dev.command("up")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_obj
+def dev_up(settings: Settings, as_json: bool) -> None:
+    """Start Kafka and Redis (unless configured externally) and create the topics. Safe to rerun."""
+    from wakeful.devstack import stack
+
+    servers = stack.up(settings, _say)
+    _emit([s.as_dict() for s in servers], as_json, _status_table(servers))
+
+
+@dev.command("down")
+@click.pass_obj
+def dev_down(settings: Settings) -> None:
+    """Stop the servers that `wakeful dev up` started (by pid; nothing else is touched)."""
+    from wakeful.devstack import stack
+
+    stack.down(settings, _say)
+
+
+@dev.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_obj
+def dev_status(settings: Settings, as_json: bool) -> None:
+    """Show each server with its address, pid and health; exit 1 if one is unhealthy."""
+    from wakeful.devstack import stack
+
+    servers = stack.status(settings)
+    _emit([s.as_dict() for s in servers], as_json, _status_table(servers))
+    if not all(s.healthy for s in servers):
+        sys.exit(1)
+
+
+@dev.command("fetch")
+@click.pass_obj
+def dev_fetch(settings: Settings) -> None:
+    """Resolve the pinned Kafka jars from Maven Central into WAKEFUL_CACHE (once)."""
+    from wakeful.devstack import kafka
+
+    click.echo(str(kafka.ensure_jars(settings, _say)))
+
+
+@dev.command("topics")
+@click.pass_obj
+def dev_topics(settings: Settings) -> None:
+    """Create wakeful's topics on the configured Kafka (idempotent)."""
+    from wakeful.core import topics
+
+    created = topics.ensure_topics(settings.kafka_bootstrap, settings.partitions)
+    click.echo(f"created: {', '.join(created)}" if created else "all topics exist")
+
+
+@dev.command("smoke")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def dev_smoke(settings: Settings, as_json: bool) -> None:
+    """One Kafka produce/consume and one Redis compare-and-swap through the running stack."""
+    from wakeful.devstack import smoke
+
+    result = smoke.run(settings)
+    _emit(result, as_json, "smoke ok: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+
+
+@dev.command("bench-infra")
+@click.option("--messages", default=200_000, show_default=True, help="Kafka messages to produce.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
+    """Print the raw limits of this stack: Kafka msgs/s, Redis latency, WATCH-CAS ops/s."""
+    from wakeful.devstack import bench_infra
+
+    result = bench_infra.run(settings, messages, _say)
+    _emit(result, as_json, bench_infra.render(result))
+
+
+@cli.command("demo")
+@click.pass_obj
+def demo(settings: Settings) -> None:
+    """The main job: bring up the local stack if needed and prove a round trip through it."""
+    from wakeful.devstack import smoke, stack
+
+    stack.up(settings, _say)
+    result = smoke.run(settings)
+    click.echo("demo ok: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+
+
+def _status_table(servers: list[Any]) -> str:
+    rows = [f"{'server':8} {'address':32} {'managed':9} {'pid':>8}  health"]
+    for s in servers:
+        pid = str(s.pid) if s.pid else "-"
+        rows.append(f"{s.name:8} {s.address:32} {s.managed:9} {pid:>8}  {'ok' if s.healthy else 'DOWN'}")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except WakefulError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

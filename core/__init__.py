@@ -1,0 +1,1 @@
+"""Settings, errors and names shared by every role."""

@@ -1,0 +1,125 @@
+"""One settings object, built once from the environment at start-up and validated loudly.
+
+Every knob is an environment variable so that workers, tests and CI agree without flags:
+
+| variable                      | default                | meaning                                   |
+|-------------------------------|------------------------|-------------------------------------------|
+| WAKEFUL_HOME                  | ~/.local/state/wakeful | state dir: server data, logs, pid files   |
+| WAKEFUL_CACHE                 | ~/.cache/wakeful       | resolved Kafka jars, shared by state dirs |
+| WAKEFUL_KAFKA_BOOTSTRAP       | (unset: local stack)   | existing Kafka; nothing local is started  |
+| WAKEFUL_REDIS_URL             | (unset: local stack)   | existing Redis; nothing local is started  |
+| WAKEFUL_KAFKA_PORT            | 19092                  | local broker listener                     |
+| WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                  | local KRaft controller listener           |
+| WAKEFUL_REDIS_PORT            | 16379                  | local Redis port                          |
+| WAKEFUL_PARTITIONS            | 6                      | partitions per topic created by wakeful   |
+| WAKEFUL_KAFKA_HEAP            | 512m                   | local broker -Xmx (and -Xms at half)      |
+| WAKEFUL_START_TIMEOUT         | 90                     | seconds to wait for a server to be ready  |
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from wakeful.core.errors import ConfigError
+
+_HEAP = re.compile(r"^[1-9][0-9]*[mMgG]$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the servers are and how the local stack runs."""
+
+    home: Path
+    cache: Path
+    kafka_bootstrap_external: str | None
+    redis_url_external: str | None
+    kafka_port: int
+    kafka_controller_port: int
+    redis_port: int
+    partitions: int
+    kafka_heap: str
+    start_timeout: float
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.kafka_bootstrap_external or f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def redis_url(self) -> str:
+        return self.redis_url_external or f"redis://127.0.0.1:{self.redis_port}/0"
+
+    @property
+    def runs_local_kafka(self) -> bool:
+        return self.kafka_bootstrap_external is None
+
+    @property
+    def runs_local_redis(self) -> bool:
+        return self.redis_url_external is None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        home = Path(env.get("WAKEFUL_HOME") or Path.home() / ".local/state/wakeful")
+        cache = Path(env.get("WAKEFUL_CACHE") or Path.home() / ".cache/wakeful")
+        heap = env.get("WAKEFUL_KAFKA_HEAP", "512m")
+        if not _HEAP.match(heap):
+            raise ConfigError("WAKEFUL_KAFKA_HEAP", f"{heap!r} is not a JVM size such as 512m or 1g")
+        ports = {
+            name: _int(env, name, default, 1, 65535)
+            for name, default in (
+                ("WAKEFUL_KAFKA_PORT", 19092),
+                ("WAKEFUL_KAFKA_CONTROLLER_PORT", 19093),
+                ("WAKEFUL_REDIS_PORT", 16379),
+            )
+        }
+        if len(set(ports.values())) != len(ports):
+            raise ConfigError("WAKEFUL_*_PORT", f"ports must differ, got {ports}")
+        return cls(
+            home=home.expanduser().resolve(),
+            cache=cache.expanduser().resolve(),
+            kafka_bootstrap_external=_bootstrap(env.get("WAKEFUL_KAFKA_BOOTSTRAP")),
+            redis_url_external=_redis_url(env.get("WAKEFUL_REDIS_URL")),
+            kafka_port=ports["WAKEFUL_KAFKA_PORT"],
+            kafka_controller_port=ports["WAKEFUL_KAFKA_CONTROLLER_PORT"],
+            redis_port=ports["WAKEFUL_REDIS_PORT"],
+            partitions=_int(env, "WAKEFUL_PARTITIONS", 6, 1, 1000),
+            kafka_heap=heap,
+            start_timeout=float(_int(env, "WAKEFUL_START_TIMEOUT", 90, 5, 3600)),
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(name, f"{raw!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise ConfigError(name, f"{value} is outside {low}..{high}")
+    return value
+
+
+def _bootstrap(raw: str | None) -> str | None:
+    if not raw:
+        return None
+    for part in raw.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError("WAKEFUL_KAFKA_BOOTSTRAP", f"{part!r} is not host:port")
+    return raw
+
+
+def _redis_url(raw: str | None) -> str | None:
+    if not raw:
+        return None
+    parsed = urlparse(raw)
+    if parsed.scheme not in ("redis", "rediss", "unix") or not (parsed.hostname or parsed.path):
+        raise ConfigError("WAKEFUL_REDIS_URL", f"{raw!r} is not a redis:// or rediss:// URL")
+    return raw

@@ -1,0 +1,257 @@
+"""The local Apache Kafka broker: one KRaft node (broker and controller combined) on 127.0.0.1.
+
+Its jars come from Maven Central through the pinned build file `kafka-pom.xml` beside this module,
+resolved once into WAKEFUL_CACHE and shared by every state dir.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import subprocess
+import uuid
+from importlib import resources
+from pathlib import Path
+
+import psutil
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from wakeful.core.errors import StackError
+from wakeful.core.settings import Settings
+from wakeful.devstack import process
+
+NAME = "kafka"
+INSTALL_HINT = "install a Java 17+ runtime and Maven, e.g. `apt-get install -y openjdk-17-jre-headless maven`"
+
+
+def pom_text() -> str:
+    return resources.files("wakeful.devstack").joinpath("kafka-pom.xml").read_text()
+
+
+def libs_dir(settings: Settings) -> Path:
+    digest = hashlib.sha256(pom_text().encode()).hexdigest()[:12]
+    return settings.cache / f"kafka-{digest}" / "libs"
+
+
+def ensure_jars(settings: Settings, say: process.Say) -> Path:
+    """Resolve the broker's jars with Maven unless this exact pom was resolved before."""
+    libs = libs_dir(settings)
+    done = libs.parent / "complete"
+    if done.exists():
+        return libs
+    mvn = shutil.which("mvn")
+    if mvn is None or shutil.which("java") is None:
+        raise StackError(NAME, f"Java or Maven is missing: {INSTALL_HINT}")
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    pom = libs.parent / "pom.xml"
+    pom.write_text(pom_text())
+    say(f"resolving the Kafka jars from Maven Central into {libs} (once) ...")
+    result = subprocess.run(
+        [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={libs}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+        raise StackError(NAME, "Maven could not resolve the Kafka jars", tail)
+    done.write_text("ok\n")
+    return libs
+
+
+def _dir(settings: Settings) -> Path:
+    return settings.home / "kafka"
+
+
+def pid_path(settings: Settings) -> Path:
+    return _dir(settings) / "kafka.pid"
+
+
+def log_path(settings: Settings) -> Path:
+    return _dir(settings) / "server.log"
+
+
+def _marker(settings: Settings) -> str:
+    return f"-Dwakeful.home={settings.home}"
+
+
+def is_ours(settings: Settings) -> process.Predicate:
+    marker = _marker(settings)
+
+    def check(proc: psutil.Process) -> bool:
+        return marker in proc.cmdline()
+
+    return check
+
+
+def _write_config(settings: Settings) -> Path:
+    base = _dir(settings)
+    data = base / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    port, cport = settings.kafka_port, settings.kafka_controller_port
+    props = base / "server.properties"
+    props.write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@127.0.0.1:{cport}",
+                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+                f"log.dirs={data}",
+                f"num.partitions={settings.partitions}",
+                # wakeful creates its topics on purpose; a typo must not silently make a new one.
+                "auto.create.topics.enable=false",
+                "offsets.topic.replication.factor=1",
+                # 50 internal partitions cost seconds at first group join on a 2-core machine.
+                "offsets.topic.num.partitions=6",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "transaction.state.log.num.partitions=6",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "num.network.threads=2",
+                "num.io.threads=4",
+                "",
+            ]
+        )
+    )
+    log4j = base / "log4j2.properties"
+    log4j.write_text(
+        "\n".join(
+            [
+                "status = warn",
+                "appender.file.type = RollingFile",
+                "appender.file.name = file",
+                f"appender.file.fileName = {log_path(settings)}",
+                f"appender.file.filePattern = {base}/server.log.%i",
+                "appender.file.layout.type = PatternLayout",
+                "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+                "appender.file.policies.type = Policies",
+                "appender.file.policies.size.type = SizeBasedTriggeringPolicy",
+                "appender.file.policies.size.size = 20MB",
+                "appender.file.strategy.type = DefaultRolloverStrategy",
+                "appender.file.strategy.max = 3",
+                "rootLogger.level = INFO",
+                "rootLogger.appenderRef.file.ref = file",
+                "",
+            ]
+        )
+    )
+    return props
+
+
+def _cluster_id() -> str:
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):  # a leading dash would read as a flag
+            return cid
+
+
+def _format_storage(settings: Settings, libs: Path, props: Path, say: process.Say) -> None:
+    if (_dir(settings) / "data" / "meta.properties").exists():
+        return
+    say("formatting the KRaft storage (first start) ...")
+    result = subprocess.run(
+        [
+            "java",
+            "-cp",
+            f"{libs}/*",
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            _cluster_id(),
+            "-c",
+            str(props),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise StackError(NAME, "formatting the KRaft storage failed", result.stdout + result.stderr)
+
+
+def healthy(bootstrap: str, timeout: float = 2.0) -> bool:
+    """Answers metadata; a closed port is checked first so a down broker costs no client noise."""
+    host, _, port = bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
+    if not process.port_open(host, int(port)):
+        return False
+    try:
+        metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=timeout)
+    except KafkaException:
+        return False
+    return bool(metadata.brokers)
+
+
+def start(settings: Settings, say: process.Say) -> int:
+    """Start the broker unless it runs already; returns its pid once it answers metadata."""
+    pid = process.running_pid(pid_path(settings), is_ours(settings))
+    if pid is not None:
+        say(f"kafka already running (pid {pid}) on {settings.kafka_bootstrap}")
+        return pid
+    for port in (settings.kafka_port, settings.kafka_controller_port):
+        if process.port_in_use(port):
+            raise StackError(
+                NAME,
+                f"port {port} is taken by a process wakeful did not start; stop it or set "
+                "WAKEFUL_KAFKA_PORT / WAKEFUL_KAFKA_CONTROLLER_PORT",
+            )
+    libs = ensure_jars(settings, say)
+    props = _write_config(settings)
+    _format_storage(settings, libs, props, say)
+    heap = settings.kafka_heap
+    half = f"{max(64, _megabytes(heap) // 2)}m"
+    argv = [
+        "java",
+        f"-Xmx{heap}",
+        f"-Xms{half}",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={props.parent / 'log4j2.properties'}",
+        _marker(settings),
+        "-cp",
+        f"{libs}/*",
+        "kafka.Kafka",
+        str(props),
+    ]
+    say(f"starting kafka on {settings.kafka_bootstrap} (heap {heap}) ...")
+    pid = process.start_detached(argv, _dir(settings) / "stdout.log", pid_path(settings), _dir(settings))
+
+    def ready() -> bool:
+        if process.running_pid(pid_path(settings), is_ours(settings)) is None:
+            raise StackError(NAME, "the broker exited during start-up", process.log_tail(log_path(settings)))
+        return healthy(settings.kafka_bootstrap, timeout=1.0)
+
+    if not process.wait_until(ready, settings.start_timeout, interval=0.5):
+        process.stop(pid_path(settings), is_ours(settings))
+        raise StackError(
+            NAME,
+            f"not ready after {settings.start_timeout:.0f}s (raise WAKEFUL_START_TIMEOUT on slow machines)",
+            process.log_tail(log_path(settings)),
+        )
+    return pid
+
+
+def stop(settings: Settings) -> int | None:
+    return process.stop(pid_path(settings), is_ours(settings))
+
+
+def _megabytes(size: str) -> int:
+    number, unit = int(size[:-1]), size[-1].lower()
+    return number * 1024 if unit == "g" else number

@@ -1,0 +1,101 @@
+"""Start, find and stop the local servers by pid file; `down` only ever stops what `up` started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import psutil
+
+
+def start_detached(argv: Sequence[str], log_path: Path, pid_path: Path, cwd: Path) -> int:
+    """Run argv in its own session so it outlives the CLI; record its pid."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    pid_path.write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def running_pid(pid_path: Path, is_ours: Callable[[psutil.Process], bool]) -> int | None:
+    """The recorded pid if that process is alive and is_ours(process) holds.
+
+    The is_ours check keeps a recycled pid from being mistaken for our server.
+    """
+    try:
+        pid = int(pid_path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return pid if is_ours(proc) else None
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def stop(pid_path: Path, is_ours: Callable[[psutil.Process], bool], grace: float = 30.0) -> int | None:
+    """SIGTERM our process, SIGKILL it after grace seconds; returns the pid stopped, if any."""
+    pid = running_pid(pid_path, is_ours)
+    if pid is None:
+        pid_path.unlink(missing_ok=True)
+        return None
+    proc = psutil.Process(pid)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except psutil.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+    pid_path.unlink(missing_ok=True)
+    return pid
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16384))
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return "(no log yet)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_until(check: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:
+    """Poll check() until it is true or timeout seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def port_in_use(port: int) -> bool:
+    return port_open("127.0.0.1", port)
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+Say = Callable[[str], None]
+Predicate = Callable[[psutil.Process], bool]

@@ -1,0 +1,131 @@
+"""The local Redis server: Debian's redis-server on loopback, append-only with fsync every second."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import psutil
+import redis
+
+from wakeful.core.errors import StackError
+from wakeful.core.settings import Settings
+from wakeful.devstack import process
+
+NAME = "redis"
+INSTALL_HINT = "install it with `sudo apt-get install -y redis-server`"
+
+
+def _dir(settings: Settings) -> Path:
+    return settings.home / "redis"
+
+
+def pid_path(settings: Settings) -> Path:
+    return _dir(settings) / "redis.pid"
+
+
+def log_path(settings: Settings) -> Path:
+    return _dir(settings) / "redis.log"
+
+
+def is_ours(settings: Settings) -> process.Predicate:
+    # redis-server rewrites its process title, so recognise it by name and working directory.
+    home = _dir(settings)
+
+    def check(proc: psutil.Process) -> bool:
+        return proc.name().startswith("redis-server") and Path(proc.cwd()) == home
+
+    return check
+
+
+def binary(say: process.Say) -> str:
+    """Path of redis-server, installing Debian's package when it is missing and we are root."""
+    found = shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
+    )
+    if found:
+        return found
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise StackError(NAME, f"redis-server is not installed: {INSTALL_HINT}")
+    say("redis-server is missing; installing Debian's package ...")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "redis-server"]):
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        if result.returncode != 0:
+            raise StackError(
+                NAME, f"`{' '.join(argv)}` failed: {INSTALL_HINT}", result.stdout + result.stderr
+            )
+    return "/usr/bin/redis-server"
+
+
+def _write_config(settings: Settings) -> Path:
+    home = _dir(settings)
+    home.mkdir(parents=True, exist_ok=True)
+    conf = home / "redis.conf"
+    conf.write_text(
+        "\n".join(
+            [
+                "bind 127.0.0.1",
+                f"port {settings.redis_port}",
+                "protected-mode yes",
+                "daemonize no",
+                f"dir {home}",
+                f"logfile {log_path(settings)}",
+                # Durability: a restart loses at most about one second of writes.
+                "appendonly yes",
+                "appendfsync everysec",
+                'save ""',
+                "",
+            ]
+        )
+    )
+    return conf
+
+
+def healthy(url: str, timeout: float = 1.0) -> bool:
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+def start(settings: Settings, say: process.Say) -> int:
+    pid = process.running_pid(pid_path(settings), is_ours(settings))
+    if pid is not None:
+        say(f"redis already running (pid {pid}) on 127.0.0.1:{settings.redis_port}")
+        return pid
+    if process.port_in_use(settings.redis_port):
+        raise StackError(
+            NAME,
+            f"port {settings.redis_port} is taken by a process wakeful did not start; "
+            "stop it or set WAKEFUL_REDIS_PORT",
+        )
+    exe = binary(say)
+    conf = _write_config(settings)
+    say(f"starting redis on 127.0.0.1:{settings.redis_port} (AOF, fsync every second) ...")
+    pid = process.start_detached(
+        [exe, str(conf)], _dir(settings) / "stdout.log", pid_path(settings), _dir(settings)
+    )
+
+    def ready() -> bool:
+        if process.running_pid(pid_path(settings), is_ours(settings)) is None:
+            raise StackError(
+                NAME, "redis-server exited during start-up", process.log_tail(log_path(settings))
+            )
+        return healthy(settings.redis_url)
+
+    if not process.wait_until(ready, settings.start_timeout):
+        process.stop(pid_path(settings), is_ours(settings))
+        raise StackError(
+            NAME,
+            f"not ready after {settings.start_timeout:.0f}s",
+            process.log_tail(log_path(settings)),
+        )
+    return pid
+
+
+def stop(settings: Settings) -> int | None:
+    return process.stop(pid_path(settings), is_ours(settings))

@@ -1,0 +1,46 @@
+"""Shared fixtures: the real Kafka and Redis that `wakeful dev up` starts (or that the
+environment names). A missing server is a loud failure that says how to start it, never a skip."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from wakeful.core.settings import Settings
+from wakeful.devstack import kafka, redis_server
+
+START_HINT = "Start the local stack with `wakeful dev up` (or run `bash scripts/test`)."
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(settings: Settings) -> str:
+    if not kafka.healthy(settings.kafka_bootstrap, timeout=5.0):
+        pytest.fail(f"Kafka is not reachable at {settings.kafka_bootstrap}. {START_HINT}")
+    return settings.kafka_bootstrap
+
+
+@pytest.fixture(scope="session")
+def redis_url(settings: Settings) -> str:
+    if not redis_server.healthy(settings.redis_url, timeout=5.0):
+        pytest.fail(f"Redis is not reachable at {settings.redis_url}. {START_HINT}")
+    return settings.redis_url
+
+
+@pytest.fixture()
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture()
+def unique() -> str:
+    return uuid.uuid4().hex[:12]

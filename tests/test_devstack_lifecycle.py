@@ -1,0 +1,160 @@
+"""`wakeful dev up | down | status` on a private stack (own state dir and ports), run the way a
+user runs it: as the CLI, in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import psutil
+import pytest
+import redis
+from confluent_kafka import Consumer, Producer
+
+from wakeful.core import topics
+from wakeful.core.settings import Settings
+from wakeful.devstack import kafka, redis_server
+
+PORTS = {
+    "WAKEFUL_KAFKA_PORT": "29092",
+    "WAKEFUL_KAFKA_CONTROLLER_PORT": "29093",
+    "WAKEFUL_REDIS_PORT": "26379",
+}
+
+
+def wakeful(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        pytest.fail(f"wakeful {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def our_processes(home: Path) -> list[psutil.Process]:
+    """Every live process that belongs to the stack in this state dir."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if f"-Dwakeful.home={home}" in proc.cmdline() or (
+                proc.name().startswith("redis-server") and Path(proc.cwd()).is_relative_to(home)
+            ):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    home = tmp_path_factory.mktemp("stack")
+    env = {k: v for k, v in os.environ.items() if k not in ("WAKEFUL_KAFKA_BOOTSTRAP", "WAKEFUL_REDIS_URL")}
+    env.update(PORTS, WAKEFUL_HOME=str(home), WAKEFUL_PARTITIONS="2")
+    yield env
+    wakeful(env, "dev", "down", check=False)
+
+
+def status(env: dict[str, str]) -> dict[str, dict[str, object]]:
+    out = wakeful(env, "dev", "status", "--json", check=False).stdout
+    return {row["name"]: row for row in orjson.loads(out)}
+
+
+def test_dev_up_twice_is_harmless_and_keeps_the_same_servers(private: dict[str, str]) -> None:
+    wakeful(private, "dev", "up")
+    first = status(private)
+    assert first["kafka"]["healthy"] and first["redis"]["healthy"]
+    assert first["kafka"]["address"] == "127.0.0.1:29092"
+
+    again = wakeful(private, "dev", "up")
+    assert "already running" in again.stderr
+    second = status(private)
+    assert second["kafka"]["pid"] == first["kafka"]["pid"]
+    assert second["redis"]["pid"] == first["redis"]["pid"]
+    assert len(our_processes(Path(private["WAKEFUL_HOME"]))) == 2
+
+
+def test_clients_wakeful_did_not_write_see_the_stack(private: dict[str, str]) -> None:
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is missing: run `bash scripts/setup`"
+    listing = subprocess.run(
+        [kcat, "-b", "127.0.0.1:29092", "-L"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert "broker 1 at 127.0.0.1:29092" in listing.stdout
+    for name in topics.ALL:
+        assert f'topic "{name}"' in listing.stdout
+    ping = subprocess.run(
+        ["redis-cli", "-p", "26379", "ping"], capture_output=True, text=True, timeout=10, check=False
+    )
+    assert ping.stdout.strip() == "PONG"
+
+
+def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, str], unique: str) -> None:
+    settings = Settings.from_env(private)
+    topic = f"wakeful.test.durable.{unique}"
+    topics.ensure_topics(settings.kafka_bootstrap, 1, names=[topic])
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "acks": "all"})
+    for i in range(5):
+        producer.produce(topic, key=b"t", value=f"m{i}".encode())
+    assert producer.flush(30) == 0
+    redis.Redis.from_url(settings.redis_url).set("wk:{durable}:probe", unique)
+
+    old_kafka, old_redis = kafka.stop(settings), redis_server.stop(settings)
+    assert old_kafka and old_redis
+    wakeful(private, "dev", "up")
+    now = status(private)
+    assert now["kafka"]["pid"] != old_kafka and now["redis"]["pid"] != old_redis
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": f"g-{unique}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 5 and time.monotonic() < deadline:
+        seen += [m.value() or b"" for m in consumer.consume(10, 0.5) if m.error() is None]
+    consumer.close()
+    assert seen == [f"m{i}".encode() for i in range(5)]
+    assert redis.Redis.from_url(settings.redis_url).get("wk:{durable}:probe") == unique.encode()
+
+
+def test_dev_down_leaves_no_process_of_ours(private: dict[str, str]) -> None:
+    home = Path(private["WAKEFUL_HOME"])
+    wakeful(private, "dev", "up")
+    assert our_processes(home)
+    wakeful(private, "dev", "down")
+    assert our_processes(home) == []
+    assert not (home / "kafka" / "kafka.pid").exists() and not (home / "redis" / "redis.pid").exists()
+    assert wakeful(private, "dev", "status", check=False).returncode == 1
+
+
+def test_external_servers_are_used_and_nothing_is_started(
+    tmp_path: Path, kafka_bootstrap: str, redis_url: str
+) -> None:
+    env = dict(
+        os.environ,
+        WAKEFUL_HOME=str(tmp_path),
+        WAKEFUL_KAFKA_BOOTSTRAP=kafka_bootstrap,
+        WAKEFUL_REDIS_URL=redis_url,
+    )
+    env.update(PORTS)
+    out = wakeful(env, "dev", "up")
+    assert "nothing started" in out.stderr
+    assert our_processes(tmp_path) == []
+    rows = status(env)
+    assert rows["kafka"]["managed"] == "external" and rows["kafka"]["healthy"]
+    assert rows["redis"]["managed"] == "external" and rows["redis"]["healthy"]

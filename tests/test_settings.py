@@ -1,0 +1,42 @@
+"""Configuration is validated once and a bad value names the variable to fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from wakeful.core.errors import ConfigError
+from wakeful.core.settings import Settings
+
+
+def test_defaults_point_at_the_local_stack() -> None:
+    s = Settings.from_env({"HOME": "/tmp"})
+    assert s.kafka_bootstrap == "127.0.0.1:19092"
+    assert s.redis_url == "redis://127.0.0.1:16379/0"
+    assert s.runs_local_kafka and s.runs_local_redis
+
+
+def test_external_servers_mean_nothing_local() -> None:
+    s = Settings.from_env(
+        {"WAKEFUL_KAFKA_BOOTSTRAP": "k1:9092,k2:9092", "WAKEFUL_REDIS_URL": "redis://r:6379/0"}
+    )
+    assert not s.runs_local_kafka and not s.runs_local_redis
+    assert s.kafka_bootstrap == "k1:9092,k2:9092"
+
+
+@pytest.mark.parametrize(
+    ("env", "setting"),
+    [
+        ({"WAKEFUL_KAFKA_PORT": "abc"}, "WAKEFUL_KAFKA_PORT"),
+        ({"WAKEFUL_REDIS_PORT": "70000"}, "WAKEFUL_REDIS_PORT"),
+        ({"WAKEFUL_PARTITIONS": "0"}, "WAKEFUL_PARTITIONS"),
+        ({"WAKEFUL_KAFKA_HEAP": "lots"}, "WAKEFUL_KAFKA_HEAP"),
+        ({"WAKEFUL_KAFKA_BOOTSTRAP": "nohost"}, "WAKEFUL_KAFKA_BOOTSTRAP"),
+        ({"WAKEFUL_REDIS_URL": "http://x"}, "WAKEFUL_REDIS_URL"),
+        ({"WAKEFUL_KAFKA_PORT": "16379"}, "WAKEFUL_*_PORT"),
+    ],
+)
+def test_a_bad_setting_is_refused_by_name(env: dict[str, str], setting: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Settings.from_env(env)
+    assert info.value.setting == setting
+    assert setting in str(info.value)
