@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -108,6 +109,60 @@ def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
 
     result = bench_infra.run(settings, messages, _say)
     _emit(result, as_json, bench_infra.render(result))
+
+
+@cli.command("bench-state")
+@click.option("--seconds", default=5.0, show_default=True, help="Duration of each concurrency level.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
+    """transition() throughput and p50/p99 at 1, 8 and 64 concurrent tasks, beside the raw CAS ceiling."""
+    from wakeful.devstack import bench_state as bench
+
+    result = bench.run(settings, seconds, _say)
+    _emit(result, as_json, bench.render(result))
+
+
+ROLES = ("relay",)
+
+
+@cli.command("worker")
+@click.argument("roles", nargs=-1, required=True, type=click.Choice([*ROLES, "all"]))
+@click.option("--fault", "fault_points", default=None, help="Crash point(s) to arm, comma-separated.")
+@click.pass_obj
+def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None) -> None:
+    """Run consumer roles in this process until SIGTERM or Ctrl-C."""
+    import signal
+    import threading
+
+    from wakeful.consumers import relay
+    from wakeful.core import faults
+    from wakeful.core.log import Log
+
+    faults.arm(fault_points or os.environ.get("WAKEFUL_FAULT"))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    runners = {"relay": relay.main}
+    wanted = ROLES if "all" in roles else roles
+    crashed: list[str] = []
+
+    def supervise(role: str) -> None:
+        try:
+            runners[role](settings, stop)
+        except Exception as exc:
+            Log(role=role)("role.crashed", error=repr(exc))
+            crashed.append(role)
+            stop.set()  # one role down takes the process down, so its supervisor restarts it whole
+
+    threads = [threading.Thread(target=supervise, args=(r,), name=r) for r in wanted]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        for t in threads:
+            t.join(0.2)
+    if crashed:
+        sys.exit(1)
 
 
 @cli.command("demo")

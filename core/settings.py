@@ -1,19 +1,23 @@
 """One settings object, built once from the environment at start-up and validated loudly.
 
-Every knob is an environment variable so that workers, tests and CI agree without flags:
+Every knob is an environment variable so that workers, tests and CI agree without flags
+($HOME below is WAKEFUL_HOME):
 
-| variable                      | default                | meaning                                   |
-|-------------------------------|------------------------|-------------------------------------------|
-| WAKEFUL_HOME                  | ~/.local/state/wakeful | state dir: server data, logs, pid files   |
-| WAKEFUL_CACHE                 | ~/.cache/wakeful       | resolved Kafka jars, shared by state dirs |
-| WAKEFUL_KAFKA_BOOTSTRAP       | (unset: local stack)   | existing Kafka; nothing local is started  |
-| WAKEFUL_REDIS_URL             | (unset: local stack)   | existing Redis; nothing local is started  |
-| WAKEFUL_KAFKA_PORT            | 19092                  | local broker listener                     |
-| WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                  | local KRaft controller listener           |
-| WAKEFUL_REDIS_PORT            | 16379                  | local Redis port                          |
-| WAKEFUL_PARTITIONS            | 6                      | partitions per topic created by wakeful   |
-| WAKEFUL_KAFKA_HEAP            | 512m                   | local broker -Xmx (and -Xms at half)      |
-| WAKEFUL_START_TIMEOUT         | 90                     | seconds to wait for a server to be ready  |
+| variable                      | default                      | meaning                                   |
+|-------------------------------|------------------------------|-------------------------------------------|
+| WAKEFUL_HOME                  | ~/.local/state/wakeful       | state dir: server data, logs, pid files   |
+| WAKEFUL_CACHE                 | ~/.cache/wakeful             | resolved Kafka jars, shared by state dirs |
+| WAKEFUL_KAFKA_BOOTSTRAP       | (unset: local stack)         | existing Kafka; nothing local is started  |
+| WAKEFUL_REDIS_URL             | (unset: local stack)         | existing Redis; nothing local is started  |
+| WAKEFUL_KAFKA_PORT            | 19092                        | local broker listener                     |
+| WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                        | local KRaft controller listener           |
+| WAKEFUL_REDIS_PORT            | 16379                        | local Redis port                          |
+| WAKEFUL_PARTITIONS            | 6                            | partitions per topic created by wakeful   |
+| WAKEFUL_KAFKA_HEAP            | 512m                         | local broker -Xmx (and -Xms at half)      |
+| WAKEFUL_KEYRING               | $HOME/keyring.json           | sealing keys (created by `dev up`)        |
+| WAKEFUL_REDIS_CREDENTIALS     | $HOME/redis-credentials.json | one Redis ACL user per role               |
+| WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user     |
+| WAKEFUL_START_TIMEOUT         | 90                           | seconds to wait for a server to be ready  |
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ class Settings:
     partitions: int
     kafka_heap: str
     start_timeout: float
+    keyring: Path
+    redis_credentials: Path
+    allow_default_user: bool
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -90,6 +97,11 @@ class Settings:
             partitions=_int(env, "WAKEFUL_PARTITIONS", 6, 1, 1000),
             kafka_heap=heap,
             start_timeout=float(_int(env, "WAKEFUL_START_TIMEOUT", 90, 5, 3600)),
+            keyring=Path(env.get("WAKEFUL_KEYRING") or home / "keyring.json").expanduser().resolve(),
+            redis_credentials=Path(env.get("WAKEFUL_REDIS_CREDENTIALS") or home / "redis-credentials.json")
+            .expanduser()
+            .resolve(),
+            allow_default_user=_flag(env, "WAKEFUL_ALLOW_DEFAULT_USER"),
         )
 
 
@@ -104,6 +116,15 @@ def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -
     if not low <= value <= high:
         raise ConfigError(name, f"{value} is outside {low}..{high}")
     return value
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise ConfigError(name, f"{raw!r} is not 1/0, true/false or yes/no")
 
 
 def _bootstrap(raw: str | None) -> str | None:

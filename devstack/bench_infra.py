@@ -12,13 +12,13 @@ import time
 import uuid
 from typing import Any
 
-import redis
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from wakeful.core import topics
 from wakeful.core.settings import Settings
 from wakeful.devstack.process import Say
+from wakeful.state import acl
 
 PAYLOAD_BYTES = 200
 
@@ -26,7 +26,8 @@ PAYLOAD_BYTES = 200
 def run(settings: Settings, messages: int, say: Say) -> dict[str, Any]:
     result: dict[str, Any] = {"messages": messages, "payload_bytes": PAYLOAD_BYTES}
     result.update(_kafka(settings, messages, say))
-    result.update(_redis(settings, say))
+    say("redis: PINGs and WATCH-CAS operations from one client ...")
+    result.update(redis_figures(settings))
     return result
 
 
@@ -87,9 +88,8 @@ def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
     }
 
 
-def _redis(settings: Settings, say: Say, pings: int = 5_000, cas_ops: int = 5_000) -> dict[str, float]:
-    client = redis.Redis.from_url(settings.redis_url)
-    say(f"redis: {pings} PINGs and {cas_ops} WATCH-CAS operations from one client ...")
+def redis_figures(settings: Settings, pings: int = 5_000, cas_ops: int = 5_000) -> dict[str, float]:
+    client = acl.connect(settings, "admin")
     latencies = []
     for _ in range(pings):
         t0 = time.perf_counter()

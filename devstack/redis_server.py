@@ -13,6 +13,7 @@ import redis
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
 from wakeful.devstack import process
+from wakeful.state import acl
 
 NAME = "redis"
 INSTALL_HINT = "install it with `sudo apt-get install -y redis-server`"
@@ -77,11 +78,30 @@ def _write_config(settings: Settings) -> Path:
                 "appendonly yes",
                 "appendfsync everysec",
                 'save ""',
+                # One ACL user per role (state.acl); `dev up` rewrites this file and reloads it.
+                f"aclfile {acl_path(settings)}",
                 "",
             ]
         )
     )
     return conf
+
+
+def acl_path(settings: Settings) -> Path:
+    return _dir(settings) / "users.acl"
+
+
+def write_acl(settings: Settings) -> dict[str, str]:
+    """Write the role users (credentials are made once and kept); returns role -> password."""
+    creds = acl.ensure_credentials(settings.redis_credentials)
+    _dir(settings).mkdir(parents=True, exist_ok=True)
+    acl_path(settings).write_text("\n".join(acl.aclfile_lines(creds)) + "\n")
+    os.chmod(acl_path(settings), 0o600)
+    return creds
+
+
+def admin_client(settings: Settings) -> redis.Redis:
+    return acl.connect(settings, "admin")
 
 
 def healthy(url: str, timeout: float = 1.0) -> bool:
@@ -95,7 +115,9 @@ def healthy(url: str, timeout: float = 1.0) -> bool:
 def start(settings: Settings, say: process.Say) -> int:
     pid = process.running_pid(pid_path(settings), is_ours(settings))
     if pid is not None:
-        say(f"redis already running (pid {pid}) on 127.0.0.1:{settings.redis_port}")
+        write_acl(settings)
+        admin_client(settings).acl_load()
+        say(f"redis already running (pid {pid}) on 127.0.0.1:{settings.redis_port}; ACL users reloaded")
         return pid
     if process.port_in_use(settings.redis_port):
         raise StackError(
@@ -105,6 +127,7 @@ def start(settings: Settings, say: process.Say) -> int:
         )
     exe = binary(say)
     conf = _write_config(settings)
+    write_acl(settings)
     say(f"starting redis on 127.0.0.1:{settings.redis_port} (AOF, fsync every second) ...")
     pid = process.start_detached(
         [exe, str(conf)], _dir(settings) / "stdout.log", pid_path(settings), _dir(settings)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 import uuid
 
-import redis
 from confluent_kafka import Consumer, Producer
 
 from wakeful.core import topics
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
+from wakeful.state import acl
 
 SMOKE_TOPIC = "wakeful.smoke"
 
@@ -46,7 +46,7 @@ def run(settings: Settings, timeout: float = 30.0) -> dict[str, float]:
     kafka_ms = (time.perf_counter() - started) * 1000
 
     started = time.perf_counter()
-    client = redis.Redis.from_url(settings.redis_url)
+    client = acl.connect(settings, "admin")
     key = f"wk:{{smoke}}:{marker}"
     with client.pipeline() as pipe:
         pipe.watch(key)  # type: ignore[no-untyped-call]  # redis-py leaves watch() untyped

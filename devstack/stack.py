@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from wakeful.core import topics
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_server
+from wakeful.state.seal import Keyring
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class ServerStatus:
 
 def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     settings.home.mkdir(parents=True, exist_ok=True)
+    if not settings.keyring.exists():
+        Keyring.generate().save(settings.keyring)
+        say(f"created the sealing keyring {settings.keyring} (mode 0600)")
     if settings.runs_local_redis:
         redis_server.start(settings, say)
     else:

@@ -11,6 +11,9 @@ import redis
 
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
+from wakeful.state import acl, wiring
+from wakeful.state.lease import Leases
+from wakeful.state.store import Store
 
 START_HINT = "Start the local stack with `wakeful dev up` (or run `bash scripts/test`)."
 
@@ -35,8 +38,9 @@ def redis_url(settings: Settings) -> str:
 
 
 @pytest.fixture()
-def redis_client(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
+def redis_client(settings: Settings, redis_url: str) -> Iterator[redis.Redis]:
+    """An admin connection, for tests that inspect or tamper with raw keys."""
+    client = acl.connect(settings, "admin")
     yield client
     client.close()
 
@@ -44,3 +48,13 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 @pytest.fixture()
 def unique() -> str:
     return uuid.uuid4().hex[:12]
+
+
+@pytest.fixture(scope="session")
+def gate_store(settings: Settings, redis_url: str) -> Store:
+    return wiring.store_for(settings, "gate")
+
+
+@pytest.fixture(scope="session")
+def leases(settings: Settings, redis_url: str) -> Leases:
+    return wiring.leases_for(settings, "gate")

@@ -14,12 +14,12 @@ from pathlib import Path
 import orjson
 import psutil
 import pytest
-import redis
 from confluent_kafka import Consumer, Producer
 
 from wakeful.core import topics
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
+from wakeful.state import acl
 
 PORTS = {
     "WAKEFUL_KAFKA_PORT": "29092",
@@ -107,7 +107,7 @@ def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, 
     for i in range(5):
         producer.produce(topic, key=b"t", value=f"m{i}".encode())
     assert producer.flush(30) == 0
-    redis.Redis.from_url(settings.redis_url).set("wk:{durable}:probe", unique)
+    acl.connect(settings, "admin").set("wk:{durable}:probe", unique)
 
     old_kafka, old_redis = kafka.stop(settings), redis_server.stop(settings)
     assert old_kafka and old_redis
@@ -129,7 +129,7 @@ def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, 
         seen += [m.value() or b"" for m in consumer.consume(10, 0.5) if m.error() is None]
     consumer.close()
     assert seen == [f"m{i}".encode() for i in range(5)]
-    assert redis.Redis.from_url(settings.redis_url).get("wk:{durable}:probe") == unique.encode()
+    assert acl.connect(settings, "admin").get("wk:{durable}:probe") == unique.encode()
 
 
 def test_dev_down_leaves_no_process_of_ours(private: dict[str, str]) -> None:

@@ -1,0 +1,37 @@
+"""An approval is an object: what was approved (object, version, digest), by whom, scope, expiry."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import ClassVar
+
+import orjson
+
+from wakeful.schemas.base import Record
+
+
+class Approval(Record):
+    KIND: ClassVar[str] = "approval"
+    SCHEMA: ClassVar[int] = 1
+    schema_version: int = SCHEMA
+
+    object: str  # what kind of thing was approved, e.g. "refund"
+    object_version: int  # the task version the approval is bound to
+    object_digest: str  # sha256 of the approved terms; any change voids the approval
+    approver_ref: str
+    scope: str  # the action it permits, e.g. "refund.execute"
+    expires_at: datetime
+    single_use: bool = True
+    consumed: bool = False
+
+    def binds(self, version: int, digest: str) -> bool:
+        return self.object_version == version and self.object_digest == digest
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.expires_at
+
+
+def terms_digest(**terms: object) -> str:
+    """A stable digest of the terms being approved (sorted keys, orjson)."""
+    return hashlib.sha256(orjson.dumps(terms, option=orjson.OPT_SORT_KEYS)).hexdigest()

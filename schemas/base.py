@@ -1,0 +1,87 @@
+"""The one place stored and wire records are decoded: versioned, strict, orjson-encoded.
+
+Every record carries `schema_version`. Decoding a newer version than this code knows is refused
+(the writer is ahead of us; never guess); an older one is upgraded by the registered migrations,
+one step at a time, before strict validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Self
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from wakeful.core.errors import DecodeError, UnknownSchemaVersion
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+# (record kind, from_version) -> function returning the record at from_version + 1.
+_MIGRATIONS: dict[tuple[str, int], Migration] = {}
+
+
+def migration(kind: str, from_version: int) -> Callable[[Migration], Migration]:
+    """Register the upgrade of one record kind from `from_version` to the next version."""
+
+    def register(fn: Migration) -> Migration:
+        key = (kind, from_version)
+        if key in _MIGRATIONS:
+            raise RuntimeError(f"two migrations registered for {kind} v{from_version}")
+        _MIGRATIONS[key] = fn
+        return fn
+
+    return register
+
+
+class Record(BaseModel):
+    """Base of every stored or wire record: strict, immutable, no unknown fields."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", populate_by_name=True)
+
+    KIND: ClassVar[str]
+    SCHEMA: ClassVar[int]
+
+    schema_version: int
+
+    def encode(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json", by_alias=True))
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Self:
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(cls.KIND, raw, f"not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise DecodeError(cls.KIND, raw, "not a JSON object")
+        migrated = upgrade(cls.KIND, cls.SCHEMA, data, raw)
+        try:
+            if migrated is data:
+                return cls.model_validate_json(raw)
+            return cls.model_validate_json(orjson.dumps(migrated))
+        except ValidationError as exc:
+            raise DecodeError(cls.KIND, raw, _first_errors(exc)) from exc
+
+
+def upgrade(kind: str, current: int, data: dict[str, Any], raw: bytes) -> dict[str, Any]:
+    """Bring a decoded record to `current`; returns `data` itself when it is current already."""
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version < 1:
+        raise DecodeError(kind, raw, f"schema_version is {version!r}, expected a positive integer")
+    if version > current:
+        raise UnknownSchemaVersion(kind, version, current)
+    while version < current:
+        step = _MIGRATIONS.get((kind, version))
+        if step is None:
+            raise DecodeError(kind, raw, f"no migration registered from {kind} v{version}")
+        data = step(dict(data))
+        version += 1
+        data["schema_version"] = version
+    return data
+
+
+def _first_errors(exc: ValidationError, limit: int = 3) -> str:
+    parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:limit]]
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

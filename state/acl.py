@@ -1,0 +1,136 @@
+"""Least privilege in Redis: one ACL user per role, limited to the keys and commands it needs.
+
+Rules use Redis 7 selectors, `(~pattern +command ...)`: a command is allowed only if one selector
+grants both the command and every key it names. So the gate may XADD to a counter stream but not
+SET, DEL, XTRIM or XSETID it: its counter can only move forward. The proposer has no key at all.
+Scripts run with the caller's rights, so the lease and action-log scripts need exactly the rights
+of the commands inside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from pathlib import Path
+
+import orjson
+import redis
+
+from wakeful.core.errors import PermissionRefused
+from wakeful.core.settings import Settings
+from wakeful.state import keys
+
+ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "admin")
+
+_SCRIPTING = "+evalsha +eval +script|load"
+_STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set +watch)"
+_COUNTER = f"(~{keys.PATTERN_CTR} +xadd +xrevrange +watch)"
+_LEASE = (
+    f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} +get +set +exists +incr +pexpire +del +watch {_SCRIPTING})"
+)
+_INBOX = f"(~{keys.PATTERN_INBOX} +sadd +sismember)"
+_OUTBOX_WRITE = f"(~{keys.PATTERN_OUTBOX} ~{keys.OUTBOX_DIRTY} +xadd +sadd)"
+_OPS_READ = f"(~{keys.PATTERN_OPS} +hget +hgetall)"
+_OPS_WRITE = f"(~{keys.PATTERN_OPS} +hget +hgetall +hsetnx +hset {_SCRIPTING})"
+_KEYLESS = "+ping +multi +exec +discard +unwatch"
+# The two roles that write Progress (through state.store) and hold task leases.
+_PROGRESS_WRITER = f"resetkeys -@all {_KEYLESS} {_STATE} {_COUNTER} {_LEASE} {_INBOX} {_OUTBOX_WRITE}"
+
+RULES: dict[str, str] = {
+    # Issue-4 roles get their own keys when they exist; until then they can reach no task state.
+    "inbound": f"resetkeys -@all {_KEYLESS}",
+    "gate": f"{_PROGRESS_WRITER} {_OPS_READ}",
+    "proposer": "resetkeys -@all +ping",
+    "executor": f"{_PROGRESS_WRITER} {_OPS_WRITE}",
+    "timer": f"resetkeys -@all {_KEYLESS}",
+    "relay": (
+        f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "
+        f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard)"
+    ),
+    "admin": "resetkeys ~* resetchannels &* +@all",
+}
+# The built-in default user keeps answering PING (so health checks and `redis-cli ping` work)
+# and nothing else.
+DEFAULT_RULES = "on nopass resetkeys resetchannels -@all +ping"
+
+
+def ensure_credentials(path: Path) -> dict[str, str]:
+    """Role -> password, generated once and kept in a 0600 file."""
+    if path.exists():
+        creds: dict[str, str] = orjson.loads(path.read_bytes())
+        if set(ROLES) <= set(creds):
+            return creds
+    else:
+        creds = {}
+    for role in ROLES:
+        creds.setdefault(role, secrets.token_urlsafe(24))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(orjson.dumps(creds, option=orjson.OPT_INDENT_2))
+    path.with_suffix(".tmp").replace(path)
+    return creds
+
+
+def user_name(role: str) -> str:
+    return f"wakeful-{role}"
+
+
+def aclfile_lines(creds: dict[str, str]) -> list[str]:
+    """The users as lines of a Redis aclfile (passwords stored hashed)."""
+    lines = [f"user default {DEFAULT_RULES}"]
+    for role in ROLES:
+        digest = hashlib.sha256(creds[role].encode()).hexdigest()
+        lines.append(f"user {user_name(role)} on #{digest} {RULES[role]}")
+    return lines
+
+
+def setuser_commands(creds: dict[str, str]) -> list[list[str]]:
+    """The same users as ACL SETUSER argument lists, for a Redis that wakeful did not start."""
+    commands = []
+    for role in ROLES:
+        digest = hashlib.sha256(creds[role].encode()).hexdigest()
+        commands.append(
+            ["ACL", "SETUSER", user_name(role), "reset", "on", f"#{digest}", *_split(RULES[role])]
+        )
+    return commands
+
+
+def _split(rules: str) -> list[str]:
+    """Split rules on spaces, keeping each parenthesised selector as one argument."""
+    out: list[str] = []
+    depth, word = 0, ""
+    for ch in rules:
+        if ch == " " and depth == 0:
+            if word:
+                out.append(word)
+            word = ""
+            continue
+        depth += (ch == "(") - (ch == ")")
+        word += ch
+    if word:
+        out.append(word)
+    return out
+
+
+def connect(settings: Settings, role: str) -> redis.Redis:
+    """A client that authenticates as the role's ACL user.
+
+    Without credentials for the role this refuses, unless WAKEFUL_ALLOW_DEFAULT_USER is set (local
+    experiments only): the default user can do whatever the operator left it able to do.
+    """
+    if role not in ROLES:
+        raise PermissionRefused(f"unknown Redis role {role!r}; roles are {', '.join(ROLES)}")
+    path = settings.redis_credentials
+    creds: dict[str, str] = orjson.loads(path.read_bytes()) if path.exists() else {}
+    if role in creds:
+        return redis.Redis.from_url(settings.redis_url, username=user_name(role), password=creds[role])
+    if settings.allow_default_user or (role == "admin" and not settings.runs_local_redis):
+        # An operator's own Redis: admin is whoever WAKEFUL_REDIS_URL authenticates as.
+        return redis.Redis.from_url(settings.redis_url)
+    raise PermissionRefused(
+        f"no Redis credentials for role {role!r} in {path}: `wakeful dev up` creates them for the local "
+        "stack; for your own Redis run `wakeful dev acl --apply`, or set WAKEFUL_ALLOW_DEFAULT_USER=1 "
+        "for a local experiment"
+    )

@@ -1,0 +1,103 @@
+"""The intent-first action log, the basis of execute-once.
+
+Order for a side effect: begin(op_key) records the intent (in_flight) atomically -> call downstream
+WITH the op key -> complete()/fail() records the outcome -> the stage advances. A second begin() of
+the same key returns the existing entry instead, so the caller can tell "do it", "it is in flight
+(look it up by key downstream)" and "done: skip and advance" apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from wakeful.core.errors import ActionError
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
+from wakeful.state import keys
+from wakeful.state.store import Clock, utcnow
+
+# KEYS[1] the task's ops hash; ARGV[1] op_key, ARGV[2] the in_flight entry (JSON).
+# returns: {1, entry} when this call inserted the intent, {0, existing entry} when it was there.
+_BEGIN = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then return {1, ARGV[2]} end
+return {0, redis.call('HGET', KEYS[1], ARGV[1])}
+"""
+
+# KEYS[1] the task's ops hash; ARGV[1] op_key, ARGV[2] the final entry (JSON), ARGV[3] caller's fence.
+# returns: {1, entry} recorded; {0, existing} already final (first outcome wins);
+#          {-1, false} no intent was recorded; {-2, existing} a newer lease holder owns the intent.
+_FINISH = """
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return {-1, false} end
+local entry = cjson.decode(cur)
+if entry['status'] ~= 'in_flight' then return {0, cur} end
+if tonumber(ARGV[3]) < tonumber(entry['fence']) then return {-2, cur} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return {1, ARGV[2]}
+"""
+
+
+@dataclass(frozen=True)
+class Begun:
+    inserted: bool  # True: this caller owns the first attempt; False: see entry.status
+    entry: ActionLogEntry
+
+
+class ActionLog:
+    def __init__(self, client: redis.Redis, clock: Clock = utcnow) -> None:
+        self.client = client
+        self.clock = clock
+        self._begin = client.register_script(_BEGIN)
+        self._finish = client.register_script(_FINISH)
+
+    def begin(self, task_id: str, op_key: str, fence: int) -> Begun:
+        entry = ActionLogEntry(
+            op_key=op_key,
+            task_id=task_id,
+            status=ActionStatus.IN_FLIGHT,
+            fence=fence,
+            started_at=self.clock(),
+        )
+        inserted, raw = self._begin(keys=[keys.ops(task_id)], args=[op_key, entry.encode()])
+        return Begun(bool(inserted), ActionLogEntry.decode(raw))
+
+    def complete(self, task_id: str, op_key: str, fence: int, result: dict[str, Any]) -> ActionLogEntry:
+        return self._record(task_id, op_key, fence, ActionStatus.SUCCEEDED, result=result)
+
+    def fail(self, task_id: str, op_key: str, fence: int, reason: str) -> ActionLogEntry:
+        return self._record(task_id, op_key, fence, ActionStatus.FAILED, reason=reason)
+
+    def lookup(self, task_id: str, op_key: str) -> ActionLogEntry | None:
+        raw = self.client.hget(keys.ops(task_id), op_key)
+        return ActionLogEntry.decode(raw) if isinstance(raw, bytes) else None
+
+    def _record(
+        self,
+        task_id: str,
+        op_key: str,
+        fence: int,
+        status: ActionStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> ActionLogEntry:
+        current = self.lookup(task_id, op_key)
+        if current is None:
+            raise ActionError(op_key, "no intent was recorded: call begin() before the downstream call")
+        final = current.model_copy(
+            update={
+                "status": status,
+                "finished_at": self.clock(),
+                "result": result,
+                "reason": reason,
+                "fence": fence,
+            }
+        )
+        code, raw = self._finish(keys=[keys.ops(task_id)], args=[op_key, final.encode(), fence])
+        if code == -1:
+            raise ActionError(op_key, "no intent was recorded: call begin() before the downstream call")
+        if code == -2:
+            raise ActionError(op_key, f"a newer lease holder owns this operation (fence {fence} is stale)")
+        return ActionLogEntry.decode(raw)

@@ -1,0 +1,87 @@
+"""Every Redis key wakeful uses, and every TTL. No key prefix or TTL literal lives anywhere else.
+
+Per-task keys share the hash tag `{<task_id>}`, so in Redis Cluster one task's keys live in one
+slot and a task's transaction or script never crosses slots. Task ids are restricted to
+[A-Za-z0-9_-] (schemas.checkpoint.TASK_ID), so a task id can never forge another key's name.
+
+| key               | type   | holds                                              | written by             |
+|-------------------|--------|----------------------------------------------------|------------------------|
+| wk:{T}:state      | string | the sealed checkpoint (state.seal)                 | gate, executor (CAS)   |
+| wk:{T}:ctr        | stream | monotonic counter: last entry id <state_version>-1 | gate, executor: XADD   |
+|                   |        | (XADD refuses an id that does not grow)            | only, never SET or DEL |
+| wk:{T}:lease      | string | "<owner>:<fence>" with a PX ttl                    | lease scripts          |
+| wk:{T}:fence      | string | fencing counter, INCR at every lease grant         | lease scripts          |
+| wk:{T}:inbox      | set    | message ids already applied to this task (dedupe)  | gate, executor (CAS)   |
+| wk:{T}:outbox     | stream | outbox records not yet on wakeful.log              | gate, executor; relay  |
+| wk:{T}:ops        | hash   | op_key -> action-log entry (intent first)          | executor               |
+| wk:{T}:quarantine | string | JSON {reason, detail, at}: the task never resumes  | gate, executor, admin  |
+| wk:outbox:dirty   | set    | task ids whose outbox may hold records             | gate, executor; relay  |
+
+No per-task key has a TTL while its task lives: a waiting task must never be dropped by Redis.
+"""
+
+from __future__ import annotations
+
+PREFIX = "wk"
+
+# The lease TTL: a worker that has not extended its lease for this long is presumed dead.
+LEASE_TTL_MS = 15_000
+# Bounded CAS retries before `Contention` is raised.
+CAS_RETRIES = 8
+# The outbox index is rebuilt by a SCAN over all outboxes this often, in case a writer died between
+# its transaction and its SADD to the index.
+OUTBOX_SWEEP_S = 60.0
+
+OUTBOX_DIRTY = f"{PREFIX}:outbox:dirty"
+
+# ACL key patterns, one per per-task key kind (used by state.acl).
+PATTERN_STATE = f"{PREFIX}:*:state"
+PATTERN_CTR = f"{PREFIX}:*:ctr"
+PATTERN_LEASE = f"{PREFIX}:*:lease"
+PATTERN_FENCE = f"{PREFIX}:*:fence"
+PATTERN_INBOX = f"{PREFIX}:*:inbox"
+PATTERN_OUTBOX = f"{PREFIX}:*:outbox"
+PATTERN_OPS = f"{PREFIX}:*:ops"
+PATTERN_QUARANTINE = f"{PREFIX}:*:quarantine"
+
+
+def _task(task_id: str, kind: str) -> str:
+    return f"{PREFIX}:{{{task_id}}}:{kind}"
+
+
+def state(task_id: str) -> str:
+    return _task(task_id, "state")
+
+
+def ctr(task_id: str) -> str:
+    return _task(task_id, "ctr")
+
+
+def lease(task_id: str) -> str:
+    return _task(task_id, "lease")
+
+
+def fence(task_id: str) -> str:
+    return _task(task_id, "fence")
+
+
+def inbox(task_id: str) -> str:
+    return _task(task_id, "inbox")
+
+
+def outbox(task_id: str) -> str:
+    return _task(task_id, "outbox")
+
+
+def ops(task_id: str) -> str:
+    return _task(task_id, "ops")
+
+
+def quarantine(task_id: str) -> str:
+    return _task(task_id, "quarantine")
+
+
+def task_of(key: str) -> str:
+    """The task id inside a per-task key name."""
+    start, end = key.index("{") + 1, key.index("}")
+    return key[start:end]

@@ -1,0 +1,91 @@
+"""Per-task leases: a token-owned key plus a monotonic fencing token.
+
+A lease is `wk:{T}:lease = "<owner>:<fence>"` with a PX ttl. The fence comes from INCR on
+`wk:{T}:fence` at every grant, so a newer holder always has a larger fence than any older one; the
+store refuses a write whose fence is older than the one that last wrote the task, and downstream
+calls carry the fence too. Extend and release go through scripts that check the token.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+import redis
+
+from wakeful.core.errors import LeaseBusy, LeaseLost
+from wakeful.state import keys
+
+# KEYS[1] lease key, KEYS[2] fence counter; ARGV[1] owner id, ARGV[2] ttl in ms.
+# returns: the new fencing token, or false when another owner holds the lease.
+_ACQUIRE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
+return fence
+"""
+
+# KEYS[1] lease key; ARGV[1] token "<owner>:<fence>", ARGV[2] ttl in ms.
+# returns: 1 when extended, 0 when the token no longer holds the lease.
+_EXTEND = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# KEYS[1] lease key; ARGV[1] token "<owner>:<fence>".
+# returns: 1 when released, 0 when the token did not hold the lease (nothing is touched).
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Lease:
+    task_id: str
+    owner: str
+    fence: int
+    ttl_ms: int
+    acquired_at: float  # time.monotonic() at grant, for the holder's own expiry estimate
+
+    @property
+    def token(self) -> str:
+        return f"{self.owner}:{self.fence}"
+
+    def remaining_ms(self) -> float:
+        return self.ttl_ms - (time.monotonic() - self.acquired_at) * 1000
+
+
+class Leases:
+    """Acquire, extend and release per-task leases for one worker (`owner`)."""
+
+    def __init__(
+        self, client: redis.Redis, owner: str | None = None, ttl_ms: int = keys.LEASE_TTL_MS
+    ) -> None:
+        self.owner = owner or f"w-{secrets.token_hex(6)}"
+        self.ttl_ms = ttl_ms
+        self._acquire = client.register_script(_ACQUIRE)
+        self._extend = client.register_script(_EXTEND)
+        self._release = client.register_script(_RELEASE)
+
+    def acquire(self, task_id: str) -> Lease:
+        started = time.monotonic()
+        fence = self._acquire(keys=[keys.lease(task_id), keys.fence(task_id)], args=[self.owner, self.ttl_ms])
+        if not fence:
+            raise LeaseBusy(task_id)
+        return Lease(task_id, self.owner, int(fence), self.ttl_ms, started)
+
+    def extend(self, lease: Lease) -> Lease:
+        started = time.monotonic()
+        if not self._extend(keys=[keys.lease(lease.task_id)], args=[lease.token, self.ttl_ms]):
+            raise LeaseLost(lease.task_id, lease.token, "expired or taken before it was extended")
+        return Lease(lease.task_id, lease.owner, lease.fence, self.ttl_ms, started)
+
+    def release(self, lease: Lease) -> bool:
+        """True when this call released it; False when it had already expired or moved on."""
+        return bool(self._release(keys=[keys.lease(lease.task_id)], args=[lease.token]))

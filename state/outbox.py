@@ -1,0 +1,90 @@
+"""The Redis side of the outbox: which tasks have records waiting, reading them, trimming them.
+
+Writers XADD to `wk:{T}:outbox` inside their transaction, then SADD T to `wk:outbox:dirty`.
+The relay SPOPs tasks from the index *before* it reads their outbox, so a record added after the
+read re-adds its task to the index. A writer that died between EXEC and SADD is found by sweep():
+a SCAN over every outbox key, run at relay start and every OUTBOX_SWEEP_S.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import redis
+
+from wakeful.state import keys
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """An outbox entry without the fields every writer sets; dead-lettered, then trimmed."""
+
+    task_id: str
+    entry_id: bytes
+    fields: dict[bytes, bytes]
+
+
+@dataclass(frozen=True)
+class Pending:
+    task_id: str
+    entry_ids: list[bytes]
+    record_ids: list[str]  # the readers' dedupe keys, "<task_id>:<state_version>"
+    records: list[bytes]  # OutboxRecord JSON, in write order
+
+
+class Outbox:
+    def __init__(self, client: redis.Redis, batch: int = 500) -> None:
+        self.client = client
+        self.batch = batch
+
+    def claim(self, tasks: int = 200) -> list[str]:
+        """Take up to `tasks` task ids off the index."""
+        popped: list[bytes] = self.client.spop(keys.OUTBOX_DIRTY, tasks) or []  # type: ignore[assignment]
+        return [t.decode() for t in popped]
+
+    def read(self, task_ids: list[str]) -> tuple[list[Pending], list[Malformed]]:
+        pipe = self.client.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.xrange(keys.outbox(task_id), count=self.batch)
+        pending, malformed = [], []
+        for task_id, entries in zip(task_ids, pipe.execute(), strict=True):
+            good = [e for e in entries if b"id" in e[1] and b"r" in e[1]]
+            malformed += [
+                Malformed(task_id, e[0], e[1]) for e in entries if b"id" not in e[1] or b"r" not in e[1]
+            ]
+            if good:
+                pending.append(
+                    Pending(
+                        task_id,
+                        [e[0] for e in good],
+                        [e[1][b"id"].decode() for e in good],
+                        [e[1][b"r"] for e in good],
+                    )
+                )
+            if len(entries) == self.batch:  # more behind this page: keep the task indexed
+                self.client.sadd(keys.OUTBOX_DIRTY, task_id)
+        return pending, malformed
+
+    def trim(self, done: Sequence[Pending], malformed: Sequence[Malformed] = ()) -> None:
+        """Delete records the broker has acknowledged (and dead-lettered malformed entries)."""
+        pipe = self.client.pipeline(transaction=False)
+        for p in done:
+            pipe.xdel(keys.outbox(p.task_id), *p.entry_ids)
+        for m in malformed:
+            pipe.xdel(keys.outbox(m.task_id), m.entry_id)
+        if done or malformed:
+            pipe.execute()
+
+    def requeue(self, task_ids: list[str]) -> None:
+        if task_ids:
+            self.client.sadd(keys.OUTBOX_DIRTY, *task_ids)
+
+    def sweep(self) -> int:
+        """Re-index every task whose outbox holds records; returns how many were found."""
+        found = []
+        for key in self.client.scan_iter(match=keys.PATTERN_OUTBOX, count=1000, _type="stream"):
+            if self.client.xlen(key):
+                found.append(keys.task_of(key.decode()))
+        self.requeue(found)
+        return len(found)

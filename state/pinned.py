@@ -1,0 +1,61 @@
+"""One pooled Redis connection held across WATCH ... EXEC, sending each step as one batch.
+
+redis-py runs every command after WATCH as its own round trip. wakeful needs WATCH plus several
+reads in one trip, and MULTI ... EXEC plus the index update in another, so a transition costs two
+round trips. (redis-py leaves the low-level Connection API untyped, hence the ignores below.)
+Error replies are returned as values (ResponseError), never raised mid-batch, so the
+connection is never left with unread replies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import redis
+from redis.connection import Connection
+
+Command = Sequence[str | bytes | int]
+
+
+class Pinned:
+    def __init__(self, client: redis.Redis) -> None:
+        self._pool = client.connection_pool
+        self._conn: Connection = self._pool.get_connection()
+        self.round_trips = 0
+        self._broken = False
+
+    def batch(self, commands: Sequence[Command]) -> list[Any]:
+        self.round_trips += 1
+        conn = self._conn
+        try:
+            packed = conn.pack_commands([tuple(c) for c in commands])  # type: ignore[no-untyped-call]
+            conn.send_packed_command(packed)  # type: ignore[no-untyped-call]
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+            return replies
+        except BaseException:
+            self._broken = True
+            raise
+
+    def __enter__(self) -> Pinned:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self._broken:
+                self._conn.disconnect()  # type: ignore[no-untyped-call]
+            else:
+                # Leave no WATCH behind on a connection that goes back to the pool.
+                self.batch([("UNWATCH",)])
+        except redis.RedisError:
+            self._conn.disconnect()  # type: ignore[no-untyped-call]
+        finally:
+            self._pool.release(self._conn)

@@ -1,0 +1,276 @@
+"""Progress in Redis: load and verify, create, and transition by compare-and-swap.
+
+A transition reads as WATCH -> read -> verify -> guard -> MULTI -> write -> EXEC, in two round trips:
+
+1. WATCH state, ctr, lease, quarantine; GET state; last ctr entry; GET lease; SISMEMBER inbox; GET
+   quarantine.
+2. MULTI; SET sealed state; XADD ctr <v>-1 (refused by Redis if it does not grow); SADD inbox;
+   XADD outbox; EXEC; then SADD the outbox index.
+
+A lost race (EXEC returns nil) is re-read and re-validated from step 1, at most CAS_RETRIES times.
+Any failed integrity check quarantines the task: a marker key that every later load refuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, NoReturn
+
+import orjson
+import redis
+
+from wakeful.core.errors import (
+    Contention,
+    IntegrityError,
+    LeaseLost,
+    PermissionRefused,
+    RollbackDetected,
+    StaleVersion,
+    TamperedState,
+    TaskExists,
+    TaskNotFound,
+    TaskQuarantined,
+)
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.logs import OutboxRecord
+from wakeful.schemas.stage import check_transition
+from wakeful.state import keys
+from wakeful.state.lease import Lease
+from wakeful.state.pinned import Pinned
+from wakeful.state.seal import Sealer
+
+Transition = Callable[[Checkpoint], Checkpoint]
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: Literal["applied", "duplicate"]
+    checkpoint: Checkpoint
+    round_trips: int
+    lost_races: int = 0  # EXEC aborts that were re-read and re-validated
+
+
+class Store:
+    def __init__(self, client: redis.Redis, sealer: Sealer, clock: Clock = utcnow) -> None:
+        self.client = client
+        self.sealer = sealer
+        self.clock = clock
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def load(self, task_id: str) -> Checkpoint:
+        """The task's verified checkpoint; raises TaskNotFound, TaskQuarantined or an IntegrityError."""
+        with Pinned(self.client) as pinned:
+            blob, ctr, marker = pinned.batch(
+                [
+                    ("GET", keys.state(task_id)),
+                    ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
+                    ("GET", keys.quarantine(task_id)),
+                ]
+            )
+        _raise_replies(task_id, blob, ctr, marker)
+        return self._verify(task_id, blob, ctr, marker)
+
+    def quarantine_reason(self, task_id: str) -> dict[str, Any] | None:
+        raw = self.client.get(keys.quarantine(task_id))
+        return orjson.loads(raw) if raw else None
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def create(
+        self, checkpoint: Checkpoint, message_id: str, detail: dict[str, Any] | None = None
+    ) -> Outcome:
+        """Store a new task at state_version 1. The same message id twice is a duplicate, not an error."""
+        task_id = checkpoint.task_id
+        with Pinned(self.client) as pinned:
+            replies = pinned.batch(
+                [
+                    ("WATCH", keys.state(task_id)),
+                    ("WATCH", keys.ctr(task_id)),
+                    ("GET", keys.state(task_id)),
+                    ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
+                    ("SISMEMBER", keys.inbox(task_id), message_id),
+                ]
+            )
+            _raise_replies(task_id, *replies)
+            blob, ctr, seen = replies[2:]
+            if blob is not None:
+                if seen:
+                    return Outcome("duplicate", self._verify(task_id, blob, ctr, None), pinned.round_trips)
+                raise TaskExists(task_id)
+            if ctr:
+                self._quarantine(task_id, TamperedState(task_id, "the counter exists but the state is gone"))
+            first = _stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
+            replies = pinned.batch(self._write(first, message_id, detail))
+            if replies[-2] is None:  # EXEC aborted: another creator won the race
+                raise TaskExists(task_id)
+            _check_exec(task_id, replies)
+            return Outcome("applied", first, pinned.round_trips)
+
+    def transition(
+        self,
+        task_id: str,
+        expected_version: int | None,
+        message_id: str,
+        fn: Transition,
+        *,
+        lease: Lease,
+        detail: dict[str, Any] | None = None,
+    ) -> Outcome:
+        """Apply the pure fn to the task's state once per message id, by compare-and-swap.
+
+        expected_version: the state_version the caller decided on; if the task has moved since,
+        StaleVersion is raised and nothing is written. None re-applies fn to whatever is current.
+        """
+        with Pinned(self.client) as pinned:
+            for lost in range(keys.CAS_RETRIES):
+                replies = pinned.batch(
+                    [
+                        ("WATCH", keys.state(task_id)),
+                        ("WATCH", keys.ctr(task_id)),
+                        ("WATCH", keys.lease(task_id)),
+                        ("WATCH", keys.quarantine(task_id)),
+                        ("GET", keys.state(task_id)),
+                        ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
+                        ("GET", keys.lease(task_id)),
+                        ("SISMEMBER", keys.inbox(task_id), message_id),
+                        ("GET", keys.quarantine(task_id)),
+                    ]
+                )
+                _raise_replies(task_id, *replies)
+                blob, ctr, held, seen, marker = replies[4:]
+                current = self._verify(task_id, blob, ctr, marker)
+                if seen:
+                    return Outcome("duplicate", current, pinned.round_trips, lost)
+                if held is None or held.decode() != lease.token:
+                    raise LeaseLost(task_id, lease.token, "expired or taken by another worker")
+                if lease.fence < current.execution.fence:
+                    raise LeaseLost(task_id, lease.token, f"fence {lease.fence} < {current.execution.fence}")
+                if expected_version is not None and current.state_version != expected_version:
+                    raise StaleVersion(task_id, expected_version, current.state_version)
+                proposed = fn(current)
+                _guard(current, proposed)
+                new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
+                replies = pinned.batch(self._write(new, message_id, detail))
+                if replies[-2] is None:
+                    continue  # lost the race: re-read and re-validate
+                _check_exec(task_id, replies)
+                return Outcome("applied", new, pinned.round_trips, lost)
+        raise Contention(task_id, keys.CAS_RETRIES)
+
+    def quarantine(self, task_id: str, reason: str, detail: str) -> None:
+        """Park the task for good with a recorded reason (first reason wins)."""
+        marker = {"reason": reason, "detail": detail, "at": self.clock().isoformat()}
+        self.client.set(keys.quarantine(task_id), orjson.dumps(marker), nx=True)
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _verify(self, task_id: str, blob: bytes | None, ctr: Any, marker: bytes | None) -> Checkpoint:
+        if marker is not None:
+            raise TaskQuarantined(task_id, orjson.loads(marker).get("reason", "unknown"))
+        if blob is None:
+            if ctr:
+                self._quarantine(task_id, TamperedState(task_id, "the state is gone but its counter is not"))
+            raise TaskNotFound(task_id)
+        try:
+            head, plain = self.sealer.unseal(task_id, blob)
+            counter = _counter(ctr)
+            if counter is None:
+                raise TamperedState(task_id, "the monotonic counter is missing")
+            if head.state_version < counter:
+                raise RollbackDetected(
+                    task_id, f"stored blob is version {head.state_version}, the counter is at {counter}"
+                )
+            if head.state_version != counter:
+                raise TamperedState(
+                    task_id, f"blob version {head.state_version} is ahead of counter {counter}"
+                )
+            checkpoint = Checkpoint.decode(plain)
+            if checkpoint.task_id != task_id or checkpoint.state_version != head.state_version:
+                raise TamperedState(task_id, "the sealed content disagrees with its header")
+        except IntegrityError as exc:
+            self._quarantine(task_id, exc)
+        return checkpoint
+
+    def _quarantine(self, task_id: str, exc: IntegrityError) -> NoReturn:
+        self.quarantine(task_id, exc.reason_code, exc.detail)
+        raise exc
+
+    def _write(
+        self, new: Checkpoint, message_id: str, detail: dict[str, Any] | None
+    ) -> list[tuple[Any, ...]]:
+        task_id, version = new.task_id, new.state_version
+        blob = self.sealer.seal(task_id, version, new.schema_version, new.encode())
+        record = OutboxRecord(
+            record_id=f"{task_id}:{version}",
+            task_id=task_id,
+            state_version=version,
+            message_id=message_id,
+            stage=new.stage.value,
+            task_version=new.business.version,
+            at=new.updated_at,
+            detail=detail or {},
+        )
+        return [
+            ("MULTI",),
+            ("SET", keys.state(task_id), blob),
+            ("XADD", keys.ctr(task_id), "MAXLEN", 1, f"{version}-1", "v", version),
+            ("SADD", keys.inbox(task_id), message_id),
+            ("XADD", keys.outbox(task_id), "*", "id", record.record_id, "r", record.encode()),
+            ("EXEC",),
+            ("SADD", keys.OUTBOX_DIRTY, task_id),
+        ]
+
+
+def _stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> Checkpoint:
+    return checkpoint.model_copy(
+        update={
+            "versions": checkpoint.versions.model_copy(update={"state_version": version}),
+            "execution": checkpoint.execution.model_copy(update={"fence": fence}),
+            "updated_at": now,
+        }
+    )
+
+
+def _guard(old: Checkpoint, new: Checkpoint) -> None:
+    """A transition may change the business, execution and external layers, never identity or scope."""
+    if new.task_id != old.task_id or new.security != old.security:
+        raise TamperedState(old.task_id, "a transition tried to change the task id or security scope")
+    if new.versions.model_copy(update={"state_version": 0}) != old.versions.model_copy(
+        update={"state_version": 0}
+    ):
+        raise TamperedState(old.task_id, "a transition tried to change the version stamps")
+    check_transition(old.task_id, old.stage, new.stage)
+
+
+def _counter(ctr: Any) -> int | None:
+    """The last counter entry id "<version>-1" as an int; None when the stream is empty or missing."""
+    if not ctr:
+        return None
+    entry_id = ctr[0][0]
+    return int(entry_id.split(b"-")[0])
+
+
+def _raise_replies(task_id: str, *replies: Any) -> None:
+    for reply in replies:
+        if isinstance(reply, redis.exceptions.NoPermissionError):
+            raise PermissionRefused(f"task {task_id}: Redis refused this role: {reply}")
+        if isinstance(reply, redis.ResponseError):
+            raise reply
+
+
+def _check_exec(task_id: str, replies: list[Any]) -> None:
+    _raise_replies(task_id, *replies[:-2], *replies[-1:])
+    results = replies[-2]
+    for result in results:
+        if isinstance(result, redis.ResponseError):
+            # A write inside EXEC was refused (e.g. the counter would not grow): someone moved the
+            # counter outside a transition. The state written beside it cannot be trusted.
+            raise TamperedState(task_id, f"a write in the transaction was refused: {result}")

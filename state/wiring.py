@@ -1,0 +1,22 @@
+"""Build the state-layer objects a role needs from the settings, once, at start-up."""
+
+from __future__ import annotations
+
+from wakeful.core.settings import Settings
+from wakeful.state import acl
+from wakeful.state.actions import ActionLog
+from wakeful.state.lease import Leases
+from wakeful.state.seal import Keyring, Sealer
+from wakeful.state.store import Store
+
+
+def store_for(settings: Settings, role: str) -> Store:
+    return Store(acl.connect(settings, role), Sealer(Keyring.load(settings.keyring)))
+
+
+def leases_for(settings: Settings, role: str, owner: str | None = None) -> Leases:
+    return Leases(acl.connect(settings, role), owner)
+
+
+def actions_for(settings: Settings, role: str) -> ActionLog:
+    return ActionLog(acl.connect(settings, role))

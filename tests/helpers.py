@@ -1,0 +1,84 @@
+"""Plain helpers shared by tests (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
+from wakeful.schemas.stage import Stage
+
+
+def new_checkpoint(
+    task_id: str | None = None, amount: int = 100, stage: Stage = Stage.RECEIVED
+) -> Checkpoint:
+    """A fresh refund checkpoint as the gate would create it."""
+    return Checkpoint(
+        task_id=task_id or f"t-{uuid.uuid4().hex[:12]}",
+        business=BusinessState(stage=stage, amount=amount),
+        security=SecurityScope(tenant="acme", principal_ref="principal:alice"),
+        versions=VersionStamps(
+            policy="refund-policy-1", tool_catalog="catalog-1", agent_id="refund-agent", state_version=0
+        ),
+        updated_at=datetime.now(UTC),
+    )
+
+
+def set_stage(stage: Stage) -> Callable[[Checkpoint], Checkpoint]:
+    def fn(cp: Checkpoint) -> Checkpoint:
+        return cp.model_copy(update={"business": cp.business.model_copy(update={"stage": stage})})
+
+    return fn
+
+
+def bump_attempts(cp: Checkpoint) -> Checkpoint:
+    return cp.model_copy(
+        update={"execution": cp.execution.model_copy(update={"attempts": cp.execution.attempts + 1})}
+    )
+
+
+def race_transitions(task_id: str, owner: str, fence: int, threads: int) -> list[tuple[bool, int]]:
+    """In a child process: `threads` concurrent transitions of one task under a shared lease.
+
+    Returns (applied, lost_races) per thread; a Contention error counts as not applied.
+    """
+    import threading
+    import time
+
+    from wakeful.core.errors import Contention
+    from wakeful.core.settings import Settings
+    from wakeful.state import wiring
+    from wakeful.state.lease import Lease
+
+    store = wiring.store_for(Settings.from_env(), "gate")
+    lease = Lease(task_id, owner, fence, 15_000, time.monotonic())
+    results: list[tuple[bool, int]] = []
+
+    def write() -> None:
+        try:
+            outcome = store.transition(task_id, None, uuid.uuid4().hex, bump_attempts, lease=lease)
+            results.append((True, outcome.lost_races))
+        except Contention:
+            results.append((False, 0))
+
+    pool = [threading.Thread(target=write) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return results
+
+
+def command(client: redis.Redis, *args: str) -> Any:
+    """Send a raw command (redis-py leaves execute_command untyped)."""
+    return client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+def raw_get(client: redis.Redis, key: str) -> bytes:
+    value = client.get(key)
+    assert isinstance(value, bytes), f"{key} holds no bytes"
+    return value

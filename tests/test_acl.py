@@ -1,0 +1,98 @@
+"""Least privilege in Redis: each role reaches only its own keys and commands."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from helpers import command as command_
+from helpers import new_checkpoint
+
+from wakeful.core.settings import Settings
+from wakeful.state import acl, keys
+from wakeful.state.store import Store
+
+NOPERM = redis.exceptions.NoPermissionError
+
+
+@pytest.fixture()
+def task_id(gate_store: Store) -> str:
+    cp = new_checkpoint()
+    gate_store.create(cp, "create")
+    return cp.task_id
+
+
+def test_worker_credential_cannot_move_the_counter_backwards(settings: Settings, task_id: str) -> None:
+    gate = acl.connect(settings, "gate")
+    ctr = keys.ctr(task_id)
+    for command in (
+        ("SET", ctr, "0"),
+        ("DEL", ctr),
+        ("UNLINK", ctr),
+        ("XTRIM", ctr, "MAXLEN", "0"),
+        ("XSETID", ctr, "0-1"),
+        ("XDEL", ctr, "1-1"),
+        ("RENAME", ctr, keys.ctr("elsewhere")),
+        ("EXPIRE", ctr, "1"),
+    ):
+        with pytest.raises(NOPERM):
+            command_(gate, *command)
+    with pytest.raises(redis.ResponseError, match="equal or smaller"):
+        gate.xadd(ctr, {"v": 0}, id="0-2")  # the one write it may do refuses to go back
+    assert command_(gate, "XREVRANGE", ctr, "+", "-", "COUNT", "1")[0][0] == b"1-1"
+
+
+def test_worker_credential_cannot_delete_or_expire_task_state(settings: Settings, task_id: str) -> None:
+    gate = acl.connect(settings, "gate")
+    for command in (("DEL", keys.state(task_id)), ("EXPIRE", keys.state(task_id), "1"), ("FLUSHALL",)):
+        with pytest.raises(NOPERM):
+            command_(gate, *command)
+    assert acl.connect(settings, "admin").pttl(keys.state(task_id)) == -1
+
+
+def test_proposer_can_read_and_write_no_progress(settings: Settings, task_id: str) -> None:
+    proposer = acl.connect(settings, "proposer")
+    for command in (
+        ("GET", keys.state(task_id)),
+        ("SET", keys.state(task_id), "x"),
+        ("XREVRANGE", keys.ctr(task_id), "+", "-"),
+        ("SADD", keys.inbox(task_id), "m"),
+        ("GET", keys.lease(task_id)),
+        ("KEYS", "*"),
+        ("SCAN", "0"),
+    ):
+        with pytest.raises(NOPERM):
+            command_(proposer, *command)
+    assert proposer.ping()
+
+
+def test_roles_cannot_touch_each_others_keys(settings: Settings, task_id: str) -> None:
+    gate, relay = acl.connect(settings, "gate"), acl.connect(settings, "relay")
+    with pytest.raises(NOPERM):
+        gate.hset(keys.ops(task_id), "REFUND:x:v1", "{}")  # the executor's action log
+    with pytest.raises(NOPERM):
+        gate.spop(keys.OUTBOX_DIRTY)  # the relay's side of the index
+    with pytest.raises(NOPERM):
+        relay.get(keys.state(task_id))
+    with pytest.raises(NOPERM):
+        relay.xadd(keys.ctr(task_id), {"v": 9}, id="9-1")
+    with pytest.raises(NOPERM):
+        acl.connect(settings, "timer").get(keys.state(task_id))
+    with pytest.raises(NOPERM):
+        acl.connect(settings, "inbound").get(keys.state(task_id))
+
+
+def test_default_user_answers_ping_and_nothing_else(settings: Settings, task_id: str) -> None:
+    anonymous = redis.Redis.from_url(settings.redis_url)
+    assert anonymous.ping()
+    with pytest.raises(NOPERM):
+        anonymous.get(keys.state(task_id))
+
+
+def test_setuser_commands_match_the_aclfile_rules() -> None:
+    creds = {role: "pw" for role in acl.ROLES}
+    lines = acl.aclfile_lines(creds)
+    commands = acl.setuser_commands(creds)
+    for role, command in zip(acl.ROLES, commands, strict=True):
+        line = next(x for x in lines if x.startswith(f"user {acl.user_name(role)} "))
+        assert " ".join(command[4:]) in line
+        assert all(part.count("(") == part.count(")") for part in command)

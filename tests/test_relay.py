@@ -1,0 +1,101 @@
+"""The outbox relay puts every transition's record on wakeful.log, and a relay killed with SIGKILL
+mid-batch loses none of them: readers that dedupe by record id see each exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import orjson
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from helpers import bump_attempts, new_checkpoint
+
+from wakeful.core import topics
+from wakeful.core.settings import Settings
+from wakeful.state import acl, keys
+from wakeful.state.lease import Leases
+from wakeful.state.store import Store
+
+
+def start_relay(fault: str | None = None) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "wakeful.cli.main", "worker", "relay"]
+    if fault:
+        argv += ["--fault", fault]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def log_end_offsets(bootstrap: str) -> list[TopicPartition]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "offsets-probe"})
+    parts = consumer.list_topics(topics.LOG, timeout=10).topics[topics.LOG].partitions
+    marks = [
+        TopicPartition(topics.LOG, p, consumer.get_watermark_offsets(TopicPartition(topics.LOG, p))[1])
+        for p in parts
+    ]
+    consumer.close()
+    return marks
+
+
+def read_log(bootstrap: str, start: list[TopicPartition], task_ids: set[str], want: int) -> list[str]:
+    """Record ids on wakeful.log for these tasks, from the given offsets on, duplicates included."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{os.getpid()}-{time.time()}"})
+    consumer.assign(start)
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 0.5):
+            assert msg.error() is None
+            record = orjson.loads(msg.value() or b"{}")
+            if record["task_id"] in task_ids:
+                assert dict(msg.headers() or [])["record_id"] == record["record_id"].encode()
+                seen.append(record["record_id"])
+        if len(set(seen)) >= want:
+            break
+    consumer.close()
+    return seen
+
+
+def outbox_drained(settings: Settings, task_ids: set[str]) -> bool:
+    admin = acl.connect(settings, "admin")
+    return all(admin.xlen(keys.outbox(t)) == 0 for t in task_ids)
+
+
+@pytest.mark.parametrize("fault", ["relay.mid_batch", "relay.after_publish"])
+def test_every_record_reaches_the_log_once_per_id_across_a_relay_sigkill(
+    settings: Settings, kafka_bootstrap: str, gate_store: Store, leases: Leases, fault: str
+) -> None:
+    start = log_end_offsets(kafka_bootstrap)
+    expected: set[str] = set()
+    for _ in range(40):
+        cp = gate_store.create(new_checkpoint(), "create").checkpoint
+        lease = leases.acquire(cp.task_id)
+        for step in range(5):
+            gate_store.transition(cp.task_id, None, f"step-{step}", bump_attempts, lease=lease)
+        expected |= {f"{cp.task_id}:{v}" for v in range(1, 7)}
+    task_ids = {r.split(":")[0] for r in expected}
+
+    crashed = start_relay(fault)
+    _, err = crashed.communicate(timeout=60)
+    assert crashed.returncode == -signal.SIGKILL, err.decode()
+    assert f"fault point {fault} reached".encode() in err
+    assert not outbox_drained(settings, task_ids), "the crashed relay trimmed records it never finished"
+
+    relay = start_relay()
+    try:
+        deadline = time.monotonic() + 60
+        while not outbox_drained(settings, task_ids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert outbox_drained(settings, task_ids)
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        relay.wait(timeout=30)
+    assert relay.returncode == 0
+
+    seen = read_log(kafka_bootstrap, start, task_ids, len(expected))
+    assert set(seen) == expected  # nothing lost; readers dedupe by record id
+    duplicates = sum(n - 1 for n in Counter(seen).values())
+    assert duplicates > 0, "the SIGKILL should have forced a republish (at-least-once, deduped by id)"
