@@ -49,7 +49,7 @@ class DecodeError(WakefulError):
 class UnknownSchemaVersion(DecodeError):
     """A record written by newer code than this; upgrade this worker before it reads the record."""
 
-    def __init__(self, kind: str, version: int, known: int) -> None:
+    def __init__(self, kind: str, version: int, known: int, raw: bytes) -> None:
         self.version = version
         self.known = known
         WakefulError.__init__(
@@ -58,7 +58,7 @@ class UnknownSchemaVersion(DecodeError):
             "deploy the newer wakeful on this worker; the record was left untouched",
         )
         self.kind = kind
-        self.raw = b""
+        self.raw = raw
         self.reason = f"schema_version {version} > {known}"
 
 

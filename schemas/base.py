@@ -57,9 +57,9 @@ class Record(BaseModel):
             raise DecodeError(cls.KIND, raw, "not a JSON object")
         migrated = upgrade(cls.KIND, cls.SCHEMA, data, raw)
         try:
-            if migrated is data:
-                return cls.model_validate_json(raw)
-            return cls.model_validate_json(orjson.dumps(migrated))
+            return cls.model_validate_json(raw if migrated is data else orjson.dumps(migrated))
+        except TypeError as exc:  # a migration produced something JSON cannot hold
+            raise DecodeError(cls.KIND, raw, f"cannot upgrade: {exc}") from exc
         except ValidationError as exc:
             raise DecodeError(cls.KIND, raw, _first_errors(exc)) from exc
 
@@ -67,15 +67,18 @@ class Record(BaseModel):
 def upgrade(kind: str, current: int, data: dict[str, Any], raw: bytes) -> dict[str, Any]:
     """Bring a decoded record to `current`; returns `data` itself when it is current already."""
     version = data.get("schema_version")
-    if not isinstance(version, int) or version < 1:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise DecodeError(kind, raw, f"schema_version is {version!r}, expected a positive integer")
     if version > current:
-        raise UnknownSchemaVersion(kind, version, current)
+        raise UnknownSchemaVersion(kind, version, current, raw)
     while version < current:
         step = _MIGRATIONS.get((kind, version))
         if step is None:
             raise DecodeError(kind, raw, f"no migration registered from {kind} v{version}")
-        data = step(dict(data))
+        try:
+            data = step(dict(data))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise DecodeError(kind, raw, f"cannot upgrade from v{version}: {exc!r}") from exc
         version += 1
         data["schema_version"] = version
     return data

@@ -22,7 +22,7 @@ from wakeful.schemas.base import Record, migration
 from wakeful.schemas.stage import Stage
 
 # Task ids appear inside Redis key names and ACL patterns: keep them to a safe alphabet.
-TASK_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TASK_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class Layer(Record):
@@ -69,7 +69,7 @@ class VersionStamps(Layer):
     policy: str
     tool_catalog: str
     agent_id: str
-    state_version: int
+    state_version: int = Field(ge=0, lt=2**63)
 
 
 class Checkpoint(Record):
@@ -88,7 +88,7 @@ class Checkpoint(Record):
     @field_validator("task_id")
     @classmethod
     def _safe_task_id(cls, value: str) -> str:
-        if not TASK_ID.match(value):
+        if not TASK_ID.fullmatch(value):
             raise ValueError("task ids are 1-64 characters of A-Z a-z 0-9 _ -")
         return value
 

@@ -69,6 +69,8 @@ class Keyring:
 
     def rotated(self, new_kid: str | None = None) -> Keyring:
         kid = new_kid or f"k{len(self._keys) + 1}-{secrets.token_hex(2)}"
+        if kid in self._keys:
+            raise KeyringError(f"key id {kid!r} is in the keyring already; a rotation needs a new id")
         return Keyring({**self._keys, kid: AESGCM.generate_key(bit_length=256)}, kid)
 
     def to_json(self) -> bytes:
@@ -81,8 +83,10 @@ class Keyring:
             doc = orjson.loads(raw)
             keys = {k: base64.b64decode(v, validate=True) for k, v in doc["keys"].items()}
             return cls(keys, doc["active"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise KeyringError(f"{source} is not a keyring file ({exc})") from exc
+        except KeyringError as exc:
+            raise KeyringError(f"{source}: {exc}") from None
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise KeyringError(f"{source} is not a keyring file ({exc!r})") from exc
 
     @classmethod
     def generate(cls) -> Keyring:
@@ -102,8 +106,11 @@ class Keyring:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # a stale temp file keeps its old mode through O_CREAT
         with os.fdopen(fd, "wb") as f:
             f.write(self.to_json())
+            f.flush()
+            os.fsync(f.fileno())
         tmp.replace(path)
 
 
@@ -119,13 +126,14 @@ class Sealer:
     def unseal(self, task_id: str, blob: bytes) -> tuple[Header, bytes]:
         """Verify and open a blob stored under task_id; raises a named IntegrityError if it is not sound."""
         head = read_header(task_id, blob)
-        if head.task_id != task_id:
-            raise MisplacedState(task_id, f"the stored blob was sealed for task {head.task_id!r}")
         nonce = blob[head.size : head.size + _NONCE]
         try:
             plain = self.keyring.aead(head.kid).decrypt(nonce, blob[head.size + _NONCE :], blob[: head.size])
         except InvalidTag:
             raise TamperedState(task_id, "the sealed blob does not verify (edited or forged)") from None
+        # Only a blob that verifies can be "misplaced": a forged header is tampering.
+        if head.task_id != task_id:
+            raise MisplacedState(task_id, f"the stored blob was sealed for task {head.task_id!r}")
         return head, plain
 
 
