@@ -111,6 +111,59 @@ def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
     _emit(result, as_json, bench_infra.render(result))
 
 
+@dev.command("acl")
+@click.option("--apply", is_flag=True, help="Run the commands against the configured Redis as its admin.")
+@click.pass_obj
+def dev_acl(settings: Settings, apply: bool) -> None:
+    """The ACL users for every role (ACL SETUSER lines); --apply creates them on your own Redis."""
+    from wakeful.state import acl
+
+    creds = acl.ensure_credentials(settings.redis_credentials)
+    commands = acl.setuser_commands(creds)
+    if not apply:
+        for command in commands:
+            click.echo(" ".join(command))
+        _say(f"passwords are kept in {settings.redis_credentials} (mode 0600); hashes only above")
+        return
+    admin = acl.connect(settings, "admin")
+    for command in commands:
+        admin.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    _say(f"created {len(commands)} ACL users; their passwords are in {settings.redis_credentials}")
+
+
+@cli.group()
+def keys() -> None:
+    """The sealing keyring (WAKEFUL_KEYRING)."""
+
+
+@keys.command("rotate")
+@click.option("--id", "kid", default=None, help="Id of the new key (default: generated).")
+@click.pass_obj
+def keys_rotate(settings: Settings, kid: str | None) -> None:
+    """Add a new active key; old keys stay so every stored blob stays readable."""
+    from wakeful.state.seal import Keyring
+
+    ring = Keyring.load(settings.keyring).rotated(kid)
+    ring.save(settings.keyring)
+    click.echo(f"active key is now {ring.active}; keys: {', '.join(ring.kids)}")
+    _say("restart the workers so they load it; blobs are re-sealed with it as tasks move")
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def keys_list(settings: Settings, as_json: bool) -> None:
+    """Key ids in the keyring and which one seals new blobs (never the keys)."""
+    from wakeful.state.seal import Keyring
+
+    ring = Keyring.load(settings.keyring)
+    _emit(
+        {"active": ring.active, "kids": ring.kids},
+        as_json,
+        f"active: {ring.active}; keys: {', '.join(ring.kids)}",
+    )
+
+
 @cli.command("bench-state")
 @click.option("--seconds", default=5.0, show_default=True, help="Duration of each concurrency level.")
 @click.option("--json", "as_json", is_flag=True)

@@ -61,6 +61,15 @@ class Settings:
         return self.redis_url_external or f"redis://127.0.0.1:{self.redis_port}/0"
 
     @property
+    def redis_address(self) -> str:
+        """The Redis URL without any credentials in it, for logs and status output."""
+        parsed = urlparse(self.redis_url)
+        host = parsed.hostname or ""
+        return (
+            f"{parsed.scheme}://{host}:{parsed.port or 6379}{parsed.path}" if host else parsed.scheme + "://"
+        )
+
+    @property
     def runs_local_kafka(self) -> bool:
         return self.kafka_bootstrap_external is None
 

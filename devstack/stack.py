@@ -34,7 +34,7 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     if settings.runs_local_redis:
         redis_server.start(settings, say)
     else:
-        say(f"redis: using {settings.redis_url} (WAKEFUL_REDIS_URL); nothing started")
+        say(f"redis: using {settings.redis_address} (WAKEFUL_REDIS_URL); nothing started")
     if settings.runs_local_kafka:
         kafka.start(settings, say)
     else:
@@ -64,7 +64,7 @@ def status(settings: Settings) -> list[ServerStatus]:
         ),
         ServerStatus(
             name="redis",
-            address=settings.redis_url,
+            address=settings.redis_address,
             managed="local" if settings.runs_local_redis else "external",
             pid=redis_pid,
             healthy=redis_server.healthy(settings.redis_url),

@@ -40,3 +40,9 @@ def test_a_bad_setting_is_refused_by_name(env: dict[str, str], setting: str) -> 
         Settings.from_env(env)
     assert info.value.setting == setting
     assert setting in str(info.value)
+
+
+def test_redis_address_never_shows_credentials() -> None:
+    s = Settings.from_env({"WAKEFUL_REDIS_URL": "redis://ops:s3cret@r.example:6380/2"})
+    assert s.redis_address == "redis://r.example:6380/2"
+    assert "s3cret" not in s.redis_address
