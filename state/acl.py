@@ -21,7 +21,9 @@ from wakeful.core.errors import PermissionRefused
 from wakeful.core.settings import Settings
 from wakeful.state import keys
 
-ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "admin")
+# "bank" is the executor's credential for the reference downstream bank (its tool credential);
+# it reaches the bank's keys only, and no role but the executor is given it.
+ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "bank", "admin")
 
 _SCRIPTING = "+evalsha +eval +script|load"
 _STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set +watch)"
@@ -48,6 +50,7 @@ RULES: dict[str, str] = {
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "
         f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard)"
     ),
+    "bank": f"resetkeys -@all {_KEYLESS} (~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_SCRIPTING})",
     "admin": "resetkeys ~* resetchannels &* +@all",
 }
 # The built-in default user keeps answering PING (so health checks and `redis-cli ping` work)

@@ -18,6 +18,16 @@ slot and a task's transaction or script never crosses slots. Task ids are restri
 | wk:outbox:dirty   | set    | task ids whose outbox may hold records             | gate, executor; relay  |
 
 No per-task key has a TTL while its task lives: a waiting task must never be dropped by Redis.
+
+The reference bank (bank/) is a separate downstream system with its own keyspace and ACL user;
+its keys are listed here too so that every prefix lives in one module:
+
+| key                   | type   | holds                                                  | written by  |
+|-----------------------|--------|--------------------------------------------------------|-------------|
+| bank:entry:{op_key}   | string | JSON ledger entry for one idempotency key              | bank script |
+| bank:ledger           | stream | every entry in booking order (field "e": entry JSON)   | bank script |
+| bank:fence:{task_id}  | string | highest fencing token the bank has seen for the task   | bank script |
+| bank:faults:{task_id} | string | test hook: how many calls for this task fail first     | admin       |
 """
 
 from __future__ import annotations
@@ -43,6 +53,23 @@ PATTERN_INBOX = f"{PREFIX}:*:inbox"
 PATTERN_OUTBOX = f"{PREFIX}:*:outbox"
 PATTERN_OPS = f"{PREFIX}:*:ops"
 PATTERN_QUARANTINE = f"{PREFIX}:*:quarantine"
+
+
+BANK_PREFIX = "bank"
+BANK_LEDGER = f"{BANK_PREFIX}:ledger"
+PATTERN_BANK = f"{BANK_PREFIX}:*"
+
+
+def bank_entry(op_key: str) -> str:
+    return f"{BANK_PREFIX}:entry:{op_key}"
+
+
+def bank_fence(task_id: str) -> str:
+    return f"{BANK_PREFIX}:fence:{task_id}"
+
+
+def bank_faults(task_id: str) -> str:
+    return f"{BANK_PREFIX}:faults:{task_id}"
 
 
 def _task(task_id: str, kind: str) -> str:

@@ -1,0 +1,104 @@
+"""Signing and verifying upstream events: Ed25519 by key id, or HMAC-SHA256 for shared secrets."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+import orjson
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from wakeful.schemas.events import SignedEvent
+
+Alg = Literal["ed25519", "hmac-sha256"]
+
+
+def signing_bytes(event: SignedEvent) -> bytes:
+    """The canonical bytes a signature covers: every field but the signature, sorted keys."""
+    fields = event.model_dump(mode="json", by_alias=True, exclude={"signature"})
+    return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+
+
+class Signer(Protocol):
+    key_id: str
+    alg: Alg
+
+    def sign(self, data: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Ed25519Signer:
+    key_id: str
+    private_key: Ed25519PrivateKey
+    alg: Alg = "ed25519"
+
+    def sign(self, data: bytes) -> bytes:
+        return self.private_key.sign(data)
+
+    @classmethod
+    def from_seed(cls, key_id: str, seed: bytes) -> Ed25519Signer:
+        return cls(key_id, Ed25519PrivateKey.from_private_bytes(seed))
+
+
+@dataclass(frozen=True)
+class HmacSigner:
+    key_id: str
+    secret: bytes
+    alg: Alg = "hmac-sha256"
+
+    def sign(self, data: bytes) -> bytes:
+        return hmac.new(self.secret, data, hashlib.sha256).digest()
+
+
+def sign_event(
+    signer: Signer,
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    task_id: str | None = None,
+    correlation_id: str | None = None,
+    event_id: str | None = None,
+    issued_at: datetime | None = None,
+) -> SignedEvent:
+    unsigned = SignedEvent(
+        event_id=event_id or f"ev-{uuid.uuid4().hex}",
+        kind=kind,
+        task_id=task_id,
+        correlation_id=correlation_id,
+        key_id=signer.key_id,
+        issued_at=issued_at or datetime.now(UTC),
+        payload=payload or {},
+        signature="",
+    )
+    signature = base64.b64encode(signer.sign(signing_bytes(unsigned))).decode()
+    return unsigned.model_copy(update={"signature": signature})
+
+
+@dataclass(frozen=True)
+class VerifyKey:
+    """A registered sender key: Ed25519 public key bytes or an HMAC secret, and whose it is."""
+
+    key_id: str
+    alg: Alg
+    material: bytes
+    principal: str
+
+    def verify(self, event: SignedEvent) -> bool:
+        try:
+            tag = base64.b64decode(event.signature, validate=True)
+        except ValueError:
+            return False
+        data = signing_bytes(event)
+        if self.alg == "hmac-sha256":
+            return hmac.compare_digest(tag, hmac.new(self.material, data, hashlib.sha256).digest())
+        try:
+            Ed25519PublicKey.from_public_bytes(self.material).verify(tag, data)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
