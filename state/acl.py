@@ -50,7 +50,9 @@ RULES: dict[str, str] = {
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "
         f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard)"
     ),
-    "bank": f"resetkeys -@all {_KEYLESS} (~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_SCRIPTING})",
+    "bank": (
+        f"resetkeys -@all {_KEYLESS} (~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_SCRIPTING})"
+    ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }
 # The built-in default user keeps answering PING (so health checks and `redis-cli ping` work)
