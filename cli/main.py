@@ -7,21 +7,12 @@ import sys
 from typing import Any
 
 import click
-import orjson
 
+from wakeful.cli.authority_cmds import authority
+from wakeful.cli.output import emit, say
+from wakeful.cli.task_cmds import ledger, task
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
-
-
-def _say(text: str) -> None:
-    click.echo(text, err=True)
-
-
-def _emit(data: Any, as_json: bool, human: str) -> None:
-    if as_json:
-        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
-    else:
-        click.echo(human)
 
 
 @click.group()
@@ -43,8 +34,8 @@ def dev_up(settings: Settings, as_json: bool) -> None:
     """Start Kafka and Redis (unless configured externally) and create the topics. Safe to rerun."""
     from wakeful.devstack import stack
 
-    servers = stack.up(settings, _say)
-    _emit([s.as_dict() for s in servers], as_json, _status_table(servers))
+    servers = stack.up(settings, say)
+    emit([s.as_dict() for s in servers], as_json, _status_table(servers))
 
 
 @dev.command("down")
@@ -53,7 +44,7 @@ def dev_down(settings: Settings) -> None:
     """Stop the servers that `wakeful dev up` started (by pid; nothing else is touched)."""
     from wakeful.devstack import stack
 
-    stack.down(settings, _say)
+    stack.down(settings, say)
 
 
 @dev.command("status")
@@ -64,7 +55,7 @@ def dev_status(settings: Settings, as_json: bool) -> None:
     from wakeful.devstack import stack
 
     servers = stack.status(settings)
-    _emit([s.as_dict() for s in servers], as_json, _status_table(servers))
+    emit([s.as_dict() for s in servers], as_json, _status_table(servers))
     if not all(s.healthy for s in servers):
         sys.exit(1)
 
@@ -75,7 +66,7 @@ def dev_fetch(settings: Settings) -> None:
     """Resolve the pinned Kafka jars from Maven Central into WAKEFUL_CACHE (once)."""
     from wakeful.devstack import kafka
 
-    click.echo(str(kafka.ensure_jars(settings, _say)))
+    click.echo(str(kafka.ensure_jars(settings, say)))
 
 
 @dev.command("topics")
@@ -96,7 +87,7 @@ def dev_smoke(settings: Settings, as_json: bool) -> None:
     from wakeful.devstack import smoke
 
     result = smoke.run(settings)
-    _emit(result, as_json, "smoke ok: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+    emit(result, as_json, "smoke ok: " + ", ".join(f"{k}={v}" for k, v in result.items()))
 
 
 @dev.command("bench-infra")
@@ -107,8 +98,8 @@ def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
     """Print the raw limits of this stack: Kafka msgs/s, Redis latency, WATCH-CAS ops/s."""
     from wakeful.devstack import bench_infra
 
-    result = bench_infra.run(settings, messages, _say)
-    _emit(result, as_json, bench_infra.render(result))
+    result = bench_infra.run(settings, messages, say)
+    emit(result, as_json, bench_infra.render(result))
 
 
 @dev.command("acl")
@@ -123,12 +114,12 @@ def dev_acl(settings: Settings, apply: bool) -> None:
     if not apply:
         for command in commands:
             click.echo(" ".join(command))
-        _say(f"passwords are kept in {settings.redis_credentials} (mode 0600); hashes only above")
+        say(f"passwords are kept in {settings.redis_credentials} (mode 0600); hashes only above")
         return
     admin = acl.connect(settings, "admin")
     for command in commands:
         admin.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-    _say(f"created {len(commands)} ACL users; their passwords are in {settings.redis_credentials}")
+    say(f"created {len(commands)} ACL users; their passwords are in {settings.redis_credentials}")
 
 
 @cli.group()
@@ -146,7 +137,7 @@ def keys_rotate(settings: Settings, kid: str | None) -> None:
     ring = Keyring.load(settings.keyring).rotated(kid)
     ring.save(settings.keyring)
     click.echo(f"active key is now {ring.active}; keys: {', '.join(ring.kids)}")
-    _say("restart the workers so they load it; blobs are re-sealed with it as tasks move")
+    say("restart the workers so they load it; blobs are re-sealed with it as tasks move")
 
 
 @keys.command("list")
@@ -157,7 +148,7 @@ def keys_list(settings: Settings, as_json: bool) -> None:
     from wakeful.state.seal import Keyring
 
     ring = Keyring.load(settings.keyring)
-    _emit(
+    emit(
         {"active": ring.active, "kids": ring.kids},
         as_json,
         f"active: {ring.active}; keys: {', '.join(ring.kids)}",
@@ -172,11 +163,11 @@ def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
     """transition() throughput and p50/p99 at 1, 8 and 64 concurrent tasks, beside the raw CAS ceiling."""
     from wakeful.devstack import bench_state as bench
 
-    result = bench.run(settings, seconds, _say)
-    _emit(result, as_json, bench.render(result))
+    result = bench.run(settings, seconds, say)
+    emit(result, as_json, bench.render(result))
 
 
-ROLES = ("relay",)
+ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
 
 
 @cli.command("worker")
@@ -184,38 +175,39 @@ ROLES = ("relay",)
 @click.option("--fault", "fault_points", default=None, help="Crash point(s) to arm, comma-separated.")
 @click.pass_obj
 def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None) -> None:
-    """Run consumer roles in this process until SIGTERM or Ctrl-C."""
+    """Run consumer roles until SIGTERM or Ctrl-C: one role in this process; several, or `all`,
+    as one supervised process per role (restarted when it dies)."""
     import signal
     import threading
 
-    from wakeful.consumers import relay
+    from wakeful.consumers import supervisor
     from wakeful.core import faults
-    from wakeful.core.log import Log
 
-    faults.arm(fault_points or os.environ.get("WAKEFUL_FAULT"))
+    points = fault_points or os.environ.get("WAKEFUL_FAULT")
+    faults.arm(points)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    runners = {"relay": relay.main}
-    wanted = ROLES if "all" in roles else roles
-    crashed: list[str] = []
+    wanted = ROLES if "all" in roles else tuple(dict.fromkeys(roles))
+    if len(wanted) > 1:
+        sys.exit(supervisor.supervise(wanted, [p for p in (points or "").split(",") if p], stop))
+    sys.exit(_run_role(settings, wanted[0], stop))
 
-    def supervise(role: str) -> None:
-        try:
-            runners[role](settings, stop)
-        except Exception as exc:
-            Log(role=role)("role.crashed", error=repr(exc))
-            crashed.append(role)
-            stop.set()  # one role down takes the process down, so its supervisor restarts it whole
 
-    threads = [threading.Thread(target=supervise, args=(r,), name=r) for r in wanted]
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
-        for t in threads:
-            t.join(0.2)
-    if crashed:
-        sys.exit(1)
+def _run_role(settings: Settings, role: str, stop: Any) -> int:
+    import importlib
+
+    from wakeful.core.log import Log
+
+    module = importlib.import_module(f"wakeful.consumers.{role}")
+    try:
+        module.main(settings, stop)
+    except WakefulError:
+        raise
+    except Exception as exc:
+        Log(role=role)("role.crashed", error=repr(exc))
+        return 1
+    return 0
 
 
 @cli.command("demo")
@@ -224,7 +216,7 @@ def demo(settings: Settings) -> None:
     """The main job: bring up the local stack if needed and prove a round trip through it."""
     from wakeful.devstack import smoke, stack
 
-    stack.up(settings, _say)
+    stack.up(settings, say)
     result = smoke.run(settings)
     click.echo("demo ok: " + ", ".join(f"{k}={v}" for k, v in result.items()))
 
@@ -235,6 +227,11 @@ def _status_table(servers: list[Any]) -> str:
         pid = str(s.pid) if s.pid else "-"
         rows.append(f"{s.name:8} {s.address:32} {s.managed:9} {pid:>8}  {'ok' if s.healthy else 'DOWN'}")
     return "\n".join(rows)
+
+
+cli.add_command(task)
+cli.add_command(ledger)
+cli.add_command(authority)
 
 
 def main() -> None:

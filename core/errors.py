@@ -176,3 +176,49 @@ class ActionError(WakefulError):
     def __init__(self, op_key: str, problem: str) -> None:
         self.op_key = op_key
         super().__init__(f"operation {op_key}: {problem}")
+
+
+class DownstreamError(WakefulError):
+    """A downstream system refused one operation; carries the op key and the task id."""
+
+    def __init__(self, op_key: str, task_id: str, problem: str) -> None:
+        self.op_key = op_key
+        self.task_id = task_id
+        super().__init__(f"operation {op_key} (task {task_id}): {problem}")
+
+
+class FencedOff(DownstreamError):
+    """The downstream has seen a newer fencing token for the task; the caller's lease is stale."""
+
+    def __init__(self, op_key: str, task_id: str, fence: int, seen: int) -> None:
+        self.fence = fence
+        self.seen = seen
+        super().__init__(
+            op_key,
+            task_id,
+            f"fence {fence} is older than fence {seen} already seen downstream; nothing was done: "
+            "this worker lost the lease and must stop, the current holder will act",
+        )
+
+
+class DownstreamUnavailable(DownstreamError):
+    """The downstream failed transiently and did nothing; retry with the same op key."""
+
+    def __init__(self, op_key: str, task_id: str, detail: str) -> None:
+        self.detail = detail
+        super().__init__(
+            op_key,
+            task_id,
+            f"downstream unavailable ({detail}); nothing was done: retry with the same op key, "
+            "within the retry limit",
+        )
+
+
+class PublishError(WakefulError):
+    """An event was refused before sending, or the broker did not acknowledge it; carries event ids."""
+
+    def __init__(self, event_ids: tuple[str, ...], problem: str, *, retryable: bool) -> None:
+        self.event_ids = event_ids
+        self.retryable = retryable
+        shown = ", ".join(event_ids[:3]) + (f" (+{len(event_ids) - 3} more)" if len(event_ids) > 3 else "")
+        super().__init__(f"event {shown}: {problem}")

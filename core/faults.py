@@ -14,6 +14,16 @@ import sys
 from wakeful.core.errors import ConfigError
 
 POINTS: dict[str, str] = {
+    "executor.after_intent": "the intent is recorded; the bank has not been called",
+    "executor.after_downstream_call": "the bank booked the refund; its outcome is not recorded",
+    "executor.after_outcome": "the outcome is recorded; the stage has not advanced",
+    "executor.after_advance": "the task is closed; the proposal's offset is not stored",
+    "gate.before_lease": "the gate consumed a wake and has not taken the task's lease",
+    "gate.after_lease": "the gate holds the lease and has not loaded the state",
+    "gate.after_load": "the gate loaded and verified the state and has not decided",
+    "gate.after_cas": "the gate's transition is committed; the proposal request is not published",
+    "timer.after_publish": "deadline wakes are on Kafka; the deadlines are not yet removed",
+    "inbound.after_publish": "the wake is produced; the event is not marked seen, its offset not stored",
     "relay.mid_batch": "the relay published part of a batch to wakeful.log and trimmed none of it",
     "relay.after_publish": "the relay's batch is acknowledged by Kafka but not yet trimmed from Redis",
 }

@@ -3,21 +3,24 @@
 Every knob is an environment variable so that workers, tests and CI agree without flags
 ($HOME below is WAKEFUL_HOME):
 
-| variable                      | default                      | meaning                                   |
-|-------------------------------|------------------------------|-------------------------------------------|
-| WAKEFUL_HOME                  | ~/.local/state/wakeful       | state dir: server data, logs, pid files   |
-| WAKEFUL_CACHE                 | ~/.cache/wakeful             | resolved Kafka jars, shared by state dirs |
-| WAKEFUL_KAFKA_BOOTSTRAP       | (unset: local stack)         | existing Kafka; nothing local is started  |
-| WAKEFUL_REDIS_URL             | (unset: local stack)         | existing Redis; nothing local is started  |
-| WAKEFUL_KAFKA_PORT            | 19092                        | local broker listener                     |
-| WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                        | local KRaft controller listener           |
-| WAKEFUL_REDIS_PORT            | 16379                        | local Redis port                          |
-| WAKEFUL_PARTITIONS            | 6                            | partitions per topic created by wakeful   |
-| WAKEFUL_KAFKA_HEAP            | 512m                         | local broker -Xmx (and -Xms at half)      |
-| WAKEFUL_KEYRING               | $HOME/keyring.json           | sealing keys (created by `dev up`)        |
-| WAKEFUL_REDIS_CREDENTIALS     | $HOME/redis-credentials.json | one Redis ACL user per role               |
-| WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user     |
-| WAKEFUL_START_TIMEOUT         | 90                           | seconds to wait for a server to be ready  |
+| variable                      | default                      | meaning                                    |
+|-------------------------------|------------------------------|--------------------------------------------|
+| WAKEFUL_HOME                  | ~/.local/state/wakeful       | state dir: server data, logs, pid files    |
+| WAKEFUL_CACHE                 | ~/.cache/wakeful             | resolved Kafka jars, shared by state dirs  |
+| WAKEFUL_KAFKA_BOOTSTRAP       | (unset: local stack)         | existing Kafka; nothing local is started   |
+| WAKEFUL_REDIS_URL             | (unset: local stack)         | existing Redis; nothing local is started   |
+| WAKEFUL_KAFKA_PORT            | 19092                        | local broker listener                      |
+| WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                        | local KRaft controller listener            |
+| WAKEFUL_REDIS_PORT            | 16379                        | local Redis port                           |
+| WAKEFUL_PARTITIONS            | 6                            | partitions per topic created by wakeful    |
+| WAKEFUL_KAFKA_HEAP            | 512m                         | local broker -Xmx (and -Xms at half)       |
+| WAKEFUL_KEYRING               | $HOME/keyring.json           | sealing keys (created by `dev up`)         |
+| WAKEFUL_REDIS_CREDENTIALS     | $HOME/redis-credentials.json | one Redis ACL user per role                |
+| WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user      |
+| WAKEFUL_EVENT_MAX_AGE         | 300                          | seconds an upstream event stays acceptable |
+| WAKEFUL_MODEL                 | rules                        | proposer model: rules or gullible          |
+| WAKEFUL_THREADS               | 16                           | handler threads per role process           |
+| WAKEFUL_START_TIMEOUT         | 90                           | seconds to wait for a server to be ready   |
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ class Settings:
     keyring: Path
     redis_credentials: Path
     allow_default_user: bool
+    event_max_age: float = 300.0
+    model: str = "rules"
+    threads: int = 16
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -111,6 +117,9 @@ class Settings:
             .expanduser()
             .resolve(),
             allow_default_user=_flag(env, "WAKEFUL_ALLOW_DEFAULT_USER"),
+            event_max_age=float(_int(env, "WAKEFUL_EVENT_MAX_AGE", 300, 1, 7 * 24 * 3600)),
+            model=_choice(env, "WAKEFUL_MODEL", "rules", ("rules", "gullible")),
+            threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
         )
 
 
@@ -125,6 +134,13 @@ def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -
     if not low <= value <= high:
         raise ConfigError(name, f"{value} is outside {low}..{high}")
     return value
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
+    raw = env.get(name) or default
+    if raw not in allowed:
+        raise ConfigError(name, f"{raw!r} is not one of {', '.join(allowed)}")
+    return raw
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:

@@ -36,22 +36,34 @@ _OUTBOX_WRITE = f"(~{keys.PATTERN_OUTBOX} ~{keys.OUTBOX_DIRTY} +xadd +sadd)"
 _OPS_READ = f"(~{keys.PATTERN_OPS} +hget +hgetall)"
 _OPS_WRITE = f"(~{keys.PATTERN_OPS} +hget +hgetall +hsetnx +hset {_SCRIPTING})"
 _KEYLESS = "+ping +multi +exec +discard +unwatch"
+_AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +smembers +sismember +hget +hgetall +hmget)"
+_RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} +set)"
+_CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
+_DEADLINE_ADD = f"(~{keys.DEADLINES} +zadd)"
+_EVIDENCE = f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall)"
+
 # The two roles that write Progress (through state.store) and hold task leases.
-_PROGRESS_WRITER = f"resetkeys -@all {_KEYLESS} {_STATE} {_COUNTER} {_LEASE} {_INBOX} {_OUTBOX_WRITE}"
+_PROGRESS_WRITER = (
+    f"resetkeys -@all {_KEYLESS} {_STATE} {_COUNTER} {_LEASE} {_INBOX} {_OUTBOX_WRITE} "
+    f"{_AUTHORITY_READ} {_RECEIPT_WRITE}"
+)
 
 RULES: dict[str, str] = {
-    # Issue-4 roles get their own keys when they exist; until then they can reach no task state.
-    "inbound": f"resetkeys -@all {_KEYLESS}",
-    "gate": f"{_PROGRESS_WRITER} {_OPS_READ}",
+    "inbound": (
+        f"resetkeys -@all {_KEYLESS} {_AUTHORITY_READ} {_RECEIPT_WRITE} "
+        f"(%R~{keys.PATTERN_CORR} +get) (~{keys.PATTERN_SEEN} +set +exists +mget)"
+    ),
+    "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE}",
     "proposer": "resetkeys -@all +ping",
     "executor": f"{_PROGRESS_WRITER} {_OPS_WRITE}",
-    "timer": f"resetkeys -@all {_KEYLESS}",
+    "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
     "relay": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "
         f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard)"
     ),
     "bank": (
-        f"resetkeys -@all {_KEYLESS} (~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_SCRIPTING})"
+        f"resetkeys -@all {_KEYLESS} +time "
+        f"(~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_SCRIPTING})"
     ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }

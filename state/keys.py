@@ -15,7 +15,13 @@ slot and a task's transaction or script never crosses slots. Task ids are restri
 | wk:{T}:outbox     | stream | outbox records not yet on wakeful.log              | gate, executor; relay  |
 | wk:{T}:ops        | hash   | op_key -> action-log entry (intent first)          | executor               |
 | wk:{T}:quarantine | string | JSON {reason, detail, at}: the task never resumes  | gate, executor, admin  |
+| wk:{T}:evidence   | hash   | evidence ref -> untrusted text (e.g. the note)     | gate                   |
 | wk:outbox:dirty   | set    | task ids whose outbox may hold records             | gate, executor; relay  |
+| wk:deadlines      | zset   | "<task_id>|<deadline ms>" scored by deadline ms    | gate; timer removes    |
+| wk:corr:{C}       | string | correlation id C -> task id of the wait it answers | gate                   |
+| wk:seen:{E}       | string | event id E was accepted at the door (replay guard) | inbound (TTL)          |
+| wk:receipt:{E}    | string | JSON outcome of event E, for whoever sent it       | inbound, gate, executor|
+| wk:authority:*    | mixed  | approvers, limit, signers, policy (authority/)     | admin only; roles read |
 
 No per-task key has a TTL while its task lives: a waiting task must never be dropped by Redis.
 
@@ -36,6 +42,11 @@ PREFIX = "wk"
 
 # The lease TTL: a worker that has not extended its lease for this long is presumed dead.
 LEASE_TTL_MS = 15_000
+# An accepted event id is remembered this long; events older than the max age are refused anyway,
+# so the window only has to outlast it (with room for clock skew).
+SEEN_TTL_S = 2 * 3600
+# Receipts are read by the sender shortly after it publishes; a week is plenty for late readers.
+RECEIPT_TTL_S = 7 * 24 * 3600
 # Bounded CAS retries before `Contention` is raised.
 CAS_RETRIES = 8
 # The outbox index is rebuilt by a SCAN over all outboxes this often, in case a writer died between
@@ -43,6 +54,30 @@ CAS_RETRIES = 8
 OUTBOX_SWEEP_S = 60.0
 
 OUTBOX_DIRTY = f"{PREFIX}:outbox:dirty"
+DEADLINES = f"{PREFIX}:deadlines"
+
+AUTHORITY = f"{PREFIX}:authority"
+AUTH_APPROVERS = f"{AUTHORITY}:approvers"  # set of principals allowed to approve refunds
+AUTH_LIMIT = f"{AUTHORITY}:limit"  # string int: refunds above it need an approval
+AUTH_SIGNERS = f"{AUTHORITY}:signers"  # hash key_id -> JSON {principal, alg, material, kinds}
+AUTH_POLICY = f"{AUTHORITY}:policy"  # hash: policy, tool_catalog, compat (JSON), catalog (JSON)
+PATTERN_AUTHORITY = f"{AUTHORITY}:*"
+PATTERN_CORR = f"{PREFIX}:corr:*"
+PATTERN_SEEN = f"{PREFIX}:seen:*"
+PATTERN_RECEIPT = f"{PREFIX}:receipt:*"
+
+
+def corr(correlation_id: str) -> str:
+    return f"{PREFIX}:corr:{correlation_id}"
+
+
+def seen(event_id: str) -> str:
+    return f"{PREFIX}:seen:{event_id}"
+
+
+def receipt(event_id: str) -> str:
+    return f"{PREFIX}:receipt:{event_id}"
+
 
 # ACL key patterns, one per per-task key kind (used by state.acl).
 PATTERN_STATE = f"{PREFIX}:*:state"
@@ -53,6 +88,7 @@ PATTERN_INBOX = f"{PREFIX}:*:inbox"
 PATTERN_OUTBOX = f"{PREFIX}:*:outbox"
 PATTERN_OPS = f"{PREFIX}:*:ops"
 PATTERN_QUARANTINE = f"{PREFIX}:*:quarantine"
+PATTERN_EVIDENCE = f"{PREFIX}:*:evidence"
 
 
 BANK_PREFIX = "bank"
@@ -106,6 +142,10 @@ def ops(task_id: str) -> str:
 
 def quarantine(task_id: str) -> str:
     return _task(task_id, "quarantine")
+
+
+def evidence(task_id: str) -> str:
+    return _task(task_id, "evidence")
 
 
 def task_of(key: str) -> str:

@@ -123,11 +123,13 @@ class Store:
         *,
         lease: Lease,
         detail: dict[str, Any] | None = None,
+        restamp: bool = False,
     ) -> Outcome:
         """Apply the pure fn to the task's state once per message id, by compare-and-swap.
 
         expected_version: the state_version the caller decided on; if the task has moved since,
         StaleVersion is raised and nothing is written. None re-applies fn to whatever is current.
+        restamp: fn may change the policy and tool-catalog stamps (a declared "migrate" rule).
         """
         with Pinned(self.client) as pinned:
             for lost in range(keys.CAS_RETRIES):
@@ -156,7 +158,7 @@ class Store:
                 if expected_version is not None and current.state_version != expected_version:
                     raise StaleVersion(task_id, expected_version, current.state_version)
                 proposed = fn(current)
-                _guard(current, proposed)
+                _guard(current, proposed, restamp)
                 new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
                 replies = pinned.batch(self._write(new, message_id, detail))
                 if replies[-2] is None:
@@ -239,13 +241,17 @@ def _stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> C
     )
 
 
-def _guard(old: Checkpoint, new: Checkpoint) -> None:
-    """A transition may change the business, execution and external layers, never identity or scope."""
+def _guard(old: Checkpoint, new: Checkpoint, restamp: bool) -> None:
+    """A transition may change the business, execution and external layers, never identity or scope.
+
+    restamp: a declared "migrate" rule may also move the policy and tool-catalog stamps.
+    """
     if new.task_id != old.task_id or new.security != old.security:
         raise TamperedState(old.task_id, "a transition tried to change the task id or security scope")
-    if new.versions.model_copy(update={"state_version": 0}) != old.versions.model_copy(
-        update={"state_version": 0}
-    ):
+    fixed: dict[str, Any] = {"state_version": 0}
+    if restamp:
+        fixed |= {"policy": "", "tool_catalog": ""}
+    if new.versions.model_copy(update=fixed) != old.versions.model_copy(update=fixed):
         raise TamperedState(old.task_id, "a transition tried to change the version stamps")
     check_transition(old.task_id, old.stage, new.stage)
 

@@ -1,0 +1,1 @@
+"""Authority: who may do what, written by operators and read live at every wake."""

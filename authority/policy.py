@@ -1,0 +1,48 @@
+"""The one authorization seam: `authorize(principal, action, resource, context)`.
+
+Every allow/deny in the pipeline is decided here, by code, from a live Snapshot. A policy engine
+replaces this function later without touching its callers. No memory record and no model output
+reaches it: its inputs are the verified signer principal, the action, the task and the snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wakeful.authority.store import Snapshot
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str = ""
+
+
+ALLOW = Decision(True)
+
+
+def authorize(principal: str, action: str, resource: dict[str, Any], context: Snapshot) -> Decision:
+    """May `principal` do `action` to `resource` (a task's public fields) under this snapshot?"""
+    tenant = resource.get("tenant")
+    if tenant is not None and resource.get("principal_tenant", tenant) != tenant:
+        return Decision(False, f"{principal} belongs to another tenant")
+    if action == "approve":
+        if principal not in context.approvers:
+            return Decision(False, "not an authorised approver")
+        if principal == resource.get("requester"):
+            return Decision(False, "a requester cannot approve their own refund")
+        return ALLOW
+    if action in ("create", "amend", "run"):
+        return ALLOW  # the signer's key is registered for this event kind (checked at the door)
+    if action == "refund":
+        amount = int(resource.get("amount", 0))
+        if amount <= context.limit:
+            return ALLOW
+        approver = resource.get("approver")
+        if approver is None:
+            return Decision(False, f"a refund of {amount} needs an approval (limit {context.limit})")
+        if approver not in context.approvers:
+            return Decision(False, f"approver {approver} is no longer authorised")
+        return ALLOW
+    return Decision(False, f"unknown action {action!r}")

@@ -1,0 +1,169 @@
+"""The authority store in Redis: approvers, the approval limit, registered signer keys, policy.
+
+Operators write it (`wakeful authority ...`, as the admin Redis user); the inbound, gate and
+executor roles only read it, live, at every wake. Nothing here is ever copied into Progress.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import redis
+
+from wakeful.core.errors import ConfigError
+from wakeful.producers.signing import Alg, VerifyKey
+from wakeful.schemas import events
+from wakeful.state import keys
+
+DEFAULT_LIMIT = 1000
+DEFAULT_POLICY = "refund-policy-1"
+DEFAULT_CATALOG = "catalog-1"
+# What happens when a task's stamped version differs from what is deployed now (gate 4).
+#   pin: keep running under the version the task started with
+#   migrate: re-stamp the task with the deployed version and go on
+#   quarantine: park the task for a person
+DEFAULT_COMPAT = {"policy": "pin", "tool_catalog": "quarantine"}
+COMPAT_RULES = ("pin", "migrate", "quarantine")
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    name: str
+    description: str
+    stages: tuple[str, ...]
+    irreversible: bool
+
+
+DEFAULT_TOOLS = (
+    ToolDef(
+        name="refund",
+        description="Refund the task's amount to the customer through the bank, once, under its op key.",
+        stages=("ready",),
+        irreversible=True,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Authority as read at one wake."""
+
+    approvers: frozenset[str]
+    limit: int
+    signers: dict[str, VerifyKey] = field(default_factory=dict)
+    signer_kinds: dict[str, frozenset[str]] = field(default_factory=dict)
+    policy: str = DEFAULT_POLICY
+    tool_catalog: str = DEFAULT_CATALOG
+    compat: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_COMPAT))
+    tools: tuple[ToolDef, ...] = DEFAULT_TOOLS
+
+    def tools_at(self, stage: str) -> tuple[ToolDef, ...]:
+        return tuple(t for t in self.tools if stage in t.stages)
+
+
+class AuthorityStore:
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    # ---- read (every role, every wake) -------------------------------------------------------
+
+    def snapshot(self, with_signers: bool = False) -> Snapshot:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.smembers(keys.AUTH_APPROVERS)
+        pipe.get(keys.AUTH_LIMIT)
+        pipe.hgetall(keys.AUTH_POLICY)
+        if with_signers:
+            pipe.hgetall(keys.AUTH_SIGNERS)
+        replies = pipe.execute()
+        approvers, limit, policy = replies[0], replies[1], replies[2]
+        signers: dict[str, VerifyKey] = {}
+        kinds: dict[str, frozenset[str]] = {}
+        if with_signers:
+            for kid, raw in replies[3].items():
+                key, allowed = decode_signer(kid.decode(), raw)
+                signers[key.key_id] = key
+                kinds[key.key_id] = allowed
+        policy = {k.decode(): v.decode() for k, v in policy.items()}
+        return Snapshot(
+            approvers=frozenset(a.decode() for a in approvers),
+            limit=int(limit) if limit is not None else DEFAULT_LIMIT,
+            signers=signers,
+            signer_kinds=kinds,
+            policy=policy.get("policy", DEFAULT_POLICY),
+            tool_catalog=policy.get("tool_catalog", DEFAULT_CATALOG),
+            compat={**DEFAULT_COMPAT, **orjson.loads(policy.get("compat", "{}"))},
+        )
+
+    def signer(self, key_id: str) -> tuple[VerifyKey, frozenset[str]] | None:
+        raw = self.client.hget(keys.AUTH_SIGNERS, key_id)
+        return decode_signer(key_id, raw) if isinstance(raw, bytes) else None
+
+    # ---- write (operators) -------------------------------------------------------------------
+
+    def add_approver(self, principal: str) -> None:
+        self.client.sadd(keys.AUTH_APPROVERS, principal)
+
+    def remove_approver(self, principal: str) -> bool:
+        return bool(self.client.srem(keys.AUTH_APPROVERS, principal))
+
+    def set_limit(self, amount: int) -> None:
+        if amount < 0:
+            raise ConfigError("limit", f"{amount} is negative; the approval limit is an amount >= 0")
+        self.client.set(keys.AUTH_LIMIT, amount)
+
+    def set_policy(self, policy: str | None = None, tool_catalog: str | None = None, **compat: str) -> None:
+        for name, rule in compat.items():
+            if rule not in COMPAT_RULES:
+                raise ConfigError(f"compat.{name}", f"{rule!r} is not one of {', '.join(COMPAT_RULES)}")
+        current = self.snapshot()
+        fields: dict[str, str] = {
+            "policy": policy or current.policy,
+            "tool_catalog": tool_catalog or current.tool_catalog,
+            "compat": orjson.dumps({**current.compat, **compat}).decode(),
+        }
+        self.client.hset(keys.AUTH_POLICY, mapping=fields)  # type: ignore[arg-type]
+
+    def register_signer(
+        self, key_id: str, principal: str, alg: Alg, material: bytes, kinds: tuple[str, ...]
+    ) -> None:
+        unknown = set(kinds) - set(events.KINDS)
+        if unknown:
+            raise ConfigError(
+                "kinds", f"unknown event kinds {sorted(unknown)}; known: {', '.join(events.KINDS)}"
+            )
+        doc = {
+            "principal": principal,
+            "alg": alg,
+            "material": base64.b64encode(material).decode(),
+            "kinds": kinds,
+        }
+        self.client.hset(keys.AUTH_SIGNERS, key_id, orjson.dumps(doc))
+
+    def remove_signer(self, key_id: str) -> bool:
+        return bool(self.client.hdel(keys.AUTH_SIGNERS, key_id))
+
+    def initialised(self) -> bool:
+        return bool(self.client.exists(keys.AUTH_LIMIT))
+
+    def describe(self) -> dict[str, Any]:
+        snap = self.snapshot(with_signers=True)
+        return {
+            "approvers": sorted(snap.approvers),
+            "limit": snap.limit,
+            "policy": snap.policy,
+            "tool_catalog": snap.tool_catalog,
+            "compat": snap.compat,
+            "signers": {
+                kid: {"principal": key.principal, "alg": key.alg, "kinds": sorted(snap.signer_kinds[kid])}
+                for kid, key in snap.signers.items()
+            },
+        }
+
+
+def decode_signer(key_id: str, raw: bytes) -> tuple[VerifyKey, frozenset[str]]:
+    doc = orjson.loads(raw)
+    key = VerifyKey(key_id, doc["alg"], base64.b64decode(doc["material"]), doc["principal"])
+    return key, frozenset(doc["kinds"])

@@ -1,0 +1,115 @@
+"""`wakeful authority ...`: the operator's writes to the authority store, read live by the roles."""
+
+from __future__ import annotations
+
+import click
+
+from wakeful.cli.client import Client
+from wakeful.cli.output import emit, say
+from wakeful.core.settings import Settings
+from wakeful.schemas import events
+
+
+@click.group()
+def authority() -> None:
+    """Approvers, the approval limit, signer keys and policy versions."""
+
+
+@authority.command("show")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def show(settings: Settings, as_json: bool) -> None:
+    """Everything the roles will read at their next wake."""
+    doc = Client(settings).authority.describe()
+    emit(doc, as_json, "\n".join(f"{k}: {v}" for k, v in doc.items()))
+
+
+@authority.command("init")
+@click.pass_obj
+def init(settings: Settings) -> None:
+    """Local defaults (idempotent): limit 1000, approvers alice and bob, dev signer keys."""
+    wrote = Client(settings).init_authority()
+    say("authority initialised" if wrote else "authority already initialised")
+
+
+@authority.group()
+def approvers() -> None:
+    """Who may approve refunds above the limit."""
+
+
+@approvers.command("add")
+@click.argument("principal")
+@click.pass_obj
+def approvers_add(settings: Settings, principal: str) -> None:
+    Client(settings).authority.add_approver(principal)
+    say(f"{principal} may approve refunds")
+
+
+@approvers.command("remove")
+@click.argument("principal")
+@click.pass_obj
+def approvers_remove(settings: Settings, principal: str) -> None:
+    removed = Client(settings).authority.remove_approver(principal)
+    say(f"{principal} may no longer approve refunds" if removed else f"{principal} was not an approver")
+
+
+@approvers.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def approvers_list(settings: Settings, as_json: bool) -> None:
+    names = sorted(Client(settings).authority.snapshot().approvers)
+    emit(names, as_json, "\n".join(names) or "no approvers")
+
+
+@authority.group()
+def limit() -> None:
+    """The amount above which a refund needs an approval."""
+
+
+@limit.command("set")
+@click.argument("amount", type=click.IntRange(min=0))
+@click.pass_obj
+def limit_set(settings: Settings, amount: int) -> None:
+    Client(settings).authority.set_limit(amount)
+    say(f"refunds above {amount} need an approval")
+
+
+@authority.group()
+def signers() -> None:
+    """Keys that may sign events, and for which event kinds."""
+
+
+@signers.command("add")
+@click.argument("principal")
+@click.option("--kinds", default=events.APPROVE, show_default=True, help="Comma-separated event kinds.")
+@click.pass_obj
+def signers_add(settings: Settings, principal: str, kinds: str) -> None:
+    """Create (or reuse) PRINCIPAL's Ed25519 key in the local keystore and register its public half."""
+    key_id = Client(settings).add_signer(principal, tuple(k.strip() for k in kinds.split(",") if k.strip()))
+    say(f"{principal} signs with {key_id} ({kinds})")
+
+
+@signers.command("remove")
+@click.argument("principal")
+@click.pass_obj
+def signers_remove(settings: Settings, principal: str) -> None:
+    removed = Client(settings).authority.remove_signer(f"key-{principal}")
+    say(f"key-{principal} removed" if removed else f"key-{principal} was not registered")
+
+
+@authority.group()
+def policy() -> None:
+    """Deployed policy and tool-catalog versions, and the compatibility rule for each."""
+
+
+@policy.command("set")
+@click.option("--policy", "policy_version", default=None, help="Deployed policy version.")
+@click.option("--tool-catalog", default=None, help="Deployed tool-catalog version.")
+@click.option("--compat", multiple=True, help="NAME=pin|migrate|quarantine, e.g. policy=migrate.")
+@click.pass_obj
+def policy_set(
+    settings: Settings, policy_version: str | None, tool_catalog: str | None, compat: tuple[str, ...]
+) -> None:
+    rules = dict(item.split("=", 1) for item in compat)
+    Client(settings).authority.set_policy(policy_version, tool_catalog, **rules)
+    say("policy updated; roles read it at their next wake")

@@ -1,0 +1,200 @@
+"""What the CLI, the demo and the bench do as an upstream system and as an operator.
+
+Upstream actions are signed events published to wakeful.events with a principal's key from the
+local keystore ($WAKEFUL_HOME/signers); their outcome is read back from the event's receipt.
+Operator reads use the admin Redis user.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wakeful.authority.store import AuthorityStore
+from wakeful.bank.ledger import Bank
+from wakeful.core.errors import WakefulError
+from wakeful.core.settings import Settings
+from wakeful.producers.keys import generate_signer, load_signer, public_bytes
+from wakeful.producers.publish import ConfluentPublisher
+from wakeful.producers.signing import Ed25519Signer, sign_event
+from wakeful.schemas import events
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.stage import TERMINAL, Stage
+from wakeful.state import acl, keys
+from wakeful.state.seal import Keyring, Sealer
+from wakeful.state.store import Store
+
+REQUESTER = "svc-refunds"
+DEFAULT_APPROVERS = ("alice", "bob")
+DEV_SIGNERS: dict[str, tuple[str, ...]] = {
+    REQUESTER: (events.CREATE, events.AMEND, events.RUN),
+    "alice": (events.APPROVE,),
+    "bob": (events.APPROVE,),
+    "mallory": (events.APPROVE,),  # a registered signer who is not an approver
+}
+
+
+class TimedOut(WakefulError):
+    """No outcome arrived in time; are the workers running (`wakeful worker all`)?"""
+
+
+class Client:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.admin = acl.connect(settings, "admin")
+        self.authority = AuthorityStore(self.admin)
+        self.store = Store(self.admin, Sealer(Keyring.load(settings.keyring)))
+        self.bank = Bank(self.admin)
+        self._publisher: ConfluentPublisher | None = None
+
+    @property
+    def publisher(self) -> ConfluentPublisher:
+        if self._publisher is None:
+            self._publisher = ConfluentPublisher(self.settings.kafka_bootstrap)
+        return self._publisher
+
+    # ---- operator setup -----------------------------------------------------------------------
+
+    def keystore(self) -> Path:
+        return self.settings.home / "signers"
+
+    def signer(self, principal: str) -> Ed25519Signer:
+        path = self.keystore() / f"{principal}.key"
+        if not path.exists():
+            raise WakefulError(
+                f"no signing key for {principal!r} in {self.keystore()}: add one with "
+                f"`wakeful authority signers add {principal} --kinds <event kinds>`"
+            )
+        return load_signer(f"key-{principal}", path)
+
+    def add_signer(self, principal: str, kinds: tuple[str, ...]) -> str:
+        path = self.keystore() / f"{principal}.key"
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        signer = (
+            load_signer(f"key-{principal}", path)
+            if path.exists()
+            else generate_signer(f"key-{principal}", path)
+        )
+        self.authority.register_signer(signer.key_id, principal, "ed25519", public_bytes(signer), kinds)
+        return signer.key_id
+
+    def init_authority(self) -> bool:
+        """Idempotent defaults for a local stack: limit, approvers and dev signers. True if it wrote."""
+        missing = [p for p in DEV_SIGNERS if self.authority.signer(f"key-{p}") is None]
+        for principal in missing:
+            self.add_signer(principal, DEV_SIGNERS[principal])
+        if self.authority.initialised():
+            return bool(missing)
+        self.authority.set_limit(1000)
+        for approver in DEFAULT_APPROVERS:
+            self.authority.add_approver(approver)
+        self.authority.set_policy()
+        return True
+
+    # ---- upstream actions ---------------------------------------------------------------------
+
+    def send(
+        self, principal: str, kind: str, payload: dict[str, Any], **ids: str | None
+    ) -> events.SignedEvent:
+        event = sign_event(self.signer(principal), kind, payload, **ids)  # type: ignore[arg-type]
+        self.publisher.publish(event)
+        return event
+
+    def new_task(
+        self, amount: int, note: str | None = None, principal: str = REQUESTER, wait_s: int | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        task_id = f"t-{uuid.uuid4().hex[:12]}"
+        payload: dict[str, Any] = {"amount": amount, "currency": "EUR"}
+        if note:
+            payload["note"] = note
+        if wait_s:
+            payload["wait_s"] = wait_s
+        event = self.send(principal, events.CREATE, payload, task_id=task_id)
+        return task_id, self.receipt(event.event_id)
+
+    def approve(self, task_id: str, by: str, version: int) -> dict[str, Any]:
+        cp = self.store.load(task_id)
+        waits = [w for w in cp.execution.pending_waits if w.wait_for == "approval"]
+        corr = waits[0].correlation_id if waits else None
+        event = self.send(by, events.APPROVE, {"version": version}, task_id=task_id, correlation_id=corr)
+        return self.receipt(event.event_id)
+
+    def amend(self, task_id: str, amount: int, principal: str = REQUESTER) -> dict[str, Any]:
+        event = self.send(principal, events.AMEND, {"amount": amount}, task_id=task_id)
+        return self.receipt(event.event_id)
+
+    def run(self, task_id: str, principal: str = REQUESTER) -> dict[str, Any]:
+        event = self.send(principal, events.RUN, {}, task_id=task_id)
+        return self.receipt(event.event_id)
+
+    def receipt(self, event_id: str, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            raw = self.admin.get(keys.receipt(event_id))
+            if isinstance(raw, bytes):
+                doc: dict[str, Any] = orjson.loads(raw)
+                return {"event_id": event_id, **doc}
+            time.sleep(0.02)
+        raise TimedOut(f"no outcome for event {event_id} after {timeout:.0f}s: are the workers running?")
+
+    # ---- operator reads -----------------------------------------------------------------------
+
+    def show(self, task_id: str) -> dict[str, Any]:
+        quarantine = self.store.quarantine_reason(task_id)
+        ledger = [e.model_dump(mode="json") for e in self.bank.entries(task_id)]
+        if quarantine is not None:
+            return {
+                "id": task_id,
+                "stage": Stage.QUARANTINED.value,
+                "quarantine": quarantine,
+                "ledger": ledger,
+            }
+        cp = self.store.load(task_id)
+        return describe(cp) | {"ledger": ledger}
+
+    def wait_stage(self, task_id: str, stages: set[Stage], timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.show(task_id)
+            if Stage(shown["stage"]) in stages or time.monotonic() > deadline:
+                return shown
+            time.sleep(0.02)
+
+    def wait_settled(self, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
+        return self.wait_stage(task_id, set(TERMINAL) | {Stage.NEEDS_REVIEW}, timeout)
+
+    def list_tasks(self) -> list[dict[str, Any]]:
+        rows = []
+        for key in self.admin.scan_iter(match=keys.PATTERN_STATE, count=1000):
+            task_id = keys.task_of(key.decode())
+            try:
+                rows.append(self.show(task_id))
+            except WakefulError as exc:
+                rows.append({"id": task_id, "stage": "unreadable", "error": str(exc)})
+        return sorted(rows, key=lambda r: str(r.get("updated_at", "")))
+
+    def close(self) -> None:
+        if self._publisher is not None:
+            self._publisher.close()
+
+
+def describe(cp: Checkpoint) -> dict[str, Any]:
+    b = cp.business
+    return {
+        "id": cp.task_id,
+        "stage": b.stage.value,
+        "version": b.version,
+        "state_version": cp.state_version,
+        "amount": b.amount,
+        "currency": b.currency,
+        "approval": b.approval.model_dump(mode="json") if b.approval else None,
+        "last_refusal": b.last_refusal,
+        "pending_waits": [w.model_dump(mode="json") for w in cp.execution.pending_waits],
+        "external_refs": cp.external_refs,
+        "versions": cp.versions.model_dump(mode="json", by_alias=True),
+        "updated_at": cp.updated_at.isoformat(),
+    }

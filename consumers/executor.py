@@ -1,0 +1,191 @@
+"""The executor: gate 7. Re-load, validate the proposal against Progress and live Authority, then
+execute the side effect once.
+
+Order, each step durable before the next: intent (action log, op key REFUND:{task}:v{version}) ->
+downstream call WITH the op key and the lease's fencing token -> outcome recorded -> stage advanced
+(its outbox record reaches wakeful.log). A crash anywhere resumes correctly:
+  A. before the intent:          nothing happened; the redelivered proposal runs from the start.
+  B. after intent, before call:   the intent is in flight; look the key up downstream (not found),
+                                  call again with the SAME key.
+  C. after call, before outcome:  in flight; the lookup finds the booking: record it, advance.
+  D. after outcome, before stage: the outcome is recorded: skip the call, advance.
+An ambiguous outcome of this irreversible call is never retried blindly: it is looked up by key.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from confluent_kafka import Consumer, Message, Producer
+from pydantic import ValidationError
+
+from wakeful.authority.store import AuthorityStore
+from wakeful.bank.ledger import Bank, LedgerEntry
+from wakeful.consumers.models import Proposal
+from wakeful.consumers.runner import Runner, consumer_config, producer_config
+from wakeful.core import topics
+from wakeful.core.errors import (
+    DecodeError,
+    DownstreamUnavailable,
+    FencedOff,
+    IntegrityError,
+    KeyringError,
+    LeaseBusy,
+    LeaseLost,
+    StaleVersion,
+    TaskNotFound,
+    TaskQuarantined,
+)
+from wakeful.core.faults import fault
+from wakeful.core.log import Log
+from wakeful.core.retry import Retry, backoff
+from wakeful.core.settings import Settings
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.events import Envelope
+from wakeful.schemas.logs import ActionStatus
+from wakeful.state import acl, wiring
+from wakeful.state.actions import ActionLog
+from wakeful.state.lease import Lease, Leases
+from wakeful.state.store import Store
+from wakeful.workflow import refund
+
+
+class Executor:
+    def __init__(self, store: Store, leases: Leases, actions: ActionLog, bank: Bank, log: Log) -> None:
+        self.store = store
+        self.authority = AuthorityStore(store.client)
+        self.leases = leases
+        self.actions = actions
+        self.bank = bank
+        self.log = log
+        self.runner: Runner | None = None
+
+    def handle(self, msg: Message) -> None:
+        assert self.runner is not None
+        try:
+            env = Envelope.decode(msg.value() or b"")
+            proposal = Proposal.model_validate(env.payload)
+        except (DecodeError, ValidationError) as exc:
+            return self.runner.dead_letter(msg, f"malformed proposal: {exc!r}")
+        try:
+            lease = self.leases.acquire(env.task_id)
+        except LeaseBusy:
+            raise Retry("task lease is held by another worker", after=0.05) from None
+        try:
+            self._execute(msg, env, proposal, lease)
+        finally:
+            self.leases.release(lease)
+        return None
+
+    def _execute(self, msg: Message, env: Envelope, proposal: Proposal, lease: Lease) -> None:
+        assert self.runner is not None
+        try:
+            cp = self.store.load(env.task_id)
+        except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
+            return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
+        except (KeyringError, DecodeError) as exc:
+            raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
+        if env.task_version != cp.state_version:
+            reason = (
+                f"stale proposal: decided on state_version {env.task_version}, task is at {cp.state_version}"
+            )
+            return self.runner.dead_letter(msg, reason, env.task_id)
+        auth = self.authority.snapshot()
+        refusal = refund.check_proposal(cp, proposal.tool, proposal.args, auth, datetime.now(UTC))
+        if refusal is not None:
+            fn = refund.review if refusal.review else refund.refused
+            self._advance(cp, env, lambda c: fn(c, refusal.reason), lease, {"refused": refusal.reason})
+            self.log("executor.refused", task_id=cp.task_id, reason=refusal.reason, review=refusal.review)
+            return None
+        entry = self._once(cp, lease)
+        if entry is None:
+            return None
+        fault("executor.after_outcome")
+        self._advance(
+            cp, env, lambda c: refund.close(c, entry.entry_id), lease, {"ledger_entry": entry.entry_id}
+        )
+        fault("executor.after_advance")
+        return None
+
+    def _once(self, cp: Checkpoint, lease: Lease) -> LedgerEntry | None:
+        """The downstream call, at most one booking per op key; None if the task went to review."""
+        op = refund.op_key(cp)
+        begun = self.actions.begin(cp.task_id, op, lease.fence)
+        if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance
+            return _entry_from(begun.entry.result, self.bank, op)
+        if begun.entry.status is ActionStatus.FAILED:
+            self._give_up(cp, lease, op, f"the refund failed earlier: {begun.entry.reason}", record=False)
+            return None
+        fault("executor.after_intent")
+        if not begun.inserted:  # cases B and C: in flight with an unknown outcome; ask by key first
+            found = self.bank.lookup(op)
+            if found is not None:
+                self.actions.complete(cp.task_id, op, lease.fence, {"ledger_entry": found.entry_id})
+                return found
+        last = ""
+        for attempt in range(1, refund.MAX_ATTEMPTS + 1):
+            try:
+                entry = self.bank.refund(
+                    op, cp.task_id, cp.business.amount, cp.business.currency, lease.fence
+                )
+            except DownstreamUnavailable as exc:
+                last = str(exc)
+                time.sleep(backoff(attempt))
+                continue
+            except FencedOff as exc:
+                raise LeaseLost(cp.task_id, lease.token, str(exc)) from exc
+            fault("executor.after_downstream_call")
+            self.actions.complete(cp.task_id, op, lease.fence, {"ledger_entry": entry.entry_id})
+            return entry
+        self._give_up(cp, lease, op, f"bank unavailable after {refund.MAX_ATTEMPTS} attempts: {last}")
+        return None
+
+    def _give_up(self, cp: Checkpoint, lease: Lease, op: str, reason: str, record: bool = True) -> None:
+        if record:
+            self.actions.fail(cp.task_id, op, lease.fence, reason)
+        self.store.transition(
+            cp.task_id, cp.state_version, f"review:{op}", lambda c: refund.review(c, reason), lease=lease
+        )
+        self.log("executor.needs_review", task_id=cp.task_id, reason=reason)
+
+    def _advance(self, cp: Checkpoint, env: Envelope, fn: Any, lease: Lease, detail: dict[str, Any]) -> None:
+        try:
+            self.store.transition(
+                cp.task_id, cp.state_version, env.message_id, fn, lease=lease, detail=detail
+            )
+        except StaleVersion as exc:
+            raise Retry(str(exc)) from exc
+
+
+def _entry_from(result: dict[str, Any] | None, bank: Bank, op: str) -> LedgerEntry | None:
+    found = bank.lookup(op)
+    if found is None:
+        raise Retry(f"action log says {op} succeeded ({result}) but the bank has no booking")
+    return found
+
+
+def main(settings: Settings, stop: threading.Event) -> None:
+    log = Log(role="executor")
+    producer = Producer(producer_config(settings))
+    executor = Executor(
+        wiring.store_for(settings, "executor"),
+        wiring.leases_for(settings, "executor"),
+        wiring.actions_for(settings, "executor"),
+        Bank(acl.connect(settings, "bank")),
+        log,
+    )
+    runner = Runner(
+        "executor",
+        topics.PROPOSALS,
+        executor.handle,
+        Consumer(consumer_config(settings, "wakeful-executor")),
+        producer,
+        log=log,
+        threads=settings.threads,
+    )
+    executor.runner = runner
+    log("role.start")
+    runner.run(stop)

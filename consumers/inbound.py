@@ -1,0 +1,172 @@
+"""Inbound: the door. Verify, decode once, dedupe, authorize the signer, resolve the task, wake it.
+
+`judge()` is the pure part: raw bytes + the signer's registered key + now -> Accepted or Rejected.
+The handler adds what needs Redis (seen-set, correlation lookup, receipts) and publishes a Wake
+keyed by task id. A rejected event goes to wakeful.dlq with its reason and never crashes the role.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import orjson
+import redis
+from confluent_kafka import Consumer, Message, Producer
+
+from wakeful.authority.store import decode_signer
+from wakeful.consumers.runner import Runner, consumer_config, producer_config
+from wakeful.core import topics
+from wakeful.core.errors import DecodeError
+from wakeful.core.faults import fault
+from wakeful.core.log import Log
+from wakeful.core.settings import Settings
+from wakeful.producers.signing import VerifyKey
+from wakeful.schemas import events
+from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.state import acl, keys
+
+FUTURE_SKEW = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    event: SignedEvent
+    principal: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    reason: str
+    event: SignedEvent | None = None
+
+
+def parse(raw: bytes) -> SignedEvent | Rejected:
+    if len(raw) > events.MAX_EVENT_BYTES:
+        return Rejected(f"malformed event: {len(raw)} bytes is over the {events.MAX_EVENT_BYTES}-byte limit")
+    try:
+        return SignedEvent.decode(raw)
+    except DecodeError as exc:
+        return Rejected(f"malformed event: {exc.reason}")
+
+
+def judge(
+    event: SignedEvent, key: VerifyKey | None, kinds: frozenset[str], now: datetime, max_age: timedelta
+) -> Accepted | Rejected:
+    """Gate 1 for one decoded event: signature by key id, freshness, and the signer's allowed kinds."""
+    if key is None:
+        return Rejected(f"unknown key id {event.key_id!r}", event)
+    if not key.verify(event):
+        return Rejected(f"bad signature for key id {event.key_id!r}", event)
+    issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
+    if issued < now - max_age:
+        return Rejected(
+            f"event is too old: issued {issued.isoformat()}, max age {max_age.total_seconds():.0f}s", event
+        )
+    if issued > now + FUTURE_SKEW:
+        return Rejected(f"event is from the future: issued {issued.isoformat()}", event)
+    if event.kind not in events.KINDS:
+        return Rejected(f"unknown event kind {event.kind!r}", event)
+    if event.kind not in kinds:
+        return Rejected(f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event)
+    if event.kind != events.APPROVE and not event.task_id:
+        return Rejected(f"{event.kind} must name its task_id", event)
+    if event.kind == events.APPROVE and not (event.correlation_id or event.task_id):
+        return Rejected("an approval must carry the correlation id of the wait it answers", event)
+    return Accepted(event, key.principal)
+
+
+class Inbound:
+    def __init__(self, client: redis.Redis, producer: Producer, log: Log, max_age: float) -> None:
+        self.client = client
+        self.producer = producer
+        self.log = log
+        self.max_age = timedelta(seconds=max_age)
+        self.runner: Runner | None = None
+        self._accepted: list[str] = []
+        self._lock = threading.Lock()
+
+    def handle(self, msg: Message) -> None:
+        parsed = parse(msg.value() or b"")
+        if isinstance(parsed, Rejected):
+            return self._reject(msg, parsed)
+        event = parsed
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(keys.AUTH_SIGNERS, event.key_id)
+        pipe.exists(keys.seen(event.event_id))
+        pipe.get(keys.corr(event.correlation_id)) if event.correlation_id else pipe.ping()
+        signer_raw, seen, corr = pipe.execute()
+        key, kinds = _signer(event.key_id, signer_raw)
+        verdict = judge(event, key, kinds, datetime.now(UTC), self.max_age)
+        if isinstance(verdict, Rejected):
+            return self._reject(msg, verdict)
+        if seen:
+            return self._reject(msg, Rejected(f"duplicate event {event.event_id}", event), receipt=False)
+        task_id = corr.decode() if isinstance(corr, bytes) else event.task_id
+        if event.correlation_id and not isinstance(corr, bytes):
+            return self._reject(msg, Rejected(f"unknown correlation id {event.correlation_id!r}", event))
+        assert task_id is not None  # judge() made sure an event names its task or its wait
+        wake = Envelope(
+            message_id=event.event_id,
+            task_id=task_id,
+            task_version=int(event.payload.get("version", 0)) if event.kind == events.APPROVE else 0,
+            kind="wake",
+            created_at=datetime.now(UTC),
+            trace_id=event.event_id,
+            payload={
+                "reason": "event",
+                "principal": verdict.principal,
+                "event": orjson.loads(event.encode()),
+            },
+        )
+        self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
+        fault("inbound.after_publish")
+        with self._lock:
+            self._accepted.append(event.event_id)
+        return None
+
+    def after_batch(self) -> None:
+        """The wakes are on Kafka now: remember the events as seen (a replay guard, not the dedupe)."""
+        with self._lock:
+            accepted, self._accepted = self._accepted, []
+        if accepted:
+            pipe = self.client.pipeline(transaction=False)
+            for event_id in accepted:
+                pipe.set(keys.seen(event_id), 1, ex=keys.SEEN_TTL_S)
+            pipe.execute()
+
+    def _reject(self, msg: Message, rejected: Rejected, receipt: bool = True) -> None:
+        assert self.runner is not None
+        task_id = rejected.event.task_id if rejected.event else None
+        self.runner.dead_letter(msg, rejected.reason, task_id)
+        if receipt and rejected.event is not None:
+            doc = {"status": "rejected", "reason": rejected.reason, "task_id": task_id, "by": "inbound"}
+            self.client.set(
+                keys.receipt(rejected.event.event_id), orjson.dumps(doc), ex=keys.RECEIPT_TTL_S, nx=True
+            )
+
+
+def _signer(key_id: str, raw: object) -> tuple[VerifyKey | None, frozenset[str]]:
+    if not isinstance(raw, bytes):
+        return None, frozenset()
+    return decode_signer(key_id, raw)
+
+
+def main(settings: Settings, stop: threading.Event) -> None:
+    log = Log(role="inbound")
+    producer = Producer(producer_config(settings))
+    inbound = Inbound(acl.connect(settings, "inbound"), producer, log, settings.event_max_age)
+    runner = Runner(
+        "inbound",
+        topics.EVENTS,
+        inbound.handle,
+        Consumer(consumer_config(settings, "wakeful-inbound")),
+        producer,
+        log=log,
+        threads=settings.threads,
+        after_batch=inbound.after_batch,
+    )
+    inbound.runner = runner
+    log("role.start")
+    runner.run(stop)

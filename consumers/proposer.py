@@ -1,0 +1,70 @@
+"""The proposer: calls the model with the window and checks only the SHAPE of its answer.
+
+It holds no Redis credential and no tool credential: it reads wakeful.proposals.request and
+writes wakeful.proposals, nothing else. Whatever the model says is only a proposal; the executor
+decides.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+from confluent_kafka import Consumer, Message, Producer
+from pydantic import ValidationError
+
+from wakeful.consumers.models import MODELS, Model, Proposal
+from wakeful.consumers.runner import Runner, consumer_config, producer_config
+from wakeful.core import topics
+from wakeful.core.errors import DecodeError
+from wakeful.core.log import Log
+from wakeful.core.settings import Settings
+from wakeful.schemas.events import Envelope
+
+
+class Proposer:
+    def __init__(self, model: Model, producer: Producer, log: Log) -> None:
+        self.model = model
+        self.producer = producer
+        self.log = log
+        self.runner: Runner | None = None
+
+    def handle(self, msg: Message) -> None:
+        assert self.runner is not None
+        try:
+            request = Envelope.decode(msg.value() or b"")
+            window = request.payload["window"]
+            proposal = self.model.propose(window)
+            # Shape only: a proposal that is not a Proposal never leaves this role.
+            proposal = Proposal.model_validate_json(proposal.encode())
+        except (DecodeError, KeyError, TypeError, ValidationError) as exc:
+            self.runner.dead_letter(msg, f"proposal request or answer has the wrong shape: {exc!r}")
+            return
+        out = Envelope(
+            message_id=f"proposal:{request.task_id}:{request.task_version}",
+            task_id=request.task_id,
+            task_version=request.task_version,
+            kind="proposal",
+            created_at=datetime.now(UTC),
+            trace_id=request.trace_id,
+            payload=proposal.model_dump(mode="json"),
+        )
+        self.producer.produce(topics.PROPOSALS, key=request.task_id.encode(), value=out.encode())
+
+
+def main(settings: Settings, stop: threading.Event) -> None:
+    log = Log(role="proposer", model=settings.model)
+    producer = Producer(producer_config(settings))
+    proposer = Proposer(MODELS[settings.model](), producer, log)
+    runner = Runner(
+        "proposer",
+        topics.PROPOSALS_REQUEST,
+        proposer.handle,
+        Consumer(consumer_config(settings, "wakeful-proposer")),
+        producer,
+        log=log,
+        threads=settings.threads,
+    )
+    proposer.runner = runner
+    log("role.start")
+    runner.run(stop)

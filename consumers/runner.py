@@ -1,0 +1,176 @@
+"""The key-ordered parallel consumer every role runs in.
+
+Consume a batch; split it into one queue per key (task id), in offset order; run the queues'
+heads in parallel on a thread pool, wave by wave, so each task has at most one message in flight
+while many tasks proceed at once. When the whole batch is handled and everything the handlers
+produced is acknowledged by Kafka, store the batch's offsets (enable.auto.offset.store=false):
+offsets never run ahead of the work they cover.
+
+A handler returns normally when a message is done: applied, refused, or dead-lettered with its
+reason. It raises Retry (or a Redis/Kafka connection error) for a transient failure: the same
+message is retried with backoff, never skipped. Any other exception is a poison message: it is
+dead-lettered with the error and the batch goes on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from wakeful.core import topics
+from wakeful.core.errors import LeaseLost
+from wakeful.core.log import Log
+from wakeful.core.retry import Retry, backoff
+from wakeful.core.settings import Settings
+from wakeful.schemas.logs import DeadLetter
+
+Handler = Callable[[Message], None]
+# LeaseLost is transient too: the next attempt re-takes the lease and re-reads the state.
+TRANSIENT = (Retry, LeaseLost, redis.ConnectionError, redis.TimeoutError, KafkaException, BufferError)
+
+
+def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": settings.kafka_bootstrap,
+        "group.id": group,
+        "enable.auto.commit": True,
+        "enable.auto.offset.store": False,
+        "auto.commit.interval.ms": 200,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 5,
+        "fetch.min.bytes": 1,
+        "partition.assignment.strategy": "cooperative-sticky",
+        "session.timeout.ms": 10_000,
+        "heartbeat.interval.ms": 1_000,
+    }
+
+
+def producer_config(settings: Settings) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": settings.kafka_bootstrap,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 2,
+    }
+
+
+@dataclass
+class Counters:
+    messages: int = 0
+    batches: int = 0
+    retries: int = 0
+    dead_letters: int = 0
+
+
+class Runner:
+    def __init__(
+        self,
+        role: str,
+        topic: str,
+        handler: Handler,
+        consumer: Consumer,
+        producer: Producer,
+        *,
+        log: Log,
+        threads: int = 16,
+        batch: int = 500,
+        after_batch: Callable[[], None] | None = None,
+    ) -> None:
+        self.role = role
+        self.topic = topic
+        self.handler = handler
+        self.consumer = consumer
+        self.producer = producer
+        self.log = log
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix=role)
+        self.batch = batch
+        self.after_batch = after_batch  # runs once the batch's output is durable, before offsets
+        self.counters = Counters()
+
+    def run(self, stop: threading.Event) -> None:
+        self.consumer.subscribe([self.topic])
+        try:
+            while not stop.is_set():
+                msgs = self.consumer.consume(self.batch, 0.05)
+                good = [m for m in msgs if not self._is_error(m)]
+                if good:
+                    self.run_batch(good, stop)
+                self.producer.poll(0)
+        finally:
+            self.pool.shutdown(wait=True)
+            self.producer.flush(30)
+            self.consumer.close()
+
+    def run_batch(self, msgs: list[Message], stop: threading.Event) -> None:
+        queues: OrderedDict[bytes, deque[Message]] = OrderedDict()
+        for m in msgs:
+            queues.setdefault(m.key() or b"", deque()).append(m)
+        while queues:
+            heads = [q.popleft() for q in queues.values()]
+            list(self.pool.map(lambda m: self._handle(m, stop), heads))
+            for key in [k for k, q in queues.items() if not q]:
+                del queues[key]
+        # Everything the handlers produced must be durable before the offsets say "done".
+        while self.producer.flush(5) > 0:
+            self.log("runner.flush_waiting", role=self.role)
+        if self.after_batch is not None:
+            self.after_batch()
+        self.consumer.store_offsets(offsets=_next_offsets(msgs))
+        self.counters.batches += 1
+        self.counters.messages += len(msgs)
+
+    def _handle(self, msg: Message, stop: threading.Event) -> None:
+        attempt = 0
+        while True:
+            try:
+                self.handler(msg)
+                return
+            except TRANSIENT as exc:
+                attempt += 1
+                self.counters.retries += 1
+                wait = exc.after if isinstance(exc, Retry) and exc.after else backoff(attempt)
+                if attempt in (1, 10) or attempt % 50 == 0:
+                    self.log("runner.retry", attempt=attempt, error=repr(exc), offset=msg.offset())
+                time.sleep(wait)
+            except Exception as exc:  # a poison message: dead-letter it, never crash the consumer
+                self.dead_letter(msg, f"{self.role} failed on this message: {exc!r}")
+                return
+
+    def dead_letter(self, msg: Message, reason: str, task_id: str | None = None) -> None:
+        value = msg.value() or b""
+        letter = DeadLetter(
+            source=self.role,
+            reason=reason,
+            task_id=task_id,
+            raw=value.decode("utf-8", "replace"),
+            at=datetime.now(UTC),
+        )
+        self.producer.produce(topics.DLQ, key=msg.key(), value=letter.encode())
+        self.counters.dead_letters += 1
+        self.log("dead_letter", reason=reason, topic=msg.topic(), offset=msg.offset())
+
+    def _is_error(self, msg: Message) -> bool:
+        err = msg.error()
+        if err is None:
+            return False
+        if err.code() != KafkaError._PARTITION_EOF:
+            self.log("runner.consume_error", error=str(err))
+        return True
+
+
+def _next_offsets(msgs: list[Message]) -> list[TopicPartition]:
+    """Per partition, the offset after the highest one handled (what a commit records)."""
+    top: dict[tuple[str, int], int] = {}
+    for m in msgs:
+        key = (m.topic() or "", m.partition() or 0)
+        top[key] = max(top.get(key, -1), m.offset() or 0)
+    return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in top.items()]

@@ -1,0 +1,71 @@
+"""The timer: deadlines due in `wk:deadlines` become Wake(reason=deadline) messages.
+
+A member is "<task_id>|<deadline ms>"; it is removed only after its wake is acknowledged by Kafka,
+so a crash in between wakes the task twice (the gate dedupes by message id, and ignores a deadline
+that is not really due). Deadlines are never a Redis TTL: a waiting task is never silently dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+
+import redis
+from confluent_kafka import Producer
+
+from wakeful.consumers.runner import producer_config
+from wakeful.core import topics
+from wakeful.core.faults import fault
+from wakeful.core.log import Log
+from wakeful.core.settings import Settings
+from wakeful.schemas.events import Envelope
+from wakeful.state import acl, keys
+
+TICK_S = 0.1
+BATCH = 500
+
+
+class Timer:
+    def __init__(self, client: redis.Redis, producer: Producer, log: Log) -> None:
+        self.client = client
+        self.producer = producer
+        self.log = log
+        self.fired = 0
+
+    def tick(self, now_ms: int | None = None) -> int:
+        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        due: list[bytes] = self.client.zrangebyscore(keys.DEADLINES, "-inf", now_ms, start=0, num=BATCH)  # type: ignore[assignment]
+        if not due:
+            return 0
+        for member in due:
+            task_id, _, due_ms = member.decode().partition("|")
+            wake = Envelope(
+                message_id=f"deadline:{task_id}:{due_ms}",
+                task_id=task_id,
+                task_version=0,
+                kind="wake",
+                created_at=datetime.now(UTC),
+                trace_id=f"deadline:{task_id}:{due_ms}",
+                payload={"reason": "deadline", "due_ms": int(due_ms or 0)},
+            )
+            self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
+        if self.producer.flush(30) > 0:
+            return 0  # not acknowledged: keep them, try again next tick
+        fault("timer.after_publish")
+        self.client.zrem(keys.DEADLINES, *due)
+        self.fired += len(due)
+        self.log("timer.fired", count=len(due))
+        return len(due)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            if self.tick() < BATCH:
+                stop.wait(TICK_S)
+
+
+def main(settings: Settings, stop: threading.Event) -> None:
+    log = Log(role="timer")
+    timer = Timer(acl.connect(settings, "timer"), Producer(producer_config(settings)), log)
+    log("role.start")
+    timer.run(stop)

@@ -1,0 +1,58 @@
+"""Ed25519 signer keys on disk for upstream systems.
+
+A key file holds the 32-byte private seed, base64-encoded on one line, readable by its owner only.
+Operators register the raw public key (`public_bytes`) as a VerifyKey under the same key id.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from wakeful.core.errors import ConfigError
+from wakeful.producers.signing import Ed25519Signer
+
+SEED_BYTES = 32
+
+
+def generate_signer(key_id: str, path: str | Path) -> Ed25519Signer:
+    """Create a new key at `path` (mode 0600) and return its signer; never overwrites a key."""
+    private_key = Ed25519PrivateKey.generate()
+    line = base64.b64encode(private_key.private_bytes_raw()) + b"\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError as exc:
+        raise ConfigError(
+            str(path), "a key file is already there: load it, or pick another path to make a new key"
+        ) from exc
+    with os.fdopen(fd, "wb") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+    return Ed25519Signer(key_id, private_key)
+
+
+def load_signer(key_id: str, path: str | Path) -> Ed25519Signer:
+    """The signer whose seed `generate_signer` wrote to `path`."""
+    try:
+        text = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot read the signer key ({exc.strerror}): fix the path") from exc
+    try:
+        seed = base64.b64decode(text.strip(), validate=True)
+    except binascii.Error:
+        seed = b""
+    if len(seed) != SEED_BYTES:
+        raise ConfigError(
+            str(path), f"not a signer key: expected one base64 line holding a {SEED_BYTES}-byte seed"
+        )
+    return Ed25519Signer.from_seed(key_id, seed)
+
+
+def public_bytes(signer: Ed25519Signer) -> bytes:
+    """The raw 32-byte public key, to register as `VerifyKey(key_id, "ed25519", ...)`."""
+    return signer.private_key.public_key().public_bytes_raw()

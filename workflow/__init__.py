@@ -1,0 +1,1 @@
+"""Workflows: pure decisions over checkpoints (the refund workflow is the reference)."""

@@ -1,0 +1,248 @@
+"""The refund workflow: every decision as a pure function of (checkpoint, input, authority, now).
+
+received -> awaiting_approval | ready -> closed; plus needs_review and quarantined. A refund above
+the live limit needs an approval bound to the task version and the digest of its terms; an
+amendment bumps the version and voids the approval.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from wakeful.authority.policy import authorize
+from wakeful.authority.store import Snapshot
+from wakeful.schemas.approval import Approval, terms_digest
+from wakeful.schemas.checkpoint import BusinessState, Checkpoint, PendingWait, SecurityScope, VersionStamps
+from wakeful.schemas.stage import Stage
+
+APPROVAL_TTL = timedelta(hours=24)
+DEFAULT_WAIT = timedelta(hours=24)
+MAX_WAIT = timedelta(days=7)
+ESCALATE_TO = "ops-lead"
+APPROVERS_REF = "role:approver"  # resolved live against Authority at every resume
+AGENT_ID = "refund-agent"
+TOOL = "refund"
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The input is refused; the reason is recorded. review=True also parks the task for a person."""
+
+    reason: str
+    review: bool = False
+
+
+def op_key(cp: Checkpoint) -> str:
+    """The business operation and version; never a per-attempt value (DESIGN section 6)."""
+    return f"REFUND:{cp.task_id}:v{cp.business.version}"
+
+
+def terms(cp: Checkpoint) -> str:
+    b = cp.business
+    return terms_digest(task=cp.task_id, amount=b.amount, currency=b.currency, version=b.version)
+
+
+def needs_approval(cp: Checkpoint, auth: Snapshot) -> bool:
+    return cp.business.amount > auth.limit
+
+
+def requester(cp: Checkpoint) -> str:
+    return cp.security.principal_ref.removeprefix("principal:")
+
+
+def _resource(cp: Checkpoint, **more: Any) -> dict[str, Any]:
+    return {"task": cp.task_id, "tenant": cp.security.tenant, "requester": requester(cp), **more}
+
+
+def _wait(cp: Checkpoint, version: int, now: datetime, window: timedelta) -> PendingWait:
+    cid = hashlib.sha256(f"{cp.task_id}:v{version}".encode()).hexdigest()[:20]
+    return PendingWait(
+        wait_for="approval",
+        correlation_id=f"corr-{cid}",
+        bound_to_version=version,
+        allowed_signers=(APPROVERS_REF,),
+        deadline=now + window,
+        on_deadline=f"escalate:{ESCALATE_TO}",
+    )
+
+
+def _with(cp: Checkpoint, **business: Any) -> Checkpoint:
+    return cp.model_copy(update={"business": cp.business.model_copy(update=business)})
+
+
+def _settle(cp: Checkpoint, auth: Snapshot, now: datetime, window: timedelta) -> Checkpoint:
+    """Route to awaiting_approval (with a wait) or ready, by the live limit."""
+    if needs_approval(cp, auth):
+        wait = _wait(cp, cp.business.version, now, window)
+        cp = cp.model_copy(update={"execution": cp.execution.model_copy(update={"pending_waits": (wait,)})})
+        return _with(cp, stage=Stage.AWAITING_APPROVAL)
+    cp = cp.model_copy(update={"execution": cp.execution.model_copy(update={"pending_waits": ()})})
+    return _with(cp, stage=Stage.READY)
+
+
+def wait_window(payload: dict[str, Any]) -> timedelta:
+    seconds = payload.get("wait_s")
+    if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
+        return min(timedelta(seconds=seconds), MAX_WAIT)
+    return DEFAULT_WAIT
+
+
+def create(
+    task_id: str, principal: str, tenant: str, payload: dict[str, Any], *, auth: Snapshot, now: datetime
+) -> Checkpoint | Refusal:
+    amount, currency = payload.get("amount"), payload.get("currency", "EUR")
+    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
+        return Refusal(f"amount must be a positive whole number, got {amount!r}")
+    if not isinstance(currency, str) or len(currency) != 3:
+        return Refusal(f"currency must be a 3-letter code, got {currency!r}")
+    cp = Checkpoint(
+        task_id=task_id,
+        business=BusinessState(stage=Stage.RECEIVED, amount=amount, currency=currency.upper()),
+        security=SecurityScope(tenant=tenant, principal_ref=f"principal:{principal}"),
+        versions=VersionStamps(
+            policy=auth.policy, tool_catalog=auth.tool_catalog, agent_id=AGENT_ID, state_version=0
+        ),
+        updated_at=now,
+    )
+    if payload.get("note"):
+        cp = _with(cp, note_ref=f"evidence:{task_id}:note")
+    return _settle(cp, auth, now, wait_window(payload))
+
+
+def approve(
+    cp: Checkpoint, principal: str, version: Any, auth: Snapshot, now: datetime
+) -> Checkpoint | Refusal:
+    if cp.stage is not Stage.AWAITING_APPROVAL:
+        return Refusal(f"task is {cp.stage.value}, not awaiting an approval")
+    decision = authorize(principal, "approve", _resource(cp), auth)
+    if not decision.allowed:
+        return Refusal(decision.reason)
+    if version != cp.business.version:
+        return Refusal(f"approval is for version {version}, task is now version {cp.business.version}")
+    wait = next((w for w in cp.execution.pending_waits if w.wait_for == "approval"), None)
+    if wait is None or wait.bound_to_version != cp.business.version:
+        return Refusal("no approval is pending for this version")
+    approval = Approval(
+        object="refund",
+        object_version=cp.business.version,
+        object_digest=terms(cp),
+        approver_ref=principal,
+        scope="refund.execute",
+        expires_at=now + APPROVAL_TTL,
+    )
+    cp = cp.model_copy(update={"execution": cp.execution.model_copy(update={"pending_waits": ()})})
+    return _with(cp, stage=Stage.READY, approval=approval, last_refusal=None)
+
+
+def amend(cp: Checkpoint, payload: dict[str, Any], auth: Snapshot, now: datetime) -> Checkpoint | Refusal:
+    if cp.stage in (Stage.CLOSED, Stage.QUARANTINED):
+        return Refusal(f"task is {cp.stage.value}; it cannot be amended")
+    amount = payload.get("amount")
+    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
+        return Refusal(f"amount must be a positive whole number, got {amount!r}")
+    # A changed request is a different operation: new version, and any approval is void.
+    cp = _with(cp, amount=amount, version=cp.business.version + 1, approval=None, last_refusal=None)
+    return _settle(cp, auth, now, wait_window(payload))
+
+
+def run(cp: Checkpoint) -> Refusal | None:
+    """A nudge to run now: fine when ready, refused otherwise."""
+    if cp.stage is Stage.READY:
+        return None
+    if cp.stage is Stage.AWAITING_APPROVAL:
+        return Refusal(f"needs an approval for version {cp.business.version} before it can run")
+    return Refusal(f"task is {cp.stage.value}; it cannot run")
+
+
+def deadline(cp: Checkpoint, now: datetime) -> Checkpoint | None:
+    """Apply on_deadline if a pending wait's deadline has really passed; None otherwise."""
+    due = [w for w in cp.execution.pending_waits if w.deadline <= now]
+    if cp.stage is not Stage.AWAITING_APPROVAL or not due:
+        return None
+    wait = due[0]
+    action, _, owner = wait.on_deadline.partition(":")
+    cp = cp.model_copy(update={"execution": cp.execution.model_copy(update={"pending_waits": ()})})
+    if action == "expire":
+        return _with(
+            cp, stage=Stage.CLOSED, last_refusal=f"expired: no approval by {wait.deadline.isoformat()}"
+        )
+    return _with(
+        cp,
+        stage=Stage.NEEDS_REVIEW,
+        last_refusal=f"approval deadline {wait.deadline.isoformat()} passed; "
+        f"escalated to {owner or ESCALATE_TO}",
+    )
+
+
+def check_proposal(
+    cp: Checkpoint, tool: str, args: dict[str, Any], auth: Snapshot, now: datetime
+) -> Refusal | None:
+    """Gate 7: the proposal against Progress and live Authority. None means execute."""
+    b = cp.business
+    if cp.stage is Stage.AWAITING_APPROVAL:
+        return Refusal(f"a refund of {b.amount} needs an approval for version {b.version} first")
+    if cp.stage is not Stage.READY:
+        return Refusal(f"task is {cp.stage.value}; nothing may run")
+    if tool not in {t.name for t in auth.tools_at(cp.stage.value)}:
+        return Refusal(f"tool {tool!r} is not permitted at stage {cp.stage.value}", review=True)
+    if (
+        args.get("amount") != b.amount
+        or args.get("currency") != b.currency
+        or args.get("task_id") != cp.task_id
+    ):
+        return Refusal(
+            f"proposed refund of {args.get('amount')!r} {args.get('currency')!r} does not match the system "
+            f"of record ({b.amount} {b.currency})",
+            review=True,
+        )
+    approval = b.approval
+    if needs_approval(cp, auth):
+        if approval is None:
+            return Refusal(f"a refund of {b.amount} needs an approval (limit {auth.limit})", review=True)
+        if not approval.binds(b.version, terms(cp)):
+            return Refusal(
+                f"approval is for version {approval.object_version}, task is now version {b.version}",
+                review=True,
+            )
+        if approval.expired(now):
+            return Refusal("the approval has expired", review=True)
+        if approval.consumed:
+            return Refusal("the approval was already used", review=True)
+    decision = authorize(
+        approval.approver_ref if approval else requester(cp),
+        "refund",
+        _resource(cp, amount=b.amount, approver=approval.approver_ref if approval else None),
+        auth,
+    )
+    if not decision.allowed:
+        return Refusal(decision.reason, review=True)
+    return None
+
+
+def close(cp: Checkpoint, ledger_entry: str) -> Checkpoint:
+    approval = cp.business.approval
+    if approval is not None:
+        approval = approval.model_copy(update={"consumed": True})
+    cp = cp.model_copy(update={"external_refs": {**cp.external_refs, "ledger_entry": ledger_entry}})
+    return _with(cp, stage=Stage.CLOSED, approval=approval, last_refusal=None)
+
+
+def review(cp: Checkpoint, reason: str) -> Checkpoint:
+    return _with(cp, stage=Stage.NEEDS_REVIEW, last_refusal=reason)
+
+
+def refused(cp: Checkpoint, reason: str) -> Checkpoint:
+    """Record a refusal without moving the task."""
+    return _with(cp, last_refusal=reason)
+
+
+def attempt_failed(cp: Checkpoint, reason: str) -> Checkpoint:
+    attempts = cp.execution.attempts + 1
+    cp = cp.model_copy(update={"execution": cp.execution.model_copy(update={"attempts": attempts})})
+    if attempts >= MAX_ATTEMPTS:
+        return review(cp, f"refund failed {attempts} times ({reason}); needs a person")
+    return refused(cp, f"attempt {attempts} failed: {reason}")
