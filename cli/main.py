@@ -213,12 +213,15 @@ def _run_role(settings: Settings, role: str, stop: Any) -> int:
 @cli.command("demo")
 @click.pass_obj
 def demo(settings: Settings) -> None:
-    """The main job: bring up the local stack if needed and prove a round trip through it."""
-    from wakeful.devstack import smoke, stack
+    """The main job: start the stack and workers if needed, then tell the whole story; exit 1 if a
+    step does not behave as told."""
+    from wakeful.cli.demo import Demo
 
-    stack.up(settings, say)
-    result = smoke.run(settings)
-    click.echo("demo ok: " + ", ".join(f"{k}={v}" for k, v in result.items()))
+    runner = Demo(settings, say)
+    if not runner.run():
+        say(f"demo FAILED at: {', '.join(runner.failures)}")
+        sys.exit(1)
+    click.echo("demo ok: every step behaved as told")
 
 
 def _status_table(servers: list[Any]) -> str:
