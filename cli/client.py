@@ -98,9 +98,17 @@ class Client:
     # ---- upstream actions ---------------------------------------------------------------------
 
     def send(
-        self, principal: str, kind: str, payload: dict[str, Any], **ids: str | None
+        self,
+        principal: str,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        task_id: str | None = None,
+        correlation_id: str | None = None,
     ) -> events.SignedEvent:
-        event = sign_event(self.signer(principal), kind, payload, **ids)  # type: ignore[arg-type]
+        event = sign_event(
+            self.signer(principal), kind, payload, task_id=task_id, correlation_id=correlation_id
+        )
         self.publisher.publish(event)
         return event
 

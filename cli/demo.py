@@ -108,7 +108,9 @@ class Demo:
         shown = self.client.wait_settled(task_id)
         entries = self.ledger(task_id)
         ok = receipt["status"] == "accepted" and shown["stage"] == "closed" and len(entries) == 1
-        self.check("approved and refunded once", ok, f"{_line(receipt)}; task {shown['stage']}, {len(entries)} entry")
+        self.check(
+            "approved and refunded once", ok, f"{_line(receipt)}; task {shown['stage']}, {len(entries)} entry"
+        )
 
     def step4_crash_after_bank_call(self, workers: Workers) -> None:
         self.say("4. the executor is killed (SIGKILL) right after the bank call, before recording it:")
@@ -138,15 +140,24 @@ class Demo:
         amended = self.client.amend(task_id, 3000)
         self.check("amended to version 2", amended.get("version") == 2, _line(amended))
         receipt = self.client.approve(task_id, "alice", 1)
-        ok = receipt["status"] == "rejected" and "approval is for version 1, task is now version 2" in receipt["reason"]
+        ok = (
+            receipt["status"] == "rejected"
+            and "approval is for version 1, task is now version 2" in receipt["reason"]
+        )
         self.check("stale approval rejected", ok and not self.ledger(task_id), _line(receipt))
 
     def step6_injection(self) -> None:
         self.say(f"6. a refund of 300 whose note says {INJECTION!r}:")
         task_id, _ = self.client.new_task(300, note=INJECTION)
         shown = self.client.wait_settled(task_id)
-        ok = shown["stage"] == "needs_review" and "5000" in (shown["last_refusal"] or "") and not self.ledger(task_id)
-        self.check("injected 5000 blocked", ok, f"task {shown['stage']}: {shown['last_refusal']}; ledger empty")
+        ok = (
+            shown["stage"] == "needs_review"
+            and "5000" in (shown["last_refusal"] or "")
+            and not self.ledger(task_id)
+        )
+        self.check(
+            "injected 5000 blocked", ok, f"task {shown['stage']}: {shown['last_refusal']}; ledger empty"
+        )
 
     def run(self) -> bool:
         self.say("starting the local stack (if needed) ...")
@@ -156,7 +167,7 @@ class Demo:
         for name in ("alice", "bob"):
             self.client.authority.add_approver(name)
         workers = Workers(env={**os.environ, "WAKEFUL_MODEL": "gullible"})
-        self.say("starting the workers (inbound, gate, proposer with the gullible model, executor, timer, relay) ...")
+        self.say("starting the workers (inbound, gate, gullible proposer, executor, timer, relay) ...")
         workers.start()
         try:
             task_id = self.step1_refused_before_approval()

@@ -155,6 +155,22 @@ def keys_list(settings: Settings, as_json: bool) -> None:
     )
 
 
+@cli.command("bench")
+@click.option("--tasks", default=1000, show_default=True, help="Tasks to run through the pipeline.")
+@click.option("--approval-ratio", default=0.3, show_default=True, help="Share of tasks above the limit.")
+@click.option(
+    "--rate", type=float, default=None, help="Offered load in tasks/s (default: as fast as possible)."
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def bench(settings: Settings, tasks: int, approval_ratio: float, rate: float | None, as_json: bool) -> None:
+    """Throughput, wake-to-effect latency, Redis round trips, Kafka messages and memory per role."""
+    from wakeful.devstack import bench_pipeline
+
+    result = bench_pipeline.run(settings, tasks, approval_ratio, rate, say)
+    emit(result, as_json, bench_pipeline.render(result))
+
+
 @cli.command("bench-state")
 @click.option("--seconds", default=5.0, show_default=True, help="Duration of each concurrency level.")
 @click.option("--json", "as_json", is_flag=True)

@@ -30,6 +30,7 @@ def producer_config(bootstrap: str) -> dict[str, object]:
         "acks": "all",
         "enable.idempotence": True,
         "linger.ms": 5,
+        "partitioner": "murmur2_random",
         "compression.type": "none",
     }
 
@@ -130,4 +131,4 @@ def main(settings: Settings, stop: threading.Event) -> None:
     relay = Relay(outbox, Producer(producer_config(settings.kafka_bootstrap)), Log(role="relay"))
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
     relay.run(stop)
-    relay.log("relay.stop", published=relay.published)
+    relay.log("role.stop", messages=relay.published, redis_round_trips=acl.CountingConnection.round_trips)

@@ -32,6 +32,7 @@ from wakeful.core.log import Log
 from wakeful.core.retry import Retry, backoff
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
+from wakeful.state.acl import CountingConnection
 
 Handler = Callable[[Message], None]
 # LeaseLost is transient too: the next attempt re-takes the lease and re-reads the state.
@@ -60,6 +61,8 @@ def producer_config(settings: Settings) -> dict[str, Any]:
         "acks": "all",
         "enable.idempotence": True,
         "linger.ms": 2,
+        # The Java client's key hashing, so every producer (any client) puts a task on one partition.
+        "partitioner": "murmur2_random",
     }
 
 
@@ -100,7 +103,7 @@ class Runner:
         self.consumer.subscribe([self.topic])
         try:
             while not stop.is_set():
-                msgs = self.consumer.consume(self.batch, 0.05)
+                msgs = self._next_batch()
                 good = [m for m in msgs if not self._is_error(m)]
                 if good:
                     self.run_batch(good, stop)
@@ -109,6 +112,22 @@ class Runner:
             self.pool.shutdown(wait=True)
             self.producer.flush(30)
             self.consumer.close()
+            self.log(
+                "role.stop",
+                messages=self.counters.messages,
+                batches=self.counters.batches,
+                retries=self.counters.retries,
+                dead_letters=self.counters.dead_letters,
+                redis_round_trips=CountingConnection.round_trips,
+            )
+
+    def _next_batch(self) -> list[Message]:
+        """Wait for one message, then take whatever else is already fetched, without waiting:
+        low latency when idle, large batches under load."""
+        first = self.consumer.poll(0.05)
+        if first is None:
+            return []
+        return [first, *self.consumer.consume(self.batch - 1, 0)]
 
     def run_batch(self, msgs: list[Message], stop: threading.Event) -> None:
         queues: OrderedDict[bytes, deque[Message]] = OrderedDict()

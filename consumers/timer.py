@@ -69,3 +69,4 @@ def main(settings: Settings, stop: threading.Event) -> None:
     timer = Timer(acl.connect(settings, "timer"), Producer(producer_config(settings)), log)
     log("role.start")
     timer.run(stop)
+    log("role.stop", messages=timer.fired, redis_round_trips=acl.CountingConnection.round_trips)

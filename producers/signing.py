@@ -26,8 +26,11 @@ def signing_bytes(event: SignedEvent) -> bytes:
 
 
 class Signer(Protocol):
-    key_id: str
-    alg: Alg
+    @property
+    def key_id(self) -> str: ...
+
+    @property
+    def alg(self) -> Alg: ...
 
     def sign(self, data: bytes) -> bytes: ...
 

@@ -131,6 +131,16 @@ def _split(rules: str) -> list[str]:
     return out
 
 
+class CountingConnection(redis.Connection):
+    """Counts round trips: every packed send (a command, a pipeline, a pinned batch) is one."""
+
+    round_trips = 0  # per process; read by `wakeful bench` from each role's stop log
+
+    def send_packed_command(self, command: object, check_health: bool = True) -> None:
+        CountingConnection.round_trips += 1
+        super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
+
+
 def connect(settings: Settings, role: str) -> redis.Redis:
     """A client that authenticates as the role's ACL user.
 
@@ -142,7 +152,12 @@ def connect(settings: Settings, role: str) -> redis.Redis:
     path = settings.redis_credentials
     creds: dict[str, str] = orjson.loads(path.read_bytes()) if path.exists() else {}
     if role in creds:
-        return redis.Redis.from_url(settings.redis_url, username=user_name(role), password=creds[role])
+        return redis.Redis.from_url(
+            settings.redis_url,
+            username=user_name(role),
+            password=creds[role],
+            connection_class=CountingConnection,
+        )
     if settings.allow_default_user or (role == "admin" and not settings.runs_local_redis):
         # An operator's own Redis: admin is whoever WAKEFUL_REDIS_URL authenticates as.
         return redis.Redis.from_url(settings.redis_url)
