@@ -7,7 +7,7 @@ executor roles only read it, live, at every wake. Nothing here is ever copied in
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -78,24 +78,31 @@ class AuthorityStore:
         if with_signers:
             pipe.hgetall(keys.AUTH_SIGNERS)
         replies = pipe.execute()
-        approvers, limit, policy = replies[0], replies[1], replies[2]
+        snap = _snapshot(replies[0], replies[1], replies[2])
+        if not with_signers:
+            return snap
         signers: dict[str, VerifyKey] = {}
         kinds: dict[str, frozenset[str]] = {}
-        if with_signers:
-            for kid, raw in replies[3].items():
-                key, allowed = decode_signer(kid.decode(), raw)
-                signers[key.key_id] = key
-                kinds[key.key_id] = allowed
-        policy = {k.decode(): v.decode() for k, v in policy.items()}
-        return Snapshot(
-            approvers=frozenset(a.decode() for a in approvers),
-            limit=int(limit) if limit is not None else DEFAULT_LIMIT,
-            signers=signers,
-            signer_kinds=kinds,
-            policy=policy.get("policy", DEFAULT_POLICY),
-            tool_catalog=policy.get("tool_catalog", DEFAULT_CATALOG),
-            compat={**DEFAULT_COMPAT, **orjson.loads(policy.get("compat", "{}"))},
-        )
+        for kid, raw in replies[3].items():
+            key, allowed = decode_signer(kid.decode(), raw)
+            signers[key.key_id] = key
+            kinds[key.key_id] = allowed
+        return replace(snap, signers=signers, signer_kinds=kinds)
+
+    def snapshot_with(
+        self, signer: str | None, evidence: str
+    ) -> tuple[Snapshot, bytes | None, dict[str, str]]:
+        """The snapshot, one signer's record and a task's evidence, in one round trip (the gate's)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.smembers(keys.AUTH_APPROVERS)
+        pipe.get(keys.AUTH_LIMIT)
+        pipe.hgetall(keys.AUTH_POLICY)
+        pipe.hget(keys.AUTH_SIGNERS, signer) if signer else pipe.ping()
+        pipe.hgetall(evidence)
+        approvers, limit, policy, signer_raw, texts = pipe.execute()
+        snap = _snapshot(approvers, limit, policy)
+        found = {k.decode(): v.decode("utf-8", "replace") for k, v in texts.items()}
+        return snap, signer_raw if isinstance(signer_raw, bytes) else None, found
 
     def signer(self, key_id: str) -> tuple[VerifyKey, frozenset[str]] | None:
         raw = self.client.hget(keys.AUTH_SIGNERS, key_id)
@@ -161,6 +168,17 @@ class AuthorityStore:
                 for kid, key in snap.signers.items()
             },
         }
+
+
+def _snapshot(approvers: set[bytes], limit: bytes | None, policy: dict[bytes, bytes]) -> Snapshot:
+    fields = {k.decode(): v.decode() for k, v in policy.items()}
+    return Snapshot(
+        approvers=frozenset(a.decode() for a in approvers),
+        limit=int(limit) if limit is not None else DEFAULT_LIMIT,
+        policy=fields.get("policy", DEFAULT_POLICY),
+        tool_catalog=fields.get("tool_catalog", DEFAULT_CATALOG),
+        compat={**DEFAULT_COMPAT, **orjson.loads(fields.get("compat", "{}"))},
+    )
 
 
 def decode_signer(key_id: str, raw: bytes) -> tuple[VerifyKey, frozenset[str]]:

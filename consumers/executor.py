@@ -73,7 +73,7 @@ class Executor:
         try:
             lease = self.leases.acquire(env.task_id)
         except LeaseBusy:
-            raise Retry("task lease is held by another worker", after=0.05) from None
+            raise Retry("task lease is held by another worker", after=0.005) from None
         try:
             self._execute(msg, env, proposal, lease)
         finally:
@@ -123,7 +123,9 @@ class Executor:
         if not begun.inserted:  # cases B and C: in flight with an unknown outcome; ask by key first
             found = self.bank.lookup(op)
             if found is not None:
-                self.actions.complete(cp.task_id, op, lease.fence, {"ledger_entry": found.entry_id})
+                self.actions.complete(
+                    cp.task_id, op, lease.fence, {"ledger_entry": found.entry_id}, begun.entry
+                )
                 return found
         last = ""
         for attempt in range(1, refund.MAX_ATTEMPTS + 1):
@@ -138,7 +140,7 @@ class Executor:
             except FencedOff as exc:
                 raise LeaseLost(cp.task_id, lease.token, str(exc)) from exc
             fault("executor.after_downstream_call")
-            self.actions.complete(cp.task_id, op, lease.fence, {"ledger_entry": entry.entry_id})
+            self.actions.complete(cp.task_id, op, lease.fence, {"ledger_entry": entry.entry_id}, begun.entry)
             return entry
         self._give_up(cp, lease, op, f"bank unavailable after {refund.MAX_ATTEMPTS} attempts: {last}")
         return None

@@ -8,7 +8,10 @@ from wakeful.core.errors import WakefulError
 
 
 class Retry(WakefulError):
-    """The message could not be handled now for a transient reason; try it again later."""
+    """The message could not be handled now for a transient reason; try it again later.
+
+    after: the first backoff step in seconds (it grows per attempt); None for the default.
+    """
 
     def __init__(self, reason: str, after: float | None = None) -> None:
         self.reason = reason

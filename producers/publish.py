@@ -99,7 +99,7 @@ def confluent_config(bootstrap: str) -> dict[str, object]:
         "bootstrap.servers": bootstrap,
         "acks": "all",
         "enable.idempotence": True,
-        "linger.ms": 5,
+        "linger.ms": 1,  # an event wakes a task: latency first
         # librdkafka's default (consistent_random, CRC32) would put a key on another partition than
         # kafka-python and the Java client do.
         "partitioner": "murmur2_random",
@@ -182,7 +182,7 @@ def kafka_python_config(bootstrap: str, connect_timeout: float) -> dict[str, obj
         "client_id": "wakeful-publisher",
         "acks": "all",
         "enable_idempotence": True,  # needs kafka-python >= 2.2
-        "linger_ms": 5,
+        "linger_ms": 1,
         "allow_auto_create_topics": False,
         # Bounds the bootstrap, and send()'s wait for metadata or buffer space.
         "bootstrap_timeout_ms": int(connect_timeout * 1000),

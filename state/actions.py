@@ -63,8 +63,16 @@ class ActionLog:
         inserted, raw = self._begin(keys=[keys.ops(task_id)], args=[op_key, entry.encode()])
         return Begun(bool(inserted), ActionLogEntry.decode(raw))
 
-    def complete(self, task_id: str, op_key: str, fence: int, result: dict[str, Any]) -> ActionLogEntry:
-        return self._record(task_id, op_key, fence, ActionStatus.SUCCEEDED, result=result)
+    def complete(
+        self,
+        task_id: str,
+        op_key: str,
+        fence: int,
+        result: dict[str, Any],
+        intent: ActionLogEntry | None = None,
+    ) -> ActionLogEntry:
+        """Record success. Pass the intent begin() returned to save a round trip."""
+        return self._record(task_id, op_key, fence, ActionStatus.SUCCEEDED, result=result, intent=intent)
 
     def fail(self, task_id: str, op_key: str, fence: int, reason: str) -> ActionLogEntry:
         return self._record(task_id, op_key, fence, ActionStatus.FAILED, reason=reason)
@@ -82,8 +90,10 @@ class ActionLog:
         *,
         result: dict[str, Any] | None = None,
         reason: str | None = None,
+        intent: ActionLogEntry | None = None,
     ) -> ActionLogEntry:
-        current = self.lookup(task_id, op_key)
+        # The script re-checks the stored entry atomically; this read only supplies started_at.
+        current = intent if intent is not None and intent.op_key == op_key else self.lookup(task_id, op_key)
         if current is None:
             raise ActionError(op_key, "no intent was recorded: call begin() before the downstream call")
         final = current.model_copy(

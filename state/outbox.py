@@ -82,9 +82,19 @@ class Outbox:
 
     def sweep(self) -> int:
         """Re-index every task whose outbox holds records; returns how many were found."""
-        found = []
+        found: list[str] = []
+        chunk: list[bytes] = []
         for key in self.client.scan_iter(match=keys.PATTERN_OUTBOX, count=1000, _type="stream"):
-            if self.client.xlen(key):
-                found.append(keys.task_of(key.decode()))
+            chunk.append(key)
+            if len(chunk) == 500:
+                found += self._nonempty(chunk)
+                chunk = []
+        found += self._nonempty(chunk)
         self.requeue(found)
         return len(found)
+
+    def _nonempty(self, outboxes: list[bytes]) -> list[str]:
+        pipe = self.client.pipeline(transaction=False)
+        for key in outboxes:
+            pipe.xlen(key)
+        return [keys.task_of(k.decode()) for k, n in zip(outboxes, pipe.execute(), strict=True) if n]
