@@ -1,9 +1,9 @@
 """The reference downstream bank: a ledger that honours idempotency keys and fencing tokens.
 
 The executor calls it like a real payments API. `refund` is one Lua script, so its checks and its
-booking are atomic: a replayed op key gets the first booking back (even if the amount differs);
-a fence older than one the bank has seen for the task is refused, so a stale lease holder cannot
-move money; an injected fault (`bank:faults:{task}`, a test hook) refuses the call transiently.
+booking are atomic: a fence older than one the bank has seen for the task is refused, so a stale
+lease holder can neither move money nor replay; a replayed op key gets the first booking back (even
+if the amount differs); an injected fault (`bank:faults:{task}`, a test hook) refuses the call transiently.
 Booking times and entry ids come from the Redis server's clock, so every process agrees on them.
 """
 
@@ -67,18 +67,20 @@ end
 # KEYS[1] bank:entry:{op_key}, KEYS[2] bank:fence:{task}, KEYS[3] bank:faults:{task}, KEYS[4] bank:ledger;
 # ARGV[1] the caller's fence, ARGV[2] the entry's other fields as a JSON object (encoded by Python,
 # so amounts never pass through Lua's doubles).
-# returns: {1, entry} booked by this call; {0, entry} the key was booked before (nothing new);
-#          {-1, highest fence seen} the caller's fence is stale; {-2, faults left} injected fault.
+# returns: {-1, highest fence seen} the caller's fence is stale (checked first: a stale lease
+#          holder is refused even a replay; it must look the key up instead);
+#          {1, entry} booked by this call; {0, entry} the key was booked before (nothing new);
+#          {-2, faults left} injected fault.
 # The entry id is the stream id this call XADDs with: the server's millisecond clock, after the
 # highest id already in the ledger (XRANGE from now: only same-millisecond entries, unless the
 # clock stepped back), so the id is known before the entry is written and the stream stays ordered.
 _REFUND = (
     _ISO_UTC
     + """
-local booked = redis.call('GET', KEYS[1])
-if booked then return {0, booked} end
 local seen = redis.call('GET', KEYS[2])
 if seen and tonumber(ARGV[1]) < tonumber(seen) then return {-1, seen} end
+local booked = redis.call('GET', KEYS[1])
+if booked then return {0, booked} end
 local faults = tonumber(redis.call('GET', KEYS[3]))
 if faults and faults > 0 then return {-2, redis.call('DECR', KEYS[3])} end
 local now = redis.call('TIME')

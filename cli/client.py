@@ -35,6 +35,7 @@ DEV_SIGNERS: dict[str, tuple[str, ...]] = {
     "alice": (events.APPROVE,),
     "bob": (events.APPROVE,),
     "mallory": (events.APPROVE,),  # a registered signer who is not an approver
+    "ops-lead": (events.REOPEN,),  # the person deadlines escalate to
 }
 
 
@@ -133,6 +134,10 @@ class Client:
 
     def amend(self, task_id: str, amount: int, principal: str = REQUESTER) -> dict[str, Any]:
         event = self.send(principal, events.AMEND, {"amount": amount}, task_id=task_id)
+        return self.receipt(event.event_id)
+
+    def reopen(self, task_id: str, principal: str = "ops-lead", wait_s: int | None = None) -> dict[str, Any]:
+        event = self.send(principal, events.REOPEN, {"wait_s": wait_s} if wait_s else {}, task_id=task_id)
         return self.receipt(event.event_id)
 
     def run(self, task_id: str, principal: str = REQUESTER) -> dict[str, Any]:

@@ -90,6 +90,20 @@ def task_run(settings: Settings, task_id: str, principal: str, as_json: bool) ->
     _finish(Client(settings).run(task_id, principal), as_json)
 
 
+@task.command("reopen")
+@click.argument("task_id")
+@click.option("--as", "principal", default="ops-lead", show_default=True, help="The person settling it.")
+@click.option("--wait-s", type=click.IntRange(min=1), default=None, help="New approval deadline in seconds.")
+@json_option
+@click.pass_obj
+def task_reopen(settings: Settings, task_id: str, principal: str, wait_s: int | None, as_json: bool) -> None:
+    """Put a task parked in needs_review (an escalated deadline, a blocked proposal) back into the flow."""
+    receipt = Client(settings).reopen(task_id, principal, wait_s)
+    if receipt["status"] == "accepted":
+        receipt["reason"] = f"task is {receipt.get('stage')} again"
+    _finish(receipt, as_json)
+
+
 @task.command("show")
 @click.argument("task_id")
 @json_option

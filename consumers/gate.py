@@ -200,6 +200,8 @@ class Gate:
             return refund.amend(cp, event.payload, auth, now)
         if event.kind == events.RUN:
             return refund.run(cp)
+        if event.kind == events.REOPEN:
+            return refund.reopen(cp, event.payload, auth, now)
         return refund.Refusal(f"{event.kind} does not apply to an existing task")
 
     def _create(self, wake: Wake, now: datetime) -> None:

@@ -29,6 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from wakeful.core import topics
 from wakeful.core.errors import LeaseLost
+from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry, backoff
 from wakeful.core.settings import Settings
@@ -111,6 +112,7 @@ class Runner:
                 msgs = self._next_batch()
                 good = [m for m in msgs if not self._is_error(m)]
                 if good:
+                    fault(f"{self.role}.after_consume")
                     self.run_batch(good, stop)
                 self.producer.poll(0)
         finally:
@@ -151,6 +153,7 @@ class Runner:
             self.log("runner.flush_waiting", role=self.role)
         if self.after_batch is not None:
             self.after_batch()
+        fault(f"{self.role}.before_offsets")
         self.consumer.store_offsets(offsets=_next_offsets(msgs))
         self.counters.batches += 1
         self.counters.messages += len(msgs)

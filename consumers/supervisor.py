@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from wakeful.core.faults import role_of
 from wakeful.core.log import Log
 
 ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
@@ -28,7 +29,7 @@ def spawn(role: str, fault_points: Sequence[str]) -> subprocess.Popen[bytes]:
 
 def supervise(roles: Sequence[str], fault_points: Sequence[str], stop: threading.Event) -> int:
     log = Log(role="supervisor")
-    pending = {r: [p for p in fault_points if p.split(".", 1)[0] == r] for r in roles}
+    pending = {r: [p for p in fault_points if role_of(p) == r] for r in roles}
     procs = {r: spawn(r, pending.pop(r)) for r in roles}
     restarts = 0
     log("supervisor.start", roles=list(roles), pids={r: p.pid for r, p in procs.items()})

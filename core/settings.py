@@ -20,6 +20,7 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_EVENT_MAX_AGE         | 300                          | seconds an upstream event stays acceptable |
 | WAKEFUL_MODEL                 | rules                        | proposer model: rules or gullible          |
 | WAKEFUL_THREADS               | 16                           | handler threads per role process           |
+| WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended        |
 | WAKEFUL_START_TIMEOUT         | 90                           | seconds to wait for a server to be ready   |
 """
 
@@ -57,6 +58,7 @@ class Settings:
     event_max_age: float = 300.0
     model: str = "rules"
     threads: int = 16
+    lease_ttl_ms: int = 15_000
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -120,6 +122,7 @@ class Settings:
             event_max_age=float(_int(env, "WAKEFUL_EVENT_MAX_AGE", 300, 1, 7 * 24 * 3600)),
             model=_choice(env, "WAKEFUL_MODEL", "rules", ("rules", "gullible")),
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
+            lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),
         )
 
 

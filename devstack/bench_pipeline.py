@@ -9,18 +9,10 @@ Kafka messages per task, and the peak memory of each role.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-import orjson
-import psutil
 from confluent_kafka import Consumer, TopicPartition
 
 from wakeful.bank.ledger import LedgerEntry
@@ -28,12 +20,12 @@ from wakeful.cli.client import REQUESTER, Client
 from wakeful.core import topics
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
+from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.process import Say
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.state import keys
 
-ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
 COUNTED_TOPICS = (topics.EVENTS, topics.WAKE, topics.PROPOSALS_REQUEST, topics.PROPOSALS, topics.LOG)
 
 
@@ -47,58 +39,6 @@ def _offsets(bootstrap: str) -> int:
     return total
 
 
-class Fleet:
-    """One process per role, with logs captured so their stop counters can be read."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="wakeful-bench-"))
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.peak: dict[str, int] = dict.fromkeys(ROLES, 0)
-        self.cpu: dict[str, float] = dict.fromkeys(ROLES, 0.0)
-        self.env = env
-        self._stop = threading.Event()
-        self._sampler = threading.Thread(target=self._sample, daemon=True)
-
-    def start(self) -> None:
-        for role in ROLES:
-            log = (self.dir / f"{role}.log").open("wb")
-            self.procs[role] = subprocess.Popen(
-                [sys.executable, "-m", "wakeful.cli.main", "worker", role],
-                env=self.env,
-                stdout=log,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-            )
-        self._sampler.start()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.1):
-            for role, proc in self.procs.items():
-                try:
-                    p = psutil.Process(proc.pid)
-                    self.peak[role] = max(self.peak[role], p.memory_info().rss)
-                    times = p.cpu_times()
-                    self.cpu[role] = times.user + times.system
-                except psutil.NoSuchProcess:
-                    continue
-
-    def stop(self) -> dict[str, dict[str, Any]]:
-        self._stop.set()
-        for proc in self.procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        stats: dict[str, dict[str, Any]] = {}
-        for role in ROLES:
-            for line in (self.dir / f"{role}.log").read_bytes().splitlines():
-                if b'"role.stop"' in line:
-                    stats[role] = orjson.loads(line)
-        return stats
-
-
 def run(
     settings: Settings, tasks: int, approval_ratio: float, rate: float | None, say: Say
 ) -> dict[str, Any]:
@@ -108,7 +48,7 @@ def run(
     client.authority.set_limit(1000)
     client.authority.add_approver("alice")
     fleet = Fleet({**os.environ, "WAKEFUL_MODEL": "rules"})
-    say(f"starting one process per role ({', '.join(ROLES)}) ...")
+    say(f"starting one process per role ({', '.join(fleet.roles)}) ...")
     fleet.start()
     try:
         warm, _ = client.new_task(10)

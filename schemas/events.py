@@ -14,7 +14,8 @@ CREATE = "task.create"  # {amount, currency, note}; carries task_id
 APPROVE = "approval.granted"  # {version}; carries correlation_id (or task_id)
 AMEND = "task.amend"  # {amount}; carries task_id
 RUN = "task.run"  # {}: asks a task to run now; carries task_id
-KINDS = (CREATE, APPROVE, AMEND, RUN)
+REOPEN = "task.reopen"  # {wait_s?}: a person puts a reviewed task back into the flow; carries task_id
+KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN)
 
 MAX_EVENT_BYTES = 64 * 1024
 

@@ -40,7 +40,8 @@ from __future__ import annotations
 
 PREFIX = "wk"
 
-# The lease TTL: a worker that has not extended its lease for this long is presumed dead.
+# The default lease TTL (WAKEFUL_LEASE_TTL_MS overrides it): a worker that has not extended its
+# lease for this long is presumed dead.
 LEASE_TTL_MS = 15_000
 # An accepted event id is remembered this long; events older than the max age are refused anyway,
 # so the window only has to outlast it (with room for clock skew).

@@ -15,7 +15,7 @@ def store_for(settings: Settings, role: str) -> Store:
 
 
 def leases_for(settings: Settings, role: str, owner: str | None = None) -> Leases:
-    return Leases(acl.connect(settings, role), owner)
+    return Leases(acl.connect(settings, role), owner, ttl_ms=settings.lease_ttl_ms)
 
 
 def actions_for(settings: Settings, role: str) -> ActionLog:

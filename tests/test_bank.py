@@ -189,3 +189,11 @@ def test_bank_credential_reaches_no_task_state(bank_client: redis.Redis, task: s
     for args in (("GET", keys.state(task)), ("HGET", keys.ops(task), "x"), ("SET", keys.fence(task), "9")):
         with pytest.raises(NOPERM):
             command(bank_client, *args)
+
+
+def test_stale_lease_holder_is_refused_even_a_replay_of_its_own_key(bank: Bank, task: str) -> None:
+    op = f"REFUND:{task}:v1"
+    booked = bank.refund(op, task, 100, "EUR", fence=8)  # the newer holder booked it
+    with pytest.raises(FencedOff):
+        bank.refund(op, task, 100, "EUR", fence=7)  # the paused older holder wakes up and retries
+    assert bank.entries(task) == [booked]

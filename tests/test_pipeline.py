@@ -16,12 +16,13 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from wakeful.cli.client import REQUESTER, Client
-from wakeful.cli.demo import INJECTION, Workers
+from wakeful.cli.demo import INJECTION
 from wakeful.consumers.gate import Gate
 from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
+from wakeful.devstack.fleet import Fleet
 from wakeful.producers.publish import KafkaPythonPublisher
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
@@ -42,12 +43,11 @@ def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator
 
 
 @pytest.fixture(scope="module")
-def workers(client: Client) -> Iterator[Workers]:
-    w = Workers(env={**os.environ, "WAKEFUL_MODEL": "gullible"})
-    w.start()
+def workers(client: Client) -> Iterator[Fleet]:
+    fleet = Fleet({**os.environ, "WAKEFUL_MODEL": "gullible"}).start()
     client.new_task(10)  # first task through: the consumer groups have their partitions
-    yield w
-    w.stop()
+    yield fleet
+    fleet.stop()
 
 
 def end_offsets(bootstrap: str, topic: str) -> list[TopicPartition]:
@@ -87,7 +87,7 @@ def publish_raw(bootstrap: str, key: str, value: bytes, copies: int = 1) -> None
 # ---- the demo's story, one test per step ----------------------------------------------------
 
 
-def test_task_that_needs_approval_is_refused_before_approval(client: Client, workers: Workers) -> None:
+def test_task_that_needs_approval_is_refused_before_approval(client: Client, workers: Fleet) -> None:
     task_id, created = client.new_task(2500)
     assert created["stage"] == "awaiting_approval"
     ran = client.run(task_id)
@@ -97,14 +97,14 @@ def test_task_that_needs_approval_is_refused_before_approval(client: Client, wor
     assert "needs an approval" in shown["last_refusal"]
 
 
-def test_wrong_approver_is_rejected(client: Client, workers: Workers) -> None:
+def test_wrong_approver_is_rejected(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     receipt = client.approve(task_id, "mallory", 1)
     assert (receipt["status"], receipt["reason"]) == ("rejected", "not an authorised approver")
     assert client.show(task_id)["stage"] == "awaiting_approval"
 
 
-def test_right_approval_runs_the_task_once(client: Client, workers: Workers) -> None:
+def test_right_approval_runs_the_task_once(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     assert client.approve(task_id, "alice", 1)["status"] == "accepted"
     shown = client.wait_settled(task_id)
@@ -113,25 +113,21 @@ def test_right_approval_runs_the_task_once(client: Client, workers: Workers) -> 
     assert shown["approval"]["consumed"] is True and shown["approval"]["approver_ref"] == "alice"
 
 
-def test_no_duplicate_refund_when_executor_dies_after_downstream_call(
-    client: Client, workers: Workers
-) -> None:
-    workers.stop_executor()
-    workers.start_executor(fault="executor.after_downstream_call")
+def test_no_duplicate_refund_when_executor_dies_after_downstream_call(client: Client, workers: Fleet) -> None:
+    executor = workers.restart("executor", fault="executor.after_downstream_call")
     try:
         task_id, _ = client.new_task(400)
-        assert workers.executor is not None
-        workers.executor.wait(timeout=60)
-        assert workers.executor.returncode == -9
+        executor.wait(timeout=60)
+        assert executor.returncode == -9
         assert client.show(task_id)["stage"] == "ready" and len(client.bank.entries(task_id)) == 1
     finally:
-        workers.start_executor()
+        workers.start_role("executor")
     shown = client.wait_settled(task_id, 60)
     assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
     assert shown["external_refs"]["ledger_entry"] == shown["ledger"][0]["entry_id"]
 
 
-def test_amended_task_rejects_its_stale_approval(client: Client, workers: Workers) -> None:
+def test_amended_task_rejects_its_stale_approval(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     assert client.amend(task_id, 3000)["version"] == 2
     receipt = client.approve(task_id, "alice", 1)
@@ -142,9 +138,7 @@ def test_amended_task_rejects_its_stale_approval(client: Client, workers: Worker
     assert [e["amount"] for e in client.wait_settled(task_id)["ledger"]] == [3000]
 
 
-def test_instruction_planted_in_evidence_is_blocked_into_needs_review(
-    client: Client, workers: Workers
-) -> None:
+def test_instruction_planted_in_evidence_is_blocked_into_needs_review(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(300, note=INJECTION)
     shown = client.wait_settled(task_id)
     assert shown["stage"] == "needs_review"
@@ -156,7 +150,7 @@ def test_instruction_planted_in_evidence_is_blocked_into_needs_review(
 
 
 def test_forged_expired_unknown_key_and_malformed_events_go_to_dlq_and_cause_no_transition(
-    client: Client, workers: Workers, kafka_bootstrap: str
+    client: Client, workers: Fleet, kafka_bootstrap: str
 ) -> None:
     start = end_offsets(kafka_bootstrap, topics.DLQ)
     requester = client.signer(REQUESTER)
@@ -203,7 +197,7 @@ def test_forged_expired_unknown_key_and_malformed_events_go_to_dlq_and_cause_no_
 
 
 def test_same_event_delivered_ten_times_causes_one_transition(
-    client: Client, workers: Workers, kafka_bootstrap: str
+    client: Client, workers: Fleet, kafka_bootstrap: str
 ) -> None:
     task_id, _ = client.new_task(2500)
     before = client.show(task_id)["state_version"]
@@ -218,7 +212,7 @@ def test_same_event_delivered_ten_times_causes_one_transition(
 
 
 def test_events_from_the_pure_python_publisher_reach_the_same_consumer(
-    client: Client, workers: Workers
+    client: Client, workers: Fleet
 ) -> None:
     publisher = KafkaPythonPublisher(client.settings.kafka_bootstrap)
     try:
@@ -234,7 +228,7 @@ def test_events_from_the_pure_python_publisher_reach_the_same_consumer(
 # ---- authority read live, waits that end ----------------------------------------------------
 
 
-def test_approval_for_an_old_version_is_refused(client: Client, workers: Workers) -> None:
+def test_approval_for_an_old_version_is_refused(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(5000)
     client.amend(task_id, 4000)
     client.amend(task_id, 4500)
@@ -242,7 +236,7 @@ def test_approval_for_an_old_version_is_refused(client: Client, workers: Workers
     assert receipt["reason"] == "approval is for version 2, task is now version 3"
 
 
-def test_approver_revoked_while_the_task_waits_is_refused_at_resume(client: Client, workers: Workers) -> None:
+def test_approver_revoked_while_the_task_waits_is_refused_at_resume(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     client.authority.remove_approver("bob")
     try:
@@ -252,16 +246,14 @@ def test_approver_revoked_while_the_task_waits_is_refused_at_resume(client: Clie
     assert (receipt["status"], receipt["reason"]) == ("rejected", "not an authorised approver")
 
 
-def test_approver_revoked_after_approving_is_refused_by_the_executor(
-    client: Client, workers: Workers
-) -> None:
-    workers.stop_executor()
+def test_approver_revoked_after_approving_is_refused_by_the_executor(client: Client, workers: Fleet) -> None:
+    workers.stop_role("executor")
     try:
         task_id, _ = client.new_task(2500)
         assert client.approve(task_id, "bob", 1)["status"] == "accepted"
         client.authority.remove_approver("bob")
     finally:
-        workers.start_executor()
+        workers.start_role("executor")
     try:
         shown = client.wait_settled(task_id, 60)
     finally:
@@ -270,7 +262,7 @@ def test_approver_revoked_after_approving_is_refused_by_the_executor(
     assert shown["ledger"] == []
 
 
-def test_passed_deadline_escalates(client: Client, workers: Workers) -> None:
+def test_passed_deadline_escalates(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500, wait_s=1)
     shown = client.wait_stage(task_id, {Stage.NEEDS_REVIEW}, timeout=30)
     assert shown["stage"] == "needs_review"
@@ -323,7 +315,7 @@ def test_two_gates_woken_for_the_same_task_apply_the_event_once(client: Client, 
 
 
 def test_proposal_for_a_stale_version_is_refused(
-    client: Client, workers: Workers, kafka_bootstrap: str
+    client: Client, workers: Fleet, kafka_bootstrap: str
 ) -> None:
     task_id, _ = client.new_task(2500)
     client.amend(task_id, 2400)

@@ -149,6 +149,14 @@ def amend(cp: Checkpoint, payload: dict[str, Any], auth: Snapshot, now: datetime
     return _settle(cp, auth, now, wait_window(payload))
 
 
+def reopen(cp: Checkpoint, payload: dict[str, Any], auth: Snapshot, now: datetime) -> Checkpoint | Refusal:
+    """A person settles a task parked for review: back to waiting for approval, or ready."""
+    if cp.stage is not Stage.NEEDS_REVIEW:
+        return Refusal(f"task is {cp.stage.value}; only a task in needs_review can be reopened")
+    cp = cp.model_copy(update={"execution": cp.execution.model_copy(update={"attempts": 0})})
+    return _settle(_with(cp, last_refusal=None), auth, now, wait_window(payload))
+
+
 def run(cp: Checkpoint) -> Refusal | None:
     """A nudge to run now: fine when ready, refused otherwise."""
     if cp.stage is Stage.READY:

@@ -1,0 +1,113 @@
+"""A fleet of worker processes, one per role, that tests, the demo, the bench and chaos control:
+start a role (optionally with a fault point armed), kill it with SIGKILL, pause it with SIGSTOP,
+restart it, stop everything, and read each role's peak memory, CPU time and stop counters."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+
+ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
+
+
+class Fleet:
+    def __init__(self, env: dict[str, str], roles: Iterable[str] = ROLES, logs: Path | None = None) -> None:
+        self.env = env
+        self.roles = tuple(roles)
+        self.dir = logs or Path(tempfile.mkdtemp(prefix="wakeful-fleet-"))
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.peak: dict[str, int] = dict.fromkeys(self.roles, 0)
+        self.cpu: dict[str, float] = dict.fromkeys(self.roles, 0.0)
+        self.starts: dict[str, int] = dict.fromkeys(self.roles, 0)
+        self._done = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+
+    def start(self) -> Fleet:
+        for role in self.roles:
+            self.start_role(role)
+        self._sampler.start()
+        return self
+
+    def start_role(self, role: str, fault: str | None = None) -> subprocess.Popen[bytes]:
+        self.starts[role] += 1
+        with (self.dir / f"{role}.log").open("ab") as log:
+            argv = [
+                sys.executable,
+                "-m",
+                "wakeful.cli.main",
+                "worker",
+                role,
+                *(["--fault", fault] if fault else []),
+            ]
+            proc = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.procs[role] = proc
+        return proc
+
+    def kill(self, role: str) -> None:
+        proc = self.procs[role]
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def stop_role(self, role: str) -> None:
+        proc = self.procs.get(role)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a paused process cannot act on SIGTERM
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def restart(self, role: str, fault: str | None = None) -> subprocess.Popen[bytes]:
+        self.stop_role(role)
+        return self.start_role(role, fault)
+
+    def alive(self, role: str) -> bool:
+        return self.procs[role].poll() is None
+
+    def stop(self) -> dict[str, dict[str, Any]]:
+        """Stop every role; returns each role's last `role.stop` counters."""
+        self._done.set()
+        for role in self.procs:
+            proc = self.procs[role]
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return self.counters()
+
+    def counters(self) -> dict[str, dict[str, Any]]:
+        stats: dict[str, dict[str, Any]] = {}
+        for role in self.roles:
+            path = self.dir / f"{role}.log"
+            for line in path.read_bytes().splitlines() if path.exists() else []:
+                if b'"role.stop"' in line:
+                    stats[role] = orjson.loads(line)
+        return stats
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.1):
+            for role, proc in list(self.procs.items()):
+                try:
+                    p = psutil.Process(proc.pid)
+                    self.peak[role] = max(self.peak[role], p.memory_info().rss)
+                    times = p.cpu_times()
+                    self.cpu[role] = times.user + times.system
+                except psutil.NoSuchProcess:
+                    continue
