@@ -16,7 +16,7 @@ import orjson
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.bank.ledger import Bank
-from wakeful.core.errors import WakefulError
+from wakeful.core.errors import TaskNotFound, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.producers.keys import generate_signer, load_signer, public_bytes
 from wakeful.producers.publish import ConfluentPublisher
@@ -172,8 +172,13 @@ class Client:
     def wait_stage(self, task_id: str, stages: set[Stage], timeout: float = 30.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
-            shown = self.show(task_id)
-            if Stage(shown["stage"]) in stages or time.monotonic() > deadline:
+            try:
+                shown = self.show(task_id)
+            except TaskNotFound:
+                if time.monotonic() > deadline:
+                    raise
+                shown = {"stage": None}
+            if (shown["stage"] and Stage(shown["stage"]) in stages) or time.monotonic() > deadline:
                 return shown
             time.sleep(0.02)
 

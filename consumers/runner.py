@@ -42,7 +42,12 @@ TRANSIENT = (Retry, LeaseLost, redis.ConnectionError, redis.TimeoutError, KafkaE
 
 
 def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
-    return {
+    static = {}
+    if settings.instance_id:
+        # Static membership: a restarted process with the same identity takes its partitions back
+        # at once instead of waiting out the dead member's session.
+        static = {"group.instance.id": f"{settings.instance_id}-{group}"}
+    return static | {
         "bootstrap.servers": settings.kafka_bootstrap,
         "group.id": group,
         "enable.auto.commit": True,

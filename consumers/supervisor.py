@@ -6,7 +6,9 @@ first start only: the process kills itself there once, and its restart runs clea
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +26,9 @@ def spawn(role: str, fault_points: Sequence[str]) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "wakeful.cli.main", "worker", role]
     if fault_points:
         argv += ["--fault", ",".join(fault_points)]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    # A stable identity per host and role: a restarted role resumes its partitions at once.
+    env = {"WAKEFUL_INSTANCE_ID": f"{socket.gethostname()}-supervised", **os.environ}
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env)
 
 
 def supervise(roles: Sequence[str], fault_points: Sequence[str], stop: threading.Event) -> int:

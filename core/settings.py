@@ -3,25 +3,26 @@
 Every knob is an environment variable so that workers, tests and CI agree without flags
 ($HOME below is WAKEFUL_HOME):
 
-| variable                      | default                      | meaning                                    |
-|-------------------------------|------------------------------|--------------------------------------------|
-| WAKEFUL_HOME                  | ~/.local/state/wakeful       | state dir: server data, logs, pid files    |
-| WAKEFUL_CACHE                 | ~/.cache/wakeful             | resolved Kafka jars, shared by state dirs  |
-| WAKEFUL_KAFKA_BOOTSTRAP       | (unset: local stack)         | existing Kafka; nothing local is started   |
-| WAKEFUL_REDIS_URL             | (unset: local stack)         | existing Redis; nothing local is started   |
-| WAKEFUL_KAFKA_PORT            | 19092                        | local broker listener                      |
-| WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                        | local KRaft controller listener            |
-| WAKEFUL_REDIS_PORT            | 16379                        | local Redis port                           |
-| WAKEFUL_PARTITIONS            | 6                            | partitions per topic created by wakeful    |
-| WAKEFUL_KAFKA_HEAP            | 512m                         | local broker -Xmx (and -Xms at half)       |
-| WAKEFUL_KEYRING               | $HOME/keyring.json           | sealing keys (created by `dev up`)         |
-| WAKEFUL_REDIS_CREDENTIALS     | $HOME/redis-credentials.json | one Redis ACL user per role                |
-| WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user      |
-| WAKEFUL_EVENT_MAX_AGE         | 300                          | seconds an upstream event stays acceptable |
-| WAKEFUL_MODEL                 | rules                        | proposer model: rules or gullible          |
-| WAKEFUL_THREADS               | 16                           | handler threads per role process           |
-| WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended        |
-| WAKEFUL_START_TIMEOUT         | 90                           | seconds to wait for a server to be ready   |
+| variable                      | default                      | meaning                                     |
+|-------------------------------|------------------------------|---------------------------------------------|
+| WAKEFUL_HOME                  | ~/.local/state/wakeful       | state dir: server data, logs, pid files     |
+| WAKEFUL_CACHE                 | ~/.cache/wakeful             | resolved Kafka jars, shared by state dirs   |
+| WAKEFUL_KAFKA_BOOTSTRAP       | (unset: local stack)         | existing Kafka; nothing local is started    |
+| WAKEFUL_REDIS_URL             | (unset: local stack)         | existing Redis; nothing local is started    |
+| WAKEFUL_KAFKA_PORT            | 19092                        | local broker listener                       |
+| WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                        | local KRaft controller listener             |
+| WAKEFUL_REDIS_PORT            | 16379                        | local Redis port                            |
+| WAKEFUL_PARTITIONS            | 6                            | partitions per topic created by wakeful     |
+| WAKEFUL_KAFKA_HEAP            | 512m                         | local broker -Xmx (and -Xms at half)        |
+| WAKEFUL_KEYRING               | $HOME/keyring.json           | sealing keys (created by `dev up`)          |
+| WAKEFUL_REDIS_CREDENTIALS     | $HOME/redis-credentials.json | one Redis ACL user per role                 |
+| WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user       |
+| WAKEFUL_EVENT_MAX_AGE         | 300                          | seconds an upstream event stays acceptable  |
+| WAKEFUL_MODEL                 | rules                        | proposer model: rules or gullible           |
+| WAKEFUL_THREADS               | 16                           | handler threads per role process            |
+| WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended         |
+| WAKEFUL_INSTANCE_ID           | (unset)                      | stable consumer id: restarts resume at once |
+| WAKEFUL_START_TIMEOUT         | 90                           | seconds to wait for a server to be ready    |
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class Settings:
     model: str = "rules"
     threads: int = 16
     lease_ttl_ms: int = 15_000
+    instance_id: str | None = None
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -123,6 +125,7 @@ class Settings:
             model=_choice(env, "WAKEFUL_MODEL", "rules", ("rules", "gullible")),
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),
+            instance_id=env.get("WAKEFUL_INSTANCE_ID") or None,
         )
 
 

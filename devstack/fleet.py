@@ -21,7 +21,7 @@ ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
 
 class Fleet:
     def __init__(self, env: dict[str, str], roles: Iterable[str] = ROLES, logs: Path | None = None) -> None:
-        self.env = env
+        self.env = {"WAKEFUL_INSTANCE_ID": "fleet", **env}
         self.roles = tuple(roles)
         self.dir = logs or Path(tempfile.mkdtemp(prefix="wakeful-fleet-"))
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
