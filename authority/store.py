@@ -121,7 +121,10 @@ class AuthorityStore:
             raise ConfigError("limit", f"{amount} is negative; the approval limit is an amount >= 0")
         self.client.set(keys.AUTH_LIMIT, amount)
 
-    def set_policy(self, policy: str | None = None, tool_catalog: str | None = None, **compat: str) -> None:
+    def set_policy(
+        self, policy: str | None = None, tool_catalog: str | None = None, compat: dict[str, str] | None = None
+    ) -> None:
+        compat = compat or {}
         for name, rule in compat.items():
             if rule not in COMPAT_RULES:
                 raise ConfigError(f"compat.{name}", f"{rule!r} is not one of {', '.join(COMPAT_RULES)}")

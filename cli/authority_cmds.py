@@ -111,5 +111,5 @@ def policy_set(
     settings: Settings, policy_version: str | None, tool_catalog: str | None, compat: tuple[str, ...]
 ) -> None:
     rules = dict(item.split("=", 1) for item in compat)
-    Client(settings).authority.set_policy(policy_version, tool_catalog, **rules)
+    Client(settings).authority.set_policy(policy_version, tool_catalog, rules)
     say("policy updated; roles read it at their next wake")

@@ -126,8 +126,10 @@ class Client:
         return task_id, self.receipt(event.event_id)
 
     def approve(self, task_id: str, by: str, version: int) -> dict[str, Any]:
-        cp = self.store.load(task_id)
-        waits = [w for w in cp.execution.pending_waits if w.wait_for == "approval"]
+        try:  # answer the wait by its correlation id when the task can be read here
+            waits = [w for w in self.store.load(task_id).execution.pending_waits if w.wait_for == "approval"]
+        except WakefulError:
+            waits = []  # the pipeline will say what is wrong with the task
         corr = waits[0].correlation_id if waits else None
         event = self.send(by, events.APPROVE, {"version": version}, task_id=task_id, correlation_id=corr)
         return self.receipt(event.event_id)

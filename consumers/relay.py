@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
+from wakeful.core.retry import TRANSIENT_IO, forever
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state import acl, keys
@@ -82,15 +83,22 @@ class Relay:
         return count
 
     def run(self, stop: threading.Event, idle_sleep: float = 0.02) -> None:
-        self.log("relay.sweep", found=self.outbox.sweep())
-        next_sweep = time.monotonic() + keys.OUTBOX_SWEEP_S
-        while not stop.is_set():
-            # The log is not on any task's critical path: let small claims grow into batches.
-            if self.run_once() < BATCH_TARGET:
-                stop.wait(idle_sleep)
+        next_sweep = 0.0  # sweep at start, every OUTBOX_SWEEP_S, and after any failed step
+
+        def step() -> bool:
+            nonlocal next_sweep
             if time.monotonic() >= next_sweep:
-                self.outbox.sweep()
+                next_sweep = time.monotonic() + 3600.0  # until this sweep has succeeded
+                self.log("relay.sweep", found=self.outbox.sweep())
                 next_sweep = time.monotonic() + keys.OUTBOX_SWEEP_S
+            try:
+                # The log is not on any task's critical path: let small claims grow into batches.
+                return self.run_once() >= BATCH_TARGET
+            except TRANSIENT_IO:
+                next_sweep = 0.0  # tasks claimed before the failure are found again by the sweep
+                raise
+
+        forever(step, stop, self.log, idle_sleep)
         self.producer.flush(30)
 
     def _dead_letter(self, m: Malformed) -> None:

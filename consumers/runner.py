@@ -24,21 +24,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import redis
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from wakeful.core import topics
 from wakeful.core.errors import LeaseLost
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
-from wakeful.core.retry import Retry, backoff
+from wakeful.core.retry import TRANSIENT_IO, Retry, backoff
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state.acl import CountingConnection
 
 Handler = Callable[[Message], None]
 # LeaseLost is transient too: the next attempt re-takes the lease and re-reads the state.
-TRANSIENT = (Retry, LeaseLost, redis.ConnectionError, redis.TimeoutError, KafkaException, BufferError)
+TRANSIENT = (Retry, LeaseLost, *TRANSIENT_IO)
 
 
 def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
@@ -157,11 +156,22 @@ class Runner:
         while self.producer.flush(5) > 0:
             self.log("runner.flush_waiting", role=self.role)
         if self.after_batch is not None:
-            self.after_batch()
+            self._retrying(self.after_batch, stop)
         fault(f"{self.role}.before_offsets")
         self.consumer.store_offsets(offsets=_next_offsets(msgs))
         self.counters.batches += 1
         self.counters.messages += len(msgs)
+
+    def _retrying(self, step: Callable[[], None], stop: threading.Event) -> None:
+        attempt = 0
+        while True:
+            try:
+                step()
+                return
+            except TRANSIENT as exc:
+                attempt += 1
+                self.log("runner.retry", attempt=attempt, error=repr(exc), step="after_batch")
+                time.sleep(backoff(attempt))
 
     def _handle(self, msg: Message, stop: threading.Event) -> None:
         attempt = 0

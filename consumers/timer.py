@@ -18,6 +18,7 @@ from wakeful.consumers.runner import producer_config
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
+from wakeful.core.retry import forever
 from wakeful.core.settings import Settings
 from wakeful.schemas.events import Envelope
 from wakeful.state import acl, keys
@@ -59,9 +60,7 @@ class Timer:
         return len(due)
 
     def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            if self.tick() < BATCH:
-                stop.wait(TICK_S)
+        forever(lambda: self.tick() >= BATCH, stop, self.log, TICK_S)
 
 
 def main(settings: Settings, stop: threading.Event) -> None:

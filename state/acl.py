@@ -67,20 +67,24 @@ RULES: dict[str, str] = {
     ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }
-# The built-in default user keeps answering PING (so health checks and `redis-cli ping` work)
-# and nothing else.
-DEFAULT_RULES = "on nopass resetkeys resetchannels -@all +ping"
+# The built-in default user may run everything, but only with a password nobody is given: an
+# unauthenticated connection gets NOAUTH for every command. It cannot be restricted instead,
+# because Redis 7.0 replays MULTI/EXEC blocks (and multi-write scripts) from the AOF as the
+# default user and re-checks its ACL at EXEC: a restricted default user silently drops every
+# transaction on restart (redis/redis#14541, fixed only in later releases). docs/decisions.md D16.
+DEFAULT_RULES = "on resetkeys ~* resetchannels &* +@all"
+DEFAULT = "default"
 
 
 def ensure_credentials(path: Path) -> dict[str, str]:
     """Role -> password, generated once and kept in a 0600 file."""
     if path.exists():
         creds: dict[str, str] = orjson.loads(path.read_bytes())
-        if set(ROLES) <= set(creds):
+        if set(ROLES) | {DEFAULT} <= set(creds):
             return creds
     else:
         creds = {}
-    for role in ROLES:
+    for role in (*ROLES, DEFAULT):
         creds.setdefault(role, secrets.token_urlsafe(24))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -96,7 +100,8 @@ def user_name(role: str) -> str:
 
 def aclfile_lines(creds: dict[str, str]) -> list[str]:
     """The users as lines of a Redis aclfile (passwords stored hashed)."""
-    lines = [f"user default {DEFAULT_RULES}"]
+    default = hashlib.sha256(creds[DEFAULT].encode()).hexdigest()
+    lines = [f"user default {DEFAULT_RULES} #{default}"]
     for role in ROLES:
         digest = hashlib.sha256(creds[role].encode()).hexdigest()
         lines.append(f"user {user_name(role)} on #{digest} {RULES[role]}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 import redis
 from helpers import command as command_
@@ -81,15 +83,18 @@ def test_roles_cannot_touch_each_others_keys(settings: Settings, task_id: str) -
         acl.connect(settings, "inbound").get(keys.state(task_id))
 
 
-def test_default_user_answers_ping_and_nothing_else(settings: Settings, task_id: str) -> None:
+def test_a_connection_without_credentials_can_do_nothing(settings: Settings, task_id: str) -> None:
     anonymous = redis.Redis.from_url(settings.redis_url)
-    assert anonymous.ping()
-    with pytest.raises(NOPERM):
+    with pytest.raises(redis.AuthenticationError):
         anonymous.get(keys.state(task_id))
+    ping = subprocess.run(
+        ["redis-cli", "-u", settings.redis_url, "ping"], capture_output=True, text=True, check=False
+    )
+    assert "NOAUTH" in ping.stdout + ping.stderr  # it answers, and refuses a stranger
 
 
 def test_setuser_commands_match_the_aclfile_rules() -> None:
-    creds = {role: "pw" for role in acl.ROLES}
+    creds = {role: "pw" for role in (*acl.ROLES, acl.DEFAULT)}
     lines = acl.aclfile_lines(creds)
     commands = acl.setuser_commands(creds)
     for role, command in zip(acl.ROLES, commands, strict=True):

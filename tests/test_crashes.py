@@ -89,10 +89,9 @@ def test_every_approved_task_is_refunded_exactly_once_after_a_sigkill_at(
         assert shown["stage"] == "closed", (point, shown)
         assert len(shown["ledger"]) == 1, (point, shown["ledger"])
         assert shown["ledger"][0]["op_key"] == f"REFUND:{task_id}:v1"
-    deadline_tasks = [e.task_id for e in sent if e.payload.get("wait_s")]
-    for task_id in deadline_tasks:
-        assert task_id is not None
-        shown = client.wait_stage(task_id, {Stage.NEEDS_REVIEW}, timeout=60)
+    deadline_tasks = [e.task_id or "" for e in sent if e.payload.get("wait_s")]
+    for waiting in deadline_tasks:
+        shown = client.wait_stage(waiting, {Stage.NEEDS_REVIEW}, timeout=60)
         assert "escalated" in (shown["last_refusal"] or ""), shown
     # no event lost: every one has an outcome, and every accepted one is in its task's inbox
     for event in sent:
@@ -100,7 +99,7 @@ def test_every_approved_task_is_refunded_exactly_once_after_a_sigkill_at(
         assert receipt["status"] == "accepted", (point, receipt)
         assert client.admin.sismember(keys.inbox(receipt["task_id"]), event.event_id)
     # no lease stuck: a lease held by the killed process lapses, every other one was released
-    task_ids = approved + plain + [t for t in deadline_tasks if t]
+    task_ids = approved + plain + deadline_tasks
     assert wait_until(
         lambda: not any(client.admin.exists(keys.lease(t)) for t in task_ids), LEASE_TTL_MS / 1000 + 5
     )

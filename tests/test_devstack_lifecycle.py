@@ -15,11 +15,13 @@ import orjson
 import psutil
 import pytest
 from confluent_kafka import Consumer, Producer
+from helpers import new_checkpoint, set_stage
 
 from wakeful.core import topics
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
-from wakeful.state import acl
+from wakeful.schemas.stage import Stage
+from wakeful.state import acl, wiring
 
 PORTS = {
     "WAKEFUL_KAFKA_PORT": "29092",
@@ -96,7 +98,26 @@ def test_clients_wakeful_did_not_write_see_the_stack(private: dict[str, str]) ->
     ping = subprocess.run(
         ["redis-cli", "-p", "26379", "ping"], capture_output=True, text=True, timeout=10, check=False
     )
-    assert ping.stdout.strip() == "PONG"
+    assert ping.stdout.strip().startswith("NOAUTH")  # it answers, and refuses a stranger
+    password = orjson.loads(Settings.from_env(private).redis_credentials.read_bytes())["admin"]
+    authed = subprocess.run(
+        [
+            "redis-cli",
+            "--no-auth-warning",
+            "-p",
+            "26379",
+            "--user",
+            acl.user_name("admin"),
+            "--pass",
+            password,
+            "ping",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
+    assert authed.stdout.strip() == "PONG"
 
 
 def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, str], unique: str) -> None:
@@ -108,6 +129,12 @@ def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, 
         producer.produce(topic, key=b"t", value=f"m{i}".encode())
     assert producer.flush(30) == 0
     acl.connect(settings, "admin").set("wk:{durable}:probe", unique)
+    # A task written by compare-and-swap (MULTI/EXEC as the gate's ACL user) must survive the
+    # AOF replay too, which runs as Redis's default user.
+    store = wiring.store_for(settings, "gate")
+    task = store.create(new_checkpoint(), "create").checkpoint
+    lease = wiring.leases_for(settings, "gate").acquire(task.task_id)
+    store.transition(task.task_id, 1, "m1", set_stage(Stage.READY), lease=lease)
 
     old_kafka, old_redis = kafka.stop(settings), redis_server.stop(settings)
     assert old_kafka and old_redis
@@ -130,6 +157,8 @@ def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, 
     consumer.close()
     assert seen == [f"m{i}".encode() for i in range(5)]
     assert acl.connect(settings, "admin").get("wk:{durable}:probe") == unique.encode()
+    reloaded = wiring.store_for(settings, "gate").load(task.task_id)
+    assert (reloaded.state_version, reloaded.stage) == (2, Stage.READY)
 
 
 def test_dev_down_leaves_no_process_of_ours(private: dict[str, str]) -> None:

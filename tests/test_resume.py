@@ -1,0 +1,294 @@
+"""The resume path: what a task meets when it wakes after hours or days. Stale, reordered,
+tampered and revoked inputs are refused with a recorded reason; changed policy follows its
+declared rule; paused workers are fenced off; server restarts lose nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+from confluent_kafka import Message
+from helpers import command, raw_get
+
+from wakeful.bank.ledger import Bank
+from wakeful.cli.client import REQUESTER, Client
+from wakeful.consumers.executor import Executor
+from wakeful.consumers.runner import Runner
+from wakeful.core import topics
+from wakeful.core.errors import LeaseLost
+from wakeful.core.log import Log
+from wakeful.core.retry import Retry
+from wakeful.core.settings import Settings
+from wakeful.devstack import kafka, redis_server
+from wakeful.devstack.fleet import Fleet
+from wakeful.producers.signing import sign_event
+from wakeful.schemas import events
+from wakeful.schemas.events import Envelope
+from wakeful.schemas.stage import Stage
+from wakeful.state import acl, keys, wiring
+
+LEASE_TTL_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
+    c = Client(settings)
+    c.init_authority()
+    c.authority.set_limit(1000)
+    for name in ("alice", "bob"):
+        c.authority.add_approver(name)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def fleet(client: Client) -> Iterator[Fleet]:
+    f = Fleet({**os.environ, "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS), "WAKEFUL_MODEL": "rules"}).start()
+    warm, _ = client.new_task(10)
+    client.wait_settled(warm, 60)
+    yield f
+    f.stop()
+
+
+def test_same_approval_delivered_twice_pays_once(client: Client, fleet: Fleet) -> None:
+    task_id, _ = client.new_task(2500)
+    approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
+    client.publisher.publish_many([approval, approval])
+    shown = client.wait_settled(task_id)
+    assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
+
+
+def test_events_out_of_order_are_refused_then_the_right_order_applies(client: Client, fleet: Fleet) -> None:
+    early_id = f"t-early-{os.urandom(4).hex()}"
+    early = client.send("alice", events.APPROVE, {"version": 1}, task_id=early_id)  # before its task exists
+    assert client.receipt(early.event_id)["reason"] == f"no task {early_id}"
+
+    task_id, _ = client.new_task(2500)
+    ahead = client.approve(task_id, "alice", 2)  # approves a version the amendment has not made yet
+    assert ahead["reason"] == "approval is for version 2, task is now version 1"
+    assert client.amend(task_id, 3000)["version"] == 2
+    assert client.approve(task_id, "alice", 2)["status"] == "accepted"
+    assert [e["amount"] for e in client.wait_settled(task_id)["ledger"]] == [3000]
+
+
+def test_approve_amend_then_the_old_approval_is_refused(client: Client, fleet: Fleet) -> None:
+    fleet.stop_role("executor")  # the approved v1 must not run before the amendment lands
+    try:
+        task_id, _ = client.new_task(2500)
+        assert client.approve(task_id, "alice", 1)["status"] == "accepted"
+        amended = client.amend(task_id, 2600)
+        assert (amended["stage"], amended["version"]) == ("awaiting_approval", 2)
+        assert client.show(task_id)["approval"] is None  # the amendment voided it
+        again = client.approve(task_id, "alice", 1)
+        assert again["reason"] == "approval is for version 1, task is now version 2"
+    finally:
+        fleet.start_role("executor")
+    time.sleep(3)  # the proposal queued for version 1 reaches the executor and is refused as stale
+    shown = client.show(task_id)
+    assert shown["stage"] == "awaiting_approval" and shown["ledger"] == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "expect_stage", "stamped"),
+    [
+        ("pin", "closed", "refund-policy-1"),
+        ("migrate", "closed", "refund-policy-2"),
+        ("quarantine", "quarantined", None),
+    ],
+)
+def test_policy_changed_mid_flight_applies_the_declared_rule(
+    client: Client, fleet: Fleet, rule: str, expect_stage: str, stamped: str | None
+) -> None:
+    task_id, _ = client.new_task(2500)
+    client.authority.set_policy("refund-policy-2", compat={"policy": rule})
+    try:
+        receipt = client.approve(task_id, "alice", 1)
+        shown = client.wait_stage(task_id, {Stage.CLOSED, Stage.QUARANTINED}, timeout=30)
+    finally:
+        client.authority.set_policy("refund-policy-1", compat={"policy": "pin"})
+    assert shown["stage"] == expect_stage, shown
+    if stamped:
+        assert shown["versions"]["policy"] == stamped and len(shown["ledger"]) == 1
+    else:
+        assert receipt["status"] == "rejected" and "quarantined" in receipt["reason"]
+        assert shown["quarantine"]["reason"] == "incompatible" and shown["ledger"] == []
+
+
+def test_tool_catalog_changed_mid_flight_quarantines_by_default(client: Client, fleet: Fleet) -> None:
+    task_id, _ = client.new_task(2500)
+    client.authority.set_policy(tool_catalog="catalog-2")  # a tool's description changed
+    try:
+        receipt = client.approve(task_id, "alice", 1)
+    finally:
+        client.authority.set_policy(tool_catalog="catalog-1")
+    assert receipt["status"] == "rejected" and "tool_catalog catalog-1 -> catalog-2" in receipt["reason"]
+    assert client.show(task_id)["stage"] == "quarantined"
+
+
+def test_checkpoint_hand_edited_with_redis_cli_is_quarantined_at_resume(
+    client: Client, fleet: Fleet, settings: Settings
+) -> None:
+    from test_store import redis_cli
+
+    task_id, _ = client.new_task(2500)
+    blob = bytearray(raw_get(client.admin, keys.state(task_id)))
+    blob[-5] ^= 0x40
+    redis_cli(settings, "SET", keys.state(task_id), stdin=bytes(blob))
+    receipt = client.approve(task_id, "alice", 1)
+    assert receipt["status"] == "rejected" and "tampered" in receipt["reason"]
+    shown = client.show(task_id)
+    assert shown["stage"] == "quarantined" and shown["ledger"] == []
+
+
+def test_deadline_escalation_is_loud_and_recoverable_and_no_ttl_drops_the_wait(
+    client: Client, fleet: Fleet
+) -> None:
+    task_id, _ = client.new_task(2500, wait_s=2)
+    for key in (keys.state(task_id), keys.ctr(task_id), keys.inbox(task_id)):
+        assert client.admin.pttl(key) == -1, key  # no Redis TTL can silently drop a waiting task
+    members = [m.decode() for m in command(client.admin, "ZRANGE", keys.DEADLINES, "0", "-1")]
+    assert any(m.startswith(f"{task_id}|") for m in members)
+    shown = client.wait_stage(task_id, {Stage.NEEDS_REVIEW}, timeout=30)
+    assert "escalated to ops-lead" in shown["last_refusal"]
+    reopened = client.reopen(task_id, wait_s=600)
+    assert (reopened["status"], reopened["stage"]) == ("accepted", "awaiting_approval")
+    assert client.approve(task_id, "alice", 1)["status"] == "accepted"
+    assert client.wait_settled(task_id)["stage"] == "closed"
+
+
+def test_same_task_woken_from_two_executors_at_once_has_one_effect(
+    client: Client, fleet: Fleet, settings: Settings
+) -> None:
+    fleet.stop_role("executor")  # the fleet's executor joins late: a third contender
+    task_id, _ = client.new_task(300)
+    shown = client.show(task_id)
+    proposal = Envelope(
+        message_id=f"proposal:{task_id}:{shown['state_version']}",
+        task_id=task_id,
+        task_version=shown["state_version"],
+        kind="proposal",
+        created_at=datetime.now(UTC),
+        trace_id="race",
+        payload={
+            "tool": "refund",
+            "args": {"task_id": task_id, "amount": 300, "currency": "EUR"},
+            "rationale": "race",
+            "model": "rules",
+            "schema_version": 1,
+        },
+    )
+    msg = Message(
+        topic=topics.PROPOSALS, partition=0, offset=0, key=task_id.encode(), value=proposal.encode()
+    )
+
+    finished: list[str] = []
+    letters: list[str] = []
+
+    def executor(name: str) -> None:
+        ex = Executor(
+            wiring.store_for(settings, "executor"),
+            wiring.leases_for(settings, "executor", owner=name),
+            wiring.actions_for(settings, "executor"),
+            Bank(acl.connect(settings, "bank")),
+            Log(),
+        )
+        ex.runner = cast(
+            Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
+        )
+        while True:
+            try:
+                ex.handle(msg)
+                finished.append(name)
+                return
+            except (Retry, LeaseLost):
+                time.sleep(0.005)
+
+    threads = [threading.Thread(target=executor, args=(f"ex-{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(finished) == ["ex-0", "ex-1"]  # both ran to the end: one paid, one was refused
+    assert len(letters) == 1 and letters[0].startswith("stale proposal"), letters
+    assert len(client.bank.entries(task_id)) == 1
+    fleet.start_role("executor")
+    time.sleep(2)  # its copy of the proposal arrives after the close and is refused as stale
+    shown = client.wait_settled(task_id)
+    assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
+
+
+def test_worker_paused_past_its_lease_is_refused_by_fencing(client: Client, fleet: Fleet) -> None:
+    paused = fleet.restart("executor", fault="executor.after_intent:stop")
+    try:
+        task_id, _ = client.new_task(300)
+        assert _wait(lambda: _state(paused.pid) == "T", 30), "the executor never paused at its intent"
+        time.sleep(LEASE_TTL_MS / 1000 + 0.5)  # paused past its lease (a GC pause, SIGSTOP, a slow disk)
+        fleet.start_role("executor")  # same identity: it takes over the partition at once
+        shown = client.wait_settled(task_id, 60)
+        assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
+        newer_fence = shown["ledger"][0]["fence"]
+        os.kill(paused.pid, signal.SIGCONT)  # the old holder wakes up and carries on with its stale fence
+        time.sleep(2)
+    finally:
+        if paused.poll() is None:
+            paused.send_signal(signal.SIGCONT)
+            paused.send_signal(signal.SIGTERM)
+            paused.wait(30)
+    shown = client.show(task_id)
+    assert (
+        shown["stage"] == "closed"
+        and len(shown["ledger"]) == 1
+        and shown["ledger"][0]["fence"] == newer_fence
+    )
+    log = (fleet.dir / "executor.log").read_text()
+    assert "FencedOff" in log or "fence" in log.lower()
+
+
+def test_redis_and_kafka_restarted_mid_run_every_task_finishes_once(
+    client: Client, fleet: Fleet, settings: Settings
+) -> None:
+    requester, alice = client.signer(REQUESTER), client.signer("alice")
+    batch, task_ids = [], []
+    for i in range(30):
+        task_id = f"r-{os.urandom(6).hex()}"
+        batch.append(
+            sign_event(requester, events.CREATE, {"amount": 2500 if i % 3 == 0 else 300}, task_id=task_id)
+        )
+        if i % 3 == 0:
+            batch.append(sign_event(alice, events.APPROVE, {"version": 1}, task_id=task_id))
+        task_ids.append(task_id)
+    client.publisher.publish_many(batch[: len(batch) // 2])
+    assert redis_server.stop(settings)  # AOF on: what was acknowledged survives
+    redis_server.start(settings, lambda _: None)
+    client.publisher.publish_many(batch[len(batch) // 2 :])
+    assert kafka.stop(settings)
+    kafka.start(settings, lambda _: None)
+    for task_id in task_ids:
+        shown = client.wait_stage(task_id, {Stage.CLOSED}, timeout=120)
+        assert shown["stage"] == "closed" and len(shown["ledger"]) == 1, shown
+    assert all(fleet.alive(role) for role in fleet.roles)
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0]
+    except FileNotFoundError:
+        return "gone"
+
+
+def _wait(check: object, timeout: float) -> bool:
+    assert callable(check)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
