@@ -171,6 +171,22 @@ def bench(settings: Settings, tasks: int, approval_ratio: float, rate: float | N
     emit(result, as_json, bench_pipeline.render(result))
 
 
+@cli.command("chaos")
+@click.option("--tasks", default=200, show_default=True, help="Tasks to run.")
+@click.option("--kills", default=10, show_default=True, help="Random worker kills (SIGKILL, then restart).")
+@click.option("--seed", type=int, default=None, help="Seed for a repeatable run.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def chaos(settings: Settings, tasks: int, kills: int, seed: int | None, as_json: bool) -> None:
+    """Run tasks while killing random workers, then check the invariants; exit 1 if one broke."""
+    from wakeful.devstack import chaos as chaos_run
+
+    report = chaos_run.run(settings, tasks, kills, seed, say)
+    emit(report, as_json, chaos_run.render(report))
+    if not report["ok"]:
+        sys.exit(1)
+
+
 @cli.command("bench-state")
 @click.option("--seconds", default=5.0, show_default=True, help="Duration of each concurrency level.")
 @click.option("--json", "as_json", is_flag=True)
