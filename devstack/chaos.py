@@ -144,8 +144,8 @@ def _check(
 def _waits_with_deadline(client: Client, shown: dict[str, Any]) -> bool:
     if shown.get("stage") != "awaiting_approval":
         return False
-    members = client.admin.zrangebyscore(keys.DEADLINES, "-inf", "+inf")
-    return any(bytes(m).startswith(f"{shown['id']}|".encode()) for m in members)  # type: ignore[union-attr]
+    members: list[bytes] = client.admin.zrangebyscore(keys.DEADLINES, "-inf", "+inf")  # type: ignore[assignment]
+    return any(m.startswith(f"{shown['id']}|".encode()) for m in members)
 
 
 def render(r: dict[str, Any]) -> str:
