@@ -123,7 +123,7 @@ class Client:
         if wait_s:
             payload["wait_s"] = wait_s
         event = self.send(principal, events.CREATE, payload, task_id=task_id)
-        return task_id, self.receipt(event.event_id)
+        return task_id, self.receipt(event.event_id, event.task_id)
 
     def approve(self, task_id: str, by: str, version: int) -> dict[str, Any]:
         try:  # answer the wait by its correlation id when the task can be read here
@@ -132,43 +132,47 @@ class Client:
             waits = []  # the pipeline will say what is wrong with the task
         corr = waits[0].correlation_id if waits else None
         event = self.send(by, events.APPROVE, {"version": version}, task_id=task_id, correlation_id=corr)
-        return self.receipt(event.event_id)
+        return self.receipt(event.event_id, event.task_id)
 
     def amend(self, task_id: str, amount: int, principal: str = REQUESTER) -> dict[str, Any]:
         event = self.send(principal, events.AMEND, {"amount": amount}, task_id=task_id)
-        return self.receipt(event.event_id)
+        return self.receipt(event.event_id, event.task_id)
 
     def reopen(self, task_id: str, principal: str = "ops-lead", wait_s: int | None = None) -> dict[str, Any]:
         event = self.send(principal, events.REOPEN, {"wait_s": wait_s} if wait_s else {}, task_id=task_id)
-        return self.receipt(event.event_id)
+        return self.receipt(event.event_id, event.task_id)
 
     def run(self, task_id: str, principal: str = REQUESTER) -> dict[str, Any]:
         event = self.send(principal, events.RUN, {}, task_id=task_id)
-        return self.receipt(event.event_id)
+        return self.receipt(event.event_id, event.task_id)
 
-    def receipt(self, event_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    def receipt(self, event_id: str, task_id: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
+        """The outcome of an event: in its task's slot, or (refused before the task was known) global."""
         deadline = time.monotonic() + timeout
+        names = [keys.receipt(event_id, task_id)] if task_id else []
+        names.append(keys.receipt(event_id))
         while time.monotonic() < deadline:
-            raw = self.admin.get(keys.receipt(event_id))
-            if isinstance(raw, bytes):
-                doc: dict[str, Any] = orjson.loads(raw)
-                return {"event_id": event_id, **doc}
+            for raw in self.admin.mget(names):
+                if isinstance(raw, bytes):
+                    doc: dict[str, Any] = orjson.loads(raw)
+                    return {"event_id": event_id, **doc}
             time.sleep(0.02)
         raise TimedOut(f"no outcome for event {event_id} after {timeout:.0f}s: are the workers running?")
 
     # ---- operator reads -----------------------------------------------------------------------
 
     def show(self, task_id: str) -> dict[str, Any]:
+        # The state first, then the ledger: a booking always precedes the close that records it.
         quarantine = self.store.quarantine_reason(task_id)
+        cp = None if quarantine is not None else self.store.load(task_id)
         ledger = [e.model_dump(mode="json") for e in self.bank.entries(task_id)]
-        if quarantine is not None:
+        if cp is None:
             return {
                 "id": task_id,
                 "stage": Stage.QUARANTINED.value,
                 "quarantine": quarantine,
                 "ledger": ledger,
             }
-        cp = self.store.load(task_id)
         return describe(cp) | {"ledger": ledger}
 
     def wait_stage(self, task_id: str, stages: set[Stage], timeout: float = 30.0) -> dict[str, Any]:

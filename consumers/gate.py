@@ -158,9 +158,24 @@ class Gate:
                 )
             return decided
 
+        def receipt(new: Checkpoint) -> list[tuple[Any, ...]]:
+            """The sender's receipt, written in the same transaction as the change it reports."""
+            if event is None:
+                return []
+            if refusal:
+                return [_receipt_write(event, "rejected", refusal[0].reason, new)]
+            return [_receipt_write(event, "accepted", f"task is {new.stage.value}", new)]
+
         try:
             outcome = self.store.transition(
-                env.task_id, None, env.message_id, decide, lease=lease, detail=_detail(event), restamp=True
+                env.task_id,
+                None,
+                env.message_id,
+                decide,
+                lease=lease,
+                detail=_detail(event),
+                restamp=True,
+                also=receipt,
             )
             cp = outcome.checkpoint
             if outcome.status == "duplicate":  # applied before a crash: redo only what follows the CAS
@@ -179,13 +194,22 @@ class Gate:
         except (KeyringError, DecodeError) as exc:
             # Not tampering, but this worker cannot read the task: keep the message, loudly.
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
-        fault("gate.after_cas")
-        if refusal:
-            return self._finish(event, "rejected", refusal[0].reason, cp.task_id, cp)
-        if event is None:
-            self.log(
-                "gate.deadline", task_id=cp.task_id, stage=cp.stage.value, reason=cp.business.last_refusal
+        else:
+            fault("gate.after_cas")
+            status, reason = (
+                ("rejected", refusal[0].reason) if refusal else ("accepted", f"task is {cp.stage.value}")
             )
+            if event is None:
+                self.log(
+                    "gate.deadline", task_id=cp.task_id, stage=cp.stage.value, reason=cp.business.last_refusal
+                )
+            else:
+                self.log(
+                    "gate.receipt", task_id=cp.task_id, event_id=event.event_id, status=status, reason=reason
+                )
+            self._finish(None, "", "", cp.task_id, cp)
+            return None if refusal else self._follow_up(cp, wake)
+        # "run" on a ready task, or a deadline not due: nothing was written
         self._finish(event, "accepted", f"task is {cp.stage.value}", cp.task_id, cp)
         return self._follow_up(cp, wake)
 
@@ -216,31 +240,34 @@ class Gate:
             self.client.hset(keys.evidence(task_id), ref, note[:10_000])
             wake = Wake(wake.envelope, event, wake.principal, wake.auth, {ref: note[:10_000]})
         try:
-            cp = self.store.create(decided, event.event_id, _detail(event)).checkpoint
+            cp = self.store.create(
+                decided,
+                event.event_id,
+                _detail(event),
+                also=lambda new: [_receipt_write(event, "accepted", f"task is {new.stage.value}", new)],
+            ).checkpoint
         except TaskExists:
             return self._finish(event, "rejected", f"task {task_id} already exists", task_id, None)
         fault("gate.after_cas")
-        self._finish(event, "accepted", f"task is {cp.stage.value}", task_id, cp)
+        self.log(
+            "gate.receipt", task_id=task_id, event_id=event.event_id, status="accepted", stage=cp.stage.value
+        )
+        self._finish(None, "", "", task_id, cp)
         return self._follow_up(cp, wake)
 
     def _finish(
         self, event: SignedEvent | None, status: str, reason: str, task_id: str, cp: Checkpoint | None
     ) -> None:
-        """One round trip: the wait's deadline and correlation id, and the sender's receipt."""
+        """One round trip: the wait's deadline and correlation id, and (for an outcome that wrote
+        nothing to the task) the sender's receipt."""
         pipe = self.client.pipeline(transaction=False)
         for wait in cp.execution.pending_waits if cp else ():
             due_ms = int(wait.deadline.timestamp() * 1000)
             pipe.zadd(keys.DEADLINES, {f"{task_id}|{due_ms}": due_ms})
             pipe.set(keys.corr(wait.correlation_id), task_id)
         if event is not None:
-            doc: dict[str, Any] = {"status": status, "reason": reason, "task_id": task_id, "by": "gate"}
-            if cp is not None:
-                doc |= {
-                    "stage": cp.stage.value,
-                    "version": cp.business.version,
-                    "state_version": cp.state_version,
-                }
-            pipe.set(keys.receipt(event.event_id), orjson.dumps(doc), ex=keys.RECEIPT_TTL_S)
+            _, key, doc, _, ttl = _receipt_write(event, status, reason, cp, task_id)
+            pipe.set(key, doc, ex=ttl)
             self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status=status, reason=reason)
         if len(pipe):
             pipe.execute()
@@ -265,6 +292,17 @@ class Gate:
     def _dead(self, msg: Message, reason: str) -> None:
         assert self.runner is not None
         self.runner.dead_letter(msg, reason)
+
+
+def _receipt_write(
+    event: SignedEvent, status: str, reason: str, cp: Checkpoint | None, task_id: str | None = None
+) -> tuple[str, str, bytes, str, int]:
+    """SET command for the receipt of `event`, in its task's slot."""
+    task = cp.task_id if cp is not None else task_id or ""
+    doc: dict[str, Any] = {"status": status, "reason": reason, "task_id": task, "by": "gate"}
+    if cp is not None:
+        doc |= {"stage": cp.stage.value, "version": cp.business.version, "state_version": cp.state_version}
+    return ("SET", keys.receipt(event.event_id, task), orjson.dumps(doc), "EX", keys.RECEIPT_TTL_S)
 
 
 def _detail(event: SignedEvent | None) -> dict[str, Any]:

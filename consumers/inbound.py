@@ -143,7 +143,10 @@ class Inbound:
         if receipt and rejected.event is not None:
             doc = {"status": "rejected", "reason": rejected.reason, "task_id": task_id, "by": "inbound"}
             self.client.set(
-                keys.receipt(rejected.event.event_id), orjson.dumps(doc), ex=keys.RECEIPT_TTL_S, nx=True
+                keys.receipt(rejected.event.event_id, task_id),
+                orjson.dumps(doc),
+                ex=keys.RECEIPT_TTL_S,
+                nx=True,
             )
 
 

@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -75,7 +76,7 @@ def _plan(client: Client, tasks: int, rng: random.Random) -> tuple[list[events.S
     requester, alice = client.signer(REQUESTER), client.signer("alice")
     sent, task_ids = [], []
     for _ in range(tasks):
-        task_id = f"x-{rng.getrandbits(48):012x}"
+        task_id = f"x-{uuid.uuid4().hex[:12]}"  # new ids every run, even with the same seed
         needs = rng.random() < 0.4
         sent.append(sign_event(requester, events.CREATE, {"amount": 2500 if needs else 300}, task_id=task_id))
         if needs:
@@ -119,8 +120,8 @@ def _check(
     duplicates = [t for t in task_ids if len(shown[t].get("ledger", [])) > 1]
     misapplied = []
     for event in sent:
-        raw = client.admin.get(keys.receipt(event.event_id))
         task_id = event.task_id or ""
+        raw = client.admin.get(keys.receipt(event.event_id, task_id))
         if raw is None or not client.admin.sismember(keys.inbox(task_id), event.event_id):
             misapplied.append(event.event_id)
     for task_id in task_ids:

@@ -20,7 +20,8 @@ slot and a task's transaction or script never crosses slots. Task ids are restri
 | wk:deadlines      | zset   | "<task_id>|<deadline ms>" scored by deadline ms    | gate; timer removes    |
 | wk:corr:{C}       | string | correlation id C -> task id of the wait it answers | gate                   |
 | wk:seen:{E}       | string | event id E was accepted at the door (replay guard) | inbound (TTL)          |
-| wk:receipt:{E}    | string | JSON outcome of event E, for whoever sent it       | inbound, gate, executor|
+| wk:{T}:receipt:{E}| string | JSON outcome of event E for task T, for its sender | gate (in CAS), inbound |
+| wk:receipt:{E}    | string | the same, refused before its task was known        | inbound                |
 | wk:authority:*    | mixed  | approvers, limit, signers, policy (authority/)     | admin only; roles read |
 
 No per-task key has a TTL while its task lives: a waiting task must never be dropped by Redis.
@@ -66,6 +67,7 @@ PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 PATTERN_CORR = f"{PREFIX}:corr:*"
 PATTERN_SEEN = f"{PREFIX}:seen:*"
 PATTERN_RECEIPT = f"{PREFIX}:receipt:*"
+PATTERN_TASK_RECEIPT = f"{PREFIX}:*:receipt:*"
 
 
 def corr(correlation_id: str) -> str:
@@ -76,8 +78,9 @@ def seen(event_id: str) -> str:
     return f"{PREFIX}:seen:{event_id}"
 
 
-def receipt(event_id: str) -> str:
-    return f"{PREFIX}:receipt:{event_id}"
+def receipt(event_id: str, task_id: str | None = None) -> str:
+    """In the task's slot when the task is known, so a transition writes it in its own MULTI."""
+    return _task(task_id, f"receipt:{event_id}") if task_id else f"{PREFIX}:receipt:{event_id}"
 
 
 # ACL key patterns, one per per-task key kind (used by state.acl).

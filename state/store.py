@@ -42,6 +42,9 @@ from wakeful.state.pinned import Pinned
 from wakeful.state.seal import Sealer
 
 Transition = Callable[[Checkpoint], Checkpoint]
+# Extra writes that belong in the same transaction, built from the new checkpoint. They must name
+# keys in the task's hash slot (wk:{task}:...), e.g. the sender's receipt.
+Also = Callable[[Checkpoint], list[tuple[Any, ...]]]
 Clock = Callable[[], datetime]
 
 
@@ -85,7 +88,11 @@ class Store:
     # ---- writes ------------------------------------------------------------------------------
 
     def create(
-        self, checkpoint: Checkpoint, message_id: str, detail: dict[str, Any] | None = None
+        self,
+        checkpoint: Checkpoint,
+        message_id: str,
+        detail: dict[str, Any] | None = None,
+        also: Also | None = None,
     ) -> Outcome:
         """Store a new task at state_version 1. The same message id twice is a duplicate, not an error."""
         task_id = checkpoint.task_id
@@ -108,7 +115,7 @@ class Store:
             if ctr:
                 self._quarantine(task_id, TamperedState(task_id, "the counter exists but the state is gone"))
             first = _stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
-            replies = pinned.batch(self._write(first, message_id, detail))
+            replies = pinned.batch(self._write(first, message_id, detail, also))
             if replies[-2] is None:  # EXEC aborted: another creator won the race
                 raise TaskExists(task_id)
             _check_exec(task_id, replies)
@@ -124,6 +131,7 @@ class Store:
         lease: Lease,
         detail: dict[str, Any] | None = None,
         restamp: bool = False,
+        also: Also | None = None,
     ) -> Outcome:
         """Apply the pure fn to the task's state once per message id, by compare-and-swap.
 
@@ -160,7 +168,7 @@ class Store:
                 proposed = fn(current)
                 _guard(current, proposed, restamp)
                 new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
-                replies = pinned.batch(self._write(new, message_id, detail))
+                replies = pinned.batch(self._write(new, message_id, detail, also))
                 if replies[-2] is None:
                     continue  # lost the race: re-read and re-validate
                 _check_exec(task_id, replies)
@@ -206,7 +214,7 @@ class Store:
         raise exc
 
     def _write(
-        self, new: Checkpoint, message_id: str, detail: dict[str, Any] | None
+        self, new: Checkpoint, message_id: str, detail: dict[str, Any] | None, also: Also | None = None
     ) -> list[tuple[Any, ...]]:
         task_id, version = new.task_id, new.state_version
         blob = self.sealer.seal(task_id, version, new.schema_version, new.encode())
@@ -226,6 +234,7 @@ class Store:
             ("XADD", keys.ctr(task_id), "MAXLEN", 1, f"{version}-1", "v", version),
             ("SADD", keys.inbox(task_id), message_id),
             ("XADD", keys.outbox(task_id), "*", "id", record.record_id, "r", record.encode()),
+            *(also(new) if also else ()),
             ("EXEC",),
             ("SADD", keys.OUTBOX_DIRTY, task_id),
         ]
