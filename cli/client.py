@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from wakeful.authority.store import AuthorityStore
+from wakeful.authority.store import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, AuthorityStore
 from wakeful.bank.ledger import Bank
 from wakeful.core.errors import TaskNotFound, WakefulError
 from wakeful.core.settings import Settings
@@ -95,6 +95,15 @@ class Client:
             self.authority.add_approver(approver)
         self.authority.set_policy()
         return True
+
+    def reset_authority(self) -> None:
+        """The local defaults, restored even where a test or an operator changed them: limit 1000,
+        approvers alice and bob, the deployed policy and tool catalog, pin/quarantine rules."""
+        self.init_authority()
+        self.authority.set_limit(1000)
+        for approver in DEFAULT_APPROVERS:
+            self.authority.add_approver(approver)
+        self.authority.set_policy(DEFAULT_POLICY, DEFAULT_CATALOG, dict(DEFAULT_COMPAT))
 
     # ---- upstream actions ---------------------------------------------------------------------
 

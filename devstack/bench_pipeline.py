@@ -44,9 +44,7 @@ def run(
 ) -> dict[str, Any]:
     stack.up(settings, say)
     client = Client(settings)
-    client.init_authority()
-    client.authority.set_limit(1000)
-    client.authority.add_approver("alice")
+    client.reset_authority()
     fleet = Fleet({**os.environ, "WAKEFUL_MODEL": "rules"})
     say(f"starting one process per role ({', '.join(fleet.roles)}) ...")
     fleet.start()

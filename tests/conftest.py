@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from wakeful.cli.client import Client
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
 from wakeful.state import acl, wiring
@@ -58,3 +59,12 @@ def gate_store(settings: Settings, redis_url: str) -> Store:
 @pytest.fixture(scope="session")
 def leases(settings: Settings, redis_url: str) -> Leases:
     return wiring.leases_for(settings, "gate")
+
+
+@pytest.fixture(scope="module")
+def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
+    """An upstream system and operator, with the local authority defaults restored."""
+    c = Client(settings)
+    c.reset_authority()
+    yield c
+    c.close()

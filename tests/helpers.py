@@ -82,3 +82,18 @@ def raw_get(client: redis.Redis, key: str) -> bytes:
     value = client.get(key)
     assert isinstance(value, bytes), f"{key} holds no bytes"
     return value
+
+
+def start_fleet(client: Any, model: str = "rules", lease_ttl_ms: int | None = None) -> Any:
+    """One process per role, warmed up: the first task has gone all the way through."""
+    import os
+
+    from wakeful.devstack.fleet import Fleet
+
+    env = {**os.environ, "WAKEFUL_MODEL": model}
+    if lease_ttl_ms is not None:
+        env["WAKEFUL_LEASE_TTL_MS"] = str(lease_ttl_ms)
+    fleet = Fleet(env).start()
+    warm, _ = client.new_task(10)
+    client.wait_settled(warm, 60)
+    return fleet

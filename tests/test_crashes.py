@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import start_fleet
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.core import faults
-from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
 from wakeful.schemas.stage import Stage
@@ -24,22 +24,10 @@ LEASE_TTL_MS = 1500  # so a lease held by a killed worker lapses quickly
 
 
 @pytest.fixture(scope="module")
-def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
-    c = Client(settings)
-    c.init_authority()
-    c.authority.set_limit(1000)
-    c.authority.add_approver("alice")
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def fleet(client: Client) -> Iterator[Fleet]:
-    f = Fleet({**os.environ, "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS), "WAKEFUL_MODEL": "rules"}).start()
-    warm, _ = client.new_task(10)
-    client.wait_settled(warm, 60)
-    yield f
-    f.stop()
+    fleet = start_fleet(client, lease_ttl_ms=LEASE_TTL_MS)
+    yield fleet
+    fleet.stop()
 
 
 def send_tasks(client: Client, with_deadline: bool) -> tuple[list[str], list[str], list[events.SignedEvent]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
@@ -14,6 +13,7 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from helpers import start_fleet
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.cli.demo import INJECTION
@@ -32,20 +32,8 @@ from wakeful.state import wiring
 
 
 @pytest.fixture(scope="module")
-def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
-    c = Client(settings)
-    c.init_authority()
-    c.authority.set_limit(1000)
-    for name in ("alice", "bob"):
-        c.authority.add_approver(name)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def workers(client: Client) -> Iterator[Fleet]:
-    fleet = Fleet({**os.environ, "WAKEFUL_MODEL": "gullible"}).start()
-    client.new_task(10)  # first task through: the consumer groups have their partitions
+    fleet = start_fleet(client, model="gullible")
     yield fleet
     fleet.stop()
 

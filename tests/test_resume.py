@@ -15,7 +15,7 @@ from typing import cast
 
 import pytest
 from confluent_kafka import Message
-from helpers import command, raw_get
+from helpers import command, raw_get, start_fleet
 
 from wakeful.bank.ledger import Bank
 from wakeful.cli.client import REQUESTER, Client
@@ -28,6 +28,7 @@ from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
 from wakeful.devstack.fleet import Fleet
+from wakeful.devstack.process import wait_until
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
@@ -38,23 +39,10 @@ LEASE_TTL_MS = 1500
 
 
 @pytest.fixture(scope="module")
-def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
-    c = Client(settings)
-    c.init_authority()
-    c.authority.set_limit(1000)
-    for name in ("alice", "bob"):
-        c.authority.add_approver(name)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def fleet(client: Client) -> Iterator[Fleet]:
-    f = Fleet({**os.environ, "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS), "WAKEFUL_MODEL": "rules"}).start()
-    warm, _ = client.new_task(10)
-    client.wait_settled(warm, 60)
-    yield f
-    f.stop()
+    fleet = start_fleet(client, lease_ttl_ms=LEASE_TTL_MS)
+    yield fleet
+    fleet.stop()
 
 
 def test_same_approval_delivered_twice_pays_once(client: Client, fleet: Fleet) -> None:
@@ -228,7 +216,9 @@ def test_worker_paused_past_its_lease_is_refused_by_fencing(client: Client, flee
     paused = fleet.restart("executor", fault="executor.after_intent:stop")
     try:
         task_id, _ = client.new_task(300)
-        assert _wait(lambda: _state(paused.pid) == "T", 30), "the executor never paused at its intent"
+        assert wait_until(lambda: _state(paused.pid) == "T", 30, interval=0.05), (
+            "the executor never paused at its intent"
+        )
         time.sleep(LEASE_TTL_MS / 1000 + 0.5)  # paused past its lease (a GC pause, SIGSTOP, a slow disk)
         fleet.start_role("executor")  # same identity: it takes over the partition at once
         shown = client.wait_settled(task_id, 60)
@@ -282,13 +272,3 @@ def _state(pid: int) -> str:
             return f.read().split(") ", 1)[1][0]
     except FileNotFoundError:
         return "gone"
-
-
-def _wait(check: object, timeout: float) -> bool:
-    assert callable(check)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
