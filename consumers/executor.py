@@ -19,13 +19,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Consumer, Message
 from pydantic import ValidationError
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.bank.ledger import Bank, LedgerEntry
 from wakeful.consumers.models import Proposal
-from wakeful.consumers.runner import Runner, consumer_config, producer_config
+from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import (
     DecodeError,
@@ -46,6 +46,7 @@ from wakeful.core.settings import Settings
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionStatus
+from wakeful.schemas.stage import Stage
 from wakeful.state import acl, wiring
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Lease, Leases
@@ -88,6 +89,14 @@ class Executor:
             return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
         except (KeyringError, DecodeError) as exc:
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
+        op = refund.op_key(cp)
+        if cp.stage is Stage.READY:
+            # Money may already have moved for this operation (cases C and D): settle that by key
+            # first. It was validated before its intent was written; re-validating it against
+            # today's authority could park a task whose refund is already booked.
+            booked = self._booked(cp, op, lease)
+            if booked is not None:
+                return self._close(cp, op, booked, lease)
         if env.task_version != cp.state_version:
             reason = (
                 f"stale proposal: decided on state_version {env.task_version}, task is at {cp.state_version}"
@@ -97,36 +106,46 @@ class Executor:
         refusal = refund.check_proposal(cp, proposal.tool, proposal.args, auth, datetime.now(UTC))
         if refusal is not None:
             fn = refund.review if refusal.review else refund.refused
-            self._advance(cp, env, lambda c: fn(c, refusal.reason), lease, {"refused": refusal.reason})
+            self._advance(
+                cp, env.message_id, lambda c: fn(c, refusal.reason), lease, {"refused": refusal.reason}
+            )
             self.log("executor.refused", task_id=cp.task_id, reason=refusal.reason, review=refusal.review)
             return None
-        entry = self._once(cp, lease)
+        entry = self._once(cp, op, lease)
         if entry is None:
             return None
+        return self._close(cp, op, entry, lease)
+
+    def _booked(self, cp: Checkpoint, op: str, lease: Lease) -> LedgerEntry | None:
+        """The booking for op if one exists (recording an outcome that a crash left unrecorded)."""
+        intent = self.actions.lookup(cp.task_id, op)
+        if intent is None or intent.status is ActionStatus.FAILED:
+            return None
+        found = self.bank.lookup(op)
+        if found is not None and intent.status is ActionStatus.IN_FLIGHT:
+            self.actions.complete(cp.task_id, op, lease.fence, {"ledger_entry": found.entry_id}, intent)
+        return found
+
+    def _close(self, cp: Checkpoint, op: str, entry: LedgerEntry, lease: Lease) -> None:
         fault("executor.after_outcome")
+        # One close per operation, whichever proposal (or redelivery) gets here.
         self._advance(
-            cp, env, lambda c: refund.close(c, entry.entry_id), lease, {"ledger_entry": entry.entry_id}
+            cp,
+            f"close:{op}",
+            lambda c: refund.close(c, entry.entry_id),
+            lease,
+            {"ledger_entry": entry.entry_id},
         )
         fault("executor.after_advance")
-        return None
 
-    def _once(self, cp: Checkpoint, lease: Lease) -> LedgerEntry | None:
+    def _once(self, cp: Checkpoint, op: str, lease: Lease) -> LedgerEntry | None:
         """The downstream call, at most one booking per op key; None if the task went to review."""
-        op = refund.op_key(cp)
-        begun = self.actions.begin(cp.task_id, op, lease.fence)
+        begun = self.actions.begin(cp.task_id, op, lease.fence, lease.token)
         if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance
             return _entry_from(begun.entry.result, self.bank, op)
-        if begun.entry.status is ActionStatus.FAILED:
-            self._give_up(cp, lease, op, f"the refund failed earlier: {begun.entry.reason}", record=False)
-            return None
         fault("executor.after_intent")
-        if not begun.inserted:  # cases B and C: in flight with an unknown outcome; ask by key first
-            found = self.bank.lookup(op)
-            if found is not None:
-                self.actions.complete(
-                    cp.task_id, op, lease.fence, {"ledger_entry": found.entry_id}, begun.entry
-                )
-                return found
+        # A fresh intent, or case B (in flight, and _booked just found nothing at the bank): call with
+        # the same key; the bank books it at most once.
         last = ""
         for attempt in range(1, refund.MAX_ATTEMPTS + 1):
             try:
@@ -145,19 +164,23 @@ class Executor:
         self._give_up(cp, lease, op, f"bank unavailable after {refund.MAX_ATTEMPTS} attempts: {last}")
         return None
 
-    def _give_up(self, cp: Checkpoint, lease: Lease, op: str, reason: str, record: bool = True) -> None:
-        if record:
-            self.actions.fail(cp.task_id, op, lease.fence, reason)
-        self.store.transition(
-            cp.task_id, cp.state_version, f"review:{op}", lambda c: refund.review(c, reason), lease=lease
+    def _give_up(self, cp: Checkpoint, lease: Lease, op: str, reason: str) -> None:
+        """Nothing was booked (the bank refused every attempt): record it and park the task."""
+        self.actions.fail(cp.task_id, op, lease.fence, reason)
+        self._advance(
+            cp,
+            f"review:{op}:{cp.state_version}",
+            lambda c: refund.review(c, reason),
+            lease,
+            {"refused": reason},
         )
         self.log("executor.needs_review", task_id=cp.task_id, reason=reason)
 
-    def _advance(self, cp: Checkpoint, env: Envelope, fn: Any, lease: Lease, detail: dict[str, Any]) -> None:
+    def _advance(
+        self, cp: Checkpoint, message_id: str, fn: Any, lease: Lease, detail: dict[str, Any]
+    ) -> None:
         try:
-            self.store.transition(
-                cp.task_id, cp.state_version, env.message_id, fn, lease=lease, detail=detail
-            )
+            self.store.transition(cp.task_id, cp.state_version, message_id, fn, lease=lease, detail=detail)
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
 
@@ -171,7 +194,7 @@ def _entry_from(result: dict[str, Any] | None, bank: Bank, op: str) -> LedgerEnt
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="executor")
-    producer = Producer(producer_config(settings))
+    producer, failures = make_producer(settings)
     executor = Executor(
         wiring.store_for(settings, "executor"),
         wiring.leases_for(settings, "executor"),
@@ -187,6 +210,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         producer,
         log=log,
         threads=settings.threads,
+        failures=failures,
     )
     executor.runner = runner
     log("role.start")

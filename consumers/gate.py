@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -23,7 +23,7 @@ import redis
 from confluent_kafka import Consumer, Message, Producer
 
 from wakeful.authority.store import AuthorityStore, Snapshot, decode_signer
-from wakeful.consumers.runner import Runner, consumer_config, producer_config
+from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import (
     DecodeError,
@@ -41,6 +41,7 @@ from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.schemas.stage import Stage
 from wakeful.state import keys, wiring
 from wakeful.state.lease import Lease, Leases
@@ -48,6 +49,7 @@ from wakeful.state.store import Store
 from wakeful.workflow import compat, refund, window
 
 TENANT = "default"
+BACKLOG_ALLOWANCE = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,12 @@ class _Incompatible(Exception):
 
 
 class Gate:
-    def __init__(self, store: Store, leases: Leases, producer: Producer, log: Log) -> None:
+    def __init__(
+        self, store: Store, leases: Leases, producer: Producer, log: Log, event_max_age: float = 300.0
+    ) -> None:
         self.store = store
+        # A wake may wait in Kafka behind a backlog; the door already held the event to max age.
+        self.max_lag = timedelta(seconds=event_max_age) + BACKLOG_ALLOWANCE
         self.client: redis.Redis = store.client
         self.authority = AuthorityStore(store.client)
         self.leases = leases
@@ -120,12 +126,10 @@ class Gate:
         )
         if event is None:
             return Wake(envelope, None, None, auth, evidence)
-        key = decode_signer(event.key_id, signer)[0] if signer else None
-        if key is None or not key.verify(event):
-            self._dead(msg, f"wake carries an event whose signature does not verify ({event.key_id})")
-            return None
-        if event.event_id != envelope.message_id:
-            self._dead(msg, "wake message id does not match its event")
+        key, kinds = decode_signer(event.key_id, signer) if signer else (None, frozenset[str]())
+        refused = _misaddressed(event, envelope, key is not None and key.verify(event), kinds, self.max_lag)
+        if refused or key is None:
+            self._dead(msg, refused or "no signer")
             return None
         return Wake(envelope, event, key.principal, auth, evidence)
 
@@ -135,6 +139,9 @@ class Gate:
         if event is not None and event.kind == events.CREATE:
             return self._create(wake, now)
         refusal: list[refund.Refusal] = []
+        started = (
+            self._started(env.task_id) if event is not None and event.kind == events.AMEND else frozenset()
+        )
 
         def decide(cp: Checkpoint) -> Checkpoint:
             refusal.clear()
@@ -146,7 +153,7 @@ class Gate:
                 if due is None:
                     raise _NoWrite(cp)
                 return due
-            decided = self._decide(checked, event, wake.principal or "", auth, now)
+            decided = self._decide(checked, event, wake.principal or "", auth, now, started=started)
             if decided is None:
                 raise _NoWrite(cp)
             if isinstance(decided, refund.Refusal):
@@ -208,25 +215,48 @@ class Gate:
                     "gate.receipt", task_id=cp.task_id, event_id=event.event_id, status=status, reason=reason
                 )
             self._finish(None, "", "", cp.task_id, cp)
-            return None if refusal else self._follow_up(cp, wake)
+            # Even after a refusal: the change bumped state_version, so a proposal already in flight
+            # is stale now and a ready task needs a fresh request.
+            return self._follow_up(cp, wake)
         # "run" on a ready task, or a deadline not due: nothing was written
         self._finish(event, "accepted", f"task is {cp.stage.value}", cp.task_id, cp)
         return self._follow_up(cp, wake)
 
     def _decide(
-        self, cp: Checkpoint, event: SignedEvent, principal: str, auth: Snapshot, now: datetime
+        self,
+        cp: Checkpoint,
+        event: SignedEvent,
+        principal: str,
+        auth: Snapshot,
+        now: datetime,
+        *,
+        started: frozenset[str] = frozenset(),
     ) -> Checkpoint | refund.Refusal | None:
         if event.kind == events.APPROVE:
-            return refund.approve(cp, principal, event.payload.get("version"), auth, now)
+            return refund.approve(
+                cp, principal, event.payload.get("version"), auth, now, correlation_id=event.correlation_id
+            )
         if event.kind == events.AMEND:
             if principal != refund.requester(cp):
                 return refund.Refusal(f"{principal} did not request this refund and may not amend it")
+            if refund.op_key(cp) in started:
+                return refund.Refusal(
+                    f"the refund for version {cp.business.version} has started; amending now could pay twice"
+                )
             return refund.amend(cp, event.payload, auth, now)
         if event.kind == events.RUN:
             return refund.run(cp)
         if event.kind == events.REOPEN:
             return refund.reopen(cp, event.payload, auth, now)
         return refund.Refusal(f"{event.kind} does not apply to an existing task")
+
+    def _started(self, task_id: str) -> frozenset[str]:
+        """Op keys whose refund has started (an intent that did not fail): money may have moved.
+        Read under the gate's lease; an executor that lost its lease cannot add one (begin checks)."""
+        entries = _bytes_map(self.client.hgetall(keys.ops(task_id)))
+        return frozenset(
+            k.decode() for k, v in entries if ActionLogEntry.decode(v).status is not ActionStatus.FAILED
+        )
 
     def _create(self, wake: Wake, now: datetime) -> None:
         event, task_id = wake.event, wake.envelope.task_id
@@ -294,6 +324,32 @@ class Gate:
         self.runner.dead_letter(msg, reason)
 
 
+def _bytes_map(reply: object) -> list[tuple[bytes, bytes]]:
+    """HGETALL's reply as bytes pairs (the client never decodes responses)."""
+    assert isinstance(reply, dict)
+    return [(k, v) for k, v in reply.items() if isinstance(k, bytes) and isinstance(v, bytes)]
+
+
+def _misaddressed(
+    event: SignedEvent, envelope: Envelope, verified: bool, kinds: frozenset[str], max_lag: timedelta
+) -> str | None:
+    """Why a wake must not be trusted, or None: a signed event only authorizes what it names."""
+    if not verified:
+        return f"wake carries an event whose signature does not verify ({event.key_id})"
+    if event.event_id != envelope.message_id:
+        return "wake message id does not match its event"
+    if event.task_id is not None and event.task_id != envelope.task_id:
+        return f"wake for task {envelope.task_id} carries an event signed for task {event.task_id}"
+    if event.kind not in kinds:
+        return f"key {event.key_id} may not send {event.kind}"
+    issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
+    if issued < datetime.now(UTC) - max_lag:
+        return (
+            f"wake carries an event issued {issued.isoformat()}, older than the door's max age plus backlog"
+        )
+    return None
+
+
 def _receipt_write(
     event: SignedEvent, status: str, reason: str, cp: Checkpoint | None, task_id: str | None = None
 ) -> tuple[str, str, bytes, str, int]:
@@ -311,8 +367,14 @@ def _detail(event: SignedEvent | None) -> dict[str, Any]:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="gate")
-    producer = Producer(producer_config(settings))
-    gate = Gate(wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate"), producer, log)
+    producer, failures = make_producer(settings)
+    gate = Gate(
+        wiring.store_for(settings, "gate"),
+        wiring.leases_for(settings, "gate"),
+        producer,
+        log,
+        settings.event_max_age,
+    )
     runner = Runner(
         "gate",
         topics.WAKE,
@@ -321,6 +383,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         producer,
         log=log,
         threads=settings.threads,
+        failures=failures,
     )
     gate.runner = runner
     log("role.start")

@@ -16,7 +16,7 @@ import redis
 from confluent_kafka import Consumer, Message, Producer
 
 from wakeful.authority.store import decode_signer
-from wakeful.consumers.runner import Runner, consumer_config, producer_config
+from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.faults import fault
@@ -158,7 +158,7 @@ def _signer(key_id: str, raw: object) -> tuple[VerifyKey | None, frozenset[str]]
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="inbound")
-    producer = Producer(producer_config(settings))
+    producer, failures = make_producer(settings)
     inbound = Inbound(acl.connect(settings, "inbound"), producer, log, settings.event_max_age)
     runner = Runner(
         "inbound",
@@ -168,6 +168,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         producer,
         log=log,
         threads=settings.threads,
+        failures=failures,
         after_batch=inbound.after_batch,
     )
     inbound.runner = runner

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Message, Producer
 from pydantic import ValidationError
 
 from wakeful.consumers.models import MODELS, Model, Proposal
-from wakeful.consumers.runner import Runner, consumer_config, producer_config
+from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
@@ -54,7 +54,7 @@ class Proposer:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="proposer", model=settings.model)
-    producer = Producer(producer_config(settings))
+    producer, failures = make_producer(settings)
     proposer = Proposer(MODELS[settings.model](), producer, log)
     runner = Runner(
         "proposer",
@@ -64,6 +64,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         producer,
         log=log,
         threads=settings.threads,
+        failures=failures,
     )
     proposer.runner = runner
     log("role.start")

@@ -88,8 +88,7 @@ class Relay:
         def step() -> bool:
             nonlocal next_sweep
             if time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + 3600.0  # until this sweep has succeeded
-                self.log("relay.sweep", found=self.outbox.sweep())
+                self.log("relay.sweep", found=self.outbox.sweep())  # a failure here retries it
                 next_sweep = time.monotonic() + keys.OUTBOX_SWEEP_S
             try:
                 # The log is not on any task's critical path: let small claims grow into batches.

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import redis
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from wakeful.core import topics
-from wakeful.core.errors import LeaseLost
+from wakeful.core.errors import Contention, LeaseLost
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.retry import TRANSIENT_IO, Retry, backoff
@@ -36,8 +37,18 @@ from wakeful.schemas.logs import DeadLetter
 from wakeful.state.acl import CountingConnection
 
 Handler = Callable[[Message], None]
-# LeaseLost is transient too: the next attempt re-takes the lease and re-reads the state.
-TRANSIENT = (Retry, LeaseLost, *TRANSIENT_IO)
+# LeaseLost and Contention are transient too: the next attempt re-takes the lease and re-reads the
+# state. So are a Redis that is loading, read-only (failing over), out of memory or busy.
+TRANSIENT = (
+    Retry,
+    LeaseLost,
+    Contention,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MasterDownError,
+    *TRANSIENT_IO,
+)
 
 
 def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
@@ -72,6 +83,36 @@ def producer_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+class DeliveryFailures:
+    """Counts produce requests the broker finally refused (after librdkafka's own retries).
+
+    flush() returning 0 only means nothing is queued any more, failed messages included; a batch
+    whose output was not all delivered must not have its offsets stored.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self.last: str = ""
+
+    def record(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            with self._lock:
+                self._count += 1
+                self.last = str(err)
+
+    def take(self) -> int:
+        with self._lock:
+            count, self._count = self._count, 0
+            return count
+
+
+def make_producer(settings: Settings) -> tuple[Producer, DeliveryFailures]:
+    failures = DeliveryFailures()
+    config = producer_config(settings) | {"on_delivery": failures.record, "delivery.report.only.error": True}
+    return Producer(config), failures
+
+
 @dataclass
 class Counters:
     messages: int = 0
@@ -93,6 +134,7 @@ class Runner:
         threads: int = 16,
         batch: int = 500,
         after_batch: Callable[[], None] | None = None,
+        failures: DeliveryFailures | None = None,
     ) -> None:
         self.role = role
         self.topic = topic
@@ -103,6 +145,7 @@ class Runner:
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix=role)
         self.batch = batch
         self.after_batch = after_batch  # runs once the batch's output is durable, before offsets
+        self.failures = failures or DeliveryFailures()
         self.counters = Counters()
 
     def run(self, stop: threading.Event) -> None:
@@ -155,6 +198,13 @@ class Runner:
         # Everything the handlers produced must be durable before the offsets say "done".
         while self.producer.flush(5) > 0:
             self.log("runner.flush_waiting", role=self.role)
+        failed = self.failures.take()
+        if failed:
+            # Some output never reached Kafka: do not store these offsets; read the batch again.
+            self.log("runner.redo_batch", failed=failed, error=self.failures.last, messages=len(msgs))
+            for tp in _first_offsets(msgs):
+                self.consumer.seek(tp)
+            return
         if self.after_batch is not None:
             self._retrying(self.after_batch, stop)
         fault(f"{self.role}.before_offsets")
@@ -211,6 +261,15 @@ class Runner:
         if err.code() != KafkaError._PARTITION_EOF:
             self.log("runner.consume_error", error=str(err))
         return True
+
+
+def _first_offsets(msgs: list[Message]) -> list[TopicPartition]:
+    """Per partition, the lowest offset in the batch (where to read it again from)."""
+    low: dict[tuple[str, int], int] = {}
+    for m in msgs:
+        key = (m.topic() or "", m.partition() or 0)
+        low[key] = min(low.get(key, m.offset() or 0), m.offset() or 0)
+    return [TopicPartition(topic, partition, offset) for (topic, partition), offset in low.items()]
 
 
 def _next_offsets(msgs: list[Message]) -> list[TopicPartition]:

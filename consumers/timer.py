@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import redis
 from confluent_kafka import Producer
 
-from wakeful.consumers.runner import producer_config
+from wakeful.consumers.runner import DeliveryFailures, make_producer
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -28,9 +28,12 @@ BATCH = 500
 
 
 class Timer:
-    def __init__(self, client: redis.Redis, producer: Producer, log: Log) -> None:
+    def __init__(
+        self, client: redis.Redis, producer: Producer, log: Log, failures: DeliveryFailures | None = None
+    ) -> None:
         self.client = client
         self.producer = producer
+        self.failures = failures or DeliveryFailures()
         self.log = log
         self.fired = 0
 
@@ -51,8 +54,8 @@ class Timer:
                 payload={"reason": "deadline", "due_ms": int(due_ms or 0)},
             )
             self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
-        if self.producer.flush(30) > 0:
-            return 0  # not acknowledged: keep them, try again next tick
+        if self.producer.flush(30) > 0 or self.failures.take():
+            return 0  # not all acknowledged: keep them, try again next tick
         fault("timer.after_publish")
         self.client.zrem(keys.DEADLINES, *due)
         self.fired += len(due)
@@ -65,7 +68,8 @@ class Timer:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="timer")
-    timer = Timer(acl.connect(settings, "timer"), Producer(producer_config(settings)), log)
+    producer, failures = make_producer(settings)
+    timer = Timer(acl.connect(settings, "timer"), producer, log, failures)
     log("role.start")
     timer.run(stop)
     log("role.stop", messages=timer.fired, redis_round_trips=acl.CountingConnection.round_trips)

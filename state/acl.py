@@ -34,7 +34,8 @@ _LEASE = (
 _INBOX = f"(~{keys.PATTERN_INBOX} +sadd +sismember)"
 _OUTBOX_WRITE = f"(~{keys.PATTERN_OUTBOX} ~{keys.OUTBOX_DIRTY} +xadd +sadd)"
 _OPS_READ = f"(~{keys.PATTERN_OPS} +hget +hgetall)"
-_OPS_WRITE = f"(~{keys.PATTERN_OPS} +hget +hgetall +hsetnx +hset {_SCRIPTING})"
+# The begin script reads the task's lease beside its ops hash, so both patterns share the selector.
+_OPS_WRITE = f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get {_SCRIPTING})"
 _KEYLESS = "+ping +multi +exec +discard +unwatch"
 _AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +smembers +sismember +hget +hgetall +hmget)"
 _RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set)"

@@ -3,7 +3,9 @@
 Order for a side effect: begin(op_key) records the intent (in_flight) atomically -> call downstream
 WITH the op key -> complete()/fail() records the outcome -> the stage advances. A second begin() of
 the same key returns the existing entry instead, so the caller can tell "do it", "it is in flight
-(look it up by key downstream)" and "done: skip and advance" apart.
+(look it up by key downstream)" and "done: skip and advance" apart. A `failed` outcome means the
+downstream refused every attempt and booked nothing, so a later begin (after a person reopened the
+task) re-arms it under the same key.
 """
 
 from __future__ import annotations
@@ -13,16 +15,22 @@ from typing import Any
 
 import redis
 
-from wakeful.core.errors import ActionError
+from wakeful.core.errors import ActionError, LeaseLost
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.state import keys
 from wakeful.state.store import Clock, utcnow
 
-# KEYS[1] the task's ops hash; ARGV[1] op_key, ARGV[2] the in_flight entry (JSON).
-# returns: {1, entry} when this call inserted the intent, {0, existing entry} when it was there.
+# KEYS[1] the task's ops hash, KEYS[2] the task's lease; ARGV[1] op_key, ARGV[2] the in_flight
+# entry (JSON), ARGV[3] the caller's lease token ("" to skip the lease check).
+# returns: {1, entry} this call recorded the intent (new, or re-armed after a failure, which by
+#          definition booked nothing); {0, existing entry} an intent or outcome is there;
+#          {-3, false} the caller no longer holds the lease: it must not start a side effect.
 _BEGIN = """
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then return {1, ARGV[2]} end
-return {0, redis.call('HGET', KEYS[1], ARGV[1])}
+if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[3] then return {-3, false} end
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and cjson.decode(cur)['status'] ~= 'failed' then return {0, cur} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return {1, ARGV[2]}
 """
 
 # KEYS[1] the task's ops hash; ARGV[1] op_key, ARGV[2] the final entry (JSON), ARGV[3] caller's fence.
@@ -52,7 +60,8 @@ class ActionLog:
         self._begin = client.register_script(_BEGIN)
         self._finish = client.register_script(_FINISH)
 
-    def begin(self, task_id: str, op_key: str, fence: int) -> Begun:
+    def begin(self, task_id: str, op_key: str, fence: int, lease_token: str = "") -> Begun:
+        """Record the intent. With lease_token, only while that token still holds the task's lease."""
         entry = ActionLogEntry(
             op_key=op_key,
             task_id=task_id,
@@ -60,8 +69,12 @@ class ActionLog:
             fence=fence,
             started_at=self.clock(),
         )
-        inserted, raw = self._begin(keys=[keys.ops(task_id)], args=[op_key, entry.encode()])
-        return Begun(bool(inserted), ActionLogEntry.decode(raw))
+        code, raw = self._begin(
+            keys=[keys.ops(task_id), keys.lease(task_id)], args=[op_key, entry.encode(), lease_token]
+        )
+        if code == -3:
+            raise LeaseLost(task_id, lease_token, "lost before the intent was recorded")
+        return Begun(code == 1, ActionLogEntry.decode(raw))
 
     def complete(
         self,

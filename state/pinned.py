@@ -25,9 +25,16 @@ class Pinned:
         self._conn: Connection = self._pool.get_connection()
         self.round_trips = 0
         self._broken = False
+        self._watching = False
 
     def batch(self, commands: Sequence[Command]) -> list[Any]:
         self.round_trips += 1
+        for command in commands:  # EXEC (or DISCARD, UNWATCH) ends every WATCH of the connection
+            name = str(command[0]).upper()
+            if name == "WATCH":
+                self._watching = True
+            elif name in ("EXEC", "DISCARD", "UNWATCH"):
+                self._watching = False
         conn = self._conn
         try:
             packed = conn.pack_commands([tuple(c) for c in commands])  # type: ignore[no-untyped-call]
@@ -52,7 +59,7 @@ class Pinned:
         try:
             if self._broken:
                 self._conn.disconnect()  # type: ignore[no-untyped-call]
-            else:
+            elif self._watching:
                 # Leave no WATCH behind on a connection that goes back to the pool.
                 self.batch([("UNWATCH",)])
         except redis.RedisError:

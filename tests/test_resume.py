@@ -13,13 +13,15 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import cast
 
+import orjson
 import pytest
-from confluent_kafka import Message
+from confluent_kafka import Message, Producer
 from helpers import command, raw_get, start_fleet
 
 from wakeful.bank.ledger import Bank
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.executor import Executor
+from wakeful.consumers.gate import Gate
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import LeaseLost
@@ -272,3 +274,71 @@ def _state(pid: int) -> str:
             return f.read().split(") ", 1)[1][0]
     except FileNotFoundError:
         return "gone"
+
+
+def test_amendment_is_refused_once_the_refund_has_started(client: Client, fleet: Fleet) -> None:
+    executor = fleet.restart("executor", fault="executor.after_downstream_call")
+    try:
+        task_id, _ = client.new_task(2500)
+        assert client.approve(task_id, "alice", 1)["status"] == "accepted"
+        executor.wait(timeout=60)  # booked at the bank, died before recording it
+        assert len(client.bank.entries(task_id)) == 1
+        amended = client.amend(task_id, 9000)  # would be v2 under a new op key: a second refund
+        assert amended["status"] == "rejected" and "has started" in amended["reason"]
+    finally:
+        fleet.start_role("executor")
+    shown = client.wait_settled(task_id, 60)
+    assert shown["stage"] == "closed" and [e["amount"] for e in shown["ledger"]] == [2500]
+
+
+def test_wake_carrying_an_event_signed_for_another_task_is_refused(
+    client: Client, settings: Settings
+) -> None:
+    task_a, _ = client.new_task(2500)
+    task_b, _ = client.new_task(2500)
+    before = client.show(task_b)["state_version"]
+    event = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_a)
+    wake = Envelope(
+        message_id=event.event_id,
+        task_id=task_b,  # rerouted by someone who can write to wakeful.wake
+        task_version=1,
+        kind="wake",
+        created_at=datetime.now(UTC),
+        trace_id="forged",
+        payload={"reason": "event", "principal": "alice", "event": orjson.loads(event.encode())},
+    )
+    letters: list[str] = []
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    gate = Gate(wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate"), producer, Log())
+    gate.runner = cast(
+        Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
+    )
+    gate.handle(Message(topic=topics.WAKE, partition=0, offset=0, key=task_b.encode(), value=wake.encode()))
+    assert letters and f"signed for task {task_a}" in letters[0]
+    shown = client.show(task_b)
+    assert shown["state_version"] == before and shown["stage"] == "awaiting_approval"
+
+
+def test_refused_event_on_a_ready_task_does_not_strand_it(client: Client, fleet: Fleet) -> None:
+    fleet.stop_role("executor")  # the first proposal waits, and will be stale
+    try:
+        task_id, _ = client.new_task(300)
+        refused = client.approve(task_id, "alice", 1)  # a ready task waits for no approval
+        assert refused["status"] == "rejected" and "not awaiting" in refused["reason"]
+    finally:
+        fleet.start_role("executor")
+    shown = client.wait_settled(task_id, 60)
+    assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
+
+
+def test_reopened_task_retries_a_refund_the_bank_refused_under_the_same_key(
+    client: Client, fleet: Fleet
+) -> None:
+    task_id = f"t-flaky-{os.urandom(4).hex()}"
+    client.admin.set(keys.bank_faults(task_id), 3)  # the bank refuses the first three calls
+    client.send(REQUESTER, events.CREATE, {"amount": 300}, task_id=task_id)
+    parked = client.wait_stage(task_id, {Stage.NEEDS_REVIEW}, timeout=60)
+    assert "bank unavailable" in parked["last_refusal"] and parked["ledger"] == []
+    assert client.reopen(task_id)["stage"] == "ready"
+    shown = client.wait_settled(task_id, 60)
+    assert shown["stage"] == "closed" and [e["op_key"] for e in shown["ledger"]] == [f"REFUND:{task_id}:v1"]

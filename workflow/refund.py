@@ -114,7 +114,13 @@ def create(
 
 
 def approve(
-    cp: Checkpoint, principal: str, version: Any, auth: Snapshot, now: datetime
+    cp: Checkpoint,
+    principal: str,
+    version: Any,
+    auth: Snapshot,
+    now: datetime,
+    *,
+    correlation_id: str | None = None,
 ) -> Checkpoint | Refusal:
     if cp.stage is not Stage.AWAITING_APPROVAL:
         return Refusal(f"task is {cp.stage.value}, not awaiting an approval")
@@ -126,6 +132,8 @@ def approve(
     wait = next((w for w in cp.execution.pending_waits if w.wait_for == "approval"), None)
     if wait is None or wait.bound_to_version != cp.business.version:
         return Refusal("no approval is pending for this version")
+    if correlation_id is not None and correlation_id != wait.correlation_id:
+        return Refusal("the approval answers another wait (correlation id mismatch)")
     approval = Approval(
         object="refund",
         object_version=cp.business.version,
