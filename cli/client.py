@@ -27,6 +27,7 @@ from wakeful.schemas.stage import TERMINAL, Stage
 from wakeful.state import acl, keys
 from wakeful.state.seal import Keyring, Sealer
 from wakeful.state.store import Store
+from wakeful.workflow import refund
 
 REQUESTER = "svc-refunds"
 DEFAULT_APPROVERS = ("alice", "bob")
@@ -174,7 +175,12 @@ class Client:
         # The state first, then the ledger: a booking always precedes the close that records it.
         quarantine = self.store.quarantine_reason(task_id)
         cp = None if quarantine is not None else self.store.load(task_id)
-        ledger = [e.model_dump(mode="json") for e in self.bank.entries(task_id)]
+        if cp is None:
+            entries = self.bank.entries(task_id)  # a scan, but the task cannot say its versions
+        else:  # one booking at most per version's op key: look them up instead of scanning
+            found = (self.bank.lookup(refund.op_key(cp, v)) for v in range(1, cp.business.version + 1))
+            entries = [e for e in found if e is not None]
+        ledger = [e.model_dump(mode="json") for e in entries]
         if cp is None:
             return {
                 "id": task_id,

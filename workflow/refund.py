@@ -36,9 +36,9 @@ class Refusal:
     review: bool = False
 
 
-def op_key(cp: Checkpoint) -> str:
+def op_key(cp: Checkpoint, version: int | None = None) -> str:
     """The business operation and version; never a per-attempt value (DESIGN section 6)."""
-    return f"REFUND:{cp.task_id}:v{cp.business.version}"
+    return f"REFUND:{cp.task_id}:v{cp.business.version if version is None else version}"
 
 
 def terms(cp: Checkpoint) -> str:
