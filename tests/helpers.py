@@ -97,3 +97,25 @@ def start_fleet(client: Any, model: str = "rules", lease_ttl_ms: int | None = No
     warm, _ = client.new_task(10)
     client.wait_settled(warm, 60)
     return fleet
+
+
+def refund_proposal(task_id: str, state_version: int, amount: int) -> Any:
+    """The envelope a proposer would publish: refund `amount` EUR, decided on `state_version`."""
+    from wakeful.consumers.models import Proposal
+    from wakeful.schemas.events import Envelope
+
+    body = Proposal(
+        tool="refund",
+        args={"task_id": task_id, "amount": amount, "currency": "EUR"},
+        rationale=f"decided on state_version {state_version}",
+        model="rules",
+    )
+    return Envelope(
+        message_id=f"proposal:{task_id}:{state_version}",
+        task_id=task_id,
+        task_version=state_version,
+        kind="proposal",
+        created_at=datetime.now(UTC),
+        trace_id=f"test:{task_id}",
+        payload=body.model_dump(mode="json"),
+    )

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from helpers import start_fleet
+from helpers import refund_proposal, start_fleet
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.cli.demo import INJECTION
@@ -309,21 +309,7 @@ def test_proposal_for_a_stale_version_is_refused(
     client.amend(task_id, 2400)
     shown = client.show(task_id)
     start = end_offsets(kafka_bootstrap, topics.DLQ)
-    proposal = Envelope(
-        message_id=f"proposal:{task_id}:1",
-        task_id=task_id,
-        task_version=1,
-        kind="proposal",
-        created_at=datetime.now(UTC),
-        trace_id="stale",
-        payload={
-            "tool": "refund",
-            "args": {"task_id": task_id, "amount": 2500, "currency": "EUR"},
-            "rationale": "decided on version 1",
-            "model": "rules",
-            "schema_version": 1,
-        },
-    )
+    proposal = refund_proposal(task_id, 1, 2500)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
     producer.produce(topics.PROPOSALS, key=task_id.encode(), value=proposal.encode())
     assert producer.flush(10) == 0

@@ -16,7 +16,7 @@ from typing import cast
 import orjson
 import pytest
 from confluent_kafka import Message, Producer
-from helpers import command, raw_get, start_fleet
+from helpers import command, raw_get, refund_proposal, start_fleet
 
 from wakeful.bank.ledger import Bank
 from wakeful.cli.client import REQUESTER, Client
@@ -159,21 +159,7 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
     fleet.stop_role("executor")  # the fleet's executor joins late: a third contender
     task_id, _ = client.new_task(300)
     shown = client.show(task_id)
-    proposal = Envelope(
-        message_id=f"proposal:{task_id}:{shown['state_version']}",
-        task_id=task_id,
-        task_version=shown["state_version"],
-        kind="proposal",
-        created_at=datetime.now(UTC),
-        trace_id="race",
-        payload={
-            "tool": "refund",
-            "args": {"task_id": task_id, "amount": 300, "currency": "EUR"},
-            "rationale": "race",
-            "model": "rules",
-            "schema_version": 1,
-        },
-    )
+    proposal = refund_proposal(task_id, shown["state_version"], 300)
     msg = Message(
         topic=topics.PROPOSALS, partition=0, offset=0, key=task_id.encode(), value=proposal.encode()
     )
