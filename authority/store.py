@@ -173,6 +173,22 @@ class AuthorityStore:
         }
 
 
+# The reads a Snapshot is made of, for callers that batch them with their own (snapshot_from).
+SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
+    ("SMEMBERS", keys.AUTH_APPROVERS),
+    ("GET", keys.AUTH_LIMIT),
+    ("HGETALL", keys.AUTH_POLICY),
+)
+
+
+def snapshot_from(replies: list[Any]) -> Snapshot:
+    """A Snapshot from the replies to SNAPSHOT_READS, in order (raw RESP replies)."""
+    approvers, limit, policy = replies
+    if isinstance(policy, list):  # HGETALL over a raw connection: a flat [field, value, ...] list
+        policy = dict(zip(policy[::2], policy[1::2], strict=True))
+    return _snapshot(set(approvers), limit, policy)
+
+
 def _snapshot(approvers: set[bytes], limit: bytes | None, policy: dict[bytes, bytes]) -> Snapshot:
     fields = {k.decode(): v.decode() for k, v in policy.items()}
     return Snapshot(

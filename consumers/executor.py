@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka import Consumer, Message
 from pydantic import ValidationError
 
-from wakeful.authority.store import AuthorityStore
+from wakeful.authority.store import SNAPSHOT_READS, snapshot_from
 from wakeful.bank.ledger import Bank, LedgerEntry
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.runner import Runner, consumer_config, make_producer
@@ -45,9 +45,9 @@ from wakeful.core.retry import Retry, backoff
 from wakeful.core.settings import Settings
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
-from wakeful.schemas.logs import ActionStatus
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.schemas.stage import Stage
-from wakeful.state import acl, wiring
+from wakeful.state import acl, keys, wiring
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Lease, Leases
 from wakeful.state.store import Store
@@ -57,7 +57,6 @@ from wakeful.workflow import refund
 class Executor:
     def __init__(self, store: Store, leases: Leases, actions: ActionLog, bank: Bank, log: Log) -> None:
         self.store = store
-        self.authority = AuthorityStore(store.client)
         self.leases = leases
         self.actions = actions
         self.bank = bank
@@ -84,17 +83,23 @@ class Executor:
     def _execute(self, msg: Message, env: Envelope, proposal: Proposal, lease: Lease) -> None:
         assert self.runner is not None
         try:
-            cp = self.store.load(env.task_id)
+            # One round trip: the task, its action log and live authority.
+            cp, replies = self.store.load_with(
+                env.task_id, [("HGETALL", keys.ops(env.task_id)), *SNAPSHOT_READS]
+            )
         except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
             return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
         except (KeyringError, DecodeError) as exc:
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
         op = refund.op_key(cp)
+        ops, auth = _as_map(replies[0]), snapshot_from(replies[1:])
         if cp.stage is Stage.READY:
             # Money may already have moved for this operation (cases C and D): settle that by key
             # first. It was validated before its intent was written; re-validating it against
             # today's authority could park a task whose refund is already booked.
-            booked = self._booked(cp, op, lease)
+            raw_intent = ops.get(op.encode())
+            intent = ActionLogEntry.decode(raw_intent) if raw_intent else None
+            booked = self._booked(cp, op, intent, lease)
             if booked is not None:
                 return self._close(cp, op, booked, lease)
         if env.task_version != cp.state_version:
@@ -102,7 +107,6 @@ class Executor:
                 f"stale proposal: decided on state_version {env.task_version}, task is at {cp.state_version}"
             )
             return self.runner.dead_letter(msg, reason, env.task_id)
-        auth = self.authority.snapshot()
         refusal = refund.check_proposal(cp, proposal.tool, proposal.args, auth, datetime.now(UTC))
         if refusal is not None:
             fn = refund.review if refusal.review else refund.refused
@@ -116,9 +120,10 @@ class Executor:
             return None
         return self._close(cp, op, entry, lease)
 
-    def _booked(self, cp: Checkpoint, op: str, lease: Lease) -> LedgerEntry | None:
+    def _booked(
+        self, cp: Checkpoint, op: str, intent: ActionLogEntry | None, lease: Lease
+    ) -> LedgerEntry | None:
         """The booking for op if one exists (recording an outcome that a crash left unrecorded)."""
-        intent = self.actions.lookup(cp.task_id, op)
         if intent is None or intent.status is ActionStatus.FAILED:
             return None
         found = self.bank.lookup(op)
@@ -183,6 +188,13 @@ class Executor:
             self.store.transition(cp.task_id, cp.state_version, message_id, fn, lease=lease, detail=detail)
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
+
+
+def _as_map(reply: Any) -> dict[bytes, bytes]:
+    """An HGETALL reply over a raw connection: a dict (RESP3) or a flat list (RESP2)."""
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2], strict=True))
 
 
 def _entry_from(result: dict[str, Any] | None, bank: Bank, op: str) -> LedgerEntry | None:

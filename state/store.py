@@ -13,7 +13,7 @@ Any failed integrity check quarantines the task: a marker key that every later l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NoReturn
@@ -70,16 +70,22 @@ class Store:
 
     def load(self, task_id: str) -> Checkpoint:
         """The task's verified checkpoint; raises TaskNotFound, TaskQuarantined or an IntegrityError."""
+        return self.load_with(task_id, ())[0]
+
+    def load_with(self, task_id: str, extra: Sequence[tuple[Any, ...]]) -> tuple[Checkpoint, list[Any]]:
+        """load(), plus other reads the caller needs now, in the same round trip (their replies)."""
         with Pinned(self.client) as pinned:
-            blob, ctr, marker = pinned.batch(
+            replies = pinned.batch(
                 [
                     ("GET", keys.state(task_id)),
                     ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
                     ("GET", keys.quarantine(task_id)),
+                    *extra,
                 ]
             )
-        _raise_replies(task_id, blob, ctr, marker)
-        return self._verify(task_id, blob, ctr, marker)
+        blob, ctr, marker = replies[:3]
+        _raise_replies(task_id, *replies)
+        return self._verify(task_id, blob, ctr, marker), replies[3:]
 
     def quarantine_reason(self, task_id: str) -> dict[str, Any] | None:
         raw = self.client.get(keys.quarantine(task_id))
