@@ -1,0 +1,100 @@
+"""The runner's bookkeeping, as pure logic (stand-in consumer and producer objects, no servers):
+per-task order, offsets only for durable work, a refused delivery makes the batch run again."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, cast
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+from wakeful.consumers.runner import DeliveryFailures, Runner
+from wakeful.core.log import Log
+from wakeful.core.retry import Retry
+
+
+class StandInConsumer:
+    def __init__(self) -> None:
+        self.stored: list[TopicPartition] = []
+        self.seeks: list[TopicPartition] = []
+
+    def store_offsets(self, offsets: list[TopicPartition]) -> None:
+        self.stored += offsets
+
+    def seek(self, tp: TopicPartition) -> None:
+        self.seeks.append(tp)
+
+
+class StandInProducer:
+    def flush(self, _timeout: float) -> int:
+        return 0
+
+    def produce(self, *_: Any, **__: Any) -> None:
+        return None
+
+
+def msg(key: str, offset: int, partition: int = 0) -> Message:
+    return Message(topic="t", partition=partition, offset=offset, key=key.encode(), value=b"v")
+
+
+def runner(handler: Any, failures: DeliveryFailures | None = None) -> tuple[Runner, StandInConsumer]:
+    consumer = StandInConsumer()
+    r = Runner(
+        "test",
+        "t",
+        handler,
+        cast(Consumer, consumer),
+        cast(Producer, StandInProducer()),
+        log=Log(),
+        threads=4,
+        failures=failures,
+    )
+    return r, consumer
+
+
+def test_messages_of_one_task_run_in_offset_order_and_offsets_follow_the_batch() -> None:
+    seen: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def handle(m: Message) -> None:
+        with lock:
+            seen.append(((m.key() or b"").decode(), m.offset() or 0))
+
+    r, consumer = runner(handle)
+    batch = [msg("a", 0), msg("b", 1), msg("a", 2), msg("c", 3, partition=1), msg("a", 4)]
+    r.run_batch(batch, threading.Event())
+    assert [o for k, o in seen if k == "a"] == [0, 2, 4]
+    assert sorted(seen) == sorted(((m.key() or b"").decode(), m.offset() or 0) for m in batch)
+    assert {(tp.partition, tp.offset) for tp in consumer.stored} == {(0, 5), (1, 4)}
+
+
+def test_a_refused_delivery_stores_no_offset_and_rewinds_the_batch() -> None:
+    failures = DeliveryFailures()
+    refused_once: list[int] = []
+
+    def handle(m: Message) -> None:
+        if m.offset() == 7 and not refused_once:  # its output is refused by the broker, once
+            refused_once.append(7)
+            failures.record(KafkaError(KafkaError._MSG_TIMED_OUT), m)
+
+    r, consumer = runner(handle, failures)
+    r.run_batch([msg("a", 6), msg("b", 7), msg("a", 8)], threading.Event())
+    assert consumer.stored == []
+    assert {(tp.partition, tp.offset) for tp in consumer.seeks} == {(0, 6)}
+    r.run_batch([msg("a", 6), msg("b", 7), msg("a", 8)], threading.Event())  # the redo, delivered
+    assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 9)]
+
+
+def test_a_transient_failure_is_retried_not_skipped() -> None:
+    attempts: list[int] = []
+
+    def handle(m: Message) -> None:
+        attempts.append(m.offset() or 0)
+        if len(attempts) < 3:
+            raise Retry("the lease is busy", after=0.001)
+
+    r, consumer = runner(handle)
+    r.run_batch([msg("a", 0)], threading.Event())
+    assert attempts == [0, 0, 0]
+    assert r.counters.retries == 2 and r.counters.dead_letters == 0
+    assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 1)]
