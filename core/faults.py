@@ -57,10 +57,6 @@ def arm(points: str | None) -> None:
     _names = frozenset(armed)
 
 
-def arm_from_env() -> None:
-    arm(os.environ.get("WAKEFUL_FAULT"))
-
-
 def role_of(point: str) -> str:
     return point.partition(":")[0].split(".", 1)[0]
 

@@ -9,7 +9,6 @@ calls carry the fence too. Extend and release go through scripts that check the 
 from __future__ import annotations
 
 import secrets
-import time
 from dataclasses import dataclass
 
 import redis
@@ -51,14 +50,10 @@ class Lease:
     owner: str
     fence: int
     ttl_ms: int
-    acquired_at: float  # time.monotonic() at grant, for the holder's own expiry estimate
 
     @property
     def token(self) -> str:
         return f"{self.owner}:{self.fence}"
-
-    def remaining_ms(self) -> float:
-        return self.ttl_ms - (time.monotonic() - self.acquired_at) * 1000
 
 
 class Leases:
@@ -74,17 +69,15 @@ class Leases:
         self._release = client.register_script(_RELEASE)
 
     def acquire(self, task_id: str) -> Lease:
-        started = time.monotonic()
         fence = self._acquire(keys=[keys.lease(task_id), keys.fence(task_id)], args=[self.owner, self.ttl_ms])
         if not fence:
             raise LeaseBusy(task_id)
-        return Lease(task_id, self.owner, int(fence), self.ttl_ms, started)
+        return Lease(task_id, self.owner, int(fence), self.ttl_ms)
 
     def extend(self, lease: Lease) -> Lease:
-        started = time.monotonic()
         if not self._extend(keys=[keys.lease(lease.task_id)], args=[lease.token, self.ttl_ms]):
             raise LeaseLost(lease.task_id, lease.token, "expired or taken before it was extended")
-        return Lease(lease.task_id, lease.owner, lease.fence, self.ttl_ms, started)
+        return Lease(lease.task_id, lease.owner, lease.fence, self.ttl_ms)
 
     def release(self, lease: Lease) -> bool:
         """True when this call released it; False when it had already expired or moved on."""

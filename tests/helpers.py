@@ -47,7 +47,6 @@ def race_transitions(task_id: str, owner: str, fence: int, threads: int) -> list
     Returns (applied, lost_races) per thread; a Contention error counts as not applied.
     """
     import threading
-    import time
 
     from wakeful.core.errors import Contention
     from wakeful.core.settings import Settings
@@ -55,7 +54,7 @@ def race_transitions(task_id: str, owner: str, fence: int, threads: int) -> list
     from wakeful.state.lease import Lease
 
     store = wiring.store_for(Settings.from_env(), "gate")
-    lease = Lease(task_id, owner, fence, 15_000, time.monotonic())
+    lease = Lease(task_id, owner, fence, 15_000)
     results: list[tuple[bool, int]] = []
 
     def write() -> None:

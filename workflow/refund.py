@@ -161,7 +161,6 @@ def reopen(cp: Checkpoint, payload: dict[str, Any], auth: Snapshot, now: datetim
     """A person settles a task parked for review: back to waiting for approval, or ready."""
     if cp.stage is not Stage.NEEDS_REVIEW:
         return Refusal(f"task is {cp.stage.value}; only a task in needs_review can be reopened")
-    cp = cp.model_copy(update={"execution": cp.execution.model_copy(update={"attempts": 0})})
     return _settle(_with(cp, last_refusal=None), auth, now, wait_window(payload))
 
 
@@ -254,11 +253,3 @@ def review(cp: Checkpoint, reason: str) -> Checkpoint:
 def refused(cp: Checkpoint, reason: str) -> Checkpoint:
     """Record a refusal without moving the task."""
     return _with(cp, last_refusal=reason)
-
-
-def attempt_failed(cp: Checkpoint, reason: str) -> Checkpoint:
-    attempts = cp.execution.attempts + 1
-    cp = cp.model_copy(update={"execution": cp.execution.model_copy(update={"attempts": attempts})})
-    if attempts >= MAX_ATTEMPTS:
-        return review(cp, f"refund failed {attempts} times ({reason}); needs a person")
-    return refused(cp, f"attempt {attempts} failed: {reason}")
