@@ -11,6 +11,7 @@ import click
 from wakeful.cli.authority_cmds import authority
 from wakeful.cli.output import emit, say
 from wakeful.cli.task_cmds import ledger, task
+from wakeful.consumers.supervisor import ROLES
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
 
@@ -197,9 +198,6 @@ def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
 
     result = bench.run(settings, seconds, say)
     emit(result, as_json, bench.render(result))
-
-
-ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
 
 
 @cli.command("worker")

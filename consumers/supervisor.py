@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from wakeful.core.faults import role_of
 from wakeful.core.log import Log
 
+# Every consumer role, one module each in consumers/; `wakeful worker all` runs one of each.
 ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
 RESTART_DELAY_S = 0.5
 

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import psutil
 
-ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
+from wakeful.consumers.supervisor import ROLES
 
 
 class Fleet:

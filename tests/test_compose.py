@@ -8,8 +8,9 @@ from pathlib import Path
 
 import yaml
 
+from wakeful.consumers.supervisor import ROLES
+
 COMPOSE = Path(__file__).resolve().parents[1] / "compose" / "docker-compose.yml"
-ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
 
 
 def test_compose_file_names_every_role_kafka_kraft_and_redis_with_aof() -> None:
