@@ -17,6 +17,7 @@ from wakeful.core.errors import ConfigError
 from wakeful.producers.signing import Alg, VerifyKey
 from wakeful.schemas import events
 from wakeful.state import keys
+from wakeful.state.pinned import hash_reply
 
 DEFAULT_LIMIT = 1000
 DEFAULT_POLICY = "refund-policy-1"
@@ -72,18 +73,17 @@ class AuthorityStore:
 
     def snapshot(self, with_signers: bool = False) -> Snapshot:
         pipe = self.client.pipeline(transaction=False)
-        pipe.smembers(keys.AUTH_APPROVERS)
-        pipe.get(keys.AUTH_LIMIT)
-        pipe.hgetall(keys.AUTH_POLICY)
+        for command in SNAPSHOT_READS:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         if with_signers:
             pipe.hgetall(keys.AUTH_SIGNERS)
         replies = pipe.execute()
-        snap = _snapshot(replies[0], replies[1], replies[2])
+        snap = snapshot_from(replies[:3])
         if not with_signers:
             return snap
         signers: dict[str, VerifyKey] = {}
         kinds: dict[str, frozenset[str]] = {}
-        for kid, raw in replies[3].items():
+        for kid, raw in hash_reply(replies[3]).items():
             key, allowed = decode_signer(kid.decode(), raw)
             signers[key.key_id] = key
             kinds[key.key_id] = allowed
@@ -94,15 +94,14 @@ class AuthorityStore:
     ) -> tuple[Snapshot, bytes | None, dict[str, str]]:
         """The snapshot, one signer's record and a task's evidence, in one round trip (the gate's)."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.smembers(keys.AUTH_APPROVERS)
-        pipe.get(keys.AUTH_LIMIT)
-        pipe.hgetall(keys.AUTH_POLICY)
+        for command in SNAPSHOT_READS:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         pipe.hget(keys.AUTH_SIGNERS, signer) if signer else pipe.ping()
         pipe.hgetall(evidence)
-        approvers, limit, policy, signer_raw, texts = pipe.execute()
-        snap = _snapshot(approvers, limit, policy)
+        replies = pipe.execute()
+        signer_raw, texts = replies[3], hash_reply(replies[4])
         found = {k.decode(): v.decode("utf-8", "replace") for k, v in texts.items()}
-        return snap, signer_raw if isinstance(signer_raw, bytes) else None, found
+        return snapshot_from(replies[:3]), signer_raw if isinstance(signer_raw, bytes) else None, found
 
     def signer(self, key_id: str) -> tuple[VerifyKey, frozenset[str]] | None:
         raw = self.client.hget(keys.AUTH_SIGNERS, key_id)
@@ -182,17 +181,11 @@ SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
 
 
 def snapshot_from(replies: list[Any]) -> Snapshot:
-    """A Snapshot from the replies to SNAPSHOT_READS, in order (raw RESP replies)."""
+    """A Snapshot from the replies to SNAPSHOT_READS, in order (parsed or raw RESP replies)."""
     approvers, limit, policy = replies
-    if isinstance(policy, list):  # HGETALL over a raw connection: a flat [field, value, ...] list
-        policy = dict(zip(policy[::2], policy[1::2], strict=True))
-    return _snapshot(set(approvers), limit, policy)
-
-
-def _snapshot(approvers: set[bytes], limit: bytes | None, policy: dict[bytes, bytes]) -> Snapshot:
-    fields = {k.decode(): v.decode() for k, v in policy.items()}
+    fields = {k.decode(): v.decode() for k, v in hash_reply(policy).items()}
     return Snapshot(
-        approvers=frozenset(a.decode() for a in approvers),
+        approvers=frozenset(a.decode() for a in approvers),  # a set (parsed) or a list (raw)
         limit=int(limit) if limit is not None else DEFAULT_LIMIT,
         policy=fields.get("policy", DEFAULT_POLICY),
         tool_catalog=fields.get("tool_catalog", DEFAULT_CATALOG),

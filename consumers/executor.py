@@ -50,6 +50,7 @@ from wakeful.schemas.stage import Stage
 from wakeful.state import acl, keys, wiring
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Lease, Leases
+from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
 from wakeful.workflow import refund
 
@@ -92,7 +93,7 @@ class Executor:
         except (KeyringError, DecodeError) as exc:
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
         op = refund.op_key(cp)
-        ops, auth = _as_map(replies[0]), snapshot_from(replies[1:])
+        ops, auth = hash_reply(replies[0]), snapshot_from(replies[1:])
         if cp.stage is Stage.READY:
             # Money may already have moved for this operation (cases C and D): settle that by key
             # first. It was validated before its intent was written; re-validating it against
@@ -188,13 +189,6 @@ class Executor:
             self.store.transition(cp.task_id, cp.state_version, message_id, fn, lease=lease, detail=detail)
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
-
-
-def _as_map(reply: Any) -> dict[bytes, bytes]:
-    """An HGETALL reply over a raw connection: a dict (RESP3) or a flat list (RESP2)."""
-    if isinstance(reply, dict):
-        return reply
-    return dict(zip(reply[::2], reply[1::2], strict=True))
 
 
 def _entry_from(result: dict[str, Any] | None, bank: Bank, op: str) -> LedgerEntry | None:

@@ -45,6 +45,7 @@ from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.schemas.stage import Stage
 from wakeful.state import keys, wiring
 from wakeful.state.lease import Lease, Leases
+from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
 from wakeful.workflow import compat, refund, window
 
@@ -253,7 +254,7 @@ class Gate:
     def _started(self, task_id: str) -> frozenset[str]:
         """Op keys whose refund has started (an intent that did not fail): money may have moved.
         Read under the gate's lease; an executor that lost its lease cannot add one (begin checks)."""
-        entries = _bytes_map(self.client.hgetall(keys.ops(task_id)))
+        entries = hash_reply(self.client.hgetall(keys.ops(task_id))).items()
         return frozenset(
             k.decode() for k, v in entries if ActionLogEntry.decode(v).status is not ActionStatus.FAILED
         )
@@ -322,12 +323,6 @@ class Gate:
     def _dead(self, msg: Message, reason: str) -> None:
         assert self.runner is not None
         self.runner.dead_letter(msg, reason)
-
-
-def _bytes_map(reply: object) -> list[tuple[bytes, bytes]]:
-    """HGETALL's reply as bytes pairs (the client never decodes responses)."""
-    assert isinstance(reply, dict)
-    return [(k, v) for k, v in reply.items() if isinstance(k, bytes) and isinstance(v, bytes)]
 
 
 def _misaddressed(

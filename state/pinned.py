@@ -19,6 +19,16 @@ from redis.connection import Connection
 Command = Sequence[str | bytes | int]
 
 
+def hash_reply(reply: object) -> dict[bytes, bytes]:
+    """An HGETALL reply as a dict, whichever way it arrived: a dict (RESP3, or redis-py's own
+    parsing) or a flat [field, value, ...] list (RESP2 over a raw connection)."""
+    if isinstance(reply, dict):
+        return reply
+    if isinstance(reply, list):
+        return dict(zip(reply[::2], reply[1::2], strict=True))
+    raise TypeError(f"not an HGETALL reply: {type(reply).__name__}")
+
+
 class Pinned:
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
