@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import orjson
 from confluent_kafka import KafkaError, Message, Producer
 
+from wakeful.consumers.runner import producer_config
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -25,17 +26,6 @@ from wakeful.state import acl, keys
 from wakeful.state.outbox import Malformed, Outbox
 
 BATCH_TARGET = 100  # records per claim worth publishing without waiting
-
-
-def producer_config(bootstrap: str) -> dict[str, object]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "acks": "all",
-        "enable.idempotence": True,
-        "linger.ms": 5,
-        "partitioner": "murmur2_random",
-        "compression.type": "none",
-    }
 
 
 class Relay:
@@ -138,7 +128,10 @@ class Relay:
 def main(settings: Settings, stop: threading.Event) -> None:
     """Run the relay as its own process until stop is set."""
     outbox = Outbox(acl.connect(settings, "relay"))
-    relay = Relay(outbox, Producer(producer_config(settings.kafka_bootstrap)), Log(role="relay"))
+    # Every producer shares one configuration (acks=all, idempotent, murmur2 keys); the log is off
+    # every task's critical path, so the relay lingers longer for bigger batches.
+    producer = Producer(producer_config(settings) | {"linger.ms": 5})
+    relay = Relay(outbox, producer, Log(role="relay"))
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
     relay.run(stop)
     relay.log("role.stop", messages=relay.published, redis_round_trips=acl.CountingConnection.round_trips)
