@@ -114,8 +114,11 @@ class Gate:
         reason = envelope.payload.get("reason")
         event: SignedEvent | None = None
         if reason == "event":
+            text = envelope.payload.get("event")
             try:
-                event = SignedEvent.decode(orjson.dumps(envelope.payload.get("event")))
+                if not isinstance(text, str):
+                    raise DecodeError("event", b"", "the wake's event is not the signed event's JSON text")
+                event = SignedEvent.decode(text.encode())
             except DecodeError as exc:
                 self._dead(msg, f"wake carries a malformed event: {exc.reason}")
                 return None

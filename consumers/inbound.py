@@ -117,7 +117,8 @@ class Inbound:
             payload={
                 "reason": "event",
                 "principal": verdict.principal,
-                "event": orjson.loads(event.encode()),
+                # The event exactly as it arrived (the gate verifies it again): no re-encoding.
+                "event": (msg.value() or b"").decode(),
             },
         )
         self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())

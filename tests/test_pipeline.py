@@ -274,7 +274,7 @@ def test_two_gates_woken_for_the_same_task_apply_the_event_once(client: Client, 
         kind="wake",
         created_at=datetime.now(UTC),
         trace_id=event.event_id,
-        payload={"reason": "event", "principal": "alice", "event": orjson.loads(event.encode())},
+        payload={"reason": "event", "principal": "alice", "event": event.encode().decode()},
     )
     msg = Message(topic=topics.WAKE, partition=0, offset=0, key=task_id.encode(), value=wake.encode())
 
