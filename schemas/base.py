@@ -49,6 +49,15 @@ class Record(BaseModel):
 
     @classmethod
     def decode(cls, raw: bytes) -> Self:
+        # Fast path, one parse: what encode() wrote at the current version starts with its version.
+        if raw.startswith(b'{"schema_version":%d,' % cls.SCHEMA):
+            try:
+                record = cls.model_validate_json(raw)
+            except ValidationError:
+                pass  # the full path below says exactly what is wrong
+            else:
+                if record.schema_version == cls.SCHEMA:  # not overridden by a repeated key
+                    return record
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
