@@ -18,6 +18,7 @@ from wakeful.authority.store import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POL
 from wakeful.bank.ledger import Bank
 from wakeful.core.errors import TaskNotFound, WakefulError
 from wakeful.core.settings import Settings
+from wakeful.devstack import stack
 from wakeful.producers.keys import generate_signer, load_signer, public_bytes
 from wakeful.producers.publish import ConfluentPublisher
 from wakeful.producers.signing import Ed25519Signer, sign_event
@@ -45,7 +46,11 @@ class TimedOut(WakefulError):
 
 
 class Client:
+    """Needs a running stack: a missing one is a one-line ServerUnavailable that says how to start it
+    (build it after `stack.up()` in a command that starts the stack itself)."""
+
     def __init__(self, settings: Settings) -> None:
+        stack.require_redis(settings)
         self.settings = settings
         self.admin = acl.connect(settings, "admin")
         self.authority = AuthorityStore(self.admin)
@@ -56,6 +61,7 @@ class Client:
     @property
     def publisher(self) -> ConfluentPublisher:
         if self._publisher is None:
+            stack.require_kafka(self.settings)
             self._publisher = ConfluentPublisher(self.settings.kafka_bootstrap)
         return self._publisher
 

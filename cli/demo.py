@@ -30,8 +30,15 @@ class Demo:
     def __init__(self, settings: Settings, say: Say) -> None:
         self.settings = settings
         self.say = say
-        self.client = Client(settings)
+        self._client: Client | None = None
         self.failures: list[str] = []
+
+    @property
+    def client(self) -> Client:
+        """Built once the stack is up: on a fresh machine there are no credentials before that."""
+        if self._client is None:
+            self._client = Client(self.settings)
+        return self._client
 
     def check(self, step: str, ok: bool, shown: str) -> None:
         self.say(f"  {'ok  ' if ok else 'FAIL'} {step}: {shown}")

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import click
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from wakeful.cli.authority_cmds import authority
 from wakeful.cli.output import emit, say
@@ -76,6 +77,7 @@ def dev_topics(settings: Settings) -> None:
     """Create wakeful's topics on the configured Kafka (idempotent)."""
     from wakeful.core import topics
 
+    _need_stack(settings, redis=False)
     created = topics.ensure_topics(settings.kafka_bootstrap, settings.partitions)
     click.echo(f"created: {', '.join(created)}" if created else "all topics exist")
 
@@ -87,6 +89,7 @@ def dev_smoke(settings: Settings, as_json: bool) -> None:
     """One Kafka produce/consume and one Redis compare-and-swap through the running stack."""
     from wakeful.devstack import smoke
 
+    _need_stack(settings)
     result = smoke.run(settings)
     emit(result, as_json, "smoke ok: " + ", ".join(f"{k}={v}" for k, v in result.items()))
 
@@ -99,6 +102,7 @@ def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
     """Print the raw limits of this stack: Kafka msgs/s, Redis latency, WATCH-CAS ops/s."""
     from wakeful.devstack import bench_infra
 
+    _need_stack(settings)
     result = bench_infra.run(settings, messages, say)
     emit(result, as_json, bench_infra.render(result))
 
@@ -110,6 +114,8 @@ def dev_acl(settings: Settings, apply: bool) -> None:
     """The ACL users for every role (ACL SETUSER lines); --apply creates them on your own Redis."""
     from wakeful.state import acl
 
+    if apply:
+        _need_stack(settings, kafka=False)
     creds = acl.ensure_credentials(settings.redis_credentials)
     commands = acl.setuser_commands(creds)
     if not apply:
@@ -196,6 +202,7 @@ def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
     """transition() throughput and p50/p99 at 1, 8 and 64 concurrent tasks, beside the raw CAS ceiling."""
     from wakeful.devstack import bench_state as bench
 
+    _need_stack(settings, kafka=False)
     result = bench.run(settings, seconds, say)
     emit(result, as_json, bench.render(result))
 
@@ -213,6 +220,7 @@ def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None)
     from wakeful.consumers import supervisor
     from wakeful.core import faults
 
+    _need_stack(settings)
     points = fault_points or os.environ.get("WAKEFUL_FAULT")
     faults.arm(points)
     stop = threading.Event()
@@ -254,6 +262,17 @@ def demo(settings: Settings) -> None:
     click.echo("demo ok: every step behaved as told")
 
 
+def _need_stack(settings: Settings, *, kafka: bool = True, redis: bool = True) -> None:
+    """A command that needs the running stack says in one line how to start it, before it does
+    anything else (never a credentials error or a client time-out)."""
+    from wakeful.devstack import stack
+
+    if redis:
+        stack.require_redis(settings)
+    if kafka:
+        stack.require_kafka(settings)
+
+
 def _status_table(servers: list[Any]) -> str:
     rows = [f"{'server':8} {'address':32} {'managed':9} {'pid':>8}  health"]
     for s in servers:
@@ -277,6 +296,9 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except WakefulError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except RedisConnectionError as exc:  # the server went away mid-command
+        click.echo(f"error: lost Redis ({exc}); `wakeful dev status` shows what is running", err=True)
         sys.exit(2)
 
 

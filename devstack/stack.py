@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from wakeful.core import topics
+from wakeful.core.errors import ServerUnavailable, StackError
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_server
 from wakeful.state.seal import Keyring
@@ -43,6 +44,39 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     if created:
         say(f"created topics: {', '.join(created)} ({settings.partitions} partitions each)")
     return status(settings)
+
+
+START_HINT = "start it with `wakeful dev up` (`wakeful demo`, `bench` and `chaos` start it themselves)"
+
+
+def require_redis(settings: Settings) -> None:
+    """Fail in one line, saying how to fix it, when a command's Redis is not there to log in to."""
+    if not redis_server.healthy(settings.redis_url):
+        hint = (
+            f"The local stack is not running: {START_HINT}."
+            if settings.runs_local_redis
+            else "Check WAKEFUL_REDIS_URL and that the server is up."
+        )
+        raise ServerUnavailable("redis", settings.redis_address, hint)
+    if settings.runs_local_redis and not settings.redis_credentials.exists():
+        raise StackError(
+            "redis",
+            f"it answers at {settings.redis_address}, but {settings.redis_credentials} is missing: "
+            f"this state dir was never set up; {START_HINT}",
+        )
+
+
+def require_kafka(settings: Settings) -> None:
+    """The same for Kafka: a port check, so a stopped broker costs no client time-out."""
+    host, _, port = settings.kafka_bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
+    if process.port_open(host, int(port)):
+        return
+    hint = (
+        f"The local stack is not running: {START_HINT}."
+        if settings.runs_local_kafka
+        else "Check WAKEFUL_KAFKA_BOOTSTRAP and that the broker is up."
+    )
+    raise ServerUnavailable("kafka", settings.kafka_bootstrap, hint)
 
 
 def down(settings: Settings, say: process.Say) -> None:
