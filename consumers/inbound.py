@@ -57,7 +57,11 @@ def judge(
     """Gate 1 for one decoded event: signature by key id, freshness, and the signer's allowed kinds."""
     if key is None:
         return Rejected(f"unknown key id {event.key_id!r}", event)
-    if not key.verify(event):
+    try:
+        verified = key.verify(event)
+    except TypeError as exc:  # JSON decoding let in what the signed encoding cannot hold (ints > 64 bits)
+        return Rejected(f"malformed event: it has no canonical signed form ({exc})", event)
+    if not verified:
         return Rejected(f"bad signature for key id {event.key_id!r}", event)
     issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
     if issued < now - max_age:
