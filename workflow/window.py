@@ -8,6 +8,7 @@ transcript, bulky tool output, credentials, anything the stage does not need.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from wakeful.authority.store import Snapshot
@@ -21,6 +22,8 @@ INSTRUCTIONS = {
     ),
 }
 EVIDENCE_LIMIT = 2000  # characters of any one evidence excerpt
+# Every delimiter starts with "<<<"; no run of three "<" may come from evidence text.
+_DELIMITER_RUN = re.compile(r"<{3,}")
 
 
 def build(
@@ -70,8 +73,13 @@ def render(window: dict[str, Any]) -> str:
     for item in window["evidence"]:
         lines += [
             f"<<<EVIDENCE ref={item['ref']} trust={item['trust']}>>>",
-            item["excerpt"],
+            _inert(item["excerpt"]),
             "<<<END EVIDENCE>>>",
         ]
     lines += ["## Tools", *(f"- {t['name']}: {t['description']}" for t in window["tools"])]
     return "\n".join(lines)
+
+
+def _inert(excerpt: str) -> str:
+    """Untrusted text that cannot close its own block or open another: "<<<" becomes "< < <"."""
+    return _DELIMITER_RUN.sub(lambda run: " ".join(run.group()), excerpt)
