@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from wakeful.core import topics
 from wakeful.core.errors import Contention, LeaseLost
 from wakeful.core.faults import fault
-from wakeful.core.log import Log
+from wakeful.core.log import Log, librdkafka_config
 from wakeful.core.retry import TRANSIENT_IO, Retry, backoff
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
@@ -57,19 +57,25 @@ def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
         # Static membership: a restarted process with the same identity takes its partitions back
         # at once instead of waiting out the dead member's session.
         static = {"group.instance.id": f"{settings.instance_id}-{group}"}
-    return static | {
-        "bootstrap.servers": settings.kafka_bootstrap,
-        "group.id": group,
-        "enable.auto.commit": True,
-        "enable.auto.offset.store": False,
-        "auto.commit.interval.ms": 200,
-        "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 5,
-        "fetch.min.bytes": 1,
-        "partition.assignment.strategy": "cooperative-sticky",
-        "session.timeout.ms": 10_000,
-        "heartbeat.interval.ms": 1_000,
-    }
+    return (
+        static
+        | librdkafka_config()
+        | {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": group,
+            # Names the role in kafka.log records and in the broker's client lists.
+            "client.id": group,
+            "enable.auto.commit": True,
+            "enable.auto.offset.store": False,
+            "auto.commit.interval.ms": 200,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 5,
+            "fetch.min.bytes": 1,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 1_000,
+        }
+    )
 
 
 def producer_config(settings: Settings) -> dict[str, Any]:
@@ -80,7 +86,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
         "linger.ms": 1,
         # The Java client's key hashing, so every producer (any client) puts a task on one partition.
         "partitioner": "murmur2_random",
-    }
+    } | librdkafka_config()
 
 
 class DeliveryFailures:

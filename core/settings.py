@@ -23,6 +23,7 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended         |
 | WAKEFUL_INSTANCE_ID           | (unset)                      | stable consumer id: restarts resume at once |
 | WAKEFUL_START_TIMEOUT         | 90                           | seconds to wait for a server to be ready    |
+| WAKEFUL_LOG_LEVEL             | warning                      | lowest Kafka client log line written        |
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from urllib.parse import urlparse
 from wakeful.core.errors import ConfigError
 
 _HEAP = re.compile(r"^[1-9][0-9]*[mMgG]$")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Settings:
     threads: int = 16
     lease_ttl_ms: int = 15_000
     instance_id: str | None = None
+    log_level: str = "warning"
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -126,7 +129,14 @@ class Settings:
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),
             instance_id=env.get("WAKEFUL_INSTANCE_ID") or None,
+            log_level=log_level_from(env),
         )
+
+
+def log_level_from(env: Mapping[str, str]) -> str:
+    """WAKEFUL_LOG_LEVEL. core/log.py reads it through here too: Kafka clients are also built where
+    no Settings object is at hand (the publisher SDK, ensure_topics)."""
+    return _choice(env, "WAKEFUL_LOG_LEVEL", "warning", LOG_LEVELS)
 
 
 def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:

@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
 
 from wakeful.core.errors import ServerUnavailable
+from wakeful.core.log import librdkafka_config
 
 EVENTS = "wakeful.events"
 WAKE = "wakeful.wake"
@@ -31,7 +32,16 @@ def ensure_topics(
     bootstrap: str, partitions: int, names: Iterable[str] = ALL, timeout: float = 30.0
 ) -> list[str]:
     """Create the topics that do not exist yet; returns the names created. Safe to run twice."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap} | librdkafka_config())
+    try:
+        return _create_missing(admin, bootstrap, partitions, names, timeout)
+    finally:
+        admin.poll(0)  # an AdminClient's log lines are written only when it is polled
+
+
+def _create_missing(
+    admin: AdminClient, bootstrap: str, partitions: int, names: Iterable[str], timeout: float
+) -> list[str]:
     try:
         existing = set(admin.list_topics(timeout=timeout).topics)
     except KafkaException as exc:

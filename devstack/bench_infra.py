@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from wakeful.core import topics
+from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
 from wakeful.devstack.process import Say
 from wakeful.state import acl
@@ -44,6 +45,7 @@ def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
             "batch.num.messages": 10_000,
             "compression.type": "none",
         }
+        | librdkafka_config()
     )
     say(f"kafka: producing {messages} x {PAYLOAD_BYTES} B messages to {topic} ...")
     started = time.perf_counter()
@@ -67,6 +69,7 @@ def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 10,
         }
+        | librdkafka_config()
     )
     consumer.subscribe([topic])
     say("kafka: consuming them back ...")
@@ -80,7 +83,7 @@ def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
         seen += sum(1 for m in batch if m.error() is None)
     consume_s = time.perf_counter() - started if started else float("inf")
     consumer.close()
-    AdminClient({"bootstrap.servers": settings.kafka_bootstrap}).delete_topics([topic])
+    AdminClient({"bootstrap.servers": settings.kafka_bootstrap} | librdkafka_config()).delete_topics([topic])
     return {
         "kafka_produce_msgs_per_s": round(messages / produce_s),
         "kafka_consume_msgs_per_s": round(seen / consume_s),

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from wakeful.bank.ledger import LedgerEntry
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.core import topics
+from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
 from wakeful.devstack.fleet import Fleet
@@ -30,7 +31,7 @@ COUNTED_TOPICS = (topics.EVENTS, topics.WAKE, topics.PROPOSALS_REQUEST, topics.P
 
 
 def _offsets(bootstrap: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets"})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets"} | librdkafka_config())
     total = 0
     for topic in COUNTED_TOPICS:
         for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:

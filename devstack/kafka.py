@@ -19,6 +19,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from wakeful.core.errors import StackError
+from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
 from wakeful.devstack import process
 
@@ -191,10 +192,13 @@ def healthy(bootstrap: str, timeout: float = 2.0) -> bool:
     host, _, port = bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
     if not process.port_open(host, int(port)):
         return False
+    admin = AdminClient({"bootstrap.servers": bootstrap} | librdkafka_config())
     try:
-        metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=timeout)
+        metadata = admin.list_topics(timeout=timeout)
     except KafkaException:
         return False
+    finally:
+        admin.poll(0)  # an AdminClient's log lines are written only when it is polled
     return bool(metadata.brokers)
 
 

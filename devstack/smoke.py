@@ -9,6 +9,7 @@ from confluent_kafka import Consumer, Producer
 
 from wakeful.core import topics
 from wakeful.core.errors import StackError
+from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
 from wakeful.state import acl
 
@@ -20,7 +21,7 @@ def run(settings: Settings, timeout: float = 30.0) -> dict[str, float]:
     topics.ensure_topics(settings.kafka_bootstrap, 1, names=[SMOKE_TOPIC])
     marker = uuid.uuid4().hex
     started = time.perf_counter()
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "acks": "all"})
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "acks": "all"} | librdkafka_config())
     producer.produce(SMOKE_TOPIC, key=marker, value=marker.encode())
     if producer.flush(timeout) != 0:
         raise StackError("kafka", f"the smoke message was not acknowledged within {timeout:.0f}s")
@@ -31,6 +32,7 @@ def run(settings: Settings, timeout: float = 30.0) -> dict[str, float]:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
         }
+        | librdkafka_config()
     )
     consumer.subscribe([SMOKE_TOPIC])
     deadline = time.monotonic() + timeout

@@ -6,7 +6,8 @@ One small interface, two clients: `ConfluentPublisher` (confluent-kafka, a nativ
 - refuse an unsigned or oversize event before anything is sent; a batch is checked whole first;
 - key each event by its routing key (correlation id, else task id) and hash it with murmur2, the Java
   client's partitioner, so one key lands on one partition whichever client sent it;
-- return only after the broker acknowledged every event (acks=all, idempotent producer).
+- return only after the broker acknowledged every event (acks=all, idempotent producer);
+- write the client library's own log lines as wakeful's `kafka.log` records (core/log.py).
 
 An event that timed out may still arrive later. Publishing it again is safe: the inbound role
 drops duplicates by event_id.
@@ -25,6 +26,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 
 from wakeful.core import topics
 from wakeful.core.errors import ConfigError, PublishError, ServerUnavailable
+from wakeful.core.log import librdkafka_config, route_client_logs
 from wakeful.schemas.events import MAX_EVENT_BYTES, SignedEvent
 
 HEADER_EVENT_ID = "event_id"
@@ -105,7 +107,7 @@ def confluent_config(bootstrap: str) -> dict[str, object]:
         "partitioner": "murmur2_random",
         # wakeful creates its topics; a mistyped topic name must fail, not appear.
         "allow.auto.create.topics": False,
-    }
+    } | librdkafka_config()
 
 
 class ConfluentPublisher:
@@ -118,6 +120,7 @@ class ConfluentPublisher:
         try:
             found = self._producer.list_topics(topic, timeout=connect_timeout).topics.get(topic)
         except KafkaException as exc:
+            self._producer.poll(0)  # write the lines that say why before the client is dropped
             raise ServerUnavailable("Kafka", bootstrap, _START_HINT) from exc
         if found is None or found.error is not None:
             raise _missing_topic(topic, bootstrap)
@@ -198,6 +201,7 @@ class KafkaPythonPublisher:
     def __init__(self, bootstrap: str, topic: str = topics.EVENTS, connect_timeout: float = 10.0) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
+        route_client_logs()
         try:
             self._producer: Any = KafkaProducer(**kafka_python_config(bootstrap, connect_timeout))
         except KafkaError as exc:
