@@ -2,9 +2,10 @@
 
 For each wake: re-verify the event's signature against the live signer registry (one pipelined
 read that also brings the live authority snapshot); take the task's lease; then one transition
-whose pure function loads nothing itself but sees the verified state: it checks policy and
-tool-catalog compatibility by the declared rule, and lets the refund workflow decide
-(authorization, bound versions and approvals, all read live). Refusals are recorded on the task.
+whose function loads nothing itself but sees the verified state and calls the pure
+`gate_rules.decide()`: a closed task takes no more events; policy and tool-catalog compatibility by
+the declared rule; then the workflow decides (authorization, bound versions, approvals and their
+deadlines, all read live). Refusals are recorded on the task and in the sender's receipt.
 
 What to do after the CAS (register a wait's deadline and correlation id, publish a
 ProposalRequest, write the receipt) is derived from the stored state, so a wake redelivered after
@@ -23,6 +24,7 @@ import redis
 from confluent_kafka import Consumer, Message, Producer
 
 from wakeful.authority.store import AuthorityStore, Snapshot, decode_signer
+from wakeful.consumers import gate_rules
 from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import (
@@ -47,7 +49,7 @@ from wakeful.state import keys, wiring
 from wakeful.state.lease import Lease, Leases
 from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import compat, refund, window
+from wakeful.workflow import refund, window
 
 TENANT = "default"
 BACKLOG_ALLOWANCE = timedelta(hours=1)
@@ -63,10 +65,11 @@ class Wake:
 
 
 class _NoWrite(Exception):
-    """The decision changes nothing (a deadline not due, "run" on a ready task)."""
+    """The decision changes nothing (a deadline not due, "run" on a ready task, a closed task)."""
 
-    def __init__(self, checkpoint: Checkpoint) -> None:
+    def __init__(self, checkpoint: Checkpoint, rejected: str | None = None) -> None:
         self.checkpoint = checkpoint
+        self.rejected = rejected
 
 
 class _Incompatible(Exception):
@@ -131,7 +134,10 @@ class Gate:
         if event is None:
             return Wake(envelope, None, None, auth, evidence)
         key, kinds = decode_signer(event.key_id, signer) if signer else (None, frozenset[str]())
-        refused = _misaddressed(event, envelope, key is not None and key.verify(event), kinds, self.max_lag)
+        verified = key is not None and key.verify(event)
+        refused = gate_rules.misaddressed(
+            event, envelope, verified, kinds, max_lag=self.max_lag, now=datetime.now(UTC)
+        )
         if refused or key is None:
             self._dead(msg, refused or "no signer")
             return None
@@ -142,31 +148,21 @@ class Gate:
         now = datetime.now(UTC)
         if event is not None and event.kind == events.CREATE:
             return self._create(wake, now)
-        refusal: list[refund.Refusal] = []
+        refusal: list[str] = []
         started = (
             self._started(env.task_id) if event is not None and event.kind == events.AMEND else frozenset()
         )
 
         def decide(cp: Checkpoint) -> Checkpoint:
             refusal.clear()
-            checked = compat.check(cp, auth)
-            if isinstance(checked, str):
-                raise _Incompatible(checked)
-            if event is None:
-                due = refund.deadline(checked, now)
-                if due is None:
-                    raise _NoWrite(cp)
-                return due
-            decided = self._decide(checked, event, wake.principal or "", auth, now, started=started)
-            if decided is None:
-                raise _NoWrite(cp)
-            if isinstance(decided, refund.Refusal):
-                refusal.append(decided)
-                return (
-                    refund.review(checked, decided.reason)
-                    if decided.review
-                    else refund.refused(checked, decided.reason)
-                )
+            decided = gate_rules.decide(cp, event, wake.principal or "", auth, now, started=started)
+            if isinstance(decided, gate_rules.Incompatible):
+                raise _Incompatible(decided.detail)
+            if decided is None or isinstance(decided, gate_rules.Rejected):
+                raise _NoWrite(cp, decided.reason if decided else None)
+            if isinstance(decided, gate_rules.Refused):
+                refusal.append(decided.reason)
+                return decided.checkpoint
             return decided
 
         def receipt(new: Checkpoint) -> list[tuple[Any, ...]]:
@@ -174,7 +170,7 @@ class Gate:
             if event is None:
                 return []
             if refusal:
-                return [_receipt_write(event, "rejected", refusal[0].reason, new)]
+                return [_receipt_write(event, "rejected", refusal[0], new)]
             return [_receipt_write(event, "accepted", f"task is {new.stage.value}", new)]
 
         try:
@@ -194,6 +190,8 @@ class Gate:
                 return self._follow_up(cp, wake)
         except _NoWrite as nothing:
             cp = nothing.checkpoint
+            if nothing.rejected is not None:  # a closed task: tell the sender at once, change nothing
+                return self._finish(event, "rejected", nothing.rejected, cp.task_id, None)
         except TaskNotFound:
             return self._finish(event, "rejected", f"no task {env.task_id}", env.task_id, None)
         except (TaskQuarantined, IntegrityError) as exc:
@@ -208,7 +206,7 @@ class Gate:
         else:
             fault("gate.after_cas")
             status, reason = (
-                ("rejected", refusal[0].reason) if refusal else ("accepted", f"task is {cp.stage.value}")
+                ("rejected", refusal[0]) if refusal else ("accepted", f"task is {cp.stage.value}")
             )
             if event is None:
                 self.log(
@@ -226,34 +224,6 @@ class Gate:
         self._finish(event, "accepted", f"task is {cp.stage.value}", cp.task_id, cp)
         return self._follow_up(cp, wake)
 
-    def _decide(
-        self,
-        cp: Checkpoint,
-        event: SignedEvent,
-        principal: str,
-        auth: Snapshot,
-        now: datetime,
-        *,
-        started: frozenset[str] = frozenset(),
-    ) -> Checkpoint | refund.Refusal | None:
-        if event.kind == events.APPROVE:
-            return refund.approve(
-                cp, principal, event.payload.get("version"), auth, now, correlation_id=event.correlation_id
-            )
-        if event.kind == events.AMEND:
-            if principal != refund.requester(cp):
-                return refund.Refusal(f"{principal} did not request this refund and may not amend it")
-            if refund.op_key(cp) in started:
-                return refund.Refusal(
-                    f"the refund for version {cp.business.version} has started; amending now could pay twice"
-                )
-            return refund.amend(cp, event.payload, auth, now)
-        if event.kind == events.RUN:
-            return refund.run(cp)
-        if event.kind == events.REOPEN:
-            return refund.reopen(cp, event.payload, auth, now)
-        return refund.Refusal(f"{event.kind} does not apply to an existing task")
-
     def _started(self, task_id: str) -> frozenset[str]:
         """Op keys whose refund has started (an intent that did not fail): money may have moved.
         Read under the gate's lease; an executor that lost its lease cannot add one (begin checks)."""
@@ -269,17 +239,19 @@ class Gate:
         if isinstance(decided, refund.Refusal):
             return self._finish(event, "rejected", decided.reason, task_id, None)
         note = event.payload.get("note")
+        evidence: dict[str, str] = {}
         if isinstance(note, str) and note:
-            ref = f"evidence:{task_id}:note"
-            self.client.hset(keys.evidence(task_id), ref, note[:10_000])
-            wake = Wake(wake.envelope, event, wake.principal, wake.auth, {ref: note[:10_000]})
+            evidence = {f"evidence:{task_id}:note": note[:10_000]}
+            wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence)
+
+        def also(new: Checkpoint) -> list[tuple[Any, ...]]:
+            """The evidence and the receipt, in the transaction that creates the task: a create that
+            loses (the task exists) writes neither."""
+            writes = [("HSET", keys.evidence(task_id), *kv) for kv in evidence.items()]
+            return [*writes, _receipt_write(event, "accepted", f"task is {new.stage.value}", new)]
+
         try:
-            cp = self.store.create(
-                decided,
-                event.event_id,
-                _detail(event),
-                also=lambda new: [_receipt_write(event, "accepted", f"task is {new.stage.value}", new)],
-            ).checkpoint
+            cp = self.store.create(decided, event.event_id, _detail(event), also=also).checkpoint
         except TaskExists:
             return self._finish(event, "rejected", f"task {task_id} already exists", task_id, None)
         fault("gate.after_cas")
@@ -326,26 +298,6 @@ class Gate:
     def _dead(self, msg: Message, reason: str) -> None:
         assert self.runner is not None
         self.runner.dead_letter(msg, reason)
-
-
-def _misaddressed(
-    event: SignedEvent, envelope: Envelope, verified: bool, kinds: frozenset[str], max_lag: timedelta
-) -> str | None:
-    """Why a wake must not be trusted, or None: a signed event only authorizes what it names."""
-    if not verified:
-        return f"wake carries an event whose signature does not verify ({event.key_id})"
-    if event.event_id != envelope.message_id:
-        return "wake message id does not match its event"
-    if event.task_id is not None and event.task_id != envelope.task_id:
-        return f"wake for task {envelope.task_id} carries an event signed for task {event.task_id}"
-    if event.kind not in kinds:
-        return f"key {event.key_id} may not send {event.kind}"
-    issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
-    if issued < datetime.now(UTC) - max_lag:
-        return (
-            f"wake carries an event issued {issued.isoformat()}, older than the door's max age plus backlog"
-        )
-    return None
 
 
 def _receipt_write(

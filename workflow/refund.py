@@ -25,6 +25,7 @@ ESCALATE_TO = "ops-lead"
 APPROVERS_REF = "role:approver"  # resolved live against Authority at every resume
 AGENT_ID = "refund-agent"
 TOOL = "refund"
+SCOPE = "refund.execute"  # the one action a refund approval permits
 MAX_ATTEMPTS = 3
 
 
@@ -134,21 +135,42 @@ def approve(
         return Refusal("no approval is pending for this version")
     if correlation_id is not None and correlation_id != wait.correlation_id:
         return Refusal("the approval answers another wait (correlation id mismatch)")
+    if now >= wait.deadline:  # the deadline's owner decides now, not a late approver
+        return Refusal(
+            f"the approval wait's deadline {wait.deadline.isoformat()} has passed; "
+            f"it is now for its owner ({wait.on_deadline})"
+        )
     approval = Approval(
         object="refund",
         object_version=cp.business.version,
         object_digest=terms(cp),
         approver_ref=principal,
-        scope="refund.execute",
+        scope=SCOPE,
         expires_at=now + APPROVAL_TTL,
     )
     cp = cp.model_copy(update={"execution": cp.execution.model_copy(update={"pending_waits": ()})})
     return _with(cp, stage=Stage.READY, approval=approval, last_refusal=None)
 
 
-def amend(cp: Checkpoint, payload: dict[str, Any], auth: Snapshot, now: datetime) -> Checkpoint | Refusal:
+def amend(
+    cp: Checkpoint,
+    principal: str,
+    payload: dict[str, Any],
+    auth: Snapshot,
+    now: datetime,
+    *,
+    started: frozenset[str] = frozenset(),
+) -> Checkpoint | Refusal:
+    """Only the requester may amend, and never once the current version's refund has started
+    (started: op keys with an intent that did not fail; money may have moved)."""
     if cp.stage in (Stage.CLOSED, Stage.QUARANTINED):
         return Refusal(f"task is {cp.stage.value}; it cannot be amended")
+    if principal != requester(cp):
+        return Refusal(f"{principal} did not request this refund and may not amend it")
+    if op_key(cp) in started:
+        return Refusal(
+            f"the refund for version {cp.business.version} has started; amending now could pay twice"
+        )
     amount = payload.get("amount")
     if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
         return Refusal(f"amount must be a positive whole number, got {amount!r}")
@@ -223,10 +245,12 @@ def check_proposal(
                 f"approval is for version {approval.object_version}, task is now version {b.version}",
                 review=True,
             )
+        if approval.scope != SCOPE:
+            return Refusal(f"the approval is for {approval.scope!r}, not {SCOPE!r}", review=True)
         if approval.expired(now):
             return Refusal("the approval has expired", review=True)
-        if approval.consumed:
-            return Refusal("the approval was already used", review=True)
+        if approval.single_use and approval.consumed:
+            return Refusal("the single-use approval was already used", review=True)
     decision = authorize(
         approval.approver_ref if approval else requester(cp),
         "refund",

@@ -1,0 +1,118 @@
+"""The gate's decisions as pure functions: (wake, verified state, live authority, now) -> decision.
+
+`misaddressed()` re-checks a wake's signed event behind the door; `decide()` says what one wake does
+to one task. Neither reads or writes anything: the gate loads, calls them inside its
+compare-and-swap, and writes what they return, so every rule here is tested without Kafka or Redis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from wakeful.authority.store import Snapshot
+from wakeful.schemas import events
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.workflow import compat, refund
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Refused without touching the task (it takes no more events); only the sender is told."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Refused, and the refusal recorded on the task: checkpoint is what to write (in needs_review
+    when the workflow asked for a person)."""
+
+    checkpoint: Checkpoint
+    reason: str
+
+
+@dataclass(frozen=True)
+class Incompatible:
+    """Gate 4 failed: the task started under versions the declared rules do not carry forward."""
+
+    detail: str
+
+
+# What one wake does: a new checkpoint to write; a refusal recorded on the task; a rejection that
+# writes nothing; a quarantine; or None (nothing to do: a deadline not due, "run" on a ready task).
+Decision = Checkpoint | Refused | Rejected | Incompatible | None
+
+
+def decide(
+    cp: Checkpoint,
+    event: SignedEvent | None,
+    principal: str,
+    auth: Snapshot,
+    now: datetime,
+    *,
+    started: frozenset[str] = frozenset(),
+) -> Decision:
+    """Gates 4 and 5 and the workflow's rule for one wake. event None is a deadline wake;
+    started holds the op keys whose side effect has begun (money may have moved)."""
+    if cp.stage.terminal:
+        return Rejected(f"task is {cp.stage.value}; it accepts no more events")
+    checked = compat.check(cp, auth)
+    if isinstance(checked, str):
+        return Incompatible(checked)
+    if event is None:
+        return refund.deadline(checked, now)
+    decided = _workflow(checked, event, principal, auth, now, started=started)
+    if isinstance(decided, refund.Refusal):
+        record = refund.review if decided.review else refund.refused
+        return Refused(record(checked, decided.reason), decided.reason)
+    return decided
+
+
+def _workflow(
+    cp: Checkpoint,
+    event: SignedEvent,
+    principal: str,
+    auth: Snapshot,
+    now: datetime,
+    *,
+    started: frozenset[str],
+) -> Checkpoint | refund.Refusal | None:
+    payload = event.payload
+    if event.kind == events.APPROVE:
+        version = payload.get("version")
+        return refund.approve(cp, principal, version, auth, now, correlation_id=event.correlation_id)
+    if event.kind == events.AMEND:
+        return refund.amend(cp, principal, payload, auth, now, started=started)
+    if event.kind == events.RUN:
+        return refund.run(cp)
+    if event.kind == events.REOPEN:
+        return refund.reopen(cp, payload, auth, now)
+    return refund.Refusal(f"{event.kind} does not apply to an existing task")
+
+
+def misaddressed(
+    event: SignedEvent,
+    envelope: Envelope,
+    verified: bool,
+    kinds: frozenset[str],
+    *,
+    max_lag: timedelta,
+    now: datetime,
+) -> str | None:
+    """Why a wake must not be trusted, or None: a signed event only authorizes what it names."""
+    if not verified:
+        return f"wake carries an event whose signature does not verify ({event.key_id})"
+    if event.event_id != envelope.message_id:
+        return "wake message id does not match its event"
+    if event.task_id is not None and event.task_id != envelope.task_id:
+        return f"wake for task {envelope.task_id} carries an event signed for task {event.task_id}"
+    if event.kind not in kinds:
+        return f"key {event.key_id} may not send {event.kind}"
+    issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
+    if issued < now - max_lag:
+        return (
+            f"wake carries an event issued {issued.isoformat()}, older than the door's max age plus backlog"
+        )
+    return None

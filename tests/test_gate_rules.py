@@ -1,0 +1,192 @@
+"""The gate's own decisions, pure: what one wake does to one task, and when a wake is not trusted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wakeful.authority.store import Snapshot
+from wakeful.consumers import gate_rules
+from wakeful.consumers.gate_rules import Incompatible, Refused, Rejected
+from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
+from wakeful.schemas import events
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.schemas.stage import Stage
+from wakeful.workflow import refund
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+AUTH = Snapshot(approvers=frozenset({"alice"}), limit=1000)
+PRIVATE = Ed25519PrivateKey.generate()
+SIGNER = Ed25519Signer("key-alice", PRIVATE)
+KEY = VerifyKey(
+    "key-alice", "ed25519", PRIVATE.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw), "alice"
+)
+LAG = timedelta(minutes=65)
+
+
+def task(amount: int = 2500, stage: Stage | None = None) -> Checkpoint:
+    cp = refund.create("t-1", "svc", "default", {"amount": amount}, auth=AUTH, now=NOW)
+    assert isinstance(cp, Checkpoint)
+    return refund._with(cp, stage=stage) if stage else cp
+
+
+def event(kind: str, payload: dict[str, Any] | None = None, **fields: Any) -> SignedEvent:
+    return sign_event(SIGNER, kind, payload or {}, task_id=fields.pop("task_id", "t-1"), **fields)
+
+
+def decide(cp: Checkpoint, ev: SignedEvent | None, who: str = "alice", **kw: Any) -> gate_rules.Decision:
+    return gate_rules.decide(cp, ev, who, kw.pop("auth", AUTH), kw.pop("now", NOW), **kw)
+
+
+# ---- decide --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", [Stage.CLOSED, Stage.QUARANTINED])
+@pytest.mark.parametrize(
+    ("kind", "payload"),
+    [
+        (events.RUN, {}),
+        (events.APPROVE, {"version": 1}),
+        (events.AMEND, {"amount": 10}),
+        (events.REOPEN, {}),
+    ],
+)
+def test_event_for_a_finished_task_is_rejected_without_a_write_and_says_so(
+    stage: Stage, kind: str, payload: dict[str, Any]
+) -> None:
+    out = decide(task(stage=stage), event(kind, payload), who="svc")
+    assert out == Rejected(f"task is {stage.value}; it accepts no more events")
+
+
+def test_finished_task_is_not_quarantined_for_a_policy_change_it_no_longer_runs_under() -> None:
+    moved = Snapshot(approvers=AUTH.approvers, limit=1000, tool_catalog="catalog-9")
+    assert isinstance(decide(task(stage=Stage.CLOSED), event(events.RUN), auth=moved), Rejected)
+
+
+def test_deadline_wake_for_a_finished_task_does_nothing_visible() -> None:
+    assert isinstance(decide(task(stage=Stage.CLOSED), None, now=NOW + timedelta(days=30)), Rejected)
+
+
+@pytest.mark.parametrize(
+    ("compat", "expect"),
+    [
+        ({"tool_catalog": "quarantine"}, "quarantine"),
+        ({"tool_catalog": "pin"}, "catalog-1"),
+        ({"tool_catalog": "migrate"}, "catalog-2"),
+    ],
+)
+def test_changed_tool_catalog_follows_the_declared_rule(compat: dict[str, str], expect: str) -> None:
+    auth = Snapshot(approvers=AUTH.approvers, limit=1000, tool_catalog="catalog-2", compat=compat)
+    out = decide(task(), event(events.APPROVE, {"version": 1}), auth=auth)
+    if expect == "quarantine":
+        assert out == Incompatible("tool_catalog catalog-1 -> catalog-2 (quarantine)")
+    else:
+        assert isinstance(out, Checkpoint) and out.versions.tool_catalog == expect
+
+
+def test_accepted_approval_is_the_next_checkpoint() -> None:
+    out = decide(task(), event(events.APPROVE, {"version": 1}))
+    assert isinstance(out, Checkpoint) and out.stage is Stage.READY and out.business.approval is not None
+
+
+def test_refusal_is_recorded_on_the_task_without_moving_it() -> None:
+    out = decide(task(), event(events.APPROVE, {"version": 1}), who="mallory")
+    assert isinstance(out, Refused) and out.reason == "not an authorised approver"
+    assert out.checkpoint.stage is Stage.AWAITING_APPROVAL
+    assert out.checkpoint.business.last_refusal == "not an authorised approver"
+
+
+def test_amend_by_anyone_but_the_requester_is_refused() -> None:
+    out = decide(task(), event(events.AMEND, {"amount": 5}), who="alice")
+    assert isinstance(out, Refused) and "may not amend it" in out.reason
+
+
+def test_amend_once_the_refund_started_is_refused() -> None:
+    cp = task(300, stage=Stage.READY)
+    out = decide(cp, event(events.AMEND, {"amount": 5}), who="svc", started=frozenset({refund.op_key(cp)}))
+    assert isinstance(out, Refused) and "could pay twice" in out.reason
+    assert out.checkpoint.business.amount == 300
+
+
+def test_run_on_a_ready_task_writes_nothing() -> None:
+    assert decide(task(300), event(events.RUN), who="svc") is None
+
+
+def test_late_approval_is_refused_and_leaves_the_deadline_to_its_owner() -> None:
+    late = NOW + refund.DEFAULT_WAIT + timedelta(seconds=1)
+    out = decide(task(), event(events.APPROVE, {"version": 1}), now=late)
+    assert isinstance(out, Refused) and "has passed" in out.reason
+    assert out.checkpoint.stage is Stage.AWAITING_APPROVAL
+
+
+def test_deadline_wake_escalates_only_when_due() -> None:
+    assert decide(task(), None, now=NOW + timedelta(hours=1)) is None
+    due = decide(task(), None, now=NOW + refund.DEFAULT_WAIT)
+    assert isinstance(due, Checkpoint) and due.stage is Stage.NEEDS_REVIEW
+
+
+def test_create_on_an_existing_task_is_refused() -> None:
+    out = decide(task(), event(events.CREATE, {"amount": 1}), who="svc")
+    assert isinstance(out, Refused) and out.reason == "task.create does not apply to an existing task"
+
+
+# ---- misaddressed: a wake is only as good as the signed event inside it ---------------------------
+
+
+def wake_for(ev: SignedEvent, **override: Any) -> Envelope:
+    fields: dict[str, Any] = {
+        "message_id": ev.event_id,
+        "task_id": ev.task_id or "t-1",
+        "task_version": 0,
+        "kind": "wake",
+        "created_at": NOW,
+        "trace_id": ev.event_id,
+        "payload": {"reason": "event"},
+    }
+    return Envelope(**(fields | override))
+
+
+def misaddressed(ev: SignedEvent, env: Envelope, kinds: frozenset[str] = frozenset({events.APPROVE})) -> Any:
+    return gate_rules.misaddressed(ev, env, KEY.verify(ev), kinds, max_lag=LAG, now=NOW)
+
+
+def test_wake_carrying_a_genuine_fresh_event_for_its_task_is_trusted() -> None:
+    ev = event(events.APPROVE, {"version": 1}, issued_at=NOW)
+    assert misaddressed(ev, wake_for(ev)) is None
+
+
+def test_wake_whose_event_was_edited_is_refused() -> None:
+    ev = event(events.APPROVE, {"version": 1}, issued_at=NOW)
+    edited = ev.model_copy(update={"payload": {"version": 2}})
+    assert "does not verify" in misaddressed(edited, wake_for(edited))
+
+
+def test_wake_that_readdresses_a_signed_event_to_another_task_is_refused() -> None:
+    ev = event(events.APPROVE, {"version": 1}, issued_at=NOW)
+    assert "signed for task t-1" in misaddressed(ev, wake_for(ev, task_id="t-2"))
+
+
+def test_wake_whose_message_id_is_not_its_events_id_is_refused() -> None:
+    ev = event(events.APPROVE, {"version": 1}, issued_at=NOW)
+    assert misaddressed(ev, wake_for(ev, message_id="close:REFUND:t-1:v1")) == (
+        "wake message id does not match its event"
+    )
+
+
+def test_wake_carrying_a_kind_the_key_may_not_send_is_refused() -> None:
+    ev = event(events.AMEND, {"amount": 1}, issued_at=NOW)
+    assert misaddressed(ev, wake_for(ev)) == f"key key-alice may not send {events.AMEND}"
+
+
+@given(age=st.integers(min_value=0, max_value=10 * 24 * 3600))
+def test_wake_is_trusted_exactly_while_its_event_is_within_max_age_plus_backlog(age: int) -> None:
+    ev = event(events.APPROVE, {"version": 1}, issued_at=NOW - timedelta(seconds=age))
+    refused = misaddressed(ev, wake_for(ev))
+    assert (refused is None) == (timedelta(seconds=age) <= LAG)
