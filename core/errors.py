@@ -126,6 +126,12 @@ class RollbackDetected(IntegrityError):
     reason_code = "rollback"
 
 
+class UnreadableState(IntegrityError):
+    """The blob verifies, but no code here can read its schema version (newer, or no migration path)."""
+
+    reason_code = "schema"
+
+
 class TaskQuarantined(StateError):
     """The task was quarantined earlier; it stays parked until an operator acts."""
 

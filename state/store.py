@@ -23,6 +23,7 @@ import redis
 
 from wakeful.core.errors import (
     Contention,
+    DecodeError,
     IntegrityError,
     LeaseLost,
     PermissionRefused,
@@ -32,6 +33,7 @@ from wakeful.core.errors import (
     TaskExists,
     TaskNotFound,
     TaskQuarantined,
+    UnreadableState,
 )
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord
@@ -208,7 +210,10 @@ class Store:
                 raise TamperedState(
                     task_id, f"blob version {head.state_version} is ahead of counter {counter}"
                 )
-            checkpoint = Checkpoint.decode(plain)
+            try:
+                checkpoint = Checkpoint.decode(plain)
+            except DecodeError as exc:  # gate 3: a schema version no migration knows never resumes
+                raise UnreadableState(task_id, f"{exc.reason}; a person must migrate or discard it") from exc
             if checkpoint.task_id != task_id or checkpoint.state_version != head.state_version:
                 raise TamperedState(task_id, "the sealed content disagrees with its header")
         except IntegrityError as exc:
