@@ -33,7 +33,9 @@ def authorize(principal: str, action: str, resource: dict[str, Any], context: Sn
     if action in ("create", "amend", "run", "reopen"):
         return ALLOW  # the signer's key is registered for this event kind (checked at the door)
     if action == "refund":
-        amount = int(resource.get("amount", 0))
+        amount = resource.get("amount")
+        if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
+            return Decision(False, f"a refund needs a positive whole amount, got {amount!r}")
         if amount <= context.limit:
             return ALLOW
         approver = resource.get("approver")
@@ -41,5 +43,7 @@ def authorize(principal: str, action: str, resource: dict[str, Any], context: Sn
             return Decision(False, f"a refund of {amount} needs an approval (limit {context.limit})")
         if approver not in context.approvers:
             return Decision(False, f"approver {approver} is no longer authorised")
+        if approver == resource.get("requester"):
+            return Decision(False, "a requester cannot approve their own refund")
         return ALLOW
     return Decision(False, f"unknown action {action!r}")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wakeful.authority.policy import authorize
+from wakeful.authority.policy import Decision, authorize
 from wakeful.authority.store import Snapshot
 
 APPROVERS = frozenset({"bob", "carol"})
@@ -126,9 +126,26 @@ def test_a_refund_is_allowed_exactly_within_the_limit_or_with_a_live_approver(
     amount: int, limit: int, approver: str | None, approvers: frozenset[str]
 ) -> None:
     decision = authorize("alice", "refund", refund(amount, approver), snapshot(approvers, limit))
-    assert decision.allowed is (amount <= limit or approver in approvers)
+    # refund() names alice as the requester: she never approves her own refund.
+    assert decision.allowed is (amount <= limit or (approver in approvers and approver != "alice"))
     if not decision.allowed:
-        assert str(amount) in decision.reason or f"approver {approver}" in decision.reason
+        assert (
+            str(amount) in decision.reason
+            or f"approver {approver}" in decision.reason
+            or "cannot approve their own" in decision.reason
+        )
+
+
+def test_an_approval_by_the_requester_never_permits_their_own_refund() -> None:
+    decision = authorize("bob", "refund", refund(5000, approver="bob", requester="bob"), LIVE)
+    assert decision == Decision(False, "a requester cannot approve their own refund")
+
+
+@pytest.mark.parametrize("amount", [None, 0, -1, True, "5", 2.5])
+def test_a_refund_without_a_positive_whole_amount_is_denied(amount: object) -> None:
+    resource = {**TASK, "requester": "bob", "amount": amount, "approver": None}
+    decision = authorize("bob", "refund", resource, LIVE)
+    assert not decision.allowed and "positive whole amount" in decision.reason
 
 
 @settings(max_examples=100, deadline=None)
