@@ -107,6 +107,13 @@ def test_the_standing_instructions_are_those_of_the_tasks_policy_version() -> No
     assert render(built).startswith("## Instructions (policy refund-policy-1)\n")
 
 
+def test_fallback_instructions_are_labelled_with_the_policy_they_come_from() -> None:
+    # A task pinned to a policy this build has no instructions for must not be shown another
+    # policy's text under its own policy's name.
+    built = build(checkpoint(policy="refund-policy-7"), AUTH, [], {}, [])
+    assert built["instructions"] == {"policy": "refund-policy-1", "text": INSTRUCTIONS["refund-policy-1"]}
+
+
 def test_the_task_card_is_rendered_from_progress_fields() -> None:
     assert window()["task_card"] == {
         "task_id": "t-42",

@@ -30,11 +30,11 @@ def build(
     cp: Checkpoint, auth: Snapshot, recent: list[str], evidence: dict[str, str], memory: list[dict[str, Any]]
 ) -> dict[str, Any]:
     b = cp.business
+    # Instructions for a policy this build does not know fall back to the first policy's, and are
+    # labelled as what they are, never as the task's policy.
+    policy = cp.versions.policy if cp.versions.policy in INSTRUCTIONS else "refund-policy-1"
     return {
-        "instructions": {
-            "policy": cp.versions.policy,
-            "text": INSTRUCTIONS.get(cp.versions.policy, INSTRUCTIONS["refund-policy-1"]),
-        },
+        "instructions": {"policy": policy, "text": INSTRUCTIONS[policy]},
         "task_card": {
             "task_id": cp.task_id,
             "stage": b.stage.value,
