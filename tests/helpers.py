@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import redis
+from confluent_kafka import Consumer, TopicPartition
 
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
 from wakeful.schemas.stage import Stage
@@ -118,3 +121,39 @@ def refund_proposal(task_id: str, state_version: int, amount: int) -> Any:
         trace_id=f"test:{task_id}",
         payload=body.model_dump(mode="json"),
     )
+
+
+def topic_marks(bootstrap: str, topic: str) -> list[TopicPartition]:
+    """Each partition's end offset now: read from here to see only what happens next."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "offsets-probe"})
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return [
+            TopicPartition(topic, p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+            for p in parts
+        ]
+    finally:
+        consumer.close()
+
+
+def wait_dead_letter(
+    bootstrap: str, since: list[TopicPartition], task_id: str, source: str, timeout: float = 60
+) -> dict[str, Any] | None:
+    """The first dead letter that `source` wrote for task_id after `since` (see topic_marks), or None
+    if there is none within timeout seconds."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"dlq-{uuid.uuid4().hex}", "enable.auto.commit": False}
+    )
+    consumer.assign(since)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.5):
+                if msg.error() is not None:
+                    continue
+                letter: dict[str, Any] = orjson.loads(msg.value() or b"{}")
+                if letter.get("task_id") == task_id and letter.get("source") == source:
+                    return letter
+        return None
+    finally:
+        consumer.close()

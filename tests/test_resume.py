@@ -10,12 +10,14 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
+import orjson
 import pytest
 from confluent_kafka import Message, Producer
-from helpers import command, raw_get, refund_proposal, start_fleet
+from helpers import command, raw_get, refund_proposal, start_fleet, topic_marks, wait_dead_letter
 
 from wakeful.bank.ledger import Bank
 from wakeful.cli.client import REQUESTER, Client
@@ -67,11 +69,15 @@ def test_events_out_of_order_are_refused_then_the_right_order_applies(client: Cl
     assert [e["amount"] for e in client.wait_settled(task_id)["ledger"]] == [3000]
 
 
-def test_approve_amend_then_the_old_approval_is_refused(client: Client, fleet: Fleet) -> None:
+def test_approve_amend_then_the_old_approval_is_refused(
+    client: Client, fleet: Fleet, kafka_bootstrap: str
+) -> None:
     fleet.stop_role("executor")  # the approved v1 must not run before the amendment lands
+    since = topic_marks(kafka_bootstrap, topics.DLQ)
     try:
         task_id, _ = client.new_task(2500)
         assert client.approve(task_id, "alice", 1)["status"] == "accepted"
+        decided_on = client.show(task_id)["state_version"]  # the proposal for version 1 carries this
         amended = client.amend(task_id, 2600)
         assert (amended["stage"], amended["version"]) == ("awaiting_approval", 2)
         assert client.show(task_id)["approval"] is None  # the amendment voided it
@@ -79,7 +85,10 @@ def test_approve_amend_then_the_old_approval_is_refused(client: Client, fleet: F
         assert again["reason"] == "approval is for version 1, task is now version 2"
     finally:
         fleet.start_role("executor")
-    time.sleep(3)  # the proposal queued for version 1 reaches the executor and is refused as stale
+    # The proposal queued for version 1 reaches the executor and is refused as stale.
+    letter = wait_dead_letter(kafka_bootstrap, since, task_id, "executor")
+    assert letter is not None, "the executor never refused the proposal queued for version 1"
+    assert letter["reason"].startswith(f"stale proposal: decided on state_version {decided_on},"), letter
     shown = client.show(task_id)
     assert shown["stage"] == "awaiting_approval" and shown["ledger"] == []
 
@@ -153,7 +162,7 @@ def test_deadline_escalation_is_loud_and_recoverable_and_no_ttl_drops_the_wait(
 
 
 def test_same_task_woken_from_two_executors_at_once_has_one_effect(
-    client: Client, fleet: Fleet, settings: Settings
+    client: Client, fleet: Fleet, settings: Settings, kafka_bootstrap: str
 ) -> None:
     fleet.stop_role("executor")  # the fleet's executor joins late: a third contender
     task_id, _ = client.new_task(300)
@@ -193,8 +202,14 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
     assert sorted(finished) == ["ex-0", "ex-1"]  # both ran to the end: one paid, one was refused
     assert len(letters) == 1 and letters[0].startswith("stale proposal"), letters
     assert len(client.bank.entries(task_id)) == 1
+    since = topic_marks(kafka_bootstrap, topics.DLQ)
     fleet.start_role("executor")
-    time.sleep(2)  # its copy of the proposal arrives after the close and is refused as stale
+    # Its copy of the proposal arrives after the close and is refused as stale.
+    letter = wait_dead_letter(kafka_bootstrap, since, task_id, "executor")
+    assert letter is not None, "the fleet's executor never refused its copy of the proposal"
+    assert letter["reason"].startswith(
+        f"stale proposal: decided on state_version {proposal.task_version},"
+    ), letter
     shown = client.wait_settled(task_id)
     assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
 
@@ -206,13 +221,19 @@ def test_worker_paused_past_its_lease_is_refused_by_fencing(client: Client, flee
         assert wait_until(lambda: _state(paused.pid) == "T", 30, interval=0.05), (
             "the executor never paused at its intent"
         )
-        time.sleep(LEASE_TTL_MS / 1000 + 0.5)  # paused past its lease (a GC pause, SIGSTOP, a slow disk)
+        # Paused past its lease (a GC pause, SIGSTOP, a slow disk): Redis has expired it.
+        assert wait_until(lambda: client.admin.pttl(keys.lease(task_id)) == -2, 30, interval=0.05), (
+            "the paused executor's lease never expired"
+        )
         fleet.start_role("executor")  # same identity: it takes over the partition at once
         shown = client.wait_settled(task_id, 60)
         assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
         newer_fence = shown["ledger"][0]["fence"]
         os.kill(paused.pid, signal.SIGCONT)  # the old holder wakes up and carries on with its stale fence
-        time.sleep(2)
+        refused = f"older than fence {newer_fence} already seen downstream"  # the bank's FencedOff
+        assert wait_until(
+            lambda: _logged(fleet.dir / "executor.log", "runner.retry", task_id, refused), 60
+        ), "the executor that woke up was never refused by the bank's fence"
     finally:
         if paused.poll() is None:
             paused.send_signal(signal.SIGCONT)
@@ -224,8 +245,6 @@ def test_worker_paused_past_its_lease_is_refused_by_fencing(client: Client, flee
         and len(shown["ledger"]) == 1
         and shown["ledger"][0]["fence"] == newer_fence
     )
-    log = (fleet.dir / "executor.log").read_text()
-    assert "FencedOff" in log or "fence" in log.lower()
 
 
 def test_redis_and_kafka_restarted_mid_run_every_task_finishes_once(
@@ -251,6 +270,22 @@ def test_redis_and_kafka_restarted_mid_run_every_task_finishes_once(
         shown = client.wait_stage(task_id, {Stage.CLOSED}, timeout=120)
         assert shown["stage"] == "closed" and len(shown["ledger"]) == 1, shown
     assert all(fleet.alive(role) for role in fleet.roles)
+
+
+def _logged(path: Path, event: str, *needles: str) -> bool:
+    """Whether a structured log line for `event` in path mentions every needle."""
+    for line in path.read_bytes().splitlines():
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # a fault point's notice, a traceback, or a line still being written
+        if (
+            isinstance(record, dict)
+            and record.get("event") == event
+            and all(n.encode() in line for n in needles)
+        ):
+            return True
+    return False
 
 
 def _state(pid: int) -> str:

@@ -27,6 +27,7 @@ from wakeful.core.errors import (
     TaskQuarantined,
 )
 from wakeful.core.settings import Settings
+from wakeful.devstack.process import wait_until
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.stage import Stage
 from wakeful.state import acl, keys, wiring
@@ -145,12 +146,17 @@ def test_illegal_transition_raises_and_writes_nothing(gate_store: Store, leases:
     assert final.state_version == 3 and final.stage is Stage.CLOSED
 
 
-def test_worker_whose_lease_expired_cannot_write(settings: Settings, gate_store: Store) -> None:
+def test_worker_whose_lease_expired_cannot_write(
+    settings: Settings, gate_store: Store, redis_client: redis.Redis
+) -> None:
     cp = created(gate_store)
     slow = Leases(acl.connect(settings, "gate"), owner="paused-worker", ttl_ms=200)
     fast = wiring.leases_for(settings, "gate", owner="next-worker")
     stale = slow.acquire(cp.task_id)
-    time.sleep(0.3)  # paused past its TTL (a GC pause, SIGSTOP, a slow disk)
+    # Paused past its TTL (a GC pause, SIGSTOP, a slow disk): Redis has expired the lease.
+    assert wait_until(lambda: redis_client.pttl(keys.lease(cp.task_id)) == -2, 30, interval=0.02), (
+        "the lease never expired"
+    )
     with pytest.raises(LeaseLost):
         gate_store.transition(cp.task_id, 1, "late-1", bump_attempts, lease=stale)
     fresh = fast.acquire(cp.task_id)
