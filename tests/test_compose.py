@@ -1,39 +1,504 @@
-"""compose/docker-compose.yml is valid and runs every consumer role as its own service."""
+"""compose/docker-compose.yml gives every service what its code needs, and nothing it does not.
+
+What a role needs is read from the code, not from a list kept here: each role's main() is run
+against settings that name no keyring and no Redis passwords, and every file it stops for is a
+secret it needs. The files the init service makes are checked by running compose/init_secrets.py
+and Debian's redis-server with the very commands, environment and volume paths of the compose
+file, named volumes standing in as directories.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
+import re
 import shutil
+import socket
+import stat
 import subprocess
-from pathlib import Path
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlparse
 
+import orjson
+import pytest
+import redis
 import yaml
 
 from wakeful.consumers.supervisor import ROLES
+from wakeful.core.errors import KeyringError, PermissionRefused, WakefulError
+from wakeful.core.settings import Settings
+from wakeful.devstack import redis_server
+from wakeful.state import acl
+from wakeful.state.seal import Keyring
 
-COMPOSE = Path(__file__).resolve().parents[1] / "compose" / "docker-compose.yml"
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / "compose" / "docker-compose.yml"
+DOCKERFILE = ROOT / "compose" / "Dockerfile"
+
+# A secret is named by the Settings field that holds its path. A role that lacks the file stops
+# with the error beside it, and the function beside that makes the file as the local stack does.
+SECRETS: dict[str, tuple[type[WakefulError], Callable[[Path], object]]] = {
+    "keyring": (KeyringError, lambda path: Keyring.generate().save(path)),
+    "redis_credentials": (PermissionRefused, acl.ensure_credentials),
+}
 
 
-def test_compose_file_names_every_role_kafka_kraft_and_redis_with_aof() -> None:
-    doc = yaml.safe_load(COMPOSE.read_text())
-    services = doc["services"]
+@dataclass(frozen=True)
+class Mount:
+    volume: str
+    target: PurePosixPath
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class Place:
+    """A file on a named volume: the volume and the path inside it."""
+
+    volume: str
+    path: PurePosixPath
+    read_only: bool
+
+
+def load_compose() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return doc
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    assert isinstance(env, dict), "write environment as a mapping, so anchors can merge into it"
+    return {key: str(value) for key, value in env.items()}
+
+
+def mounts(doc: dict[str, Any], service: dict[str, Any]) -> list[Mount]:
+    """The service's named-volume mounts (bind mounts are not volumes and are left out)."""
+    found = []
+    for entry in service.get("volumes") or []:
+        if isinstance(entry, str):
+            source, target, *options = entry.split(":")
+            read_only = bool(options) and "ro" in options[0].split(",")
+        else:
+            source, target = entry["source"], entry["target"]
+            read_only = bool(entry.get("read_only", False))
+        if source in (doc.get("volumes") or {}):
+            found.append(Mount(source, PurePosixPath(target), read_only))
+    return found
+
+
+def place(doc: dict[str, Any], service: dict[str, Any], path: str | Path) -> Place | None:
+    """Where a path inside the service's container lives, if it is on a named volume."""
+    inside = PurePosixPath(path)
+    for mount in sorted(mounts(doc, service), key=lambda m: len(m.target.parts), reverse=True):
+        if inside.is_relative_to(mount.target):
+            return Place(mount.volume, inside.relative_to(mount.target), mount.read_only)
+    return None
+
+
+def depends_on(service: dict[str, Any]) -> dict[str, str]:
+    """Service name -> the condition it waits for."""
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):
+        return dict.fromkeys(deps, "service_started")
+    return {name: spec.get("condition", "service_started") for name, spec in deps.items()}
+
+
+def service_settings(service: dict[str, Any]) -> Settings:
+    return Settings.from_env(environment(service))
+
+
+def service(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    found: dict[str, Any] | None = doc["services"].get(name)
+    assert found is not None, f"compose/docker-compose.yml has no {name} service"
+    return found
+
+
+def secret_place(doc: dict[str, Any], name: str, secret: str) -> Place | None:
+    """Where the service's settings put the secret's file, if that is on a named volume."""
+    return place(doc, service(doc, name), getattr(service_settings(service(doc, name)), secret))
+
+
+def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
+    """The secrets the role's main() stops for, found by running it until it stops for none."""
+    env = {
+        "WAKEFUL_HOME": str(scratch),
+        "WAKEFUL_KAFKA_BOOTSTRAP": "127.0.0.1:9",  # nothing listens; clients connect lazily
+        "WAKEFUL_REDIS_URL": "redis://127.0.0.1:9/0",
+        "WAKEFUL_KEYRING": str(scratch / "keyring.json"),
+        "WAKEFUL_REDIS_CREDENTIALS": str(scratch / "redis-credentials.json"),
+    }
+    main = importlib.import_module(f"wakeful.consumers.{role}").main
+    asked: set[str] = set()
+    for _ in range(len(SECRETS) + 1):
+        settings = Settings.from_env(env)
+        stop = threading.Event()
+        stop.set()  # build everything, then return at once
+        try:
+            main(settings, stop)
+        except WakefulError as exc:
+            secret = next((s for s, (error, _) in SECRETS.items() if isinstance(exc, error)), None)
+            if secret is None or secret in asked:
+                raise
+            asked.add(secret)
+            SECRETS[secret][1](getattr(settings, secret))
+        else:
+            return frozenset(asked)
+    raise AssertionError(f"{role}: main() kept stopping for secrets it had been given")
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    return load_compose()
+
+
+@pytest.fixture(scope="module")
+def asks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str]]:
+    needs = {role: probe_secrets(role, tmp_path_factory.mktemp(role)) for role in ROLES}
+    # A probe that saw nothing would let every test below pass on a file that gives no secret out.
+    assert set().union(*needs.values()) == set(SECRETS), needs
+    return needs
+
+
+def test_every_supervised_role_runs_as_its_own_service(doc: dict[str, Any]) -> None:
     for role in ROLES:
-        assert services[role]["command"] == ["worker", role]
-    assert services["kafka"]["image"].startswith("apache/kafka:4.")
-    assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
-    assert "--appendonly" in services["redis"]["command"]
+        runs = service(doc, role)
+        assert runs["command"] == ["worker", role]
+        assert runs["build"]["dockerfile"] == "compose/Dockerfile"
+        assert runs.get("restart") == "unless-stopped", f"{role} is not restarted when it dies"
 
 
-def test_compose_client_accepts_the_file_where_one_is_installed() -> None:
+def test_init_service_makes_the_keyring_and_redis_users_on_volumes_it_may_write(
+    doc: dict[str, Any],
+) -> None:
+    for secret in SECRETS:
+        where = secret_place(doc, "init", secret)
+        assert where is not None, f"init keeps {secret} off every named volume: it is lost with the container"
+        assert not where.read_only, f"init cannot write {secret}"
+    assert service(doc, "init").get("restart") == "no", "init must run once per `up` and stay done"
+
+
+def test_roles_get_each_secret_they_stop_for_from_the_volume_init_fills(
+    doc: dict[str, Any], asks: dict[str, frozenset[str]]
+) -> None:
+    for role in ROLES:
+        for secret in asks[role]:
+            got = secret_place(doc, role, secret)
+            assert got is not None, f"{role} stops at start: its {secret} file is on no volume"
+            made = secret_place(doc, "init", secret)
+            assert made is not None, f"init does not make {secret}"
+            assert (got.volume, got.path) == (made.volume, made.path), f"{role} reads {secret} elsewhere"
+            assert got.read_only, f"{role} only reads {secret}; mount it read-only"
+        if asks[role]:
+            assert depends_on(service(doc, role)).get("init") == "service_completed_successfully", (
+                f"{role} may start before init has made its secrets"
+            )
+
+
+def test_roles_get_no_secret_their_code_never_asks_for(
+    doc: dict[str, Any], asks: dict[str, frozenset[str]]
+) -> None:
+    for role in ROLES:
+        volumes = {m.volume for m in mounts(doc, service(doc, role))}
+        for secret in set(SECRETS) - asks[role]:
+            made = secret_place(doc, "init", secret)
+            assert made is not None, f"init does not make {secret}"
+            assert made.volume not in volumes, f"{role} never uses {secret} but mounts {made.volume}"
+
+
+def test_roles_reach_kafka_and_redis_by_service_name_and_wait_for_them(
+    doc: dict[str, Any], asks: dict[str, frozenset[str]]
+) -> None:
+    services = doc["services"]
+    topic_makers = [name for name, s in services.items() if s.get("command") == ["dev", "topics"]]
+    assert topic_makers, "no service creates the topics, and brokers here do not auto-create them"
+    for role in ROLES:
+        settings = service_settings(service(doc, role))
+        deps = depends_on(service(doc, role))
+        kafka_host = settings.kafka_bootstrap.split(",")[0].rpartition(":")[0]
+        assert kafka_host in services, f"{role} looks for Kafka at {settings.kafka_bootstrap}"
+        assert deps.get(kafka_host) == "service_healthy"
+        assert deps.get(topic_makers[0]) == "service_completed_successfully", (
+            f"{role} may subscribe before its topics exist"
+        )
+        if "redis_credentials" in asks[role]:
+            redis_host = urlparse(settings.redis_url).hostname or ""
+            assert redis_host in services, f"{role} looks for Redis at {settings.redis_address}"
+            assert deps.get(redis_host) == "service_healthy"
+
+
+def test_kafka_is_one_kraft_node_that_keeps_its_log_on_a_volume(doc: dict[str, Any]) -> None:
+    kafka = service(doc, "kafka")
+    env = environment(kafka)
+    assert kafka["image"].startswith("apache/kafka:4.")
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(f"{env['KAFKA_NODE_ID']}@")
+    assert "KAFKA_ZOOKEEPER_CONNECT" not in env
+    # Unset, the image logs to /tmp/kraft-combined-logs: topics and offsets die with the container.
+    log_dirs = env.get("KAFKA_LOG_DIRS", "/tmp/kraft-combined-logs").split(",")
+    for log_dir in log_dirs:
+        assert place(doc, kafka, log_dir) is not None, f"Kafka's log dir {log_dir} is on no volume"
+
+
+def redis_options(command: list[str]) -> dict[str, str]:
+    assert command[0] == "redis-server"
+    args = command[1:]
+    return {args[i].removeprefix("--"): args[i + 1] for i in range(0, len(args) - 1, 2)}
+
+
+def test_redis_appends_every_write_to_an_aof_on_its_volume(doc: dict[str, Any]) -> None:
+    redis_service = service(doc, "redis")
+    options = redis_options(redis_service["command"])
+    assert options.get("appendonly") == "yes"
+    assert options.get("appendfsync") in ("everysec", "always")
+    assert "dir" in options, "name the data dir: the AOF must be on the volume, not wherever Redis starts"
+    assert place(doc, redis_service, options["dir"]) is not None, f"Redis writes its AOF to {options['dir']}"
+
+
+def test_redis_starts_after_init_and_loads_users_from_the_file_init_writes(doc: dict[str, Any]) -> None:
+    redis_service = service(doc, "redis")
+    options = redis_options(redis_service["command"])
+    assert "aclfile" in options, "Redis has no users for the roles to log in as"
+    loaded = place(doc, redis_service, options["aclfile"])
+    written = place(doc, service(doc, "init"), init_aclfile(doc))
+    assert loaded is not None, f"Redis loads its users from {options['aclfile']}, on no volume"
+    assert written is not None, "init writes Redis's users on no volume"
+    assert (loaded.volume, loaded.path) == (written.volume, written.path)
+    assert loaded.read_only
+    assert depends_on(redis_service).get("init") == "service_completed_successfully"
+
+
+# ---- the init service and Redis, run as compose runs them --------------------------------------
+
+
+def init_argv(doc: dict[str, Any]) -> list[str]:
+    init = service(doc, "init")
+    return [*(init.get("entrypoint") or []), *(init.get("command") or [])]
+
+
+def init_aclfile(doc: dict[str, Any]) -> str:
+    argv = init_argv(doc)
+    assert "--aclfile" in argv, "init does not write Redis's users"
+    return argv[argv.index("--aclfile") + 1]
+
+
+class Volumes:
+    """Named volumes as directories, and container paths of a service mapped onto them."""
+
+    def __init__(self, doc: dict[str, Any], root: Path) -> None:
+        self.doc, self.root = doc, root
+        copied = re.search(r"^COPY\s+\.\s+(\S+)", DOCKERFILE.read_text(), re.MULTILINE)
+        assert copied, "compose/Dockerfile no longer copies the project in"
+        self.app = PurePosixPath(copied.group(1))
+
+    def host(self, name: str, value: str) -> str:
+        found = place(self.doc, service(self.doc, name), value) if value.startswith("/") else None
+        if found is not None:
+            (self.root / found.volume).mkdir(exist_ok=True)
+            return str(self.root / found.volume / found.path)
+        if value.startswith("/") and PurePosixPath(value).is_relative_to(self.app):
+            return str(ROOT / PurePosixPath(value).relative_to(self.app))
+        return value
+
+    def file(self, name: str, secret: str) -> Path:
+        return Path(self.host(name, str(getattr(service_settings(service(self.doc, name)), secret))))
+
+    def env(self, name: str, **override: str) -> dict[str, str]:
+        mapped = {k: self.host(name, v) for k, v in environment(service(self.doc, name)).items()}
+        return {**mapped, **override}
+
+
+def run_init(doc: dict[str, Any], volumes: Volumes, *extra: str) -> str:
+    argv = [volumes.host("init", arg) for arg in init_argv(doc)]
+    assert argv[0] == "python", f"init runs {argv[0]}, not the image's Python"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WAKEFUL_")}
+    result = subprocess.run(
+        [sys.executable, *argv[1:], *extra],
+        env={**base, **volumes.env("init")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the local stack's ports are left alone)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class RedisLikeCompose:
+    """Debian's redis-server with the compose service's command, on a free loopback port."""
+
+    def __init__(self, doc: dict[str, Any], volumes: Volumes) -> None:
+        exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not Path(exe).exists():
+            pytest.fail(f"redis-server is not installed: {redis_server.INSTALL_HINT}")
+        command = service(doc, "redis")["command"]
+        self.port = free_port()
+        self.argv = [exe, *(volumes.host("redis", arg) for arg in command[1:])]
+        self.argv += ["--bind", "127.0.0.1", "--port", str(self.port)]
+        self.log = volumes.root / "redis.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            # Started in the scratch dir, so that a file with no --dir never writes into the project.
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.log.parent)
+        deadline = time.monotonic() + 20
+        while not redis_server.healthy(self.url, timeout=0.5):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"redis-server did not start: {self.log.read_text()[-2000:]}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+        self.proc = None
+
+
+@pytest.fixture()
+def volumes(doc: dict[str, Any], tmp_path: Path) -> Volumes:
+    return Volumes(doc, tmp_path)
+
+
+@pytest.fixture()
+def redis_like_compose(doc: dict[str, Any], volumes: Volumes) -> Iterator[RedisLikeCompose]:
+    run_init(doc, volumes)
+    server = RedisLikeCompose(doc, volumes)
+    server.start()
+    yield server
+    server.stop()
+
+
+def client_of(volumes: Volumes, server: RedisLikeCompose, name: str, role: str | None = None) -> redis.Redis:
+    """The Redis client that the service's own settings in the compose file give it."""
+    settings = Settings.from_env(volumes.env(name, WAKEFUL_REDIS_URL=server.url))
+    return acl.connect(settings, role or name)
+
+
+def test_a_second_init_keeps_the_keyring_and_passwords_it_made(doc: dict[str, Any], volumes: Volumes) -> None:
+    run_init(doc, volumes)
+    files = [volumes.file("init", secret) for secret in SECRETS]
+    aclfile = Path(volumes.host("init", init_aclfile(doc)))
+    first = {path: path.read_bytes() for path in [*files, aclfile]}
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, f"{path.name} is readable by others"
+    Keyring.load(volumes.file("init", "keyring"))
+    run_init(doc, volumes)
+    assert {path: path.read_bytes() for path in first} == first, "a second `up` replaced a secret"
+
+
+def test_every_role_logs_in_to_redis_as_compose_starts_it_even_after_a_restart(
+    doc: dict[str, Any],
+    volumes: Volumes,
+    redis_like_compose: RedisLikeCompose,
+    asks: dict[str, frozenset[str]],
+) -> None:
+    users = [role for role in ROLES if "redis_credentials" in asks[role]]
+    stranger = redis.Redis.from_url(redis_like_compose.url)
+    with pytest.raises(redis.AuthenticationError):
+        stranger.ping()
+    # A transaction before the restart must be replayed from the AOF after it (decisions.md D16).
+    owner = client_of(volumes, redis_like_compose, "cli", "admin")
+    with owner.pipeline(transaction=True) as pipe:
+        pipe.set("compose-test:tx", "kept")
+        pipe.execute()
+    for restarted in (False, True):
+        for role in users:
+            assert client_of(volumes, redis_like_compose, role).ping(), (role, restarted)
+        if not restarted:
+            redis_like_compose.stop()
+            redis_like_compose.start()
+    assert owner.get("compose-test:tx") == b"kept"
+
+
+def test_rotating_one_redis_password_locks_out_only_the_old_one(
+    doc: dict[str, Any], volumes: Volumes, redis_like_compose: RedisLikeCompose
+) -> None:
+    path = volumes.file("init", "redis_credentials")
+    before = orjson.loads(path.read_bytes())
+    keyring = volumes.file("init", "keyring").read_bytes()
+    out = run_init(doc, volumes, "--rotate-redis", "gate")
+    assert before["gate"] not in out, "init printed a password"
+    after = orjson.loads(path.read_bytes())
+    assert after["gate"] != before["gate"]
+    assert {k: v for k, v in after.items() if k != "gate"} == {k: v for k, v in before.items() if k != "gate"}
+    assert volumes.file("init", "keyring").read_bytes() == keyring
+    redis_like_compose.stop()
+    redis_like_compose.start()
+    old = redis.Redis.from_url(
+        redis_like_compose.url, username=acl.user_name("gate"), password=before["gate"]
+    )
+    with pytest.raises(redis.AuthenticationError):
+        old.ping()
+    assert client_of(volumes, redis_like_compose, "gate").ping()
+    assert client_of(volumes, redis_like_compose, "executor").ping()
+
+
+# ---- a compose client, where one is installed ----------------------------------------------------
+
+
+def _compose_client() -> tuple[list[str] | None, list[str]]:
+    """The first Compose v2 client found, and what was found and passed over."""
+    seen: list[str] = []
     docker = shutil.which("docker")
-    if (
-        docker
-        and subprocess.run([docker, "compose", "version"], capture_output=True, check=False).returncode == 0
-    ):
-        argv = [docker, "compose", "-f", str(COMPOSE), "config", "-q"]
-    elif shutil.which("docker-compose"):
-        argv = ["docker-compose", "-f", str(COMPOSE), "config", "-q"]
-    else:
-        # No compose client on this machine: the YAML structure test above still ran.
-        return
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    if docker:
+        probe = subprocess.run([docker, "compose", "version"], capture_output=True, check=False, timeout=30)
+        if probe.returncode == 0:
+            return [docker, "compose"], seen
+        seen.append(f"{docker} (without its compose plugin)")
+    standalone = shutil.which("docker-compose")
+    if standalone:
+        version = subprocess.run(
+            [standalone, "version", "--short"], capture_output=True, text=True, check=False, timeout=30
+        ).stdout.strip()
+        if version.lstrip("v").split(".")[0].isdigit() and int(version.lstrip("v").split(".")[0]) >= 2:
+            return [standalone], seen
+        seen.append(f"{standalone} {version or '(unknown version)'}, older than the Compose Specification")
+    return None, seen
+
+
+def test_compose_client_reads_the_file_as_these_tests_do() -> None:
+    """The tests above read the YAML with PyYAML; the engine's client must see the same services
+    (anchors and merge keys included), or those tests check a file nobody runs."""
+    client, seen = _compose_client()
+    if client is None:
+        pytest.skip(
+            "no Compose v2 client here: looked for `docker compose` (the docker CLI plugin) and a 2.x "
+            f"`docker-compose` on PATH; found {'; '.join(seen) or 'neither'}. Install Docker's compose "
+            "plugin (package docker-compose-plugin from Docker's apt repository, or a release binary in "
+            "~/.docker/cli-plugins/docker-compose) to check the file with the client users run."
+        )
+    result = subprocess.run(
+        [*client, "-f", str(COMPOSE), "--profile", "ops", "config", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
+    model: dict[str, Any] = orjson.loads(result.stdout)
+    doc = load_compose()
+    assert set(model["services"]) == set(doc["services"])
+    for name, ours in doc["services"].items():
+        theirs = model["services"][name]
+        assert theirs.get("command") == ours.get("command"), name
+        assert theirs.get("entrypoint") == ours.get("entrypoint"), name
+        assert environment(theirs) == environment(ours), name
+        assert depends_on(theirs) == depends_on(ours), name
+        assert set(mounts(model, theirs)) == set(mounts(doc, ours)), name

@@ -1,0 +1,97 @@
+"""The compose stack's secrets: the sealing keyring, one Redis password per role, Redis's ACL file.
+
+The `init` service runs this before Redis and the roles start, at every `up`. It creates what is
+missing and keeps what exists: a new keyring would leave every sealed task unreadable, and new
+passwords would lock out the running roles. The ACL file is rebuilt from the kept passwords each
+time, so Redis always loads users that match them.
+
+    python compose/init_secrets.py --aclfile PATH [--rotate-redis ROLE ...]
+
+Paths come from WAKEFUL_KEYRING and WAKEFUL_REDIS_CREDENTIALS, as for every wakeful command.
+`--rotate-redis ROLE` replaces that role's password (restart Redis and the role afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import orjson
+
+from wakeful.core.errors import WakefulError
+from wakeful.core.settings import Settings
+from wakeful.state import acl
+from wakeful.state.seal import Keyring
+
+# Redis runs as its own unprivileged user in its container and must read the file. It holds only
+# SHA-256 hashes of 192-bit random passwords, and only the redis and init services mount it.
+ACLFILE_MODE = 0o644
+
+
+def ensure_keyring(path: Path) -> str:
+    if path.exists():
+        ring = Keyring.load(path)  # a damaged keyring stops the stack here, before any role starts
+        return f"kept the sealing keyring {path} (keys: {', '.join(ring.kids)}; active: {ring.active})"
+    Keyring.generate().save(path)
+    return f"created the sealing keyring {path} (mode 0600)"
+
+
+def forget_passwords(path: Path, roles: list[str]) -> None:
+    """Drop these roles' passwords so that ensure_credentials makes new ones."""
+    creds: dict[str, str] = orjson.loads(path.read_bytes()) if path.exists() else {}
+    for role in roles:
+        creds.pop(role, None)
+    _write(path, orjson.dumps(creds, option=orjson.OPT_INDENT_2), 0o600)
+
+
+def write_aclfile(path: Path, creds: dict[str, str]) -> None:
+    _write(path, ("\n".join(acl.aclfile_lines(creds)) + "\n").encode(), ACLFILE_MODE)
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    """Replace the file in one rename, so a Redis starting meanwhile never reads half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.fchmod(fd, mode)  # a stale temp file keeps its old mode through O_CREAT
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--aclfile", type=Path, required=True, help="where Redis loads its users from")
+    parser.add_argument(
+        "--rotate-redis",
+        action="append",
+        default=[],
+        choices=[*acl.ROLES, acl.DEFAULT],
+        metavar="ROLE",
+        help=f"give this Redis user a new password (one of {', '.join([*acl.ROLES, acl.DEFAULT])})",
+    )
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        print(ensure_keyring(settings.keyring))
+        if args.rotate_redis:
+            forget_passwords(settings.redis_credentials, args.rotate_redis)
+        creds = acl.ensure_credentials(settings.redis_credentials)
+        write_aclfile(args.aclfile, creds)
+    except (WakefulError, OSError) as exc:
+        print(f"init failed: {exc}", file=sys.stderr)
+        return 1
+    if args.rotate_redis:
+        print(f"new Redis passwords for: {', '.join(args.rotate_redis)}; restart redis and those roles")
+    print(
+        f"Redis users for {', '.join(acl.ROLES)} in {args.aclfile}; passwords in {settings.redis_credentials}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
