@@ -8,15 +8,19 @@ offsets never run ahead of the work they cover.
 
 A handler returns normally when a message is done: applied, refused, or dead-lettered with its
 reason. It raises Retry (or a Redis/Kafka connection error) for a transient failure: the same
-message is retried with backoff, never skipped. Any other exception is a poison message: it is
-dead-lettered with the error and the batch goes on.
+message is retried with backoff, never skipped, until the role is told to stop. Any other
+exception is a poison message: it is dead-lettered with the error and the batch goes on. So is a
+message whose output Kafka refuses for good (too large, not authorized, no such topic): retrying
+it could never succeed, and waiting on it would stop every partition (docs/decisions.md D26).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import gc
+import hashlib
 import threading
-import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,18 +29,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]  # re-exported, not in __all__
 
 from wakeful.core import topics
-from wakeful.core.errors import Contention, LeaseLost
+from wakeful.core.errors import Contention, KafkaClientFailed, LeaseLost, Stopping
 from wakeful.core.faults import fault
 from wakeful.core.log import Log, librdkafka_config
-from wakeful.core.retry import TRANSIENT_IO, Retry, backoff
+from wakeful.core.retry import TRANSIENT_IO, Retry, Verdict, backoff, classify, kafka_error
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state.acl import CountingConnection
 
 Handler = Callable[[Message], None]
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
 # LeaseLost and Contention are transient too: the next attempt re-takes the lease and re-reads the
 # state. So are a Redis that is loading, read-only (failing over), out of memory or busy.
 TRANSIENT = (
@@ -49,6 +55,17 @@ TRANSIENT = (
     redis.exceptions.MasterDownError,
     *TRANSIENT_IO,
 )
+
+# A dead letter's encoded value stays under this, whatever Kafka would take: every input a role
+# reads on purpose is far smaller (an event is at most 64 KiB), and wakeful.dlq keeps letters
+# forever, so a stranger's megabyte is kept as a digest rather than copied whole.
+DEAD_LETTER_MAX_BYTES = 256 * 1024
+# What Kafka adds around a value (batch header, record framing, a key of up to KEY_MAX_BYTES):
+# a limit counts the whole batch, so a letter must leave room for it.
+FRAMING_BYTES = 1024
+KEY_MAX_BYTES = 256
+LIBRDKAFKA_MESSAGE_MAX = 1_000_000  # librdkafka's default message.max.bytes and batch.size
+FLUSH_STEP_S = 1.0
 
 
 def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
@@ -89,8 +106,18 @@ def producer_config(settings: Settings) -> dict[str, Any]:
     } | librdkafka_config()
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """One produce that Kafka finally refused, what to do about it, and the input it came from."""
+
+    error: KafkaError
+    verdict: Verdict
+    topic: str  # where the refused output was going
+    source: Message | None = None  # the input being handled when it was produced, if known
+
+
 class DeliveryFailures:
-    """Counts produce requests the broker finally refused (after librdkafka's own retries).
+    """Collects produce requests the broker finally refused (after librdkafka's own retries).
 
     flush() returning 0 only means nothing is queued any more, failed messages included; a batch
     whose output was not all delivered must not have its offsets stored.
@@ -98,25 +125,99 @@ class DeliveryFailures:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._count = 0
-        self.last: str = ""
+        self._refusals: list[Refusal] = []
 
-    def record(self, err: KafkaError | None, _msg: Message) -> None:
+    def record(self, err: KafkaError | None, msg: Message) -> None:
+        """The producer-wide delivery callback: output whose input is not known."""
         if err is not None:
-            with self._lock:
-                self._count += 1
-                self.last = str(err)
+            self.add(Refusal(err, classify(err), msg.topic() or ""))
+
+    def recorder(self, source: Message) -> DeliveryCallback:
+        """A delivery callback for output produced while handling `source`."""
+
+        def record(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                self.add(Refusal(err, classify(err), msg.topic() or "", source))
+
+        return record
+
+    def add(self, refusal: Refusal) -> None:
+        with self._lock:
+            self._refusals.append(refusal)
+
+    def drain(self) -> list[Refusal]:
+        with self._lock:
+            refusals, self._refusals = self._refusals, []
+            return refusals
 
     def take(self) -> int:
-        with self._lock:
-            count, self._count = self._count, 0
-            return count
+        """How many were refused since the last call."""
+        return len(self.drain())
 
 
-def make_producer(settings: Settings) -> tuple[Producer, DeliveryFailures]:
+# The input message the current thread is handling: its output is tied to it (RunnerProducer).
+_handling = threading.local()
+
+
+class RunnerProducer(Producer):
+    """The producer a role's handlers share. Output produced while a handler runs is tied to the
+    input being handled, so that a refusal that can never pass dead-letters that input instead of
+    making the batch run again forever. Knows how large a dead letter may be."""
+
+    def __init__(self, config: dict[str, Any], failures: DeliveryFailures, dead_letter_bytes: int) -> None:
+        super().__init__(config)
+        self.failures = failures
+        self.dead_letter_bytes = dead_letter_bytes
+
+    def produce(  # noqa: PLR0917  # Producer.produce's own signature, positional arguments and all
+        self,
+        topic: str,
+        value: str | bytes | None = None,
+        key: str | bytes | None = None,
+        partition: int = -1,
+        callback: DeliveryCallback | None = None,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        source: Message | None = getattr(_handling, "message", None)
+        if source is not None and callback is None and on_delivery is None:
+            on_delivery = self.failures.recorder(source)
+        report = on_delivery or callback
+        extra: dict[str, Any] = {"headers": headers} if headers is not None else {}
+        if report is not None:
+            extra["on_delivery"] = report
+        super().produce(topic, value, key, partition=partition, timestamp=timestamp, **extra)
+
+
+def make_producer(settings: Settings) -> tuple[RunnerProducer, DeliveryFailures]:
     failures = DeliveryFailures()
     config = producer_config(settings) | {"on_delivery": failures.record, "delivery.report.only.error": True}
-    return Producer(config), failures
+    limits = [
+        DEAD_LETTER_MAX_BYTES,
+        int(config.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX)) - FRAMING_BYTES,
+    ]
+    topic_limit = topic_max_message_bytes(settings.kafka_bootstrap, topics.DLQ)
+    if topic_limit is not None:
+        limits.append(topic_limit - FRAMING_BYTES)
+        # The broker's limit counts a whole batch: letters batched together must stay under it too.
+        config["batch.size"] = max(1, min(topic_limit, int(config.get("batch.size", LIBRDKAFKA_MESSAGE_MAX))))
+    return RunnerProducer(config, failures, min(limits)), failures
+
+
+def topic_max_message_bytes(bootstrap: str, topic: str, timeout: float = 10.0) -> int | None:
+    """The topic's max.message.bytes (the broker's message.max.bytes unless the topic overrides
+    it), or None if it cannot be read: dead letters then stay under DEAD_LETTER_MAX_BYTES, far
+    below any default."""
+    admin = AdminClient({"bootstrap.servers": bootstrap} | librdkafka_config())
+    try:
+        futures = admin.describe_configs([ConfigResource("topic", topic)], request_timeout=timeout)
+        entries = next(iter(futures.values())).result(timeout)
+        return int(entries["max.message.bytes"].value)
+    except (KafkaException, KeyError, ValueError, TypeError, concurrent.futures.TimeoutError):
+        return None
+    finally:
+        admin.poll(0)  # an AdminClient's log lines are written only when it is polled
 
 
 @dataclass
@@ -141,6 +242,7 @@ class Runner:
         batch: int = 500,
         after_batch: Callable[[], None] | None = None,
         failures: DeliveryFailures | None = None,
+        dead_letter_bytes: int | None = None,
     ) -> None:
         self.role = role
         self.topic = topic
@@ -152,6 +254,11 @@ class Runner:
         self.batch = batch
         self.after_batch = after_batch  # runs once the batch's output is durable, before offsets
         self.failures = failures or DeliveryFailures()
+        if dead_letter_bytes is None:
+            dead_letter_bytes = (
+                producer.dead_letter_bytes if isinstance(producer, RunnerProducer) else DEAD_LETTER_MAX_BYTES
+            )
+        self.dead_letter_bytes = dead_letter_bytes
         self.counters = Counters()
 
     def run(self, stop: threading.Event) -> None:
@@ -168,9 +275,13 @@ class Runner:
                     fault(f"{self.role}.after_consume")
                     self.run_batch(good, stop)
                 self.producer.poll(0)
+        except Stopping:
+            self.log("runner.stopped_mid_batch", role=self.role)
         finally:
-            self.pool.shutdown(wait=True)
-            self.producer.flush(30)
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            # Only an unfinished batch can have output still queued, and its offsets are not stored:
+            # the next process handles it again, so a long wait here would only delay the stop.
+            self.producer.flush(5)
             self.consumer.close()
             self.log(
                 "role.stop",
@@ -202,63 +313,164 @@ class Runner:
             for key in [k for k, q in queues.items() if not q]:
                 del queues[key]
         # Everything the handlers produced must be durable before the offsets say "done".
-        while self.producer.flush(5) > 0:
-            self.log("runner.flush_waiting", role=self.role)
-        failed = self.failures.take()
-        if failed:
-            # Some output never reached Kafka: do not store these offsets; read the batch again.
-            self.log("runner.redo_batch", failed=failed, error=self.failures.last, messages=len(msgs))
+        if not self._settle(stop):
+            # Some output never reached Kafka but can: do not store these offsets; read the batch again.
             for tp in _first_offsets(msgs):
                 self.consumer.seek(tp)
             return
         if self.after_batch is not None:
-            self._retrying(self.after_batch, stop)
+            self._retrying(self.after_batch, stop, "after_batch")
         fault(f"{self.role}.before_offsets")
         self.consumer.store_offsets(offsets=_next_offsets(msgs))
         self.counters.batches += 1
         self.counters.messages += len(msgs)
 
-    def _retrying(self, step: Callable[[], None], stop: threading.Event) -> None:
+    def _settle(self, stop: threading.Event) -> bool:
+        """Wait until the batch's output is acknowledged or refused. True when the batch is done;
+        False when a refusal that can pass means it must be read again (D21). An input whose
+        output was refused for good is dead-lettered, and that letter waited for in turn (D26)."""
+        while True:
+            while self.producer.flush(FLUSH_STEP_S) > 0:
+                if stop.is_set():
+                    raise Stopping(self.role)
+                self.log("runner.flush_waiting", role=self.role)
+            refusals = self.failures.drain()
+            condemned: dict[tuple[str, int, int], tuple[Message, str]] = {}
+            for r in refusals:
+                if r.verdict is Verdict.FATAL:
+                    raise KafkaClientFailed(self.role, _describe(r.error))
+                if r.verdict is Verdict.PERMANENT and r.source is not None:
+                    why = f"Kafka refused this message's output to {r.topic} for good: {_describe(r.error)}"
+                    condemned.setdefault(_where(r.source), (r.source, why))
+                elif r.verdict is Verdict.PERMANENT:  # no input to blame, and nothing a redo can fix
+                    self.log("runner.output_refused", error=_describe(r.error), topic=r.topic)
+            transient = [r for r in refusals if r.verdict is Verdict.TRANSIENT]
+            if transient:  # the redo meets any permanent refusal again, and dead-letters it then
+                self.log("runner.redo_batch", failed=len(transient), error=_describe(transient[-1].error))
+                return False
+            if not condemned:
+                return True
+            for source, why in condemned.values():
+                self._retrying(functools.partial(self.dead_letter, source, why), stop, "dead_letter")
+
+    def _retrying(self, step: Callable[[], None], stop: threading.Event, what: str) -> None:
         attempt = 0
         while True:
             try:
                 step()
                 return
             except TRANSIENT as exc:
+                if self._verdict(exc) is not Verdict.TRANSIENT:
+                    raise
                 attempt += 1
-                self.log("runner.retry", attempt=attempt, error=repr(exc), step="after_batch")
-                time.sleep(backoff(attempt))
+                self.log("runner.retry", attempt=attempt, error=repr(exc), step=what)
+            if stop.wait(backoff(attempt)):
+                raise Stopping(self.role)
 
     def _handle(self, msg: Message, stop: threading.Event) -> None:
+        """Handle msg, or once it is known to be poison, dead-letter it; either is retried while
+        the failure is transient, until stop is set."""
         attempt = 0
+        base = 0.05
+        poison: str | None = None
         while True:
             try:
-                self.handler(msg)
+                if poison is None:
+                    self._call(msg)
+                else:
+                    self.dead_letter(msg, poison)
                 return
-            except TRANSIENT as exc:
+            except (Stopping, KafkaClientFailed):
+                raise
+            except Exception as exc:
+                verdict = self._verdict(exc)
+                if verdict is Verdict.PERMANENT and poison is not None:
+                    # The letter itself cannot be built or sent: the log is where it goes.
+                    self._unsent(_summary(msg, poison), repr(exc))
+                    return
+                if verdict is Verdict.PERMANENT:  # a poison message: dead-letter it, never crash
+                    err = kafka_error(exc)
+                    poison = (
+                        f"{self.role} failed on this message: {exc!r}"
+                        if err is None
+                        else f"Kafka refused this message's output for good: {_describe(err)}"
+                    )
+                    continue
                 attempt += 1
                 self.counters.retries += 1
                 base = exc.after if isinstance(exc, Retry) and exc.after else 0.05
-                wait = backoff(attempt, base=base)
                 if attempt in (1, 10) or attempt % 50 == 0:
                     self.log("runner.retry", attempt=attempt, error=repr(exc), offset=msg.offset())
-                time.sleep(wait)
-            except Exception as exc:  # a poison message: dead-letter it, never crash the consumer
-                self.dead_letter(msg, f"{self.role} failed on this message: {exc!r}")
-                return
+            if stop.wait(backoff(attempt, base=base)):
+                raise Stopping(self.role)
+
+    def _call(self, msg: Message) -> None:
+        _handling.message = msg
+        try:
+            self.handler(msg)
+        finally:
+            _handling.message = None
+
+    def _verdict(self, exc: BaseException) -> Verdict:
+        """Transient: wait and try again. Permanent: it will never pass (a poison message).
+        Fatal: this process's Kafka client is finished."""
+        err = kafka_error(exc)
+        verdict = classify(err) if err is not None else None
+        if verdict is Verdict.FATAL:
+            raise KafkaClientFailed(self.role, _describe(err)) from exc
+        if verdict is not None:
+            return verdict
+        return Verdict.TRANSIENT if isinstance(exc, TRANSIENT) else Verdict.PERMANENT
 
     def dead_letter(self, msg: Message, reason: str, task_id: str | None = None) -> None:
+        """Send msg to wakeful.dlq with the reason: whole if it fits under the dead-letter budget,
+        else as a digest (where it was, size, sha256, a preview). If the DLQ refuses even that for
+        good, the digest goes to the log: a dead letter always goes somewhere, and the offset
+        moves on. Raises only what is worth retrying (a full local queue, Kafka away)."""
         value = msg.value() or b""
-        letter = DeadLetter(
+        summary = _summary(msg, reason)
+        letter = DeadLetter.fitting(
+            self.dead_letter_bytes,
             source=self.role,
             reason=reason,
             task_id=task_id,
-            raw=value.decode("utf-8", "replace"),
+            value=value,
             at=datetime.now(UTC),
+            topic=msg.topic(),
+            partition=msg.partition(),
+            offset=msg.offset(),
         )
-        self.producer.produce(topics.DLQ, key=msg.key(), value=letter.encode())
+        if letter is None:
+            return self._unsent(summary, f"not even a digest fits in {self.dead_letter_bytes} bytes")
+        key = msg.key()
+        if key is not None and len(key) > KEY_MAX_BYTES:
+            key = b"sha256:" + hashlib.sha256(key).hexdigest().encode()
+        try:
+            self.producer.produce(
+                topics.DLQ, key=key, value=letter.encode(), on_delivery=self._letter_delivery(summary)
+            )
+        except KafkaException as exc:
+            err = kafka_error(exc)
+            if err is None or classify(err) is not Verdict.PERMANENT:
+                raise
+            return self._unsent(summary, _describe(err))
         self.counters.dead_letters += 1
-        self.log("dead_letter", reason=reason, topic=msg.topic(), offset=msg.offset())
+        self.log("dead_letter", **summary, digest=letter.digest)
+
+    def _letter_delivery(self, summary: dict[str, Any]) -> DeliveryCallback:
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            if err is None:
+                return
+            verdict = classify(err)
+            if verdict is Verdict.PERMANENT:
+                self._unsent(summary, _describe(err))
+            else:  # transient: the batch is read again and the letter sent again; fatal: exit
+                self.failures.add(Refusal(err, verdict, topics.DLQ))
+
+        return delivered
+
+    def _unsent(self, summary: dict[str, Any], error: str) -> None:
+        self.log("dead_letter.unsent", **summary, error=error)
 
     def _is_error(self, msg: Message) -> bool:
         err = msg.error()
@@ -267,6 +479,29 @@ class Runner:
         if err.code() != KafkaError._PARTITION_EOF:
             self.log("runner.consume_error", error=str(err))
         return True
+
+
+def _describe(err: KafkaError | None) -> str:
+    return "unknown Kafka error" if err is None else f"{err.name()} ({err.str()})"
+
+
+def _where(msg: Message) -> tuple[str, int, int]:
+    return (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
+
+
+def _summary(msg: Message, reason: str) -> dict[str, Any]:
+    """What the log says about a dead letter: where the input was, its size and digest, the reason
+    (cut short); never the input itself."""
+    value = msg.value() or b""
+    topic, partition, offset = _where(msg)
+    return {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "size": len(value),
+        "sha256": hashlib.sha256(value).hexdigest(),
+        "reason": reason if len(reason) <= 500 else reason[:500] + "...",
+    }
 
 
 def _first_offsets(msgs: list[Message]) -> list[TopicPartition]:

@@ -228,3 +228,22 @@ class PublishError(WakefulError):
         self.retryable = retryable
         shown = ", ".join(event_ids[:3]) + (f" (+{len(event_ids) - 3} more)" if len(event_ids) > 3 else "")
         super().__init__(f"event {shown}: {problem}")
+
+
+class Stopping(WakefulError):
+    """The role was told to stop in the middle of a batch; the batch's offsets were not stored, so
+    the next process reads it again."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        super().__init__(f"{role}: stopping; the unfinished batch is read again on the next start")
+
+
+class KafkaClientFailed(WakefulError):
+    """The Kafka client hit a fatal error and can deliver nothing more; the process exits so that a
+    new one (the supervisor restarts it) starts over with a new client."""
+
+    def __init__(self, role: str, error: str) -> None:
+        self.role = role
+        self.error = error
+        super().__init__(f"{role}: the Kafka client failed for good ({error}); restart the process")

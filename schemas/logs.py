@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
 from pydantic import Field
 
-from wakeful.schemas.base import Record
+from wakeful.schemas.base import Record, migration
 
 
 class ActionStatus(StrEnum):
@@ -66,15 +68,97 @@ class OutboxRecord(Record):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
+# What a dead letter keeps of its input when it cannot keep all of it, so that its size stays bounded
+# whatever the input was (docs/decisions.md D26).
+PREVIEW_BYTES = 1024  # the first bytes of the input, as readable text
+REASON_CHARS = 2000
+TASK_ID_CHARS = 256
+_BARE_REASON_CHARS = 200
+_BARE_TASK_ID_CHARS = 64
+
+
 class DeadLetter(Record):
-    """What went to wakeful.dlq, and why; the raw input is kept so nothing is lost."""
+    """What went to wakeful.dlq, and why: the input whole when it fits, else a digest of it.
+
+    Whole: `raw` is the input itself when it is UTF-8 text; otherwise `raw_base64` holds its exact
+    bytes and `raw` a readable preview. Digest (`digest` true): the input was too large to keep, so
+    only where it was (topic, partition, offset), its size, its sha256 and a preview of its first
+    PREVIEW_BYTES are kept; the input itself stays on its topic until that topic's retention.
+    """
 
     KIND: ClassVar[str] = "dead_letter"
-    SCHEMA: ClassVar[int] = 1
+    SCHEMA: ClassVar[int] = 2
     schema_version: int = SCHEMA
 
     source: str  # the role that refused it
     reason: str
     task_id: str | None = None
-    raw: str  # the refused input, decoded as UTF-8 with replacement, or base64 if binary
+    raw: str  # see the class docstring; "" in a bare digest
     at: datetime
+    # Where the input was read from; None for input that did not come from Kafka (an outbox entry).
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    size: int | None = None  # bytes of the whole input
+    sha256: str | None = None  # hex digest of the whole input
+    raw_base64: str | None = None  # the exact input, when `raw` is not (input that is not UTF-8)
+    digest: bool = False
+
+    @classmethod
+    def fitting(
+        cls,
+        limit: int,
+        *,
+        source: str,
+        reason: str,
+        task_id: str | None,
+        value: bytes,
+        at: datetime,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> DeadLetter | None:
+        """The fullest letter for `value` whose encoding is at most `limit` bytes: whole, else a
+        digest with a preview, else a bare digest; None when not even that fits."""
+        common: dict[str, Any] = {
+            "source": source,
+            "at": at,
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "size": len(value),
+            "sha256": hashlib.sha256(value).hexdigest(),
+        }
+        reason_cut = _cut(reason, REASON_CHARS)
+        task_cut = None if task_id is None else _cut(task_id, TASK_ID_CHARS)
+        preview = value[:PREVIEW_BYTES].decode("utf-8", "replace")
+        forms: list[dict[str, Any]] = []
+        if len(value) <= limit:  # no whole letter is smaller than its input: skip building one
+            try:
+                forms.append({"raw": value.decode("utf-8")})
+            except UnicodeDecodeError:
+                forms.append({"raw": preview, "raw_base64": base64.b64encode(value).decode("ascii")})
+        forms.append({"raw": preview, "digest": True})
+        for form in forms:
+            letter = cls(reason=reason_cut, task_id=task_cut, **common, **form)
+            if len(letter.encode()) <= limit:
+                return letter
+        bare = cls(
+            reason=_cut(reason, _BARE_REASON_CHARS),
+            task_id=None if task_id is None else _cut(task_id, _BARE_TASK_ID_CHARS),
+            raw="",
+            digest=True,
+            **common,
+        )
+        return bare if len(bare.encode()) <= limit else None
+
+
+@migration(DeadLetter.KIND, 1)
+def _dead_letter_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    return data  # v2 only adds fields, each with a default that describes a v1 letter
+
+
+def _cut(text: str, chars: int) -> str:
+    if len(text) <= chars:
+        return text
+    return f"{text[:chars]}...(+{len(text) - chars} chars)"
