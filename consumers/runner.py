@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[at
 from wakeful.core import topics
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseLost, Stopping
 from wakeful.core.faults import fault
-from wakeful.core.log import Log, librdkafka_config
+from wakeful.core.log import Log, librdkafka_config, librdkafka_consumer_config
 from wakeful.core.retry import TRANSIENT_IO, Retry, Verdict, backoff, classify, kafka_error
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
@@ -76,7 +76,7 @@ def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
         static = {"group.instance.id": f"{settings.instance_id}-{group}"}
     return (
         static
-        | librdkafka_config()
+        | librdkafka_consumer_config()
         | {
             "bootstrap.servers": settings.kafka_bootstrap,
             "group.id": group,
@@ -89,7 +89,9 @@ def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
             "fetch.wait.max.ms": 5,
             "fetch.min.bytes": 1,
             "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": 10_000,
+            # Longer than a broker restart: a session that times out while the coordinator is away
+            # makes librdkafka rejoin, and its next offset commit is then fenced as fatal.
+            "session.timeout.ms": 30_000,
             "heartbeat.interval.ms": 1_000,
         }
     )
@@ -478,6 +480,8 @@ class Runner:
             return False
         if err.code() != KafkaError._PARTITION_EOF:
             self.log("runner.consume_error", error=str(err))
+        if err.fatal():  # this client instance will never consume again: exit, to be restarted
+            raise KafkaClientFailed(self.role, str(err))
         return True
 
 

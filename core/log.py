@@ -2,7 +2,8 @@
 
 The Kafka client libraries' own log lines come out the same way, as `kafka.log` records at or above
 WAKEFUL_LOG_LEVEL, never in their own formats: every confluent-kafka client wakeful builds takes
-`librdkafka_config()`, and kafka-python's `kafka` logger is routed by `route_client_logs()`.
+`librdkafka_config()` (a role's group consumer `librdkafka_consumer_config()`), and kafka-python's
+`kafka` logger is routed by `route_client_logs()`.
 
 Never pass secrets or evidence bodies as fields.
 """
@@ -122,3 +123,16 @@ def librdkafka_config() -> dict[str, Any]:
     """
     level = route_client_logs()
     return {"logger": LIBRDKAFKA, "log_level": _THRESHOLDS[level][1]}
+
+
+def librdkafka_consumer_config() -> dict[str, Any]:
+    """What a role's group consumer takes instead: no `logger` and no callback at all (D27).
+
+    confluent-kafka serves a logger's lines (and error_cb's events) from the consumer's own queue,
+    and with either set, a broker restart of a few seconds left group consumers stalled or fenced
+    for good. A consumer's errors still come out structured: without error_cb they arrive as error
+    messages from poll()/consume(), which the runner writes as `runner.consume_error`; librdkafka's
+    own lines are kept to the emergencies it never writes in practice.
+    """
+    route_client_logs()
+    return {"log_level": 0}

@@ -6,9 +6,11 @@ from __future__ import annotations
 import threading
 from typing import Any, cast
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from wakeful.consumers.runner import DeliveryFailures, Runner
+from wakeful.core.errors import KafkaClientFailed
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 
@@ -98,3 +100,14 @@ def test_a_transient_failure_is_retried_not_skipped() -> None:
     assert attempts == [0, 0, 0]
     assert r.counters.retries == 2 and r.counters.dead_letters == 0
     assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 1)]
+
+
+def test_fatal_consumer_error_makes_the_role_exit_instead_of_idling_alive() -> None:
+    # A fenced static member (or any fatal librdkafka error) never consumes again; a role that only
+    # logged it would look alive while its partitions stall for good.
+    r, _ = runner(lambda _m: None)
+    fenced = KafkaError(KafkaError._FATAL, "Static consumer fenced", fatal=True)
+    with pytest.raises(KafkaClientFailed, match="Static consumer fenced"):
+        r._is_error(Message(topic="t", partition=0, offset=1, error=fenced))
+    transient = KafkaError(KafkaError._TRANSPORT, "broker down")
+    assert r._is_error(Message(topic="t", partition=0, offset=2, error=transient)) is True
