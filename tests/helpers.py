@@ -157,3 +157,16 @@ def wait_dead_letter(
         return None
     finally:
         consumer.close()
+
+
+def free_ports(n: int) -> list[int]:
+    """n loopback ports nothing listens on now, so a private stack never meets another one's."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    for sock in socks:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in socks]
+    for sock in socks:
+        sock.close()
+    return ports

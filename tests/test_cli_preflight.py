@@ -4,12 +4,12 @@ that needs it says in one line how to start it: never a credentials error, a tra
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import free_ports
 
 from wakeful.cli.demo import Demo
 from wakeful.core.settings import Settings
@@ -33,20 +33,10 @@ NEEDS_THE_STACK = [
 ]
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 @pytest.fixture(scope="module")
 def nowhere(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """An environment naming an empty state dir and ports where nothing listens."""
-    kafka, controller, redis_port = _free_ports(3)
+    kafka, controller, redis_port = free_ports(3)
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEFUL_")}
     home = tmp_path_factory.mktemp("fresh-home")
     return env | {

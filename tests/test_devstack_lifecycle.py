@@ -15,7 +15,7 @@ import orjson
 import psutil
 import pytest
 from confluent_kafka import Consumer, Producer
-from helpers import new_checkpoint, set_stage
+from helpers import free_ports, new_checkpoint, set_stage
 
 from wakeful.core import topics
 from wakeful.core.settings import Settings
@@ -23,10 +23,12 @@ from wakeful.devstack import kafka, redis_server
 from wakeful.schemas.stage import Stage
 from wakeful.state import acl, wiring
 
+# Ports nobody else holds now (another stack on this machine must not meet this one).
+KAFKA_PORT, CONTROLLER_PORT, REDIS_PORT = free_ports(3)
 PORTS = {
-    "WAKEFUL_KAFKA_PORT": "29092",
-    "WAKEFUL_KAFKA_CONTROLLER_PORT": "29093",
-    "WAKEFUL_REDIS_PORT": "26379",
+    "WAKEFUL_KAFKA_PORT": str(KAFKA_PORT),
+    "WAKEFUL_KAFKA_CONTROLLER_PORT": str(CONTROLLER_PORT),
+    "WAKEFUL_REDIS_PORT": str(REDIS_PORT),
 }
 
 
@@ -76,7 +78,7 @@ def test_dev_up_twice_is_harmless_and_keeps_the_same_servers(private: dict[str, 
     wakeful(private, "dev", "up")
     first = status(private)
     assert first["kafka"]["healthy"] and first["redis"]["healthy"]
-    assert first["kafka"]["address"] == "127.0.0.1:29092"
+    assert first["kafka"]["address"] == f"127.0.0.1:{KAFKA_PORT}"
 
     again = wakeful(private, "dev", "up")
     assert "already running" in again.stderr
@@ -90,13 +92,13 @@ def test_clients_wakeful_did_not_write_see_the_stack(private: dict[str, str]) ->
     kcat = shutil.which("kcat")
     assert kcat, "kcat is missing: run `bash scripts/setup`"
     listing = subprocess.run(
-        [kcat, "-b", "127.0.0.1:29092", "-L"], capture_output=True, text=True, timeout=30, check=False
+        [kcat, "-b", f"127.0.0.1:{KAFKA_PORT}", "-L"], capture_output=True, text=True, timeout=30, check=False
     )
-    assert "broker 1 at 127.0.0.1:29092" in listing.stdout
+    assert f"broker 1 at 127.0.0.1:{KAFKA_PORT}" in listing.stdout
     for name in topics.ALL:
         assert f'topic "{name}"' in listing.stdout
     ping = subprocess.run(
-        ["redis-cli", "-p", "26379", "ping"], capture_output=True, text=True, timeout=10, check=False
+        ["redis-cli", "-p", str(REDIS_PORT), "ping"], capture_output=True, text=True, timeout=10, check=False
     )
     assert ping.stdout.strip().startswith("NOAUTH")  # it answers, and refuses a stranger
     password = orjson.loads(Settings.from_env(private).redis_credentials.read_bytes())["admin"]
@@ -105,7 +107,7 @@ def test_clients_wakeful_did_not_write_see_the_stack(private: dict[str, str]) ->
             "redis-cli",
             "--no-auth-warning",
             "-p",
-            "26379",
+            str(REDIS_PORT),
             "--user",
             acl.user_name("admin"),
             "--pass",
