@@ -210,10 +210,14 @@ def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
 @cli.command("worker")
 @click.argument("roles", nargs=-1, required=True, type=click.Choice([*ROLES, "all"]))
 @click.option("--fault", "fault_points", default=None, help="Crash point(s) to arm, comma-separated.")
+@click.option(
+    "--allow-second", is_flag=True, help="Run every role even if a fleet already runs on this state dir."
+)
 @click.pass_obj
-def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None) -> None:
+def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None, allow_second: bool) -> None:
     """Run consumer roles until SIGTERM or Ctrl-C: one role in this process; several, or `all`,
-    as one supervised process per role (restarted when it dies)."""
+    as one supervised process per role (restarted when it dies; stopped when it stops, even by
+    SIGKILL). One fleet of every role runs per state dir unless --allow-second."""
     import signal
     import threading
 
@@ -228,7 +232,9 @@ def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None)
         signal.signal(sig, lambda *_: stop.set())
     wanted = ROLES if "all" in roles else tuple(dict.fromkeys(roles))
     if len(wanted) > 1:
-        sys.exit(supervisor.supervise(wanted, [p for p in (points or "").split(",") if p], stop))
+        armed = [p for p in (points or "").split(",") if p]
+        sys.exit(supervisor.supervise(wanted, armed, stop, settings.home, allow_second))
+    supervisor.stop_with_parent()
     sys.exit(_run_role(settings, wanted[0], stop))
 
 

@@ -1,11 +1,17 @@
-"""`wakeful worker all`: one process per role, restarted when it dies.
+"""`wakeful worker all`: one process per role, restarted when it dies, and gone when it goes.
 
 A `--fault POINT` goes to the role that owns the point (its name before the dot), on that role's
 first start only: the process kills itself there once, and its restart runs clean.
+
+Every role started by spawn() (here, and by devstack/fleet.py for the demo, bench, chaos and tests)
+stops when the process that started it dies, even by SIGKILL: it gets SIGTERM, so it finishes its
+batch and stores its offsets, and if it has not exited STOP_GRACE_S later the kernel ends it.
+One whole fleet runs per state dir: a second one would split the consumer groups' partitions.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -13,31 +19,126 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO
 
+from wakeful.core.errors import StackError
 from wakeful.core.faults import role_of
 from wakeful.core.log import Log
+from wakeful.devstack import process
 
 # Every consumer role, one module each in consumers/; `wakeful worker all` runs one of each.
 ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
 RESTART_DELAY_S = 0.5
+STOP_GRACE_S = 20  # a role asked to stop has this long to finish its batch before it is killed
+PARENT_PID_ENV = "WAKEFUL_PARENT_PID"  # set by spawn(): the role stops when this process dies
+PARENT_POLL_S = 1.0
+FLEET_LOCK = "workers.lock"  # under the state dir; held by the process that runs a whole fleet
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+# Linux sends the parent-death signal when the *thread* that forked the child ends, not the process.
+# Forking every role from this one thread, which lives as long as the process, keeps a role started
+# from a short-lived thread (chaos restarts roles from one) from being stopped when that thread ends.
+_forker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wakeful-spawn")
 
 
-def spawn(role: str, fault_points: Sequence[str]) -> subprocess.Popen[bytes]:
+def spawn(
+    role: str,
+    fault_points: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    output: IO[bytes] | None = None,
+    own_group: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start `wakeful worker ROLE` as a child that stops when this process dies (stop_with_parent).
+
+    own_group puts it in a process group of its own: if this process dies while the role is paused
+    (SIGSTOP), the kernel hangs up and continues the orphaned group, so the paused role ends too.
+    """
     argv = [sys.executable, "-m", "wakeful.cli.main", "worker", role]
     if fault_points:
         argv += ["--fault", ",".join(fault_points)]
     # A stable identity per host and role: a restarted role resumes its partitions at once.
-    env = {"WAKEFUL_INSTANCE_ID": f"{socket.gethostname()}-supervised", **os.environ}
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env)
+    child_env = {
+        "WAKEFUL_INSTANCE_ID": f"{socket.gethostname()}-supervised",
+        **(os.environ if env is None else env),
+        PARENT_PID_ENV: str(os.getpid()),
+    }
+    return _forker.submit(
+        subprocess.Popen,
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
+        env=child_env,
+        process_group=0 if own_group else None,
+    ).result()
 
 
-def supervise(roles: Sequence[str], fault_points: Sequence[str], stop: threading.Event) -> int:
+def stop_with_parent() -> None:
+    """In a role that spawn() started: SIGTERM this process when its parent dies, however it dies,
+    and end it STOP_GRACE_S later if it has not stopped by then. A no-op in a role started by hand."""
+    raw = os.environ.get(PARENT_PID_ENV)
+    if not raw:
+        return
+    parent = int(raw)
+    if sys.platform == "linux":  # at once, from the kernel; the watcher below is the portable net
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    # The parent may have died before the signal was set: the watcher's first look sees that.
+    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    # SIGALRM's default action ends the process in the kernel, even if no Python code can run.
+    signal.alarm(STOP_GRACE_S)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def claim_fleet(home: Path) -> int:
+    """Hold the state dir's fleet lock until this process exits or closes the descriptor returned;
+    refuse, naming the process that holds it, if a fleet already runs here."""
+    fd = process.hold_lock(home / FLEET_LOCK)
+    if fd is None:
+        raise fleet_running(home)
+    return fd
+
+
+def fleet_running(home: Path, hint: str = "") -> StackError:
+    """The one-line refusal: who runs the fleet here and how to stop it (plus hint)."""
+    pid = process.lock_holder(home / FLEET_LOCK)
+    if pid is None:  # the holder has not written its pid yet
+        return StackError("workers", f"another process already runs a fleet on {home}; stop it first{hint}")
+    return StackError(
+        "workers",
+        f"pid {pid} ({process.describe(pid)}) already runs a fleet on {home}; "
+        f"stop it first with `kill {pid}` (its roles stop with it){hint}",
+    )
+
+
+def supervise(
+    roles: Sequence[str],
+    fault_points: Sequence[str],
+    stop: threading.Event,
+    home: Path | None = None,
+    allow_second: bool = False,
+) -> int:
+    """Run roles until stop is set; with home, a whole fleet holds that state dir's fleet lock."""
+    lock = None
+    if home is not None and set(roles) == set(ROLES):
+        lock = process.hold_lock(home / FLEET_LOCK)
+        if lock is None and not allow_second:
+            raise fleet_running(home, ", or pass --allow-second to run another in the same consumer groups")
     log = Log(role="supervisor")
     pending = {r: [p for p in fault_points if role_of(p) == r] for r in roles}
     procs = {r: spawn(r, pending.pop(r)) for r in roles}
     restarts = 0
-    log("supervisor.start", roles=list(roles), pids={r: p.pid for r, p in procs.items()})
+    pids = {r: p.pid for r, p in procs.items()}
+    log("supervisor.start", roles=list(roles), pids=pids, fleet_lock=lock is not None)
     while not stop.is_set():
         for role, proc in list(procs.items()):
             code = proc.poll()
@@ -51,7 +152,7 @@ def supervise(roles: Sequence[str], fault_points: Sequence[str], stop: threading
     for proc in procs.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + STOP_GRACE_S
     for proc in procs.values():
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -59,4 +160,6 @@ def supervise(roles: Sequence[str], fault_points: Sequence[str], stop: threading
             proc.kill()
             proc.wait()
     log("supervisor.stop", restarts=restarts)
+    if lock is not None:
+        os.close(lock)
     return 0

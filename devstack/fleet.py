@@ -1,12 +1,17 @@
 """A fleet of worker processes, one per role, that tests, the demo, the bench and chaos control:
 start a role (optionally with a fault point armed), kill it with SIGKILL, pause it with SIGSTOP,
-restart it, stop everything, and read each role's peak memory, CPU time and stop counters."""
+restart it, stop everything, and read each role's peak memory, CPU time and stop counters.
+
+A started fleet holds the state dir's fleet lock, like `wakeful worker all`: it refuses to start
+beside a running one (they would split the consumer groups' partitions), and a `worker all` started
+while it runs is refused. Its roles stop when the process that owns it dies, even by SIGKILL.
+"""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -16,7 +21,8 @@ from typing import Any
 import orjson
 import psutil
 
-from wakeful.consumers.supervisor import ROLES
+from wakeful.consumers.supervisor import ROLES, claim_fleet, spawn
+from wakeful.core.settings import Settings
 
 
 class Fleet:
@@ -30,8 +36,10 @@ class Fleet:
         self.starts: dict[str, int] = dict.fromkeys(self.roles, 0)
         self._done = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._lock: int | None = None
 
     def start(self) -> Fleet:
+        self._lock = claim_fleet(Settings.from_env(self.env).home)
         for role in self.roles:
             self.start_role(role)
         self._sampler.start()
@@ -40,15 +48,8 @@ class Fleet:
     def start_role(self, role: str, fault: str | None = None) -> subprocess.Popen[bytes]:
         self.starts[role] += 1
         with (self.dir / f"{role}.log").open("ab") as log:
-            argv = [
-                sys.executable,
-                "-m",
-                "wakeful.cli.main",
-                "worker",
-                role,
-                *(["--fault", fault] if fault else []),
-            ]
-            proc = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            # Its own process group, so a role left paused (SIGSTOP) also ends when the owner dies.
+            proc = spawn(role, [fault] if fault else [], env=self.env, output=log, own_group=True)
         self.procs[role] = proc
         return proc
 
@@ -90,6 +91,9 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
         return self.counters()
 
     def counters(self) -> dict[str, dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
@@ -62,6 +63,43 @@ def stop(pid_path: Path, is_ours: Callable[[psutil.Process], bool], grace: float
         proc.wait(timeout=10)
     pid_path.unlink(missing_ok=True)
     return pid
+
+
+def hold_lock(path: Path) -> int | None:
+    """Take the exclusive flock on path and write our pid into it; None if another process holds it.
+
+    The kernel drops the lock when its holder dies, however it dies, so a file left behind by a
+    killed process never blocks the next one. The lock lasts as long as the returned descriptor is
+    open (children do not inherit it); the file is never removed, so no two holders can see two files.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def lock_holder(path: Path) -> int | None:
+    """The pid written by the holder of a lock that hold_lock() could not take (None if not yet written)."""
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def describe(pid: int) -> str:
+    """A process's command line, short enough for a one-line message: `python3 wakeful worker all`."""
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "gone"
+    text = " ".join(Path(arg).name if arg.startswith("/") else arg for arg in argv)
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

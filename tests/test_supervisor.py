@@ -1,0 +1,223 @@
+"""Roles live and die with the process that started them, and one fleet runs per state dir.
+
+Real processes: `wakeful worker all` and a Fleet owner are SIGKILLed, and their roles must be gone
+soon after, having stopped cleanly; a second fleet on the same state dir is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import orjson
+import psutil
+import pytest
+
+from wakeful.consumers import supervisor
+from wakeful.consumers.supervisor import FLEET_LOCK, ROLES
+from wakeful.core.errors import StackError
+from wakeful.core.settings import Settings
+from wakeful.devstack import process
+from wakeful.devstack.fleet import Fleet
+from wakeful.devstack.process import log_tail, wait_until
+
+START_S = 240.0  # six interpreters importing the Kafka clients, on a small shared machine
+GONE_S = 60.0
+WORKER = [sys.executable, "-m", "wakeful.cli.main", "worker"]
+
+
+def _events(log: Path, event: str) -> list[str]:
+    """The role of each line that logged `event` (the relay announces its start as `relay.start`)."""
+    names = {event, "relay.start"} if event == "role.start" else {event}
+    roles = []
+    for line in log.read_bytes().splitlines() if log.exists() else []:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:  # a line still being written, or not one of ours
+            continue
+        if isinstance(record, dict) and record.get("event") in names:
+            roles.append(str(record.get("role")))
+    return roles
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _kill(procs: list[psutil.Process]) -> None:
+    """Leave nothing behind when a test fails (by pid: psutil refuses a pid reused since)."""
+    for proc in procs:
+        with suppress(psutil.NoSuchProcess):
+            proc.kill()
+
+
+def _lock_free(home: Path) -> bool:
+    fd = process.hold_lock(home / FLEET_LOCK)
+    if fd is not None:
+        os.close(fd)
+    return fd is not None
+
+
+@contextmanager
+def _worker_all(log: Path, *options: str) -> Iterator[tuple[subprocess.Popen[bytes], list[psutil.Process]]]:
+    """`wakeful worker all` with its six roles up (each has logged its start), and its roles."""
+    with log.open("ab") as out:
+        sup = subprocess.Popen([*WORKER, "all", *options], stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+    roles: list[psutil.Process] = []
+    try:
+        up = wait_until(lambda: sorted(_events(log, "role.start")) == sorted(ROLES), START_S)
+        assert up, f"worker all did not start its roles:\n{log_tail(log)}"
+        roles = psutil.Process(sup.pid).children()
+        assert sorted(r.cmdline()[-1] for r in roles) == sorted(ROLES)
+        yield sup, roles
+    finally:
+        _kill([*roles, psutil.Process(sup.pid)] if sup.poll() is None else roles)
+        sup.wait(30)
+
+
+def test_sigkilled_supervisor_takes_its_roles_with_it(
+    settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "worker-all.log"
+    with _worker_all(log) as (sup, roles):
+        sup.kill()
+        sup.wait(30)
+        gone = wait_until(lambda: not any(_alive(r) for r in roles), GONE_S)
+        assert gone, f"roles outlived their supervisor: {[r.pid for r in roles if _alive(r)]}"
+        # SIGTERM, not SIGKILL: each finished its batch and logged its counters.
+        assert sorted(_events(log, "role.stop")) == sorted(ROLES), log_tail(log)
+        assert _lock_free(settings.home), "the lock file a killed supervisor left blocks the next fleet"
+
+
+def test_second_fleet_is_refused_while_one_runs(
+    settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
+) -> None:
+    with _worker_all(tmp_path / "first.log") as (first, roles):
+        second = subprocess.run([*WORKER, "all"], capture_output=True, text=True, timeout=120, check=False)
+        assert second.returncode == 2, second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert f"pid {first.pid} " in lines[0] and f"`kill {first.pid}`" in lines[0], lines[0]
+        assert "--allow-second" in lines[0], lines[0]
+        # The demo, bench, chaos and the tests run their own fleets, and are refused the same way.
+        with pytest.raises(StackError, match=f"pid {first.pid} .*`kill {first.pid}`"):
+            Fleet(dict(os.environ), logs=tmp_path).start()
+        assert all(_alive(r) for r in roles), "a refused fleet disturbed the running one"
+        # Told to, a second fleet starts beside the first.
+        with _worker_all(tmp_path / "second.log", "--allow-second") as (beside, _):
+            beside.send_signal(signal.SIGTERM)
+            assert beside.wait(60) == 0
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(60) == 0
+        assert not any(_alive(r) for r in roles)
+
+
+# Owns a fleet of three roles; restarts one from a thread that then ends (as chaos does) and one from
+# the main thread; prints the roles' pids, then waits to be killed.
+FLEET_OWNER = """
+import os, sys, threading
+from pathlib import Path
+import orjson
+from wakeful.devstack.fleet import Fleet
+from wakeful.devstack.process import wait_until
+
+logs = Path(sys.argv[1])
+fleet = Fleet(dict(os.environ), roles=("executor", "timer", "relay"), logs=logs).start()
+
+def starts(role):
+    return sum(b'.start"' in line for line in (logs / f"{role}.log").read_bytes().splitlines())
+
+assert wait_until(lambda: all(starts(r) == 1 for r in fleet.roles), float(sys.argv[2]))
+
+def restart_relay():
+    fleet.kill("relay")
+    fleet.start_role("relay")
+    assert wait_until(lambda: starts("relay") == 2, float(sys.argv[2]))
+
+thread = threading.Thread(target=restart_relay)
+thread.start()
+thread.join()
+fleet.restart("timer")
+assert wait_until(lambda: all(starts(r) == 2 for r in ("timer", "relay")) and starts("executor") == 1,
+                  float(sys.argv[2]))
+print(orjson.dumps({role: proc.pid for role, proc in fleet.procs.items()}).decode(), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_fleet_roles_die_with_their_sigkilled_owner(
+    settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
+) -> None:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", FLEET_OWNER, str(tmp_path), str(START_S)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    roles: dict[str, psutil.Process] = {}
+    try:
+        assert owner.stdout is not None
+        line = owner.stdout.readline()  # the owner waits for its roles with its own deadline
+        assert line, f"the fleet did not start:\n{log_tail(tmp_path / 'executor.log')}"
+        roles = {role: psutil.Process(pid) for role, pid in orjson.loads(line).items()}
+        # Restarted from a thread that has ended since, the relay still runs.
+        assert _alive(roles["relay"]) and _events(tmp_path / "relay.log", "role.stop") == []
+        lock_was_free = _lock_free(settings.home)  # while it ran, `worker all` would have been refused
+        # A role left paused, as the `:stop` fault point leaves it, must go too.
+        roles["executor"].send_signal(signal.SIGSTOP)
+        assert wait_until(lambda: roles["executor"].status() == psutil.STATUS_STOPPED, 30)
+        owner.kill()
+        owner.wait(30)
+        gone = wait_until(lambda: not any(_alive(r) for r in roles.values()), GONE_S)
+        assert gone, f"roles outlived their fleet's owner: {[r for r, p in roles.items() if _alive(p)]}"
+        assert _events(tmp_path / "timer.log", "role.stop") == ["timer", "timer"]  # restarted, then stopped
+        assert _events(tmp_path / "relay.log", "role.stop") == ["relay"]  # the first one was SIGKILLed
+        assert not lock_was_free, "the fleet did not hold the state dir's fleet lock"
+    finally:
+        _kill([*roles.values(), psutil.Process(owner.pid)] if owner.poll() is None else list(roles.values()))
+        owner.wait(30)
+
+
+# A role too stuck to act on SIGTERM: it ignores it. Started the way spawn() starts a role.
+STUCK_ROLE = """
+import signal, sys, time
+from pathlib import Path
+from wakeful.consumers import supervisor
+
+supervisor.STOP_GRACE_S = 2
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+supervisor.stop_with_parent()
+Path(sys.argv[1]).write_text("watching")
+while True:
+    time.sleep(60)
+"""
+STUCK_PARENT = """
+import os, subprocess, sys
+env = {**os.environ, sys.argv[1]: str(os.getpid())}
+child = subprocess.Popen([sys.executable, "-c", sys.argv[2], sys.argv[3]], env=env)
+print(child.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_orphaned_role_that_ignores_sigterm_is_ended_after_the_grace(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    argv = [sys.executable, "-c", STUCK_PARENT, supervisor.PARENT_PID_ENV, STUCK_ROLE, str(ready)]
+    parent = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert parent.stdout is not None
+    child = psutil.Process(int(parent.stdout.readline()))
+    try:
+        assert wait_until(ready.exists, 60), "the stuck role never started watching its parent"
+        parent.kill()
+        parent.wait(30)
+        assert wait_until(lambda: not _alive(child), GONE_S), "an orphan that ignores SIGTERM lingers"
+    finally:
+        _kill([child, psutil.Process(parent.pid)] if parent.poll() is None else [child])
+        parent.wait(30)
