@@ -122,11 +122,11 @@ class Demo:
     def run(self) -> bool:
         self.say("starting the local stack (if needed) ...")
         stack.up(self.settings, self.say)
-        self.client.reset_authority()
         fleet = Fleet({**os.environ, "WAKEFUL_MODEL": "gullible"})
         self.say("starting the workers (inbound, gate, gullible proposer, executor, timer, relay) ...")
-        fleet.start()
+        fleet.start()  # first: refused while another fleet runs, before anything is changed
         try:
+            self.client.reset_authority()
             task_id = self.step1_refused_before_approval()
             self.step2_wrong_approver(task_id)
             self.step3_right_approval(task_id)

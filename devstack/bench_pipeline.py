@@ -45,11 +45,11 @@ def run(
 ) -> dict[str, Any]:
     stack.up(settings, say)
     client = Client(settings)
-    client.reset_authority()
     fleet = Fleet({**os.environ, "WAKEFUL_MODEL": "rules"})
     say(f"starting one process per role ({', '.join(fleet.roles)}) ...")
-    fleet.start()
+    fleet.start()  # first: refused while another fleet runs, before anything is changed
     try:
+        client.reset_authority()
         warm, _ = client.new_task(10)
         client.wait_settled(warm, 60)
         say("warm; publishing the tasks ...")
