@@ -117,7 +117,10 @@ def test_approval_after_the_waits_deadline_is_refused(late_by: timedelta, accept
         ("mallory", 1, None, "not an authorised approver"),
         ("svc", 1, None, "not an authorised approver"),
         ("alice", 2, None, "approval is for version 2, task is now version 1"),
-        ("alice", "1", None, "approval is for version 1"),
+        ("alice", "1", None, "as a whole number, got '1'"),
+        ("alice", True, None, "as a whole number, got True"),
+        ("alice", 1.0, None, "as a whole number, got 1.0"),
+        ("alice", None, None, "as a whole number, got None"),
         ("alice", 1, "corr-other", "correlation id mismatch"),
     ],
 )

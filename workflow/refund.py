@@ -128,6 +128,8 @@ def approve(
     decision = authorize(principal, "approve", _resource(cp), auth)
     if not decision.allowed:
         return Refusal(decision.reason)
+    if not isinstance(version, int) or isinstance(version, bool):  # true is not version 1
+        return Refusal(f"an approval names its task version as a whole number, got {version!r}")
     if version != cp.business.version:
         return Refusal(f"approval is for version {version}, task is now version {cp.business.version}")
     wait = next((w for w in cp.execution.pending_waits if w.wait_for == "approval"), None)
