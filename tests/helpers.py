@@ -136,11 +136,11 @@ def topic_marks(bootstrap: str, topic: str) -> list[TopicPartition]:
         consumer.close()
 
 
-def wait_dead_letter(
-    bootstrap: str, since: list[TopicPartition], task_id: str, source: str, timeout: float = 60
-) -> dict[str, Any] | None:
-    """The first dead letter that `source` wrote for task_id after `since` (see topic_marks), or None
-    if there is none within timeout seconds."""
+def wait_letter(
+    bootstrap: str, since: list[TopicPartition], match: Callable[[dict[str, Any]], bool], timeout: float = 60
+) -> tuple[dict[str, Any], int] | None:
+    """The first dead letter after `since` (see topic_marks) that matches, with its size in bytes on
+    the topic; None if there is none within timeout seconds."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"dlq-{uuid.uuid4().hex}", "enable.auto.commit": False}
     )
@@ -149,14 +149,37 @@ def wait_dead_letter(
     try:
         while time.monotonic() < deadline:
             for msg in consumer.consume(500, 0.5):
-                if msg.error() is not None:
-                    continue
-                letter: dict[str, Any] = orjson.loads(msg.value() or b"{}")
-                if letter.get("task_id") == task_id and letter.get("source") == source:
-                    return letter
+                if msg.error() is None:
+                    letter: dict[str, Any] = orjson.loads(msg.value() or b"{}")
+                    if match(letter):
+                        return letter, len(msg.value() or b"")
         return None
     finally:
         consumer.close()
+
+
+def wait_dead_letter(
+    bootstrap: str, since: list[TopicPartition], task_id: str, source: str, timeout: float = 60
+) -> dict[str, Any] | None:
+    """The first dead letter that `source` wrote for task_id after `since`, or None."""
+    found = wait_letter(
+        bootstrap, since, lambda d: d.get("task_id") == task_id and d.get("source") == source, timeout
+    )
+    return found[0] if found else None
+
+
+class StandInConsumer:
+    """The runner's side of a consumer, for pure tests: records stored offsets and seeks."""
+
+    def __init__(self) -> None:
+        self.stored: list[TopicPartition] = []
+        self.seeks: list[TopicPartition] = []
+
+    def store_offsets(self, offsets: list[TopicPartition]) -> None:
+        self.stored += offsets
+
+    def seek(self, tp: TopicPartition) -> None:
+        self.seeks.append(tp)
 
 
 def free_ports(n: int) -> list[int]:

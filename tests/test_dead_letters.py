@@ -13,7 +13,6 @@ import hashlib
 import signal
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -25,7 +24,7 @@ import pytest
 import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
-from helpers import start_fleet, topic_marks
+from helpers import StandInConsumer, start_fleet, topic_marks, wait_letter
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -86,27 +85,6 @@ def publish(bootstrap: str, partition: int, key: bytes, value: bytes) -> int:
     )
     assert producer.flush(30) == 0 and offsets and offsets[0] >= 0, "the broker did not take the message"
     return offsets[0]
-
-
-def wait_letter(
-    bootstrap: str, since: list[TopicPartition], match: Callable[[dict[str, Any]], bool], timeout: float
-) -> tuple[dict[str, Any], int] | None:
-    """The first dead letter after `since` that matches, with its size in bytes on the topic."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"dlq-{uuid.uuid4().hex}", "enable.auto.commit": False}
-    )
-    consumer.assign(since)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(100, 0.5):
-                if msg.error() is None:
-                    letter: dict[str, Any] = orjson.loads(msg.value() or b"{}")
-                    if match(letter):
-                        return letter, len(msg.value() or b"")
-        return None
-    finally:
-        consumer.close()
 
 
 def partitions(bootstrap: str, topic: str) -> int:
@@ -451,18 +429,6 @@ class Recorded(Log):
 
     def named(self, event: str) -> list[dict[str, Any]]:
         return [fields for name, fields in self.events if name == event]
-
-
-class StandInConsumer:
-    def __init__(self) -> None:
-        self.stored: list[TopicPartition] = []
-        self.seeks: list[TopicPartition] = []
-
-    def store_offsets(self, offsets: list[TopicPartition]) -> None:
-        self.stored += offsets
-
-    def seek(self, tp: TopicPartition) -> None:
-        self.seeks.append(tp)
 
 
 class StandInProducer:

@@ -7,24 +7,13 @@ import threading
 from typing import Any, cast
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer
+from helpers import StandInConsumer
 
 from wakeful.consumers.runner import DeliveryFailures, Runner
 from wakeful.core.errors import KafkaClientFailed
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
-
-
-class StandInConsumer:
-    def __init__(self) -> None:
-        self.stored: list[TopicPartition] = []
-        self.seeks: list[TopicPartition] = []
-
-    def store_offsets(self, offsets: list[TopicPartition]) -> None:
-        self.stored += offsets
-
-    def seek(self, tp: TopicPartition) -> None:
-        self.seeks.append(tp)
 
 
 class StandInProducer:
