@@ -139,7 +139,7 @@ class Client:
         if wait_s:
             payload["wait_s"] = wait_s
         event = self.send(principal, events.CREATE, payload, task_id=task_id)
-        return task_id, self.receipt(event.event_id, event.task_id)
+        return task_id, self.receipt(event.event_id, event.task_id, key_id=event.key_id)
 
     def approve(self, task_id: str, by: str, version: int) -> dict[str, Any]:
         try:  # answer the wait by its correlation id when the task can be read here
@@ -148,30 +148,45 @@ class Client:
             waits = []  # the pipeline will say what is wrong with the task
         corr = waits[0].correlation_id if waits else None
         event = self.send(by, events.APPROVE, {"version": version}, task_id=task_id, correlation_id=corr)
-        return self.receipt(event.event_id, event.task_id)
+        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
 
     def amend(self, task_id: str, amount: int, principal: str = REQUESTER) -> dict[str, Any]:
         event = self.send(principal, events.AMEND, {"amount": amount}, task_id=task_id)
-        return self.receipt(event.event_id, event.task_id)
+        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
 
     def reopen(self, task_id: str, principal: str = "ops-lead", wait_s: int | None = None) -> dict[str, Any]:
         event = self.send(principal, events.REOPEN, {"wait_s": wait_s} if wait_s else {}, task_id=task_id)
-        return self.receipt(event.event_id, event.task_id)
+        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
 
     def run(self, task_id: str, principal: str = REQUESTER) -> dict[str, Any]:
         event = self.send(principal, events.RUN, {}, task_id=task_id)
-        return self.receipt(event.event_id, event.task_id)
+        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
 
-    def receipt(self, event_id: str, task_id: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
-        """The outcome of an event: in its task's slot, or (refused before the task was known) global."""
+    def receipt(
+        self, event_id: str, task_id: str | None = None, timeout: float = 30.0, *, key_id: str | None = None
+    ) -> dict[str, Any]:
+        """The outcome of the event `event_id` signed by `key_id`: in its task's slot, or (refused
+        before the task was known) global. Without key_id, the keys in the local keystore are tried,
+        and receipts from two of them for one event id are an error: an event id alone is no identity."""
         deadline = time.monotonic() + timeout
-        names = [keys.receipt(event_id, task_id)] if task_id else []
-        names.append(keys.receipt(event_id))
+        key_ids = [key_id] if key_id else sorted(f"key-{p.stem}" for p in self.keystore().glob("*.key"))
+        names: dict[str, str] = {}  # receipt key -> the key id it belongs to
+        for k in key_ids:
+            if task_id:
+                names[keys.receipt(event_id, task_id, key_id=k)] = k
+            names[keys.receipt(event_id, key_id=k)] = k
         while time.monotonic() < deadline:
-            for raw in self.admin.mget(names):
-                if isinstance(raw, bytes):
-                    doc: dict[str, Any] = orjson.loads(raw)
-                    return {"event_id": event_id, **doc}
+            found = [
+                (names[n], raw) for n, raw in zip(names, self.admin.mget(list(names)), strict=True) if raw
+            ]
+            signers = sorted({k for k, _ in found})
+            if len(signers) > 1:
+                raise WakefulError(
+                    f"event id {event_id} has receipts from {signers}: pass its signer's key_id"
+                )
+            if found:
+                doc: dict[str, Any] = orjson.loads(found[0][1])
+                return {"event_id": event_id, **doc}
             time.sleep(0.02)
         raise TimedOut(f"no outcome for event {event_id} after {timeout:.0f}s: are the workers running?")
 

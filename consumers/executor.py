@@ -111,9 +111,10 @@ class Executor:
         refusal = refund.check_proposal(cp, proposal.tool, proposal.args, auth, datetime.now(UTC))
         if refusal is not None:
             fn = refund.review if refusal.review else refund.refused
-            self._advance(
-                cp, env.message_id, lambda c: fn(c, refusal.reason), lease, {"refused": refusal.reason}
-            )
+            # The runtime's own id for a refusal at this version, never the proposal's message id
+            # (anyone who can write to wakeful.proposals chooses that).
+            refused_id = keys.runtime_id("refused", cp.task_id, cp.state_version)
+            self._advance(cp, refused_id, lambda c: fn(c, refusal.reason), lease, {"refused": refusal.reason})
             self.log("executor.refused", task_id=cp.task_id, reason=refusal.reason, review=refusal.review)
             return None
         entry = self._once(cp, op, lease)
@@ -137,7 +138,7 @@ class Executor:
         # One close per operation, whichever proposal (or redelivery) gets here.
         self._advance(
             cp,
-            f"close:{op}",
+            keys.runtime_id("close", op),
             lambda c: refund.close(c, entry.entry_id),
             lease,
             {"ledger_entry": entry.entry_id},
@@ -175,7 +176,7 @@ class Executor:
         self.actions.fail(cp.task_id, op, lease.fence, reason)
         self._advance(
             cp,
-            f"review:{op}:{cp.state_version}",
+            keys.runtime_id("review", op, cp.state_version),
             lambda c: refund.review(c, reason),
             lease,
             {"refused": reason},

@@ -177,7 +177,7 @@ class Gate:
             outcome = self.store.transition(
                 env.task_id,
                 None,
-                env.message_id,
+                _identity(wake),
                 decide,
                 lease=lease,
                 detail=_detail(event),
@@ -238,7 +238,7 @@ class Gate:
         decided = refund.create(task_id, wake.principal, TENANT, event.payload, auth=wake.auth, now=now)
         if isinstance(decided, refund.Refusal):
             return self._finish(event, "rejected", decided.reason, task_id, None)
-        note = event.payload.get("note")
+        stored, note = wake, event.payload.get("note")
         evidence: dict[str, str] = {}
         if isinstance(note, str) and note:
             evidence = {f"evidence:{task_id}:note": note[:10_000]}
@@ -251,9 +251,13 @@ class Gate:
             return [*writes, _receipt_write(event, "accepted", f"task is {new.stage.value}", new)]
 
         try:
-            cp = self.store.create(decided, event.event_id, _detail(event), also=also).checkpoint
+            created = self.store.create(decided, _identity(wake), _detail(event), also=also)
         except TaskExists:
             return self._finish(event, "rejected", f"task {task_id} already exists", task_id, None)
+        cp = created.checkpoint
+        if created.status == "duplicate":  # applied before: follow up on the stored evidence, not this copy's
+            self._finish(None, "", "", task_id, cp)
+            return self._follow_up(cp, stored)
         fault("gate.after_cas")
         self.log(
             "gate.receipt", task_id=task_id, event_id=event.event_id, status="accepted", stage=cp.stage.value
@@ -308,7 +312,17 @@ def _receipt_write(
     doc: dict[str, Any] = {"status": status, "reason": reason, "task_id": task, "by": "gate"}
     if cp is not None:
         doc |= {"stage": cp.stage.value, "version": cp.business.version, "state_version": cp.state_version}
-    return ("SET", keys.receipt(event.event_id, task), orjson.dumps(doc), "EX", keys.RECEIPT_TTL_S)
+    receipt = keys.receipt(event.event_id, task, key_id=event.key_id)
+    return ("SET", receipt, orjson.dumps(doc), "EX", keys.RECEIPT_TTL_S)
+
+
+def _identity(wake: Wake) -> str:
+    """The task inbox member for this wake, derived from what was verified, never from the wake's
+    own message id (anyone who can write to wakeful.wake chooses that): a signed event is (key id,
+    event id); a deadline is the runtime's own id for the task and due time it names."""
+    if wake.event is not None:
+        return keys.event_identity(wake.event.key_id, wake.event.event_id)
+    return keys.runtime_id("deadline", wake.envelope.task_id, str(wake.envelope.payload.get("due_ms")))
 
 
 def _detail(event: SignedEvent | None) -> dict[str, Any]:

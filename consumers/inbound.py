@@ -3,6 +3,10 @@
 `judge()` is the pure part: raw bytes + the signer's registered key + now -> Accepted or Rejected.
 The handler adds what needs Redis (seen-set, correlation lookup, receipts) and publishes a Wake
 keyed by task id. A rejected event goes to wakeful.dlq with its reason and never crashes the role.
+
+An event's dedupe identity is (key id, event id): another signer cannot squat an id. The first
+message with an identity in a batch wins; a later one in the same batch is a duplicate before
+anything is written, as it is in a later batch once the first is marked seen.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ class Accepted:
 class Rejected:
     reason: str
     event: SignedEvent | None = None
+    signed: bool = False  # its signature verified: only then does its key id's receipt tell its sender
+
+
+Position = tuple[str, int, int]
 
 
 def parse(raw: bytes) -> SignedEvent | Rejected:
@@ -66,19 +74,32 @@ def judge(
     issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
     if issued < now - max_age:
         return Rejected(
-            f"event is too old: issued {issued.isoformat()}, max age {max_age.total_seconds():.0f}s", event
+            f"event is too old: issued {issued.isoformat()}, max age {max_age.total_seconds():.0f}s",
+            event,
+            signed=True,
         )
     if issued > now + FUTURE_SKEW:
-        return Rejected(f"event is from the future: issued {issued.isoformat()}", event)
+        return Rejected(f"event is from the future: issued {issued.isoformat()}", event, signed=True)
     if event.kind not in events.KINDS:
-        return Rejected(f"unknown event kind {event.kind!r}", event)
+        return Rejected(f"unknown event kind {event.kind!r}", event, signed=True)
     if event.kind not in kinds:
-        return Rejected(f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event)
+        return Rejected(
+            f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event, signed=True
+        )
     if event.kind != events.APPROVE and not event.task_id:
-        return Rejected(f"{event.kind} must name its task_id", event)
+        return Rejected(f"{event.kind} must name its task_id", event, signed=True)
     if event.kind == events.APPROVE and not (event.correlation_id or event.task_id):
-        return Rejected("an approval must carry the correlation id of the wait it answers", event)
+        return Rejected(
+            "an approval must carry the correlation id of the wait it answers", event, signed=True
+        )
     return Accepted(event, key.principal)
+
+
+def claim(claims: dict[str, Position], identity: str, position: Position) -> bool:
+    """First occurrence wins within a batch: True if `identity` is now, or already was, claimed by
+    the message at `position` (a retried or re-read message keeps its claim); False if an earlier
+    message in the batch holds it."""
+    return claims.setdefault(identity, position) == position
 
 
 class Inbound:
@@ -88,7 +109,8 @@ class Inbound:
         self.log = log
         self.max_age = timedelta(seconds=max_age)
         self.runner: Runner | None = None
-        self._accepted: list[str] = []
+        self._accepted: list[tuple[str, str]] = []  # (key id, event id) whose wake is published
+        self._claims: dict[str, Position] = {}  # this batch's identities -> the message holding each
         self._lock = threading.Lock()
 
     def handle(self, msg: Message) -> None:
@@ -98,19 +120,30 @@ class Inbound:
         event = parsed
         pipe = self.client.pipeline(transaction=False)
         pipe.hget(keys.AUTH_SIGNERS, event.key_id)
-        pipe.exists(keys.seen(event.event_id))
+        pipe.exists(keys.seen(event.key_id, event.event_id))
         pipe.get(keys.corr(event.correlation_id)) if event.correlation_id else pipe.ping()
         signer_raw, seen, corr = pipe.execute()
         key, kinds = _signer(event.key_id, signer_raw)
         verdict = judge(event, key, kinds, datetime.now(UTC), self.max_age)
         if isinstance(verdict, Rejected):
             return self._reject(msg, verdict)
+        # The receipt under this identity is the first message's: a duplicate writes nothing.
+        duplicate = Rejected(f"duplicate event {event.event_id} from key {event.key_id}", event)
         if seen:
-            return self._reject(msg, Rejected(f"duplicate event {event.event_id}", event), receipt=False)
+            return self._reject(msg, duplicate, receipt=False)
         task_id = corr.decode() if isinstance(corr, bytes) else event.task_id
         if event.correlation_id and not isinstance(corr, bytes):
-            return self._reject(msg, Rejected(f"unknown correlation id {event.correlation_id!r}", event))
+            unknown = Rejected(f"unknown correlation id {event.correlation_id!r}", event, signed=True)
+            return self._reject(msg, unknown)
         assert task_id is not None  # judge() made sure an event names its task or its wait
+        with self._lock:
+            first = claim(
+                self._claims,
+                keys.event_identity(event.key_id, event.event_id),
+                (msg.topic() or "", msg.partition() or 0, msg.offset() or 0),
+            )
+        if not first:
+            return self._reject(msg, duplicate, receipt=False)
         wake = Envelope(
             message_id=event.event_id,
             task_id=task_id,
@@ -128,27 +161,32 @@ class Inbound:
         self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
         fault("inbound.after_publish")
         with self._lock:
-            self._accepted.append(event.event_id)
+            self._accepted.append((event.key_id, event.event_id))
         return None
 
     def after_batch(self) -> None:
-        """The wakes are on Kafka now: remember the events as seen (a replay guard, not the dedupe)."""
+        """The wakes are on Kafka now: remember the events as seen (a replay guard, not the dedupe),
+        then forget the batch's claims. A batch read again (its output did not all reach Kafka) keeps
+        its claims, so the same message wins again."""
         with self._lock:
-            accepted, self._accepted = self._accepted, []
+            accepted = list(dict.fromkeys(self._accepted))
         if accepted:
             pipe = self.client.pipeline(transaction=False)
-            for event_id in accepted:
-                pipe.set(keys.seen(event_id), 1, ex=keys.SEEN_TTL_S)
+            for key_id, event_id in accepted:
+                pipe.set(keys.seen(key_id, event_id), 1, ex=keys.SEEN_TTL_S)
             pipe.execute()
+        with self._lock:
+            self._accepted, self._claims = [], {}
 
     def _reject(self, msg: Message, rejected: Rejected, receipt: bool = True) -> None:
         assert self.runner is not None
         task_id = rejected.event.task_id if rejected.event else None
         self.runner.dead_letter(msg, rejected.reason, task_id)
-        if receipt and rejected.event is not None:
+        # An unverified event's key id is only a claim: its rejection must not fill that key's receipt.
+        if receipt and rejected.event is not None and rejected.signed:
             doc = {"status": "rejected", "reason": rejected.reason, "task_id": task_id, "by": "inbound"}
             self.client.set(
-                keys.receipt(rejected.event.event_id, task_id),
+                keys.receipt(rejected.event.event_id, task_id, key_id=rejected.event.key_id),
                 orjson.dumps(doc),
                 ex=keys.RECEIPT_TTL_S,
                 nx=True,

@@ -44,14 +44,17 @@ class Timer:
             return 0
         for member in due:
             task_id, _, due_ms = member.decode().partition("|")
+            due_at = int(due_ms or 0)
+            # The gate derives the same id from task and due time: the runtime's, never an outside one.
+            message_id = keys.runtime_id("deadline", task_id, due_at)
             wake = Envelope(
-                message_id=f"deadline:{task_id}:{due_ms}",
+                message_id=message_id,
                 task_id=task_id,
                 task_version=0,
                 kind="wake",
                 created_at=datetime.now(UTC),
-                trace_id=f"deadline:{task_id}:{due_ms}",
-                payload={"reason": "deadline", "due_ms": int(due_ms or 0)},
+                trace_id=message_id,
+                payload={"reason": "deadline", "due_ms": due_at},
             )
             self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
         if self.producer.flush(30) > 0 or self.failures.take():

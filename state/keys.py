@@ -11,7 +11,8 @@ slot and a task's transaction or script never crosses slots. Task ids are restri
 |                   |        | (XADD refuses an id that does not grow)            | only, never SET or DEL |
 | wk:{T}:lease      | string | "<owner>:<fence>" with a PX ttl                    | lease scripts          |
 | wk:{T}:fence      | string | fencing counter, INCR at every lease grant         | lease scripts          |
-| wk:{T}:inbox      | set    | message ids already applied to this task (dedupe)  | gate, executor (CAS)   |
+| wk:{T}:inbox      | set    | identities applied to this task (dedupe): outside  | gate, executor (CAS)   |
+|                   |        | events ev:K:E, the runtime's own ids rt:<kind>:... |                        |
 | wk:{T}:outbox     | stream | outbox records not yet on wakeful.log              | gate, executor; relay  |
 | wk:{T}:ops        | hash   | op_key -> action-log entry (intent first)          | executor               |
 | wk:{T}:quarantine | string | JSON {reason, detail, at}: the task never resumes  | gate, executor, admin  |
@@ -19,9 +20,9 @@ slot and a task's transaction or script never crosses slots. Task ids are restri
 | wk:outbox:dirty   | set    | task ids whose outbox may hold records             | gate, executor; relay  |
 | wk:deadlines      | zset   | "<task_id>|<deadline ms>" scored by deadline ms    | gate; timer removes    |
 | wk:corr:{C}       | string | correlation id C -> task id of the wait it answers | gate                   |
-| wk:seen:{E}       | string | event id E was accepted at the door (replay guard) | inbound (TTL)          |
-| wk:{T}:receipt:{E}| string | JSON outcome of event E for task T, for its sender | gate (in CAS), inbound |
-| wk:receipt:{E}    | string | the same, refused before its task was known        | inbound                |
+| wk:seen:{K}:{E}   | string | key K's event E was accepted at the door (replay)  | inbound (TTL)          |
+| wk:{T}:receipt:{K}:{E} | string | JSON outcome of key K's event E, task T | gate (in CAS), inbound |
+| wk:receipt:{K}:{E}| string | the same, refused before its task was known        | inbound                |
 | wk:authority:*    | mixed  | approvers, limit, signers, policy (authority/)     | admin only; roles read |
 
 No per-task key has a TTL while its task lives: a waiting task must never be dropped by Redis.
@@ -74,13 +75,31 @@ def corr(correlation_id: str) -> str:
     return f"{PREFIX}:corr:{correlation_id}"
 
 
-def seen(event_id: str) -> str:
-    return f"{PREFIX}:seen:{event_id}"
+# Dedupe identities. Never change these formats: they are stored (wk:seen:*, wk:{T}:inbox, receipt
+# keys), and a changed one lets an applied message apply again (docs/decisions.md D29). An outside
+# event is (key id, event id): another signer's event with the same event id is another identity.
+# What the runtime makes for itself is "rt:<kind>:...", which no outside identity ("ev:...") can be.
 
 
-def receipt(event_id: str, task_id: str | None = None) -> str:
-    """In the task's slot when the task is known, so a transition writes it in its own MULTI."""
-    return _task(task_id, f"receipt:{event_id}") if task_id else f"{PREFIX}:receipt:{event_id}"
+def event_identity(key_id: str, event_id: str) -> str:
+    """The inbox member of an outside event (neither part holds a ':', so it splits one way)."""
+    return f"ev:{key_id}:{event_id}"
+
+
+def runtime_id(kind: str, *parts: str | int) -> str:
+    """The inbox member of a message the runtime makes itself (close, deadline, refusal, review)."""
+    return ":".join(("rt", kind, *map(str, parts)))
+
+
+def seen(key_id: str, event_id: str) -> str:
+    return f"{PREFIX}:seen:{key_id}:{event_id}"
+
+
+def receipt(event_id: str, task_id: str | None = None, *, key_id: str) -> str:
+    """In the task's slot when the task is known, so a transition writes it in its own MULTI. The
+    signer's key id is part of it: another signer's event with the same id has its own receipt."""
+    name = f"receipt:{key_id}:{event_id}"
+    return _task(task_id, name) if task_id else f"{PREFIX}:{name}"
 
 
 # ACL key patterns, one per per-task key kind (used by state.acl).

@@ -1,0 +1,231 @@
+"""Dedupe identities cannot be squatted or forged (docs/decisions.md D29).
+
+An outside event is (key id, event id) at the door, in the task's inbox and in its receipt; ids the
+runtime makes for itself live in "rt:", which no outside identity can have; and two messages with
+one identity in one batch apply once. End to end against the stack `wakeful dev up` starts.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from helpers import refund_proposal, start_fleet, topic_marks, wait_letter
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wakeful.cli.client import REQUESTER, Client
+from wakeful.consumers.inbound import Inbound, claim
+from wakeful.consumers.runner import Runner
+from wakeful.core import topics
+from wakeful.core.log import Log
+from wakeful.core.settings import Settings
+from wakeful.devstack.fleet import Fleet
+from wakeful.devstack.process import wait_until
+from wakeful.producers.signing import sign_event
+from wakeful.schemas import events
+from wakeful.schemas.events import SignedEvent
+from wakeful.schemas.stage import Stage
+from wakeful.state import acl, keys
+
+SETTLE_S = 90.0
+KEY_ID = st.from_regex(r"[A-Za-z0-9_.@-]{1,20}", fullmatch=True)
+EVENT_ID = st.from_regex(r"[A-Za-z0-9_.-]{8,30}", fullmatch=True)
+
+
+@pytest.fixture(scope="module")
+def fleet(client: Client) -> Iterator[Fleet]:
+    fleet = start_fleet(client)
+    yield fleet
+    fleet.stop()
+
+
+# ---- pure ---------------------------------------------------------------------------------------
+
+
+@given(KEY_ID, EVENT_ID, KEY_ID, EVENT_ID)
+def test_two_outside_identities_are_equal_only_for_the_same_signer_and_event_id(
+    k1: str, e1: str, k2: str, e2: str
+) -> None:
+    same = (k1, e1) == (k2, e2)
+    assert (keys.event_identity(k1, e1) == keys.event_identity(k2, e2)) is same
+    assert (keys.seen(k1, e1) == keys.seen(k2, e2)) is same
+    assert (keys.receipt(e1, "t-1", key_id=k1) == keys.receipt(e2, "t-1", key_id=k2)) is same
+    assert (keys.receipt(e1, key_id=k1) == keys.receipt(e2, key_id=k2)) is same
+
+
+@given(KEY_ID, EVENT_ID, st.sampled_from(["close", "deadline", "refused", "review"]), st.text(max_size=40))
+def test_an_outside_identity_is_never_a_runtime_id(key_id: str, event_id: str, kind: str, part: str) -> None:
+    outside = keys.event_identity(key_id, event_id)
+    assert outside.startswith("ev:")
+    assert outside != keys.runtime_id(kind, part)
+    assert keys.runtime_id(kind, part).startswith("rt:")
+
+
+def test_runtime_ids_name_their_kind_and_parts() -> None:
+    assert keys.runtime_id("close", "REFUND:t-1:v1") == "rt:close:REFUND:t-1:v1"
+    assert keys.runtime_id("deadline", "t-1", 1767225600000) == "rt:deadline:t-1:1767225600000"
+    assert keys.event_identity("key-alice", "ev-0123abcd") == "ev:key-alice:ev-0123abcd"
+
+
+def test_the_first_message_with_an_identity_in_a_batch_holds_it_and_keeps_it_on_retry() -> None:
+    claims: dict[str, tuple[str, int, int]] = {}
+    first, second = ("wakeful.events", 0, 10), ("wakeful.events", 1, 4)
+    assert claim(claims, "ev:k:e-00000001", first)
+    assert not claim(claims, "ev:k:e-00000001", second)
+    assert claim(claims, "ev:k:e-00000001", first)  # the same message, retried or read again
+    assert claim(claims, "ev:other:e-00000001", second)
+    assert claims == {"ev:k:e-00000001": first, "ev:other:e-00000001": second}
+
+
+# ---- end to end ---------------------------------------------------------------------------------
+
+
+def _receipt(client: Client, event: SignedEvent, task_id: str) -> dict[str, Any]:
+    return client.receipt(event.event_id, task_id, timeout=SETTLE_S, key_id=event.key_id)
+
+
+def test_an_event_id_taken_by_another_signer_does_not_drop_the_genuine_event(
+    client: Client, fleet: Fleet
+) -> None:
+    task_id, created = client.new_task(2500)
+    assert created["stage"] == Stage.AWAITING_APPROVAL.value
+    genuine = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
+    squat = sign_event(
+        client.signer("mallory"), events.APPROVE, {"version": 1}, task_id=task_id, event_id=genuine.event_id
+    )
+    client.publisher.publish(squat)
+    assert _receipt(client, squat, task_id)["reason"] == "not an authorised approver"
+
+    client.publisher.publish(genuine)
+    assert _receipt(client, genuine, task_id)["status"] == "accepted"
+    shown = client.wait_settled(task_id, SETTLE_S)
+    assert shown["stage"] == Stage.CLOSED.value and len(shown["ledger"]) == 1
+    assert shown["approval"]["approver_ref"] == "alice"
+    # Each signer reads her own outcome.
+    assert _receipt(client, squat, task_id)["status"] == "rejected"
+    assert _receipt(client, genuine, task_id)["status"] == "accepted"
+
+
+@pytest.mark.parametrize("forged", ["close", "approval"])
+def test_a_runtime_message_id_cannot_be_preloaded_into_a_tasks_inbox(
+    client: Client, fleet: Fleet, forged: str
+) -> None:
+    task_id, _ = client.new_task(2500)
+    approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
+    message_id = f"close:REFUND:{task_id}:v1" if forged == "close" else approval.event_id
+    before = client.show(task_id)["state_version"]
+    # Anyone who can write to wakeful.proposals: a proposal the executor refuses (no approval yet),
+    # applied as a refusal under the message id the forger chose.
+    envelope = refund_proposal(task_id, before, 2500).model_copy(update={"message_id": message_id})
+    producer = Producer({"bootstrap.servers": client.settings.kafka_bootstrap})
+    producer.produce(topics.PROPOSALS, key=task_id.encode(), value=envelope.encode())
+    assert producer.flush(30) == 0
+    assert wait_until(lambda: client.show(task_id)["state_version"] > before, SETTLE_S, 0.05)
+
+    client.publisher.publish(approval)
+    assert _receipt(client, approval, task_id)["status"] == "accepted"
+    shown = client.wait_settled(task_id, SETTLE_S)
+    assert shown["stage"] == Stage.CLOSED.value and len(shown["ledger"]) == 1
+
+
+def test_two_events_with_one_id_in_one_batch_apply_once_and_the_second_writes_nothing(
+    client: Client, fleet: Fleet
+) -> None:
+    bootstrap = client.settings.kafka_bootstrap
+    dlq, requests = topic_marks(bootstrap, topics.DLQ), topic_marks(bootstrap, topics.PROPOSALS_REQUEST)
+    task_id, event_id = f"t-{uuid.uuid4().hex[:12]}", f"ev-{uuid.uuid4().hex}"
+    first, second = (
+        sign_event(
+            client.signer(REQUESTER),
+            events.CREATE,
+            {"amount": 20, "currency": "EUR", "note": note},
+            task_id=task_id,
+            event_id=event_id,
+        )
+        for note in (f"first note {task_id}", f"second note {task_id}")
+    )
+    client.publisher.publish_many([first, second])
+
+    letter = wait_letter(bootstrap, dlq, lambda d: event_id in str(d.get("reason", "")), SETTLE_S)
+    assert letter is not None and letter[0]["reason"].startswith(f"duplicate event {event_id}")
+    shown = client.wait_settled(task_id, SETTLE_S)
+    assert shown["stage"] == Stage.CLOSED.value and len(shown["ledger"]) == 1
+    assert client.admin.hgetall(keys.evidence(task_id)) == {
+        f"evidence:{task_id}:note".encode(): f"first note {task_id}".encode()
+    }
+    windows = _records(bootstrap, requests, task_id)
+    assert windows and all(f"second note {task_id}" not in w for w in windows)
+    assert _receipt(client, first, task_id)["state_version"] == 1
+
+
+def test_a_duplicate_handled_at_the_door_in_one_batch_is_rejected_before_anything_is_written(
+    client: Client, settings: Settings
+) -> None:
+    task_id, event_id = f"t-{uuid.uuid4().hex[:12]}", f"ev-{uuid.uuid4().hex}"
+    first, second = (
+        sign_event(client.signer(REQUESTER), events.RUN, {"n": n}, task_id=task_id, event_id=event_id)
+        for n in (1, 2)
+    )
+    letters: list[str] = []
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    inbound = Inbound(acl.connect(settings, "inbound"), producer, Log(), settings.event_max_age)
+    inbound.runner = cast(
+        Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
+    )
+
+    def message(event: SignedEvent, offset: int) -> Message:
+        value = event.encode()
+        return Message(topic=topics.EVENTS, partition=0, offset=offset, key=task_id.encode(), value=value)
+
+    inbound.handle(message(first, 1))
+    inbound.handle(message(second, 2))
+    inbound.handle(message(first, 1))  # the winner, retried: still the winner
+    assert len(letters) == 1 and letters[0].startswith(f"duplicate event {event_id}")
+    assert producer.flush(30) == 0
+    inbound.after_batch()
+    assert client.admin.exists(keys.seen(first.key_id, event_id))
+    assert client.admin.get(keys.receipt(event_id, task_id, key_id=first.key_id)) is None
+    inbound.handle(message(second, 2))  # a later batch: the seen-set refuses it
+    assert len(letters) == 2 and letters[1].startswith(f"duplicate event {event_id}")
+
+
+def _records(bootstrap: str, since: list[TopicPartition], key: str) -> list[str]:
+    """Values of the records keyed `key` between `since` and the topic's end now."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex}", "enable.auto.commit": False}
+    )
+    try:
+        ends = {
+            tp.partition: consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)[
+                1
+            ]
+            for tp in since
+        }
+        todo = {tp.partition for tp in since if tp.offset < ends[tp.partition]}
+        consumer.assign(since)
+        found: list[str] = []
+        deadline = time.monotonic() + SETTLE_S
+        while todo and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 1.0):
+                if msg.error() is not None:
+                    continue
+                if msg.key() == key.encode():
+                    found.append((msg.value() or b"").decode())
+                if (msg.offset() or 0) + 1 >= ends[msg.partition() or 0]:
+                    todo.discard(msg.partition() or 0)
+        assert not todo, f"partitions {sorted(todo)} not read to their end in {SETTLE_S:.0f}s"
+        return found
+    finally:
+        consumer.close()
+
+
+def test_dedupe_key_formats_are_the_documented_ones() -> None:
+    assert keys.receipt("ev-0123abcd", "t-1", key_id="key-alice") == "wk:{t-1}:receipt:key-alice:ev-0123abcd"
+    assert keys.receipt("ev-0123abcd", key_id="key-alice") == "wk:receipt:key-alice:ev-0123abcd"
+    assert keys.seen("key-alice", "ev-0123abcd") == "wk:seen:key-alice:ev-0123abcd"
