@@ -119,8 +119,9 @@ def _check(
     misapplied = []
     for event in sent:
         task_id = event.task_id or ""
-        raw = client.admin.get(keys.receipt(event.event_id, task_id))
-        if raw is None or not client.admin.sismember(keys.inbox(task_id), event.event_id):
+        raw = client.admin.get(keys.receipt(event.event_id, task_id, key_id=event.key_id))
+        applied = keys.event_identity(event.key_id, event.event_id)
+        if raw is None or not client.admin.sismember(keys.inbox(task_id), applied):
             misapplied.append(event.event_id)
     for task_id in task_ids:
         if shown[task_id].get("state_version") not in (None, client.admin.scard(keys.inbox(task_id))):

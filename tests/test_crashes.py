@@ -83,9 +83,10 @@ def test_every_approved_task_is_refunded_exactly_once_after_a_sigkill_at(
         assert "escalated" in (shown["last_refusal"] or ""), shown
     # no event lost: every one has an outcome, and every accepted one is in its task's inbox
     for event in sent:
-        receipt = client.receipt(event.event_id, event.task_id, timeout=30)
+        receipt = client.receipt(event.event_id, event.task_id, timeout=30, key_id=event.key_id)
         assert receipt["status"] == "accepted", (point, receipt)
-        assert client.admin.sismember(keys.inbox(receipt["task_id"]), event.event_id)
+        applied = keys.event_identity(event.key_id, event.event_id)
+        assert client.admin.sismember(keys.inbox(receipt["task_id"]), applied)
     # no lease stuck: a lease held by the killed process lapses, every other one was released
     task_ids = approved + plain + deadline_tasks
     assert wait_until(
