@@ -12,6 +12,8 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_KAFKA_PORT            | 19092                        | local broker listener                       |
 | WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                        | local KRaft controller listener             |
 | WAKEFUL_REDIS_PORT            | 16379                        | local Redis port                            |
+| WAKEFUL_REDIS_MAXMEMORY       | 1gb                          | local Redis maxmemory (noeviction: full     |
+|                               |                              | refuses writes, never drops a task)         |
 | WAKEFUL_PARTITIONS            | 6                            | partitions per topic created by wakeful     |
 | WAKEFUL_KAFKA_HEAP            | 512m                         | local broker -Xmx (and -Xms at half)        |
 | WAKEFUL_KEYRING               | $HOME/keyring.json           | sealing keys (created by `dev up`)          |
@@ -38,6 +40,9 @@ from urllib.parse import urlparse
 from wakeful.core.errors import ConfigError
 
 _HEAP = re.compile(r"^[1-9][0-9]*[mMgG]$")
+_MEMORY = re.compile(r"([1-9][0-9]*)(b|kb|mb|gb)")
+_MEMORY_UNITS = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3}
+MIN_REDIS_MEMORY = 64 * 1024**2  # below this the roles' own keys and scripts barely fit
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -64,6 +69,7 @@ class Settings:
     lease_ttl_ms: int = 15_000
     instance_id: str | None = None
     log_level: str = "warning"
+    redis_maxmemory: str = "1gb"
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -130,6 +136,7 @@ class Settings:
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),
             instance_id=env.get("WAKEFUL_INSTANCE_ID") or None,
             log_level=log_level_from(env),
+            redis_maxmemory=_memory(env, "WAKEFUL_REDIS_MAXMEMORY", "1gb"),
         )
 
 
@@ -156,6 +163,17 @@ def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str,
     raw = env.get(name) or default
     if raw not in allowed:
         raise ConfigError(name, f"{raw!r} is not one of {', '.join(allowed)}")
+    return raw
+
+
+def _memory(env: Mapping[str, str], name: str, default: str) -> str:
+    """A Redis memory size such as 512mb or 1gb, at least MIN_REDIS_MEMORY; 0 (no limit) is refused."""
+    raw = (env.get(name) or default).strip().lower()
+    found = _MEMORY.fullmatch(raw)
+    if found is None:
+        raise ConfigError(name, f"{raw!r} is not a Redis memory size such as 512mb or 1gb")
+    if int(found[1]) * _MEMORY_UNITS[found[2]] < MIN_REDIS_MEMORY:
+        raise ConfigError(name, f"{raw} is below the {MIN_REDIS_MEMORY // 1024**2}mb minimum")
     return raw
 
 

@@ -1,4 +1,5 @@
-"""The local Redis server: Debian's redis-server on loopback, append-only with fsync every second."""
+"""The local Redis server: Debian's redis-server on loopback, append-only with fsync every second,
+with a memory limit and no eviction (docs/decisions.md D28)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,10 @@ def _write_config(settings: Settings) -> Path:
                 "appendonly yes",
                 "appendfsync everysec",
                 'save ""',
+                # Bounded memory, and state is never evicted: a full Redis refuses writes (OOM),
+                # which the roles retry as transient, instead of silently dropping a waiting task.
+                f"maxmemory {settings.redis_maxmemory}",
+                "maxmemory-policy noeviction",
                 # One ACL user per role (state.acl); `dev up` rewrites this file and reloads it.
                 f"aclfile {acl_path(settings)}",
                 "",
@@ -121,8 +126,16 @@ def start(settings: Settings, say: process.Say) -> int:
     pid = process.running_pid(pid_path(settings), is_ours(settings))
     if pid is not None:
         write_acl(settings)
-        admin_client(settings).acl_load()
-        say(f"redis already running (pid {pid}) on 127.0.0.1:{settings.redis_port}; ACL users reloaded")
+        admin = admin_client(settings)
+        admin.acl_load()
+        # A server started by older code, or with another WAKEFUL_REDIS_MAXMEMORY, gets the limit now.
+        admin.config_set("maxmemory", settings.redis_maxmemory)
+        admin.config_set("maxmemory-policy", "noeviction")
+        _write_config(settings)
+        say(
+            f"redis already running (pid {pid}) on 127.0.0.1:{settings.redis_port}; ACL users reloaded, "
+            f"maxmemory {settings.redis_maxmemory}"
+        )
         return pid
     if process.port_in_use(settings.redis_port):
         raise StackError(
@@ -133,7 +146,10 @@ def start(settings: Settings, say: process.Say) -> int:
     exe = binary(say)
     conf = _write_config(settings)
     write_acl(settings)
-    say(f"starting redis on 127.0.0.1:{settings.redis_port} (AOF, fsync every second) ...")
+    say(
+        f"starting redis on 127.0.0.1:{settings.redis_port} "
+        f"(AOF, fsync every second, maxmemory {settings.redis_maxmemory}, noeviction) ..."
+    )
     pid = process.start_detached(
         [exe, str(conf)], _dir(settings) / "stdout.log", pid_path(settings), _dir(settings)
     )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from wakeful.schemas.base import Record
+from wakeful.state import keys
 
 # Event kinds upstream systems may send, and what their payload holds.
 CREATE = "task.create"  # {amount, currency, note}; carries task_id
@@ -18,6 +19,18 @@ REOPEN = "task.reopen"  # {wait_s?}: a person puts a reviewed task back into the
 KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN)
 
 MAX_EVENT_BYTES = 64 * 1024
+
+# Ids from outside are checked here, at decode time, so a bad one is a DecodeError the door
+# dead-letters with its reason, never a Redis key. The alphabets live with the key builders
+# (state/keys.py), which check them again.
+TaskId = Annotated[str, StringConstraints(pattern=f"^{keys.TASK_ID}$")]
+EventId = Annotated[str, StringConstraints(pattern=f"^{keys.EVENT_ID}$")]
+CorrelationId = Annotated[str, StringConstraints(pattern=f"^{keys.CORRELATION_ID}$")]
+KeyId = Annotated[str, StringConstraints(pattern=f"^{keys.KEY_ID}$")]
+# Message and trace ids are derived inside wakeful ("propreq:<task>:<state_version>") and name no
+# key (a message id is a member of the task's inbox set), so they may hold colons; nothing more.
+MESSAGE_ID = r"[A-Za-z0-9_.@:-]{1,320}"
+MessageId = Annotated[str, StringConstraints(pattern=f"^{MESSAGE_ID}$")]
 
 
 class SignedEvent(Record):
@@ -31,11 +44,11 @@ class SignedEvent(Record):
     SCHEMA: ClassVar[int] = 1
     schema_version: int = SCHEMA
 
-    event_id: str = Field(min_length=8, max_length=128)
-    kind: str
-    task_id: str | None = None
-    correlation_id: str | None = None
-    key_id: str = Field(min_length=1, max_length=128)
+    event_id: EventId
+    kind: str = Field(max_length=64)
+    task_id: TaskId | None = None
+    correlation_id: CorrelationId | None = None
+    key_id: KeyId
     issued_at: datetime
     payload: dict[str, Any] = Field(default_factory=dict)
     signature: str  # base64 of the Ed25519 signature or the HMAC-SHA256 tag
@@ -52,10 +65,10 @@ class Envelope(Record):
     SCHEMA: ClassVar[int] = 1
     schema_version: int = SCHEMA
 
-    message_id: str  # dedupe key downstream; derived from what caused it, never random per attempt
-    task_id: str
+    message_id: MessageId  # dedupe key downstream; derived from what caused it, never random per attempt
+    task_id: TaskId
     task_version: int  # the business version (or, for proposals, the state_version decided on)
-    kind: str
+    kind: str = Field(max_length=64)
     created_at: datetime
-    trace_id: str
+    trace_id: MessageId
     payload: dict[str, Any] = Field(default_factory=dict)

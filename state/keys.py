@@ -1,8 +1,27 @@
 """Every Redis key wakeful uses, and every TTL. No key prefix or TTL literal lives anywhere else.
 
 Per-task keys share the hash tag `{<task_id>}`, so in Redis Cluster one task's keys live in one
-slot and a task's transaction or script never crosses slots. Task ids are restricted to
-[A-Za-z0-9_-] (schemas.checkpoint.TASK_ID), so a task id can never forge another key's name.
+slot and a task's transaction or script never crosses slots.
+
+Every id that becomes part of a key name is checked twice: by the wire models at decode time
+(schemas/events.py, a DecodeError the door dead-letters) and here, by every key builder (ValueError),
+so no key is ever built from an unchecked part. The alphabets hold no brace, colon, `|`, whitespace
+or control character, so a part can never close a hash tag, add a key segment or forge another
+key's name (`wk:{X}:receipt:Y}:lease` was one), and their lengths are bounded, so an outsider cannot
+make Redis hold a huge key for a week:
+
+| part            | pattern                 | named in                                  |
+|-----------------|-------------------------|-------------------------------------------|
+| task id         | [A-Za-z0-9_-]{1,64}     | wk:{T}:*, bank:fence:T, bank:faults:T     |
+| event id        | [A-Za-z0-9_.-]{8,128}   | wk:seen:K:E, wk:{T}:receipt:K:E, ...      |
+| correlation id  | [A-Za-z0-9_.-]{1,128}   | wk:corr:C                                 |
+| key id (signer) | [A-Za-z0-9_.@-]{1,128}  | wk:seen:K:E, receipt keys                 |
+| op key          | [A-Za-z0-9_.:-]{1,200}  | bank:entry:K                              |
+
+Op keys (`REFUND:<task>:v<n>`) are the one part that may hold colons: they name the business
+operation, and `bank:entry:` is a fixed prefix no other bank key starts with, so a colon in one
+cannot reach another kind of key. Inside the task keyspace op keys are hash fields of wk:{T}:ops,
+never key names.
 
 | key               | type   | holds                                              | written by             |
 |-------------------|--------|----------------------------------------------------|------------------------|
@@ -40,7 +59,21 @@ its keys are listed here too so that every prefix lives in one module:
 
 from __future__ import annotations
 
+import re
+
 PREFIX = "wk"
+
+# The id alphabets (table above). schemas/events.py builds its wire constraints from these strings.
+TASK_ID = r"[A-Za-z0-9_-]{1,64}"
+EVENT_ID = r"[A-Za-z0-9_.-]{8,128}"
+CORRELATION_ID = r"[A-Za-z0-9_.-]{1,128}"
+KEY_ID = r"[A-Za-z0-9_.@-]{1,128}"
+OP_KEY = r"[A-Za-z0-9_.:-]{1,200}"
+_TASK_ID = re.compile(TASK_ID)
+_EVENT_ID = re.compile(EVENT_ID)
+_CORRELATION_ID = re.compile(CORRELATION_ID)
+_KEY_ID = re.compile(KEY_ID)
+_OP_KEY = re.compile(OP_KEY)
 
 # The default lease TTL (WAKEFUL_LEASE_TTL_MS overrides it): a worker that has not extended its
 # lease for this long is presumed dead.
@@ -71,8 +104,16 @@ PATTERN_RECEIPT = f"{PREFIX}:receipt:*"
 PATTERN_TASK_RECEIPT = f"{PREFIX}:*:receipt:*"
 
 
+def checked(pattern: re.Pattern[str], part: str, what: str) -> str:
+    """`part` if the whole of it matches `pattern`; ValueError naming the rule otherwise."""
+    if not pattern.fullmatch(part):
+        shown = repr(part[:40]) + (f"... ({len(part)} characters)" if len(part) > 40 else "")
+        raise ValueError(f"{what} {shown} cannot name a Redis key: it must match {pattern.pattern}")
+    return part
+
+
 def corr(correlation_id: str) -> str:
-    return f"{PREFIX}:corr:{correlation_id}"
+    return f"{PREFIX}:corr:{checked(_CORRELATION_ID, correlation_id, 'correlation id')}"
 
 
 # Dedupe identities. Never change these formats: they are stored (wk:seen:*, wk:{T}:inbox, receipt
@@ -92,13 +133,13 @@ def runtime_id(kind: str, *parts: str | int) -> str:
 
 
 def seen(key_id: str, event_id: str) -> str:
-    return f"{PREFIX}:seen:{key_id}:{event_id}"
+    return f"{PREFIX}:seen:{checked(_KEY_ID, key_id, 'key id')}:{checked(_EVENT_ID, event_id, 'event id')}"
 
 
 def receipt(event_id: str, task_id: str | None = None, *, key_id: str) -> str:
     """In the task's slot when the task is known, so a transition writes it in its own MULTI. The
     signer's key id is part of it: another signer's event with the same id has its own receipt."""
-    name = f"receipt:{key_id}:{event_id}"
+    name = f"receipt:{checked(_KEY_ID, key_id, 'key id')}:{checked(_EVENT_ID, event_id, 'event id')}"
     return _task(task_id, name) if task_id else f"{PREFIX}:{name}"
 
 
@@ -120,19 +161,19 @@ PATTERN_BANK = f"{BANK_PREFIX}:*"
 
 
 def bank_entry(op_key: str) -> str:
-    return f"{BANK_PREFIX}:entry:{op_key}"
+    return f"{BANK_PREFIX}:entry:{checked(_OP_KEY, op_key, 'op key')}"
 
 
 def bank_fence(task_id: str) -> str:
-    return f"{BANK_PREFIX}:fence:{task_id}"
+    return f"{BANK_PREFIX}:fence:{checked(_TASK_ID, task_id, 'task id')}"
 
 
 def bank_faults(task_id: str) -> str:
-    return f"{BANK_PREFIX}:faults:{task_id}"
+    return f"{BANK_PREFIX}:faults:{checked(_TASK_ID, task_id, 'task id')}"
 
 
 def _task(task_id: str, kind: str) -> str:
-    return f"{PREFIX}:{{{task_id}}}:{kind}"
+    return f"{PREFIX}:{{{checked(_TASK_ID, task_id, 'task id')}}}:{kind}"
 
 
 def state(task_id: str) -> str:
