@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -10,8 +11,16 @@ import click
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.cli.output import emit, outcome_line
 from wakeful.core.settings import Settings
+from wakeful.state import keys
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _task_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """A task id is checked before anything is sent or read (the key builders would refuse it)."""
+    if not re.fullmatch(keys.TASK_ID, value):
+        raise click.BadParameter(f"{value[:40]!r} is not a task id ({keys.TASK_ID})")
+    return value
 
 
 def _finish(receipt: dict[str, Any], as_json: bool, extra: dict[str, Any] | None = None) -> None:
@@ -44,7 +53,7 @@ def task_new(
 
 
 @task.command("approve")
-@click.argument("task_id")
+@click.argument("task_id", callback=_task_id)
 @click.option("--by", "principal", required=True, help="Approver; signs with this principal's key.")
 @click.option("--version", type=int, required=True, help="The task version being approved.")
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the refund.")
@@ -67,7 +76,7 @@ def task_approve(
 
 
 @task.command("amend")
-@click.argument("task_id")
+@click.argument("task_id", callback=_task_id)
 @click.option("--amount", type=click.IntRange(min=1), required=True)
 @click.option("--as", "principal", default=REQUESTER, show_default=True)
 @json_option
@@ -81,7 +90,7 @@ def task_amend(settings: Settings, task_id: str, amount: int, principal: str, as
 
 
 @task.command("run")
-@click.argument("task_id")
+@click.argument("task_id", callback=_task_id)
 @click.option("--as", "principal", default=REQUESTER, show_default=True)
 @json_option
 @click.pass_obj
@@ -91,7 +100,7 @@ def task_run(settings: Settings, task_id: str, principal: str, as_json: bool) ->
 
 
 @task.command("reopen")
-@click.argument("task_id")
+@click.argument("task_id", callback=_task_id)
 @click.option("--as", "principal", default="ops-lead", show_default=True, help="The person settling it.")
 @click.option("--wait-s", type=click.IntRange(min=1), default=None, help="New approval deadline in seconds.")
 @json_option
@@ -105,7 +114,7 @@ def task_reopen(settings: Settings, task_id: str, principal: str, wait_s: int | 
 
 
 @task.command("show")
-@click.argument("task_id")
+@click.argument("task_id", callback=_task_id)
 @json_option
 @click.pass_obj
 def task_show(settings: Settings, task_id: str, as_json: bool) -> None:

@@ -71,3 +71,19 @@ def test_demo_builds_no_client_before_it_has_started_the_stack(nowhere: dict[str
     # On a fresh machine the Redis credentials only exist once the demo's own `stack.up()` ran.
     demo = Demo(Settings.from_env(nowhere), lambda _line: None)
     assert demo.failures == [] and demo._client is None
+
+
+@pytest.mark.parametrize("bad", ["x}:lease", "t 1", "a" * 65])
+def test_a_malformed_task_id_is_refused_in_one_line_before_anything_is_read(
+    bad: str, nowhere: dict[str, str]
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "task", "show", bad],
+        env=nowhere,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and "is not a task id" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
