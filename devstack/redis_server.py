@@ -127,10 +127,13 @@ def start(settings: Settings, say: process.Say) -> int:
     if pid is not None:
         write_acl(settings)
         admin = admin_client(settings)
-        admin.acl_load()
         # A server started by older code, or with another WAKEFUL_REDIS_MAXMEMORY, gets the limit now.
         admin.config_set("maxmemory", settings.redis_maxmemory)
         admin.config_set("maxmemory-policy", "noeviction")
+        # Last on this connection: ACL LOAD closes the connections of the users it replaces, the
+        # caller's own included, so a command sent after it on the same socket may meet a reset.
+        admin.acl_load()
+        admin.close()
         _write_config(settings)
         say(
             f"redis already running (pid {pid}) on 127.0.0.1:{settings.redis_port}; ACL users reloaded, "
