@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
 import redis
 from confluent_kafka import Consumer, Message, Producer
 
@@ -41,6 +40,7 @@ from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
+from wakeful.schemas import receipt as receipts
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
@@ -309,11 +309,11 @@ def _receipt_write(
 ) -> tuple[str, str, bytes, str, int]:
     """SET command for the receipt of `event`, in its task's slot."""
     task = cp.task_id if cp is not None else task_id or ""
-    doc: dict[str, Any] = {"status": status, "reason": reason, "task_id": task, "by": "gate"}
+    more: dict[str, Any] = {}
     if cp is not None:
-        doc |= {"stage": cp.stage.value, "version": cp.business.version, "state_version": cp.state_version}
-    receipt = keys.receipt(event.event_id, task, key_id=event.key_id)
-    return ("SET", receipt, orjson.dumps(doc), "EX", keys.RECEIPT_TTL_S)
+        more = {"stage": cp.stage.value, "version": cp.business.version, "state_version": cp.state_version}
+    doc = receipts.encode(status, reason, task, "gate", **more)
+    return ("SET", keys.receipt(event.event_id, task, key_id=event.key_id), doc, "EX", keys.RECEIPT_TTL_S)
 
 
 def _identity(wake: Wake) -> str:

@@ -15,7 +15,6 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import orjson
 import redis
 from confluent_kafka import Consumer, Message, Producer
 
@@ -28,6 +27,7 @@ from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.producers.signing import VerifyKey
 from wakeful.schemas import events
+from wakeful.schemas import receipt as receipts
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.state import acl, keys
 
@@ -184,10 +184,9 @@ class Inbound:
         self.runner.dead_letter(msg, rejected.reason, task_id)
         # An unverified event's key id is only a claim: its rejection must not fill that key's receipt.
         if receipt and rejected.event is not None and rejected.signed:
-            doc = {"status": "rejected", "reason": rejected.reason, "task_id": task_id, "by": "inbound"}
             self.client.set(
                 keys.receipt(rejected.event.event_id, task_id, key_id=rejected.event.key_id),
-                orjson.dumps(doc),
+                receipts.encode("rejected", rejected.reason, task_id, "inbound"),
                 ex=keys.RECEIPT_TTL_S,
                 nx=True,
             )

@@ -4,17 +4,21 @@ task with its reason instead of being retried forever."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import orjson
 import pytest
 from helpers import new_checkpoint, start_fleet
+from hypothesis import given
+from hypothesis import strategies as st
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.core.errors import UnreadableState
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
+from wakeful.schemas import receipt as receipts
 from wakeful.state import acl, keys
 from wakeful.state.store import Store
 
@@ -101,3 +105,24 @@ def test_event_for_a_task_with_an_unreadable_schema_gets_a_receipt_not_endless_r
     receipt = client.receipt(event.event_id, task_id, timeout=QUICK)
     assert receipt["status"] == "rejected" and "schema" in receipt["reason"], receipt
     assert client.show(task_id)["stage"] == "quarantined" and client.show(task_id)["ledger"] == []
+
+
+def test_a_refusal_quoting_a_huge_input_leaves_a_small_receipt(client: Client, fleet: Fleet) -> None:
+    task_id = f"t-big-{uuid.uuid4().hex[:10]}"
+    event = client.send(REQUESTER, events.CREATE, {"amount": "9" * 20_000}, task_id=task_id)
+    receipt = client.receipt(event.event_id, task_id, timeout=QUICK)
+    assert receipt["status"] == "rejected" and "positive whole number" in receipt["reason"]
+    assert receipt["reason"].endswith("more characters)")
+    stored = client.admin.get(keys.receipt(event.event_id, task_id, key_id=event.key_id))
+    assert isinstance(stored, bytes) and len(stored) < 2 * receipts.REASON_MAX
+
+
+@given(st.text(max_size=3 * receipts.REASON_MAX))
+def test_a_receipt_reason_is_bounded_and_short_ones_are_kept_whole(reason: str) -> None:
+    kept = receipts.bounded(reason)
+    assert (
+        kept == reason
+        if len(reason) <= receipts.REASON_MAX
+        else kept.startswith(reason[: receipts.REASON_MAX])
+    )
+    assert len(kept) <= receipts.REASON_MAX + 40
