@@ -124,7 +124,7 @@ def test_oversize_garbage_on_events_is_dead_lettered_as_a_digest_and_intake_cont
     publish(kafka_bootstrap, other, (elsewhere.task_id or "").encode(), elsewhere.encode())
 
     for event in (same, elsewhere):
-        receipt = client.receipt(event.event_id, event.task_id, timeout=DEADLINE_S)
+        receipt = client.receipt(event.event_id, event.task_id, timeout=DEADLINE_S, key_id=event.key_id)
         assert receipt["status"] == "accepted", receipt
     found = wait_letter(kafka_bootstrap, since, lambda d: d.get("sha256") == _sha(garbage), DEADLINE_S)
     assert_digest(found[0] if found else None, garbage, poisoned, offset)
@@ -145,7 +145,10 @@ def test_garbage_sent_by_kcat_is_dead_lettered_and_the_partition_reads_on(
     after = create_event(client)
     publish(kafka_bootstrap, poisoned, (after.task_id or "").encode(), after.encode())
 
-    assert client.receipt(after.event_id, after.task_id, timeout=DEADLINE_S)["status"] == "accepted"
+    assert (
+        client.receipt(after.event_id, after.task_id, timeout=DEADLINE_S, key_id=after.key_id)["status"]
+        == "accepted"
+    )
     found = wait_letter(kafka_bootstrap, since, lambda d: d.get("sha256") == _sha(garbage), DEADLINE_S)
     assert_digest(found[0] if found else None, garbage, poisoned, offset)
 
@@ -242,7 +245,7 @@ def test_a_role_stuck_retrying_stops_on_sigterm_and_loses_nothing(
         admin.config_set("maxmemory", limit)
         if proc.poll() is not None:
             workers.start_role("inbound")
-    receipt = client.receipt(old.event_id, old.task_id, timeout=DEADLINE_S)
+    receipt = client.receipt(old.event_id, old.task_id, timeout=DEADLINE_S, key_id=old.key_id)
     assert receipt["status"] == "rejected" and receipt["reason"].startswith("event is too old")
 
 

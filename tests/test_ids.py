@@ -313,7 +313,7 @@ def test_outside_ids_never_name_a_redis_key_and_a_genuine_event_still_gets_its_r
         producer.produce(topics.EVENTS, key=b"attacker", value=value, partition=0)
     assert producer.flush(30) == 0
 
-    receipt = client.receipt(genuine.event_id, genuine.task_id, timeout=DEADLINE_S)
+    receipt = client.receipt(genuine.event_id, genuine.task_id, timeout=DEADLINE_S, key_id=genuine.key_id)
     assert receipt["status"] == "accepted", receipt
     for name, value in (("huge", huge), ("brace", brace)):
         found = wait_letter(kafka_bootstrap, since, letter_of(f"ev-{name}-{mark}"), DEADLINE_S)

@@ -180,7 +180,7 @@ def test_forged_expired_unknown_key_and_malformed_events_go_to_dlq_and_cause_no_
         assert reason.split(":")[0] in letters[0]["reason"], letters[0]
         assert letters[0]["source"] == "inbound"
         assert client.store.client.exists(f"wk:{{{task_id}}}:state") == 0
-    receipt = client.receipt(old.event_id, old.task_id)
+    receipt = client.receipt(old.event_id, old.task_id, key_id=old.key_id)
     assert receipt["status"] == "rejected" and receipt["reason"].startswith("event is too old")
 
 
@@ -209,7 +209,7 @@ def test_events_from_the_pure_python_publisher_reach_the_same_consumer(
         publisher.publish(event)
     finally:
         publisher.close()
-    receipt = client.receipt(event.event_id, task_id)
+    receipt = client.receipt(event.event_id, task_id, key_id=event.key_id)
     assert receipt["status"] == "accepted" and receipt["task_id"] == task_id
 
 

@@ -59,7 +59,7 @@ def test_same_approval_delivered_twice_pays_once(client: Client, fleet: Fleet) -
 def test_events_out_of_order_are_refused_then_the_right_order_applies(client: Client, fleet: Fleet) -> None:
     early_id = f"t-early-{os.urandom(4).hex()}"
     early = client.send("alice", events.APPROVE, {"version": 1}, task_id=early_id)  # before its task exists
-    assert client.receipt(early.event_id, early_id)["reason"] == f"no task {early_id}"
+    assert client.receipt(early.event_id, early_id, key_id=early.key_id)["reason"] == f"no task {early_id}"
 
     task_id, _ = client.new_task(2500)
     ahead = client.approve(task_id, "alice", 2)  # approves a version the amendment has not made yet
