@@ -20,9 +20,10 @@ from pydantic import Field, field_validator
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.base import Record, migration
 from wakeful.schemas.stage import Stage
+from wakeful.state import keys
 
-# Task ids appear inside Redis key names and ACL patterns: keep them to a safe alphabet.
-TASK_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Task ids appear inside Redis key names and ACL patterns: the one alphabet state/keys.py defines.
+TASK_ID = re.compile(keys.TASK_ID)
 
 
 class Layer(Record):
