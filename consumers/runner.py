@@ -38,6 +38,7 @@ from wakeful.core.faults import fault
 from wakeful.core.log import Log, librdkafka_config, librdkafka_consumer_config
 from wakeful.core.retry import TRANSIENT_IO, Retry, Verdict, backoff, classify, kafka_error
 from wakeful.core.settings import Settings
+from wakeful.schemas.base import cut
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state.acl import CountingConnection
 
@@ -66,6 +67,7 @@ FRAMING_BYTES = 1024
 KEY_MAX_BYTES = 256
 LIBRDKAFKA_MESSAGE_MAX = 1_000_000  # librdkafka's default message.max.bytes and batch.size
 FLUSH_STEP_S = 1.0
+REASON_LOG_CHARS = 500  # of a dead letter's reason in the role's log
 
 
 def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
@@ -504,7 +506,7 @@ def _summary(msg: Message, reason: str) -> dict[str, Any]:
         "offset": offset,
         "size": len(value),
         "sha256": hashlib.sha256(value).hexdigest(),
-        "reason": reason if len(reason) <= 500 else reason[:500] + "...",
+        "reason": cut(reason, REASON_LOG_CHARS),
     }
 
 

@@ -97,3 +97,11 @@ def _first_errors(exc: ValidationError, limit: int = 3) -> str:
     parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:limit]]
     more = exc.error_count() - limit
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def cut(text: str, chars: int) -> str:
+    """text, or its first `chars` characters and how many were left out: stored text that quotes
+    outside input (a reason, an id) stays bounded whatever the input was."""
+    if len(text) <= chars:
+        return text
+    return f"{text[:chars]}... ({len(text) - chars} more characters)"

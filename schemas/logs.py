@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from wakeful.schemas.base import Record, migration
+from wakeful.schemas.base import Record, cut, migration
 
 
 class ActionStatus(StrEnum):
@@ -129,8 +129,8 @@ class DeadLetter(Record):
             "size": len(value),
             "sha256": hashlib.sha256(value).hexdigest(),
         }
-        reason_cut = _cut(reason, REASON_CHARS)
-        task_cut = None if task_id is None else _cut(task_id, TASK_ID_CHARS)
+        reason_cut = cut(reason, REASON_CHARS)
+        task_cut = None if task_id is None else cut(task_id, TASK_ID_CHARS)
         preview = value[:PREVIEW_BYTES].decode("utf-8", "replace")
         forms: list[dict[str, Any]] = []
         if len(value) <= limit:  # no whole letter is smaller than its input: skip building one
@@ -144,8 +144,8 @@ class DeadLetter(Record):
             if len(letter.encode()) <= limit:
                 return letter
         bare = cls(
-            reason=_cut(reason, _BARE_REASON_CHARS),
-            task_id=None if task_id is None else _cut(task_id, _BARE_TASK_ID_CHARS),
+            reason=cut(reason, _BARE_REASON_CHARS),
+            task_id=None if task_id is None else cut(task_id, _BARE_TASK_ID_CHARS),
             raw="",
             digest=True,
             **common,
@@ -156,9 +156,3 @@ class DeadLetter(Record):
 @migration(DeadLetter.KIND, 1)
 def _dead_letter_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return data  # v2 only adds fields, each with a default that describes a v1 letter
-
-
-def _cut(text: str, chars: int) -> str:
-    if len(text) <= chars:
-        return text
-    return f"{text[:chars]}...(+{len(text) - chars} chars)"

@@ -10,14 +10,14 @@ from typing import Any
 
 import orjson
 
+from wakeful.schemas.base import cut
+
 REASON_MAX = 500  # characters of a reason kept in a receipt
 
 
 def bounded(reason: str) -> str:
     """The reason, cut to REASON_MAX characters with a note of how much was left out."""
-    if len(reason) <= REASON_MAX:
-        return reason
-    return f"{reason[:REASON_MAX]}... ({len(reason) - REASON_MAX} more characters)"
+    return cut(reason, REASON_MAX)
 
 
 def encode(status: str, reason: str, task_id: str | None, by: str, **more: Any) -> bytes:
