@@ -18,6 +18,7 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_KAFKA_HEAP            | 512m                         | local broker -Xmx (and -Xms at half)        |
 | WAKEFUL_KEYRING               | $HOME/keyring.json           | sealing keys (created by `dev up`)          |
 | WAKEFUL_REDIS_CREDENTIALS     | $HOME/redis-credentials.json | one Redis ACL user per role                 |
+| WAKEFUL_SECRETS               | $HOME/secrets                | one folder of secrets per role             |
 | WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user       |
 | WAKEFUL_EVENT_MAX_AGE         | 300                          | seconds an upstream event stays acceptable  |
 | WAKEFUL_MODEL                 | rules                        | proposer model: rules or gullible           |
@@ -63,6 +64,7 @@ class Settings:
     keyring: Path
     redis_credentials: Path
     allow_default_user: bool
+    secrets: Path = Path("secrets")
     event_max_age: float = 300.0
     model: str = "rules"
     threads: int = 16
@@ -130,6 +132,7 @@ class Settings:
             .expanduser()
             .resolve(),
             allow_default_user=_flag(env, "WAKEFUL_ALLOW_DEFAULT_USER"),
+            secrets=Path(env.get("WAKEFUL_SECRETS") or home / "secrets").expanduser().resolve(),
             event_max_age=float(_int(env, "WAKEFUL_EVENT_MAX_AGE", 300, 1, 7 * 24 * 3600)),
             model=_choice(env, "WAKEFUL_MODEL", "rules", ("rules", "gullible")),
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
