@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 
+from wakeful.core import provenance
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
 from wakeful.state import acl
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
         print(ensure_keyring(settings.keyring))
+        made = provenance.ensure_keys(settings)
+        print(f"role signing keys: made {', '.join(made) or 'none'}, kept the rest, in {settings.secrets}")
         if args.rotate_redis:
             forget_passwords(settings.redis_credentials, args.rotate_redis)
         creds = acl.ensure_credentials(settings.redis_credentials)

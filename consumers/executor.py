@@ -41,8 +41,10 @@ from wakeful.core.errors import (
 )
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
+from wakeful.core.provenance import Forged, RoleKeys, load_keys
 from wakeful.core.retry import Retry, backoff
 from wakeful.core.settings import Settings
+from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
@@ -55,9 +57,24 @@ from wakeful.state.store import Store
 from wakeful.workflow import refund
 
 
+def unanswered(cp: Checkpoint, env: Envelope) -> str | None:
+    """Why a proposal answers no request the task has outstanding, or None. The gate asks once per
+    state_version, and only of a ready task: anything else writes nothing."""
+    if env.task_version != cp.state_version:
+        return f"stale proposal: decided on state_version {env.task_version}, task is at {cp.state_version}"
+    if cp.stage is not Stage.READY:
+        return f"no proposal is outstanding: task {cp.task_id} is {cp.stage.value}"
+    if env.in_reply_to != events.request_id(cp.task_id, cp.state_version):
+        return f"proposal answers {env.in_reply_to!r}, not the task's outstanding request"
+    return None
+
+
 class Executor:
-    def __init__(self, store: Store, leases: Leases, actions: ActionLog, bank: Bank, log: Log) -> None:
+    def __init__(
+        self, store: Store, leases: Leases, actions: ActionLog, bank: Bank, log: Log, *, keys: RoleKeys
+    ) -> None:
         self.store = store
+        self.role_keys = keys
         self.leases = leases
         self.actions = actions
         self.bank = bank
@@ -66,6 +83,9 @@ class Executor:
 
     def handle(self, msg: Message) -> None:
         assert self.runner is not None
+        sender = self.role_keys.sender(topics.PROPOSALS, msg.key() or b"", msg.value() or b"", msg.headers())
+        if isinstance(sender, Forged):
+            return self.runner.dead_letter(msg, sender.reason)
         try:
             env = Envelope.decode(msg.value() or b"")
             proposal = Proposal.model_validate(env.payload)
@@ -92,22 +112,19 @@ class Executor:
             return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
         except (KeyringError, DecodeError) as exc:
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
+        refused = unanswered(cp, env)
+        if refused is not None:
+            return self.runner.dead_letter(msg, refused, env.task_id)
         op = refund.op_key(cp)
         ops, auth = hash_reply(replies[0]), snapshot_from(replies[1:])
-        if cp.stage is Stage.READY:
-            # Money may already have moved for this operation (cases C and D): settle that by key
-            # first. It was validated before its intent was written; re-validating it against
-            # today's authority could park a task whose refund is already booked.
-            raw_intent = ops.get(op.encode())
-            intent = ActionLogEntry.decode(raw_intent) if raw_intent else None
-            booked = self._booked(cp, op, intent, lease)
-            if booked is not None:
-                return self._close(cp, op, booked, lease)
-        if env.task_version != cp.state_version:
-            reason = (
-                f"stale proposal: decided on state_version {env.task_version}, task is at {cp.state_version}"
-            )
-            return self.runner.dead_letter(msg, reason, env.task_id)
+        # Money may already have moved for this operation (cases C and D): settle that by key
+        # first. It was validated before its intent was written; re-validating it against
+        # today's authority could park a task whose refund is already booked.
+        raw_intent = ops.get(op.encode())
+        intent = ActionLogEntry.decode(raw_intent) if raw_intent else None
+        booked = self._booked(cp, op, intent, lease)
+        if booked is not None:
+            return self._close(cp, op, booked, lease)
         refusal = refund.check_proposal(cp, proposal.tool, proposal.args, auth, datetime.now(UTC))
         if refusal is not None:
             fn = refund.review if refusal.review else refund.refused
@@ -208,6 +225,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         wiring.actions_for(settings, "executor"),
         Bank(acl.connect(settings, "bank")),
         log,
+        keys=load_keys(settings),
     )
     runner = Runner(
         "executor",

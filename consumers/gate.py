@@ -37,6 +37,7 @@ from wakeful.core.errors import (
 )
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
+from wakeful.core.provenance import Forged, RoleKeys, load_keys, load_signer
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
@@ -52,6 +53,7 @@ from wakeful.state.store import Store
 from wakeful.workflow import refund, window
 
 TENANT = "default"
+WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
 BACKLOG_ALLOWANCE = timedelta(hours=1)
 
 
@@ -79,9 +81,18 @@ class _Incompatible(Exception):
 
 class Gate:
     def __init__(
-        self, store: Store, leases: Leases, producer: Producer, log: Log, event_max_age: float = 300.0
+        self,
+        store: Store,
+        leases: Leases,
+        producer: Producer,
+        log: Log,
+        *,
+        keys: RoleKeys,
+        event_max_age: float = 300.0,
     ) -> None:
         self.store = store
+        self.role_keys = keys
+        self.max_age = timedelta(seconds=event_max_age)
         # A wake may wait in Kafka behind a backlog; the door already held the event to max age.
         self.max_lag = timedelta(seconds=event_max_age) + BACKLOG_ALLOWANCE
         self.client: redis.Redis = store.client
@@ -92,12 +103,16 @@ class Gate:
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
+        sender = self.role_keys.sender(topics.WAKE, msg.key() or b"", msg.value() or b"", msg.headers())
+        if isinstance(sender, Forged):
+            self._dead(msg, sender.reason)
+            return None
         try:
             envelope = Envelope.decode(msg.value() or b"")
         except DecodeError as exc:
             self._dead(msg, f"malformed wake: {exc.reason}")
             return None
-        wake = self._authenticate(msg, envelope)
+        wake = self._authenticate(msg, envelope, sender)
         if wake is None:
             return None
         fault("gate.before_lease")
@@ -112,10 +127,14 @@ class Gate:
             self.leases.release(lease)
         return None
 
-    def _authenticate(self, msg: Message, envelope: Envelope) -> Wake | None:
-        """Gate 1 again, behind the door: a wake is only as good as the signed event inside it."""
+    def _authenticate(self, msg: Message, envelope: Envelope, sender: str) -> Wake | None:
+        """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
+        only the role that judges that kind of wake may send it."""
         reason = envelope.payload.get("reason")
         event: SignedEvent | None = None
+        if WAKE_SENDER.get(str(reason)) not in (None, sender):
+            self._dead(msg, f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
+            return None
         if reason == "event":
             text = envelope.payload.get("event")
             try:
@@ -136,7 +155,13 @@ class Gate:
         key, kinds = decode_signer(event.key_id, signer) if signer else (None, frozenset[str]())
         verified = key is not None and key.verify(event)
         refused = gate_rules.misaddressed(
-            event, envelope, verified, kinds, max_lag=self.max_lag, now=datetime.now(UTC)
+            event,
+            envelope,
+            verified,
+            kinds,
+            max_age=self.max_age,
+            max_lag=self.max_lag,
+            now=datetime.now(UTC),
         )
         if refused or key is None:
             self._dead(msg, refused or "no signer")
@@ -289,7 +314,7 @@ class Gate:
         recent = [f"{event.kind} by key {event.key_id} at {event.issued_at.isoformat()}"] if event else []
         body = window.build(cp, wake.auth, recent, wake.evidence, memory=[])
         request = Envelope(
-            message_id=f"propreq:{cp.task_id}:{cp.state_version}",
+            message_id=events.request_id(cp.task_id, cp.state_version),
             task_id=cp.task_id,
             task_version=cp.state_version,
             kind="proposal.request",
@@ -332,12 +357,14 @@ def _detail(event: SignedEvent | None) -> dict[str, Any]:
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="gate")
     producer, failures = make_producer(settings)
+    producer.signer = load_signer(settings, "gate")
     gate = Gate(
         wiring.store_for(settings, "gate"),
         wiring.leases_for(settings, "gate"),
         producer,
         log,
-        settings.event_max_age,
+        keys=load_keys(settings),
+        event_max_age=settings.event_max_age,
     )
     runner = Runner(
         "gate",

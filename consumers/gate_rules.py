@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from wakeful.authority.store import Snapshot
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
 from wakeful.workflow import compat, refund
 
 
@@ -98,21 +98,38 @@ def misaddressed(
     verified: bool,
     kinds: frozenset[str],
     *,
+    max_age: timedelta,
     max_lag: timedelta,
     now: datetime,
 ) -> str | None:
-    """Why a wake must not be trusted, or None: a signed event only authorizes what it names."""
+    """Why a wake must not be trusted, or None: a signed event only authorizes what it names, and
+    the door's verdict the wake carries (when it judged the event) must be one the door could give."""
     if not verified:
         return f"wake carries an event whose signature does not verify ({event.key_id})"
     if event.event_id != envelope.message_id:
         return "wake message id does not match its event"
     if event.task_id is not None and event.task_id != envelope.task_id:
         return f"wake for task {envelope.task_id} carries an event signed for task {event.task_id}"
+    if event.kind == events.APPROVE and not (event.task_id or event.correlation_id):
+        return "wake carries an approval that names neither its task nor its wait"
     if event.kind not in kinds:
         return f"key {event.key_id} may not send {event.kind}"
+    judged = judged_at(envelope)
+    if judged is None:
+        return "wake does not say when the door judged its event"
     issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
-    if issued < now - max_lag:
-        return (
-            f"wake carries an event issued {issued.isoformat()}, older than the door's max age plus backlog"
-        )
+    if issued < judged - max_age or issued > judged + FUTURE_SKEW:
+        return f"wake carries an event issued {issued.isoformat()}: the door refuses it at {judged:%H:%M:%S}"
+    if judged < now - max_lag or judged > now + FUTURE_SKEW:
+        return f"wake judged at {judged.isoformat()} is outside the backlog the gate accepts"
     return None
+
+
+def judged_at(envelope: Envelope) -> datetime | None:
+    """When the door judged the wake's event (inbound writes it; its signature covers it)."""
+    raw = envelope.payload.get("judged_at")
+    try:
+        when = datetime.fromisoformat(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    return when if when is None or when.tzinfo else when.replace(tzinfo=UTC)

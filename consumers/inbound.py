@@ -24,14 +24,13 @@ from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
+from wakeful.core.provenance import load_signer
 from wakeful.core.settings import Settings
 from wakeful.producers.signing import VerifyKey
 from wakeful.schemas import events
 from wakeful.schemas import receipt as receipts
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.state import acl, keys
-
-FUTURE_SKEW = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def judge(
             event,
             signed=True,
         )
-    if issued > now + FUTURE_SKEW:
+    if issued > now + events.FUTURE_SKEW:
         return Rejected(f"event is from the future: issued {issued.isoformat()}", event, signed=True)
     if event.kind not in events.KINDS:
         return Rejected(f"unknown event kind {event.kind!r}", event, signed=True)
@@ -144,16 +143,18 @@ class Inbound:
             )
         if not first:
             return self._reject(msg, duplicate, receipt=False)
+        judged = datetime.now(UTC)
         wake = Envelope(
             message_id=event.event_id,
             task_id=task_id,
-            task_version=int(event.payload.get("version", 0)) if event.kind == events.APPROVE else 0,
+            task_version=0,
             kind="wake",
-            created_at=datetime.now(UTC),
+            created_at=judged,
             trace_id=event.event_id,
             payload={
                 "reason": "event",
                 "principal": verdict.principal,
+                "judged_at": judged.isoformat(),  # the door's verdict: the gate holds the event to it
                 # The event exactly as it arrived (the gate verifies it again): no re-encoding.
                 "event": (msg.value() or b"").decode(),
             },
@@ -201,6 +202,7 @@ def _signer(key_id: str, raw: object) -> tuple[VerifyKey | None, frozenset[str]]
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="inbound")
     producer, failures = make_producer(settings)
+    producer.signer = load_signer(settings, "inbound")
     inbound = Inbound(acl.connect(settings, "inbound"), producer, log, settings.event_max_age)
     runner = Runner(
         "inbound",

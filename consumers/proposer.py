@@ -18,19 +18,27 @@ from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
+from wakeful.core.provenance import Forged, RoleKeys, load_keys, load_signer
 from wakeful.core.settings import Settings
 from wakeful.schemas.events import Envelope
 
 
 class Proposer:
-    def __init__(self, model: Model, producer: Producer, log: Log) -> None:
+    def __init__(self, model: Model, producer: Producer, log: Log, keys: RoleKeys) -> None:
         self.model = model
+        self.role_keys = keys
         self.producer = producer
         self.log = log
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
         assert self.runner is not None
+        sender = self.role_keys.sender(
+            topics.PROPOSALS_REQUEST, msg.key() or b"", msg.value() or b"", msg.headers()
+        )
+        if isinstance(sender, Forged):  # the model never sees a window the gate did not build
+            self.runner.dead_letter(msg, sender.reason)
+            return
         try:
             request = Envelope.decode(msg.value() or b"")
             window = request.payload["window"]
@@ -48,6 +56,7 @@ class Proposer:
             created_at=datetime.now(UTC),
             trace_id=request.trace_id,
             payload=proposal.model_dump(mode="json"),
+            in_reply_to=request.message_id,
         )
         self.producer.produce(topics.PROPOSALS, key=request.task_id.encode(), value=out.encode())
 
@@ -55,7 +64,8 @@ class Proposer:
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="proposer", model=settings.model)
     producer, failures = make_producer(settings)
-    proposer = Proposer(MODELS[settings.model](), producer, log)
+    producer.signer = load_signer(settings, "proposer")
+    proposer = Proposer(MODELS[settings.model](), producer, log, load_keys(settings))
     runner = Runner(
         "proposer",
         topics.PROPOSALS_REQUEST,

@@ -36,6 +36,7 @@ from wakeful.core import topics
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseLost, Stopping
 from wakeful.core.faults import fault
 from wakeful.core.log import Log, librdkafka_config, librdkafka_consumer_config
+from wakeful.core.provenance import SENDERS, RoleSigner
 from wakeful.core.retry import TRANSIENT_IO, Retry, Verdict, backoff, classify, kafka_error
 from wakeful.core.settings import Settings
 from wakeful.schemas.base import cut
@@ -172,6 +173,8 @@ class RunnerProducer(Producer):
         super().__init__(config)
         self.failures = failures
         self.dead_letter_bytes = dead_letter_bytes
+        # The role's own key: everything it sends to another role carries its signature.
+        self.signer: RoleSigner | None = None
 
     def produce(  # noqa: PLR0917  # Producer.produce's own signature, positional arguments and all
         self,
@@ -188,10 +191,16 @@ class RunnerProducer(Producer):
         if source is not None and callback is None and on_delivery is None:
             on_delivery = self.failures.recorder(source)
         report = on_delivery or callback
+        if headers is None and self.signer is not None and topic in SENDERS:
+            headers = self.signer.headers(topic, _bytes(key), _bytes(value))
         extra: dict[str, Any] = {"headers": headers} if headers is not None else {}
         if report is not None:
             extra["on_delivery"] = report
         super().produce(topic, value, key, partition=partition, timestamp=timestamp, **extra)
+
+
+def _bytes(data: str | bytes | None) -> bytes:
+    return data.encode() if isinstance(data, str) else data or b""
 
 
 def make_producer(settings: Settings) -> tuple[RunnerProducer, DeliveryFailures]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from wakeful.core import topics
+from wakeful.core import provenance, topics
 from wakeful.core.errors import ServerUnavailable, StackError
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_server
@@ -32,6 +32,9 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     if not settings.keyring.exists():
         Keyring.generate().save(settings.keyring)
         say(f"created the sealing keyring {settings.keyring} (mode 0600)")
+    made = provenance.ensure_keys(settings)
+    if made:
+        say(f"created role signing keys for {', '.join(made)} in {settings.secrets}")
     if settings.runs_local_redis:
         redis_server.start(settings, say)
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints
@@ -19,6 +19,7 @@ REOPEN = "task.reopen"  # {wait_s?}: a person puts a reviewed task back into the
 KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN)
 
 MAX_EVENT_BYTES = 64 * 1024
+FUTURE_SKEW = timedelta(seconds=30)  # how far ahead of the door's clock a sender's clock may run
 
 # Ids from outside are checked here, at decode time, so a bad one is a DecodeError the door
 # dead-letters with its reason, never a Redis key. The alphabets live with the key builders
@@ -58,6 +59,11 @@ class SignedEvent(Record):
         return self.correlation_id or self.task_id or self.event_id
 
 
+def request_id(task_id: str, state_version: int) -> str:
+    """The id of the one proposal request a task at this state_version has outstanding."""
+    return f"propreq:{task_id}:{state_version}"
+
+
 class Envelope(Record):
     """Every message between roles: wakeful.wake, wakeful.proposals.request, wakeful.proposals."""
 
@@ -72,3 +78,4 @@ class Envelope(Record):
     created_at: datetime
     trace_id: MessageId
     payload: dict[str, Any] = Field(default_factory=dict)
+    in_reply_to: MessageId | None = None  # a proposal names the one request it answers

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 import redis
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
 from wakeful.schemas.stage import Stage
@@ -120,7 +120,21 @@ def refund_proposal(task_id: str, state_version: int, amount: int) -> Any:
         created_at=datetime.now(UTC),
         trace_id=f"test:{task_id}",
         payload=body.model_dump(mode="json"),
+        in_reply_to=f"propreq:{task_id}:{state_version}",
     )
+
+
+def role_message(settings: Any, role: str, topic: str, key: str, value: bytes) -> Message:
+    """A message as `role` would publish it on `topic`, signed with the role's own key."""
+    from wakeful.core import provenance
+
+    headers = provenance.load_signer(settings, role).headers(topic, key.encode(), value)
+    return Message(topic=topic, partition=0, offset=0, key=key.encode(), value=value, headers=headers)
+
+
+def produce(producer: Any, msg: Message) -> None:
+    """Publish a message built by `role_message`, headers and all."""
+    producer.produce(msg.topic(), key=msg.key(), value=msg.value(), headers=msg.headers())
 
 
 def topic_marks(bootstrap: str, topic: str) -> list[TopicPartition]:

@@ -15,7 +15,15 @@ from typing import Any, cast
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
-from helpers import refund_proposal, start_fleet, topic_marks, wait_letter
+from helpers import (
+    produce,
+    refund_proposal,
+    role_message,
+    start_fleet,
+    topic_marks,
+    wait_dead_letter,
+    wait_letter,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,7 +34,6 @@ from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
-from wakeful.devstack.process import wait_until
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
@@ -120,13 +127,16 @@ def test_a_runtime_message_id_cannot_be_preloaded_into_a_tasks_inbox(
     approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
     message_id = f"close:REFUND:{task_id}:v1" if forged == "close" else approval.event_id
     before = client.show(task_id)["state_version"]
-    # Anyone who can write to wakeful.proposals: a proposal the executor refuses (no approval yet),
-    # applied as a refusal under the message id the forger chose.
+    # Even an insider holding the proposer's key: a proposal the gate never asked for (the task
+    # awaits its approval) is dropped with its reason and writes nothing, whatever id it carries.
     envelope = refund_proposal(task_id, before, 2500).model_copy(update={"message_id": message_id})
+    since = topic_marks(client.settings.kafka_bootstrap, topics.DLQ)
     producer = Producer({"bootstrap.servers": client.settings.kafka_bootstrap})
-    producer.produce(topics.PROPOSALS, key=task_id.encode(), value=envelope.encode())
+    produce(producer, role_message(client.settings, "proposer", topics.PROPOSALS, task_id, envelope.encode()))
     assert producer.flush(30) == 0
-    assert wait_until(lambda: client.show(task_id)["state_version"] > before, SETTLE_S, 0.05)
+    letter = wait_dead_letter(client.settings.kafka_bootstrap, since, task_id, "executor")
+    assert letter is not None and letter["reason"].startswith("no proposal is outstanding")
+    assert client.show(task_id)["state_version"] == before
 
     client.publisher.publish(approval)
     assert _receipt(client, approval, task_id)["status"] == "accepted"

@@ -29,6 +29,7 @@ KEY = VerifyKey(
     "key-alice", "ed25519", PRIVATE.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw), "alice"
 )
 LAG = timedelta(minutes=65)
+MAX_AGE = timedelta(minutes=5)
 
 
 def task(amount: int = 2500, stage: Stage | None = None) -> Checkpoint:
@@ -148,13 +149,13 @@ def wake_for(ev: SignedEvent, **override: Any) -> Envelope:
         "kind": "wake",
         "created_at": NOW,
         "trace_id": ev.event_id,
-        "payload": {"reason": "event"},
+        "payload": {"reason": "event", "judged_at": NOW.isoformat()},
     }
     return Envelope(**(fields | override))
 
 
 def misaddressed(ev: SignedEvent, env: Envelope, kinds: frozenset[str] = frozenset({events.APPROVE})) -> Any:
-    return gate_rules.misaddressed(ev, env, KEY.verify(ev), kinds, max_lag=LAG, now=NOW)
+    return gate_rules.misaddressed(ev, env, KEY.verify(ev), kinds, max_age=MAX_AGE, max_lag=LAG, now=NOW)
 
 
 def test_wake_carrying_a_genuine_fresh_event_for_its_task_is_trusted() -> None:
@@ -186,7 +187,30 @@ def test_wake_carrying_a_kind_the_key_may_not_send_is_refused() -> None:
 
 
 @given(age=st.integers(min_value=0, max_value=10 * 24 * 3600))
-def test_wake_is_trusted_exactly_while_its_event_is_within_max_age_plus_backlog(age: int) -> None:
+def test_wake_is_trusted_exactly_while_its_event_was_fresh_when_the_door_judged_it(age: int) -> None:
     ev = event(events.APPROVE, {"version": 1}, issued_at=NOW - timedelta(seconds=age))
     refused = misaddressed(ev, wake_for(ev))
-    assert (refused is None) == (timedelta(seconds=age) <= LAG)
+    assert (refused is None) == (timedelta(seconds=age) <= MAX_AGE)
+
+
+@given(lag=st.integers(min_value=-3600, max_value=10 * 24 * 3600))
+def test_wake_is_trusted_exactly_while_it_was_judged_within_the_backlog_allowance(lag: int) -> None:
+    judged = NOW - timedelta(seconds=lag)
+    ev = event(events.APPROVE, {"version": 1}, issued_at=judged)
+    refused = misaddressed(ev, wake_for(ev, payload={"reason": "event", "judged_at": judged.isoformat()}))
+    assert (refused is None) == (-events.FUTURE_SKEW <= timedelta(seconds=lag) <= LAG)
+
+
+@pytest.mark.parametrize("judged", [None, "", "yesterday", 17])
+def test_wake_without_the_doors_verdict_is_refused(judged: object) -> None:
+    ev = event(events.APPROVE, {"version": 1}, issued_at=NOW)
+    refused = misaddressed(ev, wake_for(ev, payload={"reason": "event", "judged_at": judged}))
+    assert refused == "wake does not say when the door judged its event"
+
+
+def test_wake_carrying_an_approval_that_names_neither_task_nor_wait_is_refused() -> None:
+    # Refused at the door; wrapped in a wake for any task, it must not approve that task.
+    signed = sign_event(SIGNER, events.APPROVE, {"version": 1}, issued_at=NOW)
+    assert signed.task_id is None and signed.correlation_id is None
+    refused = misaddressed(signed, wake_for(signed, task_id="t-9"))
+    assert refused == "wake carries an approval that names neither its task nor its wait"

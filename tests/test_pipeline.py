@@ -11,14 +11,14 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from helpers import refund_proposal, start_fleet
+from helpers import produce, refund_proposal, role_message, start_fleet
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.cli.demo import INJECTION
 from wakeful.consumers.gate import Gate
-from wakeful.core import topics
+from wakeful.core import provenance, topics
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
@@ -274,9 +274,14 @@ def test_two_gates_woken_for_the_same_task_apply_the_event_once(client: Client, 
         kind="wake",
         created_at=datetime.now(UTC),
         trace_id=event.event_id,
-        payload={"reason": "event", "principal": "alice", "event": event.encode().decode()},
+        payload={
+            "reason": "event",
+            "principal": "alice",
+            "event": event.encode().decode(),
+            "judged_at": datetime.now(UTC).isoformat(),
+        },
     )
-    msg = Message(topic=topics.WAKE, partition=0, offset=0, key=task_id.encode(), value=wake.encode())
+    msg = role_message(settings, "inbound", topics.WAKE, task_id, wake.encode())
 
     def gate_worker(name: str) -> None:
         producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
@@ -285,6 +290,7 @@ def test_two_gates_woken_for_the_same_task_apply_the_event_once(client: Client, 
             wiring.leases_for(settings, "gate", owner=name),
             producer,
             Log(),
+            keys=provenance.load_keys(settings),
         )
         while True:
             try:
@@ -311,7 +317,7 @@ def test_proposal_for_a_stale_version_is_refused(
     start = end_offsets(kafka_bootstrap, topics.DLQ)
     proposal = refund_proposal(task_id, 1, 2500)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
-    producer.produce(topics.PROPOSALS, key=task_id.encode(), value=proposal.encode())
+    produce(producer, role_message(client.settings, "proposer", topics.PROPOSALS, task_id, proposal.encode()))
     assert producer.flush(10) == 0
     letters = dead_letters(kafka_bootstrap, start, task_id, 1)
     assert (

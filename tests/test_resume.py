@@ -16,15 +16,23 @@ from typing import cast
 
 import orjson
 import pytest
-from confluent_kafka import Message, Producer
-from helpers import command, raw_get, refund_proposal, start_fleet, topic_marks, wait_dead_letter
+from confluent_kafka import Producer
+from helpers import (
+    command,
+    raw_get,
+    refund_proposal,
+    role_message,
+    start_fleet,
+    topic_marks,
+    wait_dead_letter,
+)
 
 from wakeful.bank.ledger import Bank
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.executor import Executor
 from wakeful.consumers.gate import Gate
 from wakeful.consumers.runner import Runner
-from wakeful.core import topics
+from wakeful.core import provenance, topics
 from wakeful.core.errors import LeaseLost
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
@@ -168,9 +176,7 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
     task_id, _ = client.new_task(300)
     shown = client.show(task_id)
     proposal = refund_proposal(task_id, shown["state_version"], 300)
-    msg = Message(
-        topic=topics.PROPOSALS, partition=0, offset=0, key=task_id.encode(), value=proposal.encode()
-    )
+    msg = role_message(settings, "proposer", topics.PROPOSALS, task_id, proposal.encode())
 
     finished: list[str] = []
     letters: list[str] = []
@@ -182,6 +188,7 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
             wiring.actions_for(settings, "executor"),
             Bank(acl.connect(settings, "bank")),
             Log(),
+            keys=provenance.load_keys(settings),
         )
         ex.runner = cast(
             Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
@@ -325,15 +332,26 @@ def test_wake_carrying_an_event_signed_for_another_task_is_refused(
         kind="wake",
         created_at=datetime.now(UTC),
         trace_id="forged",
-        payload={"reason": "event", "principal": "alice", "event": event.encode().decode()},
+        payload={
+            "reason": "event",
+            "principal": "alice",
+            "event": event.encode().decode(),
+            "judged_at": datetime.now(UTC).isoformat(),
+        },
     )
     letters: list[str] = []
     producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
-    gate = Gate(wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate"), producer, Log())
+    gate = Gate(
+        wiring.store_for(settings, "gate"),
+        wiring.leases_for(settings, "gate"),
+        producer,
+        Log(),
+        keys=provenance.load_keys(settings),
+    )
     gate.runner = cast(
         Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
     )
-    gate.handle(Message(topic=topics.WAKE, partition=0, offset=0, key=task_b.encode(), value=wake.encode()))
+    gate.handle(role_message(settings, "inbound", topics.WAKE, task_b, wake.encode()))
     assert letters and f"signed for task {task_a}" in letters[0]
     shown = client.show(task_b)
     assert shown["state_version"] == before and shown["stage"] == "awaiting_approval"
