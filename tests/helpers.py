@@ -207,3 +207,9 @@ def free_ports(n: int) -> list[int]:
     for sock in socks:
         sock.close()
     return ports
+
+
+def raw_kafka(settings: Any) -> dict[str, str]:
+    """librdkafka settings for a client that uses no wakeful code, writing with the broker's
+    blessing (as its admin): for tests of what roles must refuse even when the broker lets it in."""
+    return {"bootstrap.servers": settings.kafka_bootstrap}
