@@ -19,15 +19,15 @@ from wakeful.workflow import compat, refund
 
 @dataclass(frozen=True)
 class Rejected:
-    """Refused without touching the task (it takes no more events); only the sender is told."""
+    """Refused without touching the task; only the sender is told, in its receipt."""
 
     reason: str
 
 
 @dataclass(frozen=True)
 class Refused:
-    """Refused, and the refusal recorded on the task: checkpoint is what to write (in needs_review
-    when the workflow asked for a person)."""
+    """Refused, and the task parked for a person: checkpoint is what to write (in needs_review,
+    with the reason)."""
 
     checkpoint: Checkpoint
     reason: str
@@ -40,8 +40,9 @@ class Incompatible:
     detail: str
 
 
-# What one wake does: a new checkpoint to write; a refusal recorded on the task; a rejection that
-# writes nothing; a quarantine; or None (nothing to do: a deadline not due, "run" on a ready task).
+# What one wake does: a new checkpoint to write; a refusal that parks the task for review; a
+# rejection that writes nothing but the sender's receipt; a quarantine; or None (nothing to do: a
+# deadline not due, "run" on a ready task).
 Decision = Checkpoint | Refused | Rejected | Incompatible | None
 
 
@@ -64,9 +65,10 @@ def decide(
     if event is None:
         return refund.deadline(checked, now)
     decided = _workflow(checked, event, principal, auth, now, started=started)
-    if isinstance(decided, refund.Refusal):
-        record = refund.review if decided.review else refund.refused
-        return Refused(record(checked, decided.reason), decided.reason)
+    if isinstance(decided, refund.Refusal) and decided.review:
+        return Refused(refund.review(checked, decided.reason), decided.reason)
+    if isinstance(decided, refund.Refusal):  # a refused event writes nothing but its receipt
+        return Rejected(decided.reason)
     return decided
 
 
