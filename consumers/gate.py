@@ -215,7 +215,7 @@ class Gate:
                 return self._follow_up(cp, wake)
         except _NoWrite as nothing:
             cp = nothing.checkpoint
-            if nothing.rejected is not None:  # a closed task: tell the sender at once, change nothing
+            if nothing.rejected is not None:  # refused: tell the sender at once, change nothing
                 return self._finish(event, "rejected", nothing.rejected, cp.task_id, None)
         except TaskNotFound:
             return self._finish(event, "rejected", f"no task {env.task_id}", env.task_id, None)
@@ -324,6 +324,25 @@ class Gate:
         )
         self.producer.produce(topics.PROPOSALS_REQUEST, key=cp.task_id.encode(), value=request.encode())
 
+    def poisoned(self, msg: Message, reason: str) -> None:
+        """The runner dead-lettered msg after the gate failed on it: the sender of the verified
+        event inside hears it was rejected, instead of waiting for a receipt that never comes."""
+        value = msg.value() or b""
+        if isinstance(self.role_keys.sender(topics.WAKE, msg.key() or b"", value, msg.headers()), Forged):
+            return
+        envelope = Envelope.decode(value)
+        text = envelope.payload.get("event")
+        if envelope.payload.get("reason") != "event" or not isinstance(text, str):
+            return
+        event = SignedEvent.decode(text.encode())
+        signer = self.authority.signer(event.key_id)
+        if signer is None or not signer[0].verify(event):
+            return
+        _, name, doc, _, ttl = _receipt_write(
+            event, "rejected", f"the gate could not apply this event: {reason}", None, envelope.task_id
+        )
+        self.client.set(name, doc, ex=ttl, nx=True)  # an outcome already written stands
+
     def _dead(self, msg: Message, reason: str) -> None:
         assert self.runner is not None
         self.runner.dead_letter(msg, reason)
@@ -375,6 +394,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         log=log,
         threads=settings.threads,
         failures=failures,
+        on_poison=gate.poisoned,
     )
     gate.runner = runner
     log("role.start")

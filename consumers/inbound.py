@@ -64,11 +64,7 @@ def judge(
     """Gate 1 for one decoded event: signature by key id, freshness, and the signer's allowed kinds."""
     if key is None:
         return Rejected(f"unknown key id {event.key_id!r}", event)
-    try:
-        verified = key.verify(event)
-    except TypeError as exc:  # JSON decoding let in what the signed encoding cannot hold (ints > 64 bits)
-        return Rejected(f"malformed event: it has no canonical signed form ({exc})", event)
-    if not verified:
+    if not key.verify(event):
         return Rejected(f"bad signature for key id {event.key_id!r}", event)
     issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
     if issued < now - max_age:
@@ -179,18 +175,31 @@ class Inbound:
         with self._lock:
             self._accepted, self._claims = [], {}
 
+    def poisoned(self, msg: Message, reason: str) -> None:
+        """The runner dead-lettered msg after this role failed on it: a verified sender hears why."""
+        parsed = parse(msg.value() or b"")
+        if isinstance(parsed, Rejected):
+            return
+        key, kinds = _signer(parsed.key_id, self.client.hget(keys.AUTH_SIGNERS, parsed.key_id))
+        verdict = judge(parsed, key, kinds, datetime.now(UTC), self.max_age)
+        if isinstance(verdict, Accepted) or verdict.signed:
+            self._receipt(parsed, f"inbound could not take this event: {reason}")
+
     def _reject(self, msg: Message, rejected: Rejected, receipt: bool = True) -> None:
         assert self.runner is not None
         task_id = rejected.event.task_id if rejected.event else None
         self.runner.dead_letter(msg, rejected.reason, task_id)
         # An unverified event's key id is only a claim: its rejection must not fill that key's receipt.
         if receipt and rejected.event is not None and rejected.signed:
-            self.client.set(
-                keys.receipt(rejected.event.event_id, task_id, key_id=rejected.event.key_id),
-                receipts.encode("rejected", rejected.reason, task_id, "inbound"),
-                ex=keys.RECEIPT_TTL_S,
-                nx=True,
-            )
+            self._receipt(rejected.event, rejected.reason)
+
+    def _receipt(self, event: SignedEvent, reason: str) -> None:
+        self.client.set(
+            keys.receipt(event.event_id, event.task_id, key_id=event.key_id),
+            receipts.encode("rejected", reason, event.task_id, "inbound"),
+            ex=keys.RECEIPT_TTL_S,
+            nx=True,
+        )
 
 
 def _signer(key_id: str, raw: object) -> tuple[VerifyKey | None, frozenset[str]]:
@@ -214,6 +223,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         threads=settings.threads,
         failures=failures,
         after_batch=inbound.after_batch,
+        on_poison=inbound.poisoned,
     )
     inbound.runner = runner
     log("role.start")

@@ -256,6 +256,7 @@ class Runner:
         after_batch: Callable[[], None] | None = None,
         failures: DeliveryFailures | None = None,
         dead_letter_bytes: int | None = None,
+        on_poison: Callable[[Message, str], None] | None = None,
     ) -> None:
         self.role = role
         self.topic = topic
@@ -266,6 +267,9 @@ class Runner:
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix=role)
         self.batch = batch
         self.after_batch = after_batch  # runs once the batch's output is durable, before offsets
+        # Tells the sender of a message the handler failed on for good (its receipt), once the
+        # message is dead-lettered; a failure to tell is logged, never retried forever.
+        self.on_poison = on_poison
         self.failures = failures or DeliveryFailures()
         if dead_letter_bytes is None:
             dead_letter_bytes = (
@@ -392,6 +396,7 @@ class Runner:
                     self._call(msg)
                 else:
                     self.dead_letter(msg, poison)
+                    self._tell(msg, poison)
                 return
             except (Stopping, KafkaClientFailed):
                 raise
@@ -416,6 +421,14 @@ class Runner:
                     self.log("runner.retry", attempt=attempt, error=repr(exc), offset=msg.offset())
             if stop.wait(backoff(attempt, base=base)):
                 raise Stopping(self.role)
+
+    def _tell(self, msg: Message, reason: str) -> None:
+        if self.on_poison is None:
+            return
+        try:
+            self.on_poison(msg, reason)
+        except Exception as exc:  # the letter is written; the receipt is a courtesy on top
+            self.log("runner.receipt_unsent", error=repr(exc), offset=msg.offset(), reason=cut(reason, 300))
 
     def _call(self, msg: Message) -> None:
         _handling.message = msg

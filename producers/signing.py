@@ -10,19 +10,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
-import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from wakeful.schemas.base import dumps_any_int
 from wakeful.schemas.events import SignedEvent
 
 Alg = Literal["ed25519", "hmac-sha256"]
 
 
 def signing_bytes(event: SignedEvent) -> bytes:
-    """The canonical bytes a signature covers: every field but the signature, sorted keys."""
-    fields = event.model_dump(mode="json", by_alias=True, exclude={"signature"})
-    return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+    """The canonical bytes a signature covers: every field but the signature, as compact JSON with
+    sorted keys and no escaping beyond what JSON requires.
+
+    orjson writes it; an integer past 64 bits, which orjson cannot hold, is written by the standard
+    library's encoder in the same form instead, so such an event still verifies and its sender
+    gets an answer (its payload is then refused by the workflow, with a receipt).
+    Raises ValueError only for an integer too long for Python to print (over 4300 digits)."""
+    return dumps_any_int(event.model_dump(mode="json", by_alias=True, exclude={"signature"}), sort_keys=True)
 
 
 class Signer(Protocol):
@@ -97,7 +102,10 @@ class VerifyKey:
             tag = base64.b64decode(event.signature, validate=True)
         except ValueError:
             return False
-        data = signing_bytes(event)
+        try:
+            data = signing_bytes(event)
+        except ValueError:  # no canonical form at all: nobody can have signed it
+            return False
         if self.alg == "hmac-sha256":
             return hmac.compare_digest(tag, hmac.new(self.material, data, hashlib.sha256).digest())
         try:

@@ -7,6 +7,7 @@ one step at a time, before strict validation.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
@@ -32,6 +33,16 @@ def migration(kind: str, from_version: int) -> Callable[[Migration], Migration]:
         return fn
 
     return register
+
+
+def dumps_any_int(doc: Any, *, sort_keys: bool = False) -> bytes:
+    """Compact JSON like orjson's, for data from outside that may hold integers past 64 bits (which
+    orjson refuses): those are written by the standard library's encoder in the same form.
+    Raises ValueError only for an integer too long for Python to print (over 4300 digits)."""
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS if sort_keys else None)
+    except TypeError:
+        return json.dumps(doc, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class Record(BaseModel):

@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints
 
-from wakeful.schemas.base import Record
+from wakeful.schemas.base import Record, dumps_any_int
 from wakeful.state import keys
 
 # Event kinds upstream systems may send, and what their payload holds.
@@ -53,6 +53,10 @@ class SignedEvent(Record):
     issued_at: datetime
     payload: dict[str, Any] = Field(default_factory=dict)
     signature: str  # base64 of the Ed25519 signature or the HMAC-SHA256 tag
+
+    def encode(self) -> bytes:
+        """As any record, except that a payload from outside may hold integers past 64 bits."""
+        return dumps_any_int(self.model_dump(mode="json", by_alias=True))
 
     @property
     def routing_key(self) -> str:

@@ -49,11 +49,14 @@ def proposal(cp: Checkpoint, **override: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
-        ({"amount": 0}, "amount must be a positive whole number, got 0"),
-        ({"amount": -5}, "amount must be a positive whole number"),
-        ({"amount": True}, "amount must be a positive whole number, got True"),
-        ({"amount": 12.5}, "amount must be a positive whole number"),
-        ({"amount": "100"}, "amount must be a positive whole number"),
+        ({"amount": 0}, "amount must be a whole number from 1 to 1000000000000000, got 0"),
+        ({"amount": -5}, "amount must be a whole number from 1 to"),
+        ({"amount": True}, "amount must be a whole number from 1 to 1000000000000000, got True"),
+        ({"amount": 12.5}, "amount must be a whole number from 1 to"),
+        ({"amount": "100"}, "amount must be a whole number from 1 to"),
+        ({"amount": refund.MAX_AMOUNT + 1}, f"got {refund.MAX_AMOUNT + 1}"),
+        ({"amount": 10**30}, "got an integer of 100 bits"),
+        ({"amount": 10**4000}, "got an integer of 13288 bits"),
         ({}, "got None"),
         ({"amount": 10, "currency": "EURO"}, "currency must be a 3-letter code"),
         ({"amount": 10, "currency": 978}, "currency must be a 3-letter code"),
@@ -156,7 +159,7 @@ def test_amendment_bumps_the_version_and_voids_the_approval() -> None:
     [
         ("alice", frozenset(), {"amount": 10}, "alice did not request this refund and may not amend it"),
         ("svc", frozenset({"REFUND:t-1:v1"}), {"amount": 10}, "has started; amending now could pay twice"),
-        ("svc", frozenset(), {"amount": 0}, "amount must be a positive whole number"),
+        ("svc", frozenset(), {"amount": 0}, "amount must be a whole number from 1 to"),
     ],
 )
 def test_amendment_is_refused_to_others_and_once_the_refund_started(

@@ -100,3 +100,35 @@ def test_fatal_consumer_error_makes_the_role_exit_instead_of_idling_alive() -> N
         r._is_error(Message(topic="t", partition=0, offset=1, error=fenced))
     transient = KafkaError(KafkaError._TRANSPORT, "broker down")
     assert r._is_error(Message(topic="t", partition=0, offset=2, error=transient)) is True
+
+
+def test_the_sender_of_a_message_the_role_fails_on_is_told_once_it_is_dead_lettered() -> None:
+    told: list[tuple[int, str]] = []
+
+    def handle(m: Message) -> None:
+        if m.offset() == 1:
+            raise ValueError("no room for that")
+
+    r, consumer = runner(handle)
+    r.on_poison = lambda m, reason: told.append((m.offset() or 0, reason))
+    r.run_batch([msg("a", 0), msg("b", 1)], threading.Event())
+    assert told == [(1, "test failed on this message: ValueError('no room for that')")]
+    assert r.counters.dead_letters == 1
+    assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 2)]
+
+
+def test_a_failure_to_tell_the_sender_neither_wedges_nor_repeats_the_dead_letter() -> None:
+    calls: list[int] = []
+
+    def handle(_m: Message) -> None:
+        raise ValueError("poison")
+
+    def tell(m: Message, _reason: str) -> None:
+        calls.append(m.offset() or 0)
+        raise ConnectionError("redis is away")
+
+    r, consumer = runner(handle)
+    r.on_poison = tell
+    r.run_batch([msg("a", 0)], threading.Event())
+    assert calls == [0] and r.counters.dead_letters == 1
+    assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 1)]

@@ -15,6 +15,7 @@ from typing import Any
 from wakeful.authority.policy import authorize
 from wakeful.authority.store import Snapshot
 from wakeful.schemas.approval import Approval, terms_digest
+from wakeful.schemas.base import cut
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, PendingWait, SecurityScope, VersionStamps
 from wakeful.schemas.stage import Stage
 
@@ -27,6 +28,9 @@ AGENT_ID = "refund-agent"
 TOOL = "refund"
 SCOPE = "refund.execute"  # the one action a refund approval permits
 MAX_ATTEMPTS = 3
+# Minor units. No refund comes near it, and every sum of amounts stays exact in 64 bits (the
+# ledger's counters and the stored checkpoint's integers).
+MAX_AMOUNT = 10**15
 
 
 @dataclass(frozen=True)
@@ -92,12 +96,21 @@ def wait_window(payload: dict[str, Any]) -> timedelta:
     return DEFAULT_WAIT
 
 
+def refund_amount(amount: Any) -> int | Refusal:
+    """`amount` (minor units, from an event) if it is one a refund may carry, else why not."""
+    if isinstance(amount, int) and not isinstance(amount, bool) and 0 < amount <= MAX_AMOUNT:
+        return amount
+    big = isinstance(amount, int) and amount.bit_length() > 64  # its digits may be too many to print
+    shown = f"an integer of {amount.bit_length()} bits" if big else cut(repr(amount), 40)
+    return Refusal(f"amount must be a whole number from 1 to {MAX_AMOUNT}, got {shown}")
+
+
 def create(
     task_id: str, principal: str, tenant: str, payload: dict[str, Any], *, auth: Snapshot, now: datetime
 ) -> Checkpoint | Refusal:
-    amount, currency = payload.get("amount"), payload.get("currency", "EUR")
-    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
-        return Refusal(f"amount must be a positive whole number, got {amount!r}")
+    amount, currency = refund_amount(payload.get("amount")), payload.get("currency", "EUR")
+    if isinstance(amount, Refusal):
+        return amount
     if not isinstance(currency, str) or len(currency) != 3:
         return Refusal(f"currency must be a 3-letter code, got {currency!r}")
     cp = Checkpoint(
@@ -173,9 +186,9 @@ def amend(
         return Refusal(
             f"the refund for version {cp.business.version} has started; amending now could pay twice"
         )
-    amount = payload.get("amount")
-    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
-        return Refusal(f"amount must be a positive whole number, got {amount!r}")
+    amount = refund_amount(payload.get("amount"))
+    if isinstance(amount, Refusal):
+        return amount
     # A changed request is a different operation: new version, and any approval is void.
     cp = _with(cp, amount=amount, version=cp.business.version + 1, approval=None, last_refusal=None)
     return _settle(cp, auth, now, wait_window(payload))

@@ -1,0 +1,121 @@
+"""Every refusal answers, and nothing refused writes: a verified sender gets a rejected receipt at
+once, whatever the event made a role do, instead of waiting for one that never comes.
+End to end against the stack `wakeful dev up` starts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from confluent_kafka import Producer
+from helpers import role_message, start_fleet
+
+from wakeful.cli.client import REQUESTER, Client
+from wakeful.consumers.gate import Gate
+from wakeful.core import provenance, topics
+from wakeful.core.log import Log
+from wakeful.devstack.fleet import Fleet
+from wakeful.producers.signing import sign_event
+from wakeful.schemas import events
+from wakeful.schemas.events import Envelope
+from wakeful.state import keys, wiring
+
+ANSWER_S = 20.0  # far below the 30 s a sender waited before
+
+
+@pytest.fixture(scope="module")
+def fleet(client: Client) -> Iterator[Fleet]:
+    fleet = start_fleet(client)
+    yield fleet
+    fleet.stop()
+
+
+@pytest.mark.parametrize("amount", [2**64, 10**30, 10**4000])
+def test_a_create_with_an_amount_past_64_bits_is_answered_and_makes_no_task(
+    client: Client, fleet: Fleet, amount: int
+) -> None:
+    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    event = client.send(REQUESTER, events.CREATE, {"amount": amount, "currency": "EUR"}, task_id=task_id)
+    receipt = client.receipt(event.event_id, task_id, ANSWER_S, key_id=event.key_id)
+    assert receipt["status"] == "rejected"
+    assert receipt["reason"].startswith("amount must be a whole number from 1 to")
+    assert len(receipt["reason"]) < 200
+    assert not client.admin.exists(keys.state(task_id))
+
+
+def test_an_amend_or_approval_carrying_a_huge_number_is_answered_and_changes_nothing(
+    client: Client, fleet: Fleet
+) -> None:
+    task_id, _ = client.new_task(2500)
+    before = client.show(task_id)
+    amend = client.send(REQUESTER, events.AMEND, {"amount": 10**30}, task_id=task_id)
+    approve = client.send("alice", events.APPROVE, {"version": 10**30}, task_id=task_id)
+    for event in (amend, approve):
+        receipt = client.receipt(event.event_id, task_id, ANSWER_S, key_id=event.key_id)
+        assert receipt["status"] == "rejected", receipt
+    after = client.show(task_id)
+    assert after["state_version"] == before["state_version"] and after["ledger"] == []
+    assert (after["stage"], after["amount"]) == ("awaiting_approval", 2500)
+
+
+def test_the_sender_of_an_event_the_gate_failed_on_gets_a_rejected_receipt(client: Client) -> None:
+    task_id, _ = client.new_task(2500)
+    event = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
+    wake = Envelope(
+        message_id=event.event_id,
+        task_id=task_id,
+        task_version=0,
+        kind="wake",
+        created_at=datetime.now(UTC),
+        trace_id=event.event_id,
+        payload={
+            "reason": "event",
+            "principal": "alice",
+            "event": event.encode().decode(),
+            "judged_at": datetime.now(UTC).isoformat(),
+        },
+    )
+    settings = client.settings
+    gate = Gate(
+        wiring.store_for(settings, "gate"),
+        wiring.leases_for(settings, "gate"),
+        Producer({"bootstrap.servers": settings.kafka_bootstrap}),
+        Log(),
+        keys=provenance.load_keys(settings),
+    )
+    msg = role_message(settings, "inbound", topics.WAKE, task_id, wake.encode())
+    gate.poisoned(msg, "gate failed on this message: ValueError('out of range')")
+    receipt = client.receipt(event.event_id, task_id, 1.0, key_id=event.key_id)
+    assert receipt["status"] == "rejected"
+    assert (
+        receipt["reason"]
+        == "the gate could not apply this event: gate failed on this message: ValueError('out of range')"
+    )
+
+
+def test_a_forged_wake_the_gate_failed_on_fills_no_receipt(client: Client) -> None:
+    task_id, _ = client.new_task(2500)
+    event = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
+    wake = Envelope(
+        message_id=event.event_id,
+        task_id=task_id,
+        task_version=0,
+        kind="wake",
+        created_at=datetime.now(UTC),
+        trace_id=event.event_id,
+        payload={"reason": "event", "event": event.encode().decode()},
+    )
+    settings = client.settings
+    gate = Gate(
+        wiring.store_for(settings, "gate"),
+        wiring.leases_for(settings, "gate"),
+        Producer({"bootstrap.servers": settings.kafka_bootstrap}),
+        Log(),
+        keys=provenance.load_keys(settings),
+    )
+    # Signed by the wrong role: it says nothing about alice's event, so her receipt stays hers to get.
+    msg = role_message(settings, "gate", topics.WAKE, task_id, wake.encode())
+    gate.poisoned(msg, "gate failed on this message: ValueError('x')")
+    assert not client.admin.exists(keys.receipt(event.event_id, task_id, key_id=event.key_id))
