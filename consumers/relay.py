@@ -19,6 +19,7 @@ from wakeful.consumers.runner import producer_config
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
+from wakeful.core.provenance import RoleSigner, load_signer
 from wakeful.core.retry import TRANSIENT_IO, forever
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
@@ -29,11 +30,19 @@ BATCH_TARGET = 100  # records per claim worth publishing without waiting
 
 
 class Relay:
-    def __init__(self, outbox: Outbox, producer: Producer, log: Log, topic: str = topics.LOG) -> None:
+    def __init__(
+        self,
+        outbox: Outbox,
+        producer: Producer,
+        log: Log,
+        topic: str = topics.LOG,
+        signer: RoleSigner | None = None,
+    ) -> None:
         self.outbox = outbox
         self.producer = producer
         self.log = log
         self.topic = topic
+        self.signer = signer  # a reader of the log can tell the relay's records from anyone's
         self.published = 0
 
     def run_once(self, flush_timeout: float = 30.0) -> int:
@@ -111,14 +120,13 @@ class Relay:
         record: bytes,
         on_delivery: Callable[[KafkaError | None, Message], None],
     ) -> None:
+        headers: list[tuple[str, str | bytes | None]] = [("record_id", record_id.encode())]
+        if self.signer is not None:
+            headers += self.signer.headers(self.topic, task_id.encode(), record)
         while True:
             try:
                 self.producer.produce(
-                    self.topic,
-                    key=task_id.encode(),
-                    value=record,
-                    headers={"record_id": record_id},
-                    on_delivery=on_delivery,
+                    self.topic, key=task_id.encode(), value=record, headers=headers, on_delivery=on_delivery
                 )
                 return
             except BufferError:
@@ -131,7 +139,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     # Every producer shares one configuration (acks=all, idempotent, murmur2 keys); the log is off
     # every task's critical path, so the relay lingers longer for bigger batches.
     producer = Producer(producer_config(settings) | {"linger.ms": 5})
-    relay = Relay(outbox, producer, Log(role="relay"))
+    relay = Relay(outbox, producer, Log(role="relay"), signer=load_signer(settings, "relay"))
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
     relay.run(stop)
     relay.log("role.stop", messages=relay.published, redis_round_trips=acl.CountingConnection.round_trips)

@@ -37,8 +37,9 @@ SENDERS: dict[str, frozenset[str]] = {
     topics.WAKE: frozenset({"inbound", "timer"}),
     topics.PROPOSALS_REQUEST: frozenset({"gate"}),
     topics.PROPOSALS: frozenset({"proposer"}),
+    topics.LOG: frozenset({"relay"}),  # read by audit and recovery tools, not by a role
 }
-SIGNING_ROLES = ("inbound", "timer", "gate", "proposer")
+SIGNING_ROLES = ("inbound", "timer", "gate", "proposer", "relay")
 KID_HEADER = "wakeful-kid"
 SIG_HEADER = "wakeful-sig"
 _DOMAIN = b"wakeful-envelope/1\n"

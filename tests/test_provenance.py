@@ -37,6 +37,7 @@ def _signed(s: Settings, role: str, topic: str) -> list[tuple[str, str | bytes |
         (topics.WAKE, "timer"),
         (topics.PROPOSALS_REQUEST, "gate"),
         (topics.PROPOSALS, "proposer"),
+        (topics.LOG, "relay"),
     ],
 )
 def test_a_role_may_send_on_its_own_output_topic(settings: Settings, topic: str, role: str) -> None:
@@ -126,5 +127,6 @@ def test_every_internal_topic_has_exactly_its_designed_senders() -> None:
         topics.WAKE: {"inbound", "timer"},
         topics.PROPOSALS_REQUEST: {"gate"},
         topics.PROPOSALS: {"proposer"},
+        topics.LOG: {"relay"},
     } == provenance.SENDERS
     assert set().union(*provenance.SENDERS.values()) == set(provenance.SIGNING_ROLES)

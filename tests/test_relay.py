@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from helpers import bump_attempts, new_checkpoint
 
-from wakeful.core import topics
+from wakeful.core import provenance, topics
 from wakeful.core.settings import Settings
 from wakeful.state import acl, keys
 from wakeful.state.lease import Leases
@@ -41,7 +41,9 @@ def log_end_offsets(bootstrap: str) -> list[TopicPartition]:
 
 
 def read_log(bootstrap: str, start: list[TopicPartition], task_ids: set[str], want: int) -> list[str]:
-    """Record ids on wakeful.log for these tasks, from the given offsets on, duplicates included."""
+    """Record ids on wakeful.log for these tasks, from the given offsets on, duplicates included;
+    every one signed by the relay."""
+    role_keys = provenance.load_keys(Settings.from_env())
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{os.getpid()}-{time.time()}"})
     consumer.assign(start)
     seen: list[str] = []
@@ -52,6 +54,8 @@ def read_log(bootstrap: str, start: list[TopicPartition], task_ids: set[str], wa
             record = orjson.loads(msg.value() or b"{}")
             if record["task_id"] in task_ids:
                 assert dict(msg.headers() or [])["record_id"] == record["record_id"].encode()
+                signer = role_keys.sender(topics.LOG, msg.key() or b"", msg.value() or b"", msg.headers())
+                assert signer == "relay", signer
                 seen.append(record["record_id"])
         if len(set(seen)) >= want:
             break
