@@ -9,18 +9,19 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from confluent_kafka import Producer
-from helpers import role_message, start_fleet
+from confluent_kafka import Message, Producer
+from helpers import raw_kafka, role_message, start_fleet
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.gate import Gate
+from wakeful.consumers.inbound import Inbound
 from wakeful.core import provenance, topics
 from wakeful.core.log import Log
 from wakeful.devstack.fleet import Fleet
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
-from wakeful.state import keys, wiring
+from wakeful.state import acl, keys, wiring
 
 ANSWER_S = 20.0  # far below the 30 s a sender waited before
 
@@ -119,3 +120,23 @@ def test_a_forged_wake_the_gate_failed_on_fills_no_receipt(client: Client) -> No
     msg = role_message(settings, "gate", topics.WAKE, task_id, wake.encode())
     gate.poisoned(msg, "gate failed on this message: ValueError('x')")
     assert not client.admin.exists(keys.receipt(event.event_id, task_id, key_id=event.key_id))
+
+
+def test_the_sender_of_an_event_inbound_failed_on_gets_a_rejected_receipt_and_a_forger_none(
+    client: Client,
+) -> None:
+    settings = client.settings
+    inbound = Inbound(
+        acl.connect(settings, "inbound"), Producer(raw_kafka(settings)), Log(), settings.event_max_age
+    )
+    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    genuine = sign_event(client.signer(REQUESTER), events.CREATE, {"amount": 5}, task_id=task_id)
+    forged = genuine.model_copy(update={"event_id": f"ev-{uuid.uuid4().hex}"})  # its signature no longer fits
+    for event in (genuine, forged):
+        msg = Message(topic=topics.EVENTS, partition=0, offset=0, key=task_id.encode(), value=event.encode())
+        inbound.poisoned(msg, "inbound failed on this message: ValueError('x')")
+    receipt = client.receipt(genuine.event_id, task_id, 1.0, key_id=genuine.key_id)
+    assert receipt["status"] == "rejected" and receipt["reason"].startswith(
+        "inbound could not take this event"
+    )
+    assert not client.admin.exists(keys.receipt(forged.event_id, task_id, key_id=forged.key_id))
