@@ -3,8 +3,12 @@
 Rules use Redis 7 selectors, `(~pattern +command ...)`: a command is allowed only if one selector
 grants both the command and every key it names. So the gate may XADD to a counter stream but not
 SET, DEL, XTRIM or XSETID it: its counter can only move forward. The proposer has no key at all.
-Scripts run with the caller's rights, so the lease and action-log scripts need exactly the rights
-of the commands inside them.
+
+No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
+are in no role's rules. Roles FCALL the functions the admin loaded (state/library.py). Redis 7.0
+cannot name a function in an ACL rule, so `+fcall` lets a role call any loaded function; but FCALL's
+keys must fit the selector that grants it, and a function runs with the caller's rights, so each
+selector with `+fcall` also grants exactly the commands its functions run (docs/decisions.md D31).
 """
 
 from __future__ import annotations
@@ -25,17 +29,17 @@ from wakeful.state import keys
 # it reaches the bank's keys only, and no role but the executor is given it.
 ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "bank", "admin")
 
-_SCRIPTING = "+evalsha +eval +script|load"
+_FUNCTIONS = "+fcall"
 _STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set +watch)"
 _COUNTER = f"(~{keys.PATTERN_CTR} +xadd +xrevrange +watch)"
 _LEASE = (
-    f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} +get +set +exists +incr +pexpire +del +watch {_SCRIPTING})"
+    f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} +get +set +exists +incr +pexpire +del +watch {_FUNCTIONS})"
 )
 _INBOX = f"(~{keys.PATTERN_INBOX} +sadd +sismember)"
 _OUTBOX_WRITE = f"(~{keys.PATTERN_OUTBOX} ~{keys.OUTBOX_DIRTY} +xadd +sadd)"
 _OPS_READ = f"(~{keys.PATTERN_OPS} +hget +hgetall)"
-# The begin script reads the task's lease beside its ops hash, so both patterns share the selector.
-_OPS_WRITE = f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get {_SCRIPTING})"
+# The begin function reads the task's lease beside its ops hash, so both patterns share the selector.
+_OPS_WRITE = f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get {_FUNCTIONS})"
 _KEYLESS = "+ping +multi +exec +discard +unwatch"
 _AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +smembers +sismember +hget +hgetall +hmget)"
 _RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set)"
@@ -64,7 +68,7 @@ RULES: dict[str, str] = {
     ),
     "bank": (
         f"resetkeys -@all {_KEYLESS} +time "
-        f"(~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_SCRIPTING})"
+        f"(~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_FUNCTIONS})"
     ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }
