@@ -116,28 +116,32 @@ def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
 @click.pass_obj
 def dev_acl(settings: Settings, apply: bool) -> None:
     """The ACL users for every role (ACL SETUSER lines); --apply creates them on your own Redis."""
-    from wakeful.state import acl, library
+    import redis
+
+    from wakeful.state import acl, credentials, library
 
     if apply:
         _need_stack(settings, kafka=False)
-    creds = acl.ensure_credentials(settings.redis_credentials)
-    commands = acl.setuser_commands(creds)
+    moved = credentials.migrate(settings)
+    if moved:
+        say(moved)
+    commands = acl.setuser_commands({role: credentials.ensure(settings, role) for role in acl.ROLES})
+    kept = f"{settings.secrets}/<role>/{credentials.NAME}.json (mode 0600, one folder per role)"
     if not apply:
         for command in commands:
             click.echo(" ".join(command))
-        say(
-            f"passwords are kept in {settings.redis_credentials} (mode 0600); hashes only above; "
-            f"--apply also loads {library.LIBRARY}"
-        )
+        say(f"passwords are kept in {kept}; hashes only above; --apply also loads {library.LIBRARY}")
         return
-    admin = acl.connect(settings, "admin")
-    for command in commands:
-        admin.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-    library.load(admin)
-    say(
-        f"created {len(commands)} ACL users and loaded {library.LIBRARY}; "
-        f"passwords in {settings.redis_credentials}"
+    # On your own Redis, as whoever WAKEFUL_REDIS_URL logs in as: wakeful-admin may not exist yet.
+    owner = (
+        acl.connect(settings, "admin")
+        if settings.runs_local_redis
+        else redis.Redis.from_url(settings.redis_url)
     )
+    for command in commands:
+        owner.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    library.load(owner)
+    say(f"created {len(commands)} ACL users and loaded {library.LIBRARY}; their passwords are in {kept}")
 
 
 @dev.command("functions")

@@ -15,7 +15,7 @@ import redis
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
 from wakeful.devstack import process
-from wakeful.state import acl, library
+from wakeful.state import acl, credentials, library
 
 NAME = "redis"
 INSTALL_HINT = "install it with `sudo apt-get install -y redis-server`"
@@ -99,7 +99,7 @@ def acl_path(settings: Settings) -> Path:
 
 def write_acl(settings: Settings) -> dict[str, str]:
     """Write the role users (credentials are made once and kept); returns role -> password."""
-    creds = acl.ensure_credentials(settings.redis_credentials)
+    creds = credentials.ensure_all(settings)
     _dir(settings).mkdir(parents=True, exist_ok=True)
     acl_path(settings).write_text("\n".join(acl.aclfile_lines(creds)) + "\n")
     os.chmod(acl_path(settings), 0o600)
