@@ -52,5 +52,5 @@ def check(client: redis.Redis) -> None:
     """Raise FunctionsMissing, naming the fix, unless Redis holds exactly this library. A role may
     call it: any selector that grants FCALL grants it without keys."""
     found = call(client, IDENTITY, [], [])
-    if not isinstance(found, bytes) or found.decode() != DIGEST:
+    if (found.decode() if isinstance(found, bytes) else found) != DIGEST:
         raise FunctionsMissing(LIBRARY, f"Redis holds another {LIBRARY} than this code's; {FIX}")
