@@ -1,6 +1,7 @@
 """The reference downstream bank: a ledger that honours idempotency keys and fencing tokens.
 
-The executor calls it like a real payments API. `refund` is one Lua script, so its checks and its
+The executor calls it like a real payments API. `refund` is one Lua function (state/functions.py:
+the admin loads it, the bank's credential only calls it), so its checks and its
 booking are atomic: a fence older than one the bank has seen for the task is refused, so a stale
 lease holder can neither move money nor replay; a replayed op key gets the first booking back (even
 if the amount differs); an injected fault (`bank:faults:{task}`, a test hook) refuses the call transiently.
@@ -19,6 +20,7 @@ from pydantic import Field
 from wakeful.core.errors import DownstreamUnavailable, FencedOff
 from wakeful.schemas.base import Record
 from wakeful.state import keys
+from wakeful.state.functions import Function, call
 
 _PAGE = 500  # ledger entries per XRANGE round trip in entries()
 _Page = list[tuple[bytes, dict[bytes, bytes]]]  # XRANGE reply: (stream id, fields) in id order
@@ -74,7 +76,8 @@ end
 # The entry id is the stream id this call XADDs with: the server's millisecond clock, after the
 # highest id already in the ledger (XRANGE from now: only same-millisecond entries, unless the
 # clock stepped back), so the id is known before the entry is written and the stream stays ordered.
-_REFUND = (
+REFUND = Function(
+    "bank_refund",
     _ISO_UTC
     + """
 local seen = redis.call('GET', KEYS[2])
@@ -97,8 +100,10 @@ redis.call('XADD', KEYS[4], id, 'e', entry)
 redis.call('SET', KEYS[1], entry)
 if not seen or tonumber(ARGV[1]) > tonumber(seen) then redis.call('SET', KEYS[2], ARGV[1]) end
 return {1, entry}
-"""
+""",
 )
+
+FUNCTIONS = (REFUND,)
 
 
 class Bank:
@@ -106,7 +111,6 @@ class Bank:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self._refund = client.register_script(_REFUND)
 
     def refund(self, op_key: str, task_id: str, amount: int, currency: str, fence: int) -> LedgerEntry:
         """Book a refund once per op key and return the booking (the first one, on a replay).
@@ -126,14 +130,11 @@ class Bank:
             booked_at=_PENDING,
         )
         body = orjson.dumps(draft.model_dump(mode="json", exclude={"entry_id", "booked_at"}))
-        code, value = self._refund(
-            keys=[
-                keys.bank_entry(op_key),
-                keys.bank_fence(task_id),
-                keys.bank_faults(task_id),
-                keys.BANK_LEDGER,
-            ],
-            args=[fence, body],
+        code, value = call(
+            self.client,
+            REFUND,
+            [keys.bank_entry(op_key), keys.bank_fence(task_id), keys.bank_faults(task_id), keys.BANK_LEDGER],
+            [fence, body],
         )
         if code == -1:
             raise FencedOff(op_key, task_id, fence, int(value))

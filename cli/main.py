@@ -108,25 +108,51 @@ def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
 
 
 @dev.command("acl")
-@click.option("--apply", is_flag=True, help="Run the commands against the configured Redis as its admin.")
+@click.option(
+    "--apply",
+    is_flag=True,
+    help="Create the users on the configured Redis as its admin, and load wakeful's function library.",
+)
 @click.pass_obj
 def dev_acl(settings: Settings, apply: bool) -> None:
     """The ACL users for every role (ACL SETUSER lines); --apply creates them on your own Redis."""
-    from wakeful.state import acl
+    import redis
+
+    from wakeful.state import acl, credentials, library
 
     if apply:
         _need_stack(settings, kafka=False)
-    creds = acl.ensure_credentials(settings.redis_credentials)
-    commands = acl.setuser_commands(creds)
+    moved = credentials.migrate(settings)
+    if moved:
+        say(moved)
+    commands = acl.setuser_commands({role: credentials.ensure(settings, role) for role in acl.ROLES})
+    kept = f"{settings.secrets}/<role>/{credentials.NAME}.json (mode 0600, one folder per role)"
     if not apply:
         for command in commands:
             click.echo(" ".join(command))
-        say(f"passwords are kept in {settings.redis_credentials} (mode 0600); hashes only above")
+        say(f"passwords are kept in {kept}; hashes only above; --apply also loads {library.LIBRARY}")
         return
-    admin = acl.connect(settings, "admin")
+    # On your own Redis, as whoever WAKEFUL_REDIS_URL logs in as: wakeful-admin may not exist yet.
+    owner = (
+        acl.connect(settings, "admin")
+        if settings.runs_local_redis
+        else redis.Redis.from_url(settings.redis_url)
+    )
     for command in commands:
-        admin.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-    say(f"created {len(commands)} ACL users; their passwords are in {settings.redis_credentials}")
+        owner.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    library.load(owner)
+    say(f"created {len(commands)} ACL users and loaded {library.LIBRARY}; their passwords are in {kept}")
+
+
+@dev.command("functions")
+@click.pass_obj
+def dev_functions(settings: Settings) -> None:
+    """Load (or replace) wakeful's Redis function library as the admin. `dev up` and `dev acl --apply`
+    do it too; compose runs it once Redis is up."""
+    from wakeful.state import acl, library
+
+    _need_stack(settings, kafka=False)
+    click.echo(f"loaded {library.load(acl.connect(settings, 'admin'))}")
 
 
 @cli.group()
@@ -225,12 +251,13 @@ def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None,
     from wakeful.core import faults
 
     _need_stack(settings)
+    wanted = ROLES if "all" in roles else tuple(dict.fromkeys(roles))
+    _need_functions(settings, wanted)
     points = fault_points or os.environ.get("WAKEFUL_FAULT")
     faults.arm(points)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    wanted = ROLES if "all" in roles else tuple(dict.fromkeys(roles))
     if len(wanted) > 1:
         armed = [p for p in (points or "").split(",") if p]
         sys.exit(supervisor.supervise(wanted, armed, stop, settings.home, allow_second))
@@ -277,6 +304,20 @@ def _need_stack(settings: Settings, *, kafka: bool = True, redis: bool = True) -
         stack.require_redis(settings)
     if kafka:
         stack.require_kafka(settings)
+
+
+def _need_functions(settings: Settings, roles: tuple[str, ...]) -> None:
+    """A role that calls Redis functions stops in one line, before it consumes anything, when Redis
+    lacks this code's library (each role checks with its own credential)."""
+    from wakeful.state import acl, library
+
+    for role in roles:
+        if role in library.CALLERS:
+            client = acl.connect(settings, role)
+            try:
+                library.check(client)
+            finally:
+                client.close()
 
 
 def _status_table(servers: list[Any]) -> str:

@@ -2,12 +2,13 @@
 
 The `init` service runs this before Redis and the roles start, at every `up`. It creates what is
 missing and keeps what exists: a new keyring would leave every sealed task unreadable, and new
-passwords would lock out the running roles. The ACL file is rebuilt from the kept passwords each
-time, so Redis always loads users that match them.
+passwords would lock out the running roles. Each role's password goes into that role's own folder
+under WAKEFUL_SECRETS (its own volume, which only that role mounts); the ACL file is rebuilt from
+the kept passwords each time, so Redis always loads users that match them.
 
     python compose/init_secrets.py --aclfile PATH [--rotate-redis ROLE ...]
 
-Paths come from WAKEFUL_KEYRING and WAKEFUL_REDIS_CREDENTIALS, as for every wakeful command.
+Paths come from WAKEFUL_KEYRING and WAKEFUL_SECRETS, as for every wakeful command.
 `--rotate-redis ROLE` replaces that role's password (restart Redis and the role afterwards).
 """
 
@@ -18,12 +19,10 @@ import os
 import sys
 from pathlib import Path
 
-import orjson
-
 from wakeful.core import provenance
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
-from wakeful.state import acl
+from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
 # Redis runs as its own unprivileged user in its container and must read the file. It holds only
@@ -37,14 +36,6 @@ def ensure_keyring(path: Path) -> str:
         return f"kept the sealing keyring {path} (keys: {', '.join(ring.kids)}; active: {ring.active})"
     Keyring.generate().save(path)
     return f"created the sealing keyring {path} (mode 0600)"
-
-
-def forget_passwords(path: Path, roles: list[str]) -> None:
-    """Drop these roles' passwords so that ensure_credentials makes new ones."""
-    creds: dict[str, str] = orjson.loads(path.read_bytes()) if path.exists() else {}
-    for role in roles:
-        creds.pop(role, None)
-    _write(path, orjson.dumps(creds, option=orjson.OPT_INDENT_2), 0o600)
 
 
 def write_aclfile(path: Path, creds: dict[str, str]) -> None:
@@ -81,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         print(ensure_keyring(settings.keyring))
         made = provenance.ensure_keys(settings)
         print(f"role signing keys: made {', '.join(made) or 'none'}, kept the rest, in {settings.secrets}")
-        if args.rotate_redis:
-            forget_passwords(settings.redis_credentials, args.rotate_redis)
-        creds = acl.ensure_credentials(settings.redis_credentials)
+        for role in args.rotate_redis:
+            credentials.rotate(settings, role)
+        creds = credentials.ensure_all(settings)
         write_aclfile(args.aclfile, creds)
     except (WakefulError, OSError) as exc:
         print(f"init failed: {exc}", file=sys.stderr)
@@ -91,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rotate_redis:
         print(f"new Redis passwords for: {', '.join(args.rotate_redis)}; restart redis and those roles")
     print(
-        f"Redis users for {', '.join(acl.ROLES)} in {args.aclfile}; passwords in {settings.redis_credentials}"
+        f"Redis users for {', '.join(acl.ROLES)} in {args.aclfile}; each password in "
+        f"{settings.secrets}/<role>/{credentials.NAME}.json"
     )
     return 0
 

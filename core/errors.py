@@ -176,6 +176,14 @@ class PermissionRefused(WakefulError):
     """Redis refused a command for this role's ACL user (NOPERM), or the role is misconfigured."""
 
 
+class MissingCredential(PermissionRefused):
+    """A role has no usable Redis credential in its own secrets folder; carries the role."""
+
+    def __init__(self, role: str, problem: str) -> None:
+        self.role = role
+        super().__init__(problem)
+
+
 class ActionError(WakefulError):
     """The action log refused an update (no intent recorded for the key, or a stale writer)."""
 

@@ -26,6 +26,19 @@ class Retry(WakefulError):
         super().__init__(f"retry: {reason}")
 
 
+class FunctionsMissing(Retry):
+    """Redis lacks the function library this code calls (not loaded, or another version of it).
+
+    A Retry, so a role waits for an operator to load it instead of dead-lettering every message;
+    `wakeful worker` checks for it before a role starts and stops with this one line.
+    """
+
+    def __init__(self, library: str, problem: str) -> None:
+        self.library = library
+        super().__init__(problem, after=1.0)
+        WakefulError.__init__(self, problem)
+
+
 # Failures of the servers themselves: worth waiting out, never a reason to drop work. A
 # KafkaException is only as transient as classify() says: see is_transient().
 TRANSIENT_IO = (redis.ConnectionError, redis.TimeoutError, KafkaException, BufferError)

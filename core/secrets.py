@@ -5,6 +5,7 @@
         redis.json                    the role's Redis ACL user and password
         kafka.json                    the role's Kafka SCRAM principal and password
         signing.json                  the role's Ed25519 key for what it publishes to other roles
+      admin/redis-default.json        the password of Redis's default user, which no role is given
       public/
         roles.json                    every role's verify key (public, not secret)
 
@@ -29,8 +30,8 @@ MAKE_HINT = "`wakeful dev up` creates it for the local stack (compose: the init 
 
 
 def path(settings: Settings, role: str, name: str) -> Path:
-    """Where `role`'s secret `name` ("redis", "kafka", "signing") lives."""
-    if not role.replace("-", "").isalnum() or not name.isalnum():
+    """Where `role`'s secret `name` ("redis", "kafka", "signing", "redis-default") lives."""
+    if not role.replace("-", "").isalnum() or not name.replace("-", "").isalnum():
         raise ConfigError("WAKEFUL_SECRETS", f"bad secret name {role!r}/{name!r}")
     return settings.secrets / role / f"{name}.json"
 

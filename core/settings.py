@@ -17,8 +17,8 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_PARTITIONS            | 6                            | partitions per topic created by wakeful     |
 | WAKEFUL_KAFKA_HEAP            | 512m                         | local broker -Xmx (and -Xms at half)        |
 | WAKEFUL_KEYRING               | $HOME/keyring.json           | sealing keys (created by `dev up`)          |
-| WAKEFUL_REDIS_CREDENTIALS     | $HOME/redis-credentials.json | one Redis ACL user per role                 |
-| WAKEFUL_SECRETS               | $HOME/secrets                | one folder of secrets per role             |
+| WAKEFUL_SECRETS               | $HOME/secrets                | one folder of secrets per role (its Redis   |
+|                               |                              | password: <role>/redis.json)                |
 | WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user       |
 | WAKEFUL_EVENT_MAX_AGE         | 300                          | seconds an upstream event stays acceptable  |
 | WAKEFUL_MODEL                 | rules                        | proposer model: rules or gullible           |
@@ -62,7 +62,6 @@ class Settings:
     kafka_heap: str
     start_timeout: float
     keyring: Path
-    redis_credentials: Path
     allow_default_user: bool
     secrets: Path = Path("secrets")
     event_max_age: float = 300.0
@@ -114,6 +113,12 @@ class Settings:
                 ("WAKEFUL_REDIS_PORT", 16379),
             )
         }
+        if env.get("WAKEFUL_REDIS_CREDENTIALS"):
+            raise ConfigError(
+                "WAKEFUL_REDIS_CREDENTIALS",
+                "no longer read: each role's Redis password is in $WAKEFUL_SECRETS/<role>/redis.json. "
+                "Unset it; `wakeful dev up` moves $WAKEFUL_HOME/redis-credentials.json there",
+            )
         if len(set(ports.values())) != len(ports):
             raise ConfigError("WAKEFUL_*_PORT", f"ports must differ, got {ports}")
         return cls(
@@ -128,9 +133,6 @@ class Settings:
             kafka_heap=heap,
             start_timeout=float(_int(env, "WAKEFUL_START_TIMEOUT", 90, 5, 3600)),
             keyring=Path(env.get("WAKEFUL_KEYRING") or home / "keyring.json").expanduser().resolve(),
-            redis_credentials=Path(env.get("WAKEFUL_REDIS_CREDENTIALS") or home / "redis-credentials.json")
-            .expanduser()
-            .resolve(),
             allow_default_user=_flag(env, "WAKEFUL_ALLOW_DEFAULT_USER"),
             secrets=Path(env.get("WAKEFUL_SECRETS") or home / "secrets").expanduser().resolve(),
             event_max_age=float(_int(env, "WAKEFUL_EVENT_MAX_AGE", 300, 1, 7 * 24 * 3600)),

@@ -1,5 +1,6 @@
 """The local Redis server: Debian's redis-server on loopback, append-only with fsync every second,
-with a memory limit and no eviction (docs/decisions.md D28)."""
+with a memory limit and no eviction (docs/decisions.md D28). Every start (re)loads the role users
+and wakeful's function library as the admin user (docs/decisions.md D31)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import redis
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
 from wakeful.devstack import process
-from wakeful.state import acl
+from wakeful.state import acl, credentials, library
 
 NAME = "redis"
 INSTALL_HINT = "install it with `sudo apt-get install -y redis-server`"
@@ -98,7 +99,7 @@ def acl_path(settings: Settings) -> Path:
 
 def write_acl(settings: Settings) -> dict[str, str]:
     """Write the role users (credentials are made once and kept); returns role -> password."""
-    creds = acl.ensure_credentials(settings.redis_credentials)
+    creds = credentials.ensure_all(settings)
     _dir(settings).mkdir(parents=True, exist_ok=True)
     acl_path(settings).write_text("\n".join(acl.aclfile_lines(creds)) + "\n")
     os.chmod(acl_path(settings), 0o600)
@@ -130,14 +131,15 @@ def start(settings: Settings, say: process.Say) -> int:
         # A server started by older code, or with another WAKEFUL_REDIS_MAXMEMORY, gets the limit now.
         admin.config_set("maxmemory", settings.redis_maxmemory)
         admin.config_set("maxmemory-policy", "noeviction")
+        library.load(admin)
         # Last on this connection: ACL LOAD closes the connections of the users it replaces, the
         # caller's own included, so a command sent after it on the same socket may meet a reset.
         admin.acl_load()
         admin.close()
         _write_config(settings)
         say(
-            f"redis already running (pid {pid}) on 127.0.0.1:{settings.redis_port}; ACL users reloaded, "
-            f"maxmemory {settings.redis_maxmemory}"
+            f"redis already running (pid {pid}) on 127.0.0.1:{settings.redis_port}; ACL users and function "
+            f"library {library.LIBRARY} reloaded, maxmemory {settings.redis_maxmemory}"
         )
         return pid
     if process.port_in_use(settings.redis_port):
@@ -171,7 +173,22 @@ def start(settings: Settings, say: process.Say) -> int:
             f"not ready after {settings.start_timeout:.0f}s",
             process.log_tail(log_path(settings)),
         )
+    # Also on a restart: the AOF brings the library back, and a newer build replaces it here.
+    admin = admin_client(settings)
+    if not process.wait_until(lambda: _loaded(admin), settings.start_timeout):
+        raise StackError(NAME, "still loading its data", process.log_tail(log_path(settings)))
+    library.load(admin)
+    admin.close()
+    say(f"loaded the function library {library.LIBRARY} as the admin user")
     return pid
+
+
+def _loaded(admin: redis.Redis) -> bool:
+    """The server has finished loading its AOF (until then it answers LOADING)."""
+    try:
+        return bool(admin.ping())
+    except redis.BusyLoadingError:
+        return False
 
 
 def stop(settings: Settings) -> int | None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from wakeful.core import provenance, topics
+from wakeful.core import provenance, secrets, topics
 from wakeful.core.errors import ServerUnavailable, StackError
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_server
+from wakeful.state import credentials
 from wakeful.state.seal import Keyring
 
 
@@ -32,6 +33,9 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     if not settings.keyring.exists():
         Keyring.generate().save(settings.keyring)
         say(f"created the sealing keyring {settings.keyring} (mode 0600)")
+    moved = credentials.migrate(settings)
+    if moved:
+        say(moved)
     made = provenance.ensure_keys(settings)
     if made:
         say(f"created role signing keys for {', '.join(made)} in {settings.secrets}")
@@ -61,12 +65,15 @@ def require_redis(settings: Settings) -> None:
             else "Check WAKEFUL_REDIS_URL and that the server is up."
         )
         raise ServerUnavailable("redis", settings.redis_address, hint)
-    if settings.runs_local_redis and not settings.redis_credentials.exists():
-        raise StackError(
-            "redis",
-            f"it answers at {settings.redis_address}, but {settings.redis_credentials} is missing: "
-            f"this state dir was never set up; {START_HINT}",
+    admin = secrets.path(settings, "admin", credentials.NAME)
+    if settings.runs_local_redis and not admin.exists():
+        old = credentials.old_file(settings)
+        fix = (
+            f"run `wakeful dev up` once to move the passwords of {old} into one folder per role"
+            if old.exists()
+            else f"this state dir was never set up; {START_HINT}"
         )
+        raise StackError("redis", f"it answers at {settings.redis_address}, but {admin} is missing: {fix}")
 
 
 def require_kafka(settings: Settings) -> None:

@@ -3,21 +3,23 @@
 Rules use Redis 7 selectors, `(~pattern +command ...)`: a command is allowed only if one selector
 grants both the command and every key it names. So the gate may XADD to a counter stream but not
 SET, DEL, XTRIM or XSETID it: its counter can only move forward. The proposer has no key at all.
-Scripts run with the caller's rights, so the lease and action-log scripts need exactly the rights
-of the commands inside them.
+
+No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
+are in no role's rules. Roles FCALL the functions the admin loaded (state/library.py). Redis 7.0
+cannot name a function in an ACL rule, so `+fcall` lets a role call any loaded function; but FCALL's
+keys must fit the selector that grants it, and a function runs with the caller's rights, so each
+selector with `+fcall` also grants exactly the commands its functions run (docs/decisions.md D31).
+Each role's password is in its own secrets folder (state/credentials.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import secrets
-from pathlib import Path
 
-import orjson
 import redis
 
-from wakeful.core.errors import PermissionRefused
+from wakeful.core import secrets
+from wakeful.core.errors import MissingCredential
 from wakeful.core.settings import Settings
 from wakeful.state import keys
 
@@ -25,17 +27,17 @@ from wakeful.state import keys
 # it reaches the bank's keys only, and no role but the executor is given it.
 ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "bank", "admin")
 
-_SCRIPTING = "+evalsha +eval +script|load"
+_FUNCTIONS = "+fcall"
 _STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set +watch)"
 _COUNTER = f"(~{keys.PATTERN_CTR} +xadd +xrevrange +watch)"
 _LEASE = (
-    f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} +get +set +exists +incr +pexpire +del +watch {_SCRIPTING})"
+    f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} +get +set +exists +incr +pexpire +del +watch {_FUNCTIONS})"
 )
 _INBOX = f"(~{keys.PATTERN_INBOX} +sadd +sismember)"
 _OUTBOX_WRITE = f"(~{keys.PATTERN_OUTBOX} ~{keys.OUTBOX_DIRTY} +xadd +sadd)"
 _OPS_READ = f"(~{keys.PATTERN_OPS} +hget +hgetall)"
-# The begin script reads the task's lease beside its ops hash, so both patterns share the selector.
-_OPS_WRITE = f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get {_SCRIPTING})"
+# The begin function reads the task's lease beside its ops hash, so both patterns share the selector.
+_OPS_WRITE = f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get {_FUNCTIONS})"
 _KEYLESS = "+ping +multi +exec +discard +unwatch"
 _AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +smembers +sismember +hget +hgetall +hmget)"
 _RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set)"
@@ -64,7 +66,7 @@ RULES: dict[str, str] = {
     ),
     "bank": (
         f"resetkeys -@all {_KEYLESS} +time "
-        f"(~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_SCRIPTING})"
+        f"(~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_FUNCTIONS})"
     ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }
@@ -75,24 +77,6 @@ RULES: dict[str, str] = {
 # transaction on restart (redis/redis#14541, fixed only in later releases). docs/decisions.md D16.
 DEFAULT_RULES = "on resetkeys ~* resetchannels &* +@all"
 DEFAULT = "default"
-
-
-def ensure_credentials(path: Path) -> dict[str, str]:
-    """Role -> password, generated once and kept in a 0600 file."""
-    if path.exists():
-        creds: dict[str, str] = orjson.loads(path.read_bytes())
-        if set(ROLES) | {DEFAULT} <= set(creds):
-            return creds
-    else:
-        creds = {}
-    for role in (*ROLES, DEFAULT):
-        creds.setdefault(role, secrets.token_urlsafe(24))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(orjson.dumps(creds, option=orjson.OPT_INDENT_2))
-    path.with_suffix(".tmp").replace(path)
-    return creds
 
 
 def user_name(role: str) -> str:
@@ -148,27 +132,31 @@ class CountingConnection(redis.Connection):
 
 
 def connect(settings: Settings, role: str) -> redis.Redis:
-    """A client that authenticates as the role's ACL user.
+    """A client that authenticates as the role's ACL user, with the password from the role's own
+    secrets folder; no other role's file is opened.
 
-    Without credentials for the role this refuses, unless WAKEFUL_ALLOW_DEFAULT_USER is set (local
+    Without a credential for the role this refuses, unless WAKEFUL_ALLOW_DEFAULT_USER is set (local
     experiments only): the default user can do whatever the operator left it able to do.
     """
     if role not in ROLES:
-        raise PermissionRefused(f"unknown Redis role {role!r}; roles are {', '.join(ROLES)}")
-    path = settings.redis_credentials
-    creds: dict[str, str] = orjson.loads(path.read_bytes()) if path.exists() else {}
-    if role in creds:
+        raise MissingCredential(role, f"unknown Redis role {role!r}; roles are {', '.join(ROLES)}")
+    if secrets.exists(settings, role, "redis"):
+        doc = secrets.load(settings, role, "redis")
+        if not {"user", "password"} <= doc.keys():
+            where = secrets.path(settings, role, "redis")
+            raise MissingCredential(role, f"{where} names no user and password: restore it or rotate it")
         return redis.Redis.from_url(
             settings.redis_url,
-            username=user_name(role),
-            password=creds[role],
+            username=doc["user"],
+            password=doc["password"],
             connection_class=CountingConnection,
         )
     if settings.allow_default_user or (role == "admin" and not settings.runs_local_redis):
         # An operator's own Redis: admin is whoever WAKEFUL_REDIS_URL authenticates as.
         return redis.Redis.from_url(settings.redis_url)
-    raise PermissionRefused(
-        f"no Redis credentials for role {role!r} in {path}: `wakeful dev up` creates them for the local "
-        "stack; for your own Redis run `wakeful dev acl --apply`, or set WAKEFUL_ALLOW_DEFAULT_USER=1 "
-        "for a local experiment"
+    raise MissingCredential(
+        role,
+        f"no Redis credential for role {role!r} at {secrets.path(settings, role, 'redis')}: `wakeful dev up` "
+        "creates it for the local stack (compose: the init service); for your own Redis run `wakeful dev acl "
+        "--apply`, or set WAKEFUL_ALLOW_DEFAULT_USER=1 for a local experiment",
     )

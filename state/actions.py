@@ -18,6 +18,7 @@ import redis
 from wakeful.core.errors import ActionError, LeaseLost
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.state import keys
+from wakeful.state.functions import Function, call
 from wakeful.state.store import Clock, utcnow
 
 # KEYS[1] the task's ops hash, KEYS[2] the task's lease; ARGV[1] op_key, ARGV[2] the in_flight
@@ -25,18 +26,23 @@ from wakeful.state.store import Clock, utcnow
 # returns: {1, entry} this call recorded the intent (new, or re-armed after a failure, which by
 #          definition booked nothing); {0, existing entry} an intent or outcome is there;
 #          {-3, false} the caller no longer holds the lease: it must not start a side effect.
-_BEGIN = """
+BEGIN = Function(
+    "action_begin",
+    """
 if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[3] then return {-3, false} end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur and cjson.decode(cur)['status'] ~= 'failed' then return {0, cur} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {1, ARGV[2]}
-"""
+""",
+)
 
 # KEYS[1] the task's ops hash; ARGV[1] op_key, ARGV[2] the final entry (JSON), ARGV[3] caller's fence.
 # returns: {1, entry} recorded; {0, existing} already final (first outcome wins);
 #          {-1, false} no intent was recorded; {-2, existing} a newer lease holder owns the intent.
-_FINISH = """
+FINISH = Function(
+    "action_finish",
+    """
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then return {-1, false} end
 local entry = cjson.decode(cur)
@@ -44,7 +50,10 @@ if entry['status'] ~= 'in_flight' then return {0, cur} end
 if tonumber(ARGV[3]) < tonumber(entry['fence']) then return {-2, cur} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {1, ARGV[2]}
-"""
+""",
+)
+
+FUNCTIONS = (BEGIN, FINISH)
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,6 @@ class ActionLog:
     def __init__(self, client: redis.Redis, clock: Clock = utcnow) -> None:
         self.client = client
         self.clock = clock
-        self._begin = client.register_script(_BEGIN)
-        self._finish = client.register_script(_FINISH)
 
     def begin(self, task_id: str, op_key: str, fence: int, lease_token: str = "") -> Begun:
         """Record the intent. With lease_token, only while that token still holds the task's lease."""
@@ -69,8 +76,11 @@ class ActionLog:
             fence=fence,
             started_at=self.clock(),
         )
-        code, raw = self._begin(
-            keys=[keys.ops(task_id), keys.lease(task_id)], args=[op_key, entry.encode(), lease_token]
+        code, raw = call(
+            self.client,
+            BEGIN,
+            [keys.ops(task_id), keys.lease(task_id)],
+            [op_key, entry.encode(), lease_token],
         )
         if code == -3:
             raise LeaseLost(task_id, lease_token, "lost before the intent was recorded")
@@ -118,7 +128,7 @@ class ActionLog:
                 "fence": fence,
             }
         )
-        code, raw = self._finish(keys=[keys.ops(task_id)], args=[op_key, final.encode(), fence])
+        code, raw = call(self.client, FINISH, [keys.ops(task_id)], [op_key, final.encode(), fence])
         if code == -1:
             raise ActionError(op_key, "no intent was recorded: call begin() before the downstream call")
         if code == -2:

@@ -3,7 +3,8 @@
 A lease is `wk:{T}:lease = "<owner>:<fence>"` with a PX ttl. The fence comes from INCR on
 `wk:{T}:fence` at every grant, so a newer holder always has a larger fence than any older one; the
 store refuses a write whose fence is older than the one that last wrote the task, and downstream
-calls carry the fence too. Extend and release go through scripts that check the token.
+calls carry the fence too. Extend and release go through functions that check the token
+(state/functions.py: the admin loads them, the roles only call them).
 """
 
 from __future__ import annotations
@@ -15,33 +16,49 @@ import redis
 
 from wakeful.core.errors import LeaseBusy, LeaseLost
 from wakeful.state import keys
+from wakeful.state.functions import Function, call
 
 # KEYS[1] lease key, KEYS[2] fence counter; ARGV[1] owner id, ARGV[2] ttl in ms.
 # returns: the new fencing token, or false when another owner holds the lease.
-_ACQUIRE = """
+ACQUIRE = Function(
+    "lease_acquire",
+    """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 local fence = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'PX', ARGV[2])
 return fence
-"""
+""",
+)
 
 # KEYS[1] lease key; ARGV[1] token "<owner>:<fence>", ARGV[2] ttl in ms.
 # returns: 1 when extended, 0 when the token no longer holds the lease.
-_EXTEND = """
+# allow-oom: it only moves an expiry, so a full Redis still lets a holder keep its lease.
+EXTEND = Function(
+    "lease_extend",
+    """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
-"""
+""",
+    ("allow-oom",),
+)
 
 # KEYS[1] lease key; ARGV[1] token "<owner>:<fence>".
 # returns: 1 when released, 0 when the token did not hold the lease (nothing is touched).
-_RELEASE = """
+# allow-oom: it only frees memory, so a full Redis still lets a holder hand its lease back.
+RELEASE = Function(
+    "lease_release",
+    """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
-"""
+""",
+    ("allow-oom",),
+)
+
+FUNCTIONS = (ACQUIRE, EXTEND, RELEASE)
 
 
 @dataclass(frozen=True)
@@ -64,21 +81,21 @@ class Leases:
     ) -> None:
         self.owner = owner or f"w-{secrets.token_hex(6)}"
         self.ttl_ms = ttl_ms
-        self._acquire = client.register_script(_ACQUIRE)
-        self._extend = client.register_script(_EXTEND)
-        self._release = client.register_script(_RELEASE)
+        self.client = client
 
     def acquire(self, task_id: str) -> Lease:
-        fence = self._acquire(keys=[keys.lease(task_id), keys.fence(task_id)], args=[self.owner, self.ttl_ms])
+        fence = call(
+            self.client, ACQUIRE, [keys.lease(task_id), keys.fence(task_id)], [self.owner, self.ttl_ms]
+        )
         if not fence:
             raise LeaseBusy(task_id)
         return Lease(task_id, self.owner, int(fence), self.ttl_ms)
 
     def extend(self, lease: Lease) -> Lease:
-        if not self._extend(keys=[keys.lease(lease.task_id)], args=[lease.token, self.ttl_ms]):
+        if not call(self.client, EXTEND, [keys.lease(lease.task_id)], [lease.token, self.ttl_ms]):
             raise LeaseLost(lease.task_id, lease.token, "expired or taken before it was extended")
         return Lease(lease.task_id, lease.owner, lease.fence, self.ttl_ms)
 
     def release(self, lease: Lease) -> bool:
         """True when this call released it; False when it had already expired or moved on."""
-        return bool(self._release(keys=[keys.lease(lease.task_id)], args=[lease.token]))
+        return bool(call(self.client, RELEASE, [keys.lease(lease.task_id)], [lease.token]))

@@ -4,7 +4,7 @@ What a role needs is read from the code, not from a list kept here: each role's 
 against settings that name no keyring and no Redis passwords, and every file it stops for is a
 secret it needs. The files the init service makes are checked by running compose/init_secrets.py
 and Debian's redis-server with the very commands, environment and volume paths of the compose
-file, named volumes standing in as directories.
+file, named volumes standing in as directories and each service's mounts as links to them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -31,22 +31,47 @@ import redis
 import yaml
 
 from wakeful.consumers.supervisor import ROLES
-from wakeful.core.errors import KeyringError, PermissionRefused, WakefulError
+from wakeful.core import secrets
+from wakeful.core.errors import KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
-from wakeful.state import acl
+from wakeful.state import acl, credentials, library
 from wakeful.state.seal import Keyring
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "compose" / "docker-compose.yml"
 DOCKERFILE = ROOT / "compose" / "Dockerfile"
 
-# A secret is named by the Settings field that holds its path. A role that lacks the file stops
-# with the error beside it, and the function beside that makes the file as the local stack does.
-SECRETS: dict[str, tuple[type[WakefulError], Callable[[Path], object]]] = {
-    "keyring": (KeyringError, lambda path: Keyring.generate().save(path)),
-    "redis_credentials": (PermissionRefused, acl.ensure_credentials),
-}
+# A secret is "keyring" (the sealing keys) or "redis:<user>" (that Redis user's password, in its
+# role's own secrets folder; "redis:default" is in the admin's). A role that lacks the file stops
+# with KeyringError or MissingCredential, and make_secret() makes the file as the local stack does.
+SECRETS = ("keyring", *(f"redis:{user}" for user in (*acl.ROLES, acl.DEFAULT)))
+
+
+def secret_path(settings: Settings, secret: str) -> Path:
+    kind, _, user = secret.partition(":")
+    if kind == "keyring":
+        return settings.keyring
+    if user == acl.DEFAULT:
+        return secrets.path(settings, "admin", credentials.DEFAULT_NAME)
+    return secrets.path(settings, user, credentials.NAME)
+
+
+def make_secret(settings: Settings, secret: str) -> None:
+    kind, _, user = secret.partition(":")
+    if kind == "keyring":
+        Keyring.generate().save(settings.keyring)
+    else:
+        credentials.ensure(settings, user)
+
+
+def asked_for(exc: WakefulError) -> str | None:
+    """The secret a role's main() stopped for, or None when it stopped for something else."""
+    if isinstance(exc, KeyringError):
+        return "keyring"
+    if isinstance(exc, MissingCredential):
+        return f"redis:{exc.role}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -120,7 +145,7 @@ def service(doc: dict[str, Any], name: str) -> dict[str, Any]:
 
 def secret_place(doc: dict[str, Any], name: str, secret: str) -> Place | None:
     """Where the service's settings put the secret's file, if that is on a named volume."""
-    return place(doc, service(doc, name), getattr(service_settings(service(doc, name)), secret))
+    return place(doc, service(doc, name), secret_path(service_settings(service(doc, name)), secret))
 
 
 def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
@@ -130,7 +155,7 @@ def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
         "WAKEFUL_KAFKA_BOOTSTRAP": "127.0.0.1:9",  # nothing listens; clients connect lazily
         "WAKEFUL_REDIS_URL": "redis://127.0.0.1:9/0",
         "WAKEFUL_KEYRING": str(scratch / "keyring.json"),
-        "WAKEFUL_REDIS_CREDENTIALS": str(scratch / "redis-credentials.json"),
+        "WAKEFUL_SECRETS": str(scratch / "secrets"),
     }
     main = importlib.import_module(f"wakeful.consumers.{role}").main
     asked: set[str] = set()
@@ -141,11 +166,11 @@ def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
         try:
             main(settings, stop)
         except WakefulError as exc:
-            secret = next((s for s, (error, _) in SECRETS.items() if isinstance(exc, error)), None)
+            secret = asked_for(exc)
             if secret is None or secret in asked:
                 raise
             asked.add(secret)
-            SECRETS[secret][1](getattr(settings, secret))
+            make_secret(settings, secret)
         else:
             return frozenset(asked)
     raise AssertionError(f"{role}: main() kept stopping for secrets it had been given")
@@ -160,7 +185,10 @@ def doc() -> dict[str, Any]:
 def asks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str]]:
     needs = {role: probe_secrets(role, tmp_path_factory.mktemp(role)) for role in ROLES}
     # A probe that saw nothing would let every test below pass on a file that gives no secret out.
-    assert set().union(*needs.values()) == set(SECRETS), needs
+    assert {secret.partition(":")[0] for secret in set().union(*needs.values())} == {"keyring", "redis"}, (
+        needs
+    )
+    assert needs["executor"] >= {"redis:executor", "redis:bank"}, needs
     return needs
 
 
@@ -225,10 +253,35 @@ def test_roles_reach_kafka_and_redis_by_service_name_and_wait_for_them(
         assert deps.get(topic_makers[0]) == "service_completed_successfully", (
             f"{role} may subscribe before its topics exist"
         )
-        if "redis_credentials" in asks[role]:
+        if any(secret.startswith("redis:") for secret in asks[role]):
             redis_host = urlparse(settings.redis_url).hostname or ""
             assert redis_host in services, f"{role} looks for Redis at {settings.redis_address}"
             assert deps.get(redis_host) == "service_healthy"
+
+
+def test_roles_that_call_redis_functions_start_after_the_admin_has_loaded_them(doc: dict[str, Any]) -> None:
+    services = doc["services"]
+    loaders = [name for name, s in services.items() if s.get("command") == ["dev", "functions"]]
+    assert loaders, "no service loads the function library, and no role may load it (decisions.md D31)"
+    loader = loaders[0]
+    assert service(doc, loader).get("restart") == "no"
+    assert depends_on(service(doc, loader)).get("redis") == "service_healthy"
+    assert depends_on(service(doc, loader)).get("init") == "service_completed_successfully"
+    got, made = secret_place(doc, loader, "redis:admin"), secret_place(doc, "init", "redis:admin")
+    assert got is not None and made is not None and (got.volume, got.path) == (made.volume, made.path)
+    assert got.read_only
+    for role in library.CALLERS:
+        assert depends_on(service(doc, role)).get(loader) == "service_completed_successfully", (
+            f"{role} may start before the functions it calls are loaded"
+        )
+
+
+def test_only_init_and_the_admin_services_see_the_admin_folder(doc: dict[str, Any]) -> None:
+    admin = secret_place(doc, "init", "redis:admin")
+    default = secret_place(doc, "init", "redis:default")
+    assert admin is not None and default is not None and admin.volume == default.volume
+    seen = {name for name, s in doc["services"].items() if admin.volume in {m.volume for m in mounts(doc, s)}}
+    assert seen == {"init", "cli", "functions"}, seen
 
 
 def test_kafka_is_one_kraft_node_that_keeps_its_log_on_a_volume(doc: dict[str, Any]) -> None:
@@ -287,7 +340,8 @@ def init_aclfile(doc: dict[str, Any]) -> str:
 
 
 class Volumes:
-    """Named volumes as directories, and container paths of a service mapped onto them."""
+    """Named volumes as directories, and each service's filesystem as a directory in which every
+    mount is a link to its volume, so a container path maps to the host as the engine would map it."""
 
     def __init__(self, doc: dict[str, Any], root: Path) -> None:
         self.doc, self.root = doc, root
@@ -296,16 +350,22 @@ class Volumes:
         self.app = PurePosixPath(copied.group(1))
 
     def host(self, name: str, value: str) -> str:
-        found = place(self.doc, service(self.doc, name), value) if value.startswith("/") else None
-        if found is not None:
-            (self.root / found.volume).mkdir(exist_ok=True)
-            return str(self.root / found.volume / found.path)
-        if value.startswith("/") and PurePosixPath(value).is_relative_to(self.app):
+        if not value.startswith("/"):
+            return value
+        if PurePosixPath(value).is_relative_to(self.app):
             return str(ROOT / PurePosixPath(value).relative_to(self.app))
-        return value
+        fs = self.root / "fs" / name
+        for mount in sorted(mounts(self.doc, service(self.doc, name)), key=lambda m: len(m.target.parts)):
+            volume = self.root / "volumes" / mount.volume
+            volume.mkdir(parents=True, exist_ok=True)
+            link = fs / mount.target.relative_to("/")
+            if not link.is_symlink():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(volume, target_is_directory=True)
+        return str(fs / PurePosixPath(value).relative_to("/"))
 
     def file(self, name: str, secret: str) -> Path:
-        return Path(self.host(name, str(getattr(service_settings(service(self.doc, name)), secret))))
+        return Path(self.host(name, str(secret_path(service_settings(service(self.doc, name)), secret))))
 
     def env(self, name: str, **override: str) -> dict[str, str]:
         mapped = {k: self.host(name, v) for k, v in environment(service(self.doc, name)).items()}
@@ -409,7 +469,7 @@ def test_every_role_logs_in_to_redis_as_compose_starts_it_even_after_a_restart(
     redis_like_compose: RedisLikeCompose,
     asks: dict[str, frozenset[str]],
 ) -> None:
-    users = [role for role in ROLES if "redis_credentials" in asks[role]]
+    logins = [(role, secret.partition(":")[2]) for role in ROLES for secret in asks[role] if ":" in secret]
     stranger = redis.Redis.from_url(redis_like_compose.url)
     with pytest.raises(redis.AuthenticationError):
         stranger.ping()
@@ -418,9 +478,10 @@ def test_every_role_logs_in_to_redis_as_compose_starts_it_even_after_a_restart(
     with owner.pipeline(transaction=True) as pipe:
         pipe.set("compose-test:tx", "kept")
         pipe.execute()
+    assert ("executor", "bank") in logins and ("gate", "gate") in logins, logins
     for restarted in (False, True):
-        for role in users:
-            assert client_of(volumes, redis_like_compose, role).ping(), (role, restarted)
+        for service_name, user in logins:
+            assert client_of(volumes, redis_like_compose, service_name, user).ping(), (user, restarted)
         if not restarted:
             redis_like_compose.stop()
             redis_like_compose.start()
@@ -430,19 +491,24 @@ def test_every_role_logs_in_to_redis_as_compose_starts_it_even_after_a_restart(
 def test_rotating_one_redis_password_locks_out_only_the_old_one(
     doc: dict[str, Any], volumes: Volumes, redis_like_compose: RedisLikeCompose
 ) -> None:
-    path = volumes.file("init", "redis_credentials")
-    before = orjson.loads(path.read_bytes())
+    def passwords() -> dict[str, str]:
+        files = {secret: volumes.file("init", secret) for secret in SECRETS if secret != "keyring"}
+        return {secret: orjson.loads(path.read_bytes())["password"] for secret, path in files.items()}
+
+    before = passwords()
     keyring = volumes.file("init", "keyring").read_bytes()
     out = run_init(doc, volumes, "--rotate-redis", "gate")
-    assert before["gate"] not in out, "init printed a password"
-    after = orjson.loads(path.read_bytes())
-    assert after["gate"] != before["gate"]
-    assert {k: v for k, v in after.items() if k != "gate"} == {k: v for k, v in before.items() if k != "gate"}
+    assert before["redis:gate"] not in out, "init printed a password"
+    after = passwords()
+    assert after["redis:gate"] != before["redis:gate"]
+    assert {k: v for k, v in after.items() if k != "redis:gate"} == {
+        k: v for k, v in before.items() if k != "redis:gate"
+    }
     assert volumes.file("init", "keyring").read_bytes() == keyring
     redis_like_compose.stop()
     redis_like_compose.start()
     old = redis.Redis.from_url(
-        redis_like_compose.url, username=acl.user_name("gate"), password=before["gate"]
+        redis_like_compose.url, username=acl.user_name("gate"), password=before["redis:gate"]
     )
     with pytest.raises(redis.AuthenticationError):
         old.ping()

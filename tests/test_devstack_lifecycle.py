@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from helpers import free_ports, new_checkpoint, set_stage
 
-from wakeful.core import topics
+from wakeful.core import secrets, topics
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
 from wakeful.schemas.stage import Stage
@@ -101,7 +101,7 @@ def test_clients_wakeful_did_not_write_see_the_stack(private: dict[str, str]) ->
         ["redis-cli", "-p", str(REDIS_PORT), "ping"], capture_output=True, text=True, timeout=10, check=False
     )
     assert ping.stdout.strip().startswith("NOAUTH")  # it answers, and refuses a stranger
-    password = orjson.loads(Settings.from_env(private).redis_credentials.read_bytes())["admin"]
+    password = secrets.load(Settings.from_env(private), "admin", "redis")["password"]
     authed = subprocess.run(
         [
             "redis-cli",

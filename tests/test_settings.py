@@ -33,6 +33,7 @@ def test_external_servers_mean_nothing_local() -> None:
         ({"WAKEFUL_KAFKA_BOOTSTRAP": "nohost"}, "WAKEFUL_KAFKA_BOOTSTRAP"),
         ({"WAKEFUL_REDIS_URL": "http://x"}, "WAKEFUL_REDIS_URL"),
         ({"WAKEFUL_KAFKA_PORT": "16379"}, "WAKEFUL_*_PORT"),
+        ({"WAKEFUL_REDIS_CREDENTIALS": "/old/redis-credentials.json"}, "WAKEFUL_REDIS_CREDENTIALS"),
     ],
 )
 def test_a_bad_setting_is_refused_by_name(env: dict[str, str], setting: str) -> None:

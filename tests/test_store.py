@@ -15,6 +15,7 @@ import pytest
 import redis
 from helpers import bump_attempts, new_checkpoint, race_transitions, raw_get, set_stage
 
+from wakeful.core import secrets
 from wakeful.core.errors import (
     IllegalTransition,
     KeyringError,
@@ -45,7 +46,7 @@ def redis_cli(settings: Settings, *args: str, stdin: bytes | None = None) -> str
     """Run Debian's redis-cli as the admin user, the way an operator (or an attacker) would."""
     cli = shutil.which("redis-cli")
     assert cli, "redis-cli is missing: run `bash scripts/setup`"
-    password = orjson.loads(settings.redis_credentials.read_bytes())["admin"]
+    password = secrets.load(settings, "admin", "redis")["password"]
     argv = [
         cli,
         "--no-auth-warning",
@@ -266,7 +267,7 @@ def test_store_refuses_to_run_as_the_default_user(settings: Settings) -> None:
 
     from wakeful.core.errors import PermissionRefused
 
-    nobody = replace(settings, redis_credentials=settings.home / "missing-credentials.json")
+    nobody = replace(settings, secrets=settings.home / "missing-secrets")
     with pytest.raises(PermissionRefused, match="WAKEFUL_ALLOW_DEFAULT_USER"):
         wiring.store_for(nobody, "gate")
     allowed = replace(nobody, allow_default_user=True)

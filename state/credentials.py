@@ -1,0 +1,81 @@
+"""Where each Redis user's password lives: in its own role's secrets folder (core/secrets.py).
+
+    $WAKEFUL_SECRETS/<role>/redis.json          {"user": "wakeful-<role>", "password": ...}; read
+                                                by that role's process only (the executor's process
+                                                also reads bank/, the credential of its tool)
+    $WAKEFUL_SECRETS/admin/redis-default.json   Redis's built-in default user, whose password no
+                                                role is given (state/acl.py, DEFAULT_RULES)
+
+`wakeful dev up`, `wakeful dev acl` and the compose init service make what is missing and keep
+what exists: a new password would lock out a running role. A state dir from before per-role
+secrets kept every password in $WAKEFUL_HOME/redis-credentials.json; migrate() moves them into
+the folders unchanged, so the users of a running Redis still match, and removes that file.
+"""
+
+from __future__ import annotations
+
+import secrets as random
+from pathlib import Path
+
+import orjson
+
+from wakeful.core import secrets
+from wakeful.core.settings import Settings
+from wakeful.state import acl
+
+NAME = "redis"
+DEFAULT_NAME = "redis-default"  # in the admin's folder: only the admin may know it
+OLD_FILE = "redis-credentials.json"
+
+
+def _new(user: str, password: str | None = None) -> dict[str, str]:
+    return {"user": user, "password": password or random.token_urlsafe(24)}
+
+
+def ensure(settings: Settings, role: str, password: str | None = None) -> str:
+    """The role's password, made (or taken from `password`) the first time and kept after."""
+    return secrets.ensure(settings, role, NAME, lambda: _new(acl.user_name(role), password))["password"]
+
+
+def ensure_default(settings: Settings, password: str | None = None) -> str:
+    return secrets.ensure(settings, "admin", DEFAULT_NAME, lambda: _new(acl.DEFAULT, password))["password"]
+
+
+def ensure_all(settings: Settings) -> dict[str, str]:
+    """Role (and "default") -> password, for writing the users: every role's and the default's."""
+    creds = {role: ensure(settings, role) for role in acl.ROLES}
+    creds[acl.DEFAULT] = ensure_default(settings)
+    return creds
+
+
+def rotate(settings: Settings, role: str) -> None:
+    """Give one user a new password (reload Redis's users and restart that role afterwards)."""
+    if role == acl.DEFAULT:
+        secrets.replace(settings, "admin", DEFAULT_NAME, _new(acl.DEFAULT))
+    else:
+        secrets.replace(settings, role, NAME, _new(acl.user_name(role)))
+
+
+def old_file(settings: Settings) -> Path:
+    return settings.home / OLD_FILE
+
+
+def migrate(settings: Settings) -> str | None:
+    """Move the passwords of an old single credentials file into the per-role folders and remove
+    it; returns the line to tell the operator, or None when there was nothing to move."""
+    path = old_file(settings)
+    if not path.exists():
+        return None
+    old = orjson.loads(path.read_bytes())
+    if not isinstance(old, dict):
+        old = {}
+    for role in acl.ROLES:
+        if isinstance(old.get(role), str):
+            ensure(settings, role, old[role])  # a folder that already has one keeps its own
+    if isinstance(old.get(acl.DEFAULT), str):
+        ensure_default(settings, old[acl.DEFAULT])
+    path.unlink()
+    return (
+        f"moved the Redis passwords from {path} into {settings.secrets}/<role>/{NAME}.json "
+        "(each role reads only its own) and removed the old file"
+    )

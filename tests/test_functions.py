@@ -1,0 +1,235 @@
+"""No role runs Lua of its own choosing: the admin loads wakeful's function library, roles only call
+it, within their own keys, and it outlives a Redis restart. Checked with Debian's redis-cli, the way
+an operator (or an attacker holding one role's password) would try."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+import redis
+from helpers import free_ports
+
+from wakeful.bank.ledger import Bank
+from wakeful.core import secrets
+from wakeful.core.retry import FunctionsMissing, Retry
+from wakeful.core.settings import Settings
+from wakeful.devstack import process, redis_server
+from wakeful.state import acl, keys, library
+from wakeful.state.actions import ActionLog
+from wakeful.state.lease import Leases
+
+ROLES = [role for role in acl.ROLES if role != "admin"]
+LOOP = "while true do end"
+DEADLINE_S = 30.0
+# A released library never changes under its name: roles of that version may still be calling it.
+RELEASED = {"wakeful_v1": "8083e8300c9e80b89d08e4db9deffc0bb5e073864e7c14dead61410f4835a4ae"}
+
+
+def redis_cli(settings: Settings, role: str, *args: str) -> str:
+    """Debian's redis-cli, logged in with the role's own credential."""
+    cli = shutil.which("redis-cli")
+    assert cli, "redis-cli is missing: run `bash scripts/setup`"
+    cred = secrets.load(settings, role, "redis")
+    login = [
+        "--no-auth-warning",
+        "-u",
+        settings.redis_url,
+        "--user",
+        cred["user"],
+        "--pass",
+        cred["password"],
+    ]
+    result = subprocess.run(
+        [cli, *login, *args],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
+    return result.stdout + result.stderr
+
+
+def test_no_role_may_run_lua_of_its_own(settings: Settings, redis_client: redis.Redis) -> None:
+    loop_library = f"#!lua name=intruder\nredis.register_function('intruder', function() {LOOP} end)"
+    # Harmless attempts first: were one allowed, the test stops before a loop could block the stack.
+    attempts = [
+        ("EVAL", "return 1", "0"),
+        ("EVAL_RO", "return 1", "0"),
+        ("EVAL", LOOP, "0"),
+        ("EVALSHA", hashlib.sha1(LOOP.encode()).hexdigest(), "0"),
+        ("SCRIPT", "LOAD", LOOP),
+        ("FUNCTION", "LOAD", loop_library),
+        ("FUNCTION", "LOAD", "REPLACE", f"#!lua name={library.LIBRARY}\n{LOOP}"),
+        ("FUNCTION", "DELETE", library.LIBRARY),
+        ("FUNCTION", "FLUSH"),
+        ("FUNCTION", "RESTORE", "x"),
+        ("FUNCTION", "KILL"),
+        ("SCRIPT", "FLUSH"),
+    ]
+    for role in ROLES:
+        for attempt in attempts:
+            answer = redis_cli(settings, role, *attempt)
+            assert answer.startswith("NOPERM"), (role, attempt, answer)
+    # Nothing of theirs is stored, the library is whole, and the server is not busy with a loop.
+    assert redis_client.script_exists(hashlib.sha1(LOOP.encode()).hexdigest()) == [False]
+    assert redis_client.function_list(library="intruder") == []
+    started = time.monotonic()
+    assert redis_client.ping() and time.monotonic() - started < 1.0
+    library.check(acl.connect(settings, "gate"))
+
+
+def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
+    settings: Settings, redis_client: redis.Redis, unique: str
+) -> None:
+    task = f"t-{unique}"
+    op = f"REFUND:{task}:v1"
+    refused = [
+        # The gate calls the bank's refund with the bank's keys: FCALL's keys fit no selector of its.
+        (
+            "gate",
+            "bank_refund",
+            [keys.bank_entry(op), keys.bank_fence(task), keys.bank_faults(task), keys.BANK_LEDGER],
+        ),
+        # The gate may read the action log, but not write it through the executor's function.
+        ("gate", "action_begin", [keys.ops(task), keys.lease(task)]),
+        # The bank's credential holds no lease.
+        ("bank", "lease_acquire", [keys.lease(task), keys.fence(task)]),
+        # The executor reaches the bank only through the bank's credential.
+        (
+            "executor",
+            "bank_refund",
+            [keys.bank_entry(op), keys.bank_fence(task), keys.bank_faults(task), keys.BANK_LEDGER],
+        ),
+    ]
+    for role, name, names in refused:
+        answer = redis_cli(
+            settings, role, "FCALL", f"{library.LIBRARY}_{name}", str(len(names)), *names, "1", "{}", ""
+        )
+        assert answer.startswith("NOPERM"), (role, name, answer)
+    for role in ("inbound", "proposer", "timer", "relay"):  # no FCALL at all, not even without keys
+        answer = redis_cli(settings, role, "FCALL", library.IDENTITY.qualified, "0")
+        assert answer.startswith("NOPERM"), (role, answer)
+    touched = [keys.bank_entry(op), keys.bank_fence(task), keys.ops(task), keys.lease(task), keys.fence(task)]
+    assert redis_client.exists(*touched) == 0
+
+
+def test_library_names_every_function_once_under_its_version() -> None:
+    names = [f.qualified for f in (*library.FUNCTIONS, library.IDENTITY)]
+    assert len(names) == len(set(names))
+    assert all(name.startswith(f"{library.LIBRARY}_") for name in names)
+    assert library.CODE.startswith(f"#!lua name={library.LIBRARY}\n")
+    assert library.CODE.count("redis.register_function") == len(names)
+
+
+def test_a_released_library_never_changes_its_code() -> None:
+    assert library.LIBRARY in RELEASED, f"pin {library.LIBRARY}'s digest {library.DIGEST} in RELEASED"
+    assert RELEASED[library.LIBRARY] == library.DIGEST, (
+        f"the Lua of {library.LIBRARY} changed: bump VERSION in state/functions.py and pin the new digest"
+    )
+
+
+# ---- a private Redis, restarted without wakeful reloading anything --------------------------------
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> Iterator[Settings]:
+    """Its own state dir and port, started by `dev up`'s Redis half; stopped at the end."""
+    (port,) = free_ports(1)
+    mine = replace(
+        settings,
+        home=tmp_path_factory.mktemp("functions-home"),
+        redis_port=port,
+        redis_url_external=None,
+    )
+    mine = replace(mine, secrets=mine.home / "secrets", keyring=mine.home / "keyring.json")
+    redis_server.start(mine, lambda _line: None)
+    yield mine
+    redis_server.stop(mine)
+
+
+def _start_bare(settings: Settings) -> None:
+    """redis-server with the config `dev up` wrote, and nothing loaded afterwards."""
+    home = settings.home / "redis"
+    conf = home / "redis.conf"
+    process.start_detached(
+        [redis_server.binary(lambda _line: None), str(conf)],
+        home / "stdout.log",
+        redis_server.pid_path(settings),
+        home,
+    )
+    admin = acl.connect(settings, "admin")
+
+    def ready() -> bool:
+        try:
+            return bool(admin.ping())
+        except (redis.ConnectionError, redis.BusyLoadingError):
+            return False
+
+    assert process.wait_until(ready, DEADLINE_S), process.log_tail(redis_server.log_path(settings))
+
+
+def test_functions_survive_a_redis_restart(private: Settings, unique: str) -> None:
+    task = f"t-{unique}"
+    leases = Leases(acl.connect(private, "gate"), owner="before-restart")
+    lease = leases.acquire(task)
+    actions = ActionLog(acl.connect(private, "executor"))
+    begun = actions.begin(task, f"REFUND:{task}:v1", lease.fence, lease.token)
+    booked = Bank(acl.connect(private, "bank")).refund(f"REFUND:{task}:v1", task, 100, "EUR", lease.fence)
+    # Written by functions as role users; Redis 7.0 replays them from the AOF as the default user.
+    assert redis_server.stop(private)
+    _start_bare(private)
+    gate = acl.connect(private, "gate")
+    library.check(gate)  # the library came back with the data, loaded by nobody
+    assert leases.extend(lease).fence == lease.fence
+    assert actions.lookup(task, f"REFUND:{task}:v1") == begun.entry
+    assert Bank(acl.connect(private, "bank")).lookup(f"REFUND:{task}:v1") == booked
+    assert leases.acquire(f"{task}-next").fence == 1
+
+
+def test_a_role_without_the_library_waits_and_worker_stops_in_one_line(
+    private: Settings, settings: Settings
+) -> None:
+    admin = acl.connect(private, "admin")
+    admin.function_delete(library.LIBRARY)
+    try:
+        with pytest.raises(FunctionsMissing, match="wakeful dev up") as info:
+            Leases(acl.connect(private, "gate")).acquire("t-nolibrary")
+        assert isinstance(info.value, Retry), "a missing library must not dead-letter messages"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEFUL_")}
+        env.update(
+            WAKEFUL_HOME=str(private.home),
+            WAKEFUL_REDIS_PORT=str(private.redis_port),
+            WAKEFUL_KAFKA_PORT=str(settings.kafka_port),
+            WAKEFUL_KAFKA_CONTROLLER_PORT=str(settings.kafka_controller_port),
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "wakeful.cli.main", "worker", "gate"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode != 0
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "wakeful dev up" in lines[0] and "wakeful dev acl --apply" in lines[0], (
+            lines
+        )
+        # Another build's library under this name is told apart from this code's.
+        admin.function_load(
+            f"#!lua name={library.LIBRARY}\nredis.register_function{{function_name="
+            f"'{library.IDENTITY.qualified}', callback=function() return 'other' end, flags={{'no-writes'}}}}"
+        )
+        with pytest.raises(FunctionsMissing, match="another"):
+            library.check(acl.connect(private, "executor"))
+    finally:
+        library.load(admin)
+    library.check(acl.connect(private, "gate"))
