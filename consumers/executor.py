@@ -201,7 +201,7 @@ def _entry_from(result: dict[str, Any] | None, bank: Bank, op: str) -> LedgerEnt
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="executor")
-    producer, failures = make_producer(settings)
+    producer, failures = make_producer(settings, "executor")
     executor = Executor(
         wiring.store_for(settings, "executor"),
         wiring.leases_for(settings, "executor"),
@@ -213,7 +213,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         "executor",
         topics.PROPOSALS,
         executor.handle,
-        Consumer(consumer_config(settings, "wakeful-executor")),
+        Consumer(consumer_config(settings, "executor", "wakeful-executor")),
         producer,
         log=log,
         threads=settings.threads,

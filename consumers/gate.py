@@ -331,7 +331,7 @@ def _detail(event: SignedEvent | None) -> dict[str, Any]:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="gate")
-    producer, failures = make_producer(settings)
+    producer, failures = make_producer(settings, "gate")
     gate = Gate(
         wiring.store_for(settings, "gate"),
         wiring.leases_for(settings, "gate"),
@@ -343,7 +343,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         "gate",
         topics.WAKE,
         gate.handle,
-        Consumer(consumer_config(settings, "wakeful-gate")),
+        Consumer(consumer_config(settings, "gate", "wakeful-gate")),
         producer,
         log=log,
         threads=settings.threads,

@@ -200,13 +200,13 @@ def _signer(key_id: str, raw: object) -> tuple[VerifyKey | None, frozenset[str]]
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="inbound")
-    producer, failures = make_producer(settings)
+    producer, failures = make_producer(settings, "inbound")
     inbound = Inbound(acl.connect(settings, "inbound"), producer, log, settings.event_max_age)
     runner = Runner(
         "inbound",
         topics.EVENTS,
         inbound.handle,
-        Consumer(consumer_config(settings, "wakeful-inbound")),
+        Consumer(consumer_config(settings, "inbound", "wakeful-inbound")),
         producer,
         log=log,
         threads=settings.threads,

@@ -54,13 +54,13 @@ class Proposer:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="proposer", model=settings.model)
-    producer, failures = make_producer(settings)
+    producer, failures = make_producer(settings, "proposer")
     proposer = Proposer(MODELS[settings.model](), producer, log)
     runner = Runner(
         "proposer",
         topics.PROPOSALS_REQUEST,
         proposer.handle,
-        Consumer(consumer_config(settings, "wakeful-proposer")),
+        Consumer(consumer_config(settings, "proposer", "wakeful-proposer")),
         producer,
         log=log,
         threads=settings.threads,

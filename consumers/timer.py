@@ -71,7 +71,7 @@ class Timer:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="timer")
-    producer, failures = make_producer(settings)
+    producer, failures = make_producer(settings, "timer")
     timer = Timer(acl.connect(settings, "timer"), producer, log, failures)
     log("role.start")
     timer.run(stop)
