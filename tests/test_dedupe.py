@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
-from helpers import refund_proposal, start_fleet, topic_marks, wait_letter
+from helpers import kafka_as, refund_proposal, start_fleet, topic_marks, wait_letter
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -123,7 +123,7 @@ def test_a_runtime_message_id_cannot_be_preloaded_into_a_tasks_inbox(
     # Anyone who can write to wakeful.proposals: a proposal the executor refuses (no approval yet),
     # applied as a refusal under the message id the forger chose.
     envelope = refund_proposal(task_id, before, 2500).model_copy(update={"message_id": message_id})
-    producer = Producer({"bootstrap.servers": client.settings.kafka_bootstrap})
+    producer = Producer(kafka_as(client.settings.kafka_bootstrap))
     producer.produce(topics.PROPOSALS, key=task_id.encode(), value=envelope.encode())
     assert producer.flush(30) == 0
     assert wait_until(lambda: client.show(task_id)["state_version"] > before, SETTLE_S, 0.05)
@@ -173,7 +173,7 @@ def test_a_duplicate_handled_at_the_door_in_one_batch_is_rejected_before_anythin
         for n in (1, 2)
     )
     letters: list[str] = []
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    producer = Producer(kafka_as(settings.kafka_bootstrap, "inbound"))
     inbound = Inbound(acl.connect(settings, "inbound"), producer, Log(), settings.event_max_age)
     inbound.runner = cast(
         Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
@@ -198,7 +198,7 @@ def test_a_duplicate_handled_at_the_door_in_one_batch_is_rejected_before_anythin
 def _records(bootstrap: str, since: list[TopicPartition], key: str) -> list[str]:
     """Values of the records keyed `key` between `since` and the topic's end now."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex}", "enable.auto.commit": False}
+        kafka_as(bootstrap) | {"group.id": f"probe-{uuid.uuid4().hex}", "enable.auto.commit": False}
     )
     try:
         ends = {

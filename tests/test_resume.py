@@ -17,7 +17,7 @@ from typing import cast
 import orjson
 import pytest
 from confluent_kafka import Message, Producer
-from helpers import command, raw_get, refund_proposal, start_fleet, topic_marks, wait_dead_letter
+from helpers import command, kafka_as, raw_get, refund_proposal, start_fleet, topic_marks, wait_dead_letter
 
 from wakeful.bank.ledger import Bank
 from wakeful.cli.client import REQUESTER, Client
@@ -328,7 +328,7 @@ def test_wake_carrying_an_event_signed_for_another_task_is_refused(
         payload={"reason": "event", "principal": "alice", "event": event.encode().decode()},
     )
     letters: list[str] = []
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    producer = Producer(kafka_as(settings.kafka_bootstrap, "gate"))
     gate = Gate(wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate"), producer, Log())
     gate.runner = cast(
         Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
