@@ -39,6 +39,7 @@ SINGLE_NODE = (
 def listeners(
     port: int, controller_port: int, host: str = "127.0.0.1", advertised: str | None = None
 ) -> list[str]:
+    """`host` "" listens on every interface (in a container); `advertised` is the name clients use."""
     return [
         "process.roles=broker,controller",
         "node.id=1",
@@ -51,10 +52,16 @@ def listeners(
     ]
 
 
+def scram_login(user: str, password: str) -> str:
+    """The JAAS line a Java client (or the broker itself) logs in with by SCRAM."""
+    login = f'username="{user}" password="{password}"'
+    return f"org.apache.kafka.common.security.scram.ScramLoginModule required {login};"
+
+
 def security(admin_user: str, admin_password: str) -> list[str]:
     """SCRAM on the client listener, PLAIN for the admin alone on the controller listener, ACLs on."""
     login = f'username="{admin_user}" password="{admin_password}"'
-    scram = f"org.apache.kafka.common.security.scram.ScramLoginModule required {login};"
+    scram = scram_login(admin_user, admin_password)
     # user_<name>="<password>" is the controller's whole user list.
     plain = (
         f"org.apache.kafka.common.security.plain.PlainLoginModule required {login} "

@@ -31,7 +31,8 @@ import redis
 import yaml
 
 from wakeful.consumers.supervisor import ROLES
-from wakeful.core.errors import KeyringError, PermissionRefused, WakefulError
+from wakeful.core import kafka_auth, kafka_rights, secrets
+from wakeful.core.errors import ConfigError, KeyringError, PermissionRefused, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
 from wakeful.state import acl
@@ -47,6 +48,13 @@ SECRETS: dict[str, tuple[type[WakefulError], Callable[[Path], object]]] = {
     "keyring": (KeyringError, lambda path: Keyring.generate().save(path)),
     "redis_credentials": (PermissionRefused, acl.ensure_credentials),
 }
+# Each role's Kafka credential is a file of its own, $WAKEFUL_SECRETS/<role>/kafka.json; a role that
+# lacks it stops with a ConfigError naming that file.
+KAFKA = "kafka"
+
+
+def secret_path(settings: Settings, secret: str, role: str) -> Path:
+    return secrets.path(settings, role, KAFKA) if secret == KAFKA else Path(getattr(settings, secret))
 
 
 @dataclass(frozen=True)
@@ -118,9 +126,12 @@ def service(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return found
 
 
-def secret_place(doc: dict[str, Any], name: str, secret: str) -> Place | None:
-    """Where the service's settings put the secret's file, if that is on a named volume."""
-    return place(doc, service(doc, name), getattr(service_settings(service(doc, name)), secret))
+def secret_place(doc: dict[str, Any], name: str, secret: str, role: str | None = None) -> Place | None:
+    """Where the service's settings put the secret's file (of `role`, for a per-role secret), if that
+    is on a named volume."""
+    return place(
+        doc, service(doc, name), secret_path(service_settings(service(doc, name)), secret, role or name)
+    )
 
 
 def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
@@ -134,12 +145,17 @@ def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
     }
     main = importlib.import_module(f"wakeful.consumers.{role}").main
     asked: set[str] = set()
-    for _ in range(len(SECRETS) + 1):
+    for _ in range(len(SECRETS) + 2):
         settings = Settings.from_env(env)
         stop = threading.Event()
         stop.set()  # build everything, then return at once
         try:
             main(settings, stop)
+        except ConfigError as exc:
+            if exc.setting != str(secrets.path(settings, role, KAFKA)) or KAFKA in asked:
+                raise
+            asked.add(KAFKA)
+            kafka_auth.ensure_credential(settings, role)
         except WakefulError as exc:
             secret = next((s for s, (error, _) in SECRETS.items() if isinstance(exc, error)), None)
             if secret is None or secret in asked:
@@ -160,7 +176,7 @@ def doc() -> dict[str, Any]:
 def asks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str]]:
     needs = {role: probe_secrets(role, tmp_path_factory.mktemp(role)) for role in ROLES}
     # A probe that saw nothing would let every test below pass on a file that gives no secret out.
-    assert set().union(*needs.values()) == set(SECRETS), needs
+    assert set().union(*needs.values()) == {*SECRETS, KAFKA}, needs
     return needs
 
 
@@ -179,6 +195,9 @@ def test_init_service_makes_the_keyring_and_redis_users_on_volumes_it_may_write(
         where = secret_place(doc, "init", secret)
         assert where is not None, f"init keeps {secret} off every named volume: it is lost with the container"
         assert not where.read_only, f"init cannot write {secret}"
+    for role in kafka_rights.ROLES:
+        where = secret_place(doc, "init", KAFKA, role)
+        assert where is not None and not where.read_only, f"init cannot keep {role}'s Kafka password"
     assert service(doc, "init").get("restart") == "no", "init must run once per `up` and stay done"
 
 
@@ -187,9 +206,9 @@ def test_roles_get_each_secret_they_stop_for_from_the_volume_init_fills(
 ) -> None:
     for role in ROLES:
         for secret in asks[role]:
-            got = secret_place(doc, role, secret)
+            got = secret_place(doc, role, secret, role)
             assert got is not None, f"{role} stops at start: its {secret} file is on no volume"
-            made = secret_place(doc, "init", secret)
+            made = secret_place(doc, "init", secret, role)
             assert made is not None, f"init does not make {secret}"
             assert (got.volume, got.path) == (made.volume, made.path), f"{role} reads {secret} elsewhere"
             assert got.read_only, f"{role} only reads {secret}; mount it read-only"
@@ -208,6 +227,9 @@ def test_roles_get_no_secret_their_code_never_asks_for(
             made = secret_place(doc, "init", secret)
             assert made is not None, f"init does not make {secret}"
             assert made.volume not in volumes, f"{role} never uses {secret} but mounts {made.volume}"
+        for other in set(kafka_rights.ROLES) - {role}:
+            theirs = secret_place(doc, "init", KAFKA, other)
+            assert theirs is not None and theirs.volume not in volumes, f"{role} can read {other}'s password"
 
 
 def test_roles_reach_kafka_and_redis_by_service_name_and_wait_for_them(
@@ -231,17 +253,50 @@ def test_roles_reach_kafka_and_redis_by_service_name_and_wait_for_them(
             assert deps.get(redis_host) == "service_healthy"
 
 
-def test_kafka_is_one_kraft_node_that_keeps_its_log_on_a_volume(doc: dict[str, Any]) -> None:
+def test_kafka_is_one_kraft_node_that_keeps_its_log_on_a_volume(
+    doc: dict[str, Any], volumes: Volumes
+) -> None:
     kafka = service(doc, "kafka")
-    env = environment(kafka)
     assert kafka["image"].startswith("apache/kafka:4.")
-    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
-    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(f"{env['KAFKA_NODE_ID']}@")
-    assert "KAFKA_ZOOKEEPER_CONNECT" not in env
+    props = kafka_server_properties(doc, volumes)
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"].startswith(f"{props['node.id']}@")
+    assert "zookeeper.connect" not in props
     # Unset, the image logs to /tmp/kraft-combined-logs: topics and offsets die with the container.
-    log_dirs = env.get("KAFKA_LOG_DIRS", "/tmp/kraft-combined-logs").split(",")
-    for log_dir in log_dirs:
+    for log_dir in props["log.dirs"].split(","):
         assert place(doc, kafka, log_dir) is not None, f"Kafka's log dir {log_dir} is on no volume"
+
+
+def test_kafka_admits_only_sasl_logins_and_authorizes_by_acl(doc: dict[str, Any], volumes: Volumes) -> None:
+    props = kafka_server_properties(doc, volumes)
+    protocols = dict(pair.split(":") for pair in props["listener.security.protocol.map"].split(","))
+    listeners = [entry.split("://")[0] for entry in props["listeners"].split(",")]
+    assert all(protocols[name] == "SASL_PLAINTEXT" for name in listeners), protocols
+    assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
+    assert props["super.users"] == kafka_rights.principal(kafka_rights.ADMIN)
+    folder = Path(volumes.host("init", init_kafka_config(doc)))
+    assert stat.S_IMODE((folder / "server.properties").stat().st_mode) == 0o600, "it holds the admin password"
+
+
+def init_kafka_config(doc: dict[str, Any]) -> str:
+    argv = init_argv(doc)
+    assert "--kafka-config" in argv, "init does not write the broker's configuration"
+    return argv[argv.index("--kafka-config") + 1]
+
+
+def kafka_server_properties(doc: dict[str, Any], volumes: Volumes) -> dict[str, str]:
+    """The server.properties init writes, read where the kafka service mounts it (read-only)."""
+    run_init(doc, volumes)
+    written = place(doc, service(doc, "init"), init_kafka_config(doc))
+    script = "\n".join(service(doc, "kafka")["entrypoint"])
+    conf = re.search(r"conf=(\S+)", script)
+    assert conf, "the kafka service does not start from the configuration init writes"
+    read = place(doc, service(doc, "kafka"), conf.group(1))
+    assert written is not None and read is not None and read.read_only
+    assert (written.volume, written.path) == (read.volume, read.path)
+    text = (Path(volumes.host("init", init_kafka_config(doc))) / "server.properties").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def redis_options(command: list[str]) -> dict[str, str]:
@@ -302,10 +357,27 @@ class Volumes:
             return str(self.root / found.volume / found.path)
         if value.startswith("/") and PurePosixPath(value).is_relative_to(self.app):
             return str(ROOT / PurePosixPath(value).relative_to(self.app))
+        inside = [
+            m for m in mounts(self.doc, service(self.doc, name)) if m.target.parent == PurePosixPath(value)
+        ]
+        if value.startswith("/") and inside:
+            # A folder of volumes (WAKEFUL_SECRETS, one volume per role): the service's view of it.
+            folder = self.root / f"{name}-view" / value.strip("/").replace("/", "_")
+            folder.mkdir(parents=True, exist_ok=True)
+            for mount in inside:
+                (self.root / mount.volume).mkdir(exist_ok=True)
+                if not (folder / mount.target.name).exists():
+                    (folder / mount.target.name).symlink_to(self.root / mount.volume)
+            return str(folder)
         return value
 
     def file(self, name: str, secret: str) -> Path:
         return Path(self.host(name, str(getattr(service_settings(service(self.doc, name)), secret))))
+
+    def kafka_file(self, role: str) -> Path:
+        return Path(
+            self.host("init", str(secrets.path(service_settings(service(self.doc, "init")), role, KAFKA)))
+        )
 
     def env(self, name: str, **override: str) -> dict[str, str]:
         mapped = {k: self.host(name, v) for k, v in environment(service(self.doc, name)).items()}
@@ -394,6 +466,7 @@ def client_of(volumes: Volumes, server: RedisLikeCompose, name: str, role: str |
 def test_a_second_init_keeps_the_keyring_and_passwords_it_made(doc: dict[str, Any], volumes: Volumes) -> None:
     run_init(doc, volumes)
     files = [volumes.file("init", secret) for secret in SECRETS]
+    files += [volumes.kafka_file(role) for role in kafka_rights.ROLES]
     aclfile = Path(volumes.host("init", init_aclfile(doc)))
     first = {path: path.read_bytes() for path in [*files, aclfile]}
     for path in files:
