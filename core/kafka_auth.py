@@ -14,7 +14,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from wakeful.core import secrets
-from wakeful.core.errors import ConfigError
+from wakeful.core.errors import ConfigError, PermissionRefused
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
 
@@ -98,10 +98,9 @@ def check_login(settings: Settings, role: str, timeout: float = 10.0) -> None:
         raise refused_credentials(settings, role, refused[0])
 
 
-def refused_credentials(settings: Settings, role: str, why: str) -> ConfigError:
+def refused_credentials(settings: Settings, role: str, why: str) -> PermissionRefused:
     where = secrets.path(settings, role, SECRET)
-    return ConfigError(
-        "Kafka",
+    return PermissionRefused(
         f"Kafka refused the credentials for role {role} in {where}: {why.splitlines()[0]}; for the local "
-        "stack `wakeful dev up` (re)creates the user, for your own cluster `wakeful dev kafka-acl --apply`",
+        "stack `wakeful dev up` (re)creates the user, for your own cluster `wakeful dev kafka-acl --apply`"
     )

@@ -10,7 +10,7 @@ One small interface, two clients: `ConfluentPublisher` (confluent-kafka, a nativ
 - write the client library's own log lines as wakeful's `kafka.log` records (core/log.py);
 - log in with the `security` settings given (a SASL user that may write wakeful.events and no
   other topic: wakeful.core.kafka_auth builds them for the `upstream` principal); a refused login
-  is a ConfigError that says so, not a time-out.
+  is a PermissionRefused that says so, not a time-out.
 
 An event that timed out may still arrive later. Publishing it again is safe: the inbound role
 drops duplicates by event_id.
@@ -28,7 +28,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError, SaslAuthenticationFailedError
 
 from wakeful.core import topics
-from wakeful.core.errors import ConfigError, PublishError, ServerUnavailable
+from wakeful.core.errors import ConfigError, PermissionRefused, PublishError, ServerUnavailable
 from wakeful.core.log import librdkafka_config, route_client_logs
 from wakeful.schemas.events import MAX_EVENT_BYTES, SignedEvent
 
@@ -277,11 +277,10 @@ class KafkaPythonPublisher:
         self._producer.close(timeout=timeout)
 
 
-def _refused(user: object, why: str) -> ConfigError:
-    return ConfigError(
-        "Kafka",
+def _refused(user: object, why: str) -> PermissionRefused:
+    return PermissionRefused(
         f"Kafka refused the credentials of {user or '(no user)'}: {why.splitlines()[0]}; check the "
-        "publisher's SASL user and password",
+        "publisher's SASL user and password"
     )
 
 
