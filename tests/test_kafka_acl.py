@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,9 +19,11 @@ from confluent_kafka.admin import AclBinding, AdminClient  # type: ignore[attr-d
 from helpers import kafka_as, kcat, kcat_sasl, topic_marks
 
 from wakeful.core import topics
+from wakeful.core.errors import PermissionRefused
 from wakeful.core.kafka_rights import ADMIN, RIGHTS, UPSTREAM, Acl, principal
 from wakeful.core.settings import Settings
 from wakeful.devstack.kafka_acl import binding
+from wakeful.producers.publish import ConfluentPublisher
 
 ROLES = [role for role in RIGHTS if role != ADMIN]
 DEADLINE_S = 20.0
@@ -210,3 +213,22 @@ def _allowed(admin: AdminClient, rule: AclBinding) -> bool:
         )
     ).result(DEADLINE_S)
     return rule in found
+
+
+def test_a_role_whose_login_is_refused_stops_at_start_in_one_line(settings: Settings, tmp_path: Path) -> None:
+    cred = orjson.loads((settings.secrets / "gate" / "kafka.json").read_bytes())
+    (tmp_path / "gate").mkdir()
+    (tmp_path / "gate" / "kafka.json").write_bytes(orjson.dumps(cred | {"password": "not-the-password"}))
+    started = wakeful_cli("worker", "gate", env=dict(os.environ, WAKEFUL_SECRETS=str(tmp_path)))
+    assert started.returncode != 0
+    lines = started.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(
+        f"error: Kafka refused the credentials for role gate in {tmp_path}/gate/kafka.json"
+    )
+
+
+def test_the_publisher_names_a_refused_login(kafka_bootstrap: str) -> None:
+    security = kafka_as(kafka_bootstrap, UPSTREAM) | {"sasl.password": "not-the-password"}
+    with pytest.raises(PermissionRefused, match="Kafka refused the credentials of wakeful-upstream"):
+        ConfluentPublisher(kafka_bootstrap, security=security, connect_timeout=5.0)
