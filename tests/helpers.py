@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -172,8 +173,11 @@ def _wheel_librdkafka_dir() -> Path:
     libs = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
     wheel = sorted(libs.glob("librdkafka*.so*"))
     assert wheel, f"no librdkafka in {libs}: kcat cannot log in to Kafka 4 with the system's copy"
-    folder = Path(tempfile.mkdtemp(prefix="wakeful-kcat-"))
-    (folder / "librdkafka.so.1").symlink_to(wheel[0])
+    # One folder per user and wheel, reused by every test run: it holds only a link.
+    folder = Path(tempfile.gettempdir()) / f"wakeful-kcat-{os.getuid()}-{wheel[0].name}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # another test process made it first
+        (folder / "librdkafka.so.1").symlink_to(wheel[0])
     return folder
 
 
