@@ -6,10 +6,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from wakeful.consumers.supervisor import ROLES as PROCESS_ROLES
 from wakeful.core import topics
+from wakeful.core.errors import StackError
 from wakeful.core.kafka_rights import ADMIN, RIGHTS, UPSTREAM, acls, all_acls, principal, writers
-from wakeful.devstack import kafka_props
+from wakeful.core.settings import Settings
+from wakeful.devstack import kafka, kafka_props
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,6 +94,19 @@ def test_every_role_joins_only_the_groups_and_reads_only_the_topics_it_is_grante
             f"found no producer of {role}: a test that cannot fail"
         )
         assert ("consumer_config" in seen) == bool(RIGHTS[role].groups), role
+
+
+def test_a_state_dir_formatted_before_sasl_is_refused_saying_what_to_do(tmp_path: Path) -> None:
+    settings = Settings.from_env({"WAKEFUL_HOME": str(tmp_path)})
+    data = tmp_path / "kafka" / "data"
+    data.mkdir(parents=True)
+    (data / "meta.properties").write_text("node.id=1\n")  # formatted, by a broker without logins
+    admin = {"username": "wakeful-admin", "password": "pw"}
+    with pytest.raises(StackError) as refused:
+        kafka._format_storage(settings, tmp_path, tmp_path / "server.properties", admin, lambda _: None)
+    message = str(refused.value)
+    assert "\n" not in message and "before the broker required SASL logins" in message
+    assert f"delete {tmp_path / 'kafka'}, then `wakeful dev up`" in message
 
 
 def test_every_rule_is_an_allow_on_one_named_resource() -> None:
