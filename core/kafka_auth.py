@@ -39,6 +39,13 @@ def ensure_credential(settings: Settings, role: str) -> dict[str, str]:
 
 def credential(settings: Settings, role: str) -> dict[str, str]:
     """The role's credential as stored; a missing or incomplete file says how to make it."""
+    if role == ADMIN and not settings.runs_local_kafka and not secrets.exists(settings, role, SECRET):
+        # Nothing wakeful makes: the login of a super user of the operator's own cluster.
+        raise ConfigError(
+            str(secrets.path(settings, role, SECRET)),
+            'missing: write {"username": ..., "password": ...} of a super user of the cluster at '
+            f"{settings.kafka_bootstrap} there (mode 0600); docs/security.md",
+        )
     doc = secrets.load(settings, role, SECRET)
     if not doc.get("username") or not doc.get("password"):
         raise ConfigError(
