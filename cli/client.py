@@ -16,7 +16,9 @@ import orjson
 
 from wakeful.authority.store import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, AuthorityStore
 from wakeful.bank.ledger import Bank
+from wakeful.core import kafka_auth
 from wakeful.core.errors import TaskNotFound, WakefulError
+from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
 from wakeful.producers.keys import generate_signer, load_signer, public_bytes
@@ -62,7 +64,9 @@ class Client:
     def publisher(self) -> ConfluentPublisher:
         if self._publisher is None:
             stack.require_kafka(self.settings)
-            self._publisher = ConfluentPublisher(self.settings.kafka_bootstrap)
+            # Upstream actions are published as the upstream principal: it may write wakeful.events only.
+            security = kafka_auth.client_config(self.settings, UPSTREAM)
+            self._publisher = ConfluentPublisher(self.settings.kafka_bootstrap, security=security)
         return self._publisher
 
     # ---- operator setup -----------------------------------------------------------------------

@@ -78,7 +78,7 @@ def dev_topics(settings: Settings) -> None:
     from wakeful.core import topics
 
     _need_stack(settings, redis=False)
-    created = topics.ensure_topics(settings.kafka_bootstrap, settings.partitions)
+    created = topics.ensure_topics(settings)
     click.echo(f"created: {', '.join(created)}" if created else "all topics exist")
 
 
@@ -153,6 +153,23 @@ def dev_functions(settings: Settings) -> None:
 
     _need_stack(settings, kafka=False)
     click.echo(f"loaded {library.load(acl.connect(settings, 'admin'))}")
+
+
+@dev.command("kafka-acl")
+@click.option("--apply", is_flag=True, help="Create the users and ACLs on the configured Kafka as its admin.")
+@click.pass_obj
+def dev_kafka_acl(settings: Settings, apply: bool) -> None:
+    """The SCRAM user of every role and the ACLs of core/kafka_rights.py; --apply creates them on
+    your own Kafka (WAKEFUL_KAFKA_BOOTSTRAP), logged in as $WAKEFUL_SECRETS/admin/kafka.json."""
+    from wakeful.devstack import kafka_acl
+
+    for line in kafka_acl.plan(settings):
+        click.echo(line)
+    if not apply:
+        say("nothing changed; --apply creates them (passwords are made once, each in its role's kafka.json)")
+        return
+    _need_stack(settings, redis=False)
+    kafka_acl.apply(settings, say)
 
 
 @cli.group()
@@ -268,9 +285,12 @@ def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None,
 def _run_role(settings: Settings, role: str, stop: Any) -> int:
     import importlib
 
+    from wakeful.core import kafka_auth
     from wakeful.core.log import Log
 
     module = importlib.import_module(f"wakeful.consumers.{role}")
+    # A refused login stops the role here in one line, not as clients retrying for ever.
+    kafka_auth.check_login(settings, role)
     try:
         module.main(settings, stop)
     except WakefulError:

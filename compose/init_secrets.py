@@ -1,14 +1,22 @@
-"""The compose stack's secrets: the sealing keyring, one Redis password per role, Redis's ACL file.
+"""The compose stack's secrets: the sealing keyring, one Redis password per role, Redis's ACL file,
+one Kafka SCRAM password per role, and the broker's own configuration.
 
 The `init` service runs this before Redis and the roles start, at every `up`. It creates what is
 missing and keeps what exists: a new keyring would leave every sealed task unreadable, and new
-passwords would lock out the running roles. Each role's password goes into that role's own folder
-under WAKEFUL_SECRETS (its own volume, which only that role mounts); the ACL file is rebuilt from
-the kept passwords each time, so Redis always loads users that match them.
+passwords would lock out the running roles. Each role's passwords and signing key go into that
+role's own folder under WAKEFUL_SECRETS (its own volume, which only that role mounts); the roles'
+public verify keys go into its `public` folder, which every role mounts. The ACL file is rebuilt
+from the kept passwords each time, so Redis always loads users that match them.
 
-    python compose/init_secrets.py --aclfile PATH [--rotate-redis ROLE ...]
+    python compose/init_secrets.py --aclfile PATH [--kafka-config DIR] [--rotate-redis ROLE ...]
 
-Paths come from WAKEFUL_KEYRING and WAKEFUL_SECRETS, as for every wakeful command.
+Paths come from WAKEFUL_KEYRING and WAKEFUL_SECRETS, as for every wakeful command. Each role's
+Kafka password is `$WAKEFUL_SECRETS/<role>/kafka.json` (core/secrets.py), on the role's own volume.
+`--kafka-config DIR` writes what the kafka service starts from: its server.properties (SASL on
+every listener, ACLs on, the admin as the only super user; the same settings as the local stack,
+devstack/kafka_props.py), the admin's SCRAM credential for `kafka-storage format --add-scram`, and
+admin.properties for its health check. These hold the admin's password, so they are 0600 and owned
+by the broker's user (--kafka-uid).
 `--rotate-redis ROLE` replaces that role's password (restart Redis and the role afterwards).
 """
 
@@ -19,15 +27,19 @@ import os
 import sys
 from pathlib import Path
 
-from wakeful.core import provenance
+from wakeful.core import kafka_auth, provenance
 from wakeful.core.errors import WakefulError
+from wakeful.core.kafka_rights import ADMIN, ROLES
 from wakeful.core.settings import Settings
+from wakeful.devstack import kafka_props
 from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
 # Redis runs as its own unprivileged user in its container and must read the file. It holds only
 # SHA-256 hashes of 192-bit random passwords, and only the redis and init services mount it.
 ACLFILE_MODE = 0o644
+KAFKA_UID = 1000  # `appuser` in the apache/kafka image
+KAFKA_PORT, CONTROLLER_PORT, KAFKA_HOST = 9092, 9093, "kafka"
 
 
 def ensure_keyring(path: Path) -> str:
@@ -40,6 +52,39 @@ def ensure_keyring(path: Path) -> str:
 
 def write_aclfile(path: Path, creds: dict[str, str]) -> None:
     _write(path, ("\n".join(acl.aclfile_lines(creds)) + "\n").encode(), ACLFILE_MODE)
+
+
+def ensure_kafka_users(settings: Settings) -> list[str]:
+    """Every role's Kafka credential, each in its role's own folder; kept once made."""
+    for role in ROLES:
+        kafka_auth.ensure_credential(settings, role)
+    return list(ROLES)
+
+
+def write_kafka_config(folder: Path, settings: Settings, uid: int) -> None:
+    """The broker's configuration, rebuilt each time from the kept admin credential."""
+    admin = kafka_auth.credential(settings, ADMIN)
+    user, password = admin["username"], admin["password"]
+    server = [
+        *kafka_props.listeners(
+            KAFKA_PORT, CONTROLLER_PORT, host="0.0.0.0", advertised=KAFKA_HOST
+        ),  # a container's own interface
+        *kafka_props.security(user, password),
+        "log.dirs=/var/lib/kafka/data",
+        f"num.partitions={settings.partitions}",
+        *kafka_props.SINGLE_NODE,
+    ]
+    jaas = kafka_props.scram_login(user, password)
+    client = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-256", f"sasl.jaas.config={jaas}"]
+    files = {
+        "server.properties": server,
+        "admin.properties": client,
+        "admin-scram": kafka_props.add_scram(user, password)[1::2],  # one --add-scram value a line
+    }
+    for name, lines in files.items():
+        _write(folder / name, ("\n".join(lines) + "\n").encode(), 0o600)
+        if os.geteuid() == 0:
+            os.chown(folder / name, uid, uid)
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
@@ -58,6 +103,8 @@ def _write(path: Path, data: bytes, mode: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aclfile", type=Path, required=True, help="where Redis loads its users from")
+    parser.add_argument("--kafka-config", type=Path, help="where the kafka service reads its configuration")
+    parser.add_argument("--kafka-uid", type=int, default=KAFKA_UID, help="the broker's user id in its image")
     parser.add_argument(
         "--rotate-redis",
         action="append",
@@ -76,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             credentials.rotate(settings, role)
         creds = credentials.ensure_all(settings)
         write_aclfile(args.aclfile, creds)
+        kafka_users = ensure_kafka_users(settings)
+        if args.kafka_config is not None:
+            write_kafka_config(args.kafka_config, settings, args.kafka_uid)
     except (WakefulError, OSError) as exc:
         print(f"init failed: {exc}", file=sys.stderr)
         return 1
@@ -85,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Redis users for {', '.join(acl.ROLES)} in {args.aclfile}; each password in "
         f"{settings.secrets}/<role>/{credentials.NAME}.json"
     )
+    print(f"Kafka users for {', '.join(kafka_users)}: each in {settings.secrets}/<role>/kafka.json")
     return 0
 
 

@@ -218,20 +218,22 @@ def _entry_from(result: dict[str, Any] | None, bank: Bank, op: str) -> LedgerEnt
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="executor")
-    producer, failures = make_producer(settings)
+    # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
+    keys = load_keys(settings)
     executor = Executor(
         wiring.store_for(settings, "executor"),
         wiring.leases_for(settings, "executor"),
         wiring.actions_for(settings, "executor"),
         Bank(acl.connect(settings, "bank")),
         log,
-        keys=load_keys(settings),
+        keys=keys,
     )
+    producer, failures = make_producer(settings, "executor")
     runner = Runner(
         "executor",
         topics.PROPOSALS,
         executor.handle,
-        Consumer(consumer_config(settings, "wakeful-executor")),
+        Consumer(consumer_config(settings, "executor", "wakeful-executor")),
         producer,
         log=log,
         threads=settings.threads,

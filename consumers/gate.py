@@ -37,7 +37,7 @@ from wakeful.core.errors import (
 )
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
-from wakeful.core.provenance import Forged, RoleKeys, load_keys, load_signer
+from wakeful.core.provenance import Forged, RoleKeys, load_keys
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
@@ -375,21 +375,16 @@ def _detail(event: SignedEvent | None) -> dict[str, Any]:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="gate")
-    producer, failures = make_producer(settings)
-    producer.signer = load_signer(settings, "gate")
-    gate = Gate(
-        wiring.store_for(settings, "gate"),
-        wiring.leases_for(settings, "gate"),
-        producer,
-        log,
-        keys=load_keys(settings),
-        event_max_age=settings.event_max_age,
-    )
+    # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
+    keys = load_keys(settings)
+    store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
+    producer, failures = make_producer(settings, "gate")
+    gate = Gate(store, leases, producer, log, keys=keys, event_max_age=settings.event_max_age)
     runner = Runner(
         "gate",
         topics.WAKE,
         gate.handle,
-        Consumer(consumer_config(settings, "wakeful-gate")),
+        Consumer(consumer_config(settings, "gate", "wakeful-gate")),
         producer,
         log=log,
         threads=settings.threads,

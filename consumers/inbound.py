@@ -24,7 +24,6 @@ from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
-from wakeful.core.provenance import load_signer
 from wakeful.core.settings import Settings
 from wakeful.producers.signing import VerifyKey
 from wakeful.schemas import events
@@ -210,14 +209,14 @@ def _signer(key_id: str, raw: object) -> tuple[VerifyKey | None, frozenset[str]]
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="inbound")
-    producer, failures = make_producer(settings)
-    producer.signer = load_signer(settings, "inbound")
-    inbound = Inbound(acl.connect(settings, "inbound"), producer, log, settings.event_max_age)
+    client = acl.connect(settings, "inbound")  # its password before any wait on the broker
+    producer, failures = make_producer(settings, "inbound")
+    inbound = Inbound(client, producer, log, settings.event_max_age)
     runner = Runner(
         "inbound",
         topics.EVENTS,
         inbound.handle,
-        Consumer(consumer_config(settings, "wakeful-inbound")),
+        Consumer(consumer_config(settings, "inbound", "wakeful-inbound")),
         producer,
         log=log,
         threads=settings.threads,

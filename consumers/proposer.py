@@ -18,7 +18,7 @@ from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
-from wakeful.core.provenance import Forged, RoleKeys, load_keys, load_signer
+from wakeful.core.provenance import Forged, RoleKeys, load_keys
 from wakeful.core.settings import Settings
 from wakeful.schemas.events import Envelope
 
@@ -63,14 +63,14 @@ class Proposer:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="proposer", model=settings.model)
-    producer, failures = make_producer(settings)
-    producer.signer = load_signer(settings, "proposer")
-    proposer = Proposer(MODELS[settings.model](), producer, log, load_keys(settings))
+    keys = load_keys(settings)  # local files first: a missing one stops the role before any wait
+    producer, failures = make_producer(settings, "proposer")
+    proposer = Proposer(MODELS[settings.model](), producer, log, keys)
     runner = Runner(
         "proposer",
         topics.PROPOSALS_REQUEST,
         proposer.handle,
-        Consumer(consumer_config(settings, "wakeful-proposer")),
+        Consumer(consumer_config(settings, "proposer", "wakeful-proposer")),
         producer,
         log=log,
         threads=settings.threads,

@@ -138,7 +138,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     outbox = Outbox(acl.connect(settings, "relay"))
     # Every producer shares one configuration (acks=all, idempotent, murmur2 keys); the log is off
     # every task's critical path, so the relay lingers longer for bigger batches.
-    producer = Producer(producer_config(settings) | {"linger.ms": 5})
+    producer = Producer(producer_config(settings, "relay") | {"linger.ms": 5})
     relay = Relay(outbox, producer, Log(role="relay"), signer=load_signer(settings, "relay"))
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
     relay.run(stop)

@@ -32,11 +32,12 @@ import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]  # re-exported, not in __all__
 
-from wakeful.core import topics
+from wakeful.core import kafka_auth, topics
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseLost, Stopping
 from wakeful.core.faults import fault
+from wakeful.core.kafka_rights import RIGHTS, Rights
 from wakeful.core.log import Log, librdkafka_config, librdkafka_consumer_config
-from wakeful.core.provenance import SENDERS, RoleSigner
+from wakeful.core.provenance import SENDERS, SIGNING_ROLES, RoleSigner, load_signer
 from wakeful.core.retry import TRANSIENT_IO, Retry, Verdict, backoff, classify, kafka_error
 from wakeful.core.settings import Settings
 from wakeful.schemas.base import cut
@@ -71,7 +72,8 @@ FLUSH_STEP_S = 1.0
 REASON_LOG_CHARS = 500  # of a dead letter's reason in the role's log
 
 
-def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
+def consumer_config(settings: Settings, role: str, group: str) -> dict[str, Any]:
+    """A group consumer logged in as `role`'s principal, which may join only its own group(s)."""
     static = {}
     if settings.instance_id:
         # Static membership: a restarted process with the same identity takes its partitions back
@@ -80,8 +82,8 @@ def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
     return (
         static
         | librdkafka_consumer_config()
+        | kafka_auth.client_config(settings, role)
         | {
-            "bootstrap.servers": settings.kafka_bootstrap,
             "group.id": group,
             # Names the role in kafka.log records and in the broker's client lists.
             "client.id": group,
@@ -100,15 +102,19 @@ def consumer_config(settings: Settings, group: str) -> dict[str, Any]:
     )
 
 
-def producer_config(settings: Settings) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": settings.kafka_bootstrap,
-        "acks": "all",
-        "enable.idempotence": True,
-        "linger.ms": 1,
-        # The Java client's key hashing, so every producer (any client) puts a task on one partition.
-        "partitioner": "murmur2_random",
-    } | librdkafka_config()
+def producer_config(settings: Settings, role: str) -> dict[str, Any]:
+    """A producer logged in as `role`'s principal, which may write only the role's output topics."""
+    return (
+        kafka_auth.client_config(settings, role)
+        | {
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            # The Java client's key hashing, so every producer (any client) puts a task on one partition.
+            "partitioner": "murmur2_random",
+        }
+        | librdkafka_config()
+    )
 
 
 @dataclass(frozen=True)
@@ -203,26 +209,36 @@ def _bytes(data: str | bytes | None) -> bytes:
     return data.encode() if isinstance(data, str) else data or b""
 
 
-def make_producer(settings: Settings) -> tuple[RunnerProducer, DeliveryFailures]:
+def make_producer(settings: Settings, role: str) -> tuple[RunnerProducer, DeliveryFailures]:
     failures = DeliveryFailures()
-    config = producer_config(settings) | {"on_delivery": failures.record, "delivery.report.only.error": True}
+    # The role's own key before any round trip to the broker: a missing one stops it at once.
+    signer = load_signer(settings, role) if role in SIGNING_ROLES else None
+    config = producer_config(settings, role) | {
+        "on_delivery": failures.record,
+        "delivery.report.only.error": True,
+    }
     limits = [
         DEAD_LETTER_MAX_BYTES,
         int(config.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX)) - FRAMING_BYTES,
     ]
-    topic_limit = topic_max_message_bytes(settings.kafka_bootstrap, topics.DLQ)
+    # Only a role that dead-letters may read the dlq's limit (core/kafka_rights.py); asking without
+    # the right would only be refused.
+    reads_limit = topics.DLQ in RIGHTS.get(role, Rights()).reads_config
+    topic_limit = topic_max_message_bytes(settings, role, topics.DLQ) if reads_limit else None
     if topic_limit is not None:
         limits.append(topic_limit - FRAMING_BYTES)
         # The broker's limit counts a whole batch: letters batched together must stay under it too.
         config["batch.size"] = max(1, min(topic_limit, int(config.get("batch.size", LIBRDKAFKA_MESSAGE_MAX))))
-    return RunnerProducer(config, failures, min(limits)), failures
+    producer = RunnerProducer(config, failures, min(limits))
+    producer.signer = signer  # what it sends to another role carries its signature
+    return producer, failures
 
 
-def topic_max_message_bytes(bootstrap: str, topic: str, timeout: float = 10.0) -> int | None:
+def topic_max_message_bytes(settings: Settings, role: str, topic: str, timeout: float = 10.0) -> int | None:
     """The topic's max.message.bytes (the broker's message.max.bytes unless the topic overrides
-    it), or None if it cannot be read: dead letters then stay under DEAD_LETTER_MAX_BYTES, far
-    below any default."""
-    admin = AdminClient({"bootstrap.servers": bootstrap} | librdkafka_config())
+    it), read as `role` (which needs DescribeConfigs on it), or None if it cannot be read: dead
+    letters then stay under DEAD_LETTER_MAX_BYTES, far below any default."""
+    admin = AdminClient(kafka_auth.client_config(settings, role) | librdkafka_config())
     try:
         futures = admin.describe_configs([ConfigResource("topic", topic)], request_timeout=timeout)
         entries = next(iter(futures.values())).result(timeout)
@@ -300,6 +316,12 @@ class Runner:
             # the next process handles it again, so a long wait here would only delay the stop.
             self.producer.flush(5)
             self.consumer.close()
+            # End librdkafka's threads now. Left to the interpreter's exit (the role's objects form
+            # cycles, and gc.freeze() above keeps them from the collector), they ran on while the
+            # process tore down OpenSSL under their SASL connections: a segfault at every stop.
+            close = getattr(self.producer, "close", None)  # not in older confluent-kafka releases
+            if close is not None:
+                close()
             self.log(
                 "role.stop",
                 messages=self.counters.messages,

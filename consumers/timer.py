@@ -18,7 +18,6 @@ from wakeful.consumers.runner import DeliveryFailures, make_producer
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
-from wakeful.core.provenance import load_signer
 from wakeful.core.retry import forever
 from wakeful.core.settings import Settings
 from wakeful.schemas.events import Envelope
@@ -72,8 +71,7 @@ class Timer:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="timer")
-    producer, failures = make_producer(settings)
-    producer.signer = load_signer(settings, "timer")
+    producer, failures = make_producer(settings, "timer")
     timer = Timer(acl.connect(settings, "timer"), producer, log, failures)
     log("role.start")
     timer.run(stop)

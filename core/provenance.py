@@ -136,20 +136,33 @@ def load_keys(settings: Settings) -> RoleKeys:
 
 
 def ensure_keys(settings: Settings) -> list[str]:
-    """Make each signing role's key once, and publish every role's public key. Returns what it made."""
-    made: list[str] = []
+    """Make each signing role's key once, and publish every role's public key. Returns the roles
+    whose key it made."""
+    made = [role for role in SIGNING_ROLES if not secrets.exists(settings, role, _SIGNING)]
+    for role in SIGNING_ROLES:
+        ensure_key(settings, role)
+    publish_keys(settings)
+    return made
+
+
+def ensure_key(settings: Settings, role: str) -> RoleSigner:
+    """The role's own signing key, made the first time."""
+    secrets.ensure(settings, role, _SIGNING, functools.partial(_new_key, role))
+    return load_signer(settings, role)
+
+
+def publish_keys(settings: Settings) -> None:
+    """The public file: every signing role's current key, and every key published before (so what
+    a retired key signed still verifies)."""
     public: dict[str, str] = {}
     if secrets.exists(settings, secrets.PUBLIC, _PUBLIC):
-        public = secrets.load(settings, secrets.PUBLIC, _PUBLIC)  # keeps retired keys verifiable
+        public = secrets.load(settings, secrets.PUBLIC, _PUBLIC)
     for role in SIGNING_ROLES:
-        if not secrets.exists(settings, role, _SIGNING):
-            made.append(role)
-        secrets.ensure(settings, role, _SIGNING, functools.partial(_new_key, role))
-        signer = load_signer(settings, role)
-        raw = signer.private_key.public_key().public_bytes_raw()
-        public[signer.key_id] = f"{role}:{base64.b64encode(raw).decode()}"
+        if secrets.exists(settings, role, _SIGNING):
+            signer = load_signer(settings, role)
+            raw = signer.private_key.public_key().public_bytes_raw()
+            public[signer.key_id] = f"{role}:{base64.b64encode(raw).decode()}"
     secrets.replace(settings, secrets.PUBLIC, _PUBLIC, public)
-    return made
 
 
 def _new_key(role: str) -> dict[str, str]:

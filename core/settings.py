@@ -8,6 +8,10 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_HOME                  | ~/.local/state/wakeful       | state dir: server data, logs, pid files     |
 | WAKEFUL_CACHE                 | ~/.cache/wakeful             | resolved Kafka jars, shared by state dirs   |
 | WAKEFUL_KAFKA_BOOTSTRAP       | (unset: local stack)         | existing Kafka; nothing local is started    |
+| WAKEFUL_KAFKA_SECURITY        | SASL_PLAINTEXT               | Kafka client protocol: SASL_PLAINTEXT, or   |
+|                               |                              | SASL_SSL for a cluster of your own          |
+| WAKEFUL_KAFKA_SASL_MECHANISM  | SCRAM-SHA-256                | SCRAM-SHA-256 or SCRAM-SHA-512              |
+| WAKEFUL_KAFKA_CA              | (unset: system CAs)          | CA bundle to verify a SASL_SSL broker       |
 | WAKEFUL_REDIS_URL             | (unset: local stack)         | existing Redis; nothing local is started    |
 | WAKEFUL_KAFKA_PORT            | 19092                        | local broker listener                       |
 | WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                        | local KRaft controller listener             |
@@ -45,6 +49,8 @@ _MEMORY = re.compile(r"([1-9][0-9]*)(b|kb|mb|gb)")
 _MEMORY_UNITS = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3}
 MIN_REDIS_MEMORY = 64 * 1024**2  # below this the roles' own keys and scripts barely fit
 LOG_LEVELS = ("debug", "info", "warning", "error")
+KAFKA_SECURITY = ("SASL_PLAINTEXT", "SASL_SSL")
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,9 @@ class Settings:
     instance_id: str | None = None
     log_level: str = "warning"
     redis_maxmemory: str = "1gb"
+    kafka_security: str = "SASL_PLAINTEXT"
+    kafka_sasl_mechanism: str = "SCRAM-SHA-256"
+    kafka_ca: Path | None = None
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -121,10 +130,19 @@ class Settings:
             )
         if len(set(ports.values())) != len(ports):
             raise ConfigError("WAKEFUL_*_PORT", f"ports must differ, got {ports}")
+        bootstrap = _bootstrap(env.get("WAKEFUL_KAFKA_BOOTSTRAP"))
+        security = _choice(env, "WAKEFUL_KAFKA_SECURITY", "SASL_PLAINTEXT", KAFKA_SECURITY)
+        if bootstrap is None and security != "SASL_PLAINTEXT":
+            raise ConfigError(
+                "WAKEFUL_KAFKA_SECURITY",
+                f"the local broker speaks SASL_PLAINTEXT on 127.0.0.1; {security} is for a cluster named "
+                "by WAKEFUL_KAFKA_BOOTSTRAP",
+            )
+        ca = env.get("WAKEFUL_KAFKA_CA") or None
         return cls(
             home=home.expanduser().resolve(),
             cache=cache.expanduser().resolve(),
-            kafka_bootstrap_external=_bootstrap(env.get("WAKEFUL_KAFKA_BOOTSTRAP")),
+            kafka_bootstrap_external=bootstrap,
             redis_url_external=_redis_url(env.get("WAKEFUL_REDIS_URL")),
             kafka_port=ports["WAKEFUL_KAFKA_PORT"],
             kafka_controller_port=ports["WAKEFUL_KAFKA_CONTROLLER_PORT"],
@@ -142,6 +160,11 @@ class Settings:
             instance_id=env.get("WAKEFUL_INSTANCE_ID") or None,
             log_level=log_level_from(env),
             redis_maxmemory=_memory(env, "WAKEFUL_REDIS_MAXMEMORY", "1gb"),
+            kafka_security=security,
+            kafka_sasl_mechanism=_choice(
+                env, "WAKEFUL_KAFKA_SASL_MECHANISM", "SCRAM-SHA-256", SCRAM_MECHANISMS
+            ),
+            kafka_ca=Path(ca).expanduser().resolve() if ca else None,
         )
 
 

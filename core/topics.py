@@ -11,8 +11,10 @@ from collections.abc import Iterable
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
 
+from wakeful.core import kafka_auth
 from wakeful.core.errors import ServerUnavailable
 from wakeful.core.log import librdkafka_config
+from wakeful.core.settings import Settings
 
 EVENTS = "wakeful.events"
 WAKE = "wakeful.wake"
@@ -29,12 +31,14 @@ TOPIC_CONFIG: dict[str, dict[str, str]] = {LOG: _KEEP_FOREVER, DLQ: _KEEP_FOREVE
 
 
 def ensure_topics(
-    bootstrap: str, partitions: int, names: Iterable[str] = ALL, timeout: float = 30.0
+    settings: Settings, partitions: int | None = None, names: Iterable[str] = ALL, timeout: float = 30.0
 ) -> list[str]:
-    """Create the topics that do not exist yet; returns the names created. Safe to run twice."""
-    admin = AdminClient({"bootstrap.servers": bootstrap} | librdkafka_config())
+    """Create the topics that do not exist yet, as the admin; returns the names created. Safe to
+    run twice. `partitions` defaults to WAKEFUL_PARTITIONS."""
+    admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config())
+    bootstrap, count = settings.kafka_bootstrap, partitions or settings.partitions
     try:
-        return _create_missing(admin, bootstrap, partitions, names, timeout)
+        return _create_missing(admin, bootstrap, count, names, timeout)
     finally:
         admin.poll(0)  # an AdminClient's log lines are written only when it is polled
 

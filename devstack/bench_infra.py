@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from wakeful.core import topics
+from wakeful.core import kafka_auth, topics
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
 from wakeful.devstack.process import Say
@@ -34,11 +34,12 @@ def run(settings: Settings, messages: int, say: Say) -> dict[str, Any]:
 
 def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
     topic = f"wakeful.bench.{uuid.uuid4().hex[:8]}"
-    topics.ensure_topics(settings.kafka_bootstrap, settings.partitions, names=[topic])
+    topics.ensure_topics(settings, names=[topic])
+    admin = kafka_auth.client_config(settings, kafka_auth.ADMIN)  # a scratch topic: the admin's
     payload = os.urandom(PAYLOAD_BYTES // 2).hex().encode()
     producer = Producer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
+        admin
+        | {
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,
@@ -62,8 +63,8 @@ def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
     produce_s = time.perf_counter() - started
 
     consumer = Consumer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
+        admin
+        | {
             "group.id": f"bench-{topic}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -83,7 +84,7 @@ def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
         seen += sum(1 for m in batch if m.error() is None)
     consume_s = time.perf_counter() - started if started else float("inf")
     consumer.close()
-    AdminClient({"bootstrap.servers": settings.kafka_bootstrap} | librdkafka_config()).delete_topics([topic])
+    AdminClient(admin | librdkafka_config()).delete_topics([topic])
     return {
         "kafka_produce_msgs_per_s": round(messages / produce_s),
         "kafka_consume_msgs_per_s": round(seen / consume_s),

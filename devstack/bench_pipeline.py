@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from wakeful.bank.ledger import LedgerEntry
 from wakeful.cli.client import REQUESTER, Client
-from wakeful.core import topics
+from wakeful.core import kafka_auth, topics
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
@@ -30,8 +30,9 @@ from wakeful.state import keys
 COUNTED_TOPICS = (topics.EVENTS, topics.WAKE, topics.PROPOSALS_REQUEST, topics.PROPOSALS, topics.LOG)
 
 
-def _offsets(bootstrap: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets"} | librdkafka_config())
+def _offsets(settings: Settings) -> int:
+    admin = kafka_auth.client_config(settings, kafka_auth.ADMIN)
+    consumer = Consumer(admin | {"group.id": "bench-offsets"} | librdkafka_config())
     total = 0
     for topic in COUNTED_TOPICS:
         for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
@@ -53,7 +54,7 @@ def run(
         warm, _ = client.new_task(10)
         client.wait_settled(warm, 60)
         say("warm; publishing the tasks ...")
-        kafka_before, redis_before = _offsets(settings.kafka_bootstrap), _redis_commands(client)
+        kafka_before, redis_before = _offsets(settings), _redis_commands(client)
         requester, approver = client.signer(REQUESTER), client.signer("alice")
         plan: list[tuple[str, bool]] = []
         batch: list[events.SignedEvent] = []
@@ -85,7 +86,7 @@ def run(
         effects = _wait_effects(client, [t for t, _ in plan], timeout=max(120.0, tasks / 20))
         finished = max((b for b in effects.values()), default=time.time())
         latencies = sorted((effects[t] - woken[t]) * 1000 for t in effects)
-        kafka_msgs = _offsets(settings.kafka_bootstrap) - kafka_before
+        kafka_msgs = _offsets(settings) - kafka_before
         redis_cmds = _redis_commands(client) - redis_before
     finally:
         stats = fleet.stop()

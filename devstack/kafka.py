@@ -1,5 +1,8 @@
 """The local Apache Kafka broker: one KRaft node (broker and controller combined) on 127.0.0.1.
 
+It admits only SCRAM logins, and authorizes each principal by ACL (kafka_props.py says how); the
+admin's credential is written into the storage when it is formatted (docs/decisions.md D30).
+
 Its jars come from Maven Central through the pinned build file `kafka-pom.xml` beside this module,
 resolved once into WAKEFUL_CACHE and shared by every state dir.
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shutil
 import subprocess
 import uuid
@@ -18,10 +22,12 @@ import psutil
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from wakeful.core.errors import StackError
+from wakeful.core import kafka_auth, secrets
+from wakeful.core.errors import ConfigError, StackError
+from wakeful.core.kafka_rights import ADMIN
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
-from wakeful.devstack import process
+from wakeful.devstack import kafka_props, process
 
 NAME = "kafka"
 INSTALL_HINT = "install a Java 17+ runtime and Maven, e.g. `apt-get install -y openjdk-17-jre-headless maven`"
@@ -95,42 +101,24 @@ def is_ours(settings: Settings) -> process.Predicate:
     return check
 
 
-def _write_config(settings: Settings) -> Path:
+def _write_config(settings: Settings, admin: dict[str, str]) -> Path:
     base = _dir(settings)
     data = base / "data"
     data.mkdir(parents=True, exist_ok=True)
-    port, cport = settings.kafka_port, settings.kafka_controller_port
     props = base / "server.properties"
-    props.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{cport}",
-                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
-                "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "inter.broker.listener.name=PLAINTEXT",
-                f"log.dirs={data}",
-                f"num.partitions={settings.partitions}",
-                # wakeful creates its topics on purpose; a typo must not silently make a new one.
-                "auto.create.topics.enable=false",
-                "offsets.topic.replication.factor=1",
-                # 50 internal partitions cost seconds at first group join on a 2-core machine.
-                "offsets.topic.num.partitions=6",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "transaction.state.log.num.partitions=6",
-                "share.coordinator.state.topic.replication.factor=1",
-                "share.coordinator.state.topic.min.isr=1",
-                "group.initial.rebalance.delay.ms=0",
-                "num.network.threads=2",
-                "num.io.threads=4",
-                "",
-            ]
-        )
-    )
+    lines = [
+        *kafka_props.listeners(settings.kafka_port, settings.kafka_controller_port),
+        *kafka_props.security(admin["username"], admin["password"]),
+        f"log.dirs={data}",
+        f"num.partitions={settings.partitions}",
+        *kafka_props.SINGLE_NODE,
+        "",
+    ]
+    # It holds the admin password (the broker logs in to itself with it): the owner's eyes only.
+    fd = os.open(props, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines))
     log4j = base / "log4j2.properties"
     log4j.write_text(
         "\n".join(
@@ -163,10 +151,37 @@ def _cluster_id() -> str:
             return cid
 
 
-def _format_storage(settings: Settings, libs: Path, props: Path, say: process.Say) -> None:
+def _sasl_marker(settings: Settings) -> Path:
+    return _dir(settings) / "sasl-admin.sha256"
+
+
+def _admin_digest(admin: dict[str, str]) -> str:
+    return hashlib.sha256(f"{admin['username']}:{admin['password']}".encode()).hexdigest()
+
+
+def _format_storage(
+    settings: Settings, libs: Path, props: Path, admin: dict[str, str], say: process.Say
+) -> None:
+    """Format once, with the admin's SCRAM credentials in the bootstrap metadata: the one way into
+    a broker that admits nobody else. A state dir formatted before that is refused, not patched."""
+    marker = _sasl_marker(settings)
     if (_dir(settings) / "data" / "meta.properties").exists():
+        if not marker.exists():
+            raise StackError(
+                NAME,
+                f"{_dir(settings)} was formatted before the broker required SASL logins and has no admin "
+                f"user: run `wakeful dev down`, delete {_dir(settings)}, then `wakeful dev up` "
+                "(its topics start empty)",
+            )
+        if marker.read_text().strip() != _admin_digest(admin):
+            raise StackError(
+                NAME,
+                f"the admin credential in {secrets.path(settings, ADMIN, kafka_auth.SECRET)} is not the one "
+                f"{_dir(settings)} was formatted with: restore that file, or delete {_dir(settings)} "
+                "and run `wakeful dev up` again",
+            )
         return
-    say("formatting the KRaft storage (first start) ...")
+    say("formatting the KRaft storage with the admin's SCRAM credentials (first start) ...")
     result = subprocess.run(
         [
             "java",
@@ -178,6 +193,7 @@ def _format_storage(settings: Settings, libs: Path, props: Path, say: process.Sa
             _cluster_id(),
             "-c",
             str(props),
+            *kafka_props.add_scram(admin["username"], admin["password"]),
         ],
         capture_output=True,
         text=True,
@@ -185,14 +201,20 @@ def _format_storage(settings: Settings, libs: Path, props: Path, say: process.Sa
     )
     if result.returncode != 0:
         raise StackError(NAME, "formatting the KRaft storage failed", result.stdout + result.stderr)
+    marker.write_text(_admin_digest(admin) + "\n")
 
 
-def healthy(bootstrap: str, timeout: float = 2.0) -> bool:
-    """Answers metadata; a closed port is checked first so a down broker costs no client noise."""
-    host, _, port = bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
+def healthy(settings: Settings, timeout: float = 2.0) -> bool:
+    """Answers metadata to the admin; a closed port is checked first so a down broker costs no
+    client noise. Without the admin's credential there is no way to ask: not healthy."""
+    host, _, port = settings.kafka_bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
     if not process.port_open(host, int(port)):
         return False
-    admin = AdminClient({"bootstrap.servers": bootstrap} | librdkafka_config())
+    try:
+        config = kafka_auth.client_config(settings, ADMIN)
+    except ConfigError:
+        return False
+    admin = AdminClient(config | librdkafka_config())
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException:
@@ -216,8 +238,9 @@ def start(settings: Settings, say: process.Say) -> int:
                 "WAKEFUL_KAFKA_PORT / WAKEFUL_KAFKA_CONTROLLER_PORT",
             )
     libs = ensure_jars(settings, say)
-    props = _write_config(settings)
-    _format_storage(settings, libs, props, say)
+    admin = kafka_auth.ensure_credential(settings, ADMIN)
+    props = _write_config(settings, admin)
+    _format_storage(settings, libs, props, admin, say)
     heap = settings.kafka_heap
     half = f"{max(64, _megabytes(heap) // 2)}m"
     argv = [
@@ -240,7 +263,7 @@ def start(settings: Settings, say: process.Say) -> int:
     def ready() -> bool:
         if process.running_pid(pid_path(settings), is_ours(settings)) is None:
             raise StackError(NAME, "the broker exited during start-up", process.log_tail(log_path(settings)))
-        return healthy(settings.kafka_bootstrap, timeout=1.0)
+        return healthy(settings, timeout=1.0)
 
     if not process.wait_until(ready, settings.start_timeout, interval=0.5):
         process.stop(pid_path(settings), is_ours(settings))

@@ -7,7 +7,7 @@ import uuid
 
 from confluent_kafka import Consumer, Producer
 
-from wakeful.core import topics
+from wakeful.core import kafka_auth, topics
 from wakeful.core.errors import StackError
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
@@ -18,16 +18,18 @@ SMOKE_TOPIC = "wakeful.smoke"
 
 def run(settings: Settings, timeout: float = 30.0) -> dict[str, float]:
     """Returns the round-trip times in milliseconds; raises StackError when a leg fails."""
-    topics.ensure_topics(settings.kafka_bootstrap, 1, names=[SMOKE_TOPIC])
+    topics.ensure_topics(settings, 1, names=[SMOKE_TOPIC])
     marker = uuid.uuid4().hex
     started = time.perf_counter()
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "acks": "all"} | librdkafka_config())
+    # The smoke topic is nobody's output: only the admin may write and read it.
+    admin = kafka_auth.client_config(settings, kafka_auth.ADMIN)
+    producer = Producer(admin | {"acks": "all"} | librdkafka_config())
     producer.produce(SMOKE_TOPIC, key=marker, value=marker.encode())
     if producer.flush(timeout) != 0:
         raise StackError("kafka", f"the smoke message was not acknowledged within {timeout:.0f}s")
     consumer = Consumer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
+        admin
+        | {
             "group.id": f"wakeful-smoke-{marker}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from wakeful.core import provenance, secrets, topics
 from wakeful.core.errors import ServerUnavailable, StackError
 from wakeful.core.settings import Settings
-from wakeful.devstack import kafka, process, redis_server
+from wakeful.devstack import kafka, kafka_acl, process, redis_server
 from wakeful.state import credentials
 from wakeful.state.seal import Keyring
 
@@ -45,9 +45,13 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
         say(f"redis: using {settings.redis_address} (WAKEFUL_REDIS_URL); nothing started")
     if settings.runs_local_kafka:
         kafka.start(settings, say)
+        kafka_acl.apply(settings, say)  # every role's SCRAM user and ACLs, as core/kafka_rights.py says
     else:
-        say(f"kafka: using {settings.kafka_bootstrap} (WAKEFUL_KAFKA_BOOTSTRAP); nothing started")
-    created = topics.ensure_topics(settings.kafka_bootstrap, settings.partitions)
+        say(
+            f"kafka: using {settings.kafka_bootstrap} (WAKEFUL_KAFKA_BOOTSTRAP); nothing started "
+            "(`wakeful dev kafka-acl --apply` sets its users and ACLs)"
+        )
+    created = topics.ensure_topics(settings)
     if created:
         say(f"created topics: {', '.join(created)} ({settings.partitions} partitions each)")
     return status(settings)
@@ -104,7 +108,7 @@ def status(settings: Settings) -> list[ServerStatus]:
             address=settings.kafka_bootstrap,
             managed="local" if settings.runs_local_kafka else "external",
             pid=kafka_pid,
-            healthy=kafka.healthy(settings.kafka_bootstrap),
+            healthy=kafka.healthy(settings),
         ),
         ServerStatus(
             name="redis",

@@ -7,7 +7,10 @@ One small interface, two clients: `ConfluentPublisher` (confluent-kafka, a nativ
 - key each event by its routing key (correlation id, else task id) and hash it with murmur2, the Java
   client's partitioner, so one key lands on one partition whichever client sent it;
 - return only after the broker acknowledged every event (acks=all, idempotent producer);
-- write the client library's own log lines as wakeful's `kafka.log` records (core/log.py).
+- write the client library's own log lines as wakeful's `kafka.log` records (core/log.py);
+- log in with the `security` settings given (a SASL user that may write wakeful.events and no
+  other topic: wakeful.core.kafka_auth builds them for the `upstream` principal); a refused login
+  is a PermissionRefused that says so, not a time-out.
 
 An event that timed out may still arrive later. Publishing it again is safe: the inbound role
 drops duplicates by event_id.
@@ -16,16 +19,16 @@ drops duplicates by event_id.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError as ConfluentKafkaError
 from confluent_kafka import KafkaException, Message, Producer
 from kafka import KafkaProducer
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import KafkaError, KafkaTimeoutError, SaslAuthenticationFailedError
 
 from wakeful.core import topics
-from wakeful.core.errors import ConfigError, PublishError, ServerUnavailable
+from wakeful.core.errors import ConfigError, PermissionRefused, PublishError, ServerUnavailable
 from wakeful.core.log import librdkafka_config, route_client_logs
 from wakeful.schemas.events import MAX_EVENT_BYTES, SignedEvent
 
@@ -96,31 +99,49 @@ class _Outcomes:
         raise PublishError(failed, problem, retryable=retryable)
 
 
-def confluent_config(bootstrap: str) -> dict[str, object]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "acks": "all",
-        "enable.idempotence": True,
-        "linger.ms": 1,  # an event wakes a task: latency first
-        # librdkafka's default (consistent_random, CRC32) would put a key on another partition than
-        # kafka-python and the Java client do.
-        "partitioner": "murmur2_random",
-        # wakeful creates its topics; a mistyped topic name must fail, not appear.
-        "allow.auto.create.topics": False,
-    } | librdkafka_config()
+def confluent_config(bootstrap: str, security: Mapping[str, Any] | None = None) -> dict[str, object]:
+    return (
+        dict(security or {})
+        | {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 1,  # an event wakes a task: latency first
+            # librdkafka's default (consistent_random, CRC32) would put a key on another partition than
+            # kafka-python and the Java client do.
+            "partitioner": "murmur2_random",
+            # wakeful creates its topics; a mistyped topic name must fail, not appear.
+            "allow.auto.create.topics": False,
+        }
+        | librdkafka_config()
+    )
 
 
 class ConfluentPublisher:
     """Publisher on confluent-kafka. Safe to share between threads."""
 
-    def __init__(self, bootstrap: str, topic: str = topics.EVENTS, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str = topics.EVENTS,
+        connect_timeout: float = 10.0,
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
-        self._producer = Producer(confluent_config(bootstrap))
+        refused: list[str] = []
+
+        def on_error(err: ConfluentKafkaError) -> None:
+            if err.code() == ConfluentKafkaError._AUTHENTICATION:
+                refused.append(err.str())
+
+        self._producer = Producer(confluent_config(bootstrap, security) | {"error_cb": on_error})
         try:
             found = self._producer.list_topics(topic, timeout=connect_timeout).topics.get(topic)
         except KafkaException as exc:
             self._producer.poll(0)  # write the lines that say why before the client is dropped
+            if refused:
+                raise _refused((security or {}).get("sasl.username"), refused[0]) from exc
             raise ServerUnavailable("Kafka", bootstrap, _START_HINT) from exc
         if found is None or found.error is not None:
             raise _missing_topic(topic, bootstrap)
@@ -179,8 +200,10 @@ def _on_delivery(outcomes: _Outcomes, index: int) -> Callable[[ConfluentKafkaErr
     return delivered
 
 
-def kafka_python_config(bootstrap: str, connect_timeout: float) -> dict[str, object]:
-    return {
+def kafka_python_config(
+    bootstrap: str, connect_timeout: float, security: Mapping[str, Any] | None = None
+) -> dict[str, object]:
+    return dict(security or {}) | {
         "bootstrap_servers": bootstrap,
         "client_id": "wakeful-publisher",
         "acks": "all",
@@ -198,12 +221,20 @@ def kafka_python_config(bootstrap: str, connect_timeout: float) -> dict[str, obj
 class KafkaPythonPublisher:
     """Publisher on kafka-python, for systems that avoid native wheels. Safe to share between threads."""
 
-    def __init__(self, bootstrap: str, topic: str = topics.EVENTS, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str = topics.EVENTS,
+        connect_timeout: float = 10.0,
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         route_client_logs()
         try:
-            self._producer: Any = KafkaProducer(**kafka_python_config(bootstrap, connect_timeout))
+            self._producer: Any = KafkaProducer(**kafka_python_config(bootstrap, connect_timeout, security))
+        except SaslAuthenticationFailedError as exc:
+            raise _refused((security or {}).get("sasl_plain_username"), str(exc)) from exc
         except KafkaError as exc:
             raise ServerUnavailable("Kafka", bootstrap, _START_HINT) from exc
         try:
@@ -244,6 +275,13 @@ class KafkaPythonPublisher:
 
     def close(self, timeout: float = 10.0) -> None:
         self._producer.close(timeout=timeout)
+
+
+def _refused(user: object, why: str) -> PermissionRefused:
+    return PermissionRefused(
+        f"Kafka refused the credentials of {user or '(no user)'}: {why.splitlines()[0]}; check the "
+        "publisher's SASL user and password"
+    )
 
 
 def _missing_topic(topic: str, bootstrap: str) -> ConfigError:

@@ -26,7 +26,7 @@ def settings() -> Settings:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(settings: Settings) -> str:
-    if not kafka.healthy(settings.kafka_bootstrap, timeout=5.0):
+    if not kafka.healthy(settings, timeout=5.0):
         pytest.fail(f"Kafka is not reachable at {settings.kafka_bootstrap}. {START_HINT}")
     return settings.kafka_bootstrap
 

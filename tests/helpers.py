@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import orjson
 import redis
 from confluent_kafka import Consumer, Message, TopicPartition
 
+from wakeful.core import kafka_auth
+from wakeful.core.settings import Settings
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
 from wakeful.schemas.stage import Stage
 
@@ -137,9 +147,57 @@ def produce(producer: Any, msg: Message) -> None:
     producer.produce(msg.topic(), key=msg.key(), value=msg.value(), headers=msg.headers())
 
 
+def kafka_as(
+    bootstrap: str, role: str = kafka_auth.ADMIN, settings: Settings | None = None
+) -> dict[str, Any]:
+    """A confluent-kafka client's settings for `bootstrap`, logged in as `role`. Tests read and
+    make topics as the admin; a test that plays a role or an upstream system logs in as that one."""
+    return kafka_auth.client_config(settings or Settings.from_env(), role) | {"bootstrap.servers": bootstrap}
+
+
+def kafka_python_as(bootstrap: str, role: str = kafka_auth.ADMIN) -> dict[str, Any]:
+    """The same for kafka-python (its keyword arguments)."""
+    return kafka_auth.kafka_python_config(Settings.from_env(), role) | {"bootstrap_servers": bootstrap}
+
+
+def kcat_sasl(role: str, settings: Settings | None = None) -> list[str]:
+    """kcat's -X arguments that log in as `role` (its password from the role's kafka.json)."""
+    config = kafka_auth.client_config(settings or Settings.from_env(), role)
+    keys = ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password")
+    return [arg for key in keys for arg in ("-X", f"{key}={config[key]}")]
+
+
+def kcat(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    """Run kcat, a client wakeful did not write, on the librdkafka that confluent-kafka ships.
+
+    kcat links the system's librdkafka, and before 2.6.1 its SCRAM exchange repeats the client nonce,
+    which Kafka 4 refuses (confluentinc/librdkafka#4895): every SCRAM login would fail, good
+    credentials included. The wheel's copy has the fix and the same ABI.
+    """
+    found = shutil.which("kcat")
+    assert found, "kcat is missing: run `bash scripts/setup`"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(_wheel_librdkafka_dir()))
+    return subprocess.run(
+        [found, *args], input=stdin, env=env, capture_output=True, timeout=timeout, check=False
+    )
+
+
+@functools.cache
+def _wheel_librdkafka_dir() -> Path:
+    libs = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
+    wheel = sorted(libs.glob("librdkafka*.so*"))
+    assert wheel, f"no librdkafka in {libs}: kcat cannot log in to Kafka 4 with the system's copy"
+    # One folder per user and wheel, reused by every test run: it holds only a link.
+    folder = Path(tempfile.gettempdir()) / f"wakeful-kcat-{os.getuid()}-{wheel[0].name}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # another test process made it first
+        (folder / "librdkafka.so.1").symlink_to(wheel[0])
+    return folder
+
+
 def topic_marks(bootstrap: str, topic: str) -> list[TopicPartition]:
     """Each partition's end offset now: read from here to see only what happens next."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "offsets-probe"})
+    consumer = Consumer(kafka_as(bootstrap) | {"group.id": "offsets-probe"})
     try:
         parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         return [
@@ -156,7 +214,7 @@ def wait_letter(
     """The first dead letter after `since` (see topic_marks) that matches, with its size in bytes on
     the topic; None if there is none within timeout seconds."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"dlq-{uuid.uuid4().hex}", "enable.auto.commit": False}
+        kafka_as(bootstrap) | {"group.id": f"dlq-{uuid.uuid4().hex}", "enable.auto.commit": False}
     )
     consumer.assign(since)
     deadline = time.monotonic() + timeout
@@ -209,7 +267,7 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def raw_kafka(settings: Any) -> dict[str, str]:
+def raw_kafka(settings: Any) -> dict[str, Any]:
     """librdkafka settings for a client that uses no wakeful code, writing with the broker's
     blessing (as its admin): for tests of what roles must refuse even when the broker lets it in."""
-    return {"bootstrap.servers": settings.kafka_bootstrap}
+    return kafka_as(settings.kafka_bootstrap, kafka_auth.ADMIN, settings)

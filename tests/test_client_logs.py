@@ -32,7 +32,7 @@ from wakeful.consumers.runner import producer_config
 from wakeful.core.settings import Settings
 
 extra = {"message.timeout.ms": 1500, "group.id": "not-for-producers", "debug": "broker"}
-producer = Producer(producer_config(Settings.from_env()) | extra)
+producer = Producer(producer_config(Settings.from_env(), "upstream") | extra)
 outcome = []
 producer.produce("wakeful.events", b"x", on_delivery=lambda err, msg: outcome.append(str(err)))
 deadline = time.monotonic() + 30
@@ -96,7 +96,7 @@ def test_librdkafka_lines_come_out_as_structured_records_never_raw(refused: str)
     first = refusals[0]
     assert first["level"] == "error"  # librdkafka's LOG_ERR (3)
     assert first["client"].startswith("rdkafka#producer-")
-    assert first["thread"] == f"{refused}/bootstrap"
+    assert first["thread"] == f"sasl_plaintext://{refused}/bootstrap"  # wakeful clients log in by SASL
     assert not first["message"].startswith("[thrd:")
     assert isinstance(first["ts"], float)
     confwarn = [r for r in lines if r["facility"] == "CONFWARN"]

@@ -31,8 +31,8 @@ import redis
 import yaml
 
 from wakeful.consumers.supervisor import ROLES
-from wakeful.core import secrets
-from wakeful.core.errors import KeyringError, MissingCredential, WakefulError
+from wakeful.core import kafka_auth, kafka_rights, provenance, secrets
+from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
 from wakeful.state import acl, credentials, library
@@ -42,35 +42,57 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "compose" / "docker-compose.yml"
 DOCKERFILE = ROOT / "compose" / "Dockerfile"
 
-# A secret is "keyring" (the sealing keys) or "redis:<user>" (that Redis user's password, in its
-# role's own secrets folder; "redis:default" is in the admin's). A role that lacks the file stops
-# with KeyringError or MissingCredential, and make_secret() makes the file as the local stack does.
-SECRETS = ("keyring", *(f"redis:{user}" for user in (*acl.ROLES, acl.DEFAULT)))
+# A secret is "keyring" (the sealing keys); "redis:<user>" (that Redis user's password, in its
+# role's own secrets folder; "redis:default" is in the admin's); "kafka:<principal>" (that Kafka
+# user's password, in its own folder); "signing:<role>" (the key the role signs its output with,
+# in its own folder); or "public" (every role's verify key). A role that lacks the file stops with
+# KeyringError, MissingCredential or a ConfigError naming the file, and make_secret() makes the
+# file as the local stack does.
+SECRETS = (
+    "keyring",
+    *(f"redis:{user}" for user in (*acl.ROLES, acl.DEFAULT)),
+    *(f"kafka:{principal}" for principal in kafka_rights.ROLES),
+    *(f"signing:{role}" for role in provenance.SIGNING_ROLES),
+    "public",
+)
+KINDS = {"keyring", "redis", "kafka", "signing", "public"}
 
 
 def secret_path(settings: Settings, secret: str) -> Path:
     kind, _, user = secret.partition(":")
     if kind == "keyring":
         return settings.keyring
-    if user == acl.DEFAULT:
+    if kind == "public":
+        return secrets.path(settings, secrets.PUBLIC, "roles")
+    if kind == "redis" and user == acl.DEFAULT:
         return secrets.path(settings, "admin", credentials.DEFAULT_NAME)
-    return secrets.path(settings, user, credentials.NAME)
+    if kind == "redis":
+        return secrets.path(settings, user, credentials.NAME)
+    return secrets.path(settings, user, kind)
 
 
 def make_secret(settings: Settings, secret: str) -> None:
     kind, _, user = secret.partition(":")
     if kind == "keyring":
         Keyring.generate().save(settings.keyring)
-    else:
+    elif kind == "redis":
         credentials.ensure(settings, user)
+    elif kind == "kafka":
+        kafka_auth.ensure_credential(settings, user)
+    elif kind == "signing":
+        provenance.ensure_key(settings, user)
+    else:
+        provenance.publish_keys(settings)
 
 
-def asked_for(exc: WakefulError) -> str | None:
+def asked_for(settings: Settings, exc: WakefulError) -> str | None:
     """The secret a role's main() stopped for, or None when it stopped for something else."""
     if isinstance(exc, KeyringError):
         return "keyring"
     if isinstance(exc, MissingCredential):
         return f"redis:{exc.role}"
+    if isinstance(exc, ConfigError):
+        return next((s for s in SECRETS if exc.setting == str(secret_path(settings, s))), None)
     return None
 
 
@@ -166,7 +188,7 @@ def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
         try:
             main(settings, stop)
         except WakefulError as exc:
-            secret = asked_for(exc)
+            secret = asked_for(settings, exc)
             if secret is None or secret in asked:
                 raise
             asked.add(secret)
@@ -185,10 +207,9 @@ def doc() -> dict[str, Any]:
 def asks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str]]:
     needs = {role: probe_secrets(role, tmp_path_factory.mktemp(role)) for role in ROLES}
     # A probe that saw nothing would let every test below pass on a file that gives no secret out.
-    assert {secret.partition(":")[0] for secret in set().union(*needs.values())} == {"keyring", "redis"}, (
-        needs
-    )
-    assert needs["executor"] >= {"redis:executor", "redis:bank"}, needs
+    assert {secret.partition(":")[0] for secret in set().union(*needs.values())} == KINDS, needs
+    assert needs["executor"] >= {"redis:executor", "redis:bank", "kafka:executor", "public"}, needs
+    assert needs["proposer"] == {"kafka:proposer", "signing:proposer", "public"}, needs
     return needs
 
 
@@ -235,6 +256,10 @@ def test_roles_get_no_secret_their_code_never_asks_for(
         for secret in set(SECRETS) - asks[role]:
             made = secret_place(doc, "init", secret)
             assert made is not None, f"init does not make {secret}"
+            if secret.partition(":")[2] == role:
+                # Its own folder holds all of its own secrets, used or not (the proposer's Redis
+                # user, which may only PING): nothing there is another role's.
+                continue
             assert made.volume not in volumes, f"{role} never uses {secret} but mounts {made.volume}"
 
 
@@ -281,20 +306,53 @@ def test_only_init_and_the_admin_services_see_the_admin_folder(doc: dict[str, An
     default = secret_place(doc, "init", "redis:default")
     assert admin is not None and default is not None and admin.volume == default.volume
     seen = {name for name, s in doc["services"].items() if admin.volume in {m.volume for m in mounts(doc, s)}}
-    assert seen == {"init", "cli", "functions"}, seen
+    assert seen == {"init", "cli", "functions", "kafka-acl", "topics"}, seen
 
 
-def test_kafka_is_one_kraft_node_that_keeps_its_log_on_a_volume(doc: dict[str, Any]) -> None:
+def test_kafka_is_one_kraft_node_that_keeps_its_log_on_a_volume(
+    doc: dict[str, Any], volumes: Volumes
+) -> None:
     kafka = service(doc, "kafka")
-    env = environment(kafka)
     assert kafka["image"].startswith("apache/kafka:4.")
-    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
-    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(f"{env['KAFKA_NODE_ID']}@")
-    assert "KAFKA_ZOOKEEPER_CONNECT" not in env
+    props = kafka_server_properties(doc, volumes)
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"].startswith(f"{props['node.id']}@")
+    assert "zookeeper.connect" not in props
     # Unset, the image logs to /tmp/kraft-combined-logs: topics and offsets die with the container.
-    log_dirs = env.get("KAFKA_LOG_DIRS", "/tmp/kraft-combined-logs").split(",")
-    for log_dir in log_dirs:
+    for log_dir in props["log.dirs"].split(","):
         assert place(doc, kafka, log_dir) is not None, f"Kafka's log dir {log_dir} is on no volume"
+
+
+def test_kafka_admits_only_sasl_logins_and_authorizes_by_acl(doc: dict[str, Any], volumes: Volumes) -> None:
+    props = kafka_server_properties(doc, volumes)
+    protocols = dict(pair.split(":") for pair in props["listener.security.protocol.map"].split(","))
+    listeners = [entry.split("://")[0] for entry in props["listeners"].split(",")]
+    assert all(protocols[name] == "SASL_PLAINTEXT" for name in listeners), protocols
+    assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
+    assert props["super.users"] == kafka_rights.principal(kafka_rights.ADMIN)
+    folder = Path(volumes.host("init", init_kafka_config(doc)))
+    assert stat.S_IMODE((folder / "server.properties").stat().st_mode) == 0o600, "it holds the admin password"
+
+
+def init_kafka_config(doc: dict[str, Any]) -> str:
+    argv = init_argv(doc)
+    assert "--kafka-config" in argv, "init does not write the broker's configuration"
+    return argv[argv.index("--kafka-config") + 1]
+
+
+def kafka_server_properties(doc: dict[str, Any], volumes: Volumes) -> dict[str, str]:
+    """The server.properties init writes, read where the kafka service mounts it (read-only)."""
+    run_init(doc, volumes)
+    written = place(doc, service(doc, "init"), init_kafka_config(doc))
+    script = "\n".join(service(doc, "kafka")["entrypoint"])
+    conf = re.search(r"conf=(\S+)", script)
+    assert conf, "the kafka service does not start from the configuration init writes"
+    read = place(doc, service(doc, "kafka"), conf.group(1))
+    assert written is not None and read is not None and read.read_only
+    assert (written.volume, written.path) == (read.volume, read.path)
+    text = (Path(volumes.host("init", init_kafka_config(doc))) / "server.properties").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def redis_options(command: list[str]) -> dict[str, str]:
@@ -469,7 +527,12 @@ def test_every_role_logs_in_to_redis_as_compose_starts_it_even_after_a_restart(
     redis_like_compose: RedisLikeCompose,
     asks: dict[str, frozenset[str]],
 ) -> None:
-    logins = [(role, secret.partition(":")[2]) for role in ROLES for secret in asks[role] if ":" in secret]
+    logins = [
+        (role, secret.partition(":")[2])
+        for role in ROLES
+        for secret in asks[role]
+        if secret.startswith("redis:")
+    ]
     stranger = redis.Redis.from_url(redis_like_compose.url)
     with pytest.raises(redis.AuthenticationError):
         stranger.ping()
@@ -492,7 +555,7 @@ def test_rotating_one_redis_password_locks_out_only_the_old_one(
     doc: dict[str, Any], volumes: Volumes, redis_like_compose: RedisLikeCompose
 ) -> None:
     def passwords() -> dict[str, str]:
-        files = {secret: volumes.file("init", secret) for secret in SECRETS if secret != "keyring"}
+        files = {secret: volumes.file("init", secret) for secret in SECRETS if secret.startswith("redis:")}
         return {secret: orjson.loads(path.read_bytes())["password"] for secret, path in files.items()}
 
     before = passwords()

@@ -24,7 +24,7 @@ import pytest
 import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
-from helpers import StandInConsumer, start_fleet, topic_marks, wait_letter
+from helpers import StandInConsumer, kafka_as, kcat, kcat_sasl, start_fleet, topic_marks, wait_letter
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -33,6 +33,7 @@ from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.runner import DeliveryFailures, Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import KafkaClientFailed, Stopping
+from wakeful.core.kafka_rights import ADMIN, UPSTREAM
 from wakeful.core.log import Log
 from wakeful.core.retry import (
     FATAL_CODES,
@@ -74,7 +75,7 @@ def publish(bootstrap: str, partition: int, key: bytes, value: bytes) -> int:
     """Publish one message with a plain confluent-kafka producer (no wakeful code); its offset."""
     offsets: list[int] = []
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "message.max.bytes": 2 * GARBAGE_BYTES}
+        kafka_as(bootstrap, UPSTREAM) | {"acks": "all", "message.max.bytes": 2 * GARBAGE_BYTES}
     )
     producer.produce(
         topics.EVENTS,
@@ -139,9 +140,10 @@ def test_garbage_sent_by_kcat_is_dead_lettered_and_the_partition_reads_on(
     since = topic_marks(kafka_bootstrap, topics.DLQ)
     poisoned = 1 % partitions(kafka_bootstrap, topics.EVENTS)
     offset = end_offset(kafka_bootstrap, topics.EVENTS, poisoned)
-    # kcat sends each file named on its command line as one message.
-    argv = ["kcat", "-P", "-b", kafka_bootstrap, "-t", topics.EVENTS, "-p", str(poisoned), "-k", "kcat"]
-    subprocess.run([*argv, str(tmp_path / "garbage")], check=True, timeout=60, capture_output=True)
+    # kcat sends each file named on its command line as one message; it logs in as upstream systems do.
+    argv = ["-P", "-b", kafka_bootstrap, *kcat_sasl(UPSTREAM), "-t", topics.EVENTS, "-p", str(poisoned)]
+    sent = kcat(*argv, "-k", "kcat", str(tmp_path / "garbage"))
+    assert sent.returncode == 0, sent.stderr.decode()
     after = create_event(client)
     publish(kafka_bootstrap, poisoned, (after.task_id or "").encode(), after.encode())
 
@@ -165,7 +167,7 @@ def test_an_input_whose_output_kafka_refuses_for_good_is_dead_lettered_and_the_n
         f"wakeful-test-refusal-{unique}",
         f"refusal-{unique}",
     )
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin = AdminClient(kafka_as(kafka_bootstrap))
     created = admin.create_topics(
         [NewTopic(source, 1, 1), NewTopic(sink, 2, 1, config={"max.message.bytes": "4096"})]
     )
@@ -173,7 +175,8 @@ def test_an_input_whose_output_kafka_refuses_for_good_is_dead_lettered_and_the_n
         future.result(30)
     since = topic_marks(kafka_bootstrap, topics.DLQ)
     publish_to(kafka_bootstrap, source, [b"big", b"small"])
-    producer, failures = make_producer(settings)
+    # A test role on scratch topics: it runs as the admin, which may write and read them.
+    producer, failures = make_producer(settings, ADMIN)
     handled: list[bytes] = []
 
     def handle(msg: Message) -> None:
@@ -186,7 +189,7 @@ def test_an_input_whose_output_kafka_refuses_for_good_is_dead_lettered_and_the_n
         role,
         source,
         handle,
-        Consumer(consumer_config(settings, group)),
+        Consumer(consumer_config(settings, ADMIN, group)),
         producer,
         log=Log(role=role),
         threads=2,
@@ -250,14 +253,14 @@ def test_a_role_stuck_retrying_stops_on_sigterm_and_loses_nothing(
 
 
 def publish_to(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer = Producer(kafka_as(bootstrap) | {"acks": "all"})
     for value in values:
         producer.produce(topic, key=b"k", value=value)
     assert producer.flush(30) == 0
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer = Consumer(kafka_as(bootstrap) | {"group.id": group})
     try:
         return consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
     finally:
@@ -267,7 +270,7 @@ def _committed(bootstrap: str, group: str, topic: str) -> int:
 def _topic_limit(bootstrap: str, topic: str) -> int:
     from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]  # re-exported
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(kafka_as(bootstrap))
     futures = admin.describe_configs([ConfigResource("topic", topic)])
     return int(next(iter(futures.values())).result(30)["max.message.bytes"].value)
 

@@ -16,6 +16,7 @@ from typing import Any, cast
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from helpers import (
+    kafka_as,
     produce,
     refund_proposal,
     role_message,
@@ -131,7 +132,7 @@ def test_a_runtime_message_id_cannot_be_preloaded_into_a_tasks_inbox(
     # awaits its approval) is dropped with its reason and writes nothing, whatever id it carries.
     envelope = refund_proposal(task_id, before, 2500).model_copy(update={"message_id": message_id})
     since = topic_marks(client.settings.kafka_bootstrap, topics.DLQ)
-    producer = Producer({"bootstrap.servers": client.settings.kafka_bootstrap})
+    producer = Producer(kafka_as(client.settings.kafka_bootstrap))
     produce(producer, role_message(client.settings, "proposer", topics.PROPOSALS, task_id, envelope.encode()))
     assert producer.flush(30) == 0
     letter = wait_dead_letter(client.settings.kafka_bootstrap, since, task_id, "executor")
@@ -183,7 +184,7 @@ def test_a_duplicate_handled_at_the_door_in_one_batch_is_rejected_before_anythin
         for n in (1, 2)
     )
     letters: list[str] = []
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    producer = Producer(kafka_as(settings.kafka_bootstrap, "inbound"))
     inbound = Inbound(acl.connect(settings, "inbound"), producer, Log(), settings.event_max_age)
     inbound.runner = cast(
         Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
@@ -208,7 +209,7 @@ def test_a_duplicate_handled_at_the_door_in_one_batch_is_rejected_before_anythin
 def _records(bootstrap: str, since: list[TopicPartition], key: str) -> list[str]:
     """Values of the records keyed `key` between `since` and the topic's end now."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex}", "enable.auto.commit": False}
+        kafka_as(bootstrap) | {"group.id": f"probe-{uuid.uuid4().hex}", "enable.auto.commit": False}
     )
     try:
         ends = {

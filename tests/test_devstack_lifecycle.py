@@ -4,7 +4,6 @@ user runs it: as the CLI, in a subprocess."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import orjson
 import psutil
 import pytest
 from confluent_kafka import Consumer, Producer
-from helpers import free_ports, new_checkpoint, set_stage
+from helpers import free_ports, kafka_as, kcat, kcat_sasl, new_checkpoint, set_stage
 
 from wakeful.core import secrets, topics
 from wakeful.core.settings import Settings
@@ -89,14 +88,11 @@ def test_dev_up_twice_is_harmless_and_keeps_the_same_servers(private: dict[str, 
 
 
 def test_clients_wakeful_did_not_write_see_the_stack(private: dict[str, str]) -> None:
-    kcat = shutil.which("kcat")
-    assert kcat, "kcat is missing: run `bash scripts/setup`"
-    listing = subprocess.run(
-        [kcat, "-b", f"127.0.0.1:{KAFKA_PORT}", "-L"], capture_output=True, text=True, timeout=30, check=False
-    )
-    assert f"broker 1 at 127.0.0.1:{KAFKA_PORT}" in listing.stdout
+    admin = kcat_sasl("admin", Settings.from_env(private))
+    listing = kcat("-b", f"127.0.0.1:{KAFKA_PORT}", *admin, "-L", timeout=30).stdout.decode()
+    assert f"broker 1 at 127.0.0.1:{KAFKA_PORT}" in listing
     for name in topics.ALL:
-        assert f'topic "{name}"' in listing.stdout
+        assert f'topic "{name}"' in listing
     ping = subprocess.run(
         ["redis-cli", "-p", str(REDIS_PORT), "ping"], capture_output=True, text=True, timeout=10, check=False
     )
@@ -125,8 +121,8 @@ def test_clients_wakeful_did_not_write_see_the_stack(private: dict[str, str]) ->
 def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, str], unique: str) -> None:
     settings = Settings.from_env(private)
     topic = f"wakeful.test.durable.{unique}"
-    topics.ensure_topics(settings.kafka_bootstrap, 1, names=[topic])
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "acks": "all"})
+    topics.ensure_topics(settings, 1, names=[topic])
+    producer = Producer(kafka_as(settings.kafka_bootstrap, settings=settings) | {"acks": "all"})
     for i in range(5):
         producer.produce(topic, key=b"t", value=f"m{i}".encode())
     assert producer.flush(30) == 0
@@ -145,8 +141,8 @@ def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, 
     assert now["kafka"]["pid"] != old_kafka and now["redis"]["pid"] != old_redis
 
     consumer = Consumer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
+        kafka_as(settings.kafka_bootstrap, settings=settings)
+        | {
             "group.id": f"g-{unique}",
             "auto.offset.reset": "earliest",
         }
@@ -176,11 +172,13 @@ def test_dev_down_leaves_no_process_of_ours(private: dict[str, str]) -> None:
 def test_external_servers_are_used_and_nothing_is_started(
     tmp_path: Path, kafka_bootstrap: str, redis_url: str
 ) -> None:
+    # A cluster of one's own is reached with its admin's credential, here the running stack's.
     env = dict(
         os.environ,
         WAKEFUL_HOME=str(tmp_path),
         WAKEFUL_KAFKA_BOOTSTRAP=kafka_bootstrap,
         WAKEFUL_REDIS_URL=redis_url,
+        WAKEFUL_SECRETS=str(Settings.from_env().secrets),
     )
     env.update(PORTS)
     out = wakeful(env, "dev", "up")

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Producer
-from helpers import refund_proposal, start_fleet, topic_marks, wait_letter
+from helpers import kafka_as, refund_proposal, start_fleet, topic_marks, wait_letter
 from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -32,6 +32,7 @@ from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.inbound import Rejected, parse
 from wakeful.core import topics
 from wakeful.core.errors import ConfigError, DecodeError
+from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
 from wakeful.devstack.fleet import Fleet
@@ -308,7 +309,7 @@ def test_outside_ids_never_name_a_redis_key_and_a_genuine_event_still_gets_its_r
         {"amount": 10, "currency": "EUR"},
         task_id=f"t-ids-{mark[:10]}",
     )
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
+    producer = Producer(kafka_as(kafka_bootstrap, UPSTREAM) | {"acks": "all"})
     for value in (huge, brace, genuine.encode()):  # one partition: the genuine event waits behind them
         producer.produce(topics.EVENTS, key=b"attacker", value=value, partition=0)
     assert producer.flush(30) == 0

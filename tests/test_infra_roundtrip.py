@@ -8,25 +8,27 @@ import time
 import pytest
 import redis
 from confluent_kafka import Consumer, Producer
+from helpers import kafka_as, kafka_python_as
 from kafka import KafkaConsumer
 
 from wakeful.core import topics
+from wakeful.core.settings import Settings
 
 
 def test_messages_from_confluent_kafka_reach_a_consumer_group_and_kafka_python(
     kafka_bootstrap: str, unique: str
 ) -> None:
     topic = f"wakeful.test.roundtrip.{unique}"
-    topics.ensure_topics(kafka_bootstrap, 3, names=[topic])
+    topics.ensure_topics(Settings.from_env(), 3, names=[topic])
     sent = {f"task-{i}".encode(): f"payload-{i}".encode() for i in range(20)}
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
+    producer = Producer(kafka_as(kafka_bootstrap) | {"acks": "all"})
     for key, value in sent.items():
         producer.produce(topic, key=key, value=value)
     assert producer.flush(30) == 0
 
     consumer = Consumer(
-        {
-            "bootstrap.servers": kafka_bootstrap,
+        kafka_as(kafka_bootstrap)
+        | {
             "group.id": f"g-confluent-{unique}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -47,7 +49,7 @@ def test_messages_from_confluent_kafka_reach_a_consumer_group_and_kafka_python(
 
     reader = KafkaConsumer(
         topic,
-        bootstrap_servers=kafka_bootstrap,
+        **kafka_python_as(kafka_bootstrap),
         group_id=f"g-kafka-python-{unique}",
         auto_offset_reset="earliest",
         consumer_timeout_ms=15_000,

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
+from helpers import kafka_as, kafka_python_as
 from kafka.partitioner.default import murmur2
 
 from wakeful.core.errors import ConfigError, PublishError, ServerUnavailable
+from wakeful.core.settings import Settings
 from wakeful.core.topics import ensure_topics
 from wakeful.producers import keys
 from wakeful.producers.publish import ConfluentPublisher, KafkaPythonPublisher, Publisher
@@ -35,24 +37,27 @@ VERIFY_KEYS = {
     "crm-1": VerifyKey("crm-1", "ed25519", keys.public_bytes(ED), "system:crm"),
     "ui-1": VerifyKey("ui-1", "hmac-sha256", HM.secret, "system:approvals-ui"),
 }
+# The tests publish to scratch topics of their own, so the publishers log in as the admin.
 CLIENTS: dict[str, Callable[[str, str], Publisher]] = {
-    "confluent": ConfluentPublisher,
-    "kafka-python": KafkaPythonPublisher,
+    "confluent": lambda bootstrap, topic: ConfluentPublisher(bootstrap, topic, security=kafka_as(bootstrap)),
+    "kafka-python": lambda bootstrap, topic: KafkaPythonPublisher(
+        bootstrap, topic, security=kafka_python_as(bootstrap)
+    ),
 }
 
 
 @pytest.fixture()
 def topic(kafka_bootstrap: str, unique: str) -> Iterator[str]:
     name = f"wakeful.test.publish.{unique}"
-    ensure_topics(kafka_bootstrap, PARTITIONS, names=[name])
+    ensure_topics(Settings.from_env(), PARTITIONS, names=[name])
     yield name
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin = AdminClient(kafka_as(kafka_bootstrap))
     admin.delete_topics([name])[name].result()
 
 
 def end_offsets(bootstrap: str, topic: str) -> list[int]:
     """Each partition's end offset; waits out a new topic's leader election."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "offsets-probe"})
+    consumer = Consumer(kafka_as(bootstrap) | {"group.id": "offsets-probe"})
     deadline = time.monotonic() + 30
     try:
         while True:
@@ -69,7 +74,7 @@ def end_offsets(bootstrap: str, topic: str) -> list[int]:
 
 
 def read_back(bootstrap: str, topic: str, want: int) -> list[Message]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}"})
+    consumer = Consumer(kafka_as(bootstrap) | {"group.id": f"reader-{topic}"})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     messages: list[Message] = []
     deadline = time.monotonic() + 30
@@ -108,8 +113,8 @@ def event_for(signer: Ed25519Signer | HmacSigner, key: int, step: int) -> Signed
 def test_events_from_both_clients_verify_and_each_routing_key_keeps_one_partition_in_publish_order(
     kafka_bootstrap: str, topic: str
 ) -> None:
-    confluent = ConfluentPublisher(kafka_bootstrap, topic)
-    pure = KafkaPythonPublisher(kafka_bootstrap, topic)
+    confluent = CLIENTS["confluent"](kafka_bootstrap, topic)
+    pure = CLIENTS["kafka-python"](kafka_bootstrap, topic)
     published: list[SignedEvent] = []
     # Each call returns after the broker acknowledged, so alternating clients still fixes the order.
     for step in range(4):
@@ -184,8 +189,11 @@ def test_a_publisher_for_a_missing_topic_fails_at_start_naming_the_topic(
 ) -> None:
     missing = f"wakeful.test.missing.{unique}"
     with pytest.raises(ConfigError, match=re.escape(missing)):
-        client(kafka_bootstrap, missing, connect_timeout=2.0)
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        security = (
+            kafka_as(kafka_bootstrap) if client is ConfluentPublisher else kafka_python_as(kafka_bootstrap)
+        )
+        client(kafka_bootstrap, missing, connect_timeout=2.0, security=security)
+    admin = AdminClient(kafka_as(kafka_bootstrap))
     assert missing not in admin.list_topics(timeout=10).topics
 
 

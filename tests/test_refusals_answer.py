@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Message, Producer
-from helpers import raw_kafka, role_message, start_fleet
+from helpers import kafka_as, raw_kafka, role_message, start_fleet
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.gate import Gate
@@ -82,7 +82,7 @@ def test_the_sender_of_an_event_the_gate_failed_on_gets_a_rejected_receipt(clien
     gate = Gate(
         wiring.store_for(settings, "gate"),
         wiring.leases_for(settings, "gate"),
-        Producer({"bootstrap.servers": settings.kafka_bootstrap}),
+        Producer(kafka_as(settings.kafka_bootstrap, "gate")),
         Log(),
         keys=provenance.load_keys(settings),
     )
@@ -112,7 +112,7 @@ def test_a_forged_wake_the_gate_failed_on_fills_no_receipt(client: Client) -> No
     gate = Gate(
         wiring.store_for(settings, "gate"),
         wiring.leases_for(settings, "gate"),
-        Producer({"bootstrap.servers": settings.kafka_bootstrap}),
+        Producer(kafka_as(settings.kafka_bootstrap, "gate")),
         Log(),
         keys=provenance.load_keys(settings),
     )

@@ -13,7 +13,7 @@ from collections import Counter
 import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from helpers import bump_attempts, new_checkpoint
+from helpers import bump_attempts, kafka_as, new_checkpoint
 
 from wakeful.core import provenance, topics
 from wakeful.core.settings import Settings
@@ -30,7 +30,7 @@ def start_relay(fault: str | None = None) -> subprocess.Popen[bytes]:
 
 
 def log_end_offsets(bootstrap: str) -> list[TopicPartition]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "offsets-probe"})
+    consumer = Consumer(kafka_as(bootstrap) | {"group.id": "offsets-probe"})
     parts = consumer.list_topics(topics.LOG, timeout=10).topics[topics.LOG].partitions
     marks = [
         TopicPartition(topics.LOG, p, consumer.get_watermark_offsets(TopicPartition(topics.LOG, p))[1])
@@ -44,7 +44,7 @@ def read_log(bootstrap: str, start: list[TopicPartition], task_ids: set[str], wa
     """Record ids on wakeful.log for these tasks, from the given offsets on, duplicates included;
     every one signed by the relay."""
     role_keys = provenance.load_keys(Settings.from_env())
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{os.getpid()}-{time.time()}"})
+    consumer = Consumer(kafka_as(bootstrap) | {"group.id": f"reader-{os.getpid()}-{time.time()}"})
     consumer.assign(start)
     seen: list[str] = []
     deadline = time.monotonic() + 60

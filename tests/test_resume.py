@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Producer
 from helpers import (
     command,
+    kafka_as,
     raw_get,
     refund_proposal,
     role_message,
@@ -340,7 +341,7 @@ def test_wake_carrying_an_event_signed_for_another_task_is_refused(
         },
     )
     letters: list[str] = []
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    producer = Producer(kafka_as(settings.kafka_bootstrap, "gate"))
     gate = Gate(
         wiring.store_for(settings, "gate"),
         wiring.leases_for(settings, "gate"),

@@ -5,12 +5,11 @@ the message is dead-lettered with its reason.
 
 The attackers here use no wakeful code to build what they send: a raw confluent-kafka producer
 with hand-written JSON, and kcat. They write as the broker's admin would (a misconfigured broker,
-or a stolen credential): the broker's ACLs are not what these tests are about.
+or a stolen credential): the broker's ACLs (tests/test_kafka_acl.py) are not what these are about.
 """
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -19,10 +18,10 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Producer
-from helpers import raw_kafka, topic_marks, wait_letter
+from helpers import kcat, kcat_sasl, raw_kafka, topic_marks, wait_letter
 
 from wakeful.cli.client import Client
-from wakeful.core import provenance, topics
+from wakeful.core import kafka_auth, provenance, topics
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
 from wakeful.producers.signing import sign_event
@@ -168,17 +167,12 @@ def test_a_signature_header_sent_by_kcat_that_does_not_verify_is_refused(
         _envelope(task_id, "proposal.request", {"window": {}}, task_version=before["state_version"])
     )
     since = topic_marks(client.settings.kafka_bootstrap, topics.DLQ)
-    argv = [
-        "kcat", "-P", "-t", topics.PROPOSALS_REQUEST, "-k", task_id,
+    sent = kcat(
+        "-P", "-b", client.settings.kafka_bootstrap, "-t", topics.PROPOSALS_REQUEST, "-k", task_id,
         "-H", f"{provenance.KID_HEADER}={gate_kid}", "-H", f"{provenance.SIG_HEADER}={'A' * 64}",
-        *kcat_auth(client.settings), str(body),
-    ]  # fmt: skip
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+        *kcat_sasl(kafka_auth.ADMIN, client.settings), str(body),
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
     reason = _refused(client.settings, since, "proposer", task_id)
     assert reason == f"bad signature on {topics.PROPOSALS_REQUEST} for role key {gate_kid}"
     _unchanged(client, task_id, before)
-
-
-def kcat_auth(settings: Settings) -> list[str]:
-    """kcat's broker and credential arguments, from the same raw client settings."""
-    return [arg for name, value in raw_kafka(settings).items() for arg in ("-X", f"{name}={value}")]

@@ -23,6 +23,19 @@ def test_external_servers_mean_nothing_local() -> None:
     assert s.kafka_bootstrap == "k1:9092,k2:9092"
 
 
+def test_a_cluster_of_ones_own_may_use_tls_and_scram_sha_512() -> None:
+    s = Settings.from_env(
+        {
+            "WAKEFUL_KAFKA_BOOTSTRAP": "k1:9093",
+            "WAKEFUL_KAFKA_SECURITY": "SASL_SSL",
+            "WAKEFUL_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "WAKEFUL_KAFKA_CA": "/etc/ssl/ca.pem",
+        }
+    )
+    assert (s.kafka_security, s.kafka_sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert s.kafka_ca is not None and s.kafka_ca.name == "ca.pem"
+
+
 @pytest.mark.parametrize(
     ("env", "setting"),
     [
@@ -34,6 +47,10 @@ def test_external_servers_mean_nothing_local() -> None:
         ({"WAKEFUL_REDIS_URL": "http://x"}, "WAKEFUL_REDIS_URL"),
         ({"WAKEFUL_KAFKA_PORT": "16379"}, "WAKEFUL_*_PORT"),
         ({"WAKEFUL_REDIS_CREDENTIALS": "/old/redis-credentials.json"}, "WAKEFUL_REDIS_CREDENTIALS"),
+        ({"WAKEFUL_KAFKA_SECURITY": "PLAINTEXT"}, "WAKEFUL_KAFKA_SECURITY"),
+        # The local broker speaks SASL_PLAINTEXT only; TLS is for a cluster of one's own.
+        ({"WAKEFUL_KAFKA_SECURITY": "SASL_SSL"}, "WAKEFUL_KAFKA_SECURITY"),
+        ({"WAKEFUL_KAFKA_SASL_MECHANISM": "PLAIN"}, "WAKEFUL_KAFKA_SASL_MECHANISM"),
     ],
 )
 def test_a_bad_setting_is_refused_by_name(env: dict[str, str], setting: str) -> None:

@@ -1,0 +1,118 @@
+"""How every Kafka client wakeful builds logs in: as its role's SCRAM principal, never anonymously.
+
+A role's password is made once and kept in `$WAKEFUL_SECRETS/<role>/kafka.json` (core/secrets.py),
+`{"username": "wakeful-<role>", "password": ...}`; a role's process reads only its own. What the
+principal may do is core/kafka_rights.py. `client_config` is the one place a confluent-kafka
+client gets its security settings, `kafka_python_config` the same for kafka-python.
+"""
+
+from __future__ import annotations
+
+import secrets as random
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from wakeful.core import secrets
+from wakeful.core.errors import ConfigError, PermissionRefused
+from wakeful.core.settings import Settings
+
+SECRET = "kafka"
+ADMIN = "admin"  # the super user: creates topics, SCRAM users and ACLs
+PROBE_STEP_S = 0.5
+
+
+def user_name(role: str) -> str:
+    """The SCRAM user (and ACL principal `User:<name>`) of a role (core/kafka_rights.py)."""
+    return f"wakeful-{role}"
+
+
+def new_credential(role: str) -> dict[str, str]:
+    return {"username": user_name(role), "password": random.token_urlsafe(24)}
+
+
+def ensure_credential(settings: Settings, role: str) -> dict[str, str]:
+    """The role's credential, made the first time (the local stack and the compose init service)."""
+    return secrets.ensure(settings, role, SECRET, lambda: new_credential(role))
+
+
+def credential(settings: Settings, role: str) -> dict[str, str]:
+    """The role's credential as stored; a missing or incomplete file says how to make it."""
+    if role == ADMIN and not settings.runs_local_kafka and not secrets.exists(settings, role, SECRET):
+        # Nothing wakeful makes: the login of a super user of the operator's own cluster.
+        raise ConfigError(
+            str(secrets.path(settings, role, SECRET)),
+            'missing: write {"username": ..., "password": ...} of a super user of the cluster at '
+            f"{settings.kafka_bootstrap} there (mode 0600); docs/security.md",
+        )
+    doc = secrets.load(settings, role, SECRET)
+    if not doc.get("username") or not doc.get("password"):
+        raise ConfigError(
+            str(secrets.path(settings, role, SECRET)), 'needs "username" and "password": restore or rotate it'
+        )
+    return doc
+
+
+def client_config(settings: Settings, role: str) -> dict[str, Any]:
+    """A confluent-kafka client's bootstrap and security settings, logged in as `role`."""
+    cred = credential(settings, role)
+    config: dict[str, Any] = {
+        "bootstrap.servers": settings.kafka_bootstrap,
+        "security.protocol": settings.kafka_security,
+        "sasl.mechanism": settings.kafka_sasl_mechanism,
+        "sasl.username": cred["username"],
+        "sasl.password": cred["password"],
+    }
+    if settings.kafka_ca is not None:
+        config["ssl.ca.location"] = str(settings.kafka_ca)
+    return config
+
+
+def kafka_python_config(settings: Settings, role: str) -> dict[str, Any]:
+    """The same for a kafka-python client (its keyword arguments)."""
+    cred = credential(settings, role)
+    config: dict[str, Any] = {
+        "bootstrap_servers": settings.kafka_bootstrap,
+        "security_protocol": settings.kafka_security,
+        "sasl_mechanism": settings.kafka_sasl_mechanism,
+        "sasl_plain_username": cred["username"],
+        "sasl_plain_password": cred["password"],
+    }
+    if settings.kafka_ca is not None:
+        config["ssl_cafile"] = str(settings.kafka_ca)
+    return config
+
+
+def check_login(settings: Settings, role: str, timeout: float = 10.0) -> None:
+    """Log in once as `role`, so a refused credential stops a process at start-up in one line
+    instead of leaving its clients retrying in the background for ever."""
+    refused: list[str] = []
+
+    def on_error(err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTHENTICATION:
+            refused.append(err.str())
+
+    # No log lines: the refusal is reported below, once; anything else is the role's to report.
+    probe = Producer(client_config(settings, role) | {"error_cb": on_error, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    try:
+        while not refused and time.monotonic() < deadline:
+            try:
+                probe.list_topics(timeout=PROBE_STEP_S)
+                return
+            except KafkaException:
+                probe.poll(0)  # serves error_cb: was it the credential, or is the broker away?
+    finally:
+        probe.poll(0)
+    if refused:
+        raise refused_credentials(settings, role, refused[0])
+    # An unreachable broker is the caller's ServerUnavailable to report, not a credential's.
+
+
+def refused_credentials(settings: Settings, role: str, why: str) -> PermissionRefused:
+    where = secrets.path(settings, role, SECRET)
+    return PermissionRefused(
+        f"Kafka refused the credentials for role {role} in {where}: {why.splitlines()[0]}; for the local "
+        "stack `wakeful dev up` (re)creates the user, for your own cluster `wakeful dev kafka-acl --apply`"
+    )

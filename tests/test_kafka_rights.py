@@ -1,0 +1,116 @@
+"""The one table of Kafka rights (core/kafka_rights.py) says what DESIGN.md section 2 says, and the
+code that builds clients asks for nothing it does not grant. Pure: no broker."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from wakeful.consumers.supervisor import ROLES as PROCESS_ROLES
+from wakeful.core import topics
+from wakeful.core.errors import StackError
+from wakeful.core.kafka_rights import ADMIN, RIGHTS, UPSTREAM, acls, all_acls, principal, writers
+from wakeful.core.settings import Settings
+from wakeful.devstack import kafka, kafka_props
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# DESIGN.md section 2, topic by topic: who writes it, who reads it.
+WRITERS = {
+    topics.EVENTS: {UPSTREAM},
+    topics.WAKE: {"inbound", "timer"},  # signed events, and deadline wakes
+    topics.PROPOSALS_REQUEST: {"gate"},
+    topics.PROPOSALS: {"proposer"},
+    topics.LOG: {"relay"},
+    topics.DLQ: {"inbound", "gate", "proposer", "executor", "relay"},
+}
+READERS = {
+    topics.EVENTS: {"inbound"},
+    topics.WAKE: {"gate"},
+    topics.PROPOSALS_REQUEST: {"proposer"},
+    topics.PROPOSALS: {"executor"},
+    topics.LOG: set(),  # the audit log is read by operators, as the admin
+    topics.DLQ: set(),
+}
+
+
+def test_every_topic_has_exactly_the_writers_the_design_names() -> None:
+    assert set(WRITERS) == set(topics.ALL)
+    for topic, named in WRITERS.items():
+        assert writers(topic) == named, topic
+
+
+def test_every_topic_has_exactly_the_readers_the_design_names() -> None:
+    for topic, named in READERS.items():
+        assert {role for role, rights in RIGHTS.items() if topic in rights.reads} == named, topic
+
+
+def test_every_process_role_and_the_upstream_publisher_has_a_principal() -> None:
+    assert set(RIGHTS) == {*PROCESS_ROLES, UPSTREAM, ADMIN}
+
+
+def test_the_admin_is_the_only_super_user_and_needs_no_acl() -> None:
+    assert acls(ADMIN) == []
+    props = dict(line.split("=", 1) for line in kafka_props.security("wakeful-admin", "pw"))
+    assert props["super.users"] == principal(ADMIN)
+    assert props["allow.everyone.if.no.acl.found"] == "false"
+
+
+def test_no_listener_of_the_local_broker_admits_a_client_without_a_login() -> None:
+    props = dict(line.split("=", 1) for line in kafka_props.listeners(1, 2))
+    protocols = dict(pair.split(":") for pair in props["listener.security.protocol.map"].split(","))
+    assert set(protocols.values()) == {"SASL_PLAINTEXT"}
+
+
+def test_each_consumer_group_belongs_to_exactly_one_role() -> None:
+    owners: dict[str, list[str]] = {}
+    for role, rights in RIGHTS.items():
+        for group in rights.groups:
+            owners.setdefault(group, []).append(role)
+    assert all(len(roles) == 1 for roles in owners.values()), owners
+
+
+def test_every_role_joins_only_the_groups_and_reads_only_the_topics_it_is_granted() -> None:
+    """Read from the source: each role's consumer_config(settings, role, group) and its Runner topic."""
+    for role in PROCESS_ROLES:
+        tree = ast.parse((ROOT / "consumers" / f"{role}.py").read_text())
+        seen: set[str] = set()
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            name = getattr(call.func, "id", getattr(call.func, "attr", ""))
+            args = [str(a.value) if isinstance(a, ast.Constant) else None for a in call.args]
+            seen.add(name)
+            if name == "consumer_config":
+                assert args[1] == role, f"{role} builds a consumer as {args[1]}"
+                assert args[2] in RIGHTS[role].groups, f"{role} joins {args[2]}"
+            if name in ("make_producer", "producer_config"):
+                assert args[1] == role, f"{role} builds a producer as {args[1]}"
+            if name == "Runner":
+                topic = call.args[1]
+                assert isinstance(topic, ast.Attribute), role
+                assert getattr(topics, topic.attr) in RIGHTS[role].reads, f"{role} consumes {topic.attr}"
+        assert seen & {"make_producer", "producer_config"}, (
+            f"found no producer of {role}: a test that cannot fail"
+        )
+        assert ("consumer_config" in seen) == bool(RIGHTS[role].groups), role
+
+
+def test_a_state_dir_formatted_before_sasl_is_refused_saying_what_to_do(tmp_path: Path) -> None:
+    settings = Settings.from_env({"WAKEFUL_HOME": str(tmp_path)})
+    data = tmp_path / "kafka" / "data"
+    data.mkdir(parents=True)
+    (data / "meta.properties").write_text("node.id=1\n")  # formatted, by a broker without logins
+    admin = {"username": "wakeful-admin", "password": "pw"}
+    with pytest.raises(StackError) as refused:
+        kafka._format_storage(settings, tmp_path, tmp_path / "server.properties", admin, lambda _: None)
+    message = str(refused.value)
+    assert "\n" not in message and "before the broker required SASL logins" in message
+    assert f"delete {tmp_path / 'kafka'}, then `wakeful dev up`" in message
+
+
+def test_every_rule_is_an_allow_on_one_named_resource() -> None:
+    for rule in all_acls():
+        assert rule.resource_type in ("topic", "group")
+        assert rule.operation in ("read", "write", "describe_configs")
+        assert "*" not in rule.name and rule.principal.startswith("User:wakeful-")
