@@ -90,18 +90,26 @@ class AuthorityStore:
         return replace(snap, signers=signers, signer_kinds=kinds)
 
     def snapshot_with(
-        self, signer: str | None, evidence: str
-    ) -> tuple[Snapshot, bytes | None, dict[str, str]]:
-        """The snapshot, one signer's record and a task's evidence, in one round trip (the gate's)."""
+        self, signer: str | None, evidence: str, receipt: str | None = None
+    ) -> tuple[Snapshot, bytes | None, dict[str, str], bool]:
+        """The snapshot, one signer's record, a task's evidence and whether a receipt exists, in one
+        round trip (the gate's)."""
         pipe = self.client.pipeline(transaction=False)
         for command in SNAPSHOT_READS:
             pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         pipe.hget(keys.AUTH_SIGNERS, signer) if signer else pipe.ping()
         pipe.hgetall(evidence)
+        pipe.exists(receipt) if receipt else pipe.ping()
         replies = pipe.execute()
         signer_raw, texts = replies[3], hash_reply(replies[4])
         found = {k.decode(): v.decode("utf-8", "replace") for k, v in texts.items()}
-        return snapshot_from(replies[:3]), signer_raw if isinstance(signer_raw, bytes) else None, found
+        answered = receipt is not None and replies[5] == 1
+        return (
+            snapshot_from(replies[:3]),
+            signer_raw if isinstance(signer_raw, bytes) else None,
+            found,
+            answered,
+        )
 
     def signer(self, key_id: str) -> tuple[VerifyKey, frozenset[str]] | None:
         raw = self.client.hget(keys.AUTH_SIGNERS, key_id)

@@ -64,6 +64,7 @@ class Wake:
     principal: str | None
     auth: Snapshot
     evidence: dict[str, str]
+    answered: bool = False  # its event has a receipt: it was decided before, whatever the outcome
 
 
 class _NoWrite(Exception):
@@ -147,8 +148,9 @@ class Gate:
         elif reason != "deadline":  # a deadline wake is trusted only as far as the stored deadline
             self._dead(msg, f"wake with unknown reason {reason!r}")
             return None
-        auth, signer, evidence = self.authority.snapshot_with(
-            signer=event.key_id if event else None, evidence=keys.evidence(envelope.task_id)
+        receipt = keys.receipt(event.event_id, envelope.task_id, key_id=event.key_id) if event else None
+        auth, signer, evidence, answered = self.authority.snapshot_with(
+            signer=event.key_id if event else None, evidence=keys.evidence(envelope.task_id), receipt=receipt
         )
         if event is None:
             return Wake(envelope, None, None, auth, evidence)
@@ -166,11 +168,13 @@ class Gate:
         if refused or key is None:
             self._dead(msg, refused or "no signer")
             return None
-        return Wake(envelope, event, key.principal, auth, evidence)
+        return Wake(envelope, event, key.principal, auth, evidence, answered)
 
     def _apply(self, wake: Wake, lease: Lease) -> None:
         env, event, auth = wake.envelope, wake.event, wake.auth
         now = datetime.now(UTC)
+        if wake.answered:
+            return self._decided_before(wake)
         if event is not None and event.kind == events.CREATE:
             return self._create(wake, now)
         refusal: list[str] = []
@@ -247,6 +251,23 @@ class Gate:
             return self._follow_up(cp, wake)
         # "run" on a ready task, or a deadline not due: nothing was written
         self._finish(event, "accepted", f"task is {cp.stage.value}", cp.task_id, cp)
+        return self._follow_up(cp, wake)
+
+    def _decided_before(self, wake: Wake) -> None:
+        """A wake whose event has a receipt was decided before: a redelivery, or a replay of the
+        signed wake. It is not decided again (a refusal writes nothing to the task, so only its
+        receipt remembers it): only what follows from the stored state is redone, as after a crash
+        between a change and its follow-up."""
+        try:
+            cp = self.store.load(wake.envelope.task_id)
+        except (TaskNotFound, TaskQuarantined, IntegrityError):
+            return None  # refused because the task was not there to take it: still nothing to do
+        except (KeyringError, DecodeError) as exc:
+            raise Retry(f"cannot read task {wake.envelope.task_id}: {exc}", after=5.0) from exc
+        self.log(
+            "gate.decided_before", task_id=cp.task_id, event_id=wake.event.event_id if wake.event else None
+        )
+        self._finish(None, "", "", cp.task_id, cp)
         return self._follow_up(cp, wake)
 
     def _started(self, task_id: str) -> frozenset[str]:

@@ -140,3 +140,48 @@ def test_the_sender_of_an_event_inbound_failed_on_gets_a_rejected_receipt_and_a_
         "inbound could not take this event"
     )
     assert not client.admin.exists(keys.receipt(forged.event_id, task_id, key_id=forged.key_id))
+
+
+def test_a_refused_approval_delivered_again_later_is_not_decided_again(client: Client, fleet: Fleet) -> None:
+    # Refused because it names version 2 while the task is at version 1; after an amendment makes
+    # the task version 2, the same signed wake (redelivered, or replayed by whoever can write to
+    # wakeful.wake) must not approve it: a refusal leaves nothing on the task but its receipt.
+    task_id, _ = client.new_task(2500)
+    event = sign_event(client.signer("alice"), events.APPROVE, {"version": 2}, task_id=task_id)
+    wake = Envelope(
+        message_id=event.event_id,
+        task_id=task_id,
+        task_version=0,
+        kind="wake",
+        created_at=datetime.now(UTC),
+        trace_id=event.event_id,
+        payload={
+            "reason": "event",
+            "principal": "alice",
+            "event": event.encode().decode(),
+            "judged_at": datetime.now(UTC).isoformat(),
+        },
+    )
+    settings = client.settings
+    gate = Gate(
+        wiring.store_for(settings, "gate"),
+        wiring.leases_for(settings, "gate"),
+        Producer(kafka_as(settings.kafka_bootstrap, "gate")),
+        Log(),
+        keys=provenance.load_keys(settings),
+    )
+    msg = role_message(settings, "inbound", topics.WAKE, task_id, wake.encode())
+    gate.handle(msg)
+    first = client.receipt(event.event_id, task_id, 1.0, key_id=event.key_id)
+    assert first["status"] == "rejected" and "approval is for version 2" in first["reason"]
+    assert client.amend(task_id, 2600)["status"] == "accepted"
+    before = client.show(task_id)
+    assert (before["version"], before["stage"]) == (2, "awaiting_approval")
+    gate.handle(msg)
+    assert client.receipt(event.event_id, task_id, 1.0, key_id=event.key_id) == first
+    after = client.show(task_id)
+    assert (after["stage"], after["state_version"], after["ledger"]) == (
+        "awaiting_approval",
+        before["state_version"],
+        [],
+    )
