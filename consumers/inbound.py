@@ -118,7 +118,8 @@ class Inbound:
         pipe.get(keys.corr(event.correlation_id)) if event.correlation_id else pipe.ping()
         signer_raw, seen, corr = pipe.execute()
         key, kinds = _signer(event.key_id, signer_raw)
-        verdict = judge(event, key, kinds, datetime.now(UTC), self.max_age)
+        judged = datetime.now(UTC)  # one clock reading: the verdict the wake carries is this one
+        verdict = judge(event, key, kinds, judged, self.max_age)
         if isinstance(verdict, Rejected):
             return self._reject(msg, verdict)
         # The receipt under this identity is the first message's: a duplicate writes nothing.
@@ -138,7 +139,6 @@ class Inbound:
             )
         if not first:
             return self._reject(msg, duplicate, receipt=False)
-        judged = datetime.now(UTC)
         wake = Envelope(
             message_id=event.event_id,
             task_id=task_id,
