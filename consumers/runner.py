@@ -391,6 +391,7 @@ class Runner:
                 return True
             for source, why in condemned.values():
                 self._retrying(functools.partial(self.dead_letter, source, why), stop, "dead_letter")
+                self._tell(source, why)
 
     def _retrying(self, step: Callable[[], None], stop: threading.Event, what: str) -> None:
         attempt = 0

@@ -132,3 +132,19 @@ def test_a_failure_to_tell_the_sender_neither_wedges_nor_repeats_the_dead_letter
     r.run_batch([msg("a", 0)], threading.Event())
     assert calls == [0] and r.counters.dead_letters == 1
     assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 1)]
+
+
+def test_the_sender_is_told_when_kafka_refuses_a_messages_output_for_good() -> None:
+    failures = DeliveryFailures()
+    told: list[int] = []
+    refused = msg("a", 3)
+
+    def handle(m: Message) -> None:
+        if m.offset() == 3:  # its output is over the topic's size limit: it will never pass
+            failures.recorder(m)(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), refused)
+
+    r, consumer = runner(handle, failures)
+    r.on_poison = lambda m, _reason: told.append(m.offset() or 0)
+    r.run_batch([msg("b", 2), refused], threading.Event())
+    assert told == [3] and r.counters.dead_letters == 1
+    assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 4)]
