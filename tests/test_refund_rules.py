@@ -286,3 +286,8 @@ def test_close_records_the_booking_and_consumes_the_approval() -> None:
     closed = refund.close(approved(task()), "led-1")
     assert closed.stage is Stage.CLOSED and closed.external_refs["ledger_entry"] == "led-1"
     assert closed.business.approval is not None and closed.business.approval.consumed
+
+
+@pytest.mark.parametrize("wait_s", [10**14, 2**70])
+def test_a_huge_wait_is_clamped_to_the_longest_wait_not_an_overflow(wait_s: int) -> None:
+    assert refund.wait_window({"wait_s": wait_s}) == refund.MAX_WAIT

@@ -92,7 +92,9 @@ def _settle(cp: Checkpoint, auth: Snapshot, now: datetime, window: timedelta) ->
 def wait_window(payload: dict[str, Any]) -> timedelta:
     seconds = payload.get("wait_s")
     if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
-        return min(timedelta(seconds=seconds), MAX_WAIT)
+        return timedelta(
+            seconds=min(seconds, int(MAX_WAIT.total_seconds()))
+        )  # clamped before it can overflow
     return DEFAULT_WAIT
 
 
