@@ -69,19 +69,20 @@ def client_config(settings: Settings, role: str) -> dict[str, Any]:
     return config
 
 
+# The same settings under kafka-python's keyword names.
+_KAFKA_PYTHON_NAMES = {
+    "bootstrap.servers": "bootstrap_servers",
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+}
+
+
 def kafka_python_config(settings: Settings, role: str) -> dict[str, Any]:
     """The same for a kafka-python client (its keyword arguments)."""
-    cred = credential(settings, role)
-    config: dict[str, Any] = {
-        "bootstrap_servers": settings.kafka_bootstrap,
-        "security_protocol": settings.kafka_security,
-        "sasl_mechanism": settings.kafka_sasl_mechanism,
-        "sasl_plain_username": cred["username"],
-        "sasl_plain_password": cred["password"],
-    }
-    if settings.kafka_ca is not None:
-        config["ssl_cafile"] = str(settings.kafka_ca)
-    return config
+    return {_KAFKA_PYTHON_NAMES[name]: value for name, value in client_config(settings, role).items()}
 
 
 def check_login(settings: Settings, role: str, timeout: float = 10.0) -> None:
