@@ -137,11 +137,8 @@ class Gate:
             self._dead(msg, f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
             return None
         if reason == "event":
-            text = envelope.payload.get("event")
             try:
-                if not isinstance(text, str):
-                    raise DecodeError("event", b"", "the wake's event is not the signed event's JSON text")
-                event = SignedEvent.decode(text.encode())
+                event = _event_in(envelope)
             except DecodeError as exc:
                 self._dead(msg, f"wake carries a malformed event: {exc.reason}")
                 return None
@@ -351,11 +348,11 @@ class Gate:
         value = msg.value() or b""
         if isinstance(self.role_keys.sender(topics.WAKE, msg.key() or b"", value, msg.headers()), Forged):
             return
-        envelope = Envelope.decode(value)
-        text = envelope.payload.get("event")
-        if envelope.payload.get("reason") != "event" or not isinstance(text, str):
-            return
-        event = SignedEvent.decode(text.encode())
+        try:
+            envelope = Envelope.decode(value)
+            event = _event_in(envelope)
+        except DecodeError:
+            return  # a deadline wake, or one with no event in it: nobody to tell
         signer = self.authority.signer(event.key_id)
         if signer is None or not signer[0].verify(event):
             return
@@ -367,6 +364,14 @@ class Gate:
     def _dead(self, msg: Message, reason: str) -> None:
         assert self.runner is not None
         self.runner.dead_letter(msg, reason)
+
+
+def _event_in(envelope: Envelope) -> SignedEvent:
+    """The signed event a wake carries, as the door received it; DecodeError if it carries none."""
+    text = envelope.payload.get("event")
+    if envelope.payload.get("reason") != "event" or not isinstance(text, str):
+        raise DecodeError("event", b"", "the wake's event is not the signed event's JSON text")
+    return SignedEvent.decode(text.encode())
 
 
 def _receipt_write(
