@@ -271,3 +271,38 @@ def raw_kafka(settings: Any) -> dict[str, Any]:
     """librdkafka settings for a client that uses no wakeful code, writing with the broker's
     blessing (as its admin): for tests of what roles must refuse even when the broker lets it in."""
     return kafka_as(settings.kafka_bootstrap, kafka_auth.ADMIN, settings)
+
+
+def inbound_wake(event: Any, task_id: str, principal: str = "alice") -> Any:
+    """The wake inbound publishes for a signed event it accepted for task_id (its verdict included)."""
+    from wakeful.schemas.events import Envelope
+
+    now = datetime.now(UTC)
+    payload = {"reason": "event", "principal": principal, "event": event.encode().decode()}
+    return Envelope(
+        message_id=event.event_id,
+        task_id=task_id,
+        task_version=0,
+        kind="wake",
+        created_at=now,
+        trace_id=event.event_id,
+        payload=payload | {"judged_at": now.isoformat()},
+    )
+
+
+def gate_for(settings: Any, owner: str | None = None) -> Any:
+    """A gate as its role's main() builds one, to drive with handle() in a test."""
+    from confluent_kafka import Producer
+
+    from wakeful.consumers.gate import Gate
+    from wakeful.core import provenance
+    from wakeful.core.log import Log
+    from wakeful.state import wiring
+
+    leases = (
+        wiring.leases_for(settings, "gate", owner=owner) if owner else wiring.leases_for(settings, "gate")
+    )
+    producer = Producer(kafka_as(settings.kafka_bootstrap, "gate", settings))
+    return Gate(
+        wiring.store_for(settings, "gate"), leases, producer, Log(), keys=provenance.load_keys(settings)
+    )

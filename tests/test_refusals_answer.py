@@ -10,18 +10,17 @@ from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Message, Producer
-from helpers import kafka_as, raw_kafka, role_message, start_fleet
+from helpers import gate_for, inbound_wake, raw_kafka, role_message, start_fleet
 
 from wakeful.cli.client import REQUESTER, Client
-from wakeful.consumers.gate import Gate
 from wakeful.consumers.inbound import Inbound
-from wakeful.core import provenance, topics
+from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.devstack.fleet import Fleet
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
-from wakeful.state import acl, keys, wiring
+from wakeful.state import acl, keys
 
 ANSWER_S = 20.0  # far below the 30 s a sender waited before
 
@@ -64,28 +63,9 @@ def test_an_amend_or_approval_carrying_a_huge_number_is_answered_and_changes_not
 def test_the_sender_of_an_event_the_gate_failed_on_gets_a_rejected_receipt(client: Client) -> None:
     task_id, _ = client.new_task(2500)
     event = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
-    wake = Envelope(
-        message_id=event.event_id,
-        task_id=task_id,
-        task_version=0,
-        kind="wake",
-        created_at=datetime.now(UTC),
-        trace_id=event.event_id,
-        payload={
-            "reason": "event",
-            "principal": "alice",
-            "event": event.encode().decode(),
-            "judged_at": datetime.now(UTC).isoformat(),
-        },
-    )
+    wake = inbound_wake(event, task_id)
     settings = client.settings
-    gate = Gate(
-        wiring.store_for(settings, "gate"),
-        wiring.leases_for(settings, "gate"),
-        Producer(kafka_as(settings.kafka_bootstrap, "gate")),
-        Log(),
-        keys=provenance.load_keys(settings),
-    )
+    gate = gate_for(settings)
     msg = role_message(settings, "inbound", topics.WAKE, task_id, wake.encode())
     gate.poisoned(msg, "gate failed on this message: ValueError('out of range')")
     receipt = client.receipt(event.event_id, task_id, 1.0, key_id=event.key_id)
@@ -109,13 +89,7 @@ def test_a_forged_wake_the_gate_failed_on_fills_no_receipt(client: Client) -> No
         payload={"reason": "event", "event": event.encode().decode()},
     )
     settings = client.settings
-    gate = Gate(
-        wiring.store_for(settings, "gate"),
-        wiring.leases_for(settings, "gate"),
-        Producer(kafka_as(settings.kafka_bootstrap, "gate")),
-        Log(),
-        keys=provenance.load_keys(settings),
-    )
+    gate = gate_for(settings)
     # Signed by the wrong role: it says nothing about alice's event, so her receipt stays hers to get.
     msg = role_message(settings, "gate", topics.WAKE, task_id, wake.encode())
     gate.poisoned(msg, "gate failed on this message: ValueError('x')")
@@ -148,28 +122,9 @@ def test_a_refused_approval_delivered_again_later_is_not_decided_again(client: C
     # wakeful.wake) must not approve it: a refusal leaves nothing on the task but its receipt.
     task_id, _ = client.new_task(2500)
     event = sign_event(client.signer("alice"), events.APPROVE, {"version": 2}, task_id=task_id)
-    wake = Envelope(
-        message_id=event.event_id,
-        task_id=task_id,
-        task_version=0,
-        kind="wake",
-        created_at=datetime.now(UTC),
-        trace_id=event.event_id,
-        payload={
-            "reason": "event",
-            "principal": "alice",
-            "event": event.encode().decode(),
-            "judged_at": datetime.now(UTC).isoformat(),
-        },
-    )
+    wake = inbound_wake(event, task_id)
     settings = client.settings
-    gate = Gate(
-        wiring.store_for(settings, "gate"),
-        wiring.leases_for(settings, "gate"),
-        Producer(kafka_as(settings.kafka_bootstrap, "gate")),
-        Log(),
-        keys=provenance.load_keys(settings),
-    )
+    gate = gate_for(settings)
     msg = role_message(settings, "inbound", topics.WAKE, task_id, wake.encode())
     gate.handle(msg)
     first = client.receipt(event.event_id, task_id, 1.0, key_id=event.key_id)
