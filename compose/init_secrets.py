@@ -3,9 +3,9 @@ one Kafka SCRAM password per role, and the broker's own configuration.
 
 The `init` service runs this before Redis and the roles start, at every `up`. It creates what is
 missing and keeps what exists: a new keyring would leave every sealed task unreadable, and new
-passwords would lock out the running roles. Each role's passwords and signing key go into that
-role's own folder under WAKEFUL_SECRETS (its own volume, which only that role mounts); the roles'
-public verify keys go into its `public` folder, which every role mounts. The ACL file is rebuilt
+passwords would lock out the running roles. Each role's passwords and channel key go into that
+role's own folder under WAKEFUL_SECRETS (its own volume, which only that role mounts), and so does
+a reading role's copy of its senders' channel keys (verifying.json). The ACL file is rebuilt
 from the kept passwords each time, so Redis always loads users that match them.
 
     python compose/init_secrets.py --aclfile PATH [--kafka-config DIR] [--rotate-redis ROLE ...]
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env()
         print(ensure_keyring(settings.keyring))
         made = provenance.ensure_keys(settings)
-        print(f"role signing keys: made {', '.join(made) or 'none'}, kept the rest, in {settings.secrets}")
+        print(f"role channel keys: made {', '.join(made) or 'none'}, kept the rest, in {settings.secrets}")
         for role in args.rotate_redis:
             credentials.rotate(settings, role)
         creds = credentials.ensure_all(settings)

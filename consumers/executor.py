@@ -219,7 +219,7 @@ def _entry_from(result: dict[str, Any] | None, bank: Bank, op: str) -> LedgerEnt
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="executor")
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
-    keys = load_keys(settings)
+    keys = load_keys(settings, "executor")
     executor = Executor(
         wiring.store_for(settings, "executor"),
         wiring.leases_for(settings, "executor"),

@@ -402,7 +402,7 @@ def _detail(event: SignedEvent | None) -> dict[str, Any]:
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="gate")
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
-    keys = load_keys(settings)
+    keys = load_keys(settings, "gate")
     store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
     producer, failures = make_producer(settings, "gate")
     gate = Gate(store, leases, producer, log, keys=keys, event_max_age=settings.event_max_age)

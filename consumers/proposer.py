@@ -63,7 +63,7 @@ class Proposer:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="proposer", model=settings.model)
-    keys = load_keys(settings)  # local files first: a missing one stops the role before any wait
+    keys = load_keys(settings, "proposer")  # local files first: a missing one stops the role before any wait
     producer, failures = make_producer(settings, "proposer")
     proposer = Proposer(MODELS[settings.model](), producer, log, keys)
     runner = Runner(

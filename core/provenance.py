@@ -1,35 +1,36 @@
 """Who sent a message between roles.
 
-Each role signs what it publishes on an internal topic with its own Ed25519 key, and the role that
-reads the topic verifies it against the keys of the roles that may send there (SENDERS, which
-follows DESIGN §2). This is defence in depth behind the broker's ACLs: a broker misconfiguration,
-or another role's stolen Kafka credential, is not enough to put a wake, a proposal request or a
-proposal in front of a role.
+Each role that sends to another role authenticates what it publishes on an internal topic with its
+own channel key, and the role that reads the topic checks it against the keys of the roles that may
+send there (SENDERS, which follows DESIGN §2). This is defence in depth behind the broker's ACLs: a
+broker misconfiguration, or another role's stolen Kafka credential, is not enough to put a wake, a
+proposal request or a proposal in front of a role.
 
-The signature rides in two Kafka headers and covers the bytes exactly as sent, with no re-encoding:
+Every internal topic has exactly one reader (READERS), so a channel key is an HMAC-SHA256 key held
+by two parties only: its sender and that reader (docs/decisions.md D34). The tag rides in two Kafka
+headers and covers the bytes exactly as sent, with no re-encoding:
 
-    b"wakeful-envelope/1\\n" + topic + b"\\n" + message key + b"\\n" + value
+    b"wakeful-channel/1\\n" + topic + b"\\n" + message key + b"\\n" + value
 
-so a signed message cannot be moved to another topic or another task's key either.
+so a tagged message cannot be moved to another topic or another task's key either.
 
-Keys: each signing role's private key is its own secret (`$WAKEFUL_SECRETS/<role>/signing.json`);
-the public keys of all roles are in `$WAKEFUL_SECRETS/public/roles.json`, `key id -> "role:base64"`.
-`ensure_keys` (run by `wakeful dev up` and the compose init service) makes both, once.
+Keys: a sender's key is in its own `$WAKEFUL_SECRETS/<role>/signing.json`; a reader's copy of the
+keys of its topic's senders is in its own `$WAKEFUL_SECRETS/<reader>/verifying.json`,
+`key id -> "role:base64"`, retired keys included. `ensure_keys` (run by `wakeful dev up` and the
+compose init service) makes both, once.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
-from dataclasses import dataclass
+import hmac
+import os
+from dataclasses import dataclass, field
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
-from wakeful.core import secrets, topics
+from wakeful.core import kafka_rights, secrets, topics
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
 
@@ -37,30 +38,40 @@ SENDERS: dict[str, frozenset[str]] = {
     topics.WAKE: frozenset({"inbound", "timer"}),
     topics.PROPOSALS_REQUEST: frozenset({"gate"}),
     topics.PROPOSALS: frozenset({"proposer"}),
-    topics.LOG: frozenset({"relay"}),  # read by audit and recovery tools, not by a role
+    topics.LOG: frozenset({"relay"}),
+}
+# The one role that reads each internal topic, from the broker's rights table; the log has no
+# reader role: audit and recovery tools read it as the admin.
+READERS: dict[str, str] = {
+    topic: next((r for r, rights in kafka_rights.RIGHTS.items() if topic in rights.reads), kafka_rights.ADMIN)
+    for topic in SENDERS
 }
 SIGNING_ROLES = ("inbound", "timer", "gate", "proposer", "relay")
 KID_HEADER = "wakeful-kid"
 SIG_HEADER = "wakeful-sig"
-_DOMAIN = b"wakeful-envelope/1\n"
-_SIGNING, _PUBLIC = "signing", "roles"
+_DOMAIN = b"wakeful-channel/1\n"
+_SIGNING, _VERIFYING = "signing", "verifying"
+_KEY_BYTES = 32
 
 
 def signed_bytes(topic: str, key: bytes, value: bytes) -> bytes:
     return b"".join((_DOMAIN, topic.encode(), b"\n", key, b"\n", value))
 
 
+def _tag(secret: bytes, topic: str, key: bytes, value: bytes) -> bytes:
+    return hmac.digest(secret, signed_bytes(topic, key, value), hashlib.sha256)
+
+
 @dataclass(frozen=True)
 class RoleSigner:
-    """A role's own key: what it publishes on an internal topic carries its signature."""
+    """A role's own channel key: what it publishes on its output topic carries its tag."""
 
     role: str
     key_id: str
-    private_key: Ed25519PrivateKey
+    secret: bytes = field(repr=False)
 
     def headers(self, topic: str, key: bytes, value: bytes) -> list[tuple[str, str | bytes | None]]:
-        signature = self.private_key.sign(signed_bytes(topic, key, value))
-        return [(KID_HEADER, self.key_id.encode()), (SIG_HEADER, signature)]
+        return [(KID_HEADER, self.key_id.encode()), (SIG_HEADER, _tag(self.secret, topic, key, value))]
 
 
 @dataclass(frozen=True)
@@ -71,13 +82,13 @@ class Forged:
 
 
 class RoleKeys:
-    """The public keys of the roles, and which of them may send on each internal topic."""
+    """A reader's copies of the channel keys of the roles that may send on its topics."""
 
-    def __init__(self, keys: dict[str, tuple[str, Ed25519PublicKey]]) -> None:
-        self._keys = keys  # key id -> (role, public key)
+    def __init__(self, keys: dict[str, tuple[str, bytes]]) -> None:
+        self._keys = keys  # key id -> (role, channel key)
 
     def sender(self, topic: str, key: bytes, value: bytes, headers: Any) -> str | Forged:
-        """The role that signed this message, if it may send on `topic`; else why not."""
+        """The role that tagged this message, if it may send on `topic`; else why not."""
         allowed = SENDERS.get(topic)
         if allowed is None:
             return Forged(f"{topic} carries no messages between roles")
@@ -90,14 +101,12 @@ class RoleKeys:
         if len(kids) > 1 or len(sigs) > 1:
             return Forged(f"message on {topic} carries more than one signature header")
         kid = kids[0].decode(errors="replace")
-        role, public = self._keys.get(kid, ("", None))
-        if public is None:
-            return Forged(f"message on {topic} is signed by unknown role key {kid[:64]!r}")
+        role, secret = self._keys.get(kid, ("", b""))
+        if not secret:
+            return Forged(f"message on {topic} is signed by key {kid[:64]!r}, not a key of {_names(allowed)}")
         if role not in allowed:
             return Forged(f"role {role} may not send on {topic} (only {_names(allowed)})")
-        try:
-            public.verify(sigs[0], signed_bytes(topic, key, value))
-        except InvalidSignature:
+        if not hmac.compare_digest(sigs[0], _tag(secret, topic, key, value)):
             return Forged(f"bad signature on {topic} for role key {kid}")
         return role
 
@@ -107,65 +116,86 @@ def _names(roles: frozenset[str]) -> str:
 
 
 def load_signer(settings: Settings, role: str) -> RoleSigner:
-    """The role's own signing key (the only signing secret its process reads)."""
+    """The role's own channel key (the only signing secret its process reads)."""
     doc = secrets.load(settings, role, _SIGNING)
     try:
-        seed = base64.b64decode(doc["seed"], validate=True)
-        return RoleSigner(role, doc["key_id"], Ed25519PrivateKey.from_private_bytes(seed))
+        secret = base64.b64decode(doc["key"], validate=True)
+        if len(secret) != _KEY_BYTES:
+            raise ValueError(secret)
+        return RoleSigner(role, doc["key_id"], secret)
     except (KeyError, ValueError, binascii.Error):
         raise ConfigError(
             str(secrets.path(settings, role, _SIGNING)),
-            "not a role signing key: rotate it with `wakeful dev up`",
+            "not a role channel key: delete it and run `wakeful dev up` to make a new one",
         ) from None
 
 
-def load_keys(settings: Settings) -> RoleKeys:
-    """Every role's public key, from the public roles file."""
-    doc = secrets.load(settings, secrets.PUBLIC, _PUBLIC)
-    keys: dict[str, tuple[str, Ed25519PublicKey]] = {}
+def load_keys(settings: Settings, reader: str) -> RoleKeys:
+    """The channel keys `reader` checks its input against, from its own verifying file."""
+    doc = secrets.load(settings, reader, _VERIFYING)
+    keys: dict[str, tuple[str, bytes]] = {}
     for kid, entry in doc.items():
         role, _, b64 = entry.partition(":")
         try:
-            keys[kid] = (role, Ed25519PublicKey.from_public_bytes(base64.b64decode(b64, validate=True)))
+            keys[kid] = (role, base64.b64decode(b64, validate=True))
         except (ValueError, binascii.Error):
+            keys[kid] = ("", b"")
+        if len(keys[kid][1]) != _KEY_BYTES:
             raise ConfigError(
-                str(secrets.path(settings, secrets.PUBLIC, _PUBLIC)),
-                f"key {kid!r} is not an Ed25519 public key: run `wakeful dev up` to rebuild the file",
-            ) from None
+                str(secrets.path(settings, reader, _VERIFYING)),
+                f"key {kid!r} is not a channel key: run `wakeful dev up` to rebuild the file",
+            )
     return RoleKeys(keys)
 
 
 def ensure_keys(settings: Settings) -> list[str]:
-    """Make each signing role's key once, and publish every role's public key. Returns the roles
-    whose key it made."""
-    made = [role for role in SIGNING_ROLES if not secrets.exists(settings, role, _SIGNING)]
+    """Make each sending role's channel key once, and give each reader the keys of its topic's
+    senders. Returns the roles whose key it made."""
+    made = [role for role in SIGNING_ROLES if not _has_key(settings, role)]
     for role in SIGNING_ROLES:
         ensure_key(settings, role)
     publish_keys(settings)
+    _drop_public_keys(settings)
     return made
 
 
+def _drop_public_keys(settings: Settings) -> None:
+    """Older state dirs kept every role's Ed25519 public key in a `public` folder; nothing reads it now."""
+    old = secrets.path(settings, "public", "roles")
+    old.unlink(missing_ok=True)
+    if old.parent.is_dir() and not any(old.parent.iterdir()):
+        old.parent.rmdir()
+
+
 def ensure_key(settings: Settings, role: str) -> RoleSigner:
-    """The role's own signing key, made the first time."""
-    secrets.ensure(settings, role, _SIGNING, functools.partial(_new_key, role))
+    """The role's own channel key, made the first time (and in place of a signing key of the
+    Ed25519 kind older state dirs hold)."""
+    secrets.ensure(settings, role, _SIGNING, lambda: _new_key(role))
+    if not _has_key(settings, role):
+        secrets.replace(settings, role, _SIGNING, _new_key(role))
     return load_signer(settings, role)
 
 
+def _has_key(settings: Settings, role: str) -> bool:
+    return secrets.exists(settings, role, _SIGNING) and "key" in secrets.load(settings, role, _SIGNING)
+
+
 def publish_keys(settings: Settings) -> None:
-    """The public file: every signing role's current key, and every key published before (so what
-    a retired key signed still verifies)."""
-    public: dict[str, str] = {}
-    if secrets.exists(settings, secrets.PUBLIC, _PUBLIC):
-        public = secrets.load(settings, secrets.PUBLIC, _PUBLIC)
-    for role in SIGNING_ROLES:
-        if secrets.exists(settings, role, _SIGNING):
-            signer = load_signer(settings, role)
-            raw = signer.private_key.public_key().public_bytes_raw()
-            public[signer.key_id] = f"{role}:{base64.b64encode(raw).decode()}"
-    secrets.replace(settings, secrets.PUBLIC, _PUBLIC, public)
+    """Each reader's verifying file: the current key of every role that sends on its topic, and
+    every key given to it before (so what a retired key tagged in flight still verifies)."""
+    for topic, reader in READERS.items():
+        known: dict[str, str] = {}
+        if secrets.exists(settings, reader, _VERIFYING):
+            known = secrets.load(settings, reader, _VERIFYING)
+        for role in sorted(SENDERS[topic]):
+            if secrets.exists(settings, role, _SIGNING):
+                signer = load_signer(settings, role)
+                known[signer.key_id] = f"{role}:{base64.b64encode(signer.secret).decode()}"
+        secrets.replace(settings, reader, _VERIFYING, known)
 
 
 def _new_key(role: str) -> dict[str, str]:
-    private = Ed25519PrivateKey.generate()
-    digest = hashlib.sha256(private.public_key().public_bytes_raw()).hexdigest()[:12]
-    return {"key_id": f"{role}-{digest}", "seed": base64.b64encode(private.private_bytes_raw()).decode()}
+    return {
+        "key_id": f"{role}-{os.urandom(6).hex()}",
+        "key": base64.b64encode(os.urandom(_KEY_BYTES)).decode(),
+    }

@@ -4,10 +4,9 @@
       <role>/                         (0700; in compose, the role's own read-only volume)
         redis.json                    the role's Redis ACL user and password
         kafka.json                    the role's Kafka SCRAM principal and password
-        signing.json                  the role's Ed25519 key for what it publishes to other roles
+        signing.json                  the role's channel key for what it publishes to other roles
+        verifying.json                a reader's copies of the channel keys of its topic's senders
       admin/redis-default.json        the password of Redis's default user, which no role is given
-      public/
-        roles.json                    every role's verify key (public, not secret)
 
 Each file is one JSON object of strings, written once (0600, atomically) and never overwritten in
 place: a new password or key is a deliberate rotation (`replace`). A missing file is a ConfigError
@@ -25,7 +24,6 @@ import orjson
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
 
-PUBLIC = "public"
 MAKE_HINT = "`wakeful dev up` creates it for the local stack (compose: the init service)"
 
 

@@ -304,5 +304,9 @@ def gate_for(settings: Any, owner: str | None = None) -> Any:
     )
     producer = Producer(kafka_as(settings.kafka_bootstrap, "gate", settings))
     return Gate(
-        wiring.store_for(settings, "gate"), leases, producer, Log(), keys=provenance.load_keys(settings)
+        wiring.store_for(settings, "gate"),
+        leases,
+        producer,
+        Log(),
+        keys=provenance.load_keys(settings, "gate"),
     )

@@ -45,7 +45,8 @@ DOCKERFILE = ROOT / "compose" / "Dockerfile"
 # A secret is "keyring" (the sealing keys); "redis:<user>" (that Redis user's password, in its
 # role's own secrets folder; "redis:default" is in the admin's); "kafka:<principal>" (that Kafka
 # user's password, in its own folder); "signing:<role>" (the key the role signs its output with,
-# in its own folder); or "public" (every role's verify key). A role that lacks the file stops with
+# in its own folder); or "verifying:<role>" (a reader's copies of its senders' channel keys, in its
+# own folder). A role that lacks the file stops with
 # KeyringError, MissingCredential or a ConfigError naming the file, and make_secret() makes the
 # file as the local stack does.
 SECRETS = (
@@ -53,17 +54,15 @@ SECRETS = (
     *(f"redis:{user}" for user in (*acl.ROLES, acl.DEFAULT)),
     *(f"kafka:{principal}" for principal in kafka_rights.ROLES),
     *(f"signing:{role}" for role in provenance.SIGNING_ROLES),
-    "public",
+    *(f"verifying:{role}" for role in sorted(set(provenance.READERS.values()))),
 )
-KINDS = {"keyring", "redis", "kafka", "signing", "public"}
+KINDS = {"keyring", "redis", "kafka", "signing", "verifying"}
 
 
 def secret_path(settings: Settings, secret: str) -> Path:
     kind, _, user = secret.partition(":")
     if kind == "keyring":
         return settings.keyring
-    if kind == "public":
-        return secrets.path(settings, secrets.PUBLIC, "roles")
     if kind == "redis" and user == acl.DEFAULT:
         return secrets.path(settings, "admin", credentials.DEFAULT_NAME)
     if kind == "redis":
@@ -82,7 +81,7 @@ def make_secret(settings: Settings, secret: str) -> None:
     elif kind == "signing":
         provenance.ensure_key(settings, user)
     else:
-        provenance.publish_keys(settings)
+        provenance.publish_keys(settings)  # each reader's file, with whatever sender keys exist
 
 
 def asked_for(settings: Settings, exc: WakefulError) -> str | None:
@@ -208,8 +207,10 @@ def asks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str]]:
     needs = {role: probe_secrets(role, tmp_path_factory.mktemp(role)) for role in ROLES}
     # A probe that saw nothing would let every test below pass on a file that gives no secret out.
     assert {secret.partition(":")[0] for secret in set().union(*needs.values())} == KINDS, needs
-    assert needs["executor"] >= {"redis:executor", "redis:bank", "kafka:executor", "public"}, needs
-    assert needs["proposer"] == {"kafka:proposer", "signing:proposer", "public"}, needs
+    assert needs["executor"] >= {"redis:executor", "redis:bank", "kafka:executor", "verifying:executor"}, (
+        needs
+    )
+    assert needs["proposer"] == {"kafka:proposer", "signing:proposer", "verifying:proposer"}, needs
     return needs
 
 

@@ -18,10 +18,7 @@ from wakeful.core.settings import Settings
 from wakeful.state import acl, credentials
 
 # The executor's process also holds the bank's credential: the tool credential of its downstream.
-# Every role may read the public folder: the roles' verify keys, which are not secret.
-OWN_FOLDERS = {role: {role, secrets.PUBLIC} for role in PROCESS_ROLES} | {
-    "executor": {"executor", "bank", secrets.PUBLIC}
-}
+OWN_FOLDERS = {role: {role} for role in PROCESS_ROLES} | {"executor": {"executor", "bank"}}
 
 # Runs one role's main() with stop already set (it builds every client, then returns at once), and
 # prints every file it opened under the secrets folder.

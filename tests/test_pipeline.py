@@ -298,7 +298,7 @@ def test_two_gates_woken_for_the_same_task_apply_the_event_once(
             wiring.leases_for(settings, "gate", owner=name),
             producer,
             Log(),
-            keys=provenance.load_keys(settings),
+            keys=provenance.load_keys(settings, "gate"),
         )
         while True:
             try:

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from helpers import bump_attempts, kafka_as, new_checkpoint
 
-from wakeful.core import provenance, topics
+from wakeful.core import kafka_rights, provenance, topics
 from wakeful.core.settings import Settings
 from wakeful.state import acl, keys
 from wakeful.state.lease import Leases
@@ -43,7 +43,7 @@ def log_end_offsets(bootstrap: str) -> list[TopicPartition]:
 def read_log(bootstrap: str, start: list[TopicPartition], task_ids: set[str], want: int) -> list[str]:
     """Record ids on wakeful.log for these tasks, from the given offsets on, duplicates included;
     every one signed by the relay."""
-    role_keys = provenance.load_keys(Settings.from_env())
+    role_keys = provenance.load_keys(Settings.from_env(), kafka_rights.ADMIN)
     consumer = Consumer(kafka_as(bootstrap) | {"group.id": f"reader-{os.getpid()}-{time.time()}"})
     consumer.assign(start)
     seen: list[str] = []

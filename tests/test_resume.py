@@ -189,7 +189,7 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
             wiring.actions_for(settings, "executor"),
             Bank(acl.connect(settings, "bank")),
             Log(),
-            keys=provenance.load_keys(settings),
+            keys=provenance.load_keys(settings, "executor"),
         )
         ex.runner = cast(
             Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
@@ -347,7 +347,7 @@ def test_wake_carrying_an_event_signed_for_another_task_is_refused(
         wiring.leases_for(settings, "gate"),
         producer,
         Log(),
-        keys=provenance.load_keys(settings),
+        keys=provenance.load_keys(settings, "gate"),
     )
     gate.runner = cast(
         Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))

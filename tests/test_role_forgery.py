@@ -127,7 +127,7 @@ def test_a_wake_signed_with_a_role_key_that_may_not_send_wakes_is_refused(
     since = topic_marks(client.settings.kafka_bootstrap, topics.DLQ)
     _send(client.settings, topics.WAKE, task_id, wake, signer.headers(topics.WAKE, task_id.encode(), wake))
     assert _refused(client.settings, since, "gate", task_id) == (
-        "role proposer may not send on wakeful.wake (only inbound and timer)"
+        f"message on wakeful.wake is signed by key {signer.key_id!r}, not a key of inbound and timer"
     )
     _unchanged(client, task_id, before)
 
