@@ -1,0 +1,53 @@
+"""wakeful's SDK: declare an app (workflows and tools); the runtime drives it.
+
+    from wakeful.sdk import App, Workflow, Tool, Next, Wait, Refuse, Review
+
+An app is an importable object; run it with `wakeful worker all --app module:attribute` (or
+WAKEFUL_APP). docs/agents.md builds one from scratch; `wakeful.examples.refund` and
+`wakeful.examples.onboarding` are two complete ones.
+"""
+
+from wakeful.sdk.app import App, load_app
+from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable, catalog
+from wakeful.sdk.workflow import (
+    ANYONE,
+    APPROVERS,
+    CLOSED,
+    NEEDS_REVIEW,
+    REQUESTER,
+    Accept,
+    Compensate,
+    Context,
+    Effect,
+    Next,
+    Refuse,
+    Review,
+    Start,
+    Wait,
+    Workflow,
+)
+
+__all__ = [
+    "ANYONE",
+    "APPROVERS",
+    "CLOSED",
+    "NEEDS_REVIEW",
+    "REQUESTER",
+    "Accept",
+    "App",
+    "Compensate",
+    "Context",
+    "Effect",
+    "Next",
+    "Refuse",
+    "Review",
+    "Start",
+    "Tool",
+    "ToolFenced",
+    "ToolRefused",
+    "ToolUnavailable",
+    "Wait",
+    "Workflow",
+    "catalog",
+    "load_app",
+]

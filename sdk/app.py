@@ -1,0 +1,99 @@
+"""An app: the workflows and tools the roles drive, loaded from `module:attribute`.
+
+Every role loads the same app: `--app module:attribute` or `WAKEFUL_APP`, else the bundled refund
+app. Loading checks the app whole, so a mistake stops the role at start with what to fix, never a
+task mid-flight.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from wakeful.core.errors import ConfigError
+from wakeful.schemas import events
+from wakeful.sdk.tools import Tool, catalog
+from wakeful.sdk.workflow import RUNTIME_STAGES, Workflow
+
+DEFAULT_APP = "wakeful.examples.refund:app"
+ENV = "WAKEFUL_APP"
+# Kinds the runtime decides for every workflow; a workflow cannot take them over.
+RUNTIME_KINDS = frozenset({events.CREATE, events.APPROVE, events.RUN, events.REOPEN})
+
+
+@dataclass(frozen=True)
+class App:
+    name: str
+    workflows: Sequence[Workflow[Any]]
+    tools: Sequence[Tool[Any]] = ()
+    _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = _problems(self)
+        if problems:
+            raise ConfigError(f"app {self.name}", "; ".join(problems))
+        self._by_name.update({wf.name: wf for wf in self.workflows})
+
+    def workflow(self, name: str) -> Workflow[Any] | None:
+        return self._by_name.get(name)
+
+    def tool(self, name: str) -> Tool[Any] | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def tools_at(self, stage: str) -> tuple[Tool[Any], ...]:
+        return tuple(t for t in self.tools if stage in t.stages)
+
+    @cached_property
+    def catalog(self) -> str:
+        return catalog(self.tools)
+
+    @cached_property
+    def kinds(self) -> frozenset[str]:
+        """Every event kind a signer may be registered for under this app."""
+        return RUNTIME_KINDS | {kind for wf in self.workflows for kind in wf.events}
+
+
+def _problems(app: App) -> list[str]:
+    found: list[str] = []
+    names = [wf.name for wf in app.workflows]
+    if not names:
+        found.append("it has no workflow")
+    found += [f"two workflows are named {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+    tools = [t.name for t in app.tools]
+    found += [f"two tools are named {n!r}" for n in sorted({n for n in tools if tools.count(n) > 1})]
+    stages = set(RUNTIME_STAGES)
+    for wf in app.workflows:
+        declared = set(wf.stages) | {to for targets in wf.stages.values() for to in targets}
+        stages |= declared
+        found += [
+            f"workflow {wf.name} takes over runtime event kind {k!r}" for k in set(wf.events) & RUNTIME_KINDS
+        ]
+        if not isinstance(wf.version, int) or wf.version < 1:
+            found.append(f"workflow {wf.name} needs a version >= 1")
+    for tool in app.tools:
+        found += [
+            f"tool {tool.name} is offered at unknown stage {s!r}" for s in tool.stages if s not in stages
+        ]
+        if "{task_id}" not in tool.op_key:
+            found.append(f"tool {tool.name}'s op_key {tool.op_key!r} must contain {{task_id}}")
+    return found
+
+
+def load_app(spec: str | None = None) -> App:
+    """The app `spec` names (`module:attribute`), else $WAKEFUL_APP, else the bundled refund app."""
+    spec = spec or os.environ.get(ENV) or DEFAULT_APP
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(ENV, f"{spec!r} is not module:attribute (e.g. {DEFAULT_APP})")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(ENV, f"cannot import {module_name!r} for app {spec!r}: {exc}") from exc
+    app = getattr(module, attribute, None)
+    if not isinstance(app, App):
+        raise ConfigError(ENV, f"{spec!r} is {type(app).__name__}, not a wakeful.sdk.App")
+    return app

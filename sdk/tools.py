@@ -1,0 +1,89 @@
+"""A tool: the only door from a task to the outside world.
+
+Subclass Tool, declare what it is, and implement `call` and `lookup`:
+
+    class BankRefund(Tool[RefundArgs]):
+        name = "refund"
+        args = RefundArgs
+        description = "Refund the task's amount to the customer, once, under its op key."
+        stages = ("ready",)
+        op_key = "REFUND:{task_id}:v{version}"
+        egress = ("bank",)
+
+        def connect(self, settings): ...            # open clients with the tool's own credentials
+        def call(self, op_key, args, fence): ...    # do it once per op key; return what to record
+        def lookup(self, op_key): ...               # what a call under op_key did, or None
+
+The executor writes an intent before `call`, passes the op key and the lease's fencing token, and
+records the outcome; after a crash it asks `lookup` instead of calling blindly. A reversible tool
+also implements `undo`, which a workflow can ask for (Compensate) when a later step fails for good.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Generic, TypeVar
+
+import orjson
+from pydantic import BaseModel
+
+from wakeful.core.settings import Settings
+
+A = TypeVar("A", bound=BaseModel)
+
+
+class ToolUnavailable(Exception):
+    """The call may work later (timeout, 5xx): the executor retries it under the same op key, with
+    backoff, up to `Tool.attempts` times; then the step has failed for good."""
+
+
+class ToolRefused(Exception):
+    """The call can never work (a 4xx, a closed account): the step has failed for good at once."""
+
+
+class ToolFenced(Exception):
+    """The downstream saw a newer fencing token: this worker's lease is gone; nothing is retried."""
+
+
+class Tool(Generic[A]):
+    name: ClassVar[str]
+    args: ClassVar[type[BaseModel]]
+    description: ClassVar[str]
+    stages: ClassVar[tuple[str, ...]]
+    op_key: ClassVar[str] = "{tool}:{task_id}:v{version}"  # fields: tool, task_id, version
+    reversible: ClassVar[bool] = False
+    egress: ClassVar[tuple[str, ...]] = ()  # the outside systems it reaches, for review and policy
+    attempts: ClassVar[int] = 3
+
+    def connect(self, settings: Settings) -> None:
+        """Open what the tool talks to, once per executor process (nothing by default)."""
+
+    def call(self, op_key: str, args: A, fence: int) -> Mapping[str, str]:
+        raise NotImplementedError(f"tool {self.name} has no call()")
+
+    def lookup(self, op_key: str) -> Mapping[str, str] | None:
+        raise NotImplementedError(f"tool {self.name} has no lookup(): an ambiguous outcome cannot be settled")
+
+    def undo(self, op_key: str, args: A, fence: int) -> Mapping[str, str]:
+        raise NotImplementedError(f"tool {self.name} is not reversible")
+
+    def key_for(self, task_id: str, version: int) -> str:
+        return self.op_key.format(tool=self.name, task_id=task_id, version=version)
+
+    def describe(self) -> dict[str, Any]:
+        """What the model is shown and what the catalog pins: any change here is a catalog change."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.args.model_json_schema(),
+            "stages": list(self.stages),
+            "reversible": self.reversible,
+            "egress": list(self.egress),
+        }
+
+
+def catalog(tools: Iterable[Tool[Any]]) -> str:
+    """The tool catalog version a task is stamped with: a digest of every tool's description."""
+    described = sorted((tool.describe() for tool in tools), key=lambda d: str(d["name"]))
+    return "catalog-" + hashlib.sha256(orjson.dumps(described, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]

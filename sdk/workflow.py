@@ -1,0 +1,176 @@
+"""A workflow: data plus pure decision functions. No I/O and no clock of its own.
+
+The runtime loads the task, verifies the event and the live authority, and hands a decision
+function one Context; it writes what the function returns by compare-and-swap. A function returns
+one of:
+
+    Next(stage, state, wait=..., amended=..., refs=..., evidence=...)   the task moves on
+    Refuse(reason)     the event is refused: only its sender's receipt is written
+    Review(reason)     the task is parked in needs_review for a person
+    None               nothing to do (the event changes nothing)
+
+Approvals, waits with deadlines, the version an approval is bound to, the lease, the CAS and the
+action log are the runtime's, for every workflow: a workflow asks for them (a Wait, `amended`,
+`needs_approval`), it cannot switch them off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from wakeful.authority.store import Snapshot
+from wakeful.schemas.approval import Approval
+from wakeful.schemas.checkpoint import PendingWait
+
+S = TypeVar("S", bound=BaseModel)
+
+# Stages every workflow has: the runtime moves a task there, whatever the workflow says.
+CLOSED, NEEDS_REVIEW, QUARANTINED = "closed", "needs_review", "quarantined"
+RUNTIME_STAGES = (CLOSED, NEEDS_REVIEW, QUARANTINED)
+# Who may answer a wait or send a workflow's own event kind (Accept.signers, Wait.signers):
+REQUESTER = "requester"  # the principal whose event created the task
+APPROVERS = "role:approver"  # the live approver list (authority), never one copied into the task
+ANYONE = "anyone"  # any signer registered for the kind (checked at the door)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Sleep until an `event` from one of `signers` answers, bound to the current task version, or
+    until `within` has passed: then `on_deadline` ("escalate:<owner>" parks the task for review,
+    "expire" closes it). For an approval, `then` is the stage the task moves to once approved."""
+
+    event: str
+    signers: tuple[str, ...]
+    within: timedelta
+    on_deadline: str = "escalate:ops"
+    then: str | None = None
+
+
+@dataclass(frozen=True)
+class Next(Generic[S]):
+    """The task moves to `stage`, with `state` (None keeps it). `amended` makes a new task version:
+    any approval of the old one is void. `refs` are references into other systems to record;
+    `evidence` are documents from outside, kept as untrusted input (name -> text)."""
+
+    stage: str
+    state: S | None = None
+    wait: Wait | None = None
+    amended: bool = False
+    refs: Mapping[str, str] = field(default_factory=dict)
+    evidence: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Refused: the sender's receipt says why; the task is not written."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Review:
+    """Parked for a person (needs_review), with the reason recorded on the task."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A side effect the executor runs once: `tool` with `args`, under `op_key` (the business
+    operation, never a per-attempt value; make it with `Context.effect`)."""
+
+    tool: str
+    args: BaseModel
+    op_key: str
+
+
+@dataclass(frozen=True)
+class Compensate:
+    """Undo the succeeded effects of these (reversible) tools, each once, then park the task for a
+    person with `reason`."""
+
+    tools: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a create decision sees: no task exists yet."""
+
+    task_id: str
+    principal: str
+    tenant: str
+    payload: Mapping[str, Any]
+    auth: Snapshot
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Context(Generic[S]):
+    """What every other decision sees: the task as stored, the verified event (for a decision on
+    an event), live authority, and the runtime's clock reading."""
+
+    task_id: str
+    stage: str
+    version: int
+    state: S
+    requester: str
+    tenant: str
+    approval: Approval | None
+    waits: tuple[PendingWait, ...]
+    refs: Mapping[str, str]
+    auth: Snapshot
+    now: datetime
+    started: frozenset[str] = frozenset()  # op keys whose effect has begun (money may have moved)
+    principal: str = ""  # the event's verified signer
+    payload: Mapping[str, Any] = field(default_factory=dict)  # the event's payload, from outside
+    op_key: Callable[[str], str] = field(default=lambda tool: tool, repr=False)
+
+    def effect(self, tool: str, args: BaseModel) -> Effect:
+        """The effect of `tool` with `args` under the tool's own operation key for this task."""
+        return Effect(tool, args, self.op_key(tool))
+
+
+Decision = Next[S] | Refuse | Review | None
+Handler = Callable[[Context[S]], "Next[S] | Refuse | Review | None"]
+
+
+@dataclass(frozen=True)
+class Accept(Generic[S]):
+    """A workflow's own event kind: who may send it, and what it does.
+
+    `signers` name who may send it: REQUESTER, APPROVERS, ANYONE (any signer registered for the
+    kind) or "principal:<name>". When the task has a pending Wait for this kind, the runtime first
+    holds the event to that wait (its signers, its correlation id, its deadline) and clears it;
+    `decide` then says where the task goes. Without a pending wait, `decide` alone judges it
+    (check the stage)."""
+
+    decide: Handler[S]
+    signers: tuple[str, ...] = (REQUESTER,)
+
+
+@dataclass(frozen=True)
+class Workflow(Generic[S]):
+    """One kind of task. Stages: stage -> the stages it may move to (the runtime adds staying put,
+    needs_review and quarantined; terminal stages are those that move nowhere)."""
+
+    name: str
+    version: int
+    state: type[S]
+    stages: Mapping[str, Collection[str]]
+    start: Callable[[Start], Next[S] | Refuse]
+    check: Callable[[Context[S], Effect], Effect | Refuse | Review]
+    done: Callable[[Context[S], str, Mapping[str, Any]], Next[S] | Review]
+    events: Mapping[str, Accept[S]] = field(default_factory=dict)
+    reopen: Handler[S] | None = None
+    failed: Callable[[Context[S], str, str], Compensate | Review] | None = None
+    needs_approval: Callable[[Context[S]], bool] = lambda ctx: False
+    approval_scope: str = ""  # what an approval of this workflow permits; default "<name>.execute"
+    instructions: Mapping[str, str] = field(default_factory=dict)  # policy version -> standing text
+    card: Callable[[Context[S]], dict[str, Any]] | None = None
+    plan: Callable[[Mapping[str, Any], str], dict[str, Any]] | None = None  # the rules model's args
