@@ -26,11 +26,10 @@ from wakeful.producers.publish import ConfluentPublisher
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.stage import TERMINAL, Stage
-from wakeful.state import acl, keys
-from wakeful.state.seal import Keyring, Sealer
-from wakeful.state.store import Store
-from wakeful.workflow import refund
+from wakeful.schemas.logs import ActionLogEntry
+from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
+from wakeful.state import acl, keys, wiring
+from wakeful.state.pinned import hash_reply
 
 REQUESTER = "svc-refunds"
 DEFAULT_APPROVERS = ("alice", "bob")
@@ -56,7 +55,7 @@ class Client:
         self.settings = settings
         self.admin = acl.connect(settings, "admin")
         self.authority = AuthorityStore(self.admin)
-        self.store = Store(self.admin, Sealer(Keyring.load(settings.keyring)))
+        self.store = wiring.store_for(settings, "admin")
         self.bank = Bank(self.admin)
         self._publisher: ConfluentPublisher | None = None
 
@@ -188,22 +187,21 @@ class Client:
         # The state first, then the ledger: a booking always precedes the close that records it.
         quarantine = self.store.quarantine_reason(task_id)
         cp = None if quarantine is not None else self.store.load(task_id)
+        actions = {
+            op.decode(): ActionLogEntry.decode(raw).model_dump(mode="json")
+            for op, raw in hash_reply(self.admin.hgetall(keys.ops(task_id))).items()
+        }
         if cp is None:
-            entries = self.bank.entries(task_id)  # a scan, but the task cannot say its versions
-        else:  # one booking at most per version's op key: look them up instead of scanning
-            found = (self.bank.lookup(refund.op_key(cp, v)) for v in range(1, cp.business.version + 1))
+            entries = self.bank.entries(task_id)  # a scan, but the task cannot say its operations
+        else:  # the reference bank's bookings, one at most per op key the task ran
+            found = (self.bank.lookup(op) for op in actions if not op.startswith("UNDO:"))
             entries = [e for e in found if e is not None]
         ledger = [e.model_dump(mode="json") for e in entries]
         if cp is None:
-            return {
-                "id": task_id,
-                "stage": Stage.QUARANTINED.value,
-                "quarantine": quarantine,
-                "ledger": ledger,
-            }
-        return describe(cp) | {"ledger": ledger}
+            return {"id": task_id, "stage": QUARANTINED, "quarantine": quarantine, "ledger": ledger}
+        return describe(cp) | {"actions": actions, "ledger": ledger}
 
-    def wait_stage(self, task_id: str, stages: set[Stage], timeout: float = 30.0) -> dict[str, Any]:
+    def wait_stage(self, task_id: str, stages: set[str], timeout: float = 30.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -212,12 +210,12 @@ class Client:
                 if time.monotonic() > deadline:
                     raise
                 shown = {"stage": None}
-            if (shown["stage"] and Stage(shown["stage"]) in stages) or time.monotonic() > deadline:
+            if shown["stage"] in stages or time.monotonic() > deadline:
                 return shown
             time.sleep(0.02)
 
     def wait_settled(self, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
-        return self.wait_stage(task_id, set(TERMINAL) | {Stage.NEEDS_REVIEW}, timeout)
+        return self.wait_stage(task_id, {CLOSED, QUARANTINED, NEEDS_REVIEW}, timeout)
 
     def list_tasks(self) -> list[dict[str, Any]]:
         rows = []
@@ -238,11 +236,11 @@ def describe(cp: Checkpoint) -> dict[str, Any]:
     b = cp.business
     return {
         "id": cp.task_id,
-        "stage": b.stage.value,
+        "workflow": b.workflow,
+        "stage": b.stage,
         "version": b.version,
         "state_version": cp.state_version,
-        "amount": b.amount,
-        "currency": b.currency,
+        **b.data,
         "approval": b.approval.model_dump(mode="json") if b.approval else None,
         "last_refusal": b.last_refusal,
         "pending_waits": [w.model_dump(mode="json") for w in cp.execution.pending_waits],

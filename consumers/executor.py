@@ -1,36 +1,37 @@
 """The executor: gate 7. Re-load, validate the proposal against Progress and live Authority, then
-execute the side effect once.
+execute the side effect once, through the loaded app's tool.
 
-Order, each step durable before the next: intent (action log, op key REFUND:{task}:v{version}) ->
-downstream call WITH the op key and the lease's fencing token -> outcome recorded -> stage advanced
-(its outbox record reaches wakeful.log). A crash anywhere resumes correctly:
+Order, each step durable before the next: intent (action log, under the tool's op key, e.g.
+REFUND:{task}:v{version}) -> the tool's call WITH the op key and the lease's fencing token ->
+outcome recorded -> stage advanced (its outbox record reaches wakeful.log). A crash anywhere
+resumes correctly:
   A. before the intent:          nothing happened; the redelivered proposal runs from the start.
-  B. after intent, before call:   the intent is in flight; look the key up downstream (not found),
-                                  call again with the SAME key.
-  C. after call, before outcome:  in flight; the lookup finds the booking: record it, advance.
+  B. after intent, before call:   the intent is in flight; ask the tool's lookup (not found), call
+                                  again with the SAME key.
+  C. after call, before outcome:  in flight; the lookup finds what the call did: record it, advance.
   D. after outcome, before stage: the outcome is recorded: skip the call, advance.
-An ambiguous outcome of this irreversible call is never retried blindly: it is looked up by key.
+An ambiguous outcome is never retried blindly: it is looked up by key. A step that fails for good
+parks the task, after undoing what the workflow names (each undo once, under its own op key).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Consumer, Message
 from pydantic import ValidationError
 
-from wakeful.authority.store import SNAPSHOT_READS, snapshot_from
-from wakeful.bank.ledger import Bank, LedgerEntry
+from wakeful.authority.store import SNAPSHOT_READS, Snapshot, snapshot_from
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import (
     DecodeError,
-    DownstreamUnavailable,
-    FencedOff,
     IntegrityError,
     KeyringError,
     LeaseBusy,
@@ -48,22 +49,24 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
-from wakeful.schemas.stage import Stage
-from wakeful.state import acl, keys, wiring
+from wakeful.sdk.app import App, load_app
+from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable
+from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
+from wakeful.state import keys, wiring
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Lease, Leases
 from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import refund
+from wakeful.workflow import effects, engine
 
 
-def unanswered(cp: Checkpoint, env: Envelope) -> str | None:
+def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
     """Why a proposal answers no request the task has outstanding, or None. The gate asks once per
-    state_version, and only of a ready task: anything else writes nothing."""
+    state_version, and only of a task at a stage that offers a tool and waits for nothing."""
     if env.task_version != cp.state_version:
         return f"stale proposal: decided on state_version {env.task_version}, task is at {cp.state_version}"
-    if cp.stage is not Stage.READY:
-        return f"no proposal is outstanding: task {cp.task_id} is {cp.stage.value}"
+    if cp.execution.pending_waits or not app.tools_at(cp.stage):
+        return f"no proposal is outstanding: task {cp.task_id} is {cp.stage}"
     if env.in_reply_to != events.request_id(cp.task_id, cp.state_version):
         return f"proposal answers {env.in_reply_to!r}, not the task's outstanding request"
     return None
@@ -71,14 +74,14 @@ def unanswered(cp: Checkpoint, env: Envelope) -> str | None:
 
 class Executor:
     def __init__(
-        self, store: Store, leases: Leases, actions: ActionLog, bank: Bank, log: Log, *, keys: RoleKeys
+        self, store: Store, leases: Leases, actions: ActionLog, log: Log, *, keys: RoleKeys, app: App
     ) -> None:
         self.store = store
         self.role_keys = keys
         self.leases = leases
         self.actions = actions
-        self.bank = bank
         self.log = log
+        self.app = app
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
@@ -108,125 +111,206 @@ class Executor:
             cp, replies = self.store.load_with(
                 env.task_id, [("HGETALL", keys.ops(env.task_id)), *SNAPSHOT_READS]
             )
+            refused = unanswered(self.app, cp, env)
+            engine.workflow_of(self.app, cp)
         except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
             return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
-        except (KeyringError, DecodeError) as exc:
+        except (KeyringError, DecodeError, engine.UnknownWorkflow) as exc:
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
-        refused = unanswered(cp, env)
         if refused is not None:
             return self.runner.dead_letter(msg, refused, env.task_id)
-        op = refund.op_key(cp)
         ops, auth = hash_reply(replies[0]), snapshot_from(replies[1:])
-        # Money may already have moved for this operation (cases C and D): settle that by key
-        # first. It was validated before its intent was written; re-validating it against
-        # today's authority could park a task whose refund is already booked.
-        raw_intent = ops.get(op.encode())
-        intent = ActionLogEntry.decode(raw_intent) if raw_intent else None
-        booked = self._booked(cp, op, intent, lease)
-        if booked is not None:
-            return self._close(cp, op, booked, lease)
-        refusal = refund.check_proposal(cp, proposal.tool, proposal.args, auth, datetime.now(UTC))
-        if refusal is not None:
-            fn = refund.review if refusal.review else refund.refused
+        # A step of this stage may already have run (cases C and D): settle that by key first. It
+        # was validated before its intent was written; re-validating it against today's authority
+        # could park a task whose effect has already happened.
+        settled = self._settled(cp, ops, lease)
+        if settled is not None:
+            return self._close(cp, settled, lease, auth)
+        now = datetime.now(UTC)
+        decided = effects.check_proposal(self.app, cp, proposal.tool, proposal.args, auth=auth, now=now)
+        if isinstance(decided, Refuse | Review):
+            reason = decided.reason
+            record = engine.review if isinstance(decided, Review) else engine.refused
             # The runtime's own id for a refusal at this version, never the proposal's message id
             # (anyone who can write to wakeful.proposals chooses that).
             refused_id = keys.runtime_id("refused", cp.task_id, cp.state_version)
-            self._advance(cp, refused_id, lambda c: fn(c, refusal.reason), lease, {"refused": refusal.reason})
-            self.log("executor.refused", task_id=cp.task_id, reason=refusal.reason, review=refusal.review)
+            self._advance(cp, refused_id, lambda c: record(c, reason), lease, {"refused": reason})
+            self.log(
+                "executor.refused", task_id=cp.task_id, reason=reason, review=isinstance(decided, Review)
+            )
             return None
-        entry = self._once(cp, op, lease)
-        if entry is None:
+        result = self._once(cp, decided, lease, auth)
+        if result is None:
             return None
-        return self._close(cp, op, entry, lease)
+        return self._close(cp, (decided.tool, decided.op_key, result), lease, auth)
 
-    def _booked(
-        self, cp: Checkpoint, op: str, intent: ActionLogEntry | None, lease: Lease
-    ) -> LedgerEntry | None:
-        """The booking for op if one exists (recording an outcome that a crash left unrecorded)."""
-        if intent is None or intent.status is ActionStatus.FAILED:
-            return None
-        found = self.bank.lookup(op)
-        if found is not None and intent.status is ActionStatus.IN_FLIGHT:
-            self.actions.complete(cp.task_id, op, lease.fence, {"ledger_entry": found.entry_id}, intent)
-        return found
+    def _settled(
+        self, cp: Checkpoint, ops: dict[bytes, bytes], lease: Lease
+    ) -> tuple[str, str, dict[str, Any]] | None:
+        """(tool, op key, result) of a step at this stage that already ran, recording an outcome
+        that a crash left unrecorded; None if none did."""
+        for tool in self.app.tools_at(cp.stage):
+            op = tool.key_for(cp.task_id, cp.business.version)
+            raw = ops.get(op.encode())
+            intent = ActionLogEntry.decode(raw) if raw else None
+            if intent is None or intent.status is ActionStatus.FAILED:
+                continue
+            if intent.status is ActionStatus.SUCCEEDED and intent.result is not None:
+                return tool.name, op, intent.result
+            found = tool.lookup(op)
+            if found is None:
+                continue
+            if intent.status is ActionStatus.IN_FLIGHT:
+                self.actions.complete(cp.task_id, op, lease.fence, dict(found), intent)
+            return tool.name, op, dict(found)
+        return None
 
-    def _close(self, cp: Checkpoint, op: str, entry: LedgerEntry, lease: Lease) -> None:
+    def _close(
+        self, cp: Checkpoint, step: tuple[str, str, Mapping[str, Any]], lease: Lease, auth: Snapshot
+    ) -> None:
+        """Advance the task past a step that ran: (tool, op key, what the tool returned)."""
+        tool, op, result = step
         fault("executor.after_outcome")
+        now = datetime.now(UTC)
         # One close per operation, whichever proposal (or redelivery) gets here.
         self._advance(
             cp,
             keys.runtime_id("close", op),
-            lambda c: refund.close(c, entry.entry_id),
+            lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
             lease,
-            {"ledger_entry": entry.entry_id},
+            {"done": tool, **{k: str(v) for k, v in result.items()}},
+            also=self._next_step,
         )
         fault("executor.after_advance")
 
-    def _once(self, cp: Checkpoint, op: str, lease: Lease) -> LedgerEntry | None:
-        """The downstream call, at most one booking per op key; None if the task went to review."""
-        begun = self.actions.begin(cp.task_id, op, lease.fence, lease.token)
-        if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance
-            return _entry_from(begun.entry.result, self.bank, op)
-        fault("executor.after_intent")
-        # A fresh intent, or case B (in flight, and _booked just found nothing at the bank): call with
-        # the same key; the bank books it at most once.
-        last = ""
-        for attempt in range(1, refund.MAX_ATTEMPTS + 1):
-            try:
-                entry = self.bank.refund(
-                    op, cp.task_id, cp.business.amount, cp.business.currency, lease.fence
-                )
-            except DownstreamUnavailable as exc:
-                last = str(exc)
-                time.sleep(backoff(attempt))
-                continue
-            except FencedOff as exc:
-                raise LeaseLost(cp.task_id, lease.token, str(exc)) from exc
-            fault("executor.after_downstream_call")
-            self.actions.complete(cp.task_id, op, lease.fence, {"ledger_entry": entry.entry_id}, begun.entry)
-            return entry
-        self._give_up(cp, lease, op, f"bank unavailable after {refund.MAX_ATTEMPTS} attempts: {last}")
-        return None
+    def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
+        """A task moved to another stage that offers a tool is woken at once (through the timer,
+        which writes wakes) so the gate asks for its next proposal."""
+        if new.execution.pending_waits or not self.app.tools_at(new.stage):
+            return []
+        due_ms = int(new.updated_at.timestamp() * 1000)
+        return [("ZADD", keys.DEADLINES, due_ms, f"{new.task_id}|{due_ms}")]
 
-    def _give_up(self, cp: Checkpoint, lease: Lease, op: str, reason: str) -> None:
-        """Nothing was booked (the bank refused every attempt): record it and park the task."""
+    def _once(self, cp: Checkpoint, effect: Effect, lease: Lease, auth: Snapshot) -> Mapping[str, Any] | None:
+        """The tool's call, at most one effect per op key; None if the task went to review."""
+        tool = self.app.tool(effect.tool)
+        assert tool is not None  # check_proposal found it
+        args = effect.args.model_dump(mode="json")
+        begun = self.actions.begin(
+            cp.task_id, effect.op_key, lease.fence, lease.token, tool=tool.name, args=args
+        )
+        if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance
+            return begun.entry.result or {}
+        fault("executor.after_intent")
+        # A fresh intent, or case B (in flight, and _settled found nothing downstream): call with
+        # the same key; the tool does it at most once.
+        outcome = _call(tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease)
+        if isinstance(outcome, str):
+            self._give_up(cp, lease, (tool.name, effect.op_key), outcome, auth)
+            return None
+        fault("executor.after_downstream_call")
+        self.actions.complete(cp.task_id, effect.op_key, lease.fence, dict(outcome), begun.entry)
+        return outcome
+
+    def _give_up(
+        self, cp: Checkpoint, lease: Lease, step: tuple[str, str], reason: str, auth: Snapshot
+    ) -> None:
+        """The step (tool, op key) failed for good, nothing done: record it, undo what the workflow
+        names, and park the task."""
+        tool, op = step
         self.actions.fail(cp.task_id, op, lease.fence, reason)
+        decided = effects.failed(self.app, cp, tool, reason, auth=auth, now=datetime.now(UTC))
+        if isinstance(decided, Compensate):
+            reason = self._compensate(cp, decided, lease)
         self._advance(
             cp,
             keys.runtime_id("review", op, cp.state_version),
-            lambda c: refund.review(c, reason),
+            lambda c: engine.review(c, reason),
             lease,
             {"refused": reason},
         )
         self.log("executor.needs_review", task_id=cp.task_id, reason=reason)
 
+    def _compensate(self, cp: Checkpoint, compensate: Compensate, lease: Lease) -> str:
+        """Undo each named tool's succeeded step of this task version, once each; the reason to
+        park the task with (saying what could not be undone, if anything)."""
+        failures: list[str] = []
+        for name in compensate.tools:
+            tool = self.app.tool(name)
+            if tool is None or not tool.reversible:
+                failures.append(f"{name} cannot be undone")
+                continue
+            op = tool.key_for(cp.task_id, cp.business.version)
+            done = self.actions.lookup(cp.task_id, op)
+            if done is None or done.status is not ActionStatus.SUCCEEDED:
+                continue  # nothing was done, so nothing to undo
+            undo_op = f"UNDO:{op}"
+            args = tool.args.model_validate(done.args or {}, strict=False)
+            begun = self.actions.begin(
+                cp.task_id, undo_op, lease.fence, lease.token, tool=name, args=done.args
+            )
+            if begun.entry.status is ActionStatus.SUCCEEDED:
+                continue
+            outcome = _call(tool, functools.partial(tool.undo, op, args, lease.fence), lease)
+            if isinstance(outcome, str):
+                self.actions.fail(cp.task_id, undo_op, lease.fence, outcome)
+                failures.append(f"undo of {name} failed: {outcome}")
+                continue
+            self.actions.complete(cp.task_id, undo_op, lease.fence, dict(outcome), begun.entry)
+            self.log("executor.undone", task_id=cp.task_id, tool=name, op_key=op)
+        undone = "; ".join(failures) or f"undid {', '.join(compensate.tools)}"
+        return f"{compensate.reason} ({undone})"
+
     def _advance(
-        self, cp: Checkpoint, message_id: str, fn: Any, lease: Lease, detail: dict[str, Any]
+        self,
+        cp: Checkpoint,
+        message_id: str,
+        fn: Any,
+        lease: Lease,
+        detail: dict[str, Any],
+        *,
+        also: Any = None,
     ) -> None:
         try:
-            self.store.transition(cp.task_id, cp.state_version, message_id, fn, lease=lease, detail=detail)
+            self.store.transition(
+                cp.task_id, cp.state_version, message_id, fn, lease=lease, detail=detail, also=also
+            )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
 
 
-def _entry_from(result: dict[str, Any] | None, bank: Bank, op: str) -> LedgerEntry | None:
-    found = bank.lookup(op)
-    if found is None:
-        raise Retry(f"action log says {op} succeeded ({result}) but the bank has no booking")
-    return found
+def _call(tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease) -> Mapping[str, Any] | str:
+    """The tool's result, retried with backoff while it is unavailable; or why it failed for good."""
+    last = ""
+    for n in range(1, tool.attempts + 1):
+        try:
+            result: Mapping[str, Any] = attempt()
+            return result
+        except ToolUnavailable as exc:
+            last = str(exc)
+            time.sleep(backoff(n))
+        except ToolRefused as exc:
+            return f"{tool.name} refused: {exc}"
+        except ToolFenced as exc:
+            raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+    where = tool.egress[0] if tool.egress else tool.name
+    return f"{where} unavailable after {tool.attempts} attempts: {last}"
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="executor")
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
     keys = load_keys(settings, "executor")
+    app = load_app(settings.app)
+    for tool in app.tools:
+        tool.connect(settings)  # each with its own credentials
     executor = Executor(
-        wiring.store_for(settings, "executor"),
+        wiring.store_for(settings, "executor", app),
         wiring.leases_for(settings, "executor"),
         wiring.actions_for(settings, "executor"),
-        Bank(acl.connect(settings, "bank")),
         log,
         keys=keys,
+        app=app,
     )
     producer, failures = make_producer(settings, "executor")
     runner = Runner(

@@ -15,6 +15,7 @@ a crash between the CAS and these steps does them again; everything downstream d
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,12 +46,13 @@ from wakeful.schemas import receipt as receipts
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
-from wakeful.schemas.stage import Stage
+from wakeful.sdk.app import App, load_app
+from wakeful.sdk.workflow import Refuse, Start
 from wakeful.state import keys, wiring
 from wakeful.state.lease import Lease, Leases
 from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import refund, window
+from wakeful.workflow import engine, window
 
 TENANT = "default"
 WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
@@ -89,8 +91,10 @@ class Gate:
         log: Log,
         *,
         keys: RoleKeys,
+        app: App,
         event_max_age: float = 300.0,
     ) -> None:
+        self.app = app
         self.store = store
         self.role_keys = keys
         self.max_age = timedelta(seconds=event_max_age)
@@ -175,13 +179,17 @@ class Gate:
         if event is not None and event.kind == events.CREATE:
             return self._create(wake, now)
         refusal: list[str] = []
+        evidence: dict[str, str] = {}
         started = (
             self._started(env.task_id) if event is not None and event.kind == events.AMEND else frozenset()
         )
 
         def decide(cp: Checkpoint) -> Checkpoint:
             refusal.clear()
-            decided = gate_rules.decide(cp, event, wake.principal or "", auth, now, started=started)
+            evidence.clear()
+            decided = gate_rules.decide(
+                self.app, cp, event, wake.principal or "", auth=auth, now=now, started=started
+            )
             if isinstance(decided, gate_rules.Incompatible):
                 raise _Incompatible(decided.detail)
             if decided is None or isinstance(decided, gate_rules.Rejected):
@@ -189,15 +197,18 @@ class Gate:
             if isinstance(decided, gate_rules.Refused):
                 refusal.append(decided.reason)
                 return decided.checkpoint
-            return decided
+            evidence.update(decided.evidence)
+            return decided.checkpoint
 
         def receipt(new: Checkpoint) -> list[tuple[Any, ...]]:
-            """The sender's receipt, written in the same transaction as the change it reports."""
+            """The sender's receipt and any evidence the event attached, written in the same
+            transaction as the change they belong to."""
+            writes = _evidence_writes(new.task_id, evidence)
             if event is None:
-                return []
+                return writes
             if refusal:
-                return [_receipt_write(event, "rejected", refusal[0], new)]
-            return [_receipt_write(event, "accepted", f"task is {new.stage.value}", new)]
+                return [*writes, _receipt_write(event, "rejected", refusal[0], new)]
+            return [*writes, _receipt_write(event, "accepted", f"task is {new.stage}", new)]
 
         try:
             outcome = self.store.transition(
@@ -226,18 +237,14 @@ class Gate:
             self.store.quarantine(env.task_id, "incompatible", exc.detail)
             self.log("gate.quarantined", task_id=env.task_id, detail=exc.detail)
             return self._finish(event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None)
-        except (KeyringError, DecodeError) as exc:
+        except (KeyringError, DecodeError, engine.UnknownWorkflow) as exc:
             # Not tampering, but this worker cannot read the task: keep the message, loudly.
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
         else:
             fault("gate.after_cas")
-            status, reason = (
-                ("rejected", refusal[0]) if refusal else ("accepted", f"task is {cp.stage.value}")
-            )
+            status, reason = ("rejected", refusal[0]) if refusal else ("accepted", f"task is {cp.stage}")
             if event is None:
-                self.log(
-                    "gate.deadline", task_id=cp.task_id, stage=cp.stage.value, reason=cp.business.last_refusal
-                )
+                self.log("gate.deadline", task_id=cp.task_id, stage=cp.stage, reason=cp.business.last_refusal)
             else:
                 self.log(
                     "gate.receipt", task_id=cp.task_id, event_id=event.event_id, status=status, reason=reason
@@ -247,7 +254,7 @@ class Gate:
             # is stale now and a ready task needs a fresh request.
             return self._follow_up(cp, wake)
         # "run" on a ready task, or a deadline not due: nothing was written
-        self._finish(event, "accepted", f"task is {cp.stage.value}", cp.task_id, cp)
+        self._finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self._follow_up(cp, wake)
 
     def _decided_before(self, wake: Wake) -> None:
@@ -268,7 +275,7 @@ class Gate:
         return self._follow_up(cp, wake)
 
     def _started(self, task_id: str) -> frozenset[str]:
-        """Op keys whose refund has started (an intent that did not fail): money may have moved.
+        """Op keys whose effect has started (an intent that did not fail): money may have moved.
         Read under the gate's lease; an executor that lost its lease cannot add one (begin checks)."""
         entries = hash_reply(self.client.hgetall(keys.ops(task_id))).items()
         return frozenset(
@@ -278,23 +285,23 @@ class Gate:
     def _create(self, wake: Wake, now: datetime) -> None:
         event, task_id = wake.event, wake.envelope.task_id
         assert event is not None and wake.principal is not None
-        decided = refund.create(task_id, wake.principal, TENANT, event.payload, auth=wake.auth, now=now)
-        if isinstance(decided, refund.Refusal):
+        workflow = event.payload.get("workflow", self.app.workflows[0].name)
+        start = Start(task_id, wake.principal, TENANT, event.payload, wake.auth, now)
+        decided = engine.create(self.app, str(workflow), start)
+        if isinstance(decided, Refuse):
             return self._finish(event, "rejected", decided.reason, task_id, None)
-        stored, note = wake, event.payload.get("note")
-        evidence: dict[str, str] = {}
-        if isinstance(note, str) and note:
-            evidence = {f"evidence:{task_id}:note": note[:10_000]}
+        stored, evidence = wake, _evidence_fields(task_id, decided.evidence)
+        if evidence:
             wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence)
 
         def also(new: Checkpoint) -> list[tuple[Any, ...]]:
             """The evidence and the receipt, in the transaction that creates the task: a create that
             loses (the task exists) writes neither."""
-            writes = [("HSET", keys.evidence(task_id), *kv) for kv in evidence.items()]
-            return [*writes, _receipt_write(event, "accepted", f"task is {new.stage.value}", new)]
+            writes = _evidence_writes(task_id, decided.evidence)
+            return [*writes, _receipt_write(event, "accepted", f"task is {new.stage}", new)]
 
         try:
-            created = self.store.create(decided, _identity(wake), _detail(event), also=also)
+            created = self.store.create(decided.checkpoint, _identity(wake), _detail(event), also=also)
         except TaskExists:
             return self._finish(event, "rejected", f"task {task_id} already exists", task_id, None)
         cp = created.checkpoint
@@ -302,9 +309,7 @@ class Gate:
             self._finish(None, "", "", task_id, cp)
             return self._follow_up(cp, stored)
         fault("gate.after_cas")
-        self.log(
-            "gate.receipt", task_id=task_id, event_id=event.event_id, status="accepted", stage=cp.stage.value
-        )
+        self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status="accepted", stage=cp.stage)
         self._finish(None, "", "", task_id, cp)
         return self._follow_up(cp, wake)
 
@@ -326,11 +331,12 @@ class Gate:
             pipe.execute()
 
     def _follow_up(self, cp: Checkpoint, wake: Wake) -> None:
-        if cp.stage is not Stage.READY:
+        """A task at a stage that offers a tool, and waits for nothing, gets one proposal request."""
+        if cp.execution.pending_waits or not self.app.tools_at(cp.stage):
             return
         event = wake.event
         recent = [f"{event.kind} by key {event.key_id} at {event.issued_at.isoformat()}"] if event else []
-        body = window.build(cp, wake.auth, recent, wake.evidence, memory=[])
+        body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=[])
         request = Envelope(
             message_id=events.request_id(cp.task_id, cp.state_version),
             task_id=cp.task_id,
@@ -381,9 +387,19 @@ def _receipt_write(
     task = cp.task_id if cp is not None else task_id or ""
     more: dict[str, Any] = {}
     if cp is not None:
-        more = {"stage": cp.stage.value, "version": cp.business.version, "state_version": cp.state_version}
+        more = {"stage": cp.stage, "version": cp.business.version, "state_version": cp.state_version}
     doc = receipts.encode(status, reason, task, "gate", **more)
     return ("SET", keys.receipt(event.event_id, task, key_id=event.key_id), doc, "EX", keys.RECEIPT_TTL_S)
+
+
+def _evidence_fields(task_id: str, documents: Mapping[str, str]) -> dict[str, str]:
+    """Evidence documents as the task's evidence hash holds them: field `evidence:<task>:<name>`."""
+    return {f"evidence:{task_id}:{name}": text for name, text in documents.items()}
+
+
+def _evidence_writes(task_id: str, documents: Mapping[str, str]) -> list[tuple[Any, ...]]:
+    fields = _evidence_fields(task_id, documents)
+    return [("HSET", keys.evidence(task_id), *kv) for kv in fields.items()]
 
 
 def _identity(wake: Wake) -> str:
@@ -403,9 +419,10 @@ def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="gate")
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
     keys = load_keys(settings, "gate")
+    app = load_app(settings.app)
     store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
     producer, failures = make_producer(settings, "gate")
-    gate = Gate(store, leases, producer, log, keys=keys, event_max_age=settings.event_max_age)
+    gate = Gate(store, leases, producer, log, keys=keys, app=app, event_max_age=settings.event_max_age)
     runner = Runner(
         "gate",
         topics.WAKE,

@@ -14,7 +14,9 @@ from wakeful.authority.store import Snapshot
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
-from wakeful.workflow import compat, refund
+from wakeful.sdk.app import App
+from wakeful.sdk.workflow import Refuse
+from wakeful.workflow import compat, engine, wakes
 
 
 @dataclass(frozen=True)
@@ -40,58 +42,39 @@ class Incompatible:
     detail: str
 
 
-# What one wake does: a new checkpoint to write; a refusal that parks the task for review; a
-# rejection that writes nothing but the sender's receipt; a quarantine; or None (nothing to do: a
-# deadline not due, "run" on a ready task).
-Decision = Checkpoint | Refused | Rejected | Incompatible | None
+# What one wake does: a move (a new checkpoint to write, with any evidence it attached); a refusal
+# that parks the task for review; a rejection that writes nothing but the sender's receipt; a
+# quarantine; or None (nothing to do: a deadline not due, "run" on a task that may run).
+Decision = engine.Moved | Refused | Rejected | Incompatible | None
 
 
 def decide(
+    app: App,
     cp: Checkpoint,
     event: SignedEvent | None,
     principal: str,
+    *,
     auth: Snapshot,
     now: datetime,
-    *,
     started: frozenset[str] = frozenset(),
 ) -> Decision:
-    """Gates 4 and 5 and the workflow's rule for one wake. event None is a deadline wake;
-    started holds the op keys whose side effect has begun (money may have moved)."""
-    if cp.stage.terminal:
-        return Rejected(f"task is {cp.stage.value}; it accepts no more events")
-    checked = compat.check(cp, auth)
+    """Gates 4 and 5, then the runtime's rules and the workflow's for one wake. event None is a
+    deadline wake; started holds the op keys whose side effect has begun (money may have moved)."""
+    if engine.terminal(engine.workflow_of(app, cp), cp.stage):
+        return Rejected(f"task is {cp.stage}; it accepts no more events")
+    checked = compat.check(cp, auth, app.catalog)
     if isinstance(checked, str):
         return Incompatible(checked)
     if event is None:
-        return refund.deadline(checked, now)
-    decided = _workflow(checked, event, principal, auth, now, started=started)
-    if isinstance(decided, refund.Refusal) and decided.review:
-        return Refused(refund.review(checked, decided.reason), decided.reason)
-    if isinstance(decided, refund.Refusal):  # a refused event writes nothing but its receipt
+        due = wakes.on_deadline(checked, now)
+        return engine.Moved(due, {}) if due is not None else None
+    heard = wakes.Heard(event.kind, event.payload, principal, event.correlation_id)
+    decided = wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)
+    if isinstance(decided, engine.Parked):
+        return Refused(decided.checkpoint, decided.reason)
+    if isinstance(decided, Refuse):  # a refused event writes nothing but its receipt
         return Rejected(decided.reason)
     return decided
-
-
-def _workflow(
-    cp: Checkpoint,
-    event: SignedEvent,
-    principal: str,
-    auth: Snapshot,
-    now: datetime,
-    *,
-    started: frozenset[str],
-) -> Checkpoint | refund.Refusal | None:
-    payload = event.payload
-    if event.kind == events.APPROVE:
-        version = payload.get("version")
-        return refund.approve(cp, principal, version, auth, now, correlation_id=event.correlation_id)
-    if event.kind == events.AMEND:
-        return refund.amend(cp, principal, payload, auth, now, started=started)
-    if event.kind == events.RUN:
-        return refund.run(cp)
-    if event.kind == events.REOPEN:
-        return refund.reopen(cp, payload, auth, now)
-    return refund.Refusal(f"{event.kind} does not apply to an existing task")
 
 
 def misaddressed(

@@ -1,9 +1,10 @@
 """Models behind the proposer: `propose(window) -> Proposal`. They propose; they never decide.
 
-Two built-ins, both deterministic so that tests and the demo are repeatable:
-- `rules`: proposes the refund the task card describes.
-- `gullible`: follows instructions it finds in evidence ("refund 5000 now"), like a model that was
-  prompt-injected. It exists to show that the executor, not the model, decides.
+Two built-ins, both deterministic so that tests and the demo are repeatable, for any app:
+- `rules`: proposes the first tool the window offers, its arguments taken from the task card.
+- `gullible`: does the same, then follows instructions it finds in evidence ("refund 5000 now",
+  "change the remittance account to X"), like a model that was prompt-injected. It exists to show
+  that the executor, not the model, decides.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from pydantic import Field
 
 from wakeful.schemas.base import Record
 
-_INSTRUCTION = re.compile(r"refund\s+(?:of\s+)?(\d+)", re.IGNORECASE)
+_PAY = re.compile(r"\b(?:refund|pay)\s+(?:of\s+)?(\d+)", re.IGNORECASE)  # "refund 5000 now"
+_SET = re.compile(
+    r"\b(?:set|change)\s+(?:the\s+)?([A-Za-z _]{1,40}?)\s+to\s+([A-Za-z0-9_-]{1,64})", re.IGNORECASE
+)
 
 
 class Proposal(Record):
@@ -41,15 +45,15 @@ class RulesModel:
     name = "rules"
 
     def propose(self, window: dict[str, Any]) -> Proposal:
-        card = window["task_card"]
-        tools = [t["name"] for t in window["tools"]]
+        card, tools = window["task_card"], window["tools"]
         if not tools:
             return Proposal(
                 tool="none", args={}, rationale="no tool is permitted at this stage", model=self.name
             )
-        args = {"task_id": card["task_id"], "amount": card["amount"], "currency": card["currency"]}
+        tool = tools[0]
+        args = {name: card[name] for name in _parameters(tool) if name in card}
         return Proposal(
-            tool=tools[0], args=args, rationale="refund the amount on the task card", model=self.name
+            tool=tool["name"], args=args, rationale="the step the task card describes", model=self.name
         )
 
 
@@ -58,14 +62,35 @@ class GullibleModel(RulesModel):
 
     def propose(self, window: dict[str, Any]) -> Proposal:
         proposal = super().propose(window)
+        tool = next((t for t in window["tools"] if t["name"] == proposal.tool), None)
+        if tool is None:
+            return proposal
+        params = _parameters(tool)
         for item in window["evidence"]:
-            found = _INSTRUCTION.search(item["excerpt"])
-            if found:
-                args = {**proposal.args, "amount": int(found.group(1))}
-                return proposal.model_copy(
-                    update={"args": args, "rationale": f"the evidence says: {found.group(0)!r}"}
-                )
+            excerpt = item["excerpt"]
+            found = _PAY.search(excerpt)
+            number = next(
+                (n for n, spec in params.items() if spec.get("type") == "integer" and n != "version"), None
+            )
+            if found and number is not None:
+                return _obeyed(proposal, {number: int(found.group(1))}, found.group(0))
+            for said in _SET.finditer(excerpt):
+                phrase = said.group(1).strip().lower().replace(" ", "_")
+                field = next((n for n in params if n in phrase), None)
+                if field is not None:
+                    return _obeyed(proposal, {field: said.group(2)}, said.group(0))
         return proposal
+
+
+def _parameters(tool: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    props = tool.get("parameters", {}).get("properties", {})
+    return props if isinstance(props, dict) else {}
+
+
+def _obeyed(proposal: Proposal, change: dict[str, Any], said: str) -> Proposal:
+    return proposal.model_copy(
+        update={"args": {**proposal.args, **change}, "rationale": f"the evidence says: {said!r}"}
+    )
 
 
 MODELS: dict[str, type[RulesModel]] = {"rules": RulesModel, "gullible": GullibleModel}

@@ -26,6 +26,7 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user       |
 | WAKEFUL_EVENT_MAX_AGE         | 300                          | seconds an upstream event stays acceptable  |
 | WAKEFUL_MODEL                 | rules                        | proposer model: rules or gullible           |
+| WAKEFUL_APP                   | wakeful.examples.refund:app  | the app the roles drive (module:attribute)  |
 | WAKEFUL_THREADS               | 16                           | handler threads per role process            |
 | WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended         |
 | WAKEFUL_INSTANCE_ID           | (unset)                      | stable consumer id: restarts resume at once |
@@ -72,6 +73,7 @@ class Settings:
     secrets: Path = Path("secrets")
     event_max_age: float = 300.0
     model: str = "rules"
+    app: str | None = None  # module:attribute of the app the roles drive; None: the bundled refund app
     threads: int = 16
     lease_ttl_ms: int = 15_000
     instance_id: str | None = None
@@ -155,6 +157,7 @@ class Settings:
             secrets=Path(env.get("WAKEFUL_SECRETS") or home / "secrets").expanduser().resolve(),
             event_max_age=float(_int(env, "WAKEFUL_EVENT_MAX_AGE", 300, 1, 7 * 24 * 3600)),
             model=_choice(env, "WAKEFUL_MODEL", "rules", ("rules", "gullible")),
+            app=env.get("WAKEFUL_APP") or None,
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),
             instance_id=env.get("WAKEFUL_INSTANCE_ID") or None,

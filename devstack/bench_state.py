@@ -14,7 +14,6 @@ from wakeful.core.settings import Settings
 from wakeful.devstack import bench_infra
 from wakeful.devstack.process import Say
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
-from wakeful.schemas.stage import Stage
 from wakeful.state import wiring
 from wakeful.state.store import Store
 
@@ -22,7 +21,7 @@ from wakeful.state.store import Store
 def _checkpoint() -> Checkpoint:
     return Checkpoint(
         task_id=f"bench-{uuid.uuid4().hex[:12]}",
-        business=BusinessState(stage=Stage.RECEIVED, amount=100),
+        business=BusinessState(stage="received", data={"amount": 100, "currency": "EUR"}),
         security=SecurityScope(tenant="bench", principal_ref="principal:bench"),
         versions=VersionStamps(policy="p1", tool_catalog="c1", agent_id="bench", state_version=0),
         updated_at=datetime.now(UTC),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -20,8 +21,12 @@ from wakeful.core.errors import DownstreamUnavailable, FencedOff
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.schemas.base import cut
+from wakeful.authority.policy import authorize
 from wakeful.sdk import (
     APPROVERS,
+    CLOSED,
+    NEEDS_REVIEW,
+    QUARANTINED,
     Accept,
     App,
     Context,
@@ -43,7 +48,20 @@ MAX_WAIT = timedelta(days=7)
 ESCALATE_TO = "ops-lead"
 # Minor units. No refund comes near it, and every sum of amounts stays exact in 64 bits.
 MAX_AMOUNT = 10**15
-RECEIVED, AWAITING_APPROVAL, READY = "received", "awaiting_approval", "ready"
+
+
+class Stage(StrEnum):
+    """The refund's stages, with the three every workflow has."""
+
+    RECEIVED = "received"
+    AWAITING_APPROVAL = "awaiting_approval"
+    READY = "ready"
+    CLOSED = CLOSED
+    NEEDS_REVIEW = NEEDS_REVIEW
+    QUARANTINED = QUARANTINED
+
+
+RECEIVED, AWAITING_APPROVAL, READY = Stage.RECEIVED, Stage.AWAITING_APPROVAL, Stage.READY
 
 
 class Refund(BaseModel):
@@ -155,11 +173,22 @@ def check(ctx: Context[Refund], effect: Effect) -> Effect | Refuse | Review:
             f"proposed refund of {args.amount!r} {args.currency!r} does not match the system "
             f"of record ({state.amount} {state.currency})"
         )
+    approval = ctx.approval
+    approver = approval.approver_ref if approval is not None else None
+    resource = {"task": ctx.task_id, "tenant": ctx.tenant, "requester": ctx.requester}
+    decision = authorize(
+        approver or ctx.requester,
+        "refund",
+        resource | {"amount": state.amount, "approver": approver},
+        ctx.auth,
+    )
+    if not decision.allowed:
+        return Review(decision.reason)
     return effect
 
 
 def booked(ctx: Context[Refund], tool: str, result: Mapping[str, Any]) -> Next[Refund]:
-    return Next("closed", refs={"ledger_entry": str(result["ledger_entry"])})
+    return Next(CLOSED, refs={"ledger_entry": str(result["ledger_entry"])})
 
 
 refund = Workflow(
@@ -169,8 +198,8 @@ refund = Workflow(
     stages={
         RECEIVED: (AWAITING_APPROVAL, READY),
         AWAITING_APPROVAL: (READY,),  # an amendment while waiting keeps it waiting, on a new version
-        READY: ("closed", AWAITING_APPROVAL),  # an amendment may send it back for approval
-        "needs_review": (AWAITING_APPROVAL, READY, "closed"),
+        READY: (CLOSED, AWAITING_APPROVAL),  # an amendment may send it back for approval
+        NEEDS_REVIEW: (AWAITING_APPROVAL, READY, CLOSED),  # a person settles a reviewed task
     },
     start=start,
     check=check,

@@ -2,7 +2,7 @@
 
 | layer      | holds                                                                     |
 |------------|---------------------------------------------------------------------------|
-| business   | stage, task version, amount, approval, last refusal                       |
+| business   | workflow, stage, task version, the app's own fields, approval, last refusal |
 | execution  | pending waits, attempts, highest fencing token that wrote the state       |
 | external   | references into other systems (ledger entry ids, ...)                     |
 | security   | tenant and principal *reference* (never credentials)                      |
@@ -19,11 +19,11 @@ from pydantic import Field, field_validator
 
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.base import Record, migration
-from wakeful.schemas.stage import Stage
 from wakeful.state import keys
 
 # Task ids appear inside Redis key names and ACL patterns: the one alphabet state/keys.py defines.
 TASK_ID = re.compile(keys.TASK_ID)
+STAGE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 class Layer(Record):
@@ -41,17 +41,25 @@ class PendingWait(Layer):
     allowed_signers: tuple[str, ...]
     deadline: datetime
     on_deadline: str  # e.g. "escalate:ops-lead" or "expire"
+    then: str | None = None  # an approval wait: the stage the task moves to once approved
 
 
 class BusinessState(Layer):
     workflow: str = "refund"
-    stage: Stage
+    workflow_version: int = 1
+    stage: str
     version: int = 1  # the task version: amendments bump it and void approvals
-    amount: int  # minor units
-    currency: str = "EUR"
-    note_ref: str | None = None  # evidence reference; the note itself is untrusted evidence
+    data: dict[str, Any] = Field(default_factory=dict)  # the workflow's own state model, as JSON
+    evidence: tuple[str, ...] = ()  # names of the documents kept as untrusted evidence
     approval: Approval | None = None
     last_refusal: str | None = None
+
+    @field_validator("stage")
+    @classmethod
+    def _known_shape(cls, value: str) -> str:
+        if not STAGE.fullmatch(value):
+            raise ValueError("stages are 1-40 characters of a-z 0-9 _, starting with a letter")
+        return value
 
 
 class ExecutionState(Layer):
@@ -66,7 +74,7 @@ class SecurityScope(Layer):
 
 
 class VersionStamps(Layer):
-    schema_: int = Field(alias="schema", default=2)
+    schema_: int = Field(alias="schema", default=3)
     policy: str
     tool_catalog: str
     agent_id: str
@@ -75,7 +83,7 @@ class VersionStamps(Layer):
 
 class Checkpoint(Record):
     KIND: ClassVar[str] = "checkpoint"
-    SCHEMA: ClassVar[int] = 2
+    SCHEMA: ClassVar[int] = 3
     schema_version: int = SCHEMA
 
     task_id: str
@@ -94,7 +102,7 @@ class Checkpoint(Record):
         return value
 
     @property
-    def stage(self) -> Stage:
+    def stage(self) -> str:
         return self.business.stage
 
     @property
@@ -111,5 +119,27 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     data["security"] = security
     versions = dict(data.get("versions", {}))
     versions["schema"] = 2
+    data["versions"] = versions
+    return data
+
+
+@migration("checkpoint", 2)
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """v2 held the refund's own fields in the business layer; v3 holds any workflow's in `data`."""
+    business = dict(data.get("business", {}))
+    fields = {name: business.pop(name) for name in ("amount", "currency") if name in business}
+    fields.setdefault("currency", "EUR")
+    note = business.pop("note_ref", None)
+    business["data"] = fields
+    business["evidence"] = [note.rpartition(":")[2]] if isinstance(note, str) and note else []
+    data["business"] = business
+    execution = dict(data.get("execution", {}))
+    execution["pending_waits"] = [
+        {**wait, "then": "ready"} if wait.get("wait_for") == "approval" else wait
+        for wait in execution.get("pending_waits", [])
+    ]
+    data["execution"] = execution
+    versions = dict(data.get("versions", {}))
+    versions["schema"] = 3
     data["versions"] = versions
     return data

@@ -34,6 +34,8 @@ class ActionLogEntry(Record):
     finished_at: datetime | None = None
     result: dict[str, Any] | None = None
     reason: str | None = None
+    tool: str | None = None  # the app's tool that runs the operation
+    args: dict[str, Any] | None = None  # its validated arguments, for an undo
 
 
 class InboxRecord(Record):

@@ -32,6 +32,8 @@ S = TypeVar("S", bound=BaseModel)
 # Stages every workflow has: the runtime moves a task there, whatever the workflow says.
 CLOSED, NEEDS_REVIEW, QUARANTINED = "closed", "needs_review", "quarantined"
 RUNTIME_STAGES = (CLOSED, NEEDS_REVIEW, QUARANTINED)
+# The window's optional layers (instructions, the task card and the stage's tools are always in it).
+LAYERS = ("recent_events", "memory", "evidence")
 # Who may answer a wait or send a workflow's own event kind (Accept.signers, Wait.signers):
 REQUESTER = "requester"  # the principal whose event created the task
 APPROVERS = "role:approver"  # the live approver list (authority), never one copied into the task
@@ -172,5 +174,5 @@ class Workflow(Generic[S]):
     needs_approval: Callable[[Context[S]], bool] = lambda ctx: False
     approval_scope: str = ""  # what an approval of this workflow permits; default "<name>.execute"
     instructions: Mapping[str, str] = field(default_factory=dict)  # policy version -> standing text
-    card: Callable[[Context[S]], dict[str, Any]] | None = None
-    plan: Callable[[Mapping[str, Any], str], dict[str, Any]] | None = None  # the rules model's args
+    card: Callable[[Context[S]], dict[str, Any]] | None = None  # default: the state's own fields
+    window: tuple[str, ...] = LAYERS  # the optional window layers the model is shown

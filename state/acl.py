@@ -58,7 +58,8 @@ RULES: dict[str, str] = {
     ),
     "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE}",
     "proposer": "resetkeys -@all +ping",
-    "executor": f"{_PROGRESS_WRITER} {_OPS_WRITE}",
+    # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer).
+    "executor": f"{_PROGRESS_WRITER} {_OPS_WRITE} {_DEADLINE_ADD}",
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
     "relay": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "

@@ -67,7 +67,16 @@ class ActionLog:
         self.client = client
         self.clock = clock
 
-    def begin(self, task_id: str, op_key: str, fence: int, lease_token: str = "") -> Begun:
+    def begin(
+        self,
+        task_id: str,
+        op_key: str,
+        fence: int,
+        lease_token: str = "",
+        *,
+        tool: str | None = None,
+        args: dict[str, Any] | None = None,
+    ) -> Begun:
         """Record the intent. With lease_token, only while that token still holds the task's lease."""
         entry = ActionLogEntry(
             op_key=op_key,
@@ -75,6 +84,8 @@ class ActionLog:
             status=ActionStatus.IN_FLIGHT,
             fence=fence,
             started_at=self.clock(),
+            tool=tool,
+            args=args,
         )
         code, raw = call(
             self.client,

@@ -24,6 +24,7 @@ import redis
 from wakeful.core.errors import (
     Contention,
     DecodeError,
+    IllegalTransition,
     IntegrityError,
     LeaseLost,
     PermissionRefused,
@@ -37,7 +38,6 @@ from wakeful.core.errors import (
 )
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord
-from wakeful.schemas.stage import check_transition
 from wakeful.state import keys
 from wakeful.state.lease import Lease
 from wakeful.state.pinned import Pinned
@@ -48,6 +48,8 @@ Transition = Callable[[Checkpoint], Checkpoint]
 # keys in the task's hash slot (wk:{task}:...), e.g. the sender's receipt.
 Also = Callable[[Checkpoint], list[tuple[Any, ...]]]
 Clock = Callable[[], datetime]
+# The loaded app's transition table: may a task of this workflow move from one stage to another?
+Moves = Callable[[str, str, str], bool]
 
 
 def utcnow() -> datetime:
@@ -63,9 +65,10 @@ class Outcome:
 
 
 class Store:
-    def __init__(self, client: redis.Redis, sealer: Sealer, clock: Clock = utcnow) -> None:
+    def __init__(self, client: redis.Redis, sealer: Sealer, *, moves: Moves, clock: Clock = utcnow) -> None:
         self.client = client
         self.sealer = sealer
+        self.moves = moves
         self.clock = clock
 
     # ---- reads -------------------------------------------------------------------------------
@@ -174,7 +177,7 @@ class Store:
                 if expected_version is not None and current.state_version != expected_version:
                     raise StaleVersion(task_id, expected_version, current.state_version)
                 proposed = fn(current)
-                _guard(current, proposed, restamp)
+                _guard(current, proposed, restamp, self.moves)
                 new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
                 replies = pinned.batch(self._write(new, message_id, detail, also))
                 if replies[-2] is None:
@@ -234,7 +237,7 @@ class Store:
             task_id=task_id,
             state_version=version,
             message_id=message_id,
-            stage=new.stage.value,
+            stage=new.stage,
             task_version=new.business.version,
             at=new.updated_at,
             detail=detail or {},
@@ -261,7 +264,7 @@ def _stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> C
     )
 
 
-def _guard(old: Checkpoint, new: Checkpoint, restamp: bool) -> None:
+def _guard(old: Checkpoint, new: Checkpoint, restamp: bool, moves: Moves) -> None:
     """A transition may change the business, execution and external layers, never identity or scope.
 
     restamp: a declared "migrate" rule may also move the policy and tool-catalog stamps.
@@ -273,7 +276,10 @@ def _guard(old: Checkpoint, new: Checkpoint, restamp: bool) -> None:
         fixed |= {"policy": "", "tool_catalog": ""}
     if new.versions.model_copy(update=fixed) != old.versions.model_copy(update=fixed):
         raise TamperedState(old.task_id, "a transition tried to change the version stamps")
-    check_transition(old.task_id, old.stage, new.stage)
+    if new.business.workflow != old.business.workflow or not moves(
+        old.business.workflow, old.stage, new.stage
+    ):
+        raise IllegalTransition(old.task_id, old.stage, new.stage)
 
 
 def _counter(ctr: Any) -> int | None:

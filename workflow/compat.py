@@ -11,13 +11,14 @@ from wakeful.authority.store import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
 
 
-def check(cp: Checkpoint, auth: Snapshot) -> Checkpoint | str:
-    """The checkpoint to go on with (re-stamped where the rule says migrate), or why to quarantine."""
+def check(cp: Checkpoint, auth: Snapshot, catalog: str) -> Checkpoint | str:
+    """The checkpoint to go on with (re-stamped where the rule says migrate), or why to quarantine.
+    `catalog` is the deployed tool catalog: the loaded app's (sdk.tools.catalog)."""
     changed = {
         name: (stamped, live)
         for name, stamped, live in (
             ("policy", cp.versions.policy, auth.policy),
-            ("tool_catalog", cp.versions.tool_catalog, auth.tool_catalog),
+            ("tool_catalog", cp.versions.tool_catalog, catalog),
         )
         if stamped != live
     }

@@ -1,0 +1,103 @@
+"""Gate 7 for any workflow: a proposal against Progress and live authority, and what an effect's
+outcome does to the task. Pure: the executor loads, calls these, and writes what they return.
+
+The runtime's checks come first and no app can skip them: the tool is offered at the task's stage,
+its arguments fit the tool's model, and, where the workflow says a step needs an approval, the
+approval binds this task version and its terms, permits this workflow's scope, has not expired or
+been used, and its approver is still an approver. Then the workflow's own check has its say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from wakeful.authority.store import Snapshot
+from wakeful.schemas.base import cut
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk.app import App
+from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
+from wakeful.workflow import engine
+from wakeful.workflow.engine import APPROVAL_WAIT
+
+
+def check_proposal(
+    app: App, cp: Checkpoint, tool: str, args: Mapping[str, Any], *, auth: Snapshot, now: datetime
+) -> Effect | Refuse | Review:
+    """What to execute for this proposal, or why not (Refuse: recorded; Review: parked)."""
+    b, waits = cp.business, cp.execution.pending_waits
+    if waits and waits[0].wait_for == APPROVAL_WAIT:
+        return Refuse(f"this step needs an approval for version {b.version} first")
+    if waits:
+        return Refuse(f"task waits for {waits[0].wait_for}; nothing may run")
+    if not app.tools_at(cp.stage):
+        return Refuse(f"task is {cp.stage}; nothing may run")
+    found = app.tool(tool)
+    if found is None or cp.stage not in found.stages:
+        return Review(f"tool {cut(repr(tool), 64)} is not permitted at stage {cp.stage}")
+    try:
+        parsed = found.args.model_validate(dict(args))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "arguments"
+        return Review(f"arguments for {found.name} do not fit its model: {where}: {cut(first['msg'], 120)}")
+    wf = engine.workflow_of(app, cp)
+    ctx = engine.context(app, cp, auth, now)
+    if wf.needs_approval(ctx):
+        unbound = _unbound(cp, wf.approval_scope or f"{wf.name}.execute", auth, now)
+        if unbound is not None:
+            return Review(unbound)
+    return wf.check(ctx, Effect(found.name, parsed, found.key_for(cp.task_id, b.version)))
+
+
+def _unbound(cp: Checkpoint, scope: str, auth: Snapshot, now: datetime) -> str | None:
+    """Why the task's approval does not permit this step now, or None."""
+    b, approval = cp.business, cp.business.approval
+    if approval is None:
+        return f"this step needs an approval for version {b.version}, and there is none"
+    if not approval.binds(b.version, engine.terms(cp)):
+        return f"approval is for version {approval.object_version}, task is now version {b.version}"
+    if approval.scope != scope:
+        return f"the approval is for {approval.scope!r}, not {scope!r}"
+    if approval.expired(now):
+        return "the approval has expired"
+    if approval.single_use and approval.consumed:
+        return "the single-use approval was already used"
+    if approval.approver_ref not in auth.approvers:
+        return f"approver {approval.approver_ref} is no longer authorised"
+    if approval.approver_ref == engine.requester(cp):
+        return "a requester cannot approve their own request"
+    return None
+
+
+def done(
+    app: App, cp: Checkpoint, tool: str, result: Mapping[str, Any], *, auth: Snapshot, now: datetime
+) -> Checkpoint:
+    """The task after `tool` succeeded: the workflow says where it goes; an approval that the step
+    needed is used up."""
+    wf = engine.workflow_of(app, cp)
+    ctx = engine.context(app, cp, auth, now)
+    needed = wf.needs_approval(ctx)
+    decided = wf.done(ctx, tool, result)
+    if isinstance(decided, Review):
+        after = engine.review(cp, decided.reason)
+    else:
+        after = engine.advance(cp, decided, now)
+    approval = after.business.approval
+    if needed and approval is not None:
+        used = approval.model_copy(update={"consumed": True})
+        after = after.model_copy(update={"business": after.business.model_copy(update={"approval": used})})
+    return after
+
+
+def failed(
+    app: App, cp: Checkpoint, tool: str, reason: str, *, auth: Snapshot, now: datetime
+) -> Compensate | Review:
+    """What to do when `tool` failed for good: undo what the workflow names, or park the task."""
+    wf = engine.workflow_of(app, cp)
+    if wf.failed is None:
+        return Review(reason)
+    return wf.failed(engine.context(app, cp, auth, now), tool, reason)

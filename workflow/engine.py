@@ -1,0 +1,251 @@
+"""The runtime's side of every workflow: events, waits, approvals and deadlines, as pure functions.
+
+The gate calls `on_event` / `on_deadline` inside its compare-and-swap; `create` makes a task's
+first checkpoint. The workflow (an SDK `Workflow`) decides only what is its own: where a task goes
+on its own event kinds, and on a reopen. What no app may switch off is here: an approval answers a
+pending wait, from a live approver who is not the requester, for the current task version, before
+the wait's deadline; an amendment voids the approval; a wait's deadline is applied by its rule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from wakeful.authority.store import Snapshot
+from wakeful.core.errors import ConfigError
+from wakeful.schemas import events
+from wakeful.schemas.approval import terms_digest
+from wakeful.schemas.base import cut
+from wakeful.schemas.checkpoint import BusinessState, Checkpoint, PendingWait, SecurityScope, VersionStamps
+from wakeful.sdk.app import App
+from wakeful.sdk.workflow import (
+    ANYONE,
+    APPROVERS,
+    CLOSED,
+    NEEDS_REVIEW,
+    QUARANTINED,
+    REQUESTER,
+    Context,
+    Next,
+    Refuse,
+    Review,
+    Start,
+    Wait,
+    Workflow,
+)
+
+APPROVAL_WAIT = "approval"  # a pending wait's wait_for for approvals (any other wait: its event kind)
+
+
+@dataclass(frozen=True)
+class Parked:
+    """The task goes to needs_review: `checkpoint` is what to write."""
+
+    checkpoint: Checkpoint
+    reason: str
+
+
+@dataclass(frozen=True)
+class Moved:
+    """The task moves on: `checkpoint` is what to write, `evidence` the documents (name -> text)
+    the decision attached, kept beside the task as untrusted input."""
+
+    checkpoint: Checkpoint
+    evidence: Mapping[str, str]
+
+
+# What one decision does to a task: a move, a refusal that writes nothing but the sender's
+# receipt, a parked task, or None (nothing to do).
+Outcome = Moved | Refuse | Parked | None
+EVIDENCE_LIMIT = 10_000  # characters kept of any one document
+
+
+class UnknownWorkflow(ConfigError):
+    """The task's workflow is not in the app this worker loaded: keep the message, touch nothing."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            "WAKEFUL_APP", f"the loaded app has no workflow {name!r}: run the app the task started on"
+        )
+
+
+def workflow_of(app: App, cp: Checkpoint) -> Workflow[Any]:
+    found = app.workflow(cp.business.workflow)
+    if found is None:
+        raise UnknownWorkflow(cp.business.workflow)
+    return found
+
+
+def requester(cp: Checkpoint) -> str:
+    return cp.security.principal_ref.removeprefix("principal:")
+
+
+def context(
+    app: App,
+    cp: Checkpoint,
+    auth: Snapshot,
+    now: datetime,
+    *,
+    principal: str = "",
+    payload: Mapping[str, Any] | None = None,
+    started: frozenset[str] = frozenset(),
+) -> Context[Any]:
+    wf, b = workflow_of(app, cp), cp.business
+
+    def op_key(tool: str) -> str:
+        found = app.tool(tool)
+        return found.key_for(cp.task_id, b.version) if found else f"{tool}:{cp.task_id}:v{b.version}"
+
+    return Context(
+        task_id=cp.task_id,
+        stage=b.stage,
+        version=b.version,
+        state=wf.state.model_validate(b.data, strict=False),
+        requester=requester(cp),
+        tenant=cp.security.tenant,
+        approval=b.approval,
+        waits=cp.execution.pending_waits,
+        refs=cp.external_refs,
+        auth=auth,
+        now=now,
+        started=started,
+        principal=principal,
+        payload=payload or {},
+        op_key=op_key,
+    )
+
+
+def create(app: App, workflow: str, start: Start) -> Moved | Refuse:
+    """A new task's first checkpoint and its evidence documents, or why not."""
+    wf = app.workflow(workflow)
+    if wf is None:
+        return Refuse(f"no workflow {cut(repr(workflow), 60)} in app {app.name}")
+    decided = wf.start(start)
+    if isinstance(decided, Refuse):
+        return decided
+    if decided.state is None:
+        return Refuse(f"workflow {wf.name} started the task with no state")
+    first = Checkpoint(
+        task_id=start.task_id,
+        business=BusinessState(workflow=wf.name, workflow_version=wf.version, stage="received"),
+        security=SecurityScope(tenant=start.tenant, principal_ref=f"principal:{start.principal}"),
+        versions=VersionStamps(
+            policy=start.auth.policy, tool_catalog=app.catalog, agent_id=f"{app.name}-agent", state_version=0
+        ),
+        updated_at=start.now,
+    )
+    return Moved(advance(first, decided, start.now), kept(decided.evidence))
+
+
+def advance(cp: Checkpoint, nxt: Next[Any], now: datetime) -> Checkpoint:
+    """The checkpoint after a workflow's Next: its waits replace the pending ones."""
+    b = cp.business
+    version = b.version + 1 if nxt.amended else b.version
+    waits = (pending(cp.task_id, nxt.wait, version, now),) if nxt.wait is not None else ()
+    business = b.model_copy(
+        update={
+            "stage": nxt.stage,
+            "version": version,
+            "data": nxt.state.model_dump(mode="json") if nxt.state is not None else b.data,
+            "approval": None if nxt.amended else b.approval,
+            "evidence": tuple(sorted({*b.evidence, *nxt.evidence})),
+            "last_refusal": None,
+        }
+    )
+    return cp.model_copy(
+        update={
+            "business": business,
+            "execution": cp.execution.model_copy(update={"pending_waits": waits}),
+            "external_refs": {**cp.external_refs, **nxt.refs},
+        }
+    )
+
+
+def pending(task_id: str, wait: Wait, version: int, now: datetime) -> PendingWait:
+    kind = APPROVAL_WAIT if wait.event == events.APPROVE else wait.event
+    suffix = "" if kind == APPROVAL_WAIT else f":{kind}"
+    cid = hashlib.sha256(f"{task_id}:v{version}{suffix}".encode()).hexdigest()[:20]
+    return PendingWait(
+        wait_for=kind,
+        correlation_id=f"corr-{cid}",
+        bound_to_version=version,
+        allowed_signers=wait.signers,
+        deadline=now + wait.within,
+        on_deadline=wait.on_deadline,
+        then=wait.then,
+    )
+
+
+def terms(cp: Checkpoint) -> str:
+    """The digest an approval binds: the task's own fields at this version (any change voids it)."""
+    b = cp.business
+    return terms_digest(**{**b.data, "task": cp.task_id, "version": b.version})
+
+
+def review(cp: Checkpoint, reason: str) -> Checkpoint:
+    business = cp.business.model_copy(update={"stage": NEEDS_REVIEW, "last_refusal": reason})
+    return cp.model_copy(
+        update={"business": business, "execution": cp.execution.model_copy(update={"pending_waits": ()})}
+    )
+
+
+def refused(cp: Checkpoint, reason: str) -> Checkpoint:
+    """Record a refusal without moving the task."""
+    return cp.model_copy(update={"business": cp.business.model_copy(update={"last_refusal": reason})})
+
+
+def terminal(wf: Workflow[Any], stage: str) -> bool:
+    return stage in (CLOSED, QUARANTINED) or (
+        stage != NEEDS_REVIEW and not wf.stages.get(stage, ()) and stage in _targets(wf)
+    )
+
+
+def _targets(wf: Workflow[Any]) -> set[str]:
+    return {to for targets in wf.stages.values() for to in targets}
+
+
+def may_move(wf: Workflow[Any], old: str, new: str) -> bool:
+    """The workflow's transition table, with the runtime's moves added: staying put, and parking a
+    task that is not finished for review or quarantine."""
+    if terminal(wf, old):
+        return False
+    return new == old or new in (NEEDS_REVIEW, QUARANTINED) or new in wf.stages.get(old, ())
+
+
+def moves(app: App) -> Callable[[str, str, str], bool]:
+    """The store's transition check for every workflow of `app` (an unknown workflow moves nowhere)."""
+
+    def allowed(workflow: str, old: str, new: str) -> bool:
+        wf = app.workflow(workflow)
+        return wf is not None and may_move(wf, old, new)
+
+    return allowed
+
+
+def signed_by(signers: tuple[str, ...], principal: str, cp: Checkpoint, auth: Snapshot) -> bool:
+    for who in signers:
+        if who == ANYONE or (who == REQUESTER and principal == requester(cp)):
+            return True
+        if who == APPROVERS and principal in auth.approvers:
+            return True
+        if who == f"principal:{principal}":
+            return True
+    return False
+
+
+def outcome(cp: Checkpoint, decided: Next[Any] | Refuse | Review | None, now: datetime) -> Outcome:
+    """What a workflow's decision means for the stored task."""
+    if isinstance(decided, Review):
+        return Parked(review(cp, decided.reason), decided.reason)
+    if isinstance(decided, Next):
+        return Moved(advance(cp, decided, now), kept(decided.evidence))
+    return decided
+
+
+def kept(evidence: Mapping[str, str]) -> dict[str, str]:
+    """Documents as they are kept: strings only, each cut to EVIDENCE_LIMIT characters."""
+    return {str(name)[:64]: text[:EVIDENCE_LIMIT] for name, text in evidence.items() if isinstance(text, str)}

@@ -1,0 +1,158 @@
+"""What a wake does to a task, for any workflow: the runtime's rules first, then the workflow's.
+
+Pure: the gate calls `on_event` or `on_deadline` inside its compare-and-swap and writes what they
+return (engine.Outcome).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from wakeful.authority.policy import authorize
+from wakeful.authority.store import Snapshot
+from wakeful.schemas import events
+from wakeful.schemas.approval import Approval
+from wakeful.schemas.checkpoint import Checkpoint, PendingWait
+from wakeful.sdk.app import App
+from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, Refuse
+from wakeful.workflow import engine
+from wakeful.workflow.engine import APPROVAL_WAIT, Outcome
+
+APPROVAL_TTL = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class Heard:
+    """A signed event as the gate verified it: its kind, payload, signer and correlation id."""
+
+    kind: str
+    payload: Mapping[str, Any]
+    principal: str
+    correlation_id: str | None = None
+
+
+def on_event(
+    app: App,
+    cp: Checkpoint,
+    event: Heard,
+    *,
+    auth: Snapshot,
+    now: datetime,
+    started: frozenset[str] = frozenset(),
+) -> Outcome:
+    """One signed event (already verified, addressed and fresh) applied to a task not finished."""
+    kind, payload, principal = event.kind, event.payload, event.principal
+    if kind == events.APPROVE:
+        approved = approve(app, cp, event, auth=auth, now=now)
+        return approved if isinstance(approved, Refuse) else engine.Moved(approved, {})
+    if kind == events.RUN:
+        return run(app, cp)
+    wf = engine.workflow_of(app, cp)
+    ctx = engine.context(app, cp, auth, now, principal=principal, payload=payload, started=started)
+    if kind == events.REOPEN:
+        if cp.stage != NEEDS_REVIEW:
+            return Refuse(f"task is {cp.stage}; only a task in needs_review can be reopened")
+        if wf.reopen is None:
+            return Refuse(f"workflow {wf.name} cannot be reopened; settle the task another way")
+        return engine.outcome(cp, wf.reopen(ctx), now)
+    accept = wf.events.get(kind)
+    if accept is None:
+        return Refuse(f"{kind} does not apply to an existing task")
+    wait = _wait_for(cp, kind)
+    signers = wait.allowed_signers if wait is not None else accept.signers
+    if not engine.signed_by(signers, principal, cp, auth):
+        return Refuse(f"{principal} may not send {kind} for this task")
+    if wait is not None:
+        late = held_to(wait, kind, event.correlation_id, now)
+        if late is not None:
+            return late
+    return engine.outcome(cp, accept.decide(ctx), now)
+
+
+def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: datetime) -> Checkpoint | Refuse:
+    """An approval answers the task's pending approval wait: a live approver who is not the
+    requester, the current task version, before the deadline. It binds that version and terms."""
+    principal, version = event.principal, event.payload.get("version")
+    wait = _wait_for(cp, events.APPROVE)
+    if wait is None:
+        return Refuse(f"task is {cp.stage}, not awaiting an approval")
+    resource = {"task": cp.task_id, "tenant": cp.security.tenant, "requester": engine.requester(cp)}
+    decision = authorize(principal, "approve", resource, auth)
+    if not decision.allowed:
+        return Refuse(decision.reason)
+    if not engine.signed_by(wait.allowed_signers, principal, cp, auth):
+        return Refuse(f"{principal} is not among the approvers this wait names")
+    if not isinstance(version, int) or isinstance(version, bool):  # true is not version 1
+        return Refuse(f"an approval names its task version as a whole number, got {version!r}")
+    b = cp.business
+    if version != b.version:
+        return Refuse(f"approval is for version {version}, task is now version {b.version}")
+    if wait.bound_to_version != b.version:
+        return Refuse("no approval is pending for this version")
+    late = held_to(wait, "approval", event.correlation_id, now)
+    if late is not None:
+        return late
+    wf = engine.workflow_of(app, cp)
+    approval = Approval(
+        object=wf.name,
+        object_version=b.version,
+        object_digest=engine.terms(cp),
+        approver_ref=principal,
+        scope=wf.approval_scope or f"{wf.name}.execute",
+        expires_at=now + APPROVAL_TTL,
+    )
+    business = b.model_copy(
+        update={"stage": wait.then or b.stage, "approval": approval, "last_refusal": None}
+    )
+    return cp.model_copy(
+        update={"business": business, "execution": cp.execution.model_copy(update={"pending_waits": ()})}
+    )
+
+
+def run(app: App, cp: Checkpoint) -> Refuse | None:
+    """A nudge to run now: fine where the stage offers a tool, refused otherwise."""
+    if app.tools_at(cp.stage):
+        return None
+    waiting = cp.execution.pending_waits
+    if waiting and waiting[0].wait_for == APPROVAL_WAIT:
+        return Refuse(f"needs an approval for version {cp.business.version} before it can run")
+    if waiting:
+        return Refuse(f"waits for {waiting[0].wait_for} before it can run")
+    return Refuse(f"task is {cp.stage}; it cannot run")
+
+
+def on_deadline(cp: Checkpoint, now: datetime) -> Checkpoint | None:
+    """Apply on_deadline if a pending wait's deadline has really passed; None otherwise."""
+    due = [w for w in cp.execution.pending_waits if w.deadline <= now]
+    if not due:
+        return None
+    wait = due[0]
+    action, _, owner = wait.on_deadline.partition(":")
+    cleared = cp.execution.model_copy(update={"pending_waits": ()})
+    what = "approval" if wait.wait_for == APPROVAL_WAIT else wait.wait_for
+    if action == "expire":
+        update = {"stage": CLOSED, "last_refusal": f"expired: no {what} by {wait.deadline.isoformat()}"}
+    else:
+        reason = f"{what} deadline {wait.deadline.isoformat()} passed; escalated to {owner or 'ops'}"
+        update = {"stage": NEEDS_REVIEW, "last_refusal": reason}
+    return cp.model_copy(update={"business": cp.business.model_copy(update=update), "execution": cleared})
+
+
+def held_to(wait: PendingWait, noun: str, correlation_id: str | None, now: datetime) -> Refuse | None:
+    """Why an answer to `wait` comes too late or answers another wait, or None."""
+    if correlation_id is not None and correlation_id != wait.correlation_id:
+        return Refuse(f"the {noun} answers another wait (correlation id mismatch)")
+    if now >= wait.deadline:  # the deadline's owner decides now, not a late sender
+        return Refuse(
+            f"the {noun} wait's deadline {wait.deadline.isoformat()} has passed; "
+            f"it is now for its owner ({wait.on_deadline})"
+        )
+    return None
+
+
+def _wait_for(cp: Checkpoint, kind: str) -> PendingWait | None:
+    wanted = APPROVAL_WAIT if kind == events.APPROVE else kind
+    return next((w for w in cp.execution.pending_waits if w.wait_for == wanted), None)
