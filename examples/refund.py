@@ -16,12 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from wakeful.authority.policy import authorize
 from wakeful.bank.ledger import Bank
 from wakeful.core.errors import DownstreamUnavailable, FencedOff
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.schemas.base import cut
-from wakeful.authority.policy import authorize
 from wakeful.sdk import (
     APPROVERS,
     CLOSED,

@@ -123,14 +123,20 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# The refund app's tool catalog when checkpoints were v2, stamped then by name ("catalog-1"); now a
+# catalog is the digest of an app's tool descriptions (sdk.tools.catalog).
+REFUND_CATALOG_V2 = "catalog-828ae75b10b1a7a6"
+
+
 @migration("checkpoint", 2)
 def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     """v2 held the refund's own fields in the business layer; v3 holds any workflow's in `data`."""
     business = dict(data.get("business", {}))
-    fields = {name: business.pop(name) for name in ("amount", "currency") if name in business}
-    fields.setdefault("currency", "EUR")
+    legacy = {name: business.pop(name) for name in ("amount", "currency") if name in business}
+    if legacy:
+        legacy.setdefault("currency", "EUR")  # v2's default
     note = business.pop("note_ref", None)
-    business["data"] = fields
+    business["data"] = {**legacy, **business.get("data", {})}
     business["evidence"] = [note.rpartition(":")[2]] if isinstance(note, str) and note else []
     data["business"] = business
     execution = dict(data.get("execution", {}))
@@ -141,5 +147,7 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     data["execution"] = execution
     versions = dict(data.get("versions", {}))
     versions["schema"] = 3
+    if versions.get("tool_catalog") == "catalog-1":
+        versions["tool_catalog"] = REFUND_CATALOG_V2
     data["versions"] = versions
     return data

@@ -22,26 +22,28 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from wakeful.core import kafka_auth
 from wakeful.core.settings import Settings
+from wakeful.examples.refund import Stage
+from wakeful.examples.refund import app as refund_app
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
-from wakeful.schemas.stage import Stage
 
 
-def new_checkpoint(
-    task_id: str | None = None, amount: int = 100, stage: Stage = Stage.RECEIVED
-) -> Checkpoint:
+def new_checkpoint(task_id: str | None = None, amount: int = 100, stage: str = Stage.RECEIVED) -> Checkpoint:
     """A fresh refund checkpoint as the gate would create it."""
     return Checkpoint(
         task_id=task_id or f"t-{uuid.uuid4().hex[:12]}",
-        business=BusinessState(stage=stage, amount=amount),
+        business=BusinessState(stage=stage, data={"amount": amount, "currency": "EUR"}),
         security=SecurityScope(tenant="acme", principal_ref="principal:alice"),
         versions=VersionStamps(
-            policy="refund-policy-1", tool_catalog="catalog-1", agent_id="refund-agent", state_version=0
+            policy="refund-policy-1",
+            tool_catalog=refund_app.catalog,
+            agent_id="refund-agent",
+            state_version=0,
         ),
         updated_at=datetime.now(UTC),
     )
 
 
-def set_stage(stage: Stage) -> Callable[[Checkpoint], Checkpoint]:
+def set_stage(stage: str) -> Callable[[Checkpoint], Checkpoint]:
     def fn(cp: Checkpoint) -> Checkpoint:
         return cp.model_copy(update={"business": cp.business.model_copy(update={"stage": stage})})
 
@@ -308,5 +310,6 @@ def gate_for(settings: Any, owner: str | None = None) -> Any:
         leases,
         producer,
         Log(),
+        app=refund_app,
         keys=provenance.load_keys(settings, "gate"),
     )

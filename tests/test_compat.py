@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wakeful.authority.store import DEFAULT_COMPAT, Snapshot
+from wakeful.examples.refund import Stage
 from wakeful.schemas.checkpoint import (
     BusinessState,
     Checkpoint,
@@ -19,11 +20,15 @@ from wakeful.schemas.checkpoint import (
     SecurityScope,
     VersionStamps,
 )
-from wakeful.schemas.stage import Stage
-from wakeful.workflow.compat import check
+from wakeful.workflow import compat
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 STAMPS = ("policy", "tool_catalog")
+
+
+def check(cp: Checkpoint, auth: Snapshot) -> Checkpoint | str:
+    """Gate 4 with the deployed tool catalog the snapshot names (in a role: the loaded app's)."""
+    return compat.check(cp, auth, auth.tool_catalog)
 
 
 def checkpoint(policy: str = "policy-1", tool_catalog: str = "catalog-1") -> Checkpoint:
@@ -37,7 +42,7 @@ def checkpoint(policy: str = "policy-1", tool_catalog: str = "catalog-1") -> Che
     )
     return Checkpoint(
         task_id="t-1",
-        business=BusinessState(stage=Stage.AWAITING_APPROVAL, amount=5000),
+        business=BusinessState(stage=Stage.AWAITING_APPROVAL, data={"amount": 5000, "currency": "EUR"}),
         execution=ExecutionState(pending_waits=(wait,), attempts=1, fence=3),
         external_refs={"crm": "case-9"},
         security=SecurityScope(tenant="acme", principal_ref="principal:alice"),

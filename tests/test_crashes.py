@@ -16,8 +16,8 @@ from helpers import start_fleet
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.core import faults
 from wakeful.devstack.fleet import Fleet
+from wakeful.examples.refund import Stage
 from wakeful.schemas import events
-from wakeful.schemas.stage import Stage
 from wakeful.state import keys
 
 LEASE_TTL_MS = 1500  # so a lease held by a killed worker lapses quickly

@@ -35,10 +35,10 @@ from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
+from wakeful.examples.refund import Stage
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
-from wakeful.schemas.stage import Stage
 from wakeful.state import acl, keys
 
 SETTLE_S = 90.0

@@ -19,7 +19,7 @@ from helpers import free_ports, kafka_as, kcat, kcat_sasl, new_checkpoint, set_s
 from wakeful.core import secrets, topics
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
-from wakeful.schemas.stage import Stage
+from wakeful.examples.refund import Stage
 from wakeful.state import acl, wiring
 
 # Ports nobody else holds now (another stack on this machine must not meet this one).

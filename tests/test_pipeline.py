@@ -24,11 +24,12 @@ from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
+from wakeful.examples.refund import Stage
+from wakeful.examples.refund import app as refund_app
 from wakeful.producers.publish import KafkaPythonPublisher
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
-from wakeful.schemas.stage import Stage
 from wakeful.state import wiring
 
 
@@ -299,6 +300,7 @@ def test_two_gates_woken_for_the_same_task_apply_the_event_once(
             producer,
             Log(),
             keys=provenance.load_keys(settings, "gate"),
+            app=refund_app,
         )
         while True:
             try:

@@ -1,4 +1,6 @@
-"""The refund workflow's decisions as pure functions: no Kafka, no Redis, no clock of their own."""
+"""The refund agent's decisions, as the runtime makes them with the refund app: pure functions, no
+Kafka, no Redis, no clock of their own. The tables are the refund's behaviour from before it was an
+app on the SDK, driven through `Rules`, the old function-per-event surface rebuilt on the runtime."""
 
 from __future__ import annotations
 
@@ -8,11 +10,11 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from refund_rules import Refusal, refund
 
 from wakeful.authority.store import Snapshot
+from wakeful.examples.refund import Stage
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.stage import Stage
-from wakeful.workflow import refund
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AUTH = Snapshot(approvers=frozenset({"alice", "bob"}), limit=1000)
@@ -34,13 +36,13 @@ def approved(cp: Checkpoint, at: datetime = NOW) -> Checkpoint:
 
 
 def refusal(out: object) -> str:
-    assert isinstance(out, refund.Refusal), out
+    assert isinstance(out, Refusal), out
     return out.reason
 
 
 def proposal(cp: Checkpoint, **override: Any) -> dict[str, Any]:
-    b = cp.business
-    return {"task_id": cp.task_id, "amount": b.amount, "currency": b.currency, **override}
+    data = cp.business.data
+    return {"task_id": cp.task_id, "amount": data["amount"], "currency": data["currency"], **override}
 
 
 # ---- create --------------------------------------------------------------------------------------
@@ -75,10 +77,10 @@ def test_create_waits_for_an_approval_exactly_when_the_amount_is_over_the_live_l
     assert isinstance(cp, Checkpoint)
     waits = cp.execution.pending_waits
     if amount > limit:
-        assert cp.stage is Stage.AWAITING_APPROVAL and len(waits) == 1
+        assert cp.stage == Stage.AWAITING_APPROVAL and len(waits) == 1
         assert waits[0].bound_to_version == 1 and waits[0].deadline == NOW + refund.DEFAULT_WAIT
     else:
-        assert cp.stage is Stage.READY and waits == ()
+        assert cp.stage == Stage.READY and waits == ()
 
 
 @pytest.mark.parametrize(
@@ -95,7 +97,7 @@ def test_wait_deadline_is_capped_at_the_maximum_window(wait_s: int | None, windo
 def test_approval_inside_the_wait_binds_version_terms_scope_and_expiry() -> None:
     cp = approved(task())
     a = cp.business.approval
-    assert cp.stage is Stage.READY and cp.execution.pending_waits == ()
+    assert cp.stage == Stage.READY and cp.execution.pending_waits == ()
     assert a is not None and a.binds(1, refund.terms(cp)) and a.scope == refund.SCOPE
     assert a.expires_at == NOW + refund.APPROVAL_TTL and a.single_use and not a.consumed
 
@@ -150,14 +152,14 @@ def test_approval_applies_only_while_awaiting_one(stage: Stage) -> None:
 def test_amendment_bumps_the_version_and_voids_the_approval() -> None:
     out = refund.amend(approved(task()), "svc", {"amount": 3000}, AUTH, NOW)
     assert isinstance(out, Checkpoint)
-    assert (out.business.version, out.business.amount, out.business.approval) == (2, 3000, None)
-    assert out.stage is Stage.AWAITING_APPROVAL and out.execution.pending_waits[0].bound_to_version == 2
+    assert (out.business.version, out.business.data["amount"], out.business.approval) == (2, 3000, None)
+    assert out.stage == Stage.AWAITING_APPROVAL and out.execution.pending_waits[0].bound_to_version == 2
 
 
 @pytest.mark.parametrize(
     ("who", "started", "payload", "reason"),
     [
-        ("alice", frozenset(), {"amount": 10}, "alice did not request this refund and may not amend it"),
+        ("alice", frozenset(), {"amount": 10}, "alice did not request this task and may not send task.amend"),
         ("svc", frozenset({"REFUND:t-1:v1"}), {"amount": 10}, "has started; amending now could pay twice"),
         ("svc", frozenset(), {"amount": 0}, "amount must be a whole number from 1 to"),
     ],
@@ -181,7 +183,7 @@ def test_deadline_escalates_only_once_it_has_really_passed() -> None:
     cp = task(wait_s=60)
     assert refund.deadline(cp, NOW + timedelta(seconds=59)) is None
     due = refund.deadline(cp, NOW + timedelta(seconds=60))
-    assert due is not None and due.stage is Stage.NEEDS_REVIEW
+    assert due is not None and due.stage == Stage.NEEDS_REVIEW
     assert "escalated to ops-lead" in (due.business.last_refusal or "")
 
 
@@ -202,7 +204,7 @@ def test_reopen_applies_only_to_a_task_parked_for_review() -> None:
     assert "only a task in needs_review" in refusal(refund.reopen(task(), {}, AUTH, NOW))
     parked = refund.review(task(), "blocked")
     out = refund.reopen(parked, {"wait_s": 30}, AUTH, NOW)
-    assert isinstance(out, Checkpoint) and out.stage is Stage.AWAITING_APPROVAL
+    assert isinstance(out, Checkpoint) and out.stage == Stage.AWAITING_APPROVAL
     assert out.business.last_refusal is None
 
 
@@ -284,7 +286,7 @@ def test_limit_raised_after_creation_lets_an_unapproved_task_refund() -> None:
 
 def test_close_records_the_booking_and_consumes_the_approval() -> None:
     closed = refund.close(approved(task()), "led-1")
-    assert closed.stage is Stage.CLOSED and closed.external_refs["ledger_entry"] == "led-1"
+    assert closed.stage == Stage.CLOSED and closed.external_refs["ledger_entry"] == "led-1"
     assert closed.business.approval is not None and closed.business.approval.consumed
 
 

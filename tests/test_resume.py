@@ -28,7 +28,6 @@ from helpers import (
     wait_dead_letter,
 )
 
-from wakeful.bank.ledger import Bank
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.executor import Executor
 from wakeful.consumers.gate import Gate
@@ -41,11 +40,12 @@ from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.process import wait_until
+from wakeful.examples.refund import Stage
+from wakeful.examples.refund import app as refund_app
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
-from wakeful.schemas.stage import Stage
-from wakeful.state import acl, keys, wiring
+from wakeful.state import keys, wiring
 
 LEASE_TTL_MS = 1500
 
@@ -183,13 +183,15 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
     letters: list[str] = []
 
     def executor(name: str) -> None:
+        for tool in refund_app.tools:
+            tool.connect(settings)
         ex = Executor(
             wiring.store_for(settings, "executor"),
             wiring.leases_for(settings, "executor", owner=name),
             wiring.actions_for(settings, "executor"),
-            Bank(acl.connect(settings, "bank")),
             Log(),
             keys=provenance.load_keys(settings, "executor"),
+            app=refund_app,
         )
         ex.runner = cast(
             Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
@@ -348,6 +350,7 @@ def test_wake_carrying_an_event_signed_for_another_task_is_refused(
         producer,
         Log(),
         keys=provenance.load_keys(settings, "gate"),
+        app=refund_app,
     )
     gate.runner = cast(
         Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))

@@ -15,10 +15,13 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from wakeful.core.errors import DecodeError, UnknownSchemaVersion
+from wakeful.examples.refund import Stage
+from wakeful.examples.refund import app as refund_app
 from wakeful.schemas import base
 from wakeful.schemas.approval import Approval, terms_digest
 from wakeful.schemas.base import Record, migration, upgrade
 from wakeful.schemas.checkpoint import (
+    REFUND_CATALOG_V2,
     BusinessState,
     Checkpoint,
     ExecutionState,
@@ -27,7 +30,6 @@ from wakeful.schemas.checkpoint import (
     VersionStamps,
 )
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus, InboxRecord, OutboxRecord
-from wakeful.schemas.stage import Stage
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DIGEST = terms_digest(amount=1250, currency="EUR")
@@ -48,7 +50,9 @@ def approval(**overrides: Any) -> Approval:
 def checkpoint(**overrides: Any) -> Checkpoint:
     fields: dict[str, Any] = {
         "task_id": "refund-7",
-        "business": BusinessState(stage=Stage.AWAITING_APPROVAL, version=2, amount=1250),
+        "business": BusinessState(
+            stage=Stage.AWAITING_APPROVAL, version=2, data={"amount": 1250, "currency": "EUR"}
+        ),
         "execution": ExecutionState(
             pending_waits=(
                 PendingWait(
@@ -58,6 +62,7 @@ def checkpoint(**overrides: Any) -> Checkpoint:
                     allowed_signers=("approver:ops-lead",),
                     deadline=T0 + timedelta(days=2),
                     on_deadline="escalate:ops-lead",
+                    then="ready",
                 ),
             ),
             attempts=1,
@@ -77,9 +82,23 @@ def as_json(record: Record) -> dict[str, Any]:
     return doc
 
 
+def v2_checkpoint() -> dict[str, Any]:
+    """A checkpoint as v2 code wrote it: the refund's own fields in the business layer."""
+    doc = as_json(checkpoint())
+    business = doc["business"]
+    business.update(business.pop("data"))
+    business.pop("workflow_version")
+    evidence = business.pop("evidence")
+    business["note_ref"] = f"evidence:{doc['task_id']}:{evidence[0]}" if evidence else None
+    for wait in doc["execution"]["pending_waits"]:
+        wait.pop("then")
+    doc["schema_version"] = doc["versions"]["schema"] = 2
+    return doc
+
+
 def v1_checkpoint() -> dict[str, Any]:
     """A checkpoint as v1 code wrote it: the principal itself in the security layer, schema 1."""
-    doc = as_json(checkpoint())
+    doc = v2_checkpoint()
     doc["schema_version"] = 1
     doc["security"] = {"tenant": "acme", "principal": "alice"}
     doc["versions"]["schema"] = 1
@@ -128,9 +147,8 @@ checkpoints = st.builds(
         workflow=texts,
         stage=st.sampled_from(Stage),
         version=ints,
-        amount=ints,
-        currency=texts,
-        note_ref=st.none() | texts,
+        data=st.dictionaries(texts, ints | texts, max_size=3),
+        evidence=st.lists(texts, max_size=2).map(tuple),
         approval=st.none() | approvals,
         last_refusal=st.none() | texts,
     ),
@@ -360,11 +378,13 @@ def test_checkpoint_is_stored_as_five_layers_plus_identity() -> None:
         "security",
         "versions",
     }
-    assert doc["schema_version"] == Checkpoint.SCHEMA == 2
+    assert doc["schema_version"] == Checkpoint.SCHEMA == 3
 
 
 def test_layers_carry_no_schema_version_of_their_own() -> None:
-    doc = as_json(checkpoint(business=BusinessState(stage=Stage.READY, amount=1, approval=approval())))
+    doc = as_json(
+        checkpoint(business=BusinessState(stage=Stage.READY, data={"amount": 1}, approval=approval()))
+    )
     for layer in ("business", "execution", "security", "versions"):
         assert "schema_version" not in doc[layer]
     assert "schema_version" not in doc["execution"]["pending_waits"][0]
@@ -374,14 +394,14 @@ def test_layers_carry_no_schema_version_of_their_own() -> None:
 
 def test_version_stamps_are_stored_under_schema_and_read_back() -> None:
     doc = as_json(checkpoint())
-    assert doc["versions"]["schema"] == 2
+    assert doc["versions"]["schema"] == 3
     assert "schema_" not in doc["versions"]
-    assert Checkpoint.decode(orjson.dumps(doc)).versions.schema_ == 2
+    assert Checkpoint.decode(orjson.dumps(doc)).versions.schema_ == 3
 
 
 def test_stage_and_state_version_read_from_their_layers() -> None:
     cp = checkpoint(
-        business=BusinessState(stage=Stage.READY, amount=10),
+        business=BusinessState(stage=Stage.READY, data={"amount": 10}),
         versions=VersionStamps(policy="p", tool_catalog="t", agent_id="a", state_version=17),
     )
     assert (cp.stage, cp.state_version) == (Stage.READY, 17)
@@ -395,9 +415,9 @@ def test_security_layer_refuses_a_principal_itself() -> None:
         Checkpoint.decode(orjson.dumps(doc))
 
 
-def test_unknown_stage_is_a_decode_error() -> None:
+def test_a_stage_not_in_the_stage_alphabet_is_a_decode_error() -> None:
     doc = as_json(checkpoint())
-    doc["business"]["stage"] = "executing"
+    doc["business"]["stage"] = "Executing now!"
     with pytest.raises(DecodeError, match=r"business\.stage"):
         Checkpoint.decode(orjson.dumps(doc))
 
@@ -444,14 +464,14 @@ def test_a_task_id_is_accepted_exactly_when_it_is_1_to_64_safe_characters(task_i
         assert cp.task_id == task_id
 
 
-# --- Checkpoint v1 -> v2 --------------------------------------------------------------------------
+# --- Checkpoint v1 -> v2 -> v3 --------------------------------------------------------------------
 
 
 def test_v1_checkpoint_is_upgraded_to_keep_only_a_principal_reference() -> None:
     cp = Checkpoint.decode(orjson.dumps(v1_checkpoint()))
-    assert cp.schema_version == 2
+    assert cp.schema_version == 3
     assert cp.security == SecurityScope(tenant="acme", principal_ref="principal:alice")
-    assert cp.versions.schema_ == 2
+    assert cp.versions.schema_ == 3
     assert "alice" not in cp.security.model_dump_json().replace("principal:alice", "")
 
 
@@ -466,11 +486,37 @@ def test_v1_checkpoint_that_already_had_a_reference_keeps_it() -> None:
     assert Checkpoint.decode(orjson.dumps(doc)).security.principal_ref == "principal:bob"
 
 
-def test_upgraded_v1_checkpoint_is_written_back_as_v2() -> None:
+def test_upgraded_v1_checkpoint_is_written_back_as_v3() -> None:
     upgraded = Checkpoint.decode(orjson.dumps(v1_checkpoint()))
     doc = as_json(upgraded)
-    assert (doc["schema_version"], doc["versions"]["schema"]) == (2, 2)
+    assert (doc["schema_version"], doc["versions"]["schema"]) == (3, 3)
     assert Checkpoint.decode(upgraded.encode()) == upgraded
+
+
+def test_v2_checkpoint_keeps_the_refunds_fields_as_the_workflows_own_data() -> None:
+    upgraded = Checkpoint.decode(orjson.dumps(v2_checkpoint()))
+    assert upgraded == checkpoint()
+    assert upgraded.business.data == {"amount": 1250, "currency": "EUR"}
+
+
+def test_v2_note_reference_becomes_a_named_evidence_document() -> None:
+    doc = v2_checkpoint()
+    doc["business"]["note_ref"] = "evidence:refund-7:note"
+    assert Checkpoint.decode(orjson.dumps(doc)).business.evidence == ("note",)
+
+
+def test_v2_approval_wait_leads_to_ready_once_approved() -> None:
+    waits = Checkpoint.decode(orjson.dumps(v2_checkpoint())).execution.pending_waits
+    assert waits and all(w.then == "ready" for w in waits if w.wait_for == "approval")
+
+
+def test_v2_refund_catalog_by_name_becomes_the_refund_apps_catalog_digest() -> None:
+    doc = v2_checkpoint()
+    doc["versions"]["tool_catalog"] = "catalog-1"
+    assert Checkpoint.decode(orjson.dumps(doc)).versions.tool_catalog == refund_app.catalog
+    # If this fails, the refund's tool descriptions changed: that is a new catalog, and tasks from
+    # before it follow the declared tool_catalog rule. Leave REFUND_CATALOG_V2 as it is.
+    assert refund_app.catalog == REFUND_CATALOG_V2
 
 
 def test_v1_checkpoint_without_layers_is_a_decode_error() -> None:

@@ -12,8 +12,10 @@ import orjson
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from wakeful.authority.store import Snapshot, ToolDef
+from wakeful.authority.store import Snapshot
+from wakeful.examples.refund import RefundArgs, Stage, refund
 from wakeful.producers.signing import VerifyKey
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import (
@@ -24,23 +26,40 @@ from wakeful.schemas.checkpoint import (
     SecurityScope,
     VersionStamps,
 )
-from wakeful.schemas.stage import Stage
-from wakeful.workflow.window import EVIDENCE_LIMIT, INSTRUCTIONS, build, render
+from wakeful.sdk import App, Tool
+from wakeful.workflow.window import EVIDENCE_LIMIT, build, render
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 OPEN, CLOSE = "<<<EVIDENCE ", "<<<END EVIDENCE>>>"
 KEY_MATERIAL = bytes(range(32))
-TOOLS = (
-    ToolDef("refund", "Refund the amount once.", ("ready",), irreversible=True),
-    ToolDef("lookup_order", "Read the order.", ("received", "ready"), irreversible=False),
-    ToolDef("remind_approver", "Nudge the approver.", ("awaiting_approval",), irreversible=False),
-)
+
+
+class Refund(Tool[RefundArgs]):
+    name, args, description, stages = "refund", RefundArgs, "Refund the amount once.", ("ready",)
+
+
+class OrderArgs(BaseModel):
+    task_id: str
+
+
+class LookupOrder(Tool[OrderArgs]):
+    name, args, description = "lookup_order", OrderArgs, "Read the order."
+    stages, reversible = ("received", "ready"), True
+
+
+class RemindApprover(Tool[OrderArgs]):
+    name, args, description = "remind_approver", OrderArgs, "Nudge the approver."
+    stages, reversible = ("awaiting_approval",), True
+
+
+TOOLS = (Refund(), LookupOrder(), RemindApprover())
+APP = App(name="window-test", workflows=[refund], tools=TOOLS)
+INSTRUCTIONS = refund.instructions
 AUTH = Snapshot(
     approvers=frozenset({"bob"}),
     limit=1000,
     signers={"crm-1": VerifyKey("crm-1", "hmac-sha256", KEY_MATERIAL, "system:crm")},
     signer_kinds={"crm-1": frozenset({"task.create"})},
-    tools=TOOLS,
 )
 
 
@@ -63,7 +82,9 @@ def checkpoint(stage: Stage = Stage.READY, policy: str = "refund-policy-1") -> C
     )
     return Checkpoint(
         task_id="t-42",
-        business=BusinessState(stage=stage, version=2, amount=5000, currency="EUR", approval=approval),
+        business=BusinessState(
+            stage=stage, version=2, data={"amount": 5000, "currency": "EUR"}, approval=approval
+        ),
         execution=ExecutionState(pending_waits=(wait,), attempts=2, fence=9),
         external_refs={"ledger_entry": "LEDGER-SECRET-1"},
         security=SecurityScope(tenant="tenant-acme", principal_ref="principal:alice-requester"),
@@ -80,7 +101,7 @@ def window(
     recent: list[str] | None = None,
     memory: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    return build(cp or checkpoint(), AUTH, recent or [], evidence or {}, memory or [])
+    return build(APP, cp or checkpoint(), AUTH, recent or [], evidence or {}, memory=memory or [])
 
 
 # ---- order and content -----------------------------------------------------------------------
@@ -110,7 +131,7 @@ def test_the_standing_instructions_are_those_of_the_tasks_policy_version() -> No
 def test_fallback_instructions_are_labelled_with_the_policy_they_come_from() -> None:
     # A task pinned to a policy this build has no instructions for must not be shown another
     # policy's text under its own policy's name.
-    built = build(checkpoint(policy="refund-policy-7"), AUTH, [], {}, [])
+    built = build(APP, checkpoint(policy="refund-policy-7"), AUTH, [], {}, memory=[])
     assert built["instructions"] == {"policy": "refund-policy-1", "text": INSTRUCTIONS["refund-policy-1"]}
 
 
@@ -164,11 +185,12 @@ def test_only_the_tools_permitted_at_the_current_stage_are_offered(stage: Stage,
         assert (f"- {tool.name}:" in offered) is (tool.name in names)
 
 
-def test_a_tool_is_described_with_its_irreversibility() -> None:
+def test_a_tool_is_described_with_its_irreversibility_and_its_arguments_schema() -> None:
     assert window()["tools"][0] == {
         "name": "refund",
         "description": "Refund the amount once.",
         "irreversible": True,
+        "parameters": RefundArgs.model_json_schema(),
     }
 
 

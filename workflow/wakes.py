@@ -17,7 +17,7 @@ from wakeful.schemas import events
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import Checkpoint, PendingWait
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, Refuse
+from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, REQUESTER, Refuse
 from wakeful.workflow import engine
 from wakeful.workflow.engine import APPROVAL_WAIT, Outcome
 
@@ -64,6 +64,8 @@ def on_event(
     wait = _wait_for(cp, kind)
     signers = wait.allowed_signers if wait is not None else accept.signers
     if not engine.signed_by(signers, principal, cp, auth):
+        if signers == (REQUESTER,):
+            return Refuse(f"{principal} did not request this task and may not send {kind}")
         return Refuse(f"{principal} may not send {kind} for this task")
     if wait is not None:
         late = held_to(wait, kind, event.correlation_id, now)
