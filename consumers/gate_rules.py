@@ -66,7 +66,7 @@ def decide(
     if isinstance(checked, str):
         return Incompatible(checked)
     if event is None:
-        due = wakes.on_deadline(checked, now)
+        due = wakes.on_deadline(app, checked, now)
         return engine.Moved(due, {}) if due is not None else None
     heard = wakes.Heard(event.kind, event.payload, principal, event.correlation_id)
     decided = wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)

@@ -29,6 +29,7 @@ from wakeful.producers.signing import VerifyKey
 from wakeful.schemas import events
 from wakeful.schemas import receipt as receipts
 from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.sdk.app import load_app
 from wakeful.state import acl, keys
 
 
@@ -58,7 +59,13 @@ def parse(raw: bytes) -> SignedEvent | Rejected:
 
 
 def judge(
-    event: SignedEvent, key: VerifyKey | None, kinds: frozenset[str], now: datetime, max_age: timedelta
+    event: SignedEvent,
+    key: VerifyKey | None,
+    kinds: frozenset[str],
+    now: datetime,
+    max_age: timedelta,
+    *,
+    known: frozenset[str],
 ) -> Accepted | Rejected:
     """Gate 1 for one decoded event: signature by key id, freshness, and the signer's allowed kinds."""
     if key is None:
@@ -74,7 +81,7 @@ def judge(
         )
     if issued > now + events.FUTURE_SKEW:
         return Rejected(f"event is from the future: issued {issued.isoformat()}", event, signed=True)
-    if event.kind not in events.KINDS:
+    if event.kind not in known:  # the runtime's kinds and the loaded app's own
         return Rejected(f"unknown event kind {event.kind!r}", event, signed=True)
     if event.kind not in kinds:
         return Rejected(
@@ -97,7 +104,10 @@ def claim(claims: dict[str, Position], identity: str, position: Position) -> boo
 
 
 class Inbound:
-    def __init__(self, client: redis.Redis, producer: Producer, log: Log, max_age: float) -> None:
+    def __init__(
+        self, client: redis.Redis, producer: Producer, log: Log, max_age: float, *, kinds: frozenset[str]
+    ) -> None:
+        self.kinds = kinds  # every event kind the loaded app knows
         self.client = client
         self.producer = producer
         self.log = log
@@ -119,7 +129,7 @@ class Inbound:
         signer_raw, seen, corr = pipe.execute()
         key, kinds = _signer(event.key_id, signer_raw)
         judged = datetime.now(UTC)  # one clock reading: the verdict the wake carries is this one
-        verdict = judge(event, key, kinds, judged, self.max_age)
+        verdict = judge(event, key, kinds, judged, self.max_age, known=self.kinds)
         if isinstance(verdict, Rejected):
             return self._reject(msg, verdict)
         # The receipt under this identity is the first message's: a duplicate writes nothing.
@@ -180,7 +190,7 @@ class Inbound:
         if isinstance(parsed, Rejected):
             return
         key, kinds = _signer(parsed.key_id, self.client.hget(keys.AUTH_SIGNERS, parsed.key_id))
-        verdict = judge(parsed, key, kinds, datetime.now(UTC), self.max_age)
+        verdict = judge(parsed, key, kinds, datetime.now(UTC), self.max_age, known=self.kinds)
         if isinstance(verdict, Accepted) or verdict.signed:
             self._receipt(parsed, f"inbound could not take this event: {reason}")
 
@@ -211,7 +221,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="inbound")
     client = acl.connect(settings, "inbound")  # its password before any wait on the broker
     producer, failures = make_producer(settings, "inbound")
-    inbound = Inbound(client, producer, log, settings.event_max_age)
+    inbound = Inbound(client, producer, log, settings.event_max_age, kinds=load_app(settings.app).kinds)
     runner = Runner(
         "inbound",
         topics.EVENTS,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
+import hypothesis
 import pytest
 import redis
 
@@ -17,6 +18,11 @@ from wakeful.state.lease import Leases
 from wakeful.state.store import Store
 
 START_HINT = "Start the local stack with `wakeful dev up` (or run `bash scripts/test`)."
+
+# Speed is measured by benchmarks, never by timed assertions: a property test on a loaded machine
+# is not a failure for being slow.
+hypothesis.settings.register_profile("wakeful", deadline=None)
+hypothesis.settings.load_profile("wakeful")
 
 
 @pytest.fixture(scope="session")

@@ -292,8 +292,9 @@ def inbound_wake(event: Any, task_id: str, principal: str = "alice") -> Any:
     )
 
 
-def gate_for(settings: Any, owner: str | None = None) -> Any:
-    """A gate as its role's main() builds one, to drive with handle() in a test."""
+def gate_for(settings: Any, owner: str | None = None, app: Any = refund_app) -> Any:
+    """A gate as its role's main() builds one (for `app`, default the refund), to drive with
+    handle() in a test."""
     from confluent_kafka import Producer
 
     from wakeful.consumers.gate import Gate
@@ -310,6 +311,6 @@ def gate_for(settings: Any, owner: str | None = None) -> Any:
         leases,
         producer,
         Log(),
-        app=refund_app,
+        app=app,
         keys=provenance.load_keys(settings, "gate"),
     )

@@ -94,7 +94,7 @@ class Rules:
 
     @staticmethod
     def deadline(cp: Checkpoint, now: datetime) -> Checkpoint | None:
-        return wakes.on_deadline(cp, now)
+        return wakes.on_deadline(APP, cp, now)
 
     @staticmethod
     def check_proposal(

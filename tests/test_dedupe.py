@@ -36,6 +36,7 @@ from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
+from wakeful.examples.refund import app as refund_app
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
@@ -185,7 +186,9 @@ def test_a_duplicate_handled_at_the_door_in_one_batch_is_rejected_before_anythin
     )
     letters: list[str] = []
     producer = Producer(kafka_as(settings.kafka_bootstrap, "inbound"))
-    inbound = Inbound(acl.connect(settings, "inbound"), producer, Log(), settings.event_max_age)
+    inbound = Inbound(
+        acl.connect(settings, "inbound"), producer, Log(), settings.event_max_age, kinds=refund_app.kinds
+    )
     inbound.runner = cast(
         Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
     )

@@ -14,6 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from wakeful.consumers.inbound import Accepted, Rejected, judge, parse
+from wakeful.examples.refund import app as refund_app
 from wakeful.producers.keys import public_bytes
 from wakeful.producers.signing import Ed25519Signer, HmacSigner, VerifyKey, sign_event
 from wakeful.schemas import events
@@ -56,7 +57,7 @@ def verdict(
     now: datetime = NOW,
     max_age: timedelta = MAX_AGE,
 ) -> Accepted | Rejected:
-    return judge(event, key, kinds, now, max_age)
+    return judge(event, key, kinds, now, max_age, known=refund_app.kinds)
 
 
 def rejected(result: object) -> str:

@@ -17,6 +17,7 @@ from wakeful.consumers.inbound import Inbound
 from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.devstack.fleet import Fleet
+from wakeful.examples.refund import app as refund_app
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
@@ -101,7 +102,11 @@ def test_the_sender_of_an_event_inbound_failed_on_gets_a_rejected_receipt_and_a_
 ) -> None:
     settings = client.settings
     inbound = Inbound(
-        acl.connect(settings, "inbound"), Producer(raw_kafka(settings)), Log(), settings.event_max_age
+        acl.connect(settings, "inbound"),
+        Producer(raw_kafka(settings)),
+        Log(),
+        settings.event_max_age,
+        kinds=refund_app.kinds,
     )
     task_id = f"t-{uuid.uuid4().hex[:12]}"
     genuine = sign_event(client.signer(REQUESTER), events.CREATE, {"amount": 5}, task_id=task_id)

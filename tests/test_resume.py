@@ -19,6 +19,8 @@ import pytest
 from confluent_kafka import Producer
 from helpers import (
     command,
+    gate_for,
+    inbound_wake,
     kafka_as,
     raw_get,
     refund_proposal,
@@ -40,11 +42,13 @@ from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.process import wait_until
-from wakeful.examples.refund import Stage
+from wakeful.examples.refund import BankRefund, Stage
 from wakeful.examples.refund import app as refund_app
+from wakeful.examples.refund import refund as refund_workflow
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
+from wakeful.sdk import App
 from wakeful.state import keys, wiring
 
 LEASE_TTL_MS = 1500
@@ -128,15 +132,27 @@ def test_policy_changed_mid_flight_applies_the_declared_rule(
         assert shown["quarantine"]["reason"] == "incompatible" and shown["ledger"] == []
 
 
-def test_tool_catalog_changed_mid_flight_quarantines_by_default(client: Client, fleet: Fleet) -> None:
+class _DescribedAnew(BankRefund):
+    """The bank tool of a later deploy: same name and call, a new description."""
+
+    description = BankRefund.description + " It also emails the customer a receipt."
+
+
+def test_a_tool_description_changed_mid_flight_quarantines_by_default(
+    client: Client, fleet: Fleet, settings: Settings
+) -> None:
     task_id, _ = client.new_task(2500)
-    client.authority.set_policy(tool_catalog="catalog-2")  # a tool's description changed
-    try:
-        receipt = client.approve(task_id, "alice", 1)
-    finally:
-        client.authority.set_policy(tool_catalog="catalog-1")
-    assert receipt["status"] == "rejected" and "tool_catalog catalog-1 -> catalog-2" in receipt["reason"]
-    assert client.show(task_id)["stage"] == "quarantined"
+    redeployed = App(name="refund", workflows=[refund_workflow], tools=[_DescribedAnew()])
+    assert redeployed.catalog != refund_app.catalog
+    gate = gate_for(settings, app=redeployed)  # a gate of the new deploy takes the approval
+    gate.runner = cast(Runner, SimpleNamespace(dead_letter=lambda *_: None))
+    approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
+    gate.handle(
+        role_message(settings, "inbound", topics.WAKE, task_id, inbound_wake(approval, task_id).encode())
+    )
+    shown = client.show(task_id)
+    assert shown["stage"] == "quarantined"
+    assert f"tool_catalog {refund_app.catalog} -> {redeployed.catalog}" in str(shown["quarantine"])
 
 
 def test_checkpoint_hand_edited_with_redis_cli_is_quarantined_at_resume(

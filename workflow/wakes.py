@@ -126,8 +126,10 @@ def run(app: App, cp: Checkpoint) -> Refuse | None:
     return Refuse(f"task is {cp.stage}; it cannot run")
 
 
-def on_deadline(cp: Checkpoint, now: datetime) -> Checkpoint | None:
-    """Apply on_deadline if a pending wait's deadline has really passed; None otherwise."""
+def on_deadline(app: App, cp: Checkpoint, now: datetime) -> Checkpoint | None:
+    """Apply on_deadline if a pending wait's deadline has really passed; None otherwise. A wait that
+    expires closes its task; where the workflow's table cannot close from this stage, the task is
+    parked for a person instead, never left waiting past its deadline."""
     due = [w for w in cp.execution.pending_waits if w.deadline <= now]
     if not due:
         return None
@@ -135,8 +137,11 @@ def on_deadline(cp: Checkpoint, now: datetime) -> Checkpoint | None:
     action, _, owner = wait.on_deadline.partition(":")
     cleared = cp.execution.model_copy(update={"pending_waits": ()})
     what = "approval" if wait.wait_for == APPROVAL_WAIT else wait.wait_for
-    if action == "expire":
-        update = {"stage": CLOSED, "last_refusal": f"expired: no {what} by {wait.deadline.isoformat()}"}
+    expired = f"expired: no {what} by {wait.deadline.isoformat()}"
+    if action == "expire" and engine.may_move(engine.workflow_of(app, cp), cp.stage, CLOSED):
+        update = {"stage": CLOSED, "last_refusal": expired}
+    elif action == "expire":
+        update = {"stage": NEEDS_REVIEW, "last_refusal": f"{expired}; stage {cp.stage} cannot close"}
     else:
         reason = f"{what} deadline {wait.deadline.isoformat()} passed; escalated to {owner or 'ops'}"
         update = {"stage": NEEDS_REVIEW, "last_refusal": reason}
