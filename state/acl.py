@@ -72,7 +72,7 @@ RULES: dict[str, str] = {
     # Plain WATCH/MULTI transactions, no Lua: it calls no function.
     "suppliers": (
         f"resetkeys -@all {_KEYLESS} +time "
-        f"(~{keys.PATTERN_SUPPLIERS} +get +set +watch +hget +hincrby +xadd +xrange)"
+        f"(~{keys.PATTERN_SUPPLIERS} +get +set +exists +watch +hget +hincrby +xadd +xrange)"
     ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }
