@@ -93,7 +93,8 @@ def iban(raw: Any) -> str:
     """`raw` if it is an IBAN in its compact upper-case form with a valid ISO 7064 checksum."""
     if not isinstance(raw, str) or not re.fullmatch(ACCOUNT, raw):
         raise Invalid(f"account must be an IBAN, compact and upper-case, got {shown(raw)}")
-    if checksum(raw) != 1:
+    # Check digits run 02..98: 00, 01 and 99 would pass MOD 97 as 97, 98 and 02 do.
+    if checksum(raw) != 1 or not 2 <= int(raw[2:4]) <= 98:
         raise Invalid(f"account {raw} fails the IBAN checksum")
     return raw
 
