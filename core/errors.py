@@ -228,6 +228,14 @@ class DownstreamUnavailable(DownstreamError):
         )
 
 
+class DownstreamRefused(DownstreamError):
+    """The downstream refused the operation for good and did nothing; a retry cannot help."""
+
+    def __init__(self, op_key: str, task_id: str, detail: str) -> None:
+        self.detail = detail
+        super().__init__(op_key, task_id, f"refused for good ({detail}); nothing was done: do not retry")
+
+
 class PublishError(WakefulError):
     """An event was refused before sending, or the broker did not acknowledge it; carries event ids."""
 

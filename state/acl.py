@@ -23,9 +23,10 @@ from wakeful.core.errors import MissingCredential
 from wakeful.core.settings import Settings
 from wakeful.state import keys
 
-# "bank" is the executor's credential for the reference downstream bank (its tool credential);
-# it reaches the bank's keys only, and no role but the executor is given it.
-ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "bank", "admin")
+# "bank" and "suppliers" are tool credentials: the reference bank's and the reference supplier
+# register's (examples/suppliers.py, used by the onboarding app's tools). Each reaches its own
+# downstream's keys only, and no role but the executor is given them.
+ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "bank", "suppliers", "admin")
 
 _FUNCTIONS = "+fcall"
 _STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set +watch)"
@@ -68,6 +69,11 @@ RULES: dict[str, str] = {
     "bank": (
         f"resetkeys -@all {_KEYLESS} +time "
         f"(~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_FUNCTIONS})"
+    ),
+    # Plain WATCH/MULTI transactions, no Lua: it calls no function.
+    "suppliers": (
+        f"resetkeys -@all {_KEYLESS} +time "
+        f"(~{keys.PATTERN_SUPPLIERS} +get +set +exists +watch +hget +hincrby +xadd +xrange)"
     ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }

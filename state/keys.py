@@ -12,16 +12,19 @@ make Redis hold a huge key for a week:
 
 | part            | pattern                 | named in                                  |
 |-----------------|-------------------------|-------------------------------------------|
-| task id         | [A-Za-z0-9_-]{1,64}     | wk:{T}:*, bank:fence:T, bank:faults:T     |
+| task id         | [A-Za-z0-9_-]{1,64}     | wk:{T}:*, bank:fence:T, bank:faults:T,    |
+|                 |                         | suppliers:fence:T, suppliers:faults:T     |
 | event id        | [A-Za-z0-9_.-]{8,128}   | wk:seen:K:E, wk:{T}:receipt:K:E, ...      |
 | correlation id  | [A-Za-z0-9_.-]{1,128}   | wk:corr:C                                 |
 | key id (signer) | [A-Za-z0-9_.@-]{1,128}  | wk:seen:K:E, receipt keys                 |
-| op key          | [A-Za-z0-9_.:-]{1,200}  | bank:entry:K                              |
+| op key          | [A-Za-z0-9_.:-]{1,200}  | bank:entry:K, suppliers:op:K,             |
+|                 |                         | suppliers:undo:K                          |
+| supplier id     | S-[0-9a-f]{16}          | suppliers:master:S                        |
 
 Op keys (`REFUND:<task>:v<n>`) are the one part that may hold colons: they name the business
-operation, and `bank:entry:` is a fixed prefix no other bank key starts with, so a colon in one
-cannot reach another kind of key. Inside the task keyspace op keys are hash fields of wk:{T}:ops,
-never key names.
+operation, and `bank:entry:`, `suppliers:op:` and `suppliers:undo:` are fixed prefixes no other key
+of their keyspace starts with, so a colon in one cannot reach another kind of key. Inside the task
+keyspace op keys are hash fields of wk:{T}:ops, never key names.
 
 | key               | type   | holds                                              | written by             |
 |-------------------|--------|----------------------------------------------------|------------------------|
@@ -55,6 +58,22 @@ its keys are listed here too so that every prefix lives in one module:
 | bank:ledger           | stream | every entry in booking order (field "e": entry JSON)   | bank script |
 | bank:fence:{task_id}  | string | highest fencing token the bank has seen for the task   | bank script |
 | bank:faults:{task_id} | string | test hook: how many calls for this task fail first     | admin       |
+
+The reference supplier register (examples/suppliers.py) is another downstream, with its own
+keyspace and ACL user ("suppliers"), used by the onboarding app's tools:
+
+| key                        | type   | holds                                                | written by |
+|----------------------------|--------|------------------------------------------------------|------------|
+| suppliers:op:{op_key}      | string | JSON outcome of one call (a registration or a        | suppliers  |
+|                            |        | scheduled payment); one per op key, ever             |            |
+| suppliers:undo:{op_key}    | string | JSON outcome of undoing the registration made under  | suppliers  |
+|                            |        | op_key; one per op key, ever                         |            |
+| suppliers:master:{S}       | string | JSON supplier master record: name, verified account, | suppliers  |
+|                            |        | status (active/removed), its first payment's op key  |            |
+| suppliers:fence:{task_id}  | string | highest fencing token seen for the task              | suppliers  |
+| suppliers:faults:{task_id} | hash   | test hook: operation -> "refuse" (fails for good) or | admin;     |
+|                            |        | a count of calls that fail transiently first         | suppliers  |
+| suppliers:log              | stream | every record written, in order (field "r": JSON)     | suppliers  |
 """
 
 from __future__ import annotations
@@ -170,6 +189,33 @@ def bank_fence(task_id: str) -> str:
 
 def bank_faults(task_id: str) -> str:
     return f"{BANK_PREFIX}:faults:{checked(_TASK_ID, task_id, 'task id')}"
+
+
+SUPPLIERS_PREFIX = "suppliers"
+SUPPLIERS_LOG = f"{SUPPLIERS_PREFIX}:log"
+PATTERN_SUPPLIERS = f"{SUPPLIERS_PREFIX}:*"
+SUPPLIER_ID = r"S-[0-9a-f]{16}"
+_SUPPLIER_ID = re.compile(SUPPLIER_ID)
+
+
+def suppliers_op(op_key: str) -> str:
+    return f"{SUPPLIERS_PREFIX}:op:{checked(_OP_KEY, op_key, 'op key')}"
+
+
+def suppliers_undo(op_key: str) -> str:
+    return f"{SUPPLIERS_PREFIX}:undo:{checked(_OP_KEY, op_key, 'op key')}"
+
+
+def suppliers_master(supplier_id: str) -> str:
+    return f"{SUPPLIERS_PREFIX}:master:{checked(_SUPPLIER_ID, supplier_id, 'supplier id')}"
+
+
+def suppliers_fence(task_id: str) -> str:
+    return f"{SUPPLIERS_PREFIX}:fence:{checked(_TASK_ID, task_id, 'task id')}"
+
+
+def suppliers_faults(task_id: str) -> str:
+    return f"{SUPPLIERS_PREFIX}:faults:{checked(_TASK_ID, task_id, 'task id')}"
 
 
 def _task(task_id: str, kind: str) -> str:
