@@ -91,6 +91,7 @@ class BookRoom(Tool[BookArgs]):
 
 
 def start(s: Start) -> Next[Booking] | Refuse:
+    """A booking that can be made; the boardroom first waits for an approver."""
     try:
         booking = Booking.model_validate({k: v for k, v in s.payload.items() if k in Booking.model_fields})
     except ValidationError as exc:
@@ -126,7 +127,11 @@ rooms = Workflow(
     name="room_booking",
     version=1,
     state=Booking,
-    stages={RECEIVED: (AWAITING_APPROVAL, READY), AWAITING_APPROVAL: (READY, CLOSED), READY: (CLOSED,)},
+    stages={
+        RECEIVED: (AWAITING_APPROVAL, READY),
+        AWAITING_APPROVAL: (READY, CLOSED),  # CLOSED: no approval before the deadline expires it
+        READY: (CLOSED,),
+    },
     start=start,
     check=check,
     done=booked,
