@@ -79,7 +79,7 @@ def test_the_agent_is_well_under_a_hundred_lines_of_code_besides_its_imports() -
         for n, line in enumerate(lines, 1)
         if line.strip() and not line.strip().startswith("#") and n not in skip
     ]
-    assert 70 <= len(code) <= 90, f"{len(code)} lines of code; docs/agents.md says about 85"
+    assert 70 <= len(code) <= 90, f"{len(code)} lines of code; docs/agents.md says about 80"
 
 
 def test_the_app_the_page_runs_loads_as_the_roles_load_it() -> None:
