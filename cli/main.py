@@ -11,6 +11,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from wakeful.cli.authority_cmds import authority
 from wakeful.cli.output import emit, say
+from wakeful.cli.scaffold import new_agent
 from wakeful.cli.task_cmds import ledger, task
 from wakeful.consumers.supervisor import ROLES
 from wakeful.core.errors import WakefulError
@@ -351,6 +352,7 @@ def _status_table(servers: list[Any]) -> str:
 cli.add_command(task)
 cli.add_command(ledger)
 cli.add_command(authority)
+cli.add_command(new_agent)
 
 
 def main() -> None:
