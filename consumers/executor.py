@@ -220,21 +220,23 @@ class Executor:
         tool, op = step
         self.actions.fail(cp.task_id, op, lease.fence, reason)
         decided = effects.failed(self.app, cp, tool, reason, auth=auth, now=datetime.now(UTC))
+        undone: dict[str, str] = {}
         if isinstance(decided, Compensate):
-            reason = self._compensate(cp, decided, lease)
-        self._advance(
-            cp,
-            keys.runtime_id("review", op, cp.state_version),
-            lambda c: engine.review(c, reason),
-            lease,
-            {"refused": reason},
-        )
+            reason, undone = self._compensate(cp, decided, lease)
+
+        def park(c: Checkpoint) -> Checkpoint:
+            parked = engine.review(c, reason)
+            return parked.model_copy(update={"external_refs": {**parked.external_refs, **undone}})
+
+        self._advance(cp, keys.runtime_id("review", op, cp.state_version), park, lease, {"refused": reason})
         self.log("executor.needs_review", task_id=cp.task_id, reason=reason)
 
-    def _compensate(self, cp: Checkpoint, compensate: Compensate, lease: Lease) -> str:
-        """Undo each named tool's succeeded step of this task version, once each; the reason to
-        park the task with (saying what could not be undone, if anything)."""
+    def _compensate(self, cp: Checkpoint, compensate: Compensate, lease: Lease) -> tuple[str, dict[str, str]]:
+        """Undo each named tool's succeeded step of this task version, once each. Returns the reason
+        to park the task with (saying what could not be undone, if anything), and the refs that
+        record each undo (`undone:<tool>` -> the op key undone), which the workflow sees after."""
         failures: list[str] = []
+        undone: dict[str, str] = {}
         for name in compensate.tools:
             tool = self.app.tool(name)
             if tool is None or not tool.reversible:
@@ -250,6 +252,7 @@ class Executor:
                 cp.task_id, undo_op, lease.fence, lease.token, tool=name, args=done.args
             )
             if begun.entry.status is ActionStatus.SUCCEEDED:
+                undone[f"undone:{name}"] = op
                 continue
             outcome = _call(tool, functools.partial(tool.undo, op, args, lease.fence), lease)
             if isinstance(outcome, str):
@@ -257,9 +260,11 @@ class Executor:
                 failures.append(f"undo of {name} failed: {outcome}")
                 continue
             self.actions.complete(cp.task_id, undo_op, lease.fence, dict(outcome), begun.entry)
+            undone[f"undone:{name}"] = op
             self.log("executor.undone", task_id=cp.task_id, tool=name, op_key=op)
-        undone = "; ".join(failures) or f"undid {', '.join(compensate.tools)}"
-        return f"{compensate.reason} ({undone})"
+        names = ", ".join(key.removeprefix("undone:") for key in undone)
+        said = "; ".join(failures) or f"undid {names or 'nothing: nothing had been done'}"
+        return f"{compensate.reason} ({said})", undone
 
     def _advance(
         self,

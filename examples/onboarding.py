@@ -208,24 +208,19 @@ def reopen(ctx: Context[Onboarding]) -> Next[Onboarding]:
 
 
 def card(ctx: Context[Onboarding]) -> dict[str, Any]:
+    """The task card: the fields a tool's arguments are taken from, under the arguments' own names.
+    The account is the verified one, never one a document names."""
     st = ctx.state
     return {
         "task_id": ctx.task_id,
         "stage": ctx.stage,
         "legal_name": st.legal_name,
         "country": st.country,
-        "first_payment": {"amount": st.amount, "currency": st.currency},
-        "verified_account": st.account or "not verified yet",
-        "supplier_id": st.supplier_id or "not registered yet",
+        "amount": st.amount,
+        "currency": st.currency,
+        "account": st.account,
+        "supplier_id": st.supplier_id,
     }
-
-
-def plan(card: Mapping[str, Any], tool: str) -> dict[str, Any]:
-    """The deterministic stand-in model: the arguments the task card implies for `tool`."""
-    args = {"task_id": card["task_id"], "account": card["verified_account"]}
-    if tool == RegisterSupplier.name:
-        return {**args, "legal_name": card["legal_name"]}
-    return {**args, "supplier_id": card["supplier_id"], **card["first_payment"]}
 
 
 onboarding = Workflow(
@@ -255,7 +250,6 @@ onboarding = Workflow(
         ),
     },
     card=card,
-    plan=plan,
 )
 
 app = App("supplier_onboarding", workflows=[onboarding], tools=[RegisterSupplier(), ScheduleFirstPayment()])
