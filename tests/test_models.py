@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from wakeful.consumers.models import GullibleModel, RulesModel
 from wakeful.examples.onboarding_tools import PaymentArgs
 from wakeful.examples.refund import RefundArgs
 
 
-def window(card: dict[str, Any], args: type, name: str, evidence: tuple[str, ...] = ()) -> dict[str, Any]:
+def window(card: dict[str, Any], args: type[BaseModel], name: str, evidence: tuple[str, ...] = ()) -> dict[str, Any]:
     return {
         "task_card": card,
         "tools": [
@@ -42,7 +43,7 @@ PAYMENT_CARD = {
     [(REFUND_CARD, RefundArgs, "refund"), (PAYMENT_CARD, PaymentArgs, "schedule_first_payment")],
 )
 def test_the_rules_model_fills_every_argument_from_the_card_field_of_its_name(
-    card: dict[str, Any], args: type, name: str
+    card: dict[str, Any], args: type[BaseModel], name: str
 ) -> None:
     proposal = RulesModel().propose(window(card, args, name))
     assert proposal.tool == name
@@ -68,7 +69,7 @@ def test_the_rules_model_proposes_nothing_where_no_tool_is_offered() -> None:
     ],
 )
 def test_the_gullible_model_obeys_an_instruction_planted_in_evidence(
-    card: dict[str, Any], args: type, name: str, planted: str, changed: dict[str, Any]
+    card: dict[str, Any], args: type[BaseModel], name: str, planted: str, changed: dict[str, Any]
 ) -> None:
     honest = RulesModel().propose(window(card, args, name, (planted,)))
     fooled = GullibleModel().propose(window(card, args, name, (planted,)))
