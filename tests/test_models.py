@@ -14,7 +14,9 @@ from wakeful.examples.onboarding_tools import PaymentArgs
 from wakeful.examples.refund import RefundArgs
 
 
-def window(card: dict[str, Any], args: type[BaseModel], name: str, evidence: tuple[str, ...] = ()) -> dict[str, Any]:
+def window(
+    card: dict[str, Any], args: type[BaseModel], name: str, evidence: tuple[str, ...] = ()
+) -> dict[str, Any]:
     return {
         "task_card": card,
         "tools": [
