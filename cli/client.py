@@ -89,8 +89,15 @@ class Client:
             )
         return load_signer(f"key-{principal}", path)
 
-    def add_signer(self, principal: str, kinds: tuple[str, ...], tenant: str = DEFAULT_TENANT) -> str:
-        """Create (or reuse) `principal`'s key and register it for `kinds`, each known to the app."""
+    def add_signer(
+        self,
+        principal: str,
+        kinds: tuple[str, ...],
+        tenant: str = DEFAULT_TENANT,
+        keep: frozenset[str] = frozenset(),
+    ) -> str:
+        """Create (or reuse) `principal`'s key and register it for `kinds`, each known to the app, and
+        for `keep`: kinds it is registered for already (perhaps under another app)."""
         if not re.fullmatch(keys.KEY_ID, f"key-{principal}"):
             raise WakefulError(f"{principal[:60]!r} is not a principal name ({keys.KEY_ID} after 'key-')")
         check_signer(kinds, self.app.kinds, tenant)  # before a key file is made for nothing
@@ -101,14 +108,10 @@ class Client:
             if path.exists()
             else generate_signer(f"key-{principal}", path)
         )
+        material, registered = public_bytes(signer), tuple(sorted({*kinds, *keep}))
+        known = self.app.kinds | keep
         self.authority.register_signer(
-            signer.key_id,
-            principal,
-            "ed25519",
-            public_bytes(signer),
-            kinds,
-            known=self.app.kinds,
-            tenant=tenant,
+            signer.key_id, principal, "ed25519", material, registered, known=known, tenant=tenant
         )
         return signer.key_id
 
@@ -121,9 +124,9 @@ class Client:
             found = self.authority.signer(f"key-{principal}")
             if found is not None and kinds <= found[1]:
                 continue
-            # A registered signer keeps its tenant, and those of its kinds this app knows.
+            # A registered signer keeps its tenant and its kinds, even those of another app.
             tenant, had = (found[0].tenant, found[1]) if found else (DEFAULT_TENANT, frozenset[str]())
-            self.add_signer(principal, tuple(sorted(kinds | (had & self.app.kinds))), tenant)
+            self.add_signer(principal, tuple(sorted(kinds)), tenant, had)
             wrote = True
         if self.authority.initialised():
             return wrote
