@@ -59,7 +59,7 @@ def _accepting(settings: Settings, kind: str) -> None:
 
 def _moved(receipt: dict[str, Any], what: str) -> None:
     if receipt["status"] == "accepted":
-        receipt["reason"] = f"{what}: task is {receipt.get('stage')} (version {receipt.get('version')})"
+        receipt["reason"] = f"{what} {receipt.get('stage')} (version {receipt.get('version')})"
 
 
 def _finish(receipt: dict[str, Any], as_json: bool, extra: dict[str, Any] | None = None) -> None:
@@ -108,7 +108,7 @@ def task_new(
             f"app {app.name} has no workflow {named!r}; it has: {have}", param_hint="'--workflow'"
         )
     task_id, receipt = Client(settings).create(payload, principal)
-    _moved(receipt, f"task {task_id} created")
+    _moved(receipt, f"task {task_id} is")
     _finish(receipt, as_json, {"task_id": task_id})
 
 
@@ -138,7 +138,7 @@ def task_send(
     _accepting(settings, kind)
     payload = build_payload(payload_file, fields)
     receipt = Client(settings).event(task_id, kind, payload, principal, correlation_id)
-    _moved(receipt, f"{kind} accepted")
+    _moved(receipt, f"{kind} accepted; task is")
     _finish(receipt, as_json, {"task_id": task_id})
 
 

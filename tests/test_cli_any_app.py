@@ -68,6 +68,15 @@ def test_task_new_with_a_workflow_and_fields_starts_it_awaiting_approval(
     assert row.split()[1:4] == ["refund", "awaiting_approval", "v1"], row
 
 
+def test_the_refund_shortcuts_keep_working_as_payload_fields(client: Client, workers: Fleet) -> None:
+    result = wakeful("task", "new", "--amount", "300", "--note", "thanks")
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip()
+    task_id = line.split()[2]
+    assert line == f"accepted: task {task_id} is ready (version 1)"
+    assert client.wait_settled(task_id)["amount"] == 300
+
+
 def test_task_send_publishes_the_kind_given_and_prints_its_receipt(client: Client, workers: Fleet) -> None:
     task_id, created = client.new_task(2500)
     assert created["stage"] == "awaiting_approval", created
@@ -75,7 +84,7 @@ def test_task_send_publishes_the_kind_given_and_prints_its_receipt(client: Clien
         "task", "send", task_id, "--kind", events.APPROVE, "--field", "version=1", "--as", "alice"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"accepted: {events.APPROVE} accepted: task is ready"), result.stdout
+    assert result.stdout.startswith(f"accepted: {events.APPROVE} accepted; task is ready"), result.stdout
     settled = client.wait_settled(task_id)
     assert settled["stage"] == "closed" and settled["approval"]["approver_ref"] == "alice"
 
