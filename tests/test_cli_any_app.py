@@ -4,15 +4,10 @@ given, `task send` publishes a kind the app accepts (and sends nothing for one i
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
+from cli_run import doc, wakeful
 from contract_app import NOTARY, SIGNED
 from helpers import start_fleet, topic_marks
 
@@ -21,26 +16,7 @@ from wakeful.core import topics
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
 
-TESTS = Path(__file__).resolve().parent
 CONTRACT_APP = "contract_app:app"
-
-
-def wakeful(*argv: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as an operator runs it, able to import the tests' own apps."""
-    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(TESTS)) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "wakeful.cli.main", *argv],
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def doc(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    found: dict[str, Any] = orjson.loads(result.stdout)
-    return found
 
 
 @pytest.fixture(scope="module")
