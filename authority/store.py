@@ -7,6 +7,8 @@ executor roles only read it, live, at every wake. Nothing here is ever copied in
 from __future__ import annotations
 
 import base64
+import re
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -14,8 +16,7 @@ import orjson
 import redis
 
 from wakeful.core.errors import ConfigError
-from wakeful.producers.signing import Alg, VerifyKey
-from wakeful.schemas import events
+from wakeful.producers.signing import DEFAULT_TENANT, Alg, VerifyKey
 from wakeful.state import keys
 from wakeful.state.pinned import hash_reply
 
@@ -28,6 +29,7 @@ DEFAULT_CATALOG = "catalog-1"
 #   quarantine: park the task for a person
 DEFAULT_COMPAT = {"policy": "pin", "tool_catalog": "quarantine"}
 COMPAT_RULES = ("pin", "migrate", "quarantine")
+TENANT = r"[A-Za-z0-9_.-]{1,64}"
 
 
 @dataclass(frozen=True)
@@ -144,18 +146,25 @@ class AuthorityStore:
         self.client.hset(keys.AUTH_POLICY, mapping=fields)  # type: ignore[arg-type]
 
     def register_signer(
-        self, key_id: str, principal: str, alg: Alg, material: bytes, kinds: tuple[str, ...]
+        self,
+        key_id: str,
+        principal: str,
+        alg: Alg,
+        material: bytes,
+        kinds: tuple[str, ...],
+        *,
+        known: Collection[str],
+        tenant: str = DEFAULT_TENANT,
     ) -> None:
-        unknown = set(kinds) - set(events.KINDS)
-        if unknown:
-            raise ConfigError(
-                "kinds", f"unknown event kinds {sorted(unknown)}; known: {', '.join(events.KINDS)}"
-            )
+        """Register (or replace) a signer key for `kinds`, each one of the `known` kinds: those of the
+        app the operator runs (App.kinds). The store loads no app: its caller says what is known."""
+        check_signer(kinds, known, tenant)
         doc = {
             "principal": principal,
             "alg": alg,
             "material": base64.b64encode(material).decode(),
             "kinds": kinds,
+            "tenant": tenant,
         }
         self.client.hset(keys.AUTH_SIGNERS, key_id, orjson.dumps(doc))
 
@@ -174,7 +183,12 @@ class AuthorityStore:
             "tool_catalog": snap.tool_catalog,
             "compat": snap.compat,
             "signers": {
-                kid: {"principal": key.principal, "alg": key.alg, "kinds": sorted(snap.signer_kinds[kid])}
+                kid: {
+                    "principal": key.principal,
+                    "tenant": key.tenant,
+                    "alg": key.alg,
+                    "kinds": sorted(snap.signer_kinds[kid]),
+                }
                 for kid, key in snap.signers.items()
             },
         }
@@ -201,7 +215,20 @@ def snapshot_from(replies: list[Any]) -> Snapshot:
     )
 
 
+def check_signer(kinds: Collection[str], known: Collection[str], tenant: str) -> None:
+    """Raise ConfigError, naming the setting, unless every kind is known and the tenant well formed."""
+    unknown = set(kinds) - set(known)
+    if unknown:
+        raise ConfigError(
+            "kinds", f"unknown event kinds {sorted(unknown)}; the app knows: {', '.join(sorted(known))}"
+        )
+    if not re.fullmatch(TENANT, tenant):
+        raise ConfigError("tenant", f"{tenant[:70]!r} is not a tenant name ({TENANT})")
+
+
 def decode_signer(key_id: str, raw: bytes) -> tuple[VerifyKey, frozenset[str]]:
+    """A signer record as stored; one written before tenants signs for the default tenant."""
     doc = orjson.loads(raw)
-    key = VerifyKey(key_id, doc["alg"], base64.b64decode(doc["material"]), doc["principal"])
+    tenant = doc.get("tenant", DEFAULT_TENANT)
+    key = VerifyKey(key_id, doc["alg"], base64.b64decode(doc["material"]), doc["principal"], tenant)
     return key, frozenset(doc["kinds"])

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import click
 
+from wakeful.cli.app_option import app_option
 from wakeful.cli.client import Client
 from wakeful.cli.output import emit, say
 from wakeful.core.settings import Settings
+from wakeful.producers.signing import DEFAULT_TENANT
 from wakeful.schemas import events
 
 
@@ -25,9 +27,11 @@ def show(settings: Settings, as_json: bool) -> None:
 
 
 @authority.command("init")
+@app_option
 @click.pass_obj
 def init(settings: Settings) -> None:
-    """Local defaults (idempotent): limit 1000, approvers alice and bob, dev signer keys."""
+    """Local defaults (idempotent): limit 1000, approvers alice and bob, and a dev signer key for every
+    principal the app needs (each `principal:<name>` its workflows accept events from, too)."""
     wrote = Client(settings).init_authority()
     say("authority initialised" if wrote else "authority already initialised")
 
@@ -80,13 +84,20 @@ def signers() -> None:
 
 
 @signers.command("add")
+@app_option
 @click.argument("principal")
-@click.option("--kinds", default=events.APPROVE, show_default=True, help="Comma-separated event kinds.")
+@click.option(
+    "--kinds", default=events.APPROVE, show_default=True, help="Comma-separated event kinds the app knows."
+)
+@click.option("--tenant", default=DEFAULT_TENANT, show_default=True, help="The tenant it signs for.")
 @click.pass_obj
-def signers_add(settings: Settings, principal: str, kinds: str) -> None:
+def signers_add(settings: Settings, principal: str, kinds: str, tenant: str) -> None:
     """Create (or reuse) PRINCIPAL's Ed25519 key in the local keystore and register its public half."""
-    key_id = Client(settings).add_signer(principal, tuple(k.strip() for k in kinds.split(",") if k.strip()))
-    say(f"{principal} signs with {key_id} ({kinds})")
+    wanted = tuple(k.strip() for k in kinds.split(",") if k.strip())
+    if not wanted:
+        raise click.BadParameter("name at least one event kind", param_hint="'--kinds'")
+    key_id = Client(settings).add_signer(principal, wanted, tenant)
+    say(f"{principal} signs with {key_id} for tenant {tenant} ({', '.join(wanted)})")
 
 
 @signers.command("remove")

@@ -7,15 +7,24 @@ Operator reads use the admin Redis user.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from wakeful.authority.store import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, AuthorityStore
+from wakeful.authority.store import (
+    DEFAULT_CATALOG,
+    DEFAULT_COMPAT,
+    DEFAULT_POLICY,
+    AuthorityStore,
+    check_signer,
+)
 from wakeful.bank.ledger import Bank
+from wakeful.cli import dev_signers as dev
 from wakeful.core import kafka_auth
 from wakeful.core.errors import TaskNotFound, WakefulError
 from wakeful.core.kafka_rights import UPSTREAM
@@ -23,23 +32,16 @@ from wakeful.core.settings import Settings
 from wakeful.devstack import stack
 from wakeful.producers.keys import generate_signer, load_signer, public_bytes
 from wakeful.producers.publish import ConfluentPublisher
-from wakeful.producers.signing import Ed25519Signer, sign_event
+from wakeful.producers.signing import DEFAULT_TENANT, Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import ActionLogEntry
+from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
 from wakeful.state import acl, keys, wiring
 from wakeful.state.pinned import hash_reply
 
-REQUESTER = "svc-refunds"
-DEFAULT_APPROVERS = ("alice", "bob")
-DEV_SIGNERS: dict[str, tuple[str, ...]] = {
-    REQUESTER: (events.CREATE, events.AMEND, events.RUN),
-    "alice": (events.APPROVE,),
-    "bob": (events.APPROVE,),
-    "mallory": (events.APPROVE,),  # a registered signer who is not an approver
-    "ops-lead": (events.REOPEN,),  # the person deadlines escalate to
-}
+REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
 
 
 class TimedOut(WakefulError):
@@ -68,6 +70,11 @@ class Client:
             self._publisher = ConfluentPublisher(self.settings.kafka_bootstrap, security=security)
         return self._publisher
 
+    @cached_property
+    def app(self) -> App:
+        """The app this client drives (Settings.app, else $WAKEFUL_APP, else the bundled one)."""
+        return load_app(self.settings.app)
+
     # ---- operator setup -----------------------------------------------------------------------
 
     def keystore(self) -> Path:
@@ -82,7 +89,18 @@ class Client:
             )
         return load_signer(f"key-{principal}", path)
 
-    def add_signer(self, principal: str, kinds: tuple[str, ...]) -> str:
+    def add_signer(
+        self,
+        principal: str,
+        kinds: tuple[str, ...],
+        tenant: str = DEFAULT_TENANT,
+        keep: frozenset[str] = frozenset(),
+    ) -> str:
+        """Create (or reuse) `principal`'s key and register it for `kinds`, each known to the app, and
+        for `keep`: kinds it is registered for already (perhaps under another app)."""
+        if not re.fullmatch(keys.KEY_ID, f"key-{principal}"):
+            raise WakefulError(f"{principal[:60]!r} is not a principal name ({keys.KEY_ID} after 'key-')")
+        check_signer(kinds, self.app.kinds, tenant)  # before a key file is made for nothing
         path = self.keystore() / f"{principal}.key"
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         signer = (
@@ -90,18 +108,30 @@ class Client:
             if path.exists()
             else generate_signer(f"key-{principal}", path)
         )
-        self.authority.register_signer(signer.key_id, principal, "ed25519", public_bytes(signer), kinds)
+        material, registered = public_bytes(signer), tuple(sorted({*kinds, *keep}))
+        known = self.app.kinds | keep
+        self.authority.register_signer(
+            signer.key_id, principal, "ed25519", material, registered, known=known, tenant=tenant
+        )
         return signer.key_id
 
     def init_authority(self) -> bool:
-        """Idempotent defaults for a local stack: limit, approvers and dev signers. True if it wrote."""
-        missing = [p for p in DEV_SIGNERS if self.authority.signer(f"key-{p}") is None]
-        for principal in missing:
-            self.add_signer(principal, DEV_SIGNERS[principal])
+        """Idempotent defaults for a local stack: limit, approvers, and a dev signer for every principal
+        the app needs, for every kind it may send (a registered one missing a kind gets it). True if
+        it wrote."""
+        wrote = False
+        for principal, kinds in dev.dev_signers(self.app).items():
+            found = self.authority.signer(f"key-{principal}")
+            if found is not None and kinds <= found[1]:
+                continue
+            # A registered signer keeps its tenant and its kinds, even those of another app.
+            tenant, had = (found[0].tenant, found[1]) if found else (DEFAULT_TENANT, frozenset[str]())
+            self.add_signer(principal, tuple(sorted(kinds)), tenant, had)
+            wrote = True
         if self.authority.initialised():
-            return bool(missing)
+            return wrote
         self.authority.set_limit(1000)
-        for approver in DEFAULT_APPROVERS:
+        for approver in dev.DEFAULT_APPROVERS:
             self.authority.add_approver(approver)
         self.authority.set_policy()
         return True
@@ -111,7 +141,7 @@ class Client:
         approvers alice and bob, the deployed policy and tool catalog, pin/quarantine rules."""
         self.init_authority()
         self.authority.set_limit(1000)
-        for approver in DEFAULT_APPROVERS:
+        for approver in dev.DEFAULT_APPROVERS:
             self.authority.add_approver(approver)
         self.authority.set_policy(DEFAULT_POLICY, DEFAULT_CATALOG, dict(DEFAULT_COMPAT))
 
@@ -132,17 +162,37 @@ class Client:
         self.publisher.publish(event)
         return event
 
+    def create(
+        self, payload: dict[str, Any], principal: str = REQUESTER, task_id: str | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Publish a task.create with `payload` (its `workflow`, else the app's first) and read its
+        receipt."""
+        task_id = task_id or f"t-{uuid.uuid4().hex[:12]}"
+        event = self.send(principal, events.CREATE, payload, task_id=task_id)
+        return task_id, self.receipt(event.event_id, event.task_id, key_id=event.key_id)
+
     def new_task(
         self, amount: int, note: str | None = None, principal: str = REQUESTER, wait_s: int | None = None
     ) -> tuple[str, dict[str, Any]]:
-        task_id = f"t-{uuid.uuid4().hex[:12]}"
+        """A refund task (the bundled app's)."""
         payload: dict[str, Any] = {"amount": amount, "currency": "EUR"}
         if note:
             payload["note"] = note
         if wait_s:
             payload["wait_s"] = wait_s
-        event = self.send(principal, events.CREATE, payload, task_id=task_id)
-        return task_id, self.receipt(event.event_id, event.task_id, key_id=event.key_id)
+        return self.create(payload, principal)
+
+    def event(
+        self,
+        task_id: str,
+        kind: str,
+        payload: dict[str, Any],
+        principal: str = REQUESTER,
+        correlation_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Publish one signed event of any kind for a task and read its receipt."""
+        event = self.send(principal, kind, payload, task_id=task_id, correlation_id=correlation_id)
+        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
 
     def approve(self, task_id: str, by: str, version: int) -> dict[str, Any]:
         try:  # answer the wait by its correlation id when the task can be read here
@@ -150,20 +200,16 @@ class Client:
         except WakefulError:
             waits = []  # the pipeline will say what is wrong with the task
         corr = waits[0].correlation_id if waits else None
-        event = self.send(by, events.APPROVE, {"version": version}, task_id=task_id, correlation_id=corr)
-        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
+        return self.event(task_id, events.APPROVE, {"version": version}, by, corr)
 
     def amend(self, task_id: str, amount: int, principal: str = REQUESTER) -> dict[str, Any]:
-        event = self.send(principal, events.AMEND, {"amount": amount}, task_id=task_id)
-        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
+        return self.event(task_id, events.AMEND, {"amount": amount}, principal)
 
     def reopen(self, task_id: str, principal: str = "ops-lead", wait_s: int | None = None) -> dict[str, Any]:
-        event = self.send(principal, events.REOPEN, {"wait_s": wait_s} if wait_s else {}, task_id=task_id)
-        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
+        return self.event(task_id, events.REOPEN, {"wait_s": wait_s} if wait_s else {}, principal)
 
     def run(self, task_id: str, principal: str = REQUESTER) -> dict[str, Any]:
-        event = self.send(principal, events.RUN, {}, task_id=task_id)
-        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
+        return self.event(task_id, events.RUN, {}, principal)
 
     def receipt(
         self, event_id: str, task_id: str | None = None, timeout: float = 30.0, *, key_id: str

@@ -9,6 +9,7 @@ from typing import Any
 import click
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from wakeful.cli.app_option import app_option
 from wakeful.cli.authority_cmds import authority
 from wakeful.cli.output import emit, say
 from wakeful.cli.scaffold import new_agent
@@ -207,6 +208,7 @@ def keys_list(settings: Settings, as_json: bool) -> None:
 
 
 @cli.command("bench")
+@app_option
 @click.option("--tasks", default=1000, show_default=True, help="Tasks to run through the pipeline.")
 @click.option("--approval-ratio", default=0.3, show_default=True, help="Share of tasks above the limit.")
 @click.option(
@@ -223,6 +225,7 @@ def bench(settings: Settings, tasks: int, approval_ratio: float, rate: float | N
 
 
 @cli.command("chaos")
+@app_option
 @click.option("--tasks", default=200, show_default=True, help="Tasks to run.")
 @click.option("--kills", default=10, show_default=True, help="Random worker kills (SIGKILL, then restart).")
 @click.option("--seed", type=int, default=None, help="Seed for a repeatable run.")
@@ -252,6 +255,7 @@ def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
 
 
 @cli.command("worker")
+@app_option
 @click.argument("roles", nargs=-1, required=True, type=click.Choice([*ROLES, "all"]))
 @click.option("--fault", "fault_points", default=None, help="Crash point(s) to arm, comma-separated.")
 @click.option(
@@ -303,6 +307,7 @@ def _run_role(settings: Settings, role: str, stop: Any) -> int:
 
 
 @cli.command("demo")
+@app_option
 @click.pass_obj
 def demo(settings: Settings) -> None:
     """The main job: start the stack and workers if needed, then tell the whole story; exit 1 if a

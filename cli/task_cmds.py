@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import IO, Any
 
 import click
 
+from wakeful.cli.app_option import app_option
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.cli.output import emit, outcome_line
+from wakeful.cli.payload import build_payload
 from wakeful.core.settings import Settings
+from wakeful.schemas import events
+from wakeful.sdk.app import load_app
 from wakeful.state import keys
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+field_option = click.option(
+    "--field",
+    "fields",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A payload field; VALUE is read as JSON when it parses (2500, true), else as text. Repeatable.",
+)
+payload_option = click.option(
+    "--payload",
+    "payload_file",
+    type=click.File("rb"),
+    default=None,
+    help="A file holding the payload as a JSON object (- for stdin); --field overrides its keys.",
+)
 
 
 def _task_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -21,6 +39,27 @@ def _task_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     if not re.fullmatch(keys.TASK_ID, value):
         raise click.BadParameter(f"{value[:40]!r} is not a task id ({keys.TASK_ID})")
     return value
+
+
+def _correlation_id(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(keys.CORRELATION_ID, value):
+        raise click.BadParameter(f"{value[:40]!r} is not a correlation id ({keys.CORRELATION_ID})")
+    return value
+
+
+def _accepting(settings: Settings, kind: str) -> None:
+    """An event kind the loaded app does not know is refused here, before anything is signed."""
+    app = load_app(settings.app)
+    if kind not in app.kinds:
+        raise click.BadParameter(
+            f"app {app.name} accepts no {kind!r} events; it knows: {', '.join(sorted(app.kinds))}",
+            param_hint="'--kind'",
+        )
+
+
+def _moved(receipt: dict[str, Any], what: str) -> None:
+    if receipt["status"] == "accepted":
+        receipt["reason"] = f"{what} {receipt.get('stage')} (version {receipt.get('version')})"
 
 
 def _finish(receipt: dict[str, Any], as_json: bool, extra: dict[str, Any] | None = None) -> None:
@@ -31,28 +70,80 @@ def _finish(receipt: dict[str, Any], as_json: bool, extra: dict[str, Any] | None
 
 @click.group()
 def task() -> None:
-    """Create, approve, amend, run and inspect refund tasks (through the real pipeline)."""
+    """Create tasks of the loaded app, send them its events, and inspect them (through the real
+    pipeline, signed as an upstream system)."""
 
 
 @task.command("new")
-@click.option("--amount", type=click.IntRange(min=1), required=True, help="Refund amount (whole units).")
-@click.option("--note", default=None, help="Free text from the customer: untrusted evidence.")
+@app_option
+@click.option("--workflow", default=None, help="The app's workflow to start (default: its first).")
+@field_option
+@payload_option
+@click.option("--amount", type=click.IntRange(min=1), default=None, help="Refund: the amount field.")
+@click.option(
+    "--note", default=None, help="Refund: the note field, customer text kept as untrusted evidence."
+)
 @click.option("--as", "principal", default=REQUESTER, show_default=True, help="Signing principal.")
 @click.option("--wait-s", type=click.IntRange(min=1), default=None, help="Approval deadline in seconds.")
 @json_option
 @click.pass_obj
 def task_new(
-    settings: Settings, amount: int, note: str | None, principal: str, wait_s: int | None, as_json: bool
+    settings: Settings,
+    workflow: str | None,
+    fields: tuple[str, ...],
+    payload_file: IO[bytes] | None,
+    amount: int | None,
+    note: str | None,
+    principal: str,
+    wait_s: int | None,
+    as_json: bool,
 ) -> None:
-    """Publish a signed task.create event and print its outcome."""
-    client = Client(settings)
-    task_id, receipt = client.new_task(amount, note, principal, wait_s)
-    if receipt["status"] == "accepted":
-        receipt["reason"] = f"task {task_id} is {receipt.get('stage')} (version {receipt.get('version')})"
+    """Publish a signed task.create event with the payload given and print its outcome."""
+    shortcuts = {"workflow": workflow, "amount": amount, "note": note, "wait_s": wait_s}
+    payload = build_payload(payload_file, fields, shortcuts)
+    app, named = load_app(settings.app), payload.get("workflow")
+    if named is not None and (not isinstance(named, str) or app.workflow(named) is None):
+        have = ", ".join(wf.name for wf in app.workflows)
+        raise click.BadParameter(
+            f"app {app.name} has no workflow {named!r}; it has: {have}", param_hint="'--workflow'"
+        )
+    task_id, receipt = Client(settings).create(payload, principal)
+    _moved(receipt, f"task {task_id} is")
+    _finish(receipt, as_json, {"task_id": task_id})
+
+
+@task.command("send")
+@app_option
+@click.argument("task_id", callback=_task_id)
+@click.option(
+    "--kind", required=True, help="An event kind the app accepts, e.g. its own signature.completed."
+)
+@field_option
+@payload_option
+@click.option("--as", "principal", default=REQUESTER, show_default=True, help="Signing principal.")
+@click.option("--correlation-id", default=None, callback=_correlation_id, help="The wait it answers.")
+@json_option
+@click.pass_obj
+def task_send(
+    settings: Settings,
+    task_id: str,
+    kind: str,
+    fields: tuple[str, ...],
+    payload_file: IO[bytes] | None,
+    principal: str,
+    correlation_id: str | None,
+    as_json: bool,
+) -> None:
+    """Publish one signed event of KIND for a task and print its outcome (exit 1 if refused)."""
+    _accepting(settings, kind)
+    payload = build_payload(payload_file, fields)
+    receipt = Client(settings).event(task_id, kind, payload, principal, correlation_id)
+    _moved(receipt, f"{kind} accepted; task is")
     _finish(receipt, as_json, {"task_id": task_id})
 
 
 @task.command("approve")
+@app_option
 @click.argument("task_id", callback=_task_id)
 @click.option("--by", "principal", required=True, help="Approver; signs with this principal's key.")
 @click.option("--version", type=int, required=True, help="The task version being approved.")
@@ -76,13 +167,15 @@ def task_approve(
 
 
 @task.command("amend")
+@app_option
 @click.argument("task_id", callback=_task_id)
 @click.option("--amount", type=click.IntRange(min=1), required=True)
 @click.option("--as", "principal", default=REQUESTER, show_default=True)
 @json_option
 @click.pass_obj
 def task_amend(settings: Settings, task_id: str, amount: int, principal: str, as_json: bool) -> None:
-    """Change the amount: a new task version, and any approval is void."""
+    """Refund: change the amount, a new task version, and any approval is void."""
+    _accepting(settings, events.AMEND)
     receipt = Client(settings).amend(task_id, amount, principal)
     if receipt["status"] == "accepted":
         receipt["reason"] = f"task is {receipt.get('stage')} at version {receipt.get('version')}"
@@ -90,6 +183,7 @@ def task_amend(settings: Settings, task_id: str, amount: int, principal: str, as
 
 
 @task.command("run")
+@app_option
 @click.argument("task_id", callback=_task_id)
 @click.option("--as", "principal", default=REQUESTER, show_default=True)
 @json_option
@@ -100,6 +194,7 @@ def task_run(settings: Settings, task_id: str, principal: str, as_json: bool) ->
 
 
 @task.command("reopen")
+@app_option
 @click.argument("task_id", callback=_task_id)
 @click.option("--as", "principal", default="ops-lead", show_default=True, help="The person settling it.")
 @click.option("--wait-s", type=click.IntRange(min=1), default=None, help="New approval deadline in seconds.")
@@ -114,25 +209,27 @@ def task_reopen(settings: Settings, task_id: str, principal: str, wait_s: int | 
 
 
 @task.command("show")
+@app_option
 @click.argument("task_id", callback=_task_id)
 @json_option
 @click.pass_obj
 def task_show(settings: Settings, task_id: str, as_json: bool) -> None:
-    """Stage, versions, amount, approval, last refusal and ledger entries of one task."""
+    """Workflow, stage, version, the app's own fields, approval, last refusal and actions of one task."""
     shown = Client(settings).show(task_id)
     lines = [f"{k}: {v}" for k, v in shown.items() if k not in ("pending_waits", "versions")]
     emit(shown, as_json, "\n".join(lines))
 
 
 @task.command("list")
+@app_option
 @json_option
 @click.pass_obj
 def task_list(settings: Settings, as_json: bool) -> None:
-    """Every task with its stage."""
+    """Every task with its workflow, stage, version and last refusal."""
     rows = Client(settings).list_tasks()
     human = "\n".join(
-        f"{r['id']:16} {r['stage']:18} v{r.get('version', '-')} {r.get('amount', '-'):>8}  "
-        f"{r.get('last_refusal') or ''}"
+        f"{r['id']:16} {r.get('workflow') or '-':12} {r['stage']:18} v{r.get('version', '-')}  "
+        f"{r.get('last_refusal') or r.get('quarantine') or r.get('error') or ''}"
         for r in rows
     )
     emit(rows, as_json, human or "no tasks")

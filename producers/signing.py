@@ -17,6 +17,7 @@ from wakeful.schemas.base import dumps_any_int
 from wakeful.schemas.events import SignedEvent
 
 Alg = Literal["ed25519", "hmac-sha256"]
+DEFAULT_TENANT = "default"  # a signer registered without one (and every record from before tenants)
 
 
 def signing_bytes(event: SignedEvent) -> bytes:
@@ -90,12 +91,14 @@ def sign_event(
 
 @dataclass(frozen=True)
 class VerifyKey:
-    """A registered sender key: Ed25519 public key bytes or an HMAC secret, and whose it is."""
+    """A registered sender key: Ed25519 public key bytes or an HMAC secret, whose it is, and the
+    tenant it signs for."""
 
     key_id: str
     alg: Alg
     material: bytes
     principal: str
+    tenant: str = DEFAULT_TENANT
 
     def verify(self, event: SignedEvent) -> bool:
         try:
