@@ -54,7 +54,6 @@ from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
 from wakeful.workflow import engine, window
 
-TENANT = "default"
 WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
 BACKLOG_ALLOWANCE = timedelta(hours=1)
 
@@ -67,6 +66,7 @@ class Wake:
     auth: Snapshot
     evidence: dict[str, str]
     answered: bool = False  # its event has a receipt: it was decided before, whatever the outcome
+    tenant: str = ""  # the signer's tenant, from its registry record ("" for a deadline wake)
 
 
 class _NoWrite(Exception):
@@ -169,7 +169,7 @@ class Gate:
         if refused or key is None:
             self._dead(msg, refused or "no signer")
             return None
-        return Wake(envelope, event, key.principal, auth, evidence, answered)
+        return Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
 
     def _apply(self, wake: Wake, lease: Lease) -> None:
         env, event, auth = wake.envelope, wake.event, wake.auth
@@ -187,6 +187,9 @@ class Gate:
         def decide(cp: Checkpoint) -> Checkpoint:
             refusal.clear()
             evidence.clear()
+            if event is not None and cp.security.tenant != wake.tenant:
+                # Another tenant's task is, to this signer, no task at all: the same answer.
+                raise _NoWrite(cp, f"no task {cp.task_id}")
             decided = gate_rules.decide(
                 self.app, cp, event, wake.principal or "", auth=auth, now=now, started=started
             )
@@ -286,13 +289,13 @@ class Gate:
         event, task_id = wake.event, wake.envelope.task_id
         assert event is not None and wake.principal is not None
         workflow = event.payload.get("workflow", self.app.workflows[0].name)
-        start = Start(task_id, wake.principal, TENANT, event.payload, wake.auth, now)
+        start = Start(task_id, wake.principal, wake.tenant, event.payload, wake.auth, now)
         decided = engine.create(self.app, str(workflow), start)
         if isinstance(decided, Refuse):
             return self._finish(event, "rejected", decided.reason, task_id, None)
         stored, evidence = wake, _evidence_fields(task_id, decided.evidence)
         if evidence:
-            wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence)
+            wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence, tenant=wake.tenant)
 
         def also(new: Checkpoint) -> list[tuple[Any, ...]]:
             """The evidence and the receipt, in the transaction that creates the task: a create that

@@ -1,0 +1,62 @@
+"""The tenant of a task is its creator's, from the signer registry, never a constant; a signer of
+another tenant can neither see nor move it: to that signer the task does not exist."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from helpers import start_fleet
+
+from wakeful.cli.client import Client
+from wakeful.devstack.fleet import Fleet
+from wakeful.schemas import events
+from wakeful.state import keys
+
+OUTSIDER = "eve-globex"  # an approver by name, registered for another tenant
+KINDS = (events.CREATE, events.APPROVE, events.AMEND, events.RUN, events.REOPEN)
+
+
+@pytest.fixture(scope="module")
+def workers(client: Client) -> Iterator[Fleet]:
+    client.add_signer(OUTSIDER, KINDS, tenant="globex")
+    client.authority.add_approver(OUTSIDER)
+    fleet = start_fleet(client)
+    yield fleet
+    fleet.stop()
+    client.authority.remove_approver(OUTSIDER)
+
+
+def test_a_task_belongs_to_the_tenant_of_the_signer_that_created_it(client: Client, workers: Fleet) -> None:
+    ours, _ = client.new_task(2500)
+    theirs, receipt = client.create({"amount": 2500, "currency": "EUR"}, principal=OUTSIDER)
+    assert receipt["status"] == "accepted"
+    assert client.store.load(ours).security.tenant == "default"
+    assert client.store.load(theirs).security.tenant == "globex"
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload"),
+    [(events.APPROVE, {"version": 1}), (events.AMEND, {"amount": 10}), (events.RUN, {}), (events.REOPEN, {})],
+)
+def test_a_signer_of_another_tenant_is_told_the_task_does_not_exist_and_changes_nothing(
+    client: Client, workers: Fleet, kind: str, payload: dict[str, object]
+) -> None:
+    task_id, _ = client.new_task(2500)
+    before = client.store.load(task_id)
+    answer = client.event(task_id, kind, payload, principal=OUTSIDER)
+    missing = f"t-{uuid.uuid4().hex[:12]}"
+    nowhere = client.event(missing, kind, payload, principal=OUTSIDER)
+    assert answer["status"] == nowhere["status"] == "rejected"
+    assert answer["reason"] == f"no task {task_id}" and nowhere["reason"] == f"no task {missing}"
+    assert set(answer) == set(nowhere)  # not a field more about a task that exists
+    after = client.store.load(task_id)
+    assert after.state_version == before.state_version and after.business == before.business
+    assert not client.admin.exists(keys.ops(task_id))
+
+
+def test_the_tasks_own_tenant_still_moves_it(client: Client, workers: Fleet) -> None:
+    task_id, _ = client.new_task(2500)
+    assert client.approve(task_id, "alice", 1)["status"] == "accepted"
+    assert client.wait_settled(task_id)["stage"] == "closed"
