@@ -27,9 +27,14 @@ RUNTIME_KINDS = frozenset({events.CREATE, events.APPROVE, events.RUN, events.REO
 
 @dataclass(frozen=True)
 class App:
+    """Workflows and tools. `story` and `traffic` name (module:attribute) the app's demo story and
+    its load generator for `wakeful demo`, `bench` and `chaos`; roles never load them."""
+
     name: str
     workflows: Sequence[Workflow[Any]]
     tools: Sequence[Tool[Any]] = ()
+    story: str | None = None
+    traffic: str | None = None
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
