@@ -252,4 +252,9 @@ onboarding = Workflow(
     card=card,
 )
 
-app = App("supplier_onboarding", workflows=[onboarding], tools=[RegisterSupplier(), ScheduleFirstPayment()])
+app = App(
+    "supplier_onboarding",
+    workflows=[onboarding],
+    tools=[RegisterSupplier(), ScheduleFirstPayment()],
+    story="wakeful.examples.onboarding_story:story",
+)

@@ -217,4 +217,6 @@ refund = Workflow(
     },
 )
 
-app = App(name="refund", workflows=[refund], tools=[BankRefund()])
+app = App(
+    name="refund", workflows=[refund], tools=[BankRefund()], story="wakeful.examples.refund_story:story"
+)

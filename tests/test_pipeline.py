@@ -16,7 +16,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers import kafka_as, kafka_python_as, produce, refund_proposal, role_message, start_fleet
 
 from wakeful.cli.client import REQUESTER, Client
-from wakeful.cli.demo import INJECTION
 from wakeful.consumers.gate import Gate
 from wakeful.core import provenance, topics
 from wakeful.core.kafka_rights import UPSTREAM
@@ -26,6 +25,7 @@ from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
+from wakeful.examples.refund_story import INJECTION
 from wakeful.producers.publish import KafkaPythonPublisher
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
