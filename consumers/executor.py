@@ -113,9 +113,9 @@ class Executor:
             )
             refused = unanswered(self.app, cp, env)
             engine.workflow_of(self.app, cp)
-        except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
+        except (TaskNotFound, TaskQuarantined, IntegrityError, engine.UnknownWorkflow) as exc:
             return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
-        except (KeyringError, DecodeError, engine.UnknownWorkflow) as exc:
+        except (KeyringError, DecodeError) as exc:
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
         if refused is not None:
             return self.runner.dead_letter(msg, refused, env.task_id)

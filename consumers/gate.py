@@ -128,6 +128,10 @@ class Gate:
         try:
             fault("gate.after_lease")
             self._apply(wake, lease)
+        except engine.UnknownWorkflow as exc:
+            # Retrying would hold up every task behind it on the partition; the letter keeps the
+            # wake for a replay by a worker that runs the task's app.
+            self._dead(msg, f"task {envelope.task_id}: {exc}")
         finally:
             self.leases.release(lease)
         return None
@@ -240,7 +244,7 @@ class Gate:
             self.store.quarantine(env.task_id, "incompatible", exc.detail)
             self.log("gate.quarantined", task_id=env.task_id, detail=exc.detail)
             return self._finish(event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None)
-        except (KeyringError, DecodeError, engine.UnknownWorkflow) as exc:
+        except (KeyringError, DecodeError) as exc:
             # Not tampering, but this worker cannot read the task: keep the message, loudly.
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
         else:
@@ -289,7 +293,8 @@ class Gate:
         event, task_id = wake.event, wake.envelope.task_id
         assert event is not None and wake.principal is not None
         workflow = event.payload.get("workflow", self.app.workflows[0].name)
-        start = Start(task_id, wake.principal, wake.tenant, event.payload, wake.auth, now)
+        fields = {k: v for k, v in event.payload.items() if k != "workflow"}  # the runtime's, not the app's
+        start = Start(task_id, wake.principal, wake.tenant, fields, wake.auth, now)
         decided = engine.create(self.app, str(workflow), start)
         if isinstance(decided, Refuse):
             return self._finish(event, "rejected", decided.reason, task_id, None)
