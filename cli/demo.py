@@ -20,7 +20,7 @@ from wakeful.core.settings import Settings
 from wakeful.devstack import stack
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.process import Say
-from wakeful.sdk.app import App
+from wakeful.sdk.app import App, load_app
 
 
 class Demo:
@@ -43,9 +43,9 @@ class Demo:
             self.failures.append(step)
 
     def run(self) -> bool:
+        tell = story_of(load_app(self.settings.app))  # before anything is started
         self.say("starting the local stack (if needed) ...")
         stack.up(self.settings, self.say)
-        tell = story_of(self.client.app)
         fleet = Fleet({**os.environ, "WAKEFUL_MODEL": "gullible"})
         self.say(f"starting the workers for app {self.client.app.name} (gullible proposer) ...")
         fleet.start()  # first: refused while another fleet runs, before anything is changed

@@ -21,3 +21,31 @@ def test_readme_first_command_wakeful_demo_exits_0(
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo ok" in result.stdout
     assert result.stderr.count("  ok   ") == 9 and "FAIL" not in result.stderr
+
+
+def test_the_onboarding_apps_story_exits_0_with_every_step_ok(
+    settings: Settings, kafka_bootstrap: str, redis_url: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", "wakeful.examples.onboarding:app"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "demo ok" in result.stdout
+    assert result.stderr.count("  ok   ") == 15 and "FAIL" not in result.stderr
+    assert "planted account blocked, never paid" in result.stderr
+
+
+def test_an_app_without_a_story_is_told_so_in_one_line(settings: Settings, redis_url: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", "wakeful.examples.tutorial:app"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "has no demo story" in result.stderr and "Traceback" not in result.stderr
