@@ -252,4 +252,9 @@ onboarding = Workflow(
     card=card,
 )
 
-app = App("supplier_onboarding", workflows=[onboarding], tools=[RegisterSupplier(), ScheduleFirstPayment()])
+app = App(
+    "supplier_onboarding",
+    workflows=[onboarding],
+    tools=[RegisterSupplier(), ScheduleFirstPayment()],
+    traffic="wakeful.examples.onboarding_traffic:traffic",
+)

@@ -217,4 +217,6 @@ refund = Workflow(
     },
 )
 
-app = App(name="refund", workflows=[refund], tools=[BankRefund()])
+app = App(
+    name="refund", workflows=[refund], tools=[BankRefund()], traffic="wakeful.examples.refund_traffic:traffic"
+)
