@@ -15,14 +15,11 @@ which is not an invariant the runtime promises under every policy, but is a surp
 
 from __future__ import annotations
 
-import functools
 import os
 import random
 import threading
 import time
-import uuid
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from wakeful.cli.client import Client
@@ -30,7 +27,7 @@ from wakeful.core.settings import Settings
 from wakeful.devstack import stack
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.process import Say
-from wakeful.devstack.traffic import Plan, Traffic, load_traffic, per_op_key, signed, warm_up
+from wakeful.devstack.traffic import Planned, Traffic, load_traffic, per_op_key, plan_tasks, warm_up
 from wakeful.schemas import events
 from wakeful.sdk.app import ENV, load_app
 from wakeful.state import keys
@@ -54,7 +51,8 @@ def run(settings: Settings, tasks: int, kills: int, seed: int | None, say: Say) 
     try:
         warm_up(client, traffic)
         mark = traffic.mark(client.admin)
-        plans = _plan(client, traffic, tasks, rng)
+        paths = [rng.random() < traffic.share for _ in range(tasks)]
+        plans = plan_tasks(client, traffic, paths, rng, "x")
         span = tasks / RATE + 5.0
         killer = threading.Thread(
             target=_killer, args=(fleet, kills, span, rng, killed), kwargs={"say": say}, daemon=True
@@ -78,27 +76,6 @@ def run(settings: Settings, tasks: int, kills: int, seed: int | None, say: Say) 
         report["lost"] == 0 and report["duplicate_effects"] == 0 and report["misapplied_events"] == 0
     )
     return report
-
-
-@dataclass(frozen=True)
-class Planned:
-    task_id: str
-    second: bool  # on the traffic's second path
-    plan: Plan
-    sent: list[events.SignedEvent]
-
-
-def _plan(client: Client, traffic: Traffic, tasks: int, rng: random.Random) -> list[Planned]:
-    signer = functools.cache(client.signer)
-    planned: list[Planned] = []
-    for _ in range(tasks):
-        task_id = f"x-{uuid.uuid4().hex[:12]}"  # new ids every run, even with the same seed
-        second = rng.random() < traffic.share
-        plan = traffic.plan(task_id, rng, second)
-        if plan.arrange is not None:
-            plan.arrange(client.admin)
-        planned.append(Planned(task_id, second, plan, signed(plan, task_id, signer)))
-    return planned
 
 
 def _publish(client: Client, plans: list[Planned]) -> None:
@@ -163,7 +140,8 @@ def _check(
     return {
         "tasks": len(task_ids),
         "events": sum(len(p.sent) for p in plans),
-        "second_path": f"{sum(p.second for p in plans)} {traffic.second_path}",
+        "second_path": sum(p.second for p in plans),
+        "second_path_means": traffic.second_path,
         "stages": dict(Counter(s["stage"] for s in shown.values())),
         "with_effects": sum(1 for counts in effects.values() if counts),
         "effects": sum(sum(counts.values()) for counts in effects.values()),
@@ -204,7 +182,7 @@ def render(r: dict[str, Any]) -> str:
         [
             f"chaos {verdict} ({r['app']}): {r['tasks']} tasks, {r['events']} events, {r['kills']} kills "
             f"{r['killed']} in {r['seconds']} s",
-            f"second path       : {r['second_path']}",
+            f"second path       : {r['second_path']} {r['second_path_means']}",
             f"stages            : {r['stages']}",
             f"tasks with effects: {r['with_effects']} ({r['effects']} effects at the downstream)",
             f"lost tasks        : {r['lost']} {r['lost_tasks'] or ''}",

@@ -147,6 +147,32 @@ def per_op_key(found: Sequence[Effect], task_ids: Collection[str]) -> dict[str, 
     return counts
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A task's traffic, ready to publish."""
+
+    task_id: str
+    second: bool  # on the traffic's second path
+    plan: Plan
+    sent: list[events.SignedEvent]
+
+
+def plan_tasks(
+    client: Client, traffic: Traffic, paths: Sequence[bool], rng: random.Random, prefix: str
+) -> list[Planned]:
+    """One new task per entry of `paths` (True: the second path), each with a fresh id, its events
+    signed and its downstream arranged; nothing is published."""
+    signer = functools.cache(client.signer)
+    planned: list[Planned] = []
+    for second in paths:
+        task_id = f"{prefix}-{uuid.uuid4().hex[:12]}"  # new ids every run, even with the same seed
+        plan = traffic.plan(task_id, rng, second)
+        if plan.arrange is not None:
+            plan.arrange(client.admin)
+        planned.append(Planned(task_id, second, plan, signed(plan, task_id, signer)))
+    return planned
+
+
 def warm_up(client: Client, traffic: Traffic) -> None:
     """One task of the first path all the way through, so every role has joined its groups."""
     task_id = f"w-{uuid.uuid4().hex[:12]}"
