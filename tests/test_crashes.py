@@ -17,6 +17,7 @@ import os
 import random
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -109,7 +110,8 @@ def crash(s: Stack, point: str) -> None:
     s.fleet.start_role(role)
 
 
-def check_settled_once(s: Stack, point: str, planned: list[Planned], mark: str) -> None:
+def check_settled_once(s: Stack, point: str, planned: list[Planned], mark: str) -> dict[str, Counter[str]]:
+    """Every task settled on its plan with one effect per op key; returns the effects per task."""
     client = s.client
     for p in planned:
         shown = client.wait_settled(p.task_id, SETTLE_S)
@@ -127,6 +129,7 @@ def check_settled_once(s: Stack, point: str, planned: list[Planned], mark: str) 
         assert receipt["status"] == "accepted", (point, receipt)
         applied = keys.event_identity(event.key_id, event.event_id)
         assert client.admin.sismember(keys.inbox(receipt["task_id"]), applied)
+    return effects
 
 
 def check_no_lease_stuck(client: Client, task_ids: list[str]) -> None:
@@ -181,5 +184,8 @@ def test_no_onboarding_pays_or_undoes_twice_after_a_sigkill_in_its_second_step_a
         fleet.start_role("timer")
     crash(stack, point)
 
-    check_settled_once(stack, point, planned, mark)
+    effects = check_settled_once(stack, point, planned, mark)
+    for p in planned:  # registered, then paid; or registered, then undone once the payment was refused
+        kinds = sorted(op.split(":")[0] for op in effects[p.task_id])
+        assert kinds == (["SUPPLIER-REG", "UNDO"] if second else ["FIRST-PAY", "SUPPLIER-REG"]), effects
     check_no_lease_stuck(client, [p.task_id for p in planned])
