@@ -257,4 +257,5 @@ app = App(
     workflows=[onboarding],
     tools=[RegisterSupplier(), ScheduleFirstPayment()],
     story="wakeful.examples.onboarding_story:story",
+    traffic="wakeful.examples.onboarding_traffic:traffic",
 )

@@ -218,5 +218,9 @@ refund = Workflow(
 )
 
 app = App(
-    name="refund", workflows=[refund], tools=[BankRefund()], story="wakeful.examples.refund_story:story"
+    name="refund",
+    workflows=[refund],
+    tools=[BankRefund()],
+    story="wakeful.examples.refund_story:story",
+    traffic="wakeful.examples.refund_traffic:traffic",
 )

@@ -1,4 +1,5 @@
-"""`wakeful chaos`, small: random workers SIGKILLed while tasks run; no task lost, no effect twice."""
+"""`wakeful chaos`, small, for each bundled app: random workers SIGKILLed while the app's traffic
+runs; no task lost, no effect twice at the downstream, every event applied once."""
 
 from __future__ import annotations
 
@@ -6,27 +7,22 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 
 from wakeful.core.settings import Settings
 
+# app -> (tasks, kills): the onboarding's tasks take twice the hops, so fewer of them
+RUNS = {"wakeful.examples.refund:app": (80, 8), "wakeful.examples.onboarding:app": (50, 6)}
 
-def test_random_kills_lose_no_task_and_duplicate_no_effect(
-    settings: Settings, kafka_bootstrap: str, redis_url: str
+
+@pytest.mark.parametrize("app", RUNS, ids=["refund", "onboarding"])
+def test_random_kills_lose_no_task_and_duplicate_no_effect_at_the_downstream(
+    app: str, settings: Settings, kafka_bootstrap: str, redis_url: str
 ) -> None:
+    tasks, kills = RUNS[app]
+    command = ["chaos", "--app", app, "--tasks", str(tasks), "--kills", str(kills), "--seed", "7", "--json"]
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wakeful.cli.main",
-            "chaos",
-            "--tasks",
-            "80",
-            "--kills",
-            "8",
-            "--seed",
-            "7",
-            "--json",
-        ],
+        [sys.executable, "-m", "wakeful.cli.main", *command],
         capture_output=True,
         text=True,
         timeout=600,
@@ -34,6 +30,15 @@ def test_random_kills_lose_no_task_and_duplicate_no_effect(
     )
     assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
     report = orjson.loads(result.stdout)
-    assert report["ok"] and report["kills"] == 8
+    assert report["ok"] and report["kills"] == kills
     assert (report["lost"], report["duplicate_effects"], report["misapplied_events"]) == (0, 0, 0)
-    assert report["refunded"] == 80 and report["stages"] == {"closed": 80}
+    # every task ended where its traffic said: its path's stage, with its path's effects
+    assert report["off_plan"] == 0, report["off_plan_examples"]
+    assert report["with_effects"] == tasks
+    second = report["second_path"]
+    if app.endswith("refund:app"):
+        assert report["stages"] == {"closed": tasks} and report["effects"] == tasks
+    else:
+        assert 0 < second < tasks, report  # the seed sends some tasks through a compensation
+        assert report["stages"] == {"closed": tasks - second, "needs_review": second}
+        assert report["effects"] == 2 * tasks
