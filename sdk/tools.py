@@ -21,6 +21,7 @@ also implements `undo`, which a workflow can ask for (Compensate) when a later s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
@@ -68,6 +69,12 @@ class Tool(Generic[A]):
     def undo(self, op_key: str, args: A, fence: int) -> Mapping[str, str]:
         raise NotImplementedError(f"tool {self.name} is not reversible")
 
+    @classmethod
+    @functools.cache
+    def parameters(cls) -> dict[str, Any]:
+        """The JSON schema of the tool's arguments, made once per tool (pydantic takes ~0.5 ms)."""
+        return cls.args.model_json_schema()
+
     def key_for(self, task_id: str, version: int) -> str:
         return self.op_key.format(tool=self.name, task_id=task_id, version=version)
 
@@ -76,7 +83,7 @@ class Tool(Generic[A]):
         return {
             "name": self.name,
             "description": self.description,
-            "parameters": self.args.model_json_schema(),
+            "parameters": self.parameters(),
             "stages": list(self.stages),
             "reversible": self.reversible,
             "egress": list(self.egress),

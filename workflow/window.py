@@ -66,7 +66,7 @@ def build(
                 "name": t.name,
                 "description": t.description,
                 "irreversible": not t.reversible,
-                "parameters": t.args.model_json_schema(),
+                "parameters": t.parameters(),
             }
             for t in app.tools_at(b.stage)
         ],
