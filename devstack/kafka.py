@@ -261,8 +261,8 @@ def start(settings: Settings, say: process.Say) -> int:
     pid = process.start_detached(argv, _dir(settings) / "stdout.log", pid_path(settings), _dir(settings))
 
     def ready() -> bool:
-        if process.running_pid(pid_path(settings), is_ours(settings)) is None:
-            raise StackError(NAME, "the broker exited during start-up", process.log_tail(log_path(settings)))
+        if not process.alive(pid):
+            raise StackError(NAME, "the broker exited during start-up", _start_logs(settings))
         return healthy(settings, timeout=1.0)
 
     if not process.wait_until(ready, settings.start_timeout, interval=0.5):
@@ -273,6 +273,12 @@ def start(settings: Settings, say: process.Say) -> int:
             process.log_tail(log_path(settings)),
         )
     return pid
+
+
+def _start_logs(settings: Settings) -> str:
+    """The broker's own log and its console: a JVM that dies before logging speaks only on the latter."""
+    console = process.log_tail(_dir(settings) / "stdout.log", lines=15)
+    return f"{process.log_tail(log_path(settings))}\n--- last lines of the broker's console ---\n{console}"
 
 
 def stop(settings: Settings) -> int | None:

@@ -30,6 +30,15 @@ def start_detached(argv: Sequence[str], log_path: Path, pid_path: Path, cwd: Pat
     return proc.pid
 
 
+def alive(pid: int) -> bool:
+    """Whether a child we just spawned still runs. Not is_ours(): while the kernel is still
+    loading the new program, /proc/<pid>/cmdline reads empty, and a live server looked dead."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def running_pid(pid_path: Path, is_ours: Callable[[psutil.Process], bool]) -> int | None:
     """The recorded pid if that process is alive and is_ours(process) holds.
 

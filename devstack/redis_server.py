@@ -160,7 +160,7 @@ def start(settings: Settings, say: process.Say) -> int:
     )
 
     def ready() -> bool:
-        if process.running_pid(pid_path(settings), is_ours(settings)) is None:
+        if not process.alive(pid):
             raise StackError(
                 NAME, "redis-server exited during start-up", process.log_tail(log_path(settings))
             )
