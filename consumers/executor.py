@@ -127,7 +127,16 @@ class Executor:
         if settled is not None:
             return self._close(cp, settled, lease, auth)
         now = datetime.now(UTC)
-        decided = effects.check_proposal(self.app, cp, proposal.tool, proposal.args, auth=auth, now=now)
+        decided = effects.check_proposal(
+            self.app,
+            cp,
+            proposal.tool,
+            proposal.args,
+            auth=auth,
+            now=now,
+            unusable=proposal.unusable,
+            failed=proposal.failed,
+        )
         if isinstance(decided, Refuse | Review):
             reason = decided.reason
             record = engine.review if isinstance(decided, Review) else engine.refused

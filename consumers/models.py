@@ -33,6 +33,11 @@ class Proposal(Record):
     args: dict[str, Any]
     rationale: str = Field(max_length=2000)
     model: str
+    # Set by the proposer, never by the model's text: why the reply could not be a proposal (no tool
+    # call, an unknown tool, arguments that are not JSON...), or why the model failed for good.
+    unusable: str | None = Field(default=None, max_length=500)
+    failed: str | None = Field(default=None, max_length=500)
+    tokens: int = Field(default=0, ge=0)  # what the model call cost, prompt and completion
 
 
 class Model(Protocol):

@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from refund_rules import Refusal, refund
+from refund_rules import APP, Refusal, refund
 
 from wakeful.authority.store import Snapshot
 from wakeful.examples.refund import Stage
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk import Refuse, Review
+from wakeful.workflow import effects
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AUTH = Snapshot(approvers=frozenset({"alice", "bob"}), limit=1000)
@@ -234,6 +236,27 @@ def test_unknown_tool_is_blocked_into_review() -> None:
     cp = approved(task())
     out = refund.check_proposal(cp, "wire_transfer", proposal(cp), AUTH, NOW)
     assert out is not None and out.review and "not permitted at stage ready" in out.reason
+
+
+def test_a_model_that_failed_for_good_parks_the_task_with_its_reason() -> None:
+    cp = approved(task())
+    out = effects.check_proposal(APP, cp, "none", {}, auth=AUTH, now=NOW, failed="429 after 4 attempts")
+    assert isinstance(out, Review) and "the model failed: 429 after 4 attempts" in out.reason
+
+
+def test_an_unusable_reply_is_refused_with_its_reason_and_never_becomes_an_effect() -> None:
+    cp = approved(task())
+    # Even a reply that names the right tool with the right arguments: the proposer said no.
+    out = effects.check_proposal(
+        APP, cp, refund.TOOL, proposal(cp), auth=AUTH, now=NOW, unusable="two tool calls where one is allowed"
+    )
+    assert isinstance(out, Refuse) and "two tool calls where one is allowed" in out.reason
+
+
+def test_a_task_that_waits_says_so_before_any_word_about_the_model() -> None:
+    cp = task()  # awaiting its approval
+    out = effects.check_proposal(APP, cp, "none", {}, auth=AUTH, now=NOW, failed="timeout")
+    assert isinstance(out, Refuse) and "needs an approval" in out.reason
 
 
 def test_approval_scoped_to_another_action_does_not_permit_the_refund() -> None:

@@ -25,9 +25,20 @@ from wakeful.workflow.engine import APPROVAL_WAIT
 
 
 def check_proposal(
-    app: App, cp: Checkpoint, tool: str, args: Mapping[str, Any], *, auth: Snapshot, now: datetime
+    app: App,
+    cp: Checkpoint,
+    tool: str,
+    args: Mapping[str, Any],
+    *,
+    auth: Snapshot,
+    now: datetime,
+    unusable: str | None = None,
+    failed: str | None = None,
 ) -> Effect | Refuse | Review:
-    """What to execute for this proposal, or why not (Refuse: recorded; Review: parked)."""
+    """What to execute for this proposal, or why not (Refuse: recorded; Review: parked).
+
+    unusable: the proposer could not read the model's reply as a proposal (recorded, the task
+    stays). failed: the model failed for good (parked for a person)."""
     b, waits = cp.business, cp.execution.pending_waits
     if waits and waits[0].wait_for == APPROVAL_WAIT:
         return Refuse(f"this step needs an approval for version {b.version} first")
@@ -35,6 +46,10 @@ def check_proposal(
         return Refuse(f"task waits for {waits[0].wait_for}; nothing may run")
     if not app.tools_at(cp.stage):
         return Refuse(f"task is {cp.stage}; nothing may run")
+    if failed is not None:
+        return Review(f"the model failed: {cut(failed, 200)}")
+    if unusable is not None:
+        return Refuse(f"the model's reply was not a usable proposal: {cut(unusable, 200)}")
     found = app.tool(tool)
     if found is None or cp.stage not in found.stages:
         return Review(f"tool {cut(repr(tool), 64)} is not permitted at stage {cp.stage}")
