@@ -15,6 +15,7 @@ from wakeful.cli.payload import build_payload
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.sdk.app import load_app
+from wakeful.sdk.workflow import WORKFLOW_FIELD
 from wakeful.state import keys
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -99,9 +100,9 @@ def task_new(
     as_json: bool,
 ) -> None:
     """Publish a signed task.create event with the payload given and print its outcome."""
-    shortcuts = {"workflow": workflow, "amount": amount, "note": note, "wait_s": wait_s}
+    shortcuts = {WORKFLOW_FIELD: workflow, "amount": amount, "note": note, "wait_s": wait_s}
     payload = build_payload(payload_file, fields, shortcuts)
-    app, named = load_app(settings.app), payload.get("workflow")
+    app, named = load_app(settings.app), payload.get(WORKFLOW_FIELD)
     if named is not None and (not isinstance(named, str) or app.workflow(named) is None):
         have = ", ".join(wf.name for wf in app.workflows)
         raise click.BadParameter(

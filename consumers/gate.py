@@ -47,7 +47,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App, load_app
-from wakeful.sdk.workflow import Refuse, Start
+from wakeful.sdk.workflow import WORKFLOW_FIELD, Refuse, Start
 from wakeful.state import keys, wiring
 from wakeful.state.lease import Lease, Leases
 from wakeful.state.pinned import hash_reply
@@ -292,8 +292,8 @@ class Gate:
     def _create(self, wake: Wake, now: datetime) -> None:
         event, task_id = wake.event, wake.envelope.task_id
         assert event is not None and wake.principal is not None
-        workflow = event.payload.get("workflow", self.app.workflows[0].name)
-        fields = {k: v for k, v in event.payload.items() if k != "workflow"}  # the runtime's, not the app's
+        workflow = event.payload.get(WORKFLOW_FIELD, self.app.workflows[0].name)
+        fields = {k: v for k, v in event.payload.items() if k != WORKFLOW_FIELD}  # not the app's
         start = Start(task_id, wake.principal, wake.tenant, fields, wake.auth, now)
         decided = engine.create(self.app, str(workflow), start)
         if isinstance(decided, Refuse):

@@ -38,6 +38,9 @@ LAYERS = ("recent_events", "memory", "evidence")
 REQUESTER = "requester"  # the principal whose event created the task
 APPROVERS = "role:approver"  # the live approver list (authority), never one copied into the task
 ANYONE = "anyone"  # any signer registered for the kind (checked at the door)
+# The task.create payload field that names the workflow (the app's first when absent); the
+# runtime's, never passed to the workflow's start.
+WORKFLOW_FIELD = "workflow"
 
 
 @dataclass(frozen=True)
