@@ -207,6 +207,23 @@ def keys_list(settings: Settings, as_json: bool) -> None:
     )
 
 
+REPLICAS = click.option(
+    "--replicas",
+    default=None,
+    metavar="N|ROLE=N,...",
+    help="Processes per role, in one consumer group: `3` for every role, or `gate=3,executor=2`.",
+)
+
+
+def _replicas(settings: Settings, text: str | None, roles: tuple[str, ...]) -> dict[str, int]:
+    from wakeful.consumers import supervisor
+
+    try:
+        return supervisor.parse_replicas(text, roles, settings.partitions)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--replicas'") from None
+
+
 @cli.command("bench")
 @app_option
 @click.option("--tasks", default=1000, show_default=True, help="Tasks to run through the pipeline.")
@@ -214,13 +231,24 @@ def keys_list(settings: Settings, as_json: bool) -> None:
 @click.option(
     "--rate", type=float, default=None, help="Offered load in tasks/s (default: as fast as possible)."
 )
+@REPLICAS
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def bench(settings: Settings, tasks: int, approval_ratio: float, rate: float | None, as_json: bool) -> None:
-    """Throughput, wake-to-effect latency, Redis round trips, Kafka messages and memory per role."""
+def bench(
+    settings: Settings,
+    *,
+    tasks: int,
+    approval_ratio: float,
+    rate: float | None,
+    replicas: str | None,
+    as_json: bool,
+) -> None:
+    """Throughput, wake-to-effect latency, CPU per task, Redis round trips, Kafka messages and
+    memory per role."""
     from wakeful.devstack import bench_pipeline
 
-    result = bench_pipeline.run(settings, tasks, approval_ratio, rate, say)
+    counts = _replicas(settings, replicas, ROLES)
+    result = bench_pipeline.run(settings, tasks, approval_ratio, rate, say, replicas=counts)
     emit(result, as_json, bench_pipeline.render(result))
 
 
@@ -229,13 +257,17 @@ def bench(settings: Settings, tasks: int, approval_ratio: float, rate: float | N
 @click.option("--tasks", default=200, show_default=True, help="Tasks to run.")
 @click.option("--kills", default=10, show_default=True, help="Random worker kills (SIGKILL, then restart).")
 @click.option("--seed", type=int, default=None, help="Seed for a repeatable run.")
+@REPLICAS
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def chaos(settings: Settings, tasks: int, kills: int, seed: int | None, as_json: bool) -> None:
+def chaos(
+    settings: Settings, *, tasks: int, kills: int, seed: int | None, replicas: str | None, as_json: bool
+) -> None:
     """Run tasks while killing random workers, then check the invariants; exit 1 if one broke."""
     from wakeful.devstack import chaos as chaos_run
 
-    report = chaos_run.run(settings, tasks, kills, seed, say)
+    counts = _replicas(settings, replicas, ROLES)
+    report = chaos_run.run(settings, tasks, kills, seed, say, replicas=counts)
     emit(report, as_json, chaos_run.render(report))
     if not report["ok"]:
         sys.exit(1)
@@ -261,11 +293,18 @@ def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
 @click.option(
     "--allow-second", is_flag=True, help="Run every role even if a fleet already runs on this state dir."
 )
+@REPLICAS
 @click.pass_obj
-def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None, allow_second: bool) -> None:
-    """Run consumer roles until SIGTERM or Ctrl-C: one role in this process; several, or `all`,
-    as one supervised process per role (restarted when it dies; stopped when it stops, even by
-    SIGKILL). One fleet of every role runs per state dir unless --allow-second."""
+def worker(
+    settings: Settings,
+    roles: tuple[str, ...],
+    fault_points: str | None,
+    allow_second: bool,
+    replicas: str | None,
+) -> None:
+    """Run consumer roles until SIGTERM or Ctrl-C: one role in this process; several, or `all`, or
+    any --replicas, as supervised processes (each restarted when it dies; all stopped when the
+    supervisor stops, even by SIGKILL). One fleet of every role runs per state dir unless --allow-second."""
     import signal
     import threading
 
@@ -280,9 +319,10 @@ def worker(settings: Settings, roles: tuple[str, ...], fault_points: str | None,
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    if len(wanted) > 1:
+    counts = _replicas(settings, replicas, wanted)
+    if len(wanted) > 1 or replicas:
         armed = [p for p in (points or "").split(",") if p]
-        sys.exit(supervisor.supervise(wanted, armed, stop, settings.home, allow_second))
+        sys.exit(supervisor.supervise(wanted, armed, stop, settings.home, allow_second, replicas=counts))
     supervisor.stop_with_parent()
     sys.exit(_run_role(settings, wanted[0], stop))
 

@@ -1,4 +1,6 @@
-"""`wakeful worker all`: one process per role, restarted when it dies, and gone when it goes.
+"""`wakeful worker all [--replicas N]`: N processes per role (one by default), each restarted when
+it dies, and all gone when the supervisor goes. A role's processes share its consumer group, so the
+broker spreads the role's partitions among them.
 
 A `--fault POINT` goes to the role that owns the point (its name before the dot), on that role's
 first start only: the process kills itself there once, and its restart runs clean.
@@ -37,6 +39,8 @@ PARENT_PID_ENV = "WAKEFUL_PARENT_PID"  # set by spawn(): the role stops when thi
 PARENT_POLL_S = 1.0
 FLEET_LOCK = "workers.lock"  # under the state dir; held by the process that runs a whole fleet
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+REPLICA_SEP = "#"  # gate#2: the second process of the gate role
+MAX_REPLICAS = 64
 
 # Linux sends the parent-death signal when the *thread* that forked the child ends, not the process.
 # Forking every role from this one thread, which lives as long as the process, keeps a role started
@@ -44,27 +48,67 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _forker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wakeful-spawn")
 
 
+def parse_replicas(text: str | None, roles: Sequence[str], partitions: int) -> dict[str, int]:
+    """Processes per role from `--replicas`: `N` for every role, or `gate=3,executor=2` (the others
+    1). More processes than a topic has partitions would sit idle, so that is refused too."""
+    counts = dict.fromkeys(roles, 1)
+    if not text:
+        return counts
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if len(parts) == 1 and "=" not in parts[0]:
+        parts = [f"{role}={parts[0]}" for role in roles]
+    for part in parts:
+        role, _, number = part.partition("=")
+        if role not in counts:
+            raise ValueError(f"{part!r}: no role {role!r} runs here; roles are {', '.join(roles)}")
+        if not number.isdigit() or not 1 <= int(number) <= MAX_REPLICAS:
+            raise ValueError(f"{part!r}: give a whole number of processes from 1 to {MAX_REPLICAS}")
+        if int(number) > partitions:
+            raise ValueError(
+                f"{part!r}: each topic has {partitions} partitions, so processes past {partitions} "
+                "would sit idle; use fewer, or raise WAKEFUL_PARTITIONS before the topics are made"
+            )
+        counts[role] = int(number)
+    return counts
+
+
+def members(replicas: Mapping[str, int]) -> list[str]:
+    """One name per process: a role's first process is named by the role, its k-th `role#k`."""
+    return [
+        role if k == 1 else f"{role}{REPLICA_SEP}{k}" for role, n in replicas.items() for k in range(1, n + 1)
+    ]
+
+
+def role_of_member(name: str) -> str:
+    return name.partition(REPLICA_SEP)[0]
+
+
 def spawn(
-    role: str,
+    member: str,
     fault_points: Sequence[str],
     env: Mapping[str, str] | None = None,
     output: IO[bytes] | None = None,
     own_group: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start `wakeful worker ROLE` as a child that stops when this process dies (stop_with_parent).
+    """Start `wakeful worker ROLE` for a member (`gate`, `gate#2`) as a child that stops when this
+    process dies (stop_with_parent).
 
     own_group puts it in a process group of its own: if this process dies while the role is paused
     (SIGSTOP), the kernel hangs up and continues the orphaned group, so the paused role ends too.
     """
+    role, _, replica = member.partition(REPLICA_SEP)
     argv = [sys.executable, "-m", "wakeful.cli.main", "worker", role]
     if fault_points:
         argv += ["--fault", ",".join(fault_points)]
-    # A stable identity per host and role: a restarted role resumes its partitions at once.
+    # A stable identity per host, role and replica: a restarted process resumes its partitions at
+    # once, and two processes of one role never share an identity (the broker would fence one).
     child_env = {
         "WAKEFUL_INSTANCE_ID": f"{socket.gethostname()}-supervised",
         **(os.environ if env is None else env),
         PARENT_PID_ENV: str(os.getpid()),
     }
+    if replica:
+        child_env["WAKEFUL_INSTANCE_ID"] += f"-{replica}"
     return _forker.submit(
         subprocess.Popen,
         argv,
@@ -126,8 +170,11 @@ def supervise(
     stop: threading.Event,
     home: Path | None = None,
     allow_second: bool = False,
+    *,
+    replicas: Mapping[str, int] | None = None,
 ) -> int:
-    """Run roles until stop is set; with home, a whole fleet holds that state dir's fleet lock."""
+    """Run roles, replicas[role] processes each (default 1), until stop is set; with home, a whole
+    fleet holds that state dir's fleet lock. Fault points go to each role's first process."""
     lock = None
     if home is not None and set(roles) == set(ROLES):
         lock = process.hold_lock(home / FLEET_LOCK)
@@ -135,17 +182,18 @@ def supervise(
             raise fleet_running(home, ", or pass --allow-second to run another in the same consumer groups")
     log = Log(role="supervisor")
     pending = {r: [p for p in fault_points if role_of(p) == r] for r in roles}
-    procs = {r: spawn(r, pending.pop(r)) for r in roles}
+    names = members({r: (replicas or {}).get(r, 1) for r in roles})
+    procs = {m: spawn(m, pending.pop(m, [])) for m in names}
     restarts = 0
     pids = {r: p.pid for r, p in procs.items()}
-    log("supervisor.start", roles=list(roles), pids=pids, fleet_lock=lock is not None)
+    log("supervisor.start", roles=list(roles), members=names, pids=pids, fleet_lock=lock is not None)
     while not stop.is_set():
         for role, proc in list(procs.items()):
             code = proc.poll()
             if code is None:
                 continue
             restarts += 1
-            log("supervisor.restart", role=role, exit_code=code)
+            log("supervisor.restart", role=role_of_member(role), member=role, exit_code=code)
             time.sleep(RESTART_DELAY_S)
             procs[role] = spawn(role, [])
         stop.wait(0.2)

@@ -17,11 +17,13 @@ import random
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
 from wakeful.cli.client import Client
+from wakeful.consumers.supervisor import role_of_member
 from wakeful.core import kafka_auth, topics
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
@@ -47,13 +49,20 @@ def _offsets(settings: Settings) -> int:
 
 
 def run(
-    settings: Settings, tasks: int, approval_ratio: float, rate: float | None, say: Say
+    settings: Settings,
+    tasks: int,
+    approval_ratio: float,
+    rate: float | None,
+    say: Say,
+    *,
+    replicas: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     traffic = load_traffic(load_app(settings.app))  # before anything starts: a missing one is one line
     stack.up(settings, say)
     client = Client(settings)
-    fleet = Fleet({**os.environ, "WAKEFUL_MODEL": "rules"} | ({ENV: settings.app} if settings.app else {}))
-    say(f"starting one process per role ({', '.join(fleet.roles)}) ...")
+    env = {**os.environ, "WAKEFUL_MODEL": "rules"} | ({ENV: settings.app} if settings.app else {})
+    fleet = Fleet(env, replicas=replicas)
+    say(f"starting {len(fleet.members)} processes ({', '.join(fleet.members)}) ...")
     fleet.start()  # first: refused while another fleet runs, before anything is changed
     try:
         client.reset_authority()
@@ -92,7 +101,7 @@ def run(
     finally:
         stats = fleet.stop()
         client.close()
-    done = len(effects)
+    done, cpu = len(effects), fleet.cpu_by_role()
     rtts = sum(int(s.get("redis_round_trips", 0)) for s in stats.values())
     return {
         "app": client.app.name,
@@ -110,8 +119,13 @@ def run(
         "redis_round_trips_per_task": round(rtts / max(1, done), 1),
         "redis_commands_per_task": round(redis_cmds / max(1, done), 1),
         "kafka_messages_per_task": round(kafka_msgs / max(1, done), 2),
-        "peak_rss_mb": {role: round(b / 2**20, 1) for role, b in fleet.peak.items()},
-        "cpu_s": {role: round(c, 1) for role, c in fleet.cpu.items()},
+        "processes": {
+            role: sum(1 for m in fleet.members if role_of_member(m) == role) for role in fleet.roles
+        },
+        "peak_rss_mb": {role: round(b / 2**20, 1) for role, b in fleet.peak_by_role().items()},
+        "cpu_s": {role: round(c, 1) for role, c in cpu.items()},
+        "cpu_ms_per_task": {role: round(c * 1000 / max(1, done), 2) for role, c in cpu.items()}
+        | {"total": round(sum(cpu.values()) * 1000 / max(1, done), 2)},
     }
 
 
@@ -160,6 +174,7 @@ def render(r: dict[str, Any]) -> str:
             f"({r['redis_commands_per_task']} commands)",
             f"kafka per task  : {r['kafka_messages_per_task']} messages",
             f"peak RSS (MiB)  : {mem}",
-            f"CPU seconds     : {', '.join(f'{k} {v}' for k, v in r['cpu_s'].items())}",
+            f"CPU ms per task : {', '.join(f'{k} {v}' for k, v in r['cpu_ms_per_task'].items())}",
+            f"processes       : {', '.join(f'{k} {v}' for k, v in r['processes'].items())}",
         ]
     )

@@ -20,6 +20,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from wakeful.cli.client import Client
@@ -38,14 +39,22 @@ BURST = 5  # tasks published together
 SETTLED = {"closed", "needs_review", "quarantined"}
 
 
-def run(settings: Settings, tasks: int, kills: int, seed: int | None, say: Say) -> dict[str, Any]:
+def run(
+    settings: Settings,
+    tasks: int,
+    kills: int,
+    seed: int | None,
+    say: Say,
+    *,
+    replicas: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
     traffic = load_traffic(load_app(settings.app))  # before anything starts: a missing one is one line
     rng = random.Random(seed)
     stack.up(settings, say)
     client = Client(settings)
     client.reset_authority()
     env = {**os.environ, "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS), "WAKEFUL_MODEL": "rules"}
-    fleet = Fleet(env | ({ENV: settings.app} if settings.app else {})).start()
+    fleet = Fleet(env | ({ENV: settings.app} if settings.app else {}), replicas=replicas).start()
     killed: Counter[str] = Counter()
     started = time.monotonic()
     try:
@@ -68,6 +77,7 @@ def run(settings: Settings, tasks: int, kills: int, seed: int | None, say: Say) 
         client.close()
     report |= {
         "app": client.app.name,
+        "processes": len(fleet.members),
         "kills": sum(killed.values()),
         "killed": dict(killed),
         "seconds": round(time.monotonic() - started, 1),
@@ -93,11 +103,11 @@ def _killer(
     origin = time.monotonic()
     for at in moments:
         time.sleep(max(0.0, origin + at - time.monotonic()))
-        role = rng.choice(fleet.roles)
-        fleet.kill(role)
-        killed[role] += 1
+        member = rng.choice(fleet.members)  # any process of any role: with replicas, one of several
+        fleet.kill(member)
+        killed[member] += 1
         time.sleep(rng.uniform(0.1, 1.0))
-        fleet.start_role(role)
+        fleet.start_role(member)
     say(f"killed {sum(killed.values())} workers: {dict(killed)}")
 
 

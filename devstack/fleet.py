@@ -14,34 +14,44 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 import psutil
 
-from wakeful.consumers.supervisor import ROLES, claim_fleet, spawn
+from wakeful.consumers.supervisor import ROLES, claim_fleet, members, role_of_member, spawn
 from wakeful.core.settings import Settings
 
 
 class Fleet:
-    def __init__(self, env: dict[str, str], roles: Iterable[str] = ROLES, logs: Path | None = None) -> None:
+    """Processes are named as `worker all --replicas` names them: a role's first by the role
+    (`gate`), its k-th `gate#k`. Every method that takes a name takes any member's."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        roles: Iterable[str] = ROLES,
+        logs: Path | None = None,
+        replicas: Mapping[str, int] | None = None,
+    ) -> None:
         self.env = {"WAKEFUL_INSTANCE_ID": "fleet", **env}
         self.roles = tuple(roles)
+        self.members = tuple(members({r: (replicas or {}).get(r, 1) for r in self.roles}))
         self.dir = logs or Path(tempfile.mkdtemp(prefix="wakeful-fleet-"))
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.peak: dict[str, int] = dict.fromkeys(self.roles, 0)
-        self.cpu: dict[str, float] = dict.fromkeys(self.roles, 0.0)
-        self.starts: dict[str, int] = dict.fromkeys(self.roles, 0)
+        self.peak: dict[str, int] = dict.fromkeys(self.members, 0)
+        self.cpu: dict[str, float] = dict.fromkeys(self.members, 0.0)
+        self.starts: dict[str, int] = dict.fromkeys(self.members, 0)
         self._done = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._lock: int | None = None
 
     def start(self) -> Fleet:
         self._lock = claim_fleet(Settings.from_env(self.env).home)
-        for role in self.roles:
-            self.start_role(role)
+        for member in self.members:
+            self.start_role(member)
         self._sampler.start()
         return self
 
@@ -96,9 +106,17 @@ class Fleet:
             self._lock = None
         return self.counters()
 
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds of each role, its processes summed (a killed one's up to its last sample)."""
+        return {r: sum(c for m, c in self.cpu.items() if role_of_member(m) == r) for r in self.roles}
+
+    def peak_by_role(self) -> dict[str, int]:
+        """The largest peak RSS among each role's processes."""
+        return {r: max(b for m, b in self.peak.items() if role_of_member(m) == r) for r in self.roles}
+
     def counters(self) -> dict[str, dict[str, Any]]:
         stats: dict[str, dict[str, Any]] = {}
-        for role in self.roles:
+        for role in self.members:
             path = self.dir / f"{role}.log"
             for line in path.read_bytes().splitlines() if path.exists() else []:
                 if b'"role.stop"' in line:

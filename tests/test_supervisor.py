@@ -221,3 +221,72 @@ def test_orphaned_role_that_ignores_sigterm_is_ended_after_the_grace(tmp_path: P
     finally:
         _kill([child, psutil.Process(parent.pid)] if parent.poll() is None else [child])
         parent.wait(30)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (None, {"gate": 1, "executor": 1, "timer": 1}),
+        ("3", {"gate": 3, "executor": 3, "timer": 3}),
+        ("gate=3,executor=2", {"gate": 3, "executor": 2, "timer": 1}),
+        (" gate=2 , ", {"gate": 2, "executor": 1, "timer": 1}),
+    ],
+)
+def test_replicas_name_processes_per_role_and_leave_the_others_at_one(
+    text: str | None, expected: dict[str, int]
+) -> None:
+    assert supervisor.parse_replicas(text, ("gate", "executor", "timer"), partitions=6) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("bank=2", "no role 'bank' runs here"),
+        ("gate=0", "from 1 to 64"),
+        ("gate=two", "from 1 to 64"),
+        ("gate=7", "each topic has 6 partitions"),
+    ],
+)
+def test_replicas_that_cannot_run_are_refused_saying_why(text: str, said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        supervisor.parse_replicas(text, ("gate", "executor", "timer"), partitions=6)
+
+
+def test_a_roles_first_process_keeps_the_roles_name_and_the_others_are_numbered() -> None:
+    names = supervisor.members({"gate": 3, "timer": 1})
+    assert names == ["gate", "gate#2", "gate#3", "timer"]
+    assert {supervisor.role_of_member(n) for n in names} == {"gate", "timer"}
+
+
+def test_replicas_of_a_role_share_its_group_under_identities_of_their_own(
+    settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
+) -> None:
+    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]  # re-exported
+
+    from wakeful.core import kafka_auth
+    from wakeful.core.log import librdkafka_config
+
+    log = tmp_path / "replicas.log"
+    with log.open("ab") as out:
+        sup = subprocess.Popen(
+            [*WORKER, "executor", "--replicas", "2"], stdout=out, stderr=out, stdin=subprocess.DEVNULL
+        )
+    admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config())
+
+    def group() -> list[tuple[str, int]]:
+        (described,) = admin.describe_consumer_groups(["wakeful-executor"]).values()
+        members = described.result(timeout=10).members
+        return sorted((m.group_instance_id or "", len(m.assignment.topic_partitions)) for m in members)
+
+    try:
+        assert wait_until(lambda: _events(log, "role.start") == ["executor", "executor"], START_S), log_tail(
+            log
+        )
+        # Both in the group, neither fencing the other: each holds its share of the partitions.
+        assert wait_until(lambda: [n for _, n in group()] == [3, 3], START_S), (group(), log_tail(log))
+        ids = [i for i, _ in group()]
+        assert len(set(ids)) == 2 and all(ids), ids
+    finally:
+        sup.send_signal(signal.SIGTERM)
+        sup.wait(60)
+    assert sorted(_events(log, "role.stop")) == ["executor", "executor"], log_tail(log)
