@@ -21,7 +21,7 @@ import orjson
 from wakeful.workflow.window import inert
 
 NONCE_BYTES = 8  # 16 hex characters: a document cannot guess the tag of the request it is read in
-_BLOCK = re.compile(r"<<<(?P<label>[A-Z ]+) (?P<nonce>[0-9a-f]{16})(?P<attrs>[^>\n]*)>>>\n")
+_BLOCK = re.compile(r"<<<(?!END )(?P<label>[A-Z ]+) (?P<nonce>[0-9a-f]{16})(?P<attrs>[^>\n]*)>>>\n")
 
 
 def nonce() -> str:
