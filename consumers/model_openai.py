@@ -84,15 +84,18 @@ class OpenAIModel:
             return Proposal(
                 tool="none", args={}, rationale="no tool is permitted at this stage", model=self.name
             )
-        task = str(window.get("task_card", {}).get("task_id", ""))[:64]
-        reply = self._call(window, self.log.bind(task_id=task))
-        if isinstance(reply, str):
-            return Proposal(tool="none", args={}, rationale="", model=self.name, failed=self._scrub(reply))
-        proposal = read_reply(reply, window, self.name)
+        log = self.log.bind(task_id=str(window.get("task_card", {}).get("task_id", ""))[:64])
+        try:
+            reply = self._call(window, log)
+            if isinstance(reply, str):
+                return _nothing(self.name, failed=self._scrub(reply))
+            proposal = read_reply(reply, window, self.name)
+        except Exception as exc:  # a fault in this client parks one task; it never stops the role
+            log("model.error", error=type(exc).__name__)
+            return _nothing(self.name, failed=f"the model client failed: {type(exc).__name__}")
         return proposal.model_copy(
             update={
                 "unusable": self._scrub(proposal.unusable) if proposal.unusable else None,
-                "failed": self._scrub(proposal.failed) if proposal.failed else None,
                 "rationale": self._scrub(proposal.rationale),
             }
         )

@@ -32,6 +32,7 @@ class Request:
     path: str
     headers: dict[str, str]
     body: Any  # the JSON it carried, or None
+    peer: str = ""  # the client's host:port: one per connection
     received: float = field(default_factory=time.monotonic)
 
 
@@ -147,7 +148,9 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             self._serve(body)
 
         def _serve(self, body: Any) -> None:
-            request = Request(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            peer = f"{self.client_address[0]}:{self.client_address[1]}"
+            request = Request(self.command, self.path, headers, body, peer)
             self._send(server.answer(request))
 
         def _send(self, reply: Reply) -> None:
