@@ -87,18 +87,26 @@ class OpenAIModel:
         log = self.log.bind(task_id=str(window.get("task_card", {}).get("task_id", ""))[:64])
         try:
             reply = self._call(window, log)
-            if isinstance(reply, str):
-                return _nothing(self.name, failed=self._scrub(reply))
-            proposal = read_reply(reply, window, self.name)
+            proposal = (
+                _nothing(self.name, failed=self._scrub(reply))
+                if isinstance(reply, str)
+                else read_reply(reply, window, self.name)
+            )
         except Exception as exc:  # a fault in this client parks one task; it never stops the role
             log("model.error", error=type(exc).__name__)
             return _nothing(self.name, failed=f"the model client failed: {type(exc).__name__}")
-        return proposal.model_copy(
+        proposal = proposal.model_copy(
             update={
                 "unusable": self._scrub(proposal.unusable) if proposal.unusable else None,
+                "failed": self._scrub(proposal.failed) if proposal.failed else None,
                 "rationale": self._scrub(proposal.rationale),
             }
         )
+        if proposal.failed:
+            log("model.failed", reason=proposal.failed)
+        elif proposal.unusable:  # no reason: it may quote what the model wrote, which may quote evidence
+            log("model.unusable")
+        return proposal
 
     def _call(self, window: dict[str, Any], log: Log) -> dict[str, Any] | str:
         """The server's chat completion, or why there is none (a str)."""
