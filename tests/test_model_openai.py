@@ -15,10 +15,12 @@ import orjson
 import pytest
 from model_server import HOLD, call, calls, serving, text
 from refund_rules import APP, AUTH, NOW, refund
+from test_window import checkpoint
+from test_window import window as window_of
 
 from wakeful.consumers.model_openai import OpenAIModel, retry_after
 from wakeful.devstack.model_server import ChatServer, Reply, scripted
-from wakeful.examples.refund import RefundArgs
+from wakeful.examples.refund import RefundArgs, Stage
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk import Refuse, Review
 from wakeful.workflow import effects
@@ -100,6 +102,20 @@ def test_only_the_stages_tools_are_offered_and_one_call_is_required() -> None:
     assert body["tools"][0]["type"] == "function"
     assert body["tools"][0]["function"]["parameters"] == RefundArgs.model_json_schema()
     assert (body["tool_choice"], body["parallel_tool_calls"], body["model"]) == ("required", False, "m")
+
+
+@pytest.mark.parametrize(
+    ("stage", "offered"),
+    [
+        (Stage.READY, ["refund", "lookup_order"]),
+        (Stage.AWAITING_APPROVAL, ["remind_approver"]),
+    ],
+)
+def test_the_request_offers_exactly_the_tools_of_the_tasks_stage(stage: Stage, offered: list[str]) -> None:
+    built = window_of(checkpoint(stage))  # an app with tools at three stages
+    with serving(call(offered[0], {"task_id": "t-1"})) as (server, script):
+        model(server.url).propose(built)
+    assert [t["function"]["name"] for t in script.bodies[0]["tools"]] == offered
 
 
 def test_evidence_cannot_close_its_untrusted_block_early() -> None:
