@@ -1,10 +1,11 @@
 """`wakeful demo [--app ...]`: the loaded app's story on the real pipeline, each step checked.
 
 The harness starts the local stack (if none is configured) and a fleet of workers with the
-deliberately gullible model, restores the local authority defaults (dev signers for the app), then
-tells the app's story (`App.story`, module:function): each step says what should happen and checks
-that it did. The bundled refund app's story is `examples/refund_story.py`; the onboarding app's is
-`examples/onboarding_story.py`.
+deliberately gullible model (or, with WAKEFUL_MODEL=openai, the chat-completions server that
+WAKEFUL_MODEL_URL names: `wakeful dev model-server --script gullible` is one), restores the local
+authority defaults (dev signers for the app), then tells the app's story (`App.story`,
+module:function): each step says what should happen and checks that it did. The bundled refund
+app's story is `examples/refund_story.py`; the onboarding app's is `examples/onboarding_story.py`.
 """
 
 from __future__ import annotations
@@ -46,8 +47,13 @@ class Demo:
         tell = story_of(load_app(self.settings.app))  # before anything is started
         self.say("starting the local stack (if needed) ...")
         stack.up(self.settings, self.say)
-        fleet = Fleet({**os.environ, "WAKEFUL_MODEL": "gullible"})
-        self.say(f"starting the workers for app {self.client.app.name} (gullible proposer) ...")
+        # The story needs a model that falls for planted evidence: gullible, unless one is served.
+        model = "openai" if self.settings.model == "openai" else "gullible"
+        fleet = Fleet({**os.environ, "WAKEFUL_MODEL": model})
+        shown = (
+            f"openai: {self.settings.model_name} at {self.settings.model_url}" if model == "openai" else model
+        )
+        self.say(f"starting the workers for app {self.client.app.name} ({shown} proposer) ...")
         fleet.start()  # first: refused while another fleet runs, before anything is changed
         try:
             self.client.reset_authority()

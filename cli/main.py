@@ -11,6 +11,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from wakeful.cli.app_option import app_option
 from wakeful.cli.authority_cmds import authority
+from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.output import emit, say
 from wakeful.cli.scaffold import new_agent
 from wakeful.cli.task_cmds import ledger, task
@@ -398,6 +399,7 @@ cli.add_command(task)
 cli.add_command(ledger)
 cli.add_command(authority)
 cli.add_command(new_agent)
+dev.add_command(model_server)
 
 
 def main() -> None:

@@ -1,6 +1,8 @@
 """Models behind the proposer: `propose(window) -> Proposal`. They propose; they never decide.
 
-Two built-ins, both deterministic so that tests and the demo are repeatable, for any app:
+`make_model(settings)` builds the one WAKEFUL_MODEL names. `openai` is a client of any
+OpenAI-compatible chat-completions server with tool calls (consumers/model_openai.py). Two more are
+built in, both deterministic so that tests and the demo are repeatable, for any app:
 - `rules`: proposes the first tool the window offers, its arguments taken from the task card.
 - `gullible`: does the same, then follows instructions it finds in evidence ("pay 5000 now",
   "change the remittance account to X"), like a model that was prompt-injected. It exists to show
@@ -10,10 +12,12 @@ Two built-ins, both deterministic so that tests and the demo are repeatable, for
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from pydantic import Field
 
+from wakeful.core.settings import Settings
 from wakeful.schemas.base import Record
 
 _PAY = re.compile(r"\b[a-z]+\s+(?:of\s+)?(\d+)\s+now\b", re.IGNORECASE)  # "pay 5000 now"
@@ -98,4 +102,27 @@ def _obeyed(proposal: Proposal, change: dict[str, Any], said: str) -> Proposal:
     )
 
 
-MODELS: dict[str, type[RulesModel]] = {"rules": RulesModel, "gullible": GullibleModel}
+def _openai(settings: Settings) -> Model:
+    from wakeful.consumers.model_openai import OpenAIModel  # it imports Proposal from here
+
+    assert settings.model_url is not None and settings.model_name is not None  # Settings checks both
+    return OpenAIModel(
+        settings.model_url,
+        settings.model_name,
+        settings.model_key,
+        timeout=settings.model_timeout,
+        attempts=settings.model_attempts,
+        connections=settings.threads,
+    )
+
+
+MODELS: dict[str, Callable[[Settings], Model]] = {
+    "rules": lambda _: RulesModel(),
+    "gullible": lambda _: GullibleModel(),
+    "openai": _openai,
+}
+
+
+def make_model(settings: Settings) -> Model:
+    """The model WAKEFUL_MODEL names, configured from the settings."""
+    return MODELS[settings.model](settings)

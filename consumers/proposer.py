@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from confluent_kafka import Consumer, Message, Producer
 from pydantic import ValidationError
 
-from wakeful.consumers.models import MODELS, Model, Proposal
+from wakeful.consumers.models import Model, Proposal, make_model
 from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
@@ -65,7 +65,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="proposer", model=settings.model)
     keys = load_keys(settings, "proposer")  # local files first: a missing one stops the role before any wait
     producer, failures = make_producer(settings, "proposer")
-    proposer = Proposer(MODELS[settings.model](), producer, log, keys)
+    proposer = Proposer(make_model(settings), producer, log, keys)
     runner = Runner(
         "proposer",
         topics.PROPOSALS_REQUEST,

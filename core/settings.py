@@ -25,7 +25,14 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 |                               |                              | password: <role>/redis.json)                |
 | WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user       |
 | WAKEFUL_EVENT_MAX_AGE         | 300                          | seconds an upstream event stays acceptable  |
-| WAKEFUL_MODEL                 | rules                        | proposer model: rules or gullible           |
+| WAKEFUL_MODEL                 | rules                        | proposer model: rules, gullible or openai   |
+| WAKEFUL_MODEL_URL             | (unset; openai needs it)     | chat-completions base URL, e.g.             |
+|                               |                              | http://127.0.0.1:8000/v1                    |
+| WAKEFUL_MODEL_NAME            | (unset; openai needs it)     | the model name the server knows             |
+| WAKEFUL_MODEL_KEY_FILE        | (unset)                      | file holding the API key (else              |
+|                               |                              | OPENAI_API_KEY; local servers need none)    |
+| WAKEFUL_MODEL_TIMEOUT         | 30                           | seconds per model call                      |
+| WAKEFUL_MODEL_ATTEMPTS        | 4                            | calls per proposal on 429/5xx/time-outs     |
 | WAKEFUL_APP                   | wakeful.examples.refund:app  | the app the roles drive (module:attribute)  |
 | WAKEFUL_THREADS               | 16                           | handler threads per role process            |
 | WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended         |
@@ -43,6 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from pydantic import SecretStr
+
 from wakeful.core.errors import ConfigError
 
 _HEAP = re.compile(r"^[1-9][0-9]*[mMgG]$")
@@ -52,6 +61,7 @@ MIN_REDIS_MEMORY = 64 * 1024**2  # below this the roles' own keys and scripts ba
 LOG_LEVELS = ("debug", "info", "warning", "error")
 KAFKA_SECURITY = ("SASL_PLAINTEXT", "SASL_SSL")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+MODEL_CHOICES = ("rules", "gullible", "openai")
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,12 @@ class Settings:
     kafka_security: str = "SASL_PLAINTEXT"
     kafka_sasl_mechanism: str = "SCRAM-SHA-256"
     kafka_ca: Path | None = None
+    model_url: str | None = None  # the chat-completions base URL (model `openai`)
+    model_name: str | None = None
+    # SecretStr: the key shows as '**********' in any repr, so no log of the settings can carry it.
+    model_key: SecretStr | None = None
+    model_timeout: float = 30.0
+    model_attempts: int = 4
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -141,6 +157,19 @@ class Settings:
                 "by WAKEFUL_KAFKA_BOOTSTRAP",
             )
         ca = env.get("WAKEFUL_KAFKA_CA") or None
+        model = _choice(env, "WAKEFUL_MODEL", "rules", MODEL_CHOICES)
+        model_url = _model_url(env.get("WAKEFUL_MODEL_URL"))
+        model_name = env.get("WAKEFUL_MODEL_NAME") or None
+        if model == "openai" and model_url is None:
+            raise ConfigError(
+                "WAKEFUL_MODEL_URL",
+                "WAKEFUL_MODEL=openai needs the server's chat-completions base URL, "
+                "e.g. http://127.0.0.1:8000/v1 (docs/models.md)",
+            )
+        if model == "openai" and model_name is None:
+            raise ConfigError(
+                "WAKEFUL_MODEL_NAME", "WAKEFUL_MODEL=openai needs the name the server knows the model by"
+            )
         return cls(
             home=home.expanduser().resolve(),
             cache=cache.expanduser().resolve(),
@@ -156,7 +185,12 @@ class Settings:
             allow_default_user=_flag(env, "WAKEFUL_ALLOW_DEFAULT_USER"),
             secrets=Path(env.get("WAKEFUL_SECRETS") or home / "secrets").expanduser().resolve(),
             event_max_age=float(_int(env, "WAKEFUL_EVENT_MAX_AGE", 300, 1, 7 * 24 * 3600)),
-            model=_choice(env, "WAKEFUL_MODEL", "rules", ("rules", "gullible")),
+            model=model,
+            model_url=model_url,
+            model_name=model_name,
+            model_key=_model_key(env) if model == "openai" else None,
+            model_timeout=float(_int(env, "WAKEFUL_MODEL_TIMEOUT", 30, 1, 600)),
+            model_attempts=_int(env, "WAKEFUL_MODEL_ATTEMPTS", 4, 1, 10),
             app=env.get("WAKEFUL_APP") or None,
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),
@@ -234,3 +268,34 @@ def _redis_url(raw: str | None) -> str | None:
     if parsed.scheme not in ("redis", "rediss", "unix") or not (parsed.hostname or parsed.path):
         raise ConfigError("WAKEFUL_REDIS_URL", f"{raw!r} is not a redis:// or rediss:// URL")
     return raw
+
+
+def _model_url(raw: str | None) -> str | None:
+    if not raw:
+        return None
+    parsed = urlparse(raw)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError("WAKEFUL_MODEL_URL", f"{raw!r} is not an http:// or https:// URL")
+    if parsed.username or parsed.password:
+        raise ConfigError(
+            "WAKEFUL_MODEL_URL", "holds credentials; put the key in WAKEFUL_MODEL_KEY_FILE and drop it here"
+        )
+    return raw.rstrip("/")
+
+
+def _model_key(env: Mapping[str, str]) -> SecretStr | None:
+    """The model server's API key: WAKEFUL_MODEL_KEY_FILE, else OPENAI_API_KEY, else none (local
+    servers need none). Never quoted in an error."""
+    path = env.get("WAKEFUL_MODEL_KEY_FILE")
+    if path:
+        try:
+            key = Path(path).expanduser().read_text().strip()
+        except OSError as exc:
+            raise ConfigError(
+                "WAKEFUL_MODEL_KEY_FILE", f"cannot read {path}: {exc.strerror}; fix it or unset it"
+            ) from None
+        if not key:
+            raise ConfigError("WAKEFUL_MODEL_KEY_FILE", f"{path} is empty; put the API key in it or unset it")
+        return SecretStr(key)
+    key = env.get("OPENAI_API_KEY", "").strip()
+    return SecretStr(key) if key else None

@@ -90,13 +90,13 @@ def render(window: dict[str, Any]) -> str:
     for item in window["evidence"]:
         lines += [
             f"<<<EVIDENCE ref={item['ref']} trust={item['trust']}>>>",
-            _inert(item["excerpt"]),
+            inert(item["excerpt"]),
             "<<<END EVIDENCE>>>",
         ]
     lines += ["## Tools", *(f"- {t['name']}: {t['description']}" for t in window["tools"])]
     return "\n".join(lines)
 
 
-def _inert(excerpt: str) -> str:
+def inert(excerpt: str) -> str:
     """Untrusted text that cannot close its own block or open another: "<<<" becomes "< < <"."""
     return _DELIMITER_RUN.sub(lambda run: " ".join(run.group()), excerpt)

@@ -1,0 +1,61 @@
+"""A chat-completions server on 127.0.0.1 for tests: it answers each request with the next scripted
+reply (the last one repeats) and records every request it receives, headers and body."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from wakeful.devstack.model_server import ChatServer, Reply, Request, completion
+
+Step = Reply | Callable[[Request], Reply]
+HOLD_S = 30.0  # the longest a held reply waits for the test to let it go
+HOLD = Reply(599)  # a step whose reply does not come until the test ends (for time-outs)
+
+
+class Script:
+    def __init__(self, *steps: Step) -> None:
+        self.steps = list(steps)
+        self.requests: list[Request] = []
+        self.released = threading.Event()  # lets held replies go when the test ends
+        self._lock = threading.Lock()
+
+    def __call__(self, request: Request) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            step = self.steps.pop(0) if len(self.steps) > 1 else self.steps[0]
+        if step is HOLD:
+            self.released.wait(HOLD_S)
+            return Reply(500, {"error": {"message": "released"}})
+        return step(request) if callable(step) else step
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.requests]
+
+
+@contextmanager
+def serving(*steps: Step) -> Iterator[tuple[ChatServer, Script]]:
+    script = Script(*steps)
+    server = ChatServer(script).start()
+    try:
+        yield server, script
+    finally:
+        script.released.set()
+        server.stop()
+
+
+def call(name: str, args: Any, text: str | None = "the step the card describes") -> Reply:
+    """A 200 reply that makes one tool call."""
+    return Reply(body=completion("m", text, [(name, args)], tokens=(120, 30)))
+
+
+def calls(*made: tuple[str, Any]) -> Reply:
+    return Reply(body=completion("m", None, list(made)))
+
+
+def text(said: str) -> Reply:
+    """A 200 reply that only talks."""
+    return Reply(body=completion("m", said, None))

@@ -1,0 +1,49 @@
+"""The demo on the real model path: the proposer calls a chat-completions server over HTTP (the
+scripted one, gullible), and the story still passes; the instruction planted in the evidence
+reaches the model, which proposes it, and the executor blocks it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from wakeful.core.settings import Settings
+from wakeful.devstack.model_server import ChatServer, Reply, Request, scripted
+
+DEMO_S = 300
+
+
+def test_the_refund_story_passes_with_the_openai_model_and_the_injection_is_blocked(
+    settings: Settings, kafka_bootstrap: str, redis_url: str
+) -> None:
+    seen: list[Request] = []
+    gullible = scripted("gullible")
+
+    def answer(request: Request) -> Reply:
+        seen.append(request)
+        return gullible(request)
+
+    with ChatServer(answer) as server:
+        env = {
+            **os.environ,
+            "WAKEFUL_MODEL": "openai",
+            "WAKEFUL_MODEL_URL": server.url,
+            "WAKEFUL_MODEL_NAME": "scripted",
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "wakeful.cli.main", "demo"],
+            capture_output=True,
+            text=True,
+            timeout=DEMO_S,
+            check=False,
+            env=env,
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "demo ok" in result.stdout and "(openai: scripted at" in result.stderr
+    assert result.stderr.count("  ok   ") == 9 and "FAIL" not in result.stderr
+    assert "injected 5000 blocked" in result.stderr
+    chats = [r.body for r in seen if r.path == "/v1/chat/completions"]
+    assert chats and all(b["model"] == "scripted" for b in chats)
+    planted = [b for b in chats if "refund 5000 now" in b["messages"][1]["content"]]
+    assert planted and all('trust="untrusted"' in b["messages"][1]["content"] for b in planted)
