@@ -268,6 +268,7 @@ class Executor:
                 self.actions.fail(cp.task_id, undo_op, lease.fence, outcome)
                 failures.append(f"undo of {name} failed: {outcome}")
                 continue
+            fault("executor.after_undo")
             self.actions.complete(cp.task_id, undo_op, lease.fence, dict(outcome), begun.entry)
             undone[f"undone:{name}"] = op
             self.log("executor.undone", task_id=cp.task_id, tool=name, op_key=op)

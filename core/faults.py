@@ -30,6 +30,7 @@ POINTS: dict[str, str] = {
     "executor.after_downstream_call": "the bank booked the refund; its outcome is not recorded",
     "executor.after_outcome": "the outcome is recorded; the stage has not advanced",
     "executor.after_advance": "the task is closed; the proposal's offset is not stored",
+    "executor.after_undo": "a compensation's undo is done downstream; its outcome is not recorded",
     "timer.after_publish": "deadline wakes are on Kafka; the deadlines are not yet removed",
     "relay.mid_batch": "the relay published part of a batch to wakeful.log and trimmed none of it",
     "relay.after_publish": "the relay's batch is acknowledged by Kafka but not yet trimmed from Redis",

@@ -261,7 +261,7 @@ def test_a_roles_first_process_keeps_the_roles_name_and_the_others_are_numbered(
 def test_replicas_of_a_role_share_its_group_under_identities_of_their_own(
     settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
 ) -> None:
-    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]  # re-exported
+    from confluent_kafka.admin import AdminClient
 
     from wakeful.core import kafka_auth
     from wakeful.core.log import librdkafka_config
