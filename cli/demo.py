@@ -23,6 +23,8 @@ from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.process import Say
 from wakeful.sdk.app import App, load_app
 
+WORKERS_START_S = 180.0  # six interpreters importing the Kafka clients, on a small busy machine
+
 
 class Demo:
     def __init__(self, settings: Settings, say: Say) -> None:
@@ -57,6 +59,14 @@ class Demo:
         fleet.start()  # first: refused while another fleet runs, before anything is changed
         try:
             self.client.reset_authority()
+            late = fleet.wait_started(WORKERS_START_S)
+            if late:
+                self.check(
+                    "workers start",
+                    False,
+                    f"{', '.join(late)} not started after {WORKERS_START_S:.0f}s; logs in {fleet.dir}",
+                )
+                return False
             tell(self, fleet)
         finally:
             fleet.stop()

@@ -23,6 +23,7 @@ import psutil
 
 from wakeful.consumers.supervisor import ROLES, claim_fleet, members, role_of_member, spawn
 from wakeful.core.settings import Settings
+from wakeful.devstack.process import wait_until
 
 
 class Fleet:
@@ -106,6 +107,16 @@ class Fleet:
             self._lock = None
         return self.counters()
 
+    def wait_started(self, timeout: float) -> list[str]:
+        """Wait until every process has logged its start (a slow machine may take a while to import
+        the Kafka clients); returns the members that have not by then."""
+
+        def missing() -> list[str]:
+            return [m for m in self.members if not _logged_start(self.dir / f"{m}.log")]
+
+        wait_until(lambda: not missing(), timeout, interval=0.2)
+        return missing()
+
     def cpu_by_role(self) -> dict[str, float]:
         """CPU seconds of each role, its processes summed (a killed one's up to its last sample)."""
         return {r: sum(c for m, c in self.cpu.items() if role_of_member(m) == r) for r in self.roles}
@@ -133,3 +144,8 @@ class Fleet:
                     self.cpu[role] = times.user + times.system
                 except psutil.NoSuchProcess:
                     continue
+
+
+def _logged_start(log: Path) -> bool:
+    text = log.read_bytes() if log.exists() else b""
+    return b'"role.start"' in text or b'"relay.start"' in text
