@@ -40,6 +40,7 @@ RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 REASON_CHARS = 400  # Proposal.unusable and .failed hold 500
 RATIONALE_CHARS = 1900  # Proposal.rationale holds 2000
 _CHOICE_FIELDS = ("tool_choice", "parallel_tool_calls")
+MAX_REPLY_BYTES = 1 << 20  # a chat completion with one tool call is a few KiB; more is read no further
 
 
 class OpenAIModel:
@@ -119,9 +120,9 @@ class OpenAIModel:
             left = give_up - time.monotonic()
             wait: float | None = None
             try:
-                response = self.client.post(
-                    "/chat/completions", json=body, timeout=max(0.05, min(self.timeout, left))
-                )
+                response = self._post(body, timeout=max(0.05, min(self.timeout, left)))
+            except _TooLarge:
+                return f"the server's reply is larger than {MAX_REPLY_BYTES} bytes; read no further"
             except httpx.TimeoutException:
                 problem = f"no reply within {min(self.timeout, left):.1f}s"
             except httpx.TransportError as exc:
@@ -150,12 +151,28 @@ class OpenAIModel:
             log("model.retry", attempt=attempt, problem=problem, wait=round(pause, 3))
             time.sleep(pause)
 
+    def _post(self, body: dict[str, Any], timeout: float) -> httpx.Response:
+        """The reply, read whole only up to MAX_REPLY_BYTES: a server cannot make the role hold more."""
+        with self.client.stream("POST", "/chat/completions", json=body, timeout=timeout) as streamed:
+            content = bytearray()
+            for chunk in streamed.iter_bytes():
+                content += chunk
+                if len(content) > MAX_REPLY_BYTES:
+                    raise _TooLarge
+        return httpx.Response(
+            streamed.status_code, headers=streamed.headers, content=bytes(content), request=streamed.request
+        )
+
     def _backoff(self, attempt: int) -> float:
         with self._rng_lock:
             return backoff(attempt, self.base_delay, self.max_delay, self._rng)
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "[key]") if self._secret else text
+
+
+class _TooLarge(Exception):
+    pass
 
 
 def retry_after(value: str | None, now: datetime) -> float | None:

@@ -275,3 +275,11 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
     assert retry_after(format_datetime(now + timedelta(seconds=20), usegmt=True), now) == 20.0
     assert retry_after(format_datetime(now - timedelta(seconds=20), usegmt=True), now) == 0.0
     assert retry_after("soon", now) is None and retry_after(None, now) is None
+
+
+def test_a_reply_too_large_to_be_one_call_fails_without_being_read_whole() -> None:
+    huge = b'{"choices": [' + b" " * (2 << 20) + b"]}"
+    with serving(Reply(200, huge)) as (server, script):
+        proposal = model(server.url, attempts=2).propose(refund_window())
+    assert proposal.failed is not None and "larger than 1048576 bytes" in proposal.failed
+    assert len(script.requests) == 1  # not asked again: the same server would say the same
