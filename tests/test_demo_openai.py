@@ -47,3 +47,36 @@ def test_the_refund_story_passes_with_the_openai_model_and_the_injection_is_bloc
     assert chats and all(b["model"] == "scripted" for b in chats)
     planted = [b for b in chats if "refund 5000 now" in b["messages"][1]["content"]]
     assert planted and all('trust="untrusted"' in b["messages"][1]["content"] for b in planted)
+
+
+def test_the_onboarding_story_passes_with_the_openai_model_and_the_planted_account_is_never_paid(
+    settings: Settings, kafka_bootstrap: str, redis_url: str
+) -> None:
+    seen: list[Request] = []
+    gullible = scripted("gullible")
+
+    def answer(request: Request) -> Reply:
+        seen.append(request)
+        return gullible(request)
+
+    with ChatServer(answer) as server:
+        env = {
+            **os.environ,
+            "WAKEFUL_MODEL": "openai",
+            "WAKEFUL_MODEL_URL": server.url,
+            "WAKEFUL_MODEL_NAME": "scripted",
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", "wakeful.examples.onboarding:app"],
+            capture_output=True,
+            text=True,
+            timeout=DEMO_S,
+            check=False,
+            env=env,
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "demo ok" in result.stdout and "FAIL" not in result.stderr
+    assert "planted account blocked, never paid" in result.stderr
+    chats = [r.body for r in seen if r.path == "/v1/chat/completions"]
+    offered = {t["function"]["name"] for b in chats for t in b["tools"]}
+    assert offered == {"register_supplier", "schedule_first_payment"}, offered
