@@ -13,14 +13,17 @@ from wakeful.core.settings import Settings
 
 # app -> (tasks, kills): the onboarding's tasks take twice the hops, so fewer of them
 RUNS = {"wakeful.examples.refund:app": (80, 8), "wakeful.examples.onboarding:app": (50, 6)}
+REPLICAS = 3  # processes per role in the second run of each app: kills hit one of several
 
 
+@pytest.mark.parametrize("replicas", [1, REPLICAS], ids=["one-process-per-role", "three-per-role"])
 @pytest.mark.parametrize("app", RUNS, ids=["refund", "onboarding"])
 def test_random_kills_lose_no_task_and_duplicate_no_effect_at_the_downstream(
-    app: str, settings: Settings, kafka_bootstrap: str, redis_url: str
+    app: str, replicas: int, settings: Settings, kafka_bootstrap: str, redis_url: str
 ) -> None:
     tasks, kills = RUNS[app]
     command = ["chaos", "--app", app, "--tasks", str(tasks), "--kills", str(kills), "--seed", "7", "--json"]
+    command += ["--replicas", str(replicas)]
     result = subprocess.run(
         [sys.executable, "-m", "wakeful.cli.main", *command],
         capture_output=True,
@@ -30,7 +33,7 @@ def test_random_kills_lose_no_task_and_duplicate_no_effect_at_the_downstream(
     )
     assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
     report = orjson.loads(result.stdout)
-    assert report["ok"] and report["kills"] == kills
+    assert report["ok"] and report["kills"] == kills and report["processes"] == 6 * replicas
     assert (report["lost"], report["duplicate_effects"], report["misapplied_events"]) == (0, 0, 0)
     # every task ended where its traffic said: its path's stage, with its path's effects
     assert report["off_plan"] == 0, report["off_plan_examples"]
