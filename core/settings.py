@@ -26,6 +26,10 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_ALLOW_DEFAULT_USER    | 0                            | let roles run as Redis's default user       |
 | WAKEFUL_EVENT_MAX_AGE         | 300                          | seconds an upstream event stays acceptable  |
 | WAKEFUL_MODEL                 | rules                        | proposer model: rules or gullible           |
+| WAKEFUL_MODEL_TASK_TOKENS     | 200000                       | model tokens one task may use in all (0: no |
+|                               |                              | limit); then it is parked for a person      |
+| WAKEFUL_MODEL_TENANT_TOKENS   | 5000000                      | model tokens a tenant's tasks may use per   |
+|                               |                              | UTC day (0: no limit)                       |
 | WAKEFUL_APP                   | wakeful.examples.refund:app  | the app the roles drive (module:attribute)  |
 | WAKEFUL_THREADS               | 16                           | handler threads per role process            |
 | WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended         |
@@ -73,6 +77,8 @@ class Settings:
     secrets: Path = Path("secrets")
     event_max_age: float = 300.0
     model: str = "rules"
+    model_task_tokens: int = 200_000  # 0: no limit
+    model_tenant_tokens: int = 5_000_000  # per tenant per UTC day; 0: no limit
     app: str | None = None  # module:attribute of the app the roles drive; None: the bundled refund app
     threads: int = 16
     lease_ttl_ms: int = 15_000
@@ -157,6 +163,8 @@ class Settings:
             secrets=Path(env.get("WAKEFUL_SECRETS") or home / "secrets").expanduser().resolve(),
             event_max_age=float(_int(env, "WAKEFUL_EVENT_MAX_AGE", 300, 1, 7 * 24 * 3600)),
             model=_choice(env, "WAKEFUL_MODEL", "rules", ("rules", "gullible")),
+            model_task_tokens=_int(env, "WAKEFUL_MODEL_TASK_TOKENS", 200_000, 0, 10**12),
+            model_tenant_tokens=_int(env, "WAKEFUL_MODEL_TENANT_TOKENS", 5_000_000, 0, 10**15),
             app=env.get("WAKEFUL_APP") or None,
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),
