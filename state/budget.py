@@ -123,7 +123,7 @@ class Budget:
         pipe.incrby(account.task_key, tokens)
         pipe.incrby(account.tenant_key, tokens)
         pipe.expire(account.tenant_key, keys.TENANT_TOKENS_TTL_S)
-        return [repr(r) for r in _run(pipe) if isinstance(r, redis.ResponseError)]
+        return [f"{type(r).__name__}: {r}" for r in _run(pipe) if isinstance(r, redis.ResponseError)]
 
     def tokens(self, task_id: str) -> int | None:
         """Tokens the task has used so far (None when its counter is damaged)."""
