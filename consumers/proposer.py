@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Message, Producer
 from pydantic import ValidationError
 
 from wakeful.consumers.models import MODELS, Model, Proposal
+from wakeful.consumers.overlap import OverlapRunner
 from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
@@ -146,7 +147,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     budget = Budget(acl.connect(settings, "proposer", timeout=REDIS_TIMEOUT_S), limits)
     proposer = Proposer(MODELS[settings.model](), producer, log, keys)
     proposer.budget = budget
-    runner = Runner(
+    runner = OverlapRunner(  # a slow model call holds up only its own task
         "proposer",
         topics.PROPOSALS_REQUEST,
         proposer.handle,
