@@ -29,7 +29,7 @@ DEFAULT_CATALOG = "catalog-1"
 #   quarantine: park the task for a person
 DEFAULT_COMPAT = {"policy": "pin", "tool_catalog": "quarantine"}
 COMPAT_RULES = ("pin", "migrate", "quarantine")
-TENANT = r"[A-Za-z0-9_.-]{1,64}"
+TENANT = keys.TENANT  # it names a Redis key (the tenant's token counter)
 
 
 @dataclass(frozen=True)

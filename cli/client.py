@@ -38,7 +38,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import ActionLogEntry
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
-from wakeful.state import acl, keys, wiring
+from wakeful.state import acl, budget, keys, wiring
 from wakeful.state.pinned import hash_reply
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
@@ -243,9 +243,11 @@ class Client:
             found = (self.bank.lookup(op) for op in actions if not op.startswith("UNDO:"))
             entries = [e for e in found if e is not None]
         ledger = [e.model_dump(mode="json") for e in entries]
+        used = budget.used(self.admin.get(keys.tokens(task_id)))  # what its model calls cost
+        spent = {"model_tokens": "not a number (the counter is damaged)" if used is None else used}
         if cp is None:
-            return {"id": task_id, "stage": QUARANTINED, "quarantine": quarantine, "ledger": ledger}
-        return describe(cp) | {"actions": actions, "ledger": ledger}
+            return {"id": task_id, "stage": QUARANTINED, "quarantine": quarantine, "ledger": ledger} | spent
+        return describe(cp) | {"actions": actions, "ledger": ledger} | spent
 
     def wait_stage(self, task_id: str, stages: set[str], timeout: float = 30.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

@@ -352,7 +352,7 @@ class Gate:
             kind="proposal.request",
             created_at=datetime.now(UTC),
             trace_id=event.event_id if event else cp.task_id,
-            payload={"window": body},
+            payload={"window": body, "tenant": cp.security.tenant},  # whose token budget it spends
         )
         self.producer.produce(topics.PROPOSALS_REQUEST, key=cp.task_id.encode(), value=request.encode())
 

@@ -33,6 +33,10 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 |                               |                              | OPENAI_API_KEY; local servers need none)    |
 | WAKEFUL_MODEL_TIMEOUT         | 30                           | seconds per model call                      |
 | WAKEFUL_MODEL_ATTEMPTS        | 4                            | calls per proposal on 429/5xx/time-outs     |
+| WAKEFUL_MODEL_TASK_TOKENS     | 200000                       | model tokens one task may use in all (0: no |
+|                               |                              | limit); then it is parked for a person      |
+| WAKEFUL_MODEL_TENANT_TOKENS   | 5000000                      | model tokens a tenant's tasks may use per   |
+|                               |                              | UTC day (0: no limit)                       |
 | WAKEFUL_APP                   | wakeful.examples.refund:app  | the app the roles drive (module:attribute)  |
 | WAKEFUL_THREADS               | 16                           | handler threads per role process            |
 | WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended         |
@@ -83,6 +87,8 @@ class Settings:
     secrets: Path = Path("secrets")
     event_max_age: float = 300.0
     model: str = "rules"
+    model_task_tokens: int = 200_000  # 0: no limit
+    model_tenant_tokens: int = 5_000_000  # per tenant per UTC day; 0: no limit
     app: str | None = None  # module:attribute of the app the roles drive; None: the bundled refund app
     threads: int = 16
     lease_ttl_ms: int = 15_000
@@ -191,6 +197,8 @@ class Settings:
             model_key=_model_key(env) if model == "openai" else None,
             model_timeout=float(_int(env, "WAKEFUL_MODEL_TIMEOUT", 30, 1, 600)),
             model_attempts=_int(env, "WAKEFUL_MODEL_ATTEMPTS", 4, 1, 10),
+            model_task_tokens=_int(env, "WAKEFUL_MODEL_TASK_TOKENS", 200_000, 0, 10**12),
+            model_tenant_tokens=_int(env, "WAKEFUL_MODEL_TENANT_TOKENS", 5_000_000, 0, 10**15),
             app=env.get("WAKEFUL_APP") or None,
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),

@@ -33,6 +33,7 @@ from wakeful.devstack.process import Say
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
 from wakeful.schemas import events
 from wakeful.sdk.app import ENV, load_app
+from wakeful.state import budget, keys
 
 COUNTED_TOPICS = (topics.EVENTS, topics.WAKE, topics.PROPOSALS_REQUEST, topics.PROPOSALS, topics.LOG)
 
@@ -98,6 +99,7 @@ def run(
         latencies = sorted((effects[t] - woken[t]) * 1000 for t in effects)
         kafka_msgs = _offsets(settings) - kafka_before
         redis_cmds = _redis_commands(client) - redis_before
+        tokens = _model_tokens(client, list(effects))
     finally:
         stats = fleet.stop()
         client.close()
@@ -119,6 +121,7 @@ def run(
         "redis_round_trips_per_task": round(rtts / max(1, done), 1),
         "redis_commands_per_task": round(redis_cmds / max(1, done), 1),
         "kafka_messages_per_task": round(kafka_msgs / max(1, done), 2),
+        "model_tokens_per_task": round(tokens / max(1, done), 1),
         "processes": {
             role: sum(1 for m in fleet.members if role_of_member(m) == role) for role in fleet.roles
         },
@@ -149,6 +152,14 @@ def _wait_effects(
     return {t: last[t] for t, plan in plans.items() if seen[t] >= plan.effects}
 
 
+def _model_tokens(client: Client, task_ids: list[str]) -> int:
+    """The model tokens the tasks' proposals used, as the proposer counted them (one round trip)."""
+    pipe = client.admin.pipeline(transaction=False)
+    for task_id in task_ids:
+        pipe.get(keys.tokens(task_id))
+    return sum(budget.used(raw) or 0 for raw in pipe.execute())
+
+
 def _redis_commands(client: Client) -> int:
     info: dict[str, Any] = client.admin.info("stats")
     return int(info["total_commands_processed"])
@@ -173,6 +184,12 @@ def render(r: dict[str, Any]) -> str:
             f"redis per task  : {r['redis_round_trips_per_task']} round trips "
             f"({r['redis_commands_per_task']} commands)",
             f"kafka per task  : {r['kafka_messages_per_task']} messages",
+            # The built-in models report none; a model behind an API reports its usage.
+            *(
+                [f"model per task  : {r['model_tokens_per_task']} tokens"]
+                if r["model_tokens_per_task"]
+                else []
+            ),
             f"peak RSS (MiB)  : {mem}",
             f"CPU ms per task : {', '.join(f'{k} {v}' for k, v in r['cpu_ms_per_task'].items())}",
             f"processes       : {', '.join(f'{k} {v}' for k, v in r['processes'].items())}",

@@ -2,7 +2,8 @@
 
 Rules use Redis 7 selectors, `(~pattern +command ...)`: a command is allowed only if one selector
 grants both the command and every key it names. So the gate may XADD to a counter stream but not
-SET, DEL, XTRIM or XSETID it: its counter can only move forward. The proposer has no key at all.
+SET, DEL, XTRIM or XSETID it: its counter can only move forward. The proposer reaches only its
+token counters: it reads them and adds to them (GET, INCRBY, EXPIRE), and nothing of Progress.
 
 No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
 are in no role's rules. Roles FCALL the functions the admin loaded (state/library.py). Redis 7.0
@@ -45,6 +46,9 @@ _RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set +e
 _CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
 _DEADLINE_ADD = f"(~{keys.DEADLINES} +zadd)"
 _EVIDENCE = f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall)"
+# The proposer's budget: read before a model call, add what the call cost after it (a plain
+# pipeline, no MULTI: the two counters live in different slots), and date a tenant's day counter.
+_TOKENS = f"(~{keys.PATTERN_TASK_TOKENS} ~{keys.PATTERN_TENANT_TOKENS} +get +incrby +expire)"
 
 # The two roles that write Progress (through state.store) and hold task leases.
 _PROGRESS_WRITER = (
@@ -58,7 +62,7 @@ RULES: dict[str, str] = {
         f"(%R~{keys.PATTERN_CORR} +get) (~{keys.PATTERN_SEEN} +set +exists +mget)"
     ),
     "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE}",
-    "proposer": "resetkeys -@all +ping",
+    "proposer": f"resetkeys -@all +ping {_TOKENS}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer).
     "executor": f"{_PROGRESS_WRITER} {_OPS_WRITE} {_DEADLINE_ADD}",
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
@@ -138,9 +142,10 @@ class CountingConnection(redis.Connection):
         super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
 
 
-def connect(settings: Settings, role: str) -> redis.Redis:
+def connect(settings: Settings, role: str, timeout: float | None = None) -> redis.Redis:
     """A client that authenticates as the role's ACL user, with the password from the role's own
-    secrets folder; no other role's file is opened.
+    secrets folder; no other role's file is opened. `timeout`: seconds a connect or a reply may
+    take before redis.TimeoutError (None: wait as long as the socket does).
 
     Without a credential for the role this refuses, unless WAKEFUL_ALLOW_DEFAULT_USER is set (local
     experiments only): the default user can do whatever the operator left it able to do.
@@ -157,10 +162,14 @@ def connect(settings: Settings, role: str) -> redis.Redis:
             username=doc["user"],
             password=doc["password"],
             connection_class=CountingConnection,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
         )
     if settings.allow_default_user or (role == "admin" and not settings.runs_local_redis):
         # An operator's own Redis: admin is whoever WAKEFUL_REDIS_URL authenticates as.
-        return redis.Redis.from_url(settings.redis_url)
+        return redis.Redis.from_url(
+            settings.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
     raise MissingCredential(
         role,
         f"no Redis credential for role {role!r} at {secrets.path(settings, role, 'redis')}: `wakeful dev up` "

@@ -20,6 +20,8 @@ make Redis hold a huge key for a week:
 | op key          | [A-Za-z0-9_.:-]{1,200}  | bank:entry:K, suppliers:op:K,             |
 |                 |                         | suppliers:undo:K                          |
 | supplier id     | S-[0-9a-f]{16}          | suppliers:master:S                        |
+| tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:tokens:D                      |
+| UTC day         | [0-9]{8} (yyyymmdd)     | wk:tenant:N:tokens:D                      |
 
 Op keys (`REFUND:<task>:v<n>`) are the one part that may hold colons: they name the business
 operation, and `bank:entry:`, `suppliers:op:` and `suppliers:undo:` are fixed prefixes no other key
@@ -46,8 +48,11 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:{T}:receipt:{K}:{E} | string | JSON outcome of key K's event E, task T | gate (in CAS), inbound |
 | wk:receipt:{K}:{E}| string | the same, refused before its task was known        | inbound                |
 | wk:authority:*    | mixed  | approvers, limit, signers, policy (authority/)     | admin only; roles read |
+| wk:{T}:tokens     | string | model tokens the task's proposals used (integer)   | proposer: INCRBY       |
+| wk:tenant:{N}:tokens:{D} | string | tokens tenant N's tasks used on UTC day D | proposer: INCRBY (TTL) |
 
 No per-task key has a TTL while its task lives: a waiting task must never be dropped by Redis.
+A tenant's day counter outlives its day by TENANT_TOKENS_TTL_S and is then dropped.
 
 The reference bank (bank/) is a separate downstream system with its own keyspace and ACL user;
 its keys are listed here too so that every prefix lives in one module:
@@ -88,11 +93,15 @@ EVENT_ID = r"[A-Za-z0-9_.-]{8,128}"
 CORRELATION_ID = r"[A-Za-z0-9_.-]{1,128}"
 KEY_ID = r"[A-Za-z0-9_.@-]{1,128}"
 OP_KEY = r"[A-Za-z0-9_.:-]{1,200}"
+TENANT = r"[A-Za-z0-9_.-]{1,64}"  # the same alphabet authority/store.py gives a signer's tenant
+DAY = r"[0-9]{8}"
 _TASK_ID = re.compile(TASK_ID)
 _EVENT_ID = re.compile(EVENT_ID)
 _CORRELATION_ID = re.compile(CORRELATION_ID)
 _KEY_ID = re.compile(KEY_ID)
 _OP_KEY = re.compile(OP_KEY)
+_TENANT = re.compile(TENANT)
+_DAY = re.compile(DAY)
 
 # The default lease TTL (WAKEFUL_LEASE_TTL_MS overrides it): a worker that has not extended its
 # lease for this long is presumed dead.
@@ -107,6 +116,9 @@ CAS_RETRIES = 8
 # The outbox index is rebuilt by a SCAN over all outboxes this often, in case a writer died between
 # its transaction and its SADD to the index.
 OUTBOX_SWEEP_S = 60.0
+# A tenant's day counter is read only on its own UTC day; a second day covers clock skew between
+# proposers and a day that is still being read as it ends.
+TENANT_TOKENS_TTL_S = 2 * 24 * 3600
 
 OUTBOX_DIRTY = f"{PREFIX}:outbox:dirty"
 DEADLINES = f"{PREFIX}:deadlines"
@@ -172,6 +184,14 @@ PATTERN_OUTBOX = f"{PREFIX}:*:outbox"
 PATTERN_OPS = f"{PREFIX}:*:ops"
 PATTERN_QUARANTINE = f"{PREFIX}:*:quarantine"
 PATTERN_EVIDENCE = f"{PREFIX}:*:evidence"
+# Braces are literal in a Redis glob: only a hash-tagged task key matches, never wk:corr:tokens.
+PATTERN_TASK_TOKENS = f"{PREFIX}:{{*}}:tokens"
+PATTERN_TENANT_TOKENS = f"{PREFIX}:tenant:*:tokens:*"
+
+
+def tenant_tokens(tenant: str, day: str) -> str:
+    """Tokens tenant's tasks used on UTC `day` (yyyymmdd)."""
+    return f"{PREFIX}:tenant:{checked(_TENANT, tenant, 'tenant')}:tokens:{checked(_DAY, day, 'day')}"
 
 
 BANK_PREFIX = "bank"
@@ -256,6 +276,10 @@ def quarantine(task_id: str) -> str:
 
 def evidence(task_id: str) -> str:
     return _task(task_id, "evidence")
+
+
+def tokens(task_id: str) -> str:
+    return _task(task_id, "tokens")
 
 
 def task_of(key: str) -> str:

@@ -59,12 +59,42 @@ def test_proposer_can_read_and_write_no_progress(settings: Settings, task_id: st
         ("XREVRANGE", keys.ctr(task_id), "+", "-"),
         ("SADD", keys.inbox(task_id), "m"),
         ("GET", keys.lease(task_id)),
+        ("HGETALL", keys.ops(task_id)),
+        ("GET", keys.AUTH_LIMIT),
+        ("INCRBY", keys.state(task_id), "1"),
+        ("INCRBY", keys.corr("tokens"), "1"),  # wk:corr:tokens is not a task's counter
+        ("INCRBY", keys.bank_fence(task_id), "1"),
         ("KEYS", "*"),
         ("SCAN", "0"),
     ):
         with pytest.raises(NOPERM):
             command_(proposer, *command)
     assert proposer.ping()
+
+
+def test_proposer_may_only_read_and_add_to_its_token_counters(settings: Settings, task_id: str) -> None:
+    proposer = acl.connect(settings, "proposer")
+    counters = (keys.tokens(task_id), keys.tenant_tokens("acme", "20261130"))
+    for key in counters:
+        assert proposer.incrby(key, 5) == 5
+        assert proposer.get(key) == b"5"
+        assert proposer.expire(key, 60)
+    for command in (
+        ("SET", counters[0], "0"),
+        ("DEL", counters[0]),
+        ("DECRBY", counters[1], "5"),
+        ("INCRBYFLOAT", counters[0], "-1.5"),
+        ("PERSIST", counters[1]),
+        ("RENAME", counters[0], keys.state(task_id)),
+        ("EVAL", "return redis.call('DEL', KEYS[1])", "1", counters[0]),
+        ("EVAL", "return redis.call('SET', KEYS[1], 'x')", "1", keys.state(task_id)),
+        ("FCALL", "wakeful_lease_release", "1", keys.lease(task_id), "o", "1"),
+        ("FUNCTION", "FLUSH"),
+        ("MULTI",),
+    ):
+        with pytest.raises(NOPERM):
+            command_(proposer, *command)
+    assert acl.connect(settings, "admin").get(keys.state(task_id)) is not None
 
 
 def test_roles_cannot_touch_each_others_keys(settings: Settings, task_id: str) -> None:

@@ -210,7 +210,8 @@ def asks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str]]:
     assert needs["executor"] >= {"redis:executor", "redis:bank", "kafka:executor", "verifying:executor"}, (
         needs
     )
-    assert needs["proposer"] == {"kafka:proposer", "signing:proposer", "verifying:proposer"}, needs
+    proposer = {"redis:proposer", "kafka:proposer", "signing:proposer", "verifying:proposer"}
+    assert needs["proposer"] == proposer, needs
     return needs
 
 
@@ -258,8 +259,8 @@ def test_roles_get_no_secret_their_code_never_asks_for(
             made = secret_place(doc, "init", secret)
             assert made is not None, f"init does not make {secret}"
             if secret.partition(":")[2] == role:
-                # Its own folder holds all of its own secrets, used or not (the proposer's Redis
-                # user, which may only PING): nothing there is another role's.
+                # Its own folder holds all of its own secrets, used or not: nothing there is
+                # another role's.
                 continue
             assert made.volume not in volumes, f"{role} never uses {secret} but mounts {made.volume}"
 

@@ -51,8 +51,7 @@ def test_a_role_process_reads_only_its_own_credential(role: str, settings: Setti
     opened = orjson.loads(result.stdout.strip().splitlines()[-1])
     folders = {Path(path).parts[0] for path in opened}
     assert folders <= OWN_FOLDERS[role], f"{role} opened {opened}"
-    if role != "proposer":  # the proposer talks to Kafka only
-        assert f"{role}/{credentials.NAME}.json" in opened, f"{role} never read its own credential: {opened}"
+    assert f"{role}/{credentials.NAME}.json" in opened, f"{role} never read its own credential: {opened}"
 
 
 def test_a_role_without_its_own_file_is_refused_whatever_else_is_there(tmp_path: Path) -> None:
