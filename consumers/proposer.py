@@ -47,12 +47,12 @@ class Made:
 
 
 class Proposer:
-    def __init__(self, model: Model, producer: Producer, log: Log, keys: RoleKeys) -> None:
+    def __init__(self, model: Model, producer: Producer, log: Log, keys: RoleKeys, budget: Budget) -> None:
         self.model = model
         self.role_keys = keys
         self.producer = producer
         self.log = log
-        self.budget: Budget | None = None
+        self.budget = budget
         self.runner: Runner | None = None
         self._made: OrderedDict[str, Made] = OrderedDict()
         self._lock = threading.Lock()
@@ -81,7 +81,6 @@ class Proposer:
             self.runner.dead_letter(msg, f"proposal request or answer has the wrong shape: {exc!r}")
             return
         if not made.charged:
-            assert self.budget is not None
             for problem in self.budget.charge(made.account, made.proposal.tokens):
                 self.log("proposer.tokens_uncounted", task_id=request.task_id, error=cut(problem, 300))
             made.charged = True
@@ -101,7 +100,6 @@ class Proposer:
 
     def _account(self, request: Envelope) -> tuple[Account, str | None]:
         """Whose budgets a model call for the request spends, and why none may be made (or None)."""
-        assert self.budget is not None
         tenant = str(request.payload.get("tenant", DEFAULT_TENANT))  # none: from a gate before tenants
         now = datetime.now(UTC)
         try:
@@ -145,8 +143,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     producer, failures = make_producer(settings, "proposer")
     limits = Limits(task=settings.model_task_tokens, tenant=settings.model_tenant_tokens)
     budget = Budget(acl.connect(settings, "proposer", timeout=REDIS_TIMEOUT_S), limits)
-    proposer = Proposer(make_model(settings), producer, log, keys)
-    proposer.budget = budget
+    proposer = Proposer(make_model(settings), producer, log, keys, budget)
     runner = OverlapRunner(  # a slow model call holds up only its own task
         "proposer",
         topics.PROPOSALS_REQUEST,

@@ -77,8 +77,13 @@ def proposer_for(
     settings: Settings, model: CountingModel, limits: Limits, budget: type[Budget] = Budget
 ) -> tuple[Proposer, Recorder]:
     recorder = Recorder()
-    p = Proposer(model, cast(Producer, recorder), Log(), provenance.load_keys(settings, "proposer"))
-    p.budget = budget(acl.connect(settings, "proposer", timeout=2.0), limits)
+    p = Proposer(
+        model,
+        cast(Producer, recorder),
+        Log(),
+        provenance.load_keys(settings, "proposer"),
+        budget(acl.connect(settings, "proposer", timeout=2.0), limits),
+    )
     p.runner = Runner(
         "proposer", topics.PROPOSALS_REQUEST, p.handle, cast(Consumer, StandInConsumer()),
         cast(Producer, recorder), log=Log(), threads=2,

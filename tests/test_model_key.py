@@ -23,6 +23,8 @@ from wakeful.core.provenance import RoleKeys, RoleSigner
 from wakeful.core.settings import Settings
 from wakeful.devstack.model_server import Reply
 from wakeful.schemas.events import Envelope
+from wakeful.state import acl
+from wakeful.state.budget import Budget, Limits
 
 KEY = "sk-test-4f1c9a7e2b8d6035e1aa90c7"
 CHANNEL = bytes(range(32))
@@ -74,7 +76,7 @@ def request_message() -> Message:
 
 
 def test_the_key_appears_in_nothing_the_proposer_sends_or_logs_even_on_a_401(
-    capfd: pytest.CaptureFixture[str],
+    capfd: pytest.CaptureFixture[str], settings: Settings, redis_url: str
 ) -> None:
     quoted = {"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}}
     limited = Reply(429, {"error": {"message": f"rate limit for key {KEY}"}}, {"Retry-After": "0"})
@@ -82,8 +84,10 @@ def test_the_key_appears_in_nothing_the_proposer_sends_or_logs_even_on_a_401(
         model = OpenAIModel(server.url, "m", keyed(server.url), base_delay=0.01)
         out = Captured()
         # Captured stands in for the Kafka producer and the runner: only produce/dead_letter are used.
+        # The budget is the real one, on Redis as the proposer's own user: its log lines count too.
+        budget = Budget(acl.connect(settings, "proposer", timeout=2.0), Limits(task=0, tenant=0))
         proposer = Proposer(
-            model, cast(Any, out), Log(role="proposer"), RoleKeys({"gate-1": ("gate", CHANNEL)})
+            model, cast(Any, out), Log(role="proposer"), RoleKeys({"gate-1": ("gate", CHANNEL)}), budget
         )
         proposer.runner = cast(Any, out)
         proposer.handle(cast(Any, request_message()))
