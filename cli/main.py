@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -233,6 +234,12 @@ def _replicas(settings: Settings, text: str | None, roles: tuple[str, ...]) -> d
     "--rate", type=float, default=None, help="Offered load in tasks/s (default: as fast as possible)."
 )
 @REPLICAS
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also draw tasks/s over time and the latency distribution to this PNG (needs matplotlib).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def bench(
@@ -242,6 +249,7 @@ def bench(
     approval_ratio: float,
     rate: float | None,
     replicas: str | None,
+    plot: Path | None,
     as_json: bool,
 ) -> None:
     """Throughput, wake-to-effect latency, CPU per task, Redis round trips, Kafka messages and
@@ -249,7 +257,11 @@ def bench(
     from wakeful.devstack import bench_pipeline
 
     counts = _replicas(settings, replicas, ROLES)
-    result = bench_pipeline.run(settings, tasks, approval_ratio, rate, say, replicas=counts)
+    if plot is not None:
+        from wakeful.devstack import bench_plot
+
+        bench_plot.require()
+    result = bench_pipeline.run(settings, tasks, approval_ratio, rate, say, replicas=counts, plot=plot)
     emit(result, as_json, bench_pipeline.render(result))
 
 

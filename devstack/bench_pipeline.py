@@ -18,6 +18,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -27,7 +28,7 @@ from wakeful.consumers.supervisor import role_of_member
 from wakeful.core import kafka_auth, topics
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
-from wakeful.devstack import stack
+from wakeful.devstack import bench_plot, stack
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.process import Say
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
@@ -35,6 +36,7 @@ from wakeful.schemas import events
 from wakeful.sdk.app import ENV, load_app
 from wakeful.state import budget, keys
 
+PROGRESS_S = 5.0  # seconds between progress lines while the effects come in
 COUNTED_TOPICS = (topics.EVENTS, topics.WAKE, topics.PROPOSALS_REQUEST, topics.PROPOSALS, topics.LOG)
 
 
@@ -57,6 +59,7 @@ def run(
     say: Say,
     *,
     replicas: Mapping[str, int] | None = None,
+    plot: Path | None = None,
 ) -> dict[str, Any]:
     traffic = load_traffic(load_app(settings.app))  # before anything starts: a missing one is one line
     stack.up(settings, say)
@@ -94,7 +97,7 @@ def run(
                 if ahead > 0:
                     time.sleep(ahead)
         say(f"published {tasks} tasks in {time.time() - started:.1f}s; waiting for the effects ...")
-        effects = _wait_effects(client, traffic, mark, plans, timeout=max(120.0, tasks / 20))
+        effects = _wait_effects(client, traffic, mark, plans, timeout=max(120.0, tasks / 20), say=say)
         finished = max((b for b in effects.values()), default=time.time())
         latencies = sorted((effects[t] - woken[t]) * 1000 for t in effects)
         kafka_msgs = _offsets(settings) - kafka_before
@@ -105,7 +108,11 @@ def run(
         client.close()
     done, cpu = len(effects), fleet.cpu_by_role()
     rtts = sum(int(s.get("redis_round_trips", 0)) for s in stats.values())
+    per_task = sum(cpu.values()) * 1000 / max(1, done)
+    what = f"{done} {client.app.name} tasks, {per_task:.1f} CPU ms/task"
+    _plot(plot, effects, started, latencies, what=what, say=say)
     return {
+        "plot": str(plot) if plot is not None else None,
         "app": client.app.name,
         "tasks": tasks,
         "completed": done,
@@ -132,22 +139,43 @@ def run(
     }
 
 
+def _plot(
+    plot: Path | None,
+    effects: dict[str, float],
+    started: float,
+    latencies: list[float],
+    *,
+    what: str,
+    say: Say,
+) -> None:
+    if plot is not None:
+        drawn = bench_plot.draw(plot, list(effects.values()), started, latencies, f"wakeful bench: {what}")
+        say(f"plot: {drawn}")
+
+
 def _wait_effects(
-    client: Client, traffic: Traffic, mark: str, plans: dict[str, Plan], timeout: float
+    client: Client, traffic: Traffic, mark: str, plans: dict[str, Plan], *, timeout: float, say: Say
 ) -> dict[str, float]:
     """task id -> when its downstream recorded its last effect (epoch seconds, the downstream's
     clock), for each task whose effects have all landed. Reads only what is new at each poll."""
     seen: Counter[str] = Counter()
     last: dict[str, float] = {}
     cursor, deadline = mark, time.monotonic() + timeout
+    told, finished = time.monotonic(), 0
     while time.monotonic() < deadline:
         found, cursor = traffic.effects(client.admin, cursor)
         for effect in found:
             if effect.task_id in plans:
                 seen[effect.task_id] += 1
                 last[effect.task_id] = max(last.get(effect.task_id, 0.0), effect.at.timestamp())
-        if all(seen[t] >= plan.effects for t, plan in plans.items()):
+        complete = sum(1 for t, plan in plans.items() if seen[t] >= plan.effects)
+        if complete == len(plans):
             break
+        if time.monotonic() - told >= PROGRESS_S:  # a long run says how far it has got
+            now = time.monotonic()
+            pace = (complete - finished) / (now - told)
+            say(f"  {complete}/{len(plans)} tasks have their effects ({pace:.0f}/s)")
+            told, finished = now, complete
         time.sleep(0.2)
     return {t: last[t] for t, plan in plans.items() if seen[t] >= plan.effects}
 
