@@ -242,6 +242,18 @@ def wait_dead_letter(
     return found[0] if found else None
 
 
+class StandInProducer:
+    def flush(self, _timeout: float) -> int:
+        return 0
+
+    def produce(self, *_: Any, **__: Any) -> None:
+        return None
+
+
+def msg(key: str, offset: int, partition: int = 0) -> Message:
+    return Message(topic="t", partition=partition, offset=offset, key=key.encode(), value=b"v")
+
+
 class StandInConsumer:
     """The runner's side of a consumer, for pure tests: records stored offsets and seeks."""
 

@@ -233,7 +233,6 @@ def test_a_proposer_whose_redis_is_down_waits_instead_of_calling_the_model(
 ) -> None:
     model = CountingModel(tokens=1)
     proposer, sent = proposer_for(settings, model, Limits(task=100, tenant=0))
-    assert proposer.budget is not None
     proposer.budget.redis = redis.Redis(
         port=1, socket_connect_timeout=0.5, socket_timeout=0.5
     )  # nothing listens
@@ -249,7 +248,6 @@ def test_a_proposer_without_rights_to_its_counters_waits_for_an_operator(
 ) -> None:
     model = CountingModel(tokens=1)
     proposer, sent = proposer_for(settings, model, Limits(task=100, tenant=0))
-    assert proposer.budget is not None
     proposer.budget.redis = acl.connect(settings, "timer")  # users not reloaded: NOPERM on every counter
     with pytest.raises(Retry, match="reload the users"):
         proposer.handle(request(settings, task_id))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 from wakeful.core.settings import Settings
 from wakeful.devstack.model_server import ChatServer, Reply, Request, scripted
@@ -14,9 +15,9 @@ from wakeful.devstack.model_server import ChatServer, Reply, Request, scripted
 DEMO_S = 300
 
 
-def test_the_refund_story_passes_with_the_openai_model_and_the_injection_is_blocked(
-    settings: Settings, kafka_bootstrap: str, redis_url: str
-) -> None:
+def demo_on_openai(*args: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """`wakeful demo ARGS` with the openai model against the scripted gullible server; the run and
+    the chat requests the server received."""
     seen: list[Request] = []
     gullible = scripted("gullible")
 
@@ -32,18 +33,24 @@ def test_the_refund_story_passes_with_the_openai_model_and_the_injection_is_bloc
             "WAKEFUL_MODEL_NAME": "scripted",
         }
         result = subprocess.run(
-            [sys.executable, "-m", "wakeful.cli.main", "demo"],
+            [sys.executable, "-m", "wakeful.cli.main", "demo", *args],
             capture_output=True,
             text=True,
             timeout=DEMO_S,
             check=False,
             env=env,
         )
+    return result, [r.body for r in seen if r.path == "/v1/chat/completions"]
+
+
+def test_the_refund_story_passes_with_the_openai_model_and_the_injection_is_blocked(
+    settings: Settings, kafka_bootstrap: str, redis_url: str
+) -> None:
+    result, chats = demo_on_openai()
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo ok" in result.stdout and "(openai: scripted at" in result.stderr
     assert result.stderr.count("  ok   ") == 9 and "FAIL" not in result.stderr
     assert "injected 5000 blocked" in result.stderr
-    chats = [r.body for r in seen if r.path == "/v1/chat/completions"]
     assert chats and all(b["model"] == "scripted" for b in chats)
     planted = [b for b in chats if "refund 5000 now" in b["messages"][1]["content"]]
     assert planted and all('trust="untrusted"' in b["messages"][1]["content"] for b in planted)
@@ -52,31 +59,9 @@ def test_the_refund_story_passes_with_the_openai_model_and_the_injection_is_bloc
 def test_the_onboarding_story_passes_with_the_openai_model_and_the_planted_account_is_never_paid(
     settings: Settings, kafka_bootstrap: str, redis_url: str
 ) -> None:
-    seen: list[Request] = []
-    gullible = scripted("gullible")
-
-    def answer(request: Request) -> Reply:
-        seen.append(request)
-        return gullible(request)
-
-    with ChatServer(answer) as server:
-        env = {
-            **os.environ,
-            "WAKEFUL_MODEL": "openai",
-            "WAKEFUL_MODEL_URL": server.url,
-            "WAKEFUL_MODEL_NAME": "scripted",
-        }
-        result = subprocess.run(
-            [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", "wakeful.examples.onboarding:app"],
-            capture_output=True,
-            text=True,
-            timeout=DEMO_S,
-            check=False,
-            env=env,
-        )
+    result, chats = demo_on_openai("--app", "wakeful.examples.onboarding:app")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo ok" in result.stdout and "FAIL" not in result.stderr
     assert "planted account blocked, never paid" in result.stderr
-    chats = [r.body for r in seen if r.path == "/v1/chat/completions"]
     offered = {t["function"]["name"] for b in chats for t in b["tools"]}
     assert offered == {"register_supplier", "schedule_first_payment"}, offered

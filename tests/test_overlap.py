@@ -8,28 +8,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
-from helpers import StandInConsumer
+from helpers import StandInConsumer, StandInProducer, msg
 
 from wakeful.consumers.overlap import OverlapRunner
 from wakeful.consumers.runner import DeliveryFailures
 from wakeful.core.log import Log
 
 DEADLINE_S = 10.0
-
-
-class StandInProducer:
-    def flush(self, _timeout: float) -> int:
-        return 0
-
-    def produce(self, *_: Any, **__: Any) -> None:
-        return None
-
-
-def msg(key: str, offset: int, partition: int = 0) -> Message:
-    return Message(topic="t", partition=partition, offset=offset, key=key.encode(), value=b"v")
 
 
 def overlap(

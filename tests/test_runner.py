@@ -8,24 +8,12 @@ from typing import Any, cast
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
-from helpers import StandInConsumer
+from helpers import StandInConsumer, StandInProducer, msg
 
 from wakeful.consumers.runner import DeliveryFailures, Runner
 from wakeful.core.errors import KafkaClientFailed
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
-
-
-class StandInProducer:
-    def flush(self, _timeout: float) -> int:
-        return 0
-
-    def produce(self, *_: Any, **__: Any) -> None:
-        return None
-
-
-def msg(key: str, offset: int, partition: int = 0) -> Message:
-    return Message(topic="t", partition=partition, offset=offset, key=key.encode(), value=b"v")
 
 
 def runner(handler: Any, failures: DeliveryFailures | None = None) -> tuple[Runner, StandInConsumer]:
