@@ -108,10 +108,7 @@ def run(
         client.close()
     done, cpu = len(effects), fleet.cpu_by_role()
     rtts = sum(int(s.get("redis_round_trips", 0)) for s in stats.values())
-    per_task = sum(cpu.values()) * 1000 / max(1, done)
-    what = f"{done} {client.app.name} tasks, {per_task:.1f} CPU ms/task"
-    _plot(plot, effects, started, latencies, what=what, say=say)
-    return {
+    result = {
         "plot": str(plot) if plot is not None else None,
         "app": client.app.name,
         "tasks": tasks,
@@ -120,11 +117,7 @@ def run(
         "second_path": traffic.second_path,
         "target_rate": rate,
         "tasks_per_s": round(done / max(1e-9, finished - started), 1),
-        "wake_to_effect_ms": {
-            "p50": round(_pct(latencies, 50), 1),
-            "p95": round(_pct(latencies, 95), 1),
-            "p99": round(_pct(latencies, 99), 1),
-        },
+        "wake_to_effect_ms": {f"p{p}": round(_pct(latencies, p), 1) for p in (50, 95, 99)},
         "redis_round_trips_per_task": round(rtts / max(1, done), 1),
         "redis_commands_per_task": round(redis_cmds / max(1, done), 1),
         "kafka_messages_per_task": round(kafka_msgs / max(1, done), 2),
@@ -137,19 +130,25 @@ def run(
         "cpu_ms_per_task": {role: round(c * 1000 / max(1, done), 2) for role, c in cpu.items()}
         | {"total": round(sum(cpu.values()) * 1000 / max(1, done), 2)},
     }
+    _draw(plot, result, list(effects.values()), started, latencies, say=say)
+    return result
 
 
-def _plot(
+def _draw(
     plot: Path | None,
-    effects: dict[str, float],
+    r: dict[str, Any],
+    done_at: list[float],
     started: float,
     latencies: list[float],
     *,
-    what: str,
     say: Say,
 ) -> None:
+    """The run's picture, with the figures it printed (bench_plot)."""
     if plot is not None:
-        drawn = bench_plot.draw(plot, list(effects.values()), started, latencies, f"wakeful bench: {what}")
+        what = f"{r['completed']} {r['app']} tasks, {r['cpu_ms_per_task']['total']} CPU ms/task"
+        drawn = bench_plot.draw(
+            plot, done_at, started, latencies, f"wakeful bench: {what}", marks=r["wake_to_effect_ms"]
+        )
         say(f"plot: {drawn}")
 
 

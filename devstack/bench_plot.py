@@ -4,7 +4,7 @@ distribution, so a regression shows at a glance. matplotlib is an optional extra
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from wakeful.core.errors import ConfigError
@@ -32,8 +32,15 @@ def throughput(done_at: Sequence[float], started: float, bin_s: float = BIN_S) -
 
 
 def draw(
-    path: Path, done_at: Sequence[float], started: float, latencies_ms: Sequence[float], title: str
+    path: Path,
+    done_at: Sequence[float],
+    started: float,
+    latencies_ms: Sequence[float],
+    title: str,
+    *,
+    marks: Mapping[str, float],
 ) -> Path:
+    """marks: the percentiles the bench printed ({"p50": ms, ...}), drawn as they were printed."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, never a window
@@ -46,9 +53,8 @@ def draw(
     rate.grid(alpha=0.3)
     if latencies_ms:
         lat.hist(list(latencies_ms), bins=50)
-        for p, style in ((50, "-"), (95, "--"), (99, ":")):
-            at = sorted(latencies_ms)[min(len(latencies_ms) - 1, round(p / 100 * len(latencies_ms)))]
-            lat.axvline(at, color="black", linestyle=style, label=f"p{p} {at:.0f} ms")
+        for (name, at), style in zip(marks.items(), ("-", "--", ":", "-."), strict=False):
+            lat.axvline(at, color="black", linestyle=style, label=f"{name} {at:.0f} ms")
         lat.legend()
     lat.set(xlabel="wake-to-effect latency (ms)", ylabel="tasks", title="latency")
     fig.suptitle(title)

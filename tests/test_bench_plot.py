@@ -32,7 +32,10 @@ def test_throughput_counts_each_finished_task_once_in_its_second(
 def test_the_plot_is_a_png_with_both_panels_drawn(tmp_path: Path) -> None:
     done_at = [100.0 + i * 0.01 for i in range(500)]
     latencies = [float(20 + i % 80) for i in range(500)]
-    out = bench_plot.draw(tmp_path / "sub" / "bench.png", done_at, 100.0, latencies, "wakeful bench: test")
+    marks = {"p50": 60.0, "p95": 96.0, "p99": 99.0}
+    out = bench_plot.draw(
+        tmp_path / "sub" / "bench.png", done_at, 100.0, latencies, "wakeful bench: test", marks=marks
+    )
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
