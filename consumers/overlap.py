@@ -104,10 +104,10 @@ class OverlapRunner(Runner):
             stored = []
             for where, n in done.items():
                 offsets = self._read[where]
-                top = sorted(offsets)[n - 1]
-                for offset in sorted(offsets)[:n]:
+                finished = sorted(offsets)[:n]
+                for offset in finished:
                     del offsets[offset]
-                stored.append(TopicPartition(where[0], where[1], top + 1))
+                stored.append(TopicPartition(where[0], where[1], finished[-1] + 1))
         fault(f"{self.role}.before_offsets")
         try:
             self.consumer.store_offsets(offsets=stored)

@@ -72,10 +72,14 @@ def parse_replicas(text: str | None, roles: Sequence[str], partitions: int) -> d
     return counts
 
 
-def members(replicas: Mapping[str, int]) -> list[str]:
-    """One name per process: a role's first process is named by the role, its k-th `role#k`."""
+def members(roles: Sequence[str], replicas: Mapping[str, int] | None = None) -> list[str]:
+    """One name per process, replicas[role] of each (1 where unsaid): a role's first process is
+    named by the role, its k-th `role#k`."""
+    counts = replicas or {}
     return [
-        role if k == 1 else f"{role}{REPLICA_SEP}{k}" for role, n in replicas.items() for k in range(1, n + 1)
+        role if k == 1 else f"{role}{REPLICA_SEP}{k}"
+        for role in roles
+        for k in range(1, counts.get(role, 1) + 1)
     ]
 
 
@@ -182,7 +186,7 @@ def supervise(
             raise fleet_running(home, ", or pass --allow-second to run another in the same consumer groups")
     log = Log(role="supervisor")
     pending = {r: [p for p in fault_points if role_of(p) == r] for r in roles}
-    names = members({r: (replicas or {}).get(r, 1) for r in roles})
+    names = members(roles, replicas)
     procs = {m: spawn(m, pending.pop(m, [])) for m in names}
     restarts = 0
     pids = {r: p.pid for r, p in procs.items()}

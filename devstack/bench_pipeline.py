@@ -122,9 +122,7 @@ def run(
         "redis_commands_per_task": round(redis_cmds / max(1, done), 1),
         "kafka_messages_per_task": round(kafka_msgs / max(1, done), 2),
         "model_tokens_per_task": round(tokens / max(1, done), 1),
-        "processes": {
-            role: sum(1 for m in fleet.members if role_of_member(m) == role) for role in fleet.roles
-        },
+        "processes": dict(Counter(role_of_member(m) for m in fleet.members)),
         "peak_rss_mb": {role: round(b / 2**20, 1) for role, b in fleet.peak_by_role().items()},
         "cpu_s": {role: round(c, 1) for role, c in cpu.items()},
         "cpu_ms_per_task": {role: round(c * 1000 / max(1, done), 2) for role, c in cpu.items()}

@@ -39,7 +39,7 @@ class Fleet:
     ) -> None:
         self.env = {"WAKEFUL_INSTANCE_ID": "fleet", **env}
         self.roles = tuple(roles)
-        self.members = tuple(members({r: (replicas or {}).get(r, 1) for r in self.roles}))
+        self.members = tuple(members(self.roles, replicas))
         self.dir = logs or Path(tempfile.mkdtemp(prefix="wakeful-fleet-"))
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.peak: dict[str, int] = dict.fromkeys(self.members, 0)

@@ -253,7 +253,7 @@ def test_replicas_that_cannot_run_are_refused_saying_why(text: str, said: str) -
 
 
 def test_a_roles_first_process_keeps_the_roles_name_and_the_others_are_numbered() -> None:
-    names = supervisor.members({"gate": 3, "timer": 1})
+    names = supervisor.members(("gate", "timer"), {"gate": 3})
     assert names == ["gate", "gate#2", "gate#3", "timer"]
     assert {supervisor.role_of_member(n) for n in names} == {"gate", "timer"}
 
