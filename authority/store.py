@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,7 +18,7 @@ import redis
 from wakeful.core.errors import ConfigError
 from wakeful.producers.signing import DEFAULT_TENANT, Alg, VerifyKey
 from wakeful.state import keys
-from wakeful.state.pinned import hash_reply
+from wakeful.state.pinned import Command, hash_reply
 
 DEFAULT_LIMIT = 1000
 DEFAULT_POLICY = "refund-policy-1"
@@ -92,17 +92,22 @@ class AuthorityStore:
         return replace(snap, signers=signers, signer_kinds=kinds)
 
     def snapshot_with(
-        self, signer: str | None, evidence: str, receipt: str | None = None
-    ) -> tuple[Snapshot, bytes | None, dict[str, str], bool]:
+        self, signer: str | None, evidence: str, receipt: str | None = None, first: Sequence[Command] = ()
+    ) -> tuple[Snapshot, bytes | None, dict[str, str], bool, list[Any]]:
         """The snapshot, one signer's record, a task's evidence and whether a receipt exists, in one
-        round trip (the gate's)."""
+        round trip (the gate's). `first` runs before those reads (the task's lease, so that they
+        are made under it); their replies come last, errors as values for the caller to judge."""
         pipe = self.client.pipeline(transaction=False)
-        for command in SNAPSHOT_READS:
+        for command in [*first, *SNAPSHOT_READS]:
             pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         pipe.hget(keys.AUTH_SIGNERS, signer) if signer else pipe.ping()
         pipe.hgetall(evidence)
         pipe.exists(receipt) if receipt else pipe.ping()
-        replies = pipe.execute()
+        everything = pipe.execute(raise_on_error=False)
+        ahead, replies = everything[: len(first)], everything[len(first) :]
+        for reply in replies:
+            if isinstance(reply, redis.RedisError):
+                raise reply
         signer_raw, texts = replies[3], hash_reply(replies[4])
         found = {k.decode(): v.decode("utf-8", "replace") for k, v in texts.items()}
         answered = receipt is not None and replies[5] == 1
@@ -111,6 +116,7 @@ class AuthorityStore:
             signer_raw if isinstance(signer_raw, bytes) else None,
             found,
             answered,
+            ahead,
         )
 
     def signer(self, key_id: str) -> tuple[VerifyKey, frozenset[str]] | None:

@@ -54,7 +54,7 @@ from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
 from wakeful.state import keys, wiring
 from wakeful.state.actions import ActionLog
-from wakeful.state.lease import Lease, Leases
+from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
 from wakeful.workflow import effects, engine
@@ -95,28 +95,40 @@ class Executor:
         except (DecodeError, ValidationError) as exc:
             return self.runner.dead_letter(msg, f"malformed proposal: {exc!r}")
         try:
-            lease = self.leases.acquire(env.task_id)
+            # One round trip: the task's lease, then the task, its action log and live authority.
+            lease, cp, replies = self.store.acquire_with(
+                self.leases, env.task_id, [("HGETALL", keys.ops(env.task_id)), *SNAPSHOT_READS]
+            )
         except LeaseBusy:
             raise Retry("task lease is held by another worker", after=0.005) from None
-        try:
-            self._execute(msg, env, proposal, lease)
-        finally:
-            self.leases.release(lease)
-        return None
-
-    def _execute(self, msg: Message, env: Envelope, proposal: Proposal, lease: Lease) -> None:
-        assert self.runner is not None
-        try:
-            # One round trip: the task, its action log and live authority.
-            cp, replies = self.store.load_with(
-                env.task_id, [("HGETALL", keys.ops(env.task_id)), *SNAPSHOT_READS]
-            )
-            refused = unanswered(self.app, cp, env)
-            engine.workflow_of(self.app, cp)
-        except (TaskNotFound, TaskQuarantined, IntegrityError, engine.UnknownWorkflow) as exc:
+        except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
             return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
         except (KeyringError, DecodeError) as exc:
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
+        held = Held(lease)
+        try:
+            self._execute(msg, env, proposal, (cp, replies), held)
+        finally:
+            self.leases.finish(held)
+        return None
+
+    def _execute(
+        self,
+        msg: Message,
+        env: Envelope,
+        proposal: Proposal,
+        loaded: tuple[Checkpoint, list[Any]],
+        held: Held,
+    ) -> None:
+        """The proposal checked against the task `loaded` under the lease held (and the reads that
+        came with it), then carried out at most once."""
+        assert self.runner is not None
+        (cp, replies), lease = loaded, held.lease
+        try:
+            refused = unanswered(self.app, cp, env)
+            engine.workflow_of(self.app, cp)
+        except engine.UnknownWorkflow as exc:
+            return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
         if refused is not None:
             return self.runner.dead_letter(msg, refused, env.task_id)
         ops, auth = hash_reply(replies[0]), snapshot_from(replies[1:])
@@ -125,7 +137,7 @@ class Executor:
         # could park a task whose effect has already happened.
         settled = self._settled(cp, ops, lease)
         if settled is not None:
-            return self._close(cp, settled, lease, auth)
+            return self._close(cp, settled, held, auth)
         now = datetime.now(UTC)
         decided = effects.check_proposal(
             self.app,
@@ -151,7 +163,7 @@ class Executor:
         result = self._once(cp, decided, lease, auth)
         if result is None:
             return None
-        return self._close(cp, (decided.tool, decided.op_key, result), lease, auth)
+        return self._close(cp, (decided.tool, decided.op_key, result), held, auth)
 
     def _settled(
         self, cp: Checkpoint, ops: dict[bytes, bytes], lease: Lease
@@ -175,21 +187,24 @@ class Executor:
         return None
 
     def _close(
-        self, cp: Checkpoint, step: tuple[str, str, Mapping[str, Any]], lease: Lease, auth: Snapshot
+        self, cp: Checkpoint, step: tuple[str, str, Mapping[str, Any]], held: Held, auth: Snapshot
     ) -> None:
-        """Advance the task past a step that ran: (tool, op key, what the tool returned)."""
+        """Advance the task past a step that ran: (tool, op key, what the tool returned). The lease
+        goes back inside that transaction: nothing is left to do under it (D38)."""
         tool, op, result = step
         fault("executor.after_outcome")
         now = datetime.now(UTC)
         # One close per operation, whichever proposal (or redelivery) gets here.
-        self._advance(
+        applied = self._advance(
             cp,
             keys.runtime_id("close", op),
             lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
-            lease,
+            held.lease,
             {"done": tool, **{k: str(v) for k, v in result.items()}},
-            also=self._next_step,
+            also=lambda new: [*self._next_step(new), self.leases.release_command(held)],
         )
+        if applied:
+            held.sent()
         fault("executor.after_advance")
 
     def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
@@ -285,13 +300,15 @@ class Executor:
         detail: dict[str, Any],
         *,
         also: Any = None,
-    ) -> None:
+    ) -> bool:
+        """True when this call wrote the change (and `also` with it); False when it was applied before."""
         try:
-            self.store.transition(
+            outcome = self.store.transition(
                 cp.task_id, cp.state_version, message_id, fn, lease=lease, detail=detail, also=also
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
+        return outcome.status == "applied"
 
 
 def _call(tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease) -> Mapping[str, Any] | str:

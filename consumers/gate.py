@@ -1,7 +1,7 @@
 """The gate: gates 2 to 6 for every Wake, then the event applied to Progress by compare-and-swap.
 
-For each wake: re-verify the event's signature against the live signer registry (one pipelined
-read that also brings the live authority snapshot); take the task's lease; then one transition
+For each wake: take the task's lease and re-verify the event's signature against the live signer
+registry (one pipelined read that also brings the live authority snapshot); then one transition
 whose function loads nothing itself but sees the verified state and calls the pure
 `gate_rules.decide()`: a closed task takes no more events; policy and tool-catalog compatibility by
 the declared rule; then the workflow decides (authorization, bound versions, approvals and their
@@ -9,7 +9,8 @@ deadlines, all read live). Refusals are recorded on the task and in the sender's
 
 What to do after the CAS (register a wait's deadline and correlation id, publish a
 ProposalRequest, write the receipt) is derived from the stored state, so a wake redelivered after
-a crash between the CAS and these steps does them again; everything downstream dedupes.
+a crash between the CAS and these steps does them again; everything downstream dedupes. The
+lease goes back in the round trip that writes those follow-ups (D38).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import WORKFLOW_FIELD, Refuse, Start
 from wakeful.state import keys, wiring
-from wakeful.state.lease import Lease, Leases
+from wakeful.state.lease import Held, Leases
 from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
 from wakeful.workflow import engine, window
@@ -117,28 +118,26 @@ class Gate:
         except DecodeError as exc:
             self._dead(msg, f"malformed wake: {exc.reason}")
             return None
-        wake = self._authenticate(msg, envelope, sender)
-        if wake is None:
-            return None
         fault("gate.before_lease")
-        try:
-            lease = self.leases.acquire(envelope.task_id)
-        except LeaseBusy:
-            raise Retry("task lease is held by another worker", after=0.005) from None
+        taken = self._authenticate(msg, envelope, sender)
+        if taken is None:
+            return None
+        wake, held = taken
         try:
             fault("gate.after_lease")
-            self._apply(wake, lease)
+            self._apply(wake, held)
         except engine.UnknownWorkflow as exc:
             # Retrying would hold up every task behind it on the partition; the letter keeps the
             # wake for a replay by a worker that runs the task's app.
             self._dead(msg, f"task {envelope.task_id}: {exc}")
         finally:
-            self.leases.release(lease)
+            self.leases.finish(held)
         return None
 
-    def _authenticate(self, msg: Message, envelope: Envelope, sender: str) -> Wake | None:
+    def _authenticate(self, msg: Message, envelope: Envelope, sender: str) -> tuple[Wake, Held] | None:
         """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
-        only the role that judges that kind of wake may send it."""
+        only the role that judges that kind of wake may send it. The task's lease is taken in the
+        same round trip as the authority read; the wake comes back with it held."""
         reason = envelope.payload.get("reason")
         event: SignedEvent | None = None
         if WAKE_SENDER.get(str(reason)) not in (None, sender):
@@ -154,11 +153,18 @@ class Gate:
             self._dead(msg, f"wake with unknown reason {reason!r}")
             return None
         receipt = keys.receipt(event.event_id, envelope.task_id, key_id=event.key_id) if event else None
-        auth, signer, evidence, answered = self.authority.snapshot_with(
-            signer=event.key_id if event else None, evidence=keys.evidence(envelope.task_id), receipt=receipt
+        auth, signer, evidence, answered, (taken,) = self.authority.snapshot_with(
+            signer=event.key_id if event else None,
+            evidence=keys.evidence(envelope.task_id),
+            receipt=receipt,
+            first=[self.leases.acquire_command(envelope.task_id)],  # the reads are made under it
         )
+        try:
+            held = Held(self.leases.granted(envelope.task_id, taken))
+        except LeaseBusy:
+            raise Retry("task lease is held by another worker", after=0.005) from None
         if event is None:
-            return Wake(envelope, None, None, auth, evidence)
+            return Wake(envelope, None, None, auth, evidence), held
         key, kinds = decode_signer(event.key_id, signer) if signer else (None, frozenset[str]())
         verified = key is not None and key.verify(event)
         refused = gate_rules.misaddressed(
@@ -171,17 +177,18 @@ class Gate:
             now=datetime.now(UTC),
         )
         if refused or key is None:
+            self.leases.finish(held)
             self._dead(msg, refused or "no signer")
             return None
-        return Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
+        return Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant), held
 
-    def _apply(self, wake: Wake, lease: Lease) -> None:
+    def _apply(self, wake: Wake, held: Held) -> None:
         env, event, auth = wake.envelope, wake.event, wake.auth
         now = datetime.now(UTC)
         if wake.answered:
-            return self._decided_before(wake)
+            return self._decided_before(wake, held)
         if event is not None and event.kind == events.CREATE:
-            return self._create(wake, now)
+            return self._create(wake, now, held)
         refusal: list[str] = []
         evidence: dict[str, str] = {}
         started = (
@@ -223,27 +230,29 @@ class Gate:
                 None,
                 _identity(wake),
                 decide,
-                lease=lease,
+                lease=held.lease,
                 detail=_detail(event),
                 restamp=True,
                 also=receipt,
             )
             cp = outcome.checkpoint
             if outcome.status == "duplicate":  # applied before a crash: redo only what follows the CAS
-                self._finish(None, "", "", cp.task_id, cp)
+                self._finish(None, "", "", cp.task_id, cp, held=held)
                 return self._follow_up(cp, wake)
         except _NoWrite as nothing:
             cp = nothing.checkpoint
             if nothing.rejected is not None:  # refused: tell the sender at once, change nothing
-                return self._finish(event, "rejected", nothing.rejected, cp.task_id, None)
+                return self._finish(event, "rejected", nothing.rejected, cp.task_id, None, held=held)
         except TaskNotFound:
-            return self._finish(event, "rejected", f"no task {env.task_id}", env.task_id, None)
+            return self._finish(event, "rejected", f"no task {env.task_id}", env.task_id, None, held=held)
         except (TaskQuarantined, IntegrityError) as exc:
-            return self._finish(event, "rejected", str(exc), env.task_id, None)
+            return self._finish(event, "rejected", str(exc), env.task_id, None, held=held)
         except _Incompatible as exc:
             self.store.quarantine(env.task_id, "incompatible", exc.detail)
             self.log("gate.quarantined", task_id=env.task_id, detail=exc.detail)
-            return self._finish(event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None)
+            return self._finish(
+                event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None, held=held
+            )
         except (KeyringError, DecodeError) as exc:
             # Not tampering, but this worker cannot read the task: keep the message, loudly.
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
@@ -256,15 +265,15 @@ class Gate:
                 self.log(
                     "gate.receipt", task_id=cp.task_id, event_id=event.event_id, status=status, reason=reason
                 )
-            self._finish(None, "", "", cp.task_id, cp)
+            self._finish(None, "", "", cp.task_id, cp, held=held)
             # Even after a refusal: the change bumped state_version, so a proposal already in flight
             # is stale now and a ready task needs a fresh request.
             return self._follow_up(cp, wake)
         # "run" on a ready task, or a deadline not due: nothing was written
-        self._finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp)
+        self._finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp, held=held)
         return self._follow_up(cp, wake)
 
-    def _decided_before(self, wake: Wake) -> None:
+    def _decided_before(self, wake: Wake, held: Held) -> None:
         """A wake whose event has a receipt was decided before: a redelivery, or a replay of the
         signed wake. It is not decided again (a refusal writes nothing to the task, so only its
         receipt remembers it): only what follows from the stored state is redone, as after a crash
@@ -278,7 +287,7 @@ class Gate:
         self.log(
             "gate.decided_before", task_id=cp.task_id, event_id=wake.event.event_id if wake.event else None
         )
-        self._finish(None, "", "", cp.task_id, cp)
+        self._finish(None, "", "", cp.task_id, cp, held=held)
         return self._follow_up(cp, wake)
 
     def _started(self, task_id: str) -> frozenset[str]:
@@ -289,7 +298,7 @@ class Gate:
             k.decode() for k, v in entries if ActionLogEntry.decode(v).status is not ActionStatus.FAILED
         )
 
-    def _create(self, wake: Wake, now: datetime) -> None:
+    def _create(self, wake: Wake, now: datetime, held: Held) -> None:
         event, task_id = wake.event, wake.envelope.task_id
         assert event is not None and wake.principal is not None
         workflow = event.payload.get(WORKFLOW_FIELD, self.app.workflows[0].name)
@@ -297,7 +306,7 @@ class Gate:
         start = Start(task_id, wake.principal, wake.tenant, fields, wake.auth, now)
         decided = engine.create(self.app, str(workflow), start)
         if isinstance(decided, Refuse):
-            return self._finish(event, "rejected", decided.reason, task_id, None)
+            return self._finish(event, "rejected", decided.reason, task_id, None, held=held)
         stored, evidence = wake, _evidence_fields(task_id, decided.evidence)
         if evidence:
             wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence, tenant=wake.tenant)
@@ -311,21 +320,29 @@ class Gate:
         try:
             created = self.store.create(decided.checkpoint, _identity(wake), _detail(event), also=also)
         except TaskExists:
-            return self._finish(event, "rejected", f"task {task_id} already exists", task_id, None)
+            return self._finish(event, "rejected", f"task {task_id} already exists", task_id, None, held=held)
         cp = created.checkpoint
         if created.status == "duplicate":  # applied before: follow up on the stored evidence, not this copy's
-            self._finish(None, "", "", task_id, cp)
+            self._finish(None, "", "", task_id, cp, held=held)
             return self._follow_up(cp, stored)
         fault("gate.after_cas")
         self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status="accepted", stage=cp.stage)
-        self._finish(None, "", "", task_id, cp)
+        self._finish(None, "", "", task_id, cp, held=held)
         return self._follow_up(cp, wake)
 
     def _finish(
-        self, event: SignedEvent | None, status: str, reason: str, task_id: str, cp: Checkpoint | None
+        self,
+        event: SignedEvent | None,
+        status: str,
+        reason: str,
+        task_id: str,
+        cp: Checkpoint | None,
+        *,
+        held: Held,
     ) -> None:
-        """One round trip: the wait's deadline and correlation id, and (for an outcome that wrote
-        nothing to the task) the sender's receipt."""
+        """One round trip: the wait's deadline and correlation id, (for an outcome that wrote
+        nothing to the task) the sender's receipt, and the task's lease given back. Everything
+        here follows from the stored state, so none of it needs the lease held."""
         pipe = self.client.pipeline(transaction=False)
         for wait in cp.execution.pending_waits if cp else ():
             due_ms = int(wait.deadline.timestamp() * 1000)
@@ -335,8 +352,12 @@ class Gate:
             _, key, doc, _, ttl = _receipt_write(event, status, reason, cp, task_id)
             pipe.set(key, doc, ex=ttl)
             self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status=status, reason=reason)
-        if len(pipe):
-            pipe.execute()
+        pipe.execute_command(*self.leases.release_command(held))  # type: ignore[no-untyped-call]
+        replies = pipe.execute(raise_on_error=False)
+        held.sent()
+        for reply in replies:
+            if isinstance(reply, redis.RedisError):
+                raise reply
 
     def _follow_up(self, cp: Checkpoint, wake: Wake) -> None:
         """A task at a stage that offers a tool, and waits for nothing, gets one proposal request."""

@@ -53,6 +53,22 @@ def call(client: redis.Redis, function: Function, keys: Sequence[str], args: Seq
     try:
         return client.fcall(function.qualified, len(keys), *keys, *args)
     except redis.ResponseError as exc:
-        if str(exc).startswith(_NOT_FOUND):
-            raise FunctionsMissing(LIBRARY, f"Redis has no function {function.qualified}; {FIX}") from exc
-        raise
+        raise _missing(function, exc) from exc
+
+
+def command(function: Function, keys: Sequence[str], args: Sequence[Arg]) -> tuple[Arg, ...]:
+    """The FCALL as a command, to ride in a batch with others instead of a round trip of its own."""
+    return ("FCALL", function.qualified, len(keys), *keys, *args)
+
+
+def reply(function: Function, value: Any) -> Any:
+    """The value of a batched FCALL (`command`), raising what `call` would have raised."""
+    if isinstance(value, redis.ResponseError):
+        raise _missing(function, value) from value
+    return value
+
+
+def _missing(function: Function, exc: redis.ResponseError) -> Exception:
+    if str(exc).startswith(_NOT_FOUND):
+        return FunctionsMissing(LIBRARY, f"Redis has no function {function.qualified}; {FIX}")
+    return exc

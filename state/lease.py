@@ -10,12 +10,13 @@ calls carry the fence too. Extend and release go through functions that check th
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 
 from wakeful.core.errors import LeaseBusy, LeaseLost
-from wakeful.state import keys
+from wakeful.state import functions, keys
 from wakeful.state.functions import Function, call
 
 # KEYS[1] lease key, KEYS[2] fence counter; ARGV[1] owner id, ARGV[2] ttl in ms.
@@ -99,3 +100,39 @@ class Leases:
     def release(self, lease: Lease) -> bool:
         """True when this call released it; False when it had already expired or moved on."""
         return bool(call(self.client, RELEASE, [keys.lease(lease.task_id)], [lease.token]))
+
+    # ---- the same, riding in a caller's batch: a lease then costs no round trip of its own ----
+
+    def acquire_command(self, task_id: str) -> tuple[Any, ...]:
+        """acquire() as a command. Put it first in a batch: the reads after it run under the lease."""
+        return functions.command(
+            ACQUIRE, [keys.lease(task_id), keys.fence(task_id)], [self.owner, self.ttl_ms]
+        )
+
+    def granted(self, task_id: str, reply: Any) -> Lease:
+        """The lease that acquire_command's reply grants; LeaseBusy when another owner holds it."""
+        fence = functions.reply(ACQUIRE, reply)
+        if not fence:
+            raise LeaseBusy(task_id)
+        return Lease(task_id, self.owner, int(fence), self.ttl_ms)
+
+    def release_command(self, held: Held) -> tuple[Any, ...]:
+        """release() as a command for the caller's last write. Call `held.sent()` once that write
+        has returned; a lease not marked sent is released on its own by `finish`."""
+        return functions.command(RELEASE, [keys.lease(held.lease.task_id)], [held.lease.token])
+
+    def finish(self, held: Held) -> None:
+        """Release the lease unless a batch already did (a handler's `finally`)."""
+        if not held.released:
+            self.release(held.lease)
+
+
+@dataclass
+class Held:
+    """A lease in use by one handler, and whether a batch of its has released it yet."""
+
+    lease: Lease
+    released: bool = field(default=False)
+
+    def sent(self) -> None:
+        self.released = True

@@ -13,6 +13,7 @@ Any failed integrity check quarantines the task: a marker key that every later l
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,7 +40,7 @@ from wakeful.core.errors import (
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord
 from wakeful.state import keys
-from wakeful.state.lease import Lease
+from wakeful.state.lease import Lease, Leases
 from wakeful.state.pinned import Pinned
 from wakeful.state.seal import Sealer
 
@@ -79,15 +80,40 @@ class Store:
 
     def load_with(self, task_id: str, extra: Sequence[tuple[Any, ...]]) -> tuple[Checkpoint, list[Any]]:
         """load(), plus other reads the caller needs now, in the same round trip (their replies)."""
+        _, replies = self._read(task_id, (), extra)
+        return self._loaded(task_id, replies)
+
+    def acquire_with(
+        self, leases: Leases, task_id: str, extra: Sequence[tuple[Any, ...]]
+    ) -> tuple[Lease, Checkpoint, list[Any]]:
+        """The task's lease taken, then load_with(), all in one round trip. LeaseBusy, with nothing
+        judged, when another worker holds it: reads made while it writes may straddle its EXEC."""
+        (taken,), replies = self._read(task_id, [leases.acquire_command(task_id)], extra)
+        lease = leases.granted(task_id, taken)
+        try:
+            return (lease, *self._loaded(task_id, replies))
+        except BaseException:
+            with contextlib.suppress(redis.RedisError):  # else it lapses at its ttl
+                leases.release(lease)
+            raise
+
+    def _read(
+        self, task_id: str, first: Sequence[tuple[Any, ...]], extra: Sequence[tuple[Any, ...]]
+    ) -> tuple[list[Any], list[Any]]:
+        """Replies to `first`, and to the task's three reads plus `extra` made after it."""
         with Pinned(self.client) as pinned:
             replies = pinned.batch(
                 [
+                    *first,
                     ("GET", keys.state(task_id)),
                     ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
                     ("GET", keys.quarantine(task_id)),
                     *extra,
                 ]
             )
+        return replies[: len(first)], replies[len(first) :]
+
+    def _loaded(self, task_id: str, replies: list[Any]) -> tuple[Checkpoint, list[Any]]:
         blob, ctr, marker = replies[:3]
         _raise_replies(task_id, *replies)
         return self._verify(task_id, blob, ctr, marker), replies[3:]
