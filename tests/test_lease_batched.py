@@ -1,0 +1,59 @@
+"""A lease that rides in a handler's own round trips (D38) holds the same guarantees as one taken
+and given back on its own: reads after it are made under it, nothing read without it is judged,
+and it is given back whichever way the handler ends."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from helpers import bump_attempts, new_checkpoint, raw_get, set_stage
+
+from wakeful.core.errors import LeaseBusy, TaskNotFound
+from wakeful.core.settings import Settings
+from wakeful.examples.refund import Stage
+from wakeful.state import keys, wiring
+from wakeful.state.lease import Held, Leases
+from wakeful.state.store import Store
+
+
+def test_a_busy_lease_judges_nothing_it_read(
+    settings: Settings, gate_store: Store, leases: Leases, redis_client: redis.Redis
+) -> None:
+    cp = gate_store.create(new_checkpoint(), "create-busy").checkpoint
+    old = raw_get(redis_client, keys.state(cp.task_id))
+    holder = wiring.leases_for(settings, "gate", owner="the-holder")
+    held = holder.acquire(cp.task_id)
+    gate_store.transition(cp.task_id, 1, "m1", set_stage(Stage.READY), lease=held)
+    # What a reader could see mid-write: one side of the holder's EXEC for the state, the other
+    # for its counter. Under the lease it would be rollback; without it, it must not be judged.
+    redis_client.set(keys.state(cp.task_id), old)
+    with pytest.raises(LeaseBusy):
+        gate_store.acquire_with(leases, cp.task_id, [])
+    assert gate_store.quarantine_reason(cp.task_id) is None
+
+
+def test_a_lease_given_back_in_the_last_write_is_gone_and_not_released_twice(
+    gate_store: Store, leases: Leases, redis_client: redis.Redis
+) -> None:
+    cp = gate_store.create(new_checkpoint(), "create-release").checkpoint
+    lease, loaded, _ = gate_store.acquire_with(leases, cp.task_id, [])
+    assert loaded.state_version == 1 and redis_client.exists(keys.lease(cp.task_id))
+    held = Held(lease)
+    outcome = gate_store.transition(
+        cp.task_id, 1, "m1", bump_attempts, lease=lease, also=lambda _: [leases.release_command(held)]
+    )
+    held.sent()
+    assert outcome.status == "applied" and not redis_client.exists(keys.lease(cp.task_id))
+    nxt = leases.acquire(cp.task_id)  # free again, with a newer fence
+    leases.finish(held)  # already given back: this must not touch the new holder's lease
+    assert nxt.fence > lease.fence and redis_client.get(keys.lease(cp.task_id)) == nxt.token.encode()
+    leases.release(nxt)
+
+
+def test_a_lease_taken_for_a_load_that_fails_is_given_back(
+    gate_store: Store, leases: Leases, redis_client: redis.Redis
+) -> None:
+    task_id = new_checkpoint().task_id  # never created
+    with pytest.raises(TaskNotFound):
+        gate_store.acquire_with(leases, task_id, [])
+    assert not redis_client.exists(keys.lease(task_id))
