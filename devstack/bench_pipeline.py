@@ -5,8 +5,9 @@ A mix of tasks, spread evenly: the first path, and `--approval-ratio` of them on
 second path (for the refund: above the approval limit, the approval sent right behind the create on
 the same key). It prints throughput, wake-to-effect latency (from the signed timestamp of a task's
 last event to the downstream's record of its last effect, one clock), Redis round trips and Kafka
-messages per task, and the peak memory of each role. `with_approval` counts the second path (the
-key keeps its name so figures compare with older runs).
+messages per task, the peak memory of each role, and the CPU per task of each role and (when this
+machine runs them) of the Kafka broker and the Redis server. `with_approval` counts the second
+path (the key keeps its name so figures compare with older runs).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import psutil
 from confluent_kafka import Consumer, TopicPartition
 
 from wakeful.cli.client import Client
@@ -28,7 +30,7 @@ from wakeful.consumers.supervisor import role_of_member
 from wakeful.core import kafka_auth, topics
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
-from wakeful.devstack import bench_plot, stack
+from wakeful.devstack import bench_plot, kafka, process, redis_server, stack
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.process import Say
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
@@ -49,6 +51,23 @@ def _offsets(settings: Settings) -> int:
             total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
     consumer.close()
     return total
+
+
+def server_cpu(settings: Settings, since: Mapping[str, float] | None = None) -> dict[str, float]:
+    """CPU seconds used so far (or since the figures `since`) by the Kafka broker and the Redis
+    server this machine runs for `settings` (`wakeful dev up`); a server run elsewhere is left out."""
+    found = {}
+    for name, server in (("kafka", kafka), ("redis", redis_server)):
+        pid = process.running_pid(server.pid_path(settings), server.is_ours(settings))
+        try:
+            times = psutil.Process(pid).cpu_times() if pid else None
+        except psutil.Error:
+            times = None
+        if times is not None:
+            found[name] = times.user + times.system
+    if since is None:
+        return found
+    return {k: v - since[k] for k, v in found.items() if k in since}
 
 
 def run(
@@ -72,7 +91,7 @@ def run(
         client.reset_authority()
         warm_up(client, traffic)
         say(f"warm; publishing the {client.app.name} tasks ...")
-        kafka_before, redis_before = _offsets(settings), _redis_commands(client)
+        before = _offsets(settings), _redis_commands(client), server_cpu(settings)
         mark = traffic.mark(client.admin)
         rng, signer = random.Random(0), functools.cache(client.signer)
         plans: dict[str, Plan] = {}
@@ -100,8 +119,9 @@ def run(
         effects = _wait_effects(client, traffic, mark, plans, timeout=max(120.0, tasks / 20), say=say)
         finished = max((b for b in effects.values()), default=time.time())
         latencies = sorted((effects[t] - woken[t]) * 1000 for t in effects)
-        kafka_msgs = _offsets(settings) - kafka_before
-        redis_cmds = _redis_commands(client) - redis_before
+        servers = server_cpu(settings, since=before[2])
+        kafka_msgs = _offsets(settings) - before[0]
+        redis_cmds = _redis_commands(client) - before[1]
         tokens = _model_tokens(client, list(effects))
     finally:
         stats = fleet.stop()
@@ -127,6 +147,8 @@ def run(
         "cpu_s": {role: round(c, 1) for role, c in cpu.items()},
         "cpu_ms_per_task": {role: round(c * 1000 / max(1, done), 2) for role, c in cpu.items()}
         | {"total": round(sum(cpu.values()) * 1000 / max(1, done), 2)},
+        # The engines' share, from the first task published to the last effect: {} when remote.
+        "server_cpu_ms_per_task": {name: round(c * 1000 / max(1, done), 2) for name, c in servers.items()},
     }
     _draw(plot, result, list(effects.values()), started, latencies, say=say)
     return result
@@ -217,6 +239,11 @@ def render(r: dict[str, Any]) -> str:
             ),
             f"peak RSS (MiB)  : {mem}",
             f"CPU ms per task : {', '.join(f'{k} {v}' for k, v in r['cpu_ms_per_task'].items())}",
+            *(
+                [f"servers per task: {', '.join(f'{k} {v}' for k, v in servers.items())} CPU ms"]
+                if (servers := r.get("server_cpu_ms_per_task"))
+                else []
+            ),
             f"processes       : {', '.join(f'{k} {v}' for k, v in r['processes'].items())}",
         ]
     )

@@ -1,0 +1,23 @@
+"""`wakeful bench` counts the CPU of the engines this machine runs for it, and of no other."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from wakeful.core.settings import Settings
+from wakeful.devstack.bench_pipeline import server_cpu
+
+
+def test_bench_counts_the_engines_run_here_and_no_server_run_elsewhere(
+    settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
+) -> None:
+    if settings.kafka_bootstrap_external or settings.redis_url_external:
+        pytest.skip("the servers are run elsewhere: there is no local process to count")
+    before = server_cpu(settings)
+    assert set(before) == {"kafka", "redis"} and all(seconds > 0 for seconds in before.values())
+    since = server_cpu(settings, since=before)
+    assert set(since) == {"kafka", "redis"} and all(seconds >= 0 for seconds in since.values())
+    assert server_cpu(replace(settings, home=tmp_path)) == {}  # no pid files: nothing run here
