@@ -7,6 +7,7 @@ executor roles only read it, live, at every wake. Nothing here is ever copied in
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
@@ -232,8 +233,10 @@ def check_signer(kinds: Collection[str], known: Collection[str], tenant: str) ->
         raise ConfigError("tenant", f"{tenant[:70]!r} is not a tenant name ({TENANT})")
 
 
+@functools.lru_cache(maxsize=4096)
 def decode_signer(key_id: str, raw: bytes) -> tuple[VerifyKey, frozenset[str]]:
-    """A signer record as stored; one written before tenants signs for the default tenant."""
+    """A signer record as stored; one written before tenants signs for the default tenant. Cached
+    by the record's exact bytes: a changed or re-keyed record is other bytes, so it is read anew."""
     doc = orjson.loads(raw)
     tenant = doc.get("tenant", DEFAULT_TENANT)
     key = VerifyKey(key_id, doc["alg"], base64.b64decode(doc["material"]), doc["principal"], tenant)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import uuid
@@ -112,7 +113,14 @@ class VerifyKey:
         if self.alg == "hmac-sha256":
             return hmac.compare_digest(tag, hmac.new(self.material, data, hashlib.sha256).digest())
         try:
-            Ed25519PublicKey.from_public_bytes(self.material).verify(tag, data)
+            _public_key(self.material).verify(tag, data)
         except (InvalidSignature, ValueError):
             return False
         return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _public_key(material: bytes) -> Ed25519PublicKey:
+    """The loaded key for these bytes: loading costs about as much as the check itself, and the
+    same few signers sign nearly every event. ValueError (not cached) for bytes that are no key."""
+    return Ed25519PublicKey.from_public_bytes(material)

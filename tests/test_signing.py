@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from wakeful.authority.store import decode_signer
 from wakeful.core.errors import ConfigError
 from wakeful.producers import keys
 from wakeful.producers.signing import (
@@ -113,6 +115,23 @@ def test_a_replayed_event_with_a_fresh_timestamp_fails_verification(
 def test_an_ed25519_signature_from_another_key_fails() -> None:
     other = Ed25519Signer.from_seed("crm-1", bytes(32))
     assert not ED_KEY.verify(approval(other))
+
+
+def test_a_re_keyed_signer_record_is_read_anew_despite_the_cache() -> None:
+    """Decoded records and loaded keys are cached by their bytes: a signer re-keyed under the same
+    key id must never be checked against the key it had before."""
+
+    def record(signer: Ed25519Signer) -> bytes:
+        material = base64.b64encode(keys.public_bytes(signer)).decode()
+        return orjson.dumps(
+            {"alg": "ed25519", "material": material, "principal": "system:crm", "kinds": [APPROVE]}
+        )
+
+    rekeyed = Ed25519Signer.from_seed("crm-1", bytes(32))
+    before, _ = decode_signer("crm-1", record(ED))
+    assert before.verify(approval(ED))
+    after, _ = decode_signer("crm-1", record(rekeyed))
+    assert not after.verify(approval(ED)) and after.verify(approval(rekeyed))
 
 
 def test_an_hmac_tag_made_with_another_secret_fails() -> None:
