@@ -257,7 +257,7 @@ class Suppliers:
             keys.suppliers_faults(task_id),
         )
         for _ in range(keys.CAS_RETRIES):
-            with self.client.pipeline() as pipe:
+            with self.client.pipeline(transaction=True) as pipe:
                 try:
                     pipe.watch(*watched, fence_key, faults_key)  # type: ignore[no-untyped-call]  # unannotated upstream
                     seen = pipe.get(fence_key)
