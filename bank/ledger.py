@@ -4,7 +4,8 @@ The executor calls it like a real payments API. `refund` is one Lua function (st
 the admin loads it, the bank's credential only calls it), so its checks and its
 booking are atomic: a fence older than one the bank has seen for the task is refused, so a stale
 lease holder can neither move money nor replay; a replayed op key gets the first booking back (even
-if the amount differs); an injected fault (`bank:{ledger}:faults:T`, a test hook) refuses the call transiently.
+if the amount differs); an injected fault (`bank:{ledger}:faults:T`, a test hook) refuses the call
+transiently.
 Booking times and entry ids come from the Redis server's clock, so every process agrees on them.
 """
 

@@ -188,13 +188,16 @@ class Executor:
             lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
             lease,
             {"done": tool, **{k: str(v) for k, v in result.items()}},
-            also=self._next_step,
+            before=self._next_step,
         )
         fault("executor.after_advance")
 
     def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
         """A task moved to another stage that offers a tool is woken at once (through the timer,
-        which writes wakes) so the gate asks for its next proposal."""
+        which writes wakes) so the gate asks for its next proposal. Written ahead of the
+        transaction, under this lease (wk:deadlines is in another Redis Cluster slot than the
+        task): the gate takes the wake only once the lease is free, when the move has landed or
+        never will; a wake with no move behind it finds nothing due and changes nothing."""
         if new.execution.pending_waits or not self.app.tools_at(new.stage):
             return []
         due_ms = int(new.updated_at.timestamp() * 1000)
@@ -284,11 +287,11 @@ class Executor:
         lease: Lease,
         detail: dict[str, Any],
         *,
-        also: Any = None,
+        before: Any = None,
     ) -> None:
         try:
             self.store.transition(
-                cp.task_id, cp.state_version, message_id, fn, lease=lease, detail=detail, also=also
+                cp.task_id, cp.state_version, message_id, fn, lease=lease, detail=detail, before=before
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc

@@ -24,9 +24,9 @@ make Redis hold a huge key for a week:
 | UTC day         | [0-9]{8} (yyyymmdd)     | wk:tenant:N:tokens:D                      |
 
 Op keys (`REFUND:<task>:v<n>`) are the one part that may hold colons: they name the business
-operation, and `bank:{ledger}:entry:`, `suppliers:{register}:op:` and `...:undo:` are fixed prefixes no other key
-of their keyspace starts with, so a colon in one cannot reach another kind of key. Inside the task
-keyspace op keys are hash fields of wk:{T}:ops, never key names.
+operation, and `bank:{ledger}:entry:`, `suppliers:{register}:op:` and `...:undo:` are fixed
+prefixes no other key of their keyspace starts with, so a colon in one cannot reach another kind
+of key. Inside the task keyspace op keys are hash fields of wk:{T}:ops, never key names.
 
 | key               | type   | holds                                              | written by             |
 |-------------------|--------|----------------------------------------------------|------------------------|
