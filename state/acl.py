@@ -42,7 +42,11 @@ _OUTBOX_WRITE = f"(~{keys.PATTERN_OUTBOX} ~{keys.OUTBOX_DIRTY} +xadd +sadd)"
 _OPS_READ = f"(~{keys.PATTERN_OPS} +hget +hgetall)"
 # The begin function reads the task's lease beside its ops hash, so both patterns share the selector.
 _OPS_WRITE = f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get {_FUNCTIONS})"
-_KEYLESS = "+ping +multi +exec +discard +unwatch"
+# A Redis Cluster client learns which node serves which slot with CLUSTER SLOTS, and where each
+# command names its keys with COMMAND: topology and the command table, no data. A client of one
+# Redis never sends either.
+_TOPOLOGY = "+cluster|slots +command"
+_KEYLESS = f"+ping +multi +exec +discard +unwatch {_TOPOLOGY}"
 _AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +smembers +sismember +hget +hgetall +hmget)"
 _RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set +exists)"
 _CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
@@ -64,7 +68,7 @@ RULES: dict[str, str] = {
         f"(%R~{keys.PATTERN_CORR} +get) (~{keys.PATTERN_SEEN} +set +exists +mget)"
     ),
     "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE}",
-    "proposer": f"resetkeys -@all +ping {_TOKENS}",
+    "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer).
     "executor": f"{_PROGRESS_WRITER} {_OPS_WRITE} {_DEADLINE_ADD}",
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
