@@ -15,15 +15,6 @@ from typing import Any
 import orjson
 import pytest
 from helpers import new_checkpoint, start_fleet
-from test_pipeline import (  # noqa: F401  (collected here, run against the cluster)
-    test_amended_task_rejects_its_stale_approval,
-    test_instruction_planted_in_evidence_is_blocked_into_needs_review,
-    test_no_duplicate_refund_when_executor_dies_after_downstream_call,
-    test_passed_deadline_escalates,
-    test_right_approval_runs_the_task_once,
-    test_same_event_delivered_ten_times_causes_one_transition,
-    test_task_that_needs_approval_is_refused_before_approval,
-)
 
 from wakeful.cli.client import Client
 from wakeful.core.settings import Settings
@@ -157,3 +148,18 @@ def test_random_kills_on_a_redis_cluster_lose_no_task_and_duplicate_no_effect(
     assert report["ok"] and report["kills"] == 3
     assert (report["lost"], report["duplicate_effects"], report["misapplied_events"]) == (0, 0, 0)
     assert report["stages"] == {"closed": 20} and report["effects"] == 20
+
+
+# ---- the pipeline's core flows, on the cluster --------------------------------------------------
+
+# Imported last, so they run after the chaos run: its fleet and this module's `workers` may not
+# meet (one fleet per state dir). Collected here, they run against this module's fixtures.
+from test_pipeline import (  # noqa: E402, F401
+    test_amended_task_rejects_its_stale_approval,
+    test_instruction_planted_in_evidence_is_blocked_into_needs_review,
+    test_no_duplicate_refund_when_executor_dies_after_downstream_call,
+    test_passed_deadline_escalates,
+    test_right_approval_runs_the_task_once,
+    test_same_event_delivered_ten_times_causes_one_transition,
+    test_task_that_needs_approval_is_refused_before_approval,
+)
