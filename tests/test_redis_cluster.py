@@ -20,8 +20,8 @@ from wakeful.cli.client import Client
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_cluster
 from wakeful.devstack.fleet import Fleet
-from wakeful.state import keys
-from wakeful.state.pinned import command_keys, slot
+from wakeful.state import acl, keys
+from wakeful.state.pinned import CrossSlot, Pinned, command_keys, slot
 from wakeful.state.seal import Keyring, Sealer
 from wakeful.state.store import Store
 
@@ -129,6 +129,37 @@ def test_every_script_and_downstream_transaction_names_keys_of_one_slot(task_id:
 
 
 # ---- on the cluster ---------------------------------------------------------------------------
+
+
+def test_a_key_of_another_slot_inside_multi_is_refused_before_anything_is_sent(settings: Settings) -> None:
+    client = acl.connect(settings, "admin")
+    home, other = (
+        "t-home-0001",
+        next(
+            f"t-other-{n}"
+            for n in range(100)
+            if slot(keys.state(f"t-other-{n}")) != slot(keys.state("t-home-0001"))
+        ),
+    )
+    with Pinned(client, keys.state(home)) as pinned, pytest.raises(CrossSlot):
+        pinned.batch(
+            [
+                ("MULTI",),
+                ("SET", keys.quarantine(home), b"x"),
+                ("SET", keys.quarantine(other), b"x"),
+                ("EXEC",),
+            ]
+        )
+    assert client.exists(keys.quarantine(home), keys.quarantine(other)) == 0
+    # outside MULTI a read of another node is sent there, and answers in its place
+    client.set(keys.quarantine(other), b"seen")
+    with Pinned(client, keys.state(home)) as pinned:
+        assert pinned.batch([("GET", keys.quarantine(home)), ("GET", keys.quarantine(other))]) == [
+            None,
+            b"seen",
+        ]
+    client.delete(keys.quarantine(other))
+    client.close()
 
 
 def test_random_kills_on_a_redis_cluster_lose_no_task_and_duplicate_no_effect(
