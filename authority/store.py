@@ -101,17 +101,21 @@ class AuthorityStore:
         pipe = self.client.pipeline(transaction=False)
         for command in [*first, *SNAPSHOT_READS]:
             pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-        pipe.hget(keys.AUTH_SIGNERS, signer) if signer else pipe.ping()
         pipe.hgetall(evidence)
-        pipe.exists(receipt) if receipt else pipe.ping()
+        # Only the reads that name a key: a cluster pipeline sends no keyless command (PING).
+        if signer:
+            pipe.hget(keys.AUTH_SIGNERS, signer)
+        if receipt:
+            pipe.exists(receipt)
         everything = pipe.execute(raise_on_error=False)
         ahead, replies = everything[: len(first)], everything[len(first) :]
         for reply in replies:
             if isinstance(reply, redis.RedisError):
                 raise reply
-        signer_raw, texts = replies[3], hash_reply(replies[4])
+        texts, rest = hash_reply(replies[3]), iter(replies[4:])
+        signer_raw = next(rest) if signer else None
         found = {k.decode(): v.decode("utf-8", "replace") for k, v in texts.items()}
-        answered = receipt is not None and replies[5] == 1
+        answered = receipt is not None and next(rest) == 1
         return (
             snapshot_from(replies[:3]),
             signer_raw if isinstance(signer_raw, bytes) else None,

@@ -4,7 +4,8 @@ The executor calls it like a real payments API. `refund` is one Lua function (st
 the admin loads it, the bank's credential only calls it), so its checks and its
 booking are atomic: a fence older than one the bank has seen for the task is refused, so a stale
 lease holder can neither move money nor replay; a replayed op key gets the first booking back (even
-if the amount differs); an injected fault (`bank:faults:{task}`, a test hook) refuses the call transiently.
+if the amount differs); an injected fault (`bank:{ledger}:faults:T`, a test hook) refuses the call
+transiently.
 Booking times and entry ids come from the Redis server's clock, so every process agrees on them.
 """
 
@@ -34,7 +35,7 @@ class LedgerEntry(Record):
     SCHEMA: ClassVar[int] = 1
     schema_version: int = SCHEMA
 
-    entry_id: str  # "L-<id of the entry in bank:ledger>"
+    entry_id: str  # "L-<id of the entry in bank:{ledger}:ledger>"
     op_key: str = Field(min_length=1)  # the caller's idempotency key; one booking per key, ever
     task_id: str = Field(min_length=1)
     amount: int = Field(gt=0)  # minor units (cents)
@@ -66,7 +67,8 @@ local function iso_utc(secs, usecs)
 end
 """
 
-# KEYS[1] bank:entry:{op_key}, KEYS[2] bank:fence:{task}, KEYS[3] bank:faults:{task}, KEYS[4] bank:ledger;
+# KEYS[1] bank:{ledger}:entry:K, KEYS[2] ...:fence:T, KEYS[3] ...:faults:T, KEYS[4] ...:ledger (one
+# slot: the {ledger} hash tag);
 # ARGV[1] the caller's fence, ARGV[2] the entry's other fields as a JSON object (encoded by Python,
 # so amounts never pass through Lua's doubles).
 # returns: {-1, highest fence seen} the caller's fence is stale (checked first: a stale lease

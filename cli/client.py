@@ -220,7 +220,10 @@ class Client:
         names = [keys.receipt(event_id, task_id, key_id=key_id)] if task_id else []
         names.append(keys.receipt(event_id, key_id=key_id))
         while time.monotonic() < deadline:
-            for raw in self.admin.mget(names):
+            pipe = self.admin.pipeline(transaction=False)  # not MGET: two slots on a cluster
+            for name in names:
+                pipe.get(name)
+            for raw in pipe.execute():
                 if isinstance(raw, bytes):
                     doc: dict[str, Any] = orjson.loads(raw)
                     return {"event_id": event_id, **doc}

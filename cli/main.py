@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -35,32 +36,48 @@ def dev() -> None:
 
 @dev.command("up")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option(
+    "--redis-cluster",
+    is_flag=True,
+    help="A local 3-master Redis Cluster instead of one Redis (the same as WAKEFUL_REDIS_CLUSTER=1).",
+)
 @click.pass_obj
-def dev_up(settings: Settings, as_json: bool) -> None:
+def dev_up(settings: Settings, as_json: bool, redis_cluster: bool) -> None:
     """Start Kafka and Redis (unless configured externally) and create the topics. Safe to rerun."""
     from wakeful.devstack import stack
 
+    settings = _clustered(settings, redis_cluster)
     servers = stack.up(settings, say)
     emit([s.as_dict() for s in servers], as_json, _status_table(servers))
 
 
 @dev.command("down")
+@click.option(
+    "--redis-cluster",
+    is_flag=True,
+    help="A local 3-master Redis Cluster instead of one Redis (the same as WAKEFUL_REDIS_CLUSTER=1).",
+)
 @click.pass_obj
-def dev_down(settings: Settings) -> None:
+def dev_down(settings: Settings, redis_cluster: bool) -> None:
     """Stop the servers that `wakeful dev up` started (by pid; nothing else is touched)."""
     from wakeful.devstack import stack
 
-    stack.down(settings, say)
+    stack.down(_clustered(settings, redis_cluster), say)
 
 
 @dev.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option(
+    "--redis-cluster",
+    is_flag=True,
+    help="A local 3-master Redis Cluster instead of one Redis (the same as WAKEFUL_REDIS_CLUSTER=1).",
+)
 @click.pass_obj
-def dev_status(settings: Settings, as_json: bool) -> None:
+def dev_status(settings: Settings, as_json: bool, redis_cluster: bool) -> None:
     """Show each server with its address, pid and health; exit 1 if one is unhealthy."""
     from wakeful.devstack import stack
 
-    servers = stack.status(settings)
+    servers = stack.status(_clustered(settings, redis_cluster))
     emit([s.as_dict() for s in servers], as_json, _status_table(servers))
     if not all(s.healthy for s in servers):
         sys.exit(1)
@@ -120,8 +137,6 @@ def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
 @click.pass_obj
 def dev_acl(settings: Settings, apply: bool) -> None:
     """The ACL users for every role (ACL SETUSER lines); --apply creates them on your own Redis."""
-    import redis
-
     from wakeful.state import acl, credentials, library
 
     if apply:
@@ -137,13 +152,11 @@ def dev_acl(settings: Settings, apply: bool) -> None:
         say(f"passwords are kept in {kept}; hashes only above; --apply also loads {library.LIBRARY}")
         return
     # On your own Redis, as whoever WAKEFUL_REDIS_URL logs in as: wakeful-admin may not exist yet.
-    owner = (
-        acl.connect(settings, "admin")
-        if settings.runs_local_redis
-        else redis.Redis.from_url(settings.redis_url)
-    )
+    owner = acl.connect(settings, "admin") if settings.runs_local_redis else acl.client(settings)
+    # A Redis Cluster keeps users per node: every node, replicas too, is given every user.
+    where = {"target_nodes": "all"} if acl.is_cluster(owner) else {}
     for command in commands:
-        owner.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        owner.execute_command(*command, **where)  # type: ignore[no-untyped-call]  # untyped upstream
     library.load(owner)
     say(f"created {len(commands)} ACL users and loaded {library.LIBRARY}; their passwords are in {kept}")
 
@@ -372,6 +385,11 @@ def demo(settings: Settings) -> None:
         say(f"demo FAILED at: {', '.join(runner.failures)}")
         sys.exit(1)
     click.echo("demo ok: every step behaved as told")
+
+
+def _clustered(settings: Settings, redis_cluster: bool) -> Settings:
+    """The settings with the Redis Cluster flag given on the command line (it only adds)."""
+    return dataclasses.replace(settings, redis_cluster=True) if redis_cluster else settings
 
 
 def _need_stack(settings: Settings, *, kafka: bool = True, redis: bool = True) -> None:

@@ -201,7 +201,8 @@ class Executor:
             lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
             held.lease,
             {"done": tool, **{k: str(v) for k, v in result.items()}},
-            also=lambda new: [*self._next_step(new), self.leases.release_command(held)],
+            before=self._next_step,
+            also=lambda _: [self.leases.release_command(held)],
         )
         if applied:
             held.sent()
@@ -209,7 +210,10 @@ class Executor:
 
     def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
         """A task moved to another stage that offers a tool is woken at once (through the timer,
-        which writes wakes) so the gate asks for its next proposal."""
+        which writes wakes) so the gate asks for its next proposal. Written ahead of the
+        transaction, under this lease (wk:deadlines is in another Redis Cluster slot than the
+        task): the gate takes the wake only once the lease is free, when the move has landed or
+        never will; a wake with no move behind it finds nothing due and changes nothing."""
         if new.execution.pending_waits or not self.app.tools_at(new.stage):
             return []
         due_ms = int(new.updated_at.timestamp() * 1000)
@@ -299,12 +303,20 @@ class Executor:
         lease: Lease,
         detail: dict[str, Any],
         *,
+        before: Any = None,
         also: Any = None,
     ) -> bool:
         """True when this call wrote the change (and `also` with it); False when it was applied before."""
         try:
             outcome = self.store.transition(
-                cp.task_id, cp.state_version, message_id, fn, lease=lease, detail=detail, also=also
+                cp.task_id,
+                cp.state_version,
+                message_id,
+                fn,
+                lease=lease,
+                detail=detail,
+                before=before,
+                also=also,
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc

@@ -125,8 +125,10 @@ class Inbound:
         pipe = self.client.pipeline(transaction=False)
         pipe.hget(keys.AUTH_SIGNERS, event.key_id)
         pipe.exists(keys.seen(event.key_id, event.event_id))
-        pipe.get(keys.corr(event.correlation_id)) if event.correlation_id else pipe.ping()
-        signer_raw, seen, corr = pipe.execute()
+        if event.correlation_id:  # no PING in its place: a cluster pipeline sends no keyless command
+            pipe.get(keys.corr(event.correlation_id))
+        signer_raw, seen, *found = pipe.execute()
+        corr = found[0] if found else None
         key, kinds = _signer(event.key_id, signer_raw)
         judged = datetime.now(UTC)  # one clock reading: the verdict the wake carries is this one
         verdict = judge(event, key, kinds, judged, self.max_age, known=self.kinds)

@@ -16,6 +16,10 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_KAFKA_PORT            | 19092                        | local broker listener                       |
 | WAKEFUL_KAFKA_CONTROLLER_PORT | 19093                        | local KRaft controller listener             |
 | WAKEFUL_REDIS_PORT            | 16379                        | local Redis port                            |
+| WAKEFUL_REDIS_CLUSTER         | 0                            | 1: Redis is a Redis Cluster (roles use a    |
+|                               |                              | cluster client; WAKEFUL_REDIS_URL names any |
+|                               |                              | node). Local stack: 3 masters on ports      |
+|                               |                              | REDIS_PORT+1..+3 (`dev up --redis-cluster`) |
 | WAKEFUL_REDIS_MAXMEMORY       | 1gb                          | local Redis maxmemory (noeviction: full     |
 |                               |                              | refuses writes, never drops a task)         |
 | WAKEFUL_PARTITIONS            | 6                            | partitions per topic created by wakeful     |
@@ -66,6 +70,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 KAFKA_SECURITY = ("SASL_PLAINTEXT", "SASL_SSL")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MODEL_CHOICES = ("rules", "gullible", "openai")
+CLUSTER_MASTERS = 3  # masters of the local Redis Cluster
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,12 @@ class Settings:
     model_key: SecretStr | None = None
     model_timeout: float = 30.0
     model_attempts: int = 4
+    redis_cluster: bool = False  # Redis is a Redis Cluster (docs/decisions.md D40)
+
+    @property
+    def redis_cluster_ports(self) -> tuple[int, ...]:
+        """The local cluster's node ports (its bus ports are these + 10000)."""
+        return tuple(self.redis_port + n for n in range(1, CLUSTER_MASTERS + 1))
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -111,7 +122,10 @@ class Settings:
 
     @property
     def redis_url(self) -> str:
-        return self.redis_url_external or f"redis://127.0.0.1:{self.redis_port}/0"
+        if self.redis_url_external:
+            return self.redis_url_external
+        port = self.redis_cluster_ports[0] if self.redis_cluster else self.redis_port
+        return f"redis://127.0.0.1:{port}/0"
 
     @property
     def redis_address(self) -> str:
@@ -154,6 +168,18 @@ class Settings:
             )
         if len(set(ports.values())) != len(ports):
             raise ConfigError("WAKEFUL_*_PORT", f"ports must differ, got {ports}")
+        cluster = _flag(env, "WAKEFUL_REDIS_CLUSTER")
+        if cluster and not env.get("WAKEFUL_REDIS_URL"):
+            nodes = range(ports["WAKEFUL_REDIS_PORT"] + 1, ports["WAKEFUL_REDIS_PORT"] + CLUSTER_MASTERS + 1)
+            taken = [
+                p for p in (ports["WAKEFUL_KAFKA_PORT"], ports["WAKEFUL_KAFKA_CONTROLLER_PORT"]) if p in nodes
+            ]
+            if taken or nodes[-1] > 65535 - 10000:
+                raise ConfigError(
+                    "WAKEFUL_REDIS_PORT",
+                    f"the local Redis Cluster takes ports {nodes[0]}..{nodes[-1]} (and each + 10000 for "
+                    "its bus); move WAKEFUL_REDIS_PORT or the Kafka ports so they do not meet",
+                )
         bootstrap = _bootstrap(env.get("WAKEFUL_KAFKA_BOOTSTRAP"))
         security = _choice(env, "WAKEFUL_KAFKA_SECURITY", "SASL_PLAINTEXT", KAFKA_SECURITY)
         if bootstrap is None and security != "SASL_PLAINTEXT":
@@ -210,6 +236,7 @@ class Settings:
                 env, "WAKEFUL_KAFKA_SASL_MECHANISM", "SCRAM-SHA-256", SCRAM_MECHANISMS
             ),
             kafka_ca=Path(ca).expanduser().resolve() if ca else None,
+            redis_cluster=cluster,
         )
 
 

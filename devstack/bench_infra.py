@@ -103,7 +103,7 @@ def redis_figures(settings: Settings, pings: int = 5_000, cas_ops: int = 5_000) 
     key = f"wk:{{bench}}:{uuid.uuid4().hex}"
     client.set(key, 0)
     started = time.perf_counter()
-    with client.pipeline() as pipe:
+    with client.pipeline(transaction=True) as pipe:
         for _ in range(cas_ops):
             pipe.watch(key)  # type: ignore[no-untyped-call]  # redis-py leaves watch() untyped
             value = int(pipe.get(key) or 0)

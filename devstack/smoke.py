@@ -52,7 +52,7 @@ def run(settings: Settings, timeout: float = 30.0) -> dict[str, float]:
     started = time.perf_counter()
     client = acl.connect(settings, "admin")
     key = f"wk:{{smoke}}:{marker}"
-    with client.pipeline() as pipe:
+    with client.pipeline(transaction=True) as pipe:
         pipe.watch(key)  # type: ignore[no-untyped-call]  # redis-py leaves watch() untyped
         before = pipe.get(key)
         pipe.multi()

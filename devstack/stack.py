@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from wakeful.core import provenance, secrets, topics
 from wakeful.core.errors import ServerUnavailable, StackError
 from wakeful.core.settings import Settings
-from wakeful.devstack import kafka, kafka_acl, process, redis_server
+from wakeful.devstack import kafka, kafka_acl, process, redis_cluster, redis_server
 from wakeful.state import credentials
 from wakeful.state.seal import Keyring
 
@@ -39,7 +39,10 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     made = provenance.ensure_keys(settings)
     if made:
         say(f"created role signing keys for {', '.join(made)} in {settings.secrets}")
-    if settings.runs_local_redis:
+    if settings.runs_local_redis and settings.redis_cluster:
+        redis_cluster.start(settings, say)
+        say("workers, tests and every other command reach it with WAKEFUL_REDIS_CLUSTER=1 set")
+    elif settings.runs_local_redis:
         redis_server.start(settings, say)
     else:
         say(f"redis: using {settings.redis_address} (WAKEFUL_REDIS_URL); nothing started")
@@ -97,19 +100,31 @@ def down(settings: Settings, say: process.Say) -> None:
     for name, stop in (("kafka", kafka.stop), ("redis", redis_server.stop)):
         pid = stop(settings)
         say(f"{name}: stopped pid {pid}" if pid else f"{name}: not running here")
+    # The local cluster's nodes too, whether or not this command was told of the cluster.
+    nodes = redis_cluster.stop(settings)
+    if nodes or settings.redis_cluster:
+        shown = ", ".join(map(str, nodes))
+        say(f"redis-cluster: stopped pids {shown}" if nodes else "redis-cluster: not running here")
 
 
 def status(settings: Settings) -> list[ServerStatus]:
     kafka_pid = process.running_pid(kafka.pid_path(settings), kafka.is_ours(settings))
     redis_pid = process.running_pid(redis_server.pid_path(settings), redis_server.is_ours(settings))
+    if settings.redis_cluster:
+        node_pids = redis_cluster.pids(settings)
+        ports = ",".join(map(str, settings.redis_cluster_ports))
+        redis_row = ServerStatus(
+            name="redis-cluster",
+            address=settings.redis_address if not settings.runs_local_redis else f"redis://127.0.0.1:{ports}",
+            managed="local" if settings.runs_local_redis else "external",
+            pid=node_pids[0] if settings.runs_local_redis else None,
+            healthy=redis_cluster.healthy(settings)
+            if settings.runs_local_redis
+            else redis_server.healthy(settings.redis_url),
+        )
+        return [_kafka_row(settings, kafka_pid), redis_row]
     return [
-        ServerStatus(
-            name="kafka",
-            address=settings.kafka_bootstrap,
-            managed="local" if settings.runs_local_kafka else "external",
-            pid=kafka_pid,
-            healthy=kafka.healthy(settings),
-        ),
+        _kafka_row(settings, kafka_pid),
         ServerStatus(
             name="redis",
             address=settings.redis_address,
@@ -118,3 +133,13 @@ def status(settings: Settings) -> list[ServerStatus]:
             healthy=redis_server.healthy(settings.redis_url),
         ),
     ]
+
+
+def _kafka_row(settings: Settings, pid: int | None) -> ServerStatus:
+    return ServerStatus(
+        name="kafka",
+        address=settings.kafka_bootstrap,
+        managed="local" if settings.runs_local_kafka else "external",
+        pid=pid,
+        healthy=kafka.healthy(settings),
+    )

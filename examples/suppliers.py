@@ -257,7 +257,10 @@ class Suppliers:
             keys.suppliers_faults(task_id),
         )
         for _ in range(keys.CAS_RETRIES):
-            with self.client.pipeline() as pipe:
+            # The server's clock, read before WATCH: a cluster's transaction pipeline sends only
+            # commands that name its slot's keys.
+            secs, usecs = self.client.time()
+            with self.client.pipeline(transaction=True) as pipe:
                 try:
                     pipe.watch(*watched, fence_key, faults_key)  # type: ignore[no-untyped-call]  # unannotated upstream
                     seen = pipe.get(fence_key)
@@ -279,7 +282,6 @@ class Suppliers:
                         raise DownstreamUnavailable(
                             op_key, task_id, f"injected fault, {int(fault) - 1} more to come"
                         )
-                    secs, usecs = pipe.time()
                     outcome, sets = write(pipe, datetime.fromtimestamp(secs + usecs / 1e6, UTC))
                     pipe.multi()
                     for key, value in {result_key: outcome.encode(), **sets}.items():

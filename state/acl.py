@@ -16,8 +16,10 @@ Each role's password is in its own secrets folder (state/credentials.py).
 from __future__ import annotations
 
 import hashlib
+from typing import Any, cast
 
 import redis
+from redis.cluster import RedisCluster
 
 from wakeful.core import secrets
 from wakeful.core.errors import MissingCredential
@@ -40,7 +42,11 @@ _OUTBOX_WRITE = f"(~{keys.PATTERN_OUTBOX} ~{keys.OUTBOX_DIRTY} +xadd +sadd)"
 _OPS_READ = f"(~{keys.PATTERN_OPS} +hget +hgetall)"
 # The begin function reads the task's lease beside its ops hash, so both patterns share the selector.
 _OPS_WRITE = f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get {_FUNCTIONS})"
-_KEYLESS = "+ping +multi +exec +discard +unwatch"
+# A Redis Cluster client learns which node serves which slot with CLUSTER SLOTS, and where each
+# command names its keys with COMMAND: topology and the command table, no data. A client of one
+# Redis never sends either.
+_TOPOLOGY = "+cluster|slots +command"
+_KEYLESS = f"+ping +multi +exec +discard +unwatch {_TOPOLOGY}"
 _AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +smembers +sismember +hget +hgetall +hmget)"
 _RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set +exists)"
 _CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
@@ -62,7 +68,7 @@ RULES: dict[str, str] = {
         f"(%R~{keys.PATTERN_CORR} +get) (~{keys.PATTERN_SEEN} +set +exists +mget)"
     ),
     "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE}",
-    "proposer": f"resetkeys -@all +ping {_TOKENS}",
+    "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer).
     "executor": f"{_PROGRESS_WRITER} {_OPS_WRITE} {_DEADLINE_ADD}",
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
@@ -157,8 +163,8 @@ def connect(settings: Settings, role: str, timeout: float | None = None) -> redi
         if not {"user", "password"} <= doc.keys():
             where = secrets.path(settings, role, "redis")
             raise MissingCredential(role, f"{where} names no user and password: restore it or rotate it")
-        return redis.Redis.from_url(
-            settings.redis_url,
+        return client(
+            settings,
             username=doc["user"],
             password=doc["password"],
             connection_class=CountingConnection,
@@ -167,12 +173,25 @@ def connect(settings: Settings, role: str, timeout: float | None = None) -> redi
         )
     if settings.allow_default_user or (role == "admin" and not settings.runs_local_redis):
         # An operator's own Redis: admin is whoever WAKEFUL_REDIS_URL authenticates as.
-        return redis.Redis.from_url(
-            settings.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
+        return client(settings, socket_timeout=timeout, socket_connect_timeout=timeout)
     raise MissingCredential(
         role,
         f"no Redis credential for role {role!r} at {secrets.path(settings, role, 'redis')}: `wakeful dev up` "
         "creates it for the local stack (compose: the init service); for your own Redis run `wakeful dev acl "
         "--apply`, or set WAKEFUL_ALLOW_DEFAULT_USER=1 for a local experiment",
     )
+
+
+def client(settings: Settings, **options: Any) -> redis.Redis:
+    """The one place a Redis client is built: a cluster client when WAKEFUL_REDIS_CLUSTER is set
+    (it learns every node from the one the URL names, and sends each command to its slot's node).
+
+    It is typed as redis.Redis: it answers every command wakeful sends, in the same shapes, and
+    the one place that talks to a connection directly (state/pinned.py) tells the two apart."""
+    if settings.redis_cluster:
+        return cast(redis.Redis, RedisCluster.from_url(settings.redis_url, **options))
+    return redis.Redis.from_url(settings.redis_url, **options)
+
+
+def is_cluster(client: redis.Redis) -> bool:
+    return isinstance(client, RedisCluster)

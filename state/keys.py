@@ -12,21 +12,21 @@ make Redis hold a huge key for a week:
 
 | part            | pattern                 | named in                                  |
 |-----------------|-------------------------|-------------------------------------------|
-| task id         | [A-Za-z0-9_-]{1,64}     | wk:{T}:*, bank:fence:T, bank:faults:T,    |
-|                 |                         | suppliers:fence:T, suppliers:faults:T     |
+| task id         | [A-Za-z0-9_-]{1,64}     | wk:{T}:*, bank:{ledger}:fence:T, ...      |
+|                 |                         | suppliers:{register}:faults:T, ...        |
 | event id        | [A-Za-z0-9_.-]{8,128}   | wk:seen:K:E, wk:{T}:receipt:K:E, ...      |
 | correlation id  | [A-Za-z0-9_.-]{1,128}   | wk:corr:C                                 |
 | key id (signer) | [A-Za-z0-9_.@-]{1,128}  | wk:seen:K:E, receipt keys                 |
-| op key          | [A-Za-z0-9_.:-]{1,200}  | bank:entry:K, suppliers:op:K,             |
-|                 |                         | suppliers:undo:K                          |
-| supplier id     | S-[0-9a-f]{16}          | suppliers:master:S                        |
+| op key          | [A-Za-z0-9_.:-]{1,200}  | bank:{ledger}:entry:K,                    |
+|                 |                         | suppliers:{register}:op:K, ...:undo:K     |
+| supplier id     | S-[0-9a-f]{16}          | suppliers:{register}:master:S             |
 | tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:tokens:D                      |
 | UTC day         | [0-9]{8} (yyyymmdd)     | wk:tenant:N:tokens:D                      |
 
 Op keys (`REFUND:<task>:v<n>`) are the one part that may hold colons: they name the business
-operation, and `bank:entry:`, `suppliers:op:` and `suppliers:undo:` are fixed prefixes no other key
-of their keyspace starts with, so a colon in one cannot reach another kind of key. Inside the task
-keyspace op keys are hash fields of wk:{T}:ops, never key names.
+operation, and `bank:{ledger}:entry:`, `suppliers:{register}:op:` and `...:undo:` are fixed
+prefixes no other key of their keyspace starts with, so a colon in one cannot reach another kind
+of key. Inside the task keyspace op keys are hash fields of wk:{T}:ops, never key names.
 
 | key               | type   | holds                                              | written by             |
 |-------------------|--------|----------------------------------------------------|------------------------|
@@ -57,28 +57,32 @@ A tenant's day counter outlives its day by TENANT_TOKENS_TTL_S and is then dropp
 The reference bank (bank/) is a separate downstream system with its own keyspace and ACL user;
 its keys are listed here too so that every prefix lives in one module:
 
-| key                   | type   | holds                                                  | written by  |
-|-----------------------|--------|--------------------------------------------------------|-------------|
-| bank:entry:{op_key}   | string | JSON ledger entry for one idempotency key              | bank script |
-| bank:ledger           | stream | every entry in booking order (field "e": entry JSON)   | bank script |
-| bank:fence:{task_id}  | string | highest fencing token the bank has seen for the task   | bank script |
-| bank:faults:{task_id} | string | test hook: how many calls for this task fail first     | admin       |
+| key                        | type   | holds                                             | written by  |
+|----------------------------|--------|---------------------------------------------------|-------------|
+| bank:{ledger}:entry:K      | string | JSON ledger entry for one idempotency (op) key K  | bank script |
+| bank:{ledger}:ledger       | stream | every entry in booking order (field "e": JSON)    | bank script |
+| bank:{ledger}:fence:T      | string | highest fencing token the bank has seen for T     | bank script |
+| bank:{ledger}:faults:T     | string | test hook: how many calls for task T fail first   | admin       |
 
 The reference supplier register (examples/suppliers.py) is another downstream, with its own
 keyspace and ACL user ("suppliers"), used by the onboarding app's tools:
 
 | key                        | type   | holds                                                | written by |
 |----------------------------|--------|------------------------------------------------------|------------|
-| suppliers:op:{op_key}      | string | JSON outcome of one call (a registration or a        | suppliers  |
-|                            |        | scheduled payment); one per op key, ever             |            |
-| suppliers:undo:{op_key}    | string | JSON outcome of undoing the registration made under  | suppliers  |
-|                            |        | op_key; one per op key, ever                         |            |
-| suppliers:master:{S}       | string | JSON supplier master record: name, verified account, | suppliers  |
-|                            |        | status (active/removed), its first payment's op key  |            |
-| suppliers:fence:{task_id}  | string | highest fencing token seen for the task              | suppliers  |
-| suppliers:faults:{task_id} | hash   | test hook: operation -> "refuse" (fails for good) or | admin;     |
-|                            |        | a count of calls that fail transiently first         | suppliers  |
-| suppliers:log              | stream | every record written, in order (field "r": JSON)     | suppliers  |
+| suppliers:{register}:op:K  | string | JSON outcome of one call (a registration or a        | suppliers  |
+|                            |        | scheduled payment); one per op key K, ever           |            |
+| suppliers:{register}:undo:K| string | JSON outcome of undoing the registration made under  | suppliers  |
+|                            |        | op key K; one per op key, ever                       |            |
+| suppliers:{register}:      | string | JSON supplier master record: name, verified account, | suppliers  |
+|   master:S                 |        | status (active/removed), its first payment's op key  |            |
+| suppliers:{register}:      | string | highest fencing token seen for task T                | suppliers  |
+|   fence:T                  |        |                                                      |            |
+| suppliers:{register}:      | hash   | test hook: operation -> "refuse" (fails for good) or | admin;     |
+|   faults:T                 |        | a count of calls that fail transiently first         | suppliers  |
+| suppliers:{register}:log   | stream | every record written, in order (field "r": JSON)     | suppliers  |
+
+Each downstream's keys share one hash tag ({ledger}, {register}): its booking names its log
+stream beside its per-key records in one atomic step, so in Redis Cluster they must share a slot.
 """
 
 from __future__ import annotations
@@ -194,48 +198,53 @@ def tenant_tokens(tenant: str, day: str) -> str:
     return f"{PREFIX}:tenant:{checked(_TENANT, tenant, 'tenant')}:tokens:{checked(_DAY, day, 'day')}"
 
 
+# Each reference downstream books in one atomic step (the bank's function, the register's MULTI)
+# that names its log stream beside per-key records, so all of its keys share one hash tag: one
+# Redis Cluster slot per downstream (docs/decisions.md D40). The ACL patterns still cover them.
 BANK_PREFIX = "bank"
-BANK_LEDGER = f"{BANK_PREFIX}:ledger"
+BANK_TAG = f"{BANK_PREFIX}:{{ledger}}"
+BANK_LEDGER = f"{BANK_TAG}:ledger"
 PATTERN_BANK = f"{BANK_PREFIX}:*"
 
 
 def bank_entry(op_key: str) -> str:
-    return f"{BANK_PREFIX}:entry:{checked(_OP_KEY, op_key, 'op key')}"
+    return f"{BANK_TAG}:entry:{checked(_OP_KEY, op_key, 'op key')}"
 
 
 def bank_fence(task_id: str) -> str:
-    return f"{BANK_PREFIX}:fence:{checked(_TASK_ID, task_id, 'task id')}"
+    return f"{BANK_TAG}:fence:{checked(_TASK_ID, task_id, 'task id')}"
 
 
 def bank_faults(task_id: str) -> str:
-    return f"{BANK_PREFIX}:faults:{checked(_TASK_ID, task_id, 'task id')}"
+    return f"{BANK_TAG}:faults:{checked(_TASK_ID, task_id, 'task id')}"
 
 
 SUPPLIERS_PREFIX = "suppliers"
-SUPPLIERS_LOG = f"{SUPPLIERS_PREFIX}:log"
+SUPPLIERS_TAG = f"{SUPPLIERS_PREFIX}:{{register}}"
+SUPPLIERS_LOG = f"{SUPPLIERS_TAG}:log"
 PATTERN_SUPPLIERS = f"{SUPPLIERS_PREFIX}:*"
 SUPPLIER_ID = r"S-[0-9a-f]{16}"
 _SUPPLIER_ID = re.compile(SUPPLIER_ID)
 
 
 def suppliers_op(op_key: str) -> str:
-    return f"{SUPPLIERS_PREFIX}:op:{checked(_OP_KEY, op_key, 'op key')}"
+    return f"{SUPPLIERS_TAG}:op:{checked(_OP_KEY, op_key, 'op key')}"
 
 
 def suppliers_undo(op_key: str) -> str:
-    return f"{SUPPLIERS_PREFIX}:undo:{checked(_OP_KEY, op_key, 'op key')}"
+    return f"{SUPPLIERS_TAG}:undo:{checked(_OP_KEY, op_key, 'op key')}"
 
 
 def suppliers_master(supplier_id: str) -> str:
-    return f"{SUPPLIERS_PREFIX}:master:{checked(_SUPPLIER_ID, supplier_id, 'supplier id')}"
+    return f"{SUPPLIERS_TAG}:master:{checked(_SUPPLIER_ID, supplier_id, 'supplier id')}"
 
 
 def suppliers_fence(task_id: str) -> str:
-    return f"{SUPPLIERS_PREFIX}:fence:{checked(_TASK_ID, task_id, 'task id')}"
+    return f"{SUPPLIERS_TAG}:fence:{checked(_TASK_ID, task_id, 'task id')}"
 
 
 def suppliers_faults(task_id: str) -> str:
-    return f"{SUPPLIERS_PREFIX}:faults:{checked(_TASK_ID, task_id, 'task id')}"
+    return f"{SUPPLIERS_TAG}:faults:{checked(_TASK_ID, task_id, 'task id')}"
 
 
 def _task(task_id: str, kind: str) -> str:

@@ -5,6 +5,13 @@ reads in one trip, and MULTI ... EXEC plus the index update in another, so a tra
 round trips. (redis-py leaves the low-level Connection API untyped, hence the ignores below.)
 Error replies are returned as values (ResponseError), never raised mid-batch, so the
 connection is never left with unread replies.
+
+On a Redis Cluster the pinned connection is one to the node that serves `key`'s slot (a task's
+keys share it: their hash tag). A command of the batch that names a key of another node (the
+authority read beside a task, the outbox index) goes to that node on a connection of its own:
+ahead of the pinned batch when it stands before the batch's EXEC, after it otherwise. Inside
+MULTI ... EXEC every key must be in `key`'s slot, or CrossSlot is raised before anything is sent
+(docs/decisions.md D40).
 """
 
 from __future__ import annotations
@@ -14,9 +21,37 @@ from types import TracebackType
 from typing import Any
 
 import redis
+from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import Connection
+from redis.crc import key_slot
 
 Command = Sequence[str | bytes | int]
+# Commands that name no key; WATCH names all its arguments; every other command wakeful pins names
+# one key, its first argument.
+_KEYLESS = frozenset({"MULTI", "EXEC", "DISCARD", "UNWATCH", "PING"})
+
+
+class CrossSlot(ValueError):
+    """A transaction named a key outside its task's Redis Cluster slot: a bug in the caller."""
+
+
+def command_keys(command: Command) -> list[str]:
+    """The keys a command names (see _KEYLESS)."""
+    name = str(command[0]).upper()
+    if name in _KEYLESS:
+        return []
+    named = command[1:] if name == "WATCH" else command[1:2]
+    return [k.decode() if isinstance(k, bytes) else str(k) for k in named]
+
+
+def slot(key: str) -> int:
+    return int(key_slot(key.encode()))
+
+
+def node_of(cluster: RedisCluster, key: str) -> ClusterNode:
+    """The primary that serves `key`'s slot, from the client's slot map."""
+    node: ClusterNode = cluster.get_node_from_key(key)  # type: ignore[no-untyped-call]  # untyped upstream
+    return node
 
 
 def hash_reply(reply: object) -> dict[bytes, bytes]:
@@ -30,22 +65,83 @@ def hash_reply(reply: object) -> dict[bytes, bytes]:
 
 
 class Pinned:
-    def __init__(self, client: redis.Redis) -> None:
-        self._pool = client.connection_pool
+    def __init__(self, client: redis.Redis, key: str) -> None:
+        """Pin a connection that serves `key` (on one Redis: any of its pool)."""
+        self._cluster: RedisCluster | None = client if isinstance(client, RedisCluster) else None
+        if self._cluster is not None:
+            self._slot: int = slot(key)
+            self._home: ClusterNode = node_of(self._cluster, key)
+            pool = self._home.redis_connection.connection_pool
+        else:
+            pool = client.connection_pool
+        self._pool = pool
         self._conn: Connection = self._pool.get_connection()
         self.round_trips = 0
         self._broken = False
         self._watching = False
 
     def batch(self, commands: Sequence[Command]) -> list[Any]:
-        self.round_trips += 1
         for command in commands:  # EXEC (or DISCARD, UNWATCH) ends every WATCH of the connection
             name = str(command[0]).upper()
             if name == "WATCH":
                 self._watching = True
             elif name in ("EXEC", "DISCARD", "UNWATCH"):
                 self._watching = False
-        conn = self._conn
+        if self._cluster is None:
+            return self._send(self._conn, commands)
+        return self._routed(self._cluster, commands)
+
+    def _routed(self, cluster: RedisCluster, commands: Sequence[Command]) -> list[Any]:
+        """Send each command to its node: the others' before the pinned batch when they stand
+        before its EXEC, after it otherwise; replies in the order of `commands`."""
+        names = [str(c[0]).upper() for c in commands]
+        last_exec = max((i for i, n in enumerate(names) if n == "EXEC"), default=len(commands))
+        home: list[int] = []
+        ahead: dict[str, tuple[ClusterNode, list[int]]] = {}
+        after: dict[str, tuple[ClusterNode, list[int]]] = {}
+        in_multi = False
+        for i, (name, command) in enumerate(zip(names, commands, strict=True)):
+            in_multi = name == "MULTI" or (in_multi and name not in ("EXEC", "DISCARD"))
+            named = command_keys(command)
+            if in_multi and any(slot(k) != self._slot for k in named):
+                raise CrossSlot(f"{name} {' '.join(named)} in a transaction pinned to slot {self._slot}")
+            nodes = {node_of(cluster, k).name for k in named}
+            if not named or nodes == {self._home.name}:
+                home.append(i)
+                continue
+            if len(nodes) > 1:
+                raise CrossSlot(f"{name} names keys on several nodes: {' '.join(named)}")
+            node = node_of(cluster, named[0])
+            (ahead if i < last_exec else after).setdefault(node.name, (node, []))[1].append(i)
+        replies: list[Any] = [None] * len(commands)
+        for group in (ahead, {self._home.name: (self._home, home)}, after):
+            for node, picked in group.values():
+                if not picked:
+                    continue
+                if node is self._home:
+                    got = self._send(self._conn, [commands[i] for i in picked])
+                else:
+                    got = self._elsewhere(node, [commands[i] for i in picked])
+                for i, reply in zip(picked, got, strict=True):
+                    replies[i] = reply
+        return replies
+
+    def _elsewhere(self, node: ClusterNode, commands: list[Command]) -> list[Any]:
+        """One round trip to another node, on a connection of its own pool."""
+        pool = node.redis_connection.connection_pool
+        conn: Connection = pool.get_connection()
+        try:
+            return self._send(conn, commands, broken_is_ours=False)
+        except BaseException:
+            conn.disconnect()  # type: ignore[no-untyped-call]
+            raise
+        finally:
+            pool.release(conn)
+
+    def _send(
+        self, conn: Connection, commands: Sequence[Command], *, broken_is_ours: bool = True
+    ) -> list[Any]:
+        self.round_trips += 1
         try:
             packed = conn.pack_commands([tuple(c) for c in commands])  # type: ignore[no-untyped-call]
             conn.send_packed_command(packed)  # type: ignore[no-untyped-call]
@@ -57,7 +153,7 @@ class Pinned:
                     replies.append(exc)
             return replies
         except BaseException:
-            self._broken = True
+            self._broken = self._broken or broken_is_ours
             raise
 
     def __enter__(self) -> Pinned:

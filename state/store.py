@@ -4,8 +4,15 @@ A transition reads as WATCH -> read -> verify -> guard -> MULTI -> write -> EXEC
 
 1. WATCH state, ctr, lease, quarantine; GET state; last ctr entry; GET lease; SISMEMBER inbox; GET
    quarantine.
-2. MULTI; SET sealed state; XADD ctr <v>-1 (refused by Redis if it does not grow); SADD inbox;
-   XADD outbox; EXEC; then SADD the outbox index.
+2. any writes to keys outside the task (`before`, e.g. a wake in wk:deadlines); MULTI; SET sealed
+   state; XADD ctr <v>-1 (refused by Redis if it does not grow); SADD inbox; XADD outbox; EXEC;
+   then SADD the outbox index.
+
+Everything between MULTI and EXEC names keys of the task's hash slot only, so it runs unchanged on
+Redis Cluster. A write to a shared key goes outside it, where a crash cannot lose what it stands
+for: `before` writes land ahead of EXEC, idempotent and harmless if the transaction then fails
+(their readers check the task); the outbox index lands after EXEC, and a sweep re-finds what a
+crash left out of it (docs/decisions.md D40). On a cluster each of those is its own round trip.
 
 A lost race (EXEC returns nil) is re-read and re-validated from step 1, at most CAS_RETRIES times.
 Any failed integrity check quarantines the task: a marker key that every later load refuses.
@@ -46,7 +53,8 @@ from wakeful.state.seal import Sealer
 
 Transition = Callable[[Checkpoint], Checkpoint]
 # Extra writes that belong in the same transaction, built from the new checkpoint. They must name
-# keys in the task's hash slot (wk:{task}:...), e.g. the sender's receipt.
+# keys in the task's hash slot (wk:{task}:...), e.g. the sender's receipt. The same shape, given as
+# `before`, builds writes to shared keys that land ahead of the transaction (see above).
 Also = Callable[[Checkpoint], list[tuple[Any, ...]]]
 Clock = Callable[[], datetime]
 # The loaded app's transition table: may a task of this workflow move from one stage to another?
@@ -101,7 +109,7 @@ class Store:
         self, task_id: str, first: Sequence[tuple[Any, ...]], extra: Sequence[tuple[Any, ...]]
     ) -> tuple[list[Any], list[Any]]:
         """Replies to `first`, and to the task's three reads plus `extra` made after it."""
-        with Pinned(self.client) as pinned:
+        with Pinned(self.client, keys.state(task_id)) as pinned:
             replies = pinned.batch(
                 [
                     *first,
@@ -133,7 +141,7 @@ class Store:
     ) -> Outcome:
         """Store a new task at state_version 1. The same message id twice is a duplicate, not an error."""
         task_id = checkpoint.task_id
-        with Pinned(self.client) as pinned:
+        with Pinned(self.client, keys.state(task_id)) as pinned:
             replies = pinned.batch(
                 [
                     ("WATCH", keys.state(task_id)),
@@ -169,14 +177,17 @@ class Store:
         detail: dict[str, Any] | None = None,
         restamp: bool = False,
         also: Also | None = None,
+        before: Also | None = None,
     ) -> Outcome:
         """Apply the pure fn to the task's state once per message id, by compare-and-swap.
 
         expected_version: the state_version the caller decided on; if the task has moved since,
         StaleVersion is raised and nothing is written. None re-applies fn to whatever is current.
         restamp: fn may change the policy and tool-catalog stamps (a declared "migrate" rule).
+        before: writes outside the task, sent ahead of MULTI under the caller's lease; each must be
+        idempotent and safe to find with no transition behind it.
         """
-        with Pinned(self.client) as pinned:
+        with Pinned(self.client, keys.state(task_id)) as pinned:
             for lost in range(keys.CAS_RETRIES):
                 replies = pinned.batch(
                     [
@@ -205,7 +216,7 @@ class Store:
                 proposed = fn(current)
                 _guard(current, proposed, restamp, self.moves)
                 new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
-                replies = pinned.batch(self._write(new, message_id, detail, also))
+                replies = pinned.batch(self._write(new, message_id, detail, also, before))
                 if replies[-2] is None:
                     continue  # lost the race: re-read and re-validate
                 _check_exec(task_id, replies)
@@ -254,7 +265,12 @@ class Store:
         raise exc
 
     def _write(
-        self, new: Checkpoint, message_id: str, detail: dict[str, Any] | None, also: Also | None = None
+        self,
+        new: Checkpoint,
+        message_id: str,
+        detail: dict[str, Any] | None,
+        also: Also | None = None,
+        before: Also | None = None,
     ) -> list[tuple[Any, ...]]:
         task_id, version = new.task_id, new.state_version
         blob = self.sealer.seal(task_id, version, new.schema_version, new.encode())
@@ -269,6 +285,7 @@ class Store:
             detail=detail or {},
         )
         return [
+            *(before(new) if before else ()),
             ("MULTI",),
             ("SET", keys.state(task_id), blob),
             ("XADD", keys.ctr(task_id), "MAXLEN", 1, f"{version}-1", "v", version),

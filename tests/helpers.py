@@ -98,13 +98,16 @@ def raw_get(client: redis.Redis, key: str) -> bytes:
     return value
 
 
-def start_fleet(client: Any, model: str = "rules", lease_ttl_ms: int | None = None) -> Any:
-    """One process per role, warmed up: the first task has gone all the way through."""
+def start_fleet(
+    client: Any, model: str = "rules", lease_ttl_ms: int | None = None, env: dict[str, str] | None = None
+) -> Any:
+    """One process per role, warmed up: the first task has gone all the way through. `env`: the
+    roles' environment (default: this process's)."""
     import os
 
     from wakeful.devstack.fleet import Fleet
 
-    env = {**os.environ, "WAKEFUL_MODEL": model}
+    env = {**(os.environ if env is None else env), "WAKEFUL_MODEL": model}
     if lease_ttl_ms is not None:
         env["WAKEFUL_LEASE_TTL_MS"] = str(lease_ttl_ms)
     fleet = Fleet(env).start()

@@ -159,7 +159,7 @@ def test_ids_wakeful_itself_makes_are_accepted_everywhere() -> None:
     assert receipt_key(event.event_id, "t-0a1b2c3d4e5f").startswith("wk:{t-0a1b2c3d4e5f}:receipt:")
     assert seen_key(event.event_id).endswith(f":{event.event_id}")
     assert keys.corr("corr-ab12") == "wk:corr:corr-ab12"
-    assert keys.bank_entry("REFUND:t-1:v2") == "bank:entry:REFUND:t-1:v2"
+    assert keys.bank_entry("REFUND:t-1:v2") == "bank:{ledger}:entry:REFUND:t-1:v2"
 
 
 def _accepts(field: str, value: str) -> bool:
@@ -253,7 +253,7 @@ def test_no_seen_or_receipt_key_names_a_bad_signer_key_id(bad: str) -> None:
 
 
 def test_bank_op_keys_may_hold_colons_but_never_a_brace_or_a_bar() -> None:
-    assert keys.bank_entry("REFUND:t-1:v12") == "bank:entry:REFUND:t-1:v12"
+    assert keys.bank_entry("REFUND:t-1:v12") == "bank:{ledger}:entry:REFUND:t-1:v12"
     for bad in ("REFUND:{t-1}:v1", "REFUND|t-1", "REFUND t-1", "R" * 201):
         with pytest.raises(ValueError, match="op key"):
             keys.bank_entry(bad)

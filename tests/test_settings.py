@@ -23,6 +23,15 @@ def test_external_servers_mean_nothing_local() -> None:
     assert s.kafka_bootstrap == "k1:9092,k2:9092"
 
 
+def test_a_local_redis_cluster_is_reached_at_its_first_node_and_a_url_names_any_node() -> None:
+    local = Settings.from_env({"WAKEFUL_REDIS_CLUSTER": "1", "WAKEFUL_REDIS_PORT": "16379"})
+    assert local.redis_cluster and local.redis_cluster_ports == (16380, 16381, 16382)
+    assert local.redis_url == "redis://127.0.0.1:16380/0" and local.runs_local_redis
+    own = Settings.from_env({"WAKEFUL_REDIS_CLUSTER": "yes", "WAKEFUL_REDIS_URL": "redis://r2:7001/0"})
+    assert own.redis_cluster and own.redis_url == "redis://r2:7001/0" and not own.runs_local_redis
+    assert not Settings.from_env({}).redis_cluster
+
+
 def test_a_cluster_of_ones_own_may_use_tls_and_scram_sha_512() -> None:
     s = Settings.from_env(
         {
@@ -51,6 +60,9 @@ def test_a_cluster_of_ones_own_may_use_tls_and_scram_sha_512() -> None:
         # The local broker speaks SASL_PLAINTEXT only; TLS is for a cluster of one's own.
         ({"WAKEFUL_KAFKA_SECURITY": "SASL_SSL"}, "WAKEFUL_KAFKA_SECURITY"),
         ({"WAKEFUL_KAFKA_SASL_MECHANISM": "PLAIN"}, "WAKEFUL_KAFKA_SASL_MECHANISM"),
+        ({"WAKEFUL_REDIS_CLUSTER": "maybe"}, "WAKEFUL_REDIS_CLUSTER"),
+        # The local cluster's nodes take the three ports after WAKEFUL_REDIS_PORT.
+        ({"WAKEFUL_REDIS_CLUSTER": "1", "WAKEFUL_KAFKA_PORT": "16381"}, "WAKEFUL_REDIS_PORT"),
     ],
 )
 def test_a_bad_setting_is_refused_by_name(env: dict[str, str], setting: str) -> None:

@@ -1,0 +1,196 @@
+"""wakeful on a real Redis Cluster: three masters of Debian's redis-server on ports of their own,
+started as `wakeful dev up --redis-cluster` starts them. The pipeline's core flows (imported from
+test_pipeline.py, run here against this module's cluster-backed fixtures) and a small `wakeful
+chaos` run lose no task and book no effect twice; and, with no server at all, every transaction
+and script wakeful sends names keys of one slot only (docs/decisions.md D40)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from helpers import new_checkpoint, start_fleet
+
+from wakeful.cli.client import Client
+from wakeful.core.settings import Settings
+from wakeful.devstack import kafka, process, redis_cluster
+from wakeful.devstack.fleet import Fleet
+from wakeful.state import acl, keys
+from wakeful.state.pinned import CrossSlot, Pinned, command_keys, slot
+from wakeful.state.seal import Keyring, Sealer
+from wakeful.state.store import Store
+
+TASKS = ("t-1", "t-0a1b2c3d4e5f", "task_with-dashes", "Z" * 64)
+
+
+def _cluster_port(base: int) -> int:
+    """A WAKEFUL_REDIS_PORT whose three cluster ports, and their bus ports, are free now."""
+    for start in range(base + 10, base + 400, 4):
+        wanted = [start + n for n in (1, 2, 3)]
+        if not any(process.port_in_use(p) or process.port_in_use(p + 10000) for p in wanted):
+            return start
+    raise RuntimeError(f"no free ports for a Redis Cluster above {base}")
+
+
+@pytest.fixture(scope="module")
+def cluster_env() -> dict[str, str]:
+    base = Settings.from_env()
+    return {
+        **os.environ,
+        "WAKEFUL_REDIS_CLUSTER": "1",
+        "WAKEFUL_REDIS_PORT": str(_cluster_port(base.redis_port)),
+    }
+
+
+@pytest.fixture(scope="module")
+def settings(cluster_env: dict[str, str]) -> Iterator[Settings]:
+    """This module's stack: the shared Kafka, and a Redis Cluster of its own."""
+    clustered = Settings.from_env(cluster_env)
+    redis_cluster.start(clustered, lambda line: None)
+    yield clustered
+    redis_cluster.stop(clustered)
+
+
+@pytest.fixture(scope="module")
+def kafka_bootstrap(settings: Settings) -> str:
+    assert kafka.healthy(settings, timeout=5.0), f"Kafka is not reachable at {settings.kafka_bootstrap}"
+    return settings.kafka_bootstrap
+
+
+@pytest.fixture(scope="module")
+def redis_url(settings: Settings) -> str:
+    assert redis_cluster.healthy(settings)
+    return settings.redis_url
+
+
+@pytest.fixture(scope="module")
+def workers(client: Client, cluster_env: dict[str, str]) -> Iterator[Fleet]:
+    fleet = start_fleet(client, model="gullible", env=cluster_env)
+    yield fleet
+    fleet.stop()
+
+
+# ---- with no server: one slot per transaction and per script ---------------------------------
+
+
+def _transaction(commands: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    start = next(i for i, c in enumerate(commands) if c[0] == "MULTI")
+    end = next(i for i, c in enumerate(commands) if c[0] == "EXEC")
+    return commands[start + 1 : end]
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_a_transition_writes_only_keys_of_its_tasks_slot_inside_multi(task_id: str) -> None:
+    store = Store(object(), Sealer(Keyring.generate()), moves=lambda *_: True)  # type: ignore[arg-type]
+    receipt = ("SET", keys.receipt("ev-00000001", task_id, key_id="upstream"), b"{}")
+    evidence = ("HSET", keys.evidence(task_id), "note", "text")
+    wake = ("ZADD", keys.DEADLINES, 1, f"{task_id}|1")
+    cp = new_checkpoint(task_id)
+    commands = store._write(cp, "m1", None, also=lambda _: [receipt, evidence], before=lambda _: [wake])
+    inside = _transaction(commands)
+    assert receipt in inside and evidence in inside and wake not in inside
+    named = {k for c in inside for k in command_keys(c)}
+    assert {slot(k) for k in named} == {slot(keys.state(task_id))}
+    # ...and the store's WATCHed keys too
+    watched = [keys.state(task_id), keys.ctr(task_id), keys.lease(task_id), keys.quarantine(task_id)]
+    assert {slot(k) for k in [*watched, keys.inbox(task_id), keys.ops(task_id)]} == {
+        slot(keys.state(task_id))
+    }
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_every_script_and_downstream_transaction_names_keys_of_one_slot(task_id: str) -> None:
+    op = f"REFUND:{task_id}:v1"
+    groups = {
+        "lease functions": [keys.lease(task_id), keys.fence(task_id)],
+        "action log begin": [keys.ops(task_id), keys.lease(task_id)],
+        "bank refund": [
+            keys.bank_entry(op),
+            keys.bank_fence(task_id),
+            keys.bank_faults(task_id),
+            keys.BANK_LEDGER,
+        ],
+        "supplier register": [
+            keys.suppliers_op(op),
+            keys.suppliers_undo(op),
+            keys.suppliers_master("S-0123456789abcdef"),
+            keys.suppliers_fence(task_id),
+            keys.suppliers_faults(task_id),
+            keys.SUPPLIERS_LOG,
+        ],
+    }
+    for name, named in groups.items():
+        assert len({slot(k) for k in named}) == 1, name
+
+
+# ---- on the cluster ---------------------------------------------------------------------------
+
+
+def test_a_key_of_another_slot_inside_multi_is_refused_before_anything_is_sent(settings: Settings) -> None:
+    client = acl.connect(settings, "admin")
+    home, other = (
+        "t-home-0001",
+        next(
+            f"t-other-{n}"
+            for n in range(100)
+            if slot(keys.state(f"t-other-{n}")) != slot(keys.state("t-home-0001"))
+        ),
+    )
+    with Pinned(client, keys.state(home)) as pinned, pytest.raises(CrossSlot):
+        pinned.batch(
+            [
+                ("MULTI",),
+                ("SET", keys.quarantine(home), b"x"),
+                ("SET", keys.quarantine(other), b"x"),
+                ("EXEC",),
+            ]
+        )
+    assert client.exists(keys.quarantine(home), keys.quarantine(other)) == 0
+    # outside MULTI a read of another node is sent there, and answers in its place
+    client.set(keys.quarantine(other), b"seen")
+    with Pinned(client, keys.state(home)) as pinned:
+        assert pinned.batch([("GET", keys.quarantine(home)), ("GET", keys.quarantine(other))]) == [
+            None,
+            b"seen",
+        ]
+    client.delete(keys.quarantine(other))
+    client.close()
+
+
+def test_random_kills_on_a_redis_cluster_lose_no_task_and_duplicate_no_effect(
+    settings: Settings, cluster_env: dict[str, str], kafka_bootstrap: str
+) -> None:
+    command = ["chaos", "--tasks", "20", "--kills", "3", "--seed", "11", "--json"]
+    result = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", *command],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=cluster_env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    report = orjson.loads(result.stdout)
+    assert report["ok"] and report["kills"] == 3
+    assert (report["lost"], report["duplicate_effects"], report["misapplied_events"]) == (0, 0, 0)
+    assert report["stages"] == {"closed": 20} and report["effects"] == 20
+
+
+# ---- the pipeline's core flows, on the cluster --------------------------------------------------
+
+# Imported last, so they run after the chaos run: its fleet and this module's `workers` may not
+# meet (one fleet per state dir). Collected here, they run against this module's fixtures.
+from test_pipeline import (  # noqa: E402, F401
+    test_amended_task_rejects_its_stale_approval,
+    test_instruction_planted_in_evidence_is_blocked_into_needs_review,
+    test_no_duplicate_refund_when_executor_dies_after_downstream_call,
+    test_passed_deadline_escalates,
+    test_right_approval_runs_the_task_once,
+    test_same_event_delivered_ten_times_causes_one_transition,
+    test_task_that_needs_approval_is_refused_before_approval,
+)
