@@ -26,8 +26,9 @@ from redis.connection import Connection
 from redis.crc import key_slot
 
 Command = Sequence[str | bytes | int]
-# Commands that name no key; WATCH names all its arguments; every other command wakeful pins names
-# one key, its first argument.
+# Commands that name no key; WATCH names all its arguments; FCALL names the `numkeys` arguments
+# after the function's name and numkeys; every other command wakeful pins names one key, its first
+# argument.
 _KEYLESS = frozenset({"MULTI", "EXEC", "DISCARD", "UNWATCH", "PING"})
 
 
@@ -40,7 +41,10 @@ def command_keys(command: Command) -> list[str]:
     name = str(command[0]).upper()
     if name in _KEYLESS:
         return []
-    named = command[1:] if name == "WATCH" else command[1:2]
+    if name in ("FCALL", "FCALL_RO"):
+        named = command[3 : 3 + int(command[2])]
+    else:
+        named = command[1:] if name == "WATCH" else command[1:2]
     return [k.decode() if isinstance(k, bytes) else str(k) for k in named]
 
 

@@ -21,6 +21,7 @@ from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_cluster
 from wakeful.devstack.fleet import Fleet
 from wakeful.state import acl, keys
+from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import CrossSlot, Pinned, command_keys, slot
 from wakeful.state.seal import Keyring, Sealer
 from wakeful.state.store import Store
@@ -101,6 +102,18 @@ def test_a_transition_writes_only_keys_of_its_tasks_slot_inside_multi(task_id: s
     assert {slot(k) for k in [*watched, keys.inbox(task_id), keys.ops(task_id)]} == {
         slot(keys.state(task_id))
     }
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_a_lease_in_a_batch_names_only_its_tasks_slot(task_id: str) -> None:
+    """The lease rides in the task's batches and inside its transaction (D38): a pinned batch must
+    read its keys, not the function's name, or it would send it to another node."""
+    leases = Leases(object(), owner="w-1")  # type: ignore[arg-type]  # builds commands only
+    held = Held(Lease(task_id, "w-1", 1, 1_000))
+    for command in (leases.acquire_command(task_id), leases.release_command(held)):
+        assert command_keys(command) and {slot(k) for k in command_keys(command)} == {
+            slot(keys.state(task_id))
+        }
 
 
 @pytest.mark.parametrize("task_id", TASKS)
