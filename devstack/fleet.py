@@ -85,6 +85,10 @@ class Fleet:
         self.stop_role(role)
         return self.start_role(role, fault)
 
+    def members_of(self, role: str) -> list[str]:
+        """The names of a role's processes: `gate`, `gate#2`, ..."""
+        return [m for m in self.members if role_of_member(m) == role]
+
     def alive(self, role: str) -> bool:
         return self.procs[role].poll() is None
 
