@@ -360,7 +360,12 @@ class Runner:
         if self.after_batch is not None:
             self._retrying(self.after_batch, stop, "after_batch")
         fault(f"{self.role}.before_offsets")
-        self.consumer.store_offsets(offsets=_next_offsets(msgs))
+        try:
+            self.consumer.store_offsets(offsets=_next_offsets(msgs))
+        except KafkaException as exc:
+            # Every partition of the batch was taken away meanwhile (a process joined or left the
+            # group): their new owner reads on from the last stored offsets and redoes the batch.
+            self.log("runner.offsets_not_stored", role=self.role, error=repr(exc))
         self.counters.batches += 1
         self.counters.messages += len(msgs)
 
