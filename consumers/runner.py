@@ -70,17 +70,14 @@ KEY_MAX_BYTES = 256
 LIBRDKAFKA_MESSAGE_MAX = 1_000_000  # librdkafka's default message.max.bytes and batch.size
 FLUSH_STEP_S = 1.0
 REASON_LOG_CHARS = 500  # of a dead letter's reason in the role's log
+CLASSIC_SESSION_S = 30  # a classic group's member session (below)
 
 
 def consumer_config(settings: Settings, role: str, group: str) -> dict[str, Any]:
-    """A group consumer logged in as `role`'s principal, which may join only its own group(s)."""
-    static = {}
-    if settings.instance_id:
-        # Static membership: a restarted process with the same identity takes its partitions back
-        # at once instead of waiting out the dead member's session.
-        static = {"group.instance.id": f"{settings.instance_id}-{group}"}
+    """A group consumer logged in as `role`'s principal, which may join only its own group(s), in
+    the group protocol WAKEFUL_KAFKA_GROUP_PROTOCOL names (docs/decisions.md D38)."""
     return (
-        static
+        _membership(settings, group)
         | librdkafka_consumer_config()
         | kafka_auth.client_config(settings, role)
         | {
@@ -93,13 +90,29 @@ def consumer_config(settings: Settings, role: str, group: str) -> dict[str, Any]
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 5,
             "fetch.min.bytes": 1,
-            "partition.assignment.strategy": "cooperative-sticky",
-            # Longer than a broker restart: a session that times out while the coordinator is away
-            # makes librdkafka rejoin, and its next offset commit is then fenced as fatal.
-            "session.timeout.ms": 30_000,
-            "heartbeat.interval.ms": 1_000,
         }
     )
+
+
+def _membership(settings: Settings, group: str) -> dict[str, Any]:
+    if settings.kafka_group_protocol == "consumer":
+        # KIP-848: the broker assigns, and owns the session and heartbeat timing (its
+        # group.consumer.* settings); librdkafka refuses the classic knobs below. No static
+        # identity: a restart that reuses a SIGKILLed member's group.instance.id is fenced as
+        # fatal until the dead one's session expires, where a new member joins at once.
+        return {"group.protocol": "consumer"}
+    static = {}
+    if settings.instance_id:
+        # Static membership: a restarted process with the same identity takes its partitions back
+        # at once instead of waiting out the dead member's session.
+        static = {"group.instance.id": f"{settings.instance_id}-{group}"}
+    return static | {
+        "partition.assignment.strategy": "cooperative-sticky",
+        # Longer than a broker restart: a session that times out while the coordinator is away
+        # makes librdkafka rejoin, and its next offset commit is then fenced as fatal.
+        "session.timeout.ms": CLASSIC_SESSION_S * 1000,
+        "heartbeat.interval.ms": 1_000,
+    }
 
 
 def producer_config(settings: Settings, role: str) -> dict[str, Any]:
