@@ -94,6 +94,15 @@ class Fleet:
         self.stop_role(role)
         return self.start_role(role, fault)
 
+    def add_member(self, role: str) -> str:
+        """Start one more process of `role`, named as `--replicas` names it (`gate#3` after
+        `gate#2`): it joins the role's consumer group while the others run."""
+        name = members([role], {role: len(self.members_of(role)) + 1})[-1]
+        self.members += (name,)
+        self.peak[name], self.cpu[name], self.starts[name] = 0, 0.0, 0
+        self.start_role(name)
+        return name
+
     def members_of(self, role: str) -> list[str]:
         """The names of a role's processes: `gate`, `gate#2`, ..."""
         return [m for m in self.members if role_of_member(m) == role]
