@@ -73,6 +73,7 @@ def write_kafka_config(folder: Path, settings: Settings, uid: int) -> None:
         "log.dirs=/var/lib/kafka/data",
         f"num.partitions={settings.partitions}",
         *kafka_props.SINGLE_NODE,
+        *kafka_props.CONSUMER_GROUPS,
     ]
     jaas = kafka_props.scram_login(user, password)
     client = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-256", f"sasl.jaas.config={jaas}"]

@@ -70,17 +70,14 @@ KEY_MAX_BYTES = 256
 LIBRDKAFKA_MESSAGE_MAX = 1_000_000  # librdkafka's default message.max.bytes and batch.size
 FLUSH_STEP_S = 1.0
 REASON_LOG_CHARS = 500  # of a dead letter's reason in the role's log
+CLASSIC_SESSION_S = 30  # a classic group's member session (below)
 
 
 def consumer_config(settings: Settings, role: str, group: str) -> dict[str, Any]:
-    """A group consumer logged in as `role`'s principal, which may join only its own group(s)."""
-    static = {}
-    if settings.instance_id:
-        # Static membership: a restarted process with the same identity takes its partitions back
-        # at once instead of waiting out the dead member's session.
-        static = {"group.instance.id": f"{settings.instance_id}-{group}"}
+    """A group consumer logged in as `role`'s principal, which may join only its own group(s), in
+    the group protocol WAKEFUL_KAFKA_GROUP_PROTOCOL names (docs/decisions.md D41)."""
     return (
-        static
+        _membership(settings, group)
         | librdkafka_consumer_config()
         | kafka_auth.client_config(settings, role)
         | {
@@ -96,13 +93,29 @@ def consumer_config(settings: Settings, role: str, group: str) -> dict[str, Any]
             # quarter of a core busy in the broker; at 100 ms wake-to-effect is no slower (D39).
             "fetch.wait.max.ms": 100,
             "fetch.min.bytes": 1,
-            "partition.assignment.strategy": "cooperative-sticky",
-            # Longer than a broker restart: a session that times out while the coordinator is away
-            # makes librdkafka rejoin, and its next offset commit is then fenced as fatal.
-            "session.timeout.ms": 30_000,
-            "heartbeat.interval.ms": 1_000,
         }
     )
+
+
+def _membership(settings: Settings, group: str) -> dict[str, Any]:
+    if settings.kafka_group_protocol == "consumer":
+        # KIP-848: the broker assigns, and owns the session and heartbeat timing (its
+        # group.consumer.* settings); librdkafka refuses the classic knobs below. No static
+        # identity: a restart that reuses a SIGKILLed member's group.instance.id is fenced as
+        # fatal until the dead one's session expires, where a new member joins at once.
+        return {"group.protocol": "consumer"}
+    static = {}
+    if settings.instance_id:
+        # Static membership: a restarted process with the same identity takes its partitions back
+        # at once instead of waiting out the dead member's session.
+        static = {"group.instance.id": f"{settings.instance_id}-{group}"}
+    return static | {
+        "partition.assignment.strategy": "cooperative-sticky",
+        # Longer than a broker restart: a session that times out while the coordinator is away
+        # makes librdkafka rejoin, and its next offset commit is then fenced as fatal.
+        "session.timeout.ms": CLASSIC_SESSION_S * 1000,
+        "heartbeat.interval.ms": 1_000,
+    }
 
 
 def producer_config(settings: Settings, role: str) -> dict[str, Any]:
@@ -363,7 +376,12 @@ class Runner:
         if self.after_batch is not None:
             self._retrying(self.after_batch, stop, "after_batch")
         fault(f"{self.role}.before_offsets")
-        self.consumer.store_offsets(offsets=_next_offsets(msgs))
+        try:
+            self.consumer.store_offsets(offsets=_next_offsets(msgs))
+        except KafkaException as exc:
+            # Every partition of the batch was taken away meanwhile (a process joined or left the
+            # group): their new owner reads on from the last stored offsets and redoes the batch.
+            self.log("runner.offsets_not_stored", role=self.role, error=repr(exc))
         self.counters.batches += 1
         self.counters.messages += len(msgs)
 

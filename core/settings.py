@@ -23,6 +23,8 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_REDIS_MAXMEMORY       | 1gb                          | local Redis maxmemory (noeviction: full     |
 |                               |                              | refuses writes, never drops a task)         |
 | WAKEFUL_PARTITIONS            | 6                            | partitions per topic created by wakeful     |
+| WAKEFUL_KAFKA_GROUP_PROTOCOL  | classic                      | consumer group protocol: classic, or        |
+|                               |                              | consumer (KIP-848: the broker assigns; D41) |
 | WAKEFUL_KAFKA_HEAP            | 512m                         | local broker -Xmx (and -Xms at half)        |
 | WAKEFUL_KEYRING               | $HOME/keyring.json           | sealing keys (created by `dev up`)          |
 | WAKEFUL_SECRETS               | $HOME/secrets                | one folder of secrets per role (its Redis   |
@@ -71,6 +73,7 @@ KAFKA_SECURITY = ("SASL_PLAINTEXT", "SASL_SSL")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MODEL_CHOICES = ("rules", "gullible", "openai")
 CLUSTER_MASTERS = 3  # masters of the local Redis Cluster
+GROUP_PROTOCOLS = ("classic", "consumer")
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ class Settings:
     kafka_security: str = "SASL_PLAINTEXT"
     kafka_sasl_mechanism: str = "SCRAM-SHA-256"
     kafka_ca: Path | None = None
+    kafka_group_protocol: str = "classic"
     model_url: str | None = None  # the chat-completions base URL (model `openai`)
     model_name: str | None = None
     # SecretStr: the key shows as '**********' in any repr, so no log of the settings can carry it.
@@ -237,6 +241,7 @@ class Settings:
             ),
             kafka_ca=Path(ca).expanduser().resolve() if ca else None,
             redis_cluster=cluster,
+            kafka_group_protocol=_choice(env, "WAKEFUL_KAFKA_GROUP_PROTOCOL", "classic", GROUP_PROTOCOLS),
         )
 
 

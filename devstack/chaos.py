@@ -68,10 +68,10 @@ def run(
         )
         say(f"running {tasks} {client.app.name} tasks at ~{RATE:.0f}/s while killing {kills} workers ...")
         killer.start()
-        _publish(client, plans)
+        publish(client, plans)
         killer.join()
         say("kills done; waiting for every task to settle ...")
-        report = _check(client, traffic, plans, mark, timeout=max(120.0, tasks / 5))
+        report = check(client, traffic, plans, mark, timeout=max(120.0, tasks / 5))
     finally:
         fleet.stop()
         client.close()
@@ -88,12 +88,13 @@ def run(
     return report
 
 
-def _publish(client: Client, plans: list[Planned]) -> None:
+def publish(client: Client, plans: list[Planned], rate: float = RATE) -> None:
+    """Publish the plans' events in bursts of BURST tasks, `rate` tasks a second."""
     origin = time.monotonic()
     for i in range(0, len(plans), BURST):
         burst = [event for p in plans[i : i + BURST] for event in p.sent]
         client.publisher.publish_many(burst, timeout=60)
-        time.sleep(max(0.0, origin + (i + BURST) / RATE - time.monotonic()))
+        time.sleep(max(0.0, origin + (i + BURST) / rate - time.monotonic()))
 
 
 def _killer(
@@ -127,9 +128,10 @@ def _settle(client: Client, task_ids: list[str], timeout: float) -> dict[str, di
     return shown
 
 
-def _check(
+def check(
     client: Client, traffic: Traffic, plans: list[Planned], mark: str, timeout: float
 ) -> dict[str, Any]:
+    """Wait up to `timeout` for the tasks to settle, then count what the module docstring says."""
     task_ids = [p.task_id for p in plans]
     shown = _settle(client, task_ids, timeout)
     pending = [t for t in task_ids if shown[t]["stage"] not in SETTLED]

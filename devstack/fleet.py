@@ -20,8 +20,14 @@ from typing import Any
 
 import orjson
 import psutil
+from confluent_kafka import ConsumerGroupType
+from confluent_kafka.admin import AdminClient
 
+from wakeful.consumers.runner import CLASSIC_SESSION_S
 from wakeful.consumers.supervisor import ROLES, claim_fleet, members, role_of_member, spawn
+from wakeful.core import kafka_auth
+from wakeful.core.kafka_rights import ADMIN, RIGHTS
+from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
 from wakeful.devstack.process import wait_until
 
@@ -50,7 +56,10 @@ class Fleet:
         self._lock: int | None = None
 
     def start(self) -> Fleet:
-        self._lock = claim_fleet(Settings.from_env(self.env).home)
+        settings = Settings.from_env(self.env)
+        self._lock = claim_fleet(settings.home)
+        if settings.kafka_group_protocol == "consumer":
+            wait_for_classic_members_to_go(settings, CLASSIC_SESSION_S + 15)
         for member in self.members:
             self.start_role(member)
         self._sampler.start()
@@ -84,6 +93,19 @@ class Fleet:
     def restart(self, role: str, fault: str | None = None) -> subprocess.Popen[bytes]:
         self.stop_role(role)
         return self.start_role(role, fault)
+
+    def add_member(self, role: str) -> str:
+        """Start one more process of `role`, named as `--replicas` names it (`gate#3` after
+        `gate#2`): it joins the role's consumer group while the others run."""
+        name = members([role], {role: len(self.members_of(role)) + 1})[-1]
+        self.members += (name,)
+        self.peak[name], self.cpu[name], self.starts[name] = 0, 0.0, 0
+        self.start_role(name)
+        return name
+
+    def members_of(self, role: str) -> list[str]:
+        """The names of a role's processes: `gate`, `gate#2`, ..."""
+        return [m for m in self.members if role_of_member(m) == role]
 
     def alive(self, role: str) -> bool:
         return self.procs[role].poll() is None
@@ -144,6 +166,22 @@ class Fleet:
                     self.cpu[role] = times.user + times.system
                 except psutil.NoSuchProcess:
                     continue
+
+
+def wait_for_classic_members_to_go(settings: Settings, timeout: float) -> None:
+    """Before members of the consumer protocol (KIP-848) join the roles' groups: a classic group
+    that still has members (a static one stays for its session after it stops) is not upgraded
+    while they hold cooperative-sticky's assignor data, and the broker's refusal is fatal to a
+    joining consumer. Waits until none has (docs/decisions.md D41), or gives up after `timeout`."""
+    groups = [g for rights in RIGHTS.values() for g in rights.groups]
+    admin = AdminClient(kafka_auth.client_config(settings, ADMIN) | librdkafka_config())
+
+    def classic_members_gone() -> bool:
+        found = admin.describe_consumer_groups(groups, request_timeout=10)
+        described = [future.result() for future in found.values()]
+        return not any(d.type == ConsumerGroupType.CLASSIC and d.members for d in described)
+
+    wait_until(classic_members_gone, timeout, interval=1.0)
 
 
 def _logged_start(log: Path) -> bool:

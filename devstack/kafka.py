@@ -112,6 +112,7 @@ def _write_config(settings: Settings, admin: dict[str, str]) -> Path:
         f"log.dirs={data}",
         f"num.partitions={settings.partitions}",
         *kafka_props.SINGLE_NODE,
+        *kafka_props.CONSUMER_GROUPS,
         "",
     ]
     # It holds the admin password (the broker logs in to itself with it): the owner's eyes only.

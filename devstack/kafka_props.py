@@ -35,6 +35,18 @@ SINGLE_NODE = (
     "num.io.threads=4",
 )
 
+# Groups that speak KIP-848 (WAKEFUL_KAFKA_GROUP_PROTOCOL=consumer; docs/decisions.md D41) take
+# their timing from the broker, whose defaults (5 s heartbeats, 45 s sessions, and minimums at both)
+# suit large fleets. New assignments ride on heartbeats, so a second between them, as the classic
+# clients use; a member that died without leaving holds its partitions for its session, which
+# these make 10 s. Classic groups ignore all four.
+CONSUMER_GROUPS = (
+    "group.consumer.min.heartbeat.interval.ms=1000",
+    "group.consumer.heartbeat.interval.ms=1000",
+    "group.consumer.min.session.timeout.ms=6000",
+    "group.consumer.session.timeout.ms=10000",
+)
+
 
 def listeners(
     port: int, controller_port: int, host: str = "127.0.0.1", advertised: str | None = None

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import redis
+from kafka.partitioner.default import murmur2
 
 from wakeful.core.errors import ConfigError
 from wakeful.producers.signing import Ed25519Signer, sign_event
@@ -158,19 +159,36 @@ class Planned:
 
 
 def plan_tasks(
-    client: Client, traffic: Traffic, paths: Sequence[bool], rng: random.Random, prefix: str
+    client: Client,
+    traffic: Traffic,
+    paths: Sequence[bool],
+    rng: random.Random,
+    prefix: str,
+    *,
+    spread: int | None = None,
 ) -> list[Planned]:
     """One new task per entry of `paths` (True: the second path), each with a fresh id, its events
-    signed and its downstream arranged; nothing is published."""
+    signed and its downstream arranged; nothing is published. With `spread` (a topic's partition
+    count) the k-th task's id lands on partition k mod spread of every task-keyed topic, so each
+    process of a role with several has a share of the tasks, whichever partitions it holds."""
     signer = functools.cache(client.signer)
     planned: list[Planned] = []
-    for second in paths:
-        task_id = f"{prefix}-{uuid.uuid4().hex[:12]}"  # new ids every run, even with the same seed
+    for k, second in enumerate(paths):
+        task_id = new_task_id(prefix, None if spread is None else (k % spread, spread))
         plan = traffic.plan(task_id, rng, second)
         if plan.arrange is not None:
             plan.arrange(client.admin)
         planned.append(Planned(task_id, second, plan, signed(plan, task_id, signer)))
     return planned
+
+
+def new_task_id(prefix: str, partition: tuple[int, int] | None = None) -> str:
+    """A fresh id (new every run, even with the same seed); with (p, n), one the producers' murmur2
+    partitioner puts on partition p of n."""
+    while True:
+        task_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        if partition is None or (murmur2(task_id.encode()) & 0x7FFFFFFF) % partition[1] == partition[0]:
+            return task_id
 
 
 def warm_up(client: Client, traffic: Traffic) -> None:

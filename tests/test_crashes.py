@@ -8,7 +8,11 @@ The onboarding runs two tool steps and, on its second path, a compensation. A fa
 the first time the process reaches it, which in the plain run is the registration; the payment
 step and the compensation get runs of their own, in which the timer is held back until every task
 has registered, so the first executor step of the armed process is the payment (or the refusal of
-it that starts the compensation)."""
+it that starts the compensation).
+
+The same checks run with three processes per role (`worker all --replicas 3`): the fault is armed
+in one of them, which dies there, while the role's other two keep consuming. Tasks are then spread
+one per partition, so the armed process has a share of them whichever partitions it holds."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from wakeful.cli.client import REQUESTER, Client
+from wakeful.consumers.supervisor import ROLES
 from wakeful.core import faults
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
@@ -49,6 +54,28 @@ COMPENSATION_POINTS = [
 PATHS = {REFUND: [True, True, False], ONBOARDING: [False, False, True]}
 NAMES = {REFUND: "refund", ONBOARDING: "onboarding"}
 SETTLE_S = 90.0
+REPLICAS = 3
+# With three processes per role, the onboarding alone, at one point per role and the compensation's
+# undo, not every point of both apps: the run at one process per role walks every point already,
+# and each costs as much again here (CI's whole suite must stay well under 30 minutes on 2 cores).
+# What three processes add is the role's other processes going on while one dies mid-step, and the
+# dead one's partitions coming back to its restart; that holds or fails at any point of a role
+# alike, so each role gets its point where a second run would do harm (the wake, the transition,
+# the effect or the record is out, its mark is not). The onboarding is the app whose traffic
+# reaches every role, the timer included, and has the compensation; the refund runs at three per
+# role in test_chaos.py.
+POINTS_OF_ONE_OF_THREE = [
+    "inbound.after_publish",
+    "gate.after_cas",
+    "proposer.before_offsets",
+    "executor.after_downstream_call",
+    "timer.after_publish",
+    "relay.after_publish",
+]
+# Due deadlines and outbox records go to whichever timer or relay asks first, so a round of work
+# may miss the armed one of three: another round is sent after this long, until REACH_S.
+FEED_S = 5.0
+REACH_S = 90.0
 
 
 @dataclasses.dataclass
@@ -56,6 +83,7 @@ class Stack:
     client: Client
     traffic: Traffic
     fleet: Fleet
+    spread: int | None  # with several processes per role: the partitions to spread tasks over
 
 
 @pytest.fixture(scope="module")
@@ -65,16 +93,26 @@ def app_spec(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def stack(app_spec: str, settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Stack]:
-    """One process per role driving `app_spec`, warmed up by one task of its traffic."""
+def replicas(request: pytest.FixtureRequest) -> int:
+    """Processes per role: 1 unless a test asks for more."""
+    count: int = getattr(request, "param", 1)
+    return count
+
+
+@pytest.fixture(scope="module")
+def stack(
+    app_spec: str, replicas: int, settings: Settings, kafka_bootstrap: str, redis_url: str
+) -> Iterator[Stack]:
+    """`replicas` processes per role driving `app_spec`, warmed up by one task of its traffic."""
     client = Client(dataclasses.replace(settings, app=app_spec))
     client.reset_authority()  # and a dev signer for every principal the app names
     traffic = load_traffic(client.app)
     env = {**os.environ, "WAKEFUL_APP": app_spec, "WAKEFUL_MODEL": "rules"}
-    fleet = Fleet(env | {"WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS)}).start()
+    env |= {"WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS)}
+    fleet = Fleet(env, replicas=dict.fromkeys(ROLES, replicas)).start()
     try:
         warm_up(client, traffic)
-        yield Stack(client, traffic, fleet)
+        yield Stack(client, traffic, fleet, settings.partitions if replicas > 1 else None)
     finally:
         fleet.stop()
         client.close()
@@ -89,12 +127,19 @@ def wait_until(check: Callable[[], bool], timeout: float, step: float = 0.1) -> 
     return False
 
 
-def send(s: Stack, paths: list[bool]) -> tuple[list[Planned], str]:
-    """Plan and publish one task per path, without waiting; and the downstream's mark before."""
-    mark = s.traffic.mark(s.client.admin)
-    planned = plan_tasks(s.client, s.traffic, paths, random.Random(), "c")
+def armed(s: Stack, role: str) -> str:
+    """The process of `role` that gets the fault: the role itself, or the last of several."""
+    return s.fleet.members_of(role)[-1]
+
+
+def send(s: Stack, paths: list[bool]) -> list[Planned]:
+    """Plan and publish one task per path, without waiting. Spread over every partition, the paths
+    are repeated until each partition has a task."""
+    if s.spread and len(paths) < s.spread:
+        paths = (paths * s.spread)[: s.spread]
+    planned = plan_tasks(s.client, s.traffic, paths, random.Random(), "c", spread=s.spread)
     s.client.publisher.publish_many([e for p in planned for e in p.sent])
-    return planned, mark
+    return planned
 
 
 def send_deadline_refund(client: Client) -> events.SignedEvent:
@@ -107,13 +152,22 @@ def send_deadline_refund(client: Client) -> events.SignedEvent:
     return event
 
 
-def crash(s: Stack, point: str) -> None:
-    """Wait for the armed process to kill itself at `point`, then start its role again, clean."""
-    role = faults.role_of(point)
-    proc = s.fleet.procs[role]
-    assert wait_until(lambda: proc.poll() is not None, 60), f"{point} was never reached"
+def crash(s: Stack, member: str, point: str, feed: Callable[[], object] | None = None) -> None:
+    """Wait for the armed process to kill itself at `point`, then start it again, clean. `feed`
+    sends a round of work: now, and with several processes per role, again every FEED_S."""
+    proc = s.fleet.procs[member]
+    deadline = time.monotonic() + REACH_S
+    step = FEED_S if s.spread and feed is not None else REACH_S
+    while True:
+        if feed is not None:
+            feed()
+        if wait_until(lambda: proc.poll() is not None, step):
+            break
+        assert time.monotonic() < deadline, f"{point} was never reached in {member}"
     assert proc.returncode == -signal.SIGKILL
-    s.fleet.start_role(role)
+    others = [m for m in s.fleet.members_of(faults.role_of(point)) if m != member]
+    assert all(s.fleet.alive(m) for m in others), others  # the role's other processes went on
+    s.fleet.start_role(member)
 
 
 def check_settled_once(s: Stack, point: str, planned: list[Planned], mark: str) -> dict[str, Counter[str]]:
@@ -145,26 +199,71 @@ def check_no_lease_stuck(client: Client, task_ids: list[str]) -> None:
     )
 
 
-# One fleet per app (module scope), not one per point.
+def settles_once_after_a_sigkill(s: Stack, app_spec: str, point: str) -> None:
+    role = faults.role_of(point)
+    member = armed(s, role)
+    s.fleet.restart(member, fault=point)
+    mark = s.traffic.mark(s.client.admin)
+    planned: list[Planned] = []
+    lapsing: list[events.SignedEvent] = []
+
+    def feed() -> None:
+        planned.extend(send(s, PATHS[app_spec]))
+        if app_spec == REFUND and role == "timer":  # the refund's timer has work only when a deadline lapses
+            lapsing.append(send_deadline_refund(s.client))
+
+    crash(s, member, point, feed)
+
+    check_settled_once(s, point, planned, mark)
+    task_ids = [p.task_id for p in planned]
+    for event in lapsing:
+        shown = s.client.wait_settled(event.task_id or "", 60)
+        assert shown["stage"] == "needs_review" and "escalated" in (shown["last_refusal"] or ""), shown
+        task_ids.append(shown["id"])
+    check_no_lease_stuck(s.client, task_ids)
+
+
+def pays_or_undoes_once_after_a_sigkill(s: Stack, second: bool, point: str) -> None:
+    fleet, client = s.fleet, s.client
+    timers = fleet.members_of("timer")
+    for timer in timers:  # the payment step is woken through the timer: hold it back
+        fleet.stop_role(timer)
+    member = armed(s, "executor")
+    try:
+        mark = s.traffic.mark(client.admin)
+        planned = send(s, [second, second])
+        for p in planned:
+            shown = client.wait_stage(p.task_id, {onb.SCHEDULING}, SETTLE_S)
+            assert shown["stage"] == onb.SCHEDULING and not shown["pending_waits"], shown
+        fleet.restart(member, fault=point)
+    finally:
+        for timer in timers:
+            fleet.start_role(timer)
+    crash(s, member, point)
+
+    effects = check_settled_once(s, point, planned, mark)
+    for p in planned:  # registered, then paid; or registered, then undone once the payment was refused
+        kinds = sorted(op.split(":")[0] for op in effects[p.task_id])
+        assert kinds == (["SUPPLIER-REG", "UNDO"] if second else ["FIRST-PAY", "SUPPLIER-REG"]), effects
+    check_no_lease_stuck(client, [p.task_id for p in planned])
+
+
+# One fleet per app and process count (module scope), not one per point.
 @pytest.mark.parametrize("app_spec", list(PATHS), ids=NAMES.get, indirect=True, scope="module")
 @pytest.mark.parametrize("point", sorted(set(faults.POINTS) - {UNDO_POINT}))  # no refund undoes
 def test_every_task_settles_with_one_effect_per_op_key_after_a_sigkill_at(
     app_spec: str, point: str, stack: Stack
 ) -> None:
-    role = faults.role_of(point)
-    stack.fleet.restart(role, fault=point)
-    planned, mark = send(stack, PATHS[app_spec])
-    # The refund's timer has work only when a deadline lapses.
-    lapsing = send_deadline_refund(stack.client) if app_spec == REFUND and role == "timer" else None
-    crash(stack, point)
+    settles_once_after_a_sigkill(stack, app_spec, point)
 
-    check_settled_once(stack, point, planned, mark)
-    task_ids = [p.task_id for p in planned]
-    if lapsing is not None:
-        shown = stack.client.wait_settled(lapsing.task_id or "", 60)
-        assert shown["stage"] == "needs_review" and "escalated" in (shown["last_refusal"] or ""), shown
-        task_ids.append(shown["id"])
-    check_no_lease_stuck(stack.client, task_ids)
+
+@pytest.mark.parametrize("replicas", [REPLICAS], ids=["three-per-role"], indirect=True, scope="module")
+@pytest.mark.parametrize("app_spec", [ONBOARDING], ids=NAMES.get, indirect=True, scope="module")
+@pytest.mark.parametrize("point", POINTS_OF_ONE_OF_THREE)
+def test_every_task_settles_with_one_effect_per_op_key_when_one_of_three_processes_dies_at(
+    app_spec: str, point: str, stack: Stack
+) -> None:
+    settles_once_after_a_sigkill(stack, app_spec, point)
 
 
 @pytest.mark.parametrize("app_spec", [ONBOARDING], ids=NAMES.get, indirect=True, scope="module")
@@ -178,20 +277,12 @@ def test_every_task_settles_with_one_effect_per_op_key_after_a_sigkill_at(
 def test_no_onboarding_pays_or_undoes_twice_after_a_sigkill_in_its_second_step_at(
     app_spec: str, second: bool, point: str, stack: Stack
 ) -> None:
-    fleet, client = stack.fleet, stack.client
-    fleet.stop_role("timer")  # the payment step is woken through the timer: hold it back
-    try:
-        planned, mark = send(stack, [second, second])
-        for p in planned:
-            shown = client.wait_stage(p.task_id, {onb.SCHEDULING}, SETTLE_S)
-            assert shown["stage"] == onb.SCHEDULING and not shown["pending_waits"], shown
-        fleet.restart("executor", fault=point)
-    finally:
-        fleet.start_role("timer")
-    crash(stack, point)
+    pays_or_undoes_once_after_a_sigkill(stack, second, point)
 
-    effects = check_settled_once(stack, point, planned, mark)
-    for p in planned:  # registered, then paid; or registered, then undone once the payment was refused
-        kinds = sorted(op.split(":")[0] for op in effects[p.task_id])
-        assert kinds == (["SUPPLIER-REG", "UNDO"] if second else ["FIRST-PAY", "SUPPLIER-REG"]), effects
-    check_no_lease_stuck(client, [p.task_id for p in planned])
+
+@pytest.mark.parametrize("replicas", [REPLICAS], ids=["three-per-role"], indirect=True, scope="module")
+@pytest.mark.parametrize("app_spec", [ONBOARDING], ids=NAMES.get, indirect=True, scope="module")
+def test_no_onboarding_undoes_twice_when_one_of_three_executors_dies_after_its_undo(
+    app_spec: str, stack: Stack
+) -> None:
+    pays_or_undoes_once_after_a_sigkill(stack, True, UNDO_POINT)

@@ -7,7 +7,7 @@ import threading
 from typing import Any, cast
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from helpers import StandInConsumer, StandInProducer, msg
 
 from wakeful.consumers.runner import DeliveryFailures, Runner
@@ -136,3 +136,26 @@ def test_the_sender_is_told_when_kafka_refuses_a_messages_output_for_good() -> N
     r.run_batch([msg("b", 2), refused], threading.Event())
     assert told == [3] and r.counters.dead_letters == 1
     assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 4)]
+
+
+def test_a_batch_whose_partitions_were_taken_away_goes_on_to_the_next_batch() -> None:
+    """librdkafka refuses to store offsets of partitions a rebalance moved to another process; that
+    process redoes the batch, so this one must not die (no role restart, no wedged loop)."""
+
+    class Revoked(StandInConsumer):
+        def store_offsets(self, offsets: list[TopicPartition]) -> None:
+            raise KafkaException(KafkaError(KafkaError._STATE, "StoreOffsets failed: Local: Erroneous state"))
+
+    handled: list[int] = []
+    r = Runner(
+        "test",
+        "t",
+        lambda m: handled.append(m.offset() or 0),
+        cast(Consumer, Revoked()),
+        cast(Producer, StandInProducer()),
+        log=Log(),
+        threads=2,
+    )
+    r.run_batch([msg("a", 3), msg("b", 4)], threading.Event())
+    r.run_batch([msg("a", 5)], threading.Event())
+    assert sorted(handled) == [3, 4, 5] and r.counters.batches == 2

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
 
+import pytest
+from confluent_kafka import Consumer
+
+from wakeful.consumers.runner import consumer_config
 from wakeful.core.errors import ConfigError
-from wakeful.core.settings import Settings
+from wakeful.core.settings import GROUP_PROTOCOLS, Settings
 
 
 def test_defaults_point_at_the_local_stack() -> None:
@@ -63,6 +67,7 @@ def test_a_cluster_of_ones_own_may_use_tls_and_scram_sha_512() -> None:
         ({"WAKEFUL_REDIS_CLUSTER": "maybe"}, "WAKEFUL_REDIS_CLUSTER"),
         # The local cluster's nodes take the three ports after WAKEFUL_REDIS_PORT.
         ({"WAKEFUL_REDIS_CLUSTER": "1", "WAKEFUL_KAFKA_PORT": "16381"}, "WAKEFUL_REDIS_PORT"),
+        ({"WAKEFUL_KAFKA_GROUP_PROTOCOL": "cooperative"}, "WAKEFUL_KAFKA_GROUP_PROTOCOL"),
     ],
 )
 def test_a_bad_setting_is_refused_by_name(env: dict[str, str], setting: str) -> None:
@@ -76,3 +81,16 @@ def test_redis_address_never_shows_credentials() -> None:
     s = Settings.from_env({"WAKEFUL_REDIS_URL": "redis://ops:s3cret@r.example:6380/2"})
     assert s.redis_address == "redis://r.example:6380/2"
     assert "s3cret" not in s.redis_address
+
+
+@pytest.mark.parametrize("protocol", GROUP_PROTOCOLS)
+def test_librdkafka_takes_a_roles_consumer_config_under_either_group_protocol(
+    protocol: str, settings: Settings
+) -> None:
+    """Under KIP-848 librdkafka refuses the classic group knobs at construction: none may be left in."""
+    config = consumer_config(dataclasses.replace(settings, kafka_group_protocol=protocol), "gate", "g")
+    assert (config.get("group.protocol", "classic"), "group.instance.id" in config) == (
+        protocol,
+        protocol == "classic" and settings.instance_id is not None,
+    )
+    Consumer(config).close()
