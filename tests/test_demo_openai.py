@@ -63,5 +63,11 @@ def test_the_onboarding_story_passes_with_the_openai_model_and_the_planted_accou
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo ok" in result.stdout and "FAIL" not in result.stderr
     assert "planted account blocked, never paid" in result.stderr
-    offered = {t["function"]["name"] for b in chats for t in b["tools"]}
-    assert offered == {"register_supplier", "schedule_first_payment"}, offered
+    # The proposer group may also read a request the test before left on wakeful.proposals.request
+    # (a refund task's, its fleet stopped before it was read): only this story's requests, those
+    # that offer an onboarding tool, are checked, and they must offer nothing else.
+    tools = {"register_supplier", "schedule_first_payment"}
+    ours = [{t["function"]["name"] for t in b["tools"]} for b in chats]
+    ours = [offered for offered in ours if offered & tools]
+    assert ours and all(offered <= tools for offered in ours), ours
+    assert set().union(*ours) == tools
