@@ -54,28 +54,13 @@ def _write_config(settings: Settings, port: int) -> Path:
     home = _dir(settings, port)
     home.mkdir(parents=True, exist_ok=True)
     conf = home / "redis.conf"
-    conf.write_text(
-        "\n".join(
-            [
-                "bind 127.0.0.1",
-                f"port {port}",
-                "protected-mode yes",
-                "daemonize no",
-                f"dir {home}",
-                f"logfile {log_path(settings, port)}",
-                "cluster-enabled yes",
-                f"cluster-config-file {home / 'nodes.conf'}",
-                "cluster-node-timeout 5000",
-                "appendonly yes",
-                "appendfsync everysec",
-                'save ""',
-                f"maxmemory {settings.redis_maxmemory}",
-                "maxmemory-policy noeviction",
-                f"aclfile {home / 'users.acl'}",
-                "",
-            ]
-        )
-    )
+    lines = redis_server.config_lines(settings, port, home, log_path(settings, port), home / "users.acl")
+    cluster = [
+        "cluster-enabled yes",
+        f"cluster-config-file {home / 'nodes.conf'}",
+        "cluster-node-timeout 5000",
+    ]
+    conf.write_text("\n".join([*lines, *cluster, ""]))
     return conf
 
 

@@ -67,30 +67,32 @@ def _write_config(settings: Settings) -> Path:
     home = _dir(settings)
     home.mkdir(parents=True, exist_ok=True)
     conf = home / "redis.conf"
-    conf.write_text(
-        "\n".join(
-            [
-                "bind 127.0.0.1",
-                f"port {settings.redis_port}",
-                "protected-mode yes",
-                "daemonize no",
-                f"dir {home}",
-                f"logfile {log_path(settings)}",
-                # Durability: a restart loses at most about one second of writes.
-                "appendonly yes",
-                "appendfsync everysec",
-                'save ""',
-                # Bounded memory, and state is never evicted: a full Redis refuses writes (OOM),
-                # which the roles retry as transient, instead of silently dropping a waiting task.
-                f"maxmemory {settings.redis_maxmemory}",
-                "maxmemory-policy noeviction",
-                # One ACL user per role (state.acl); `dev up` rewrites this file and reloads it.
-                f"aclfile {acl_path(settings)}",
-                "",
-            ]
-        )
-    )
+    lines = config_lines(settings, settings.redis_port, home, log_path(settings), acl_path(settings))
+    conf.write_text("\n".join([*lines, ""]))
     return conf
+
+
+def config_lines(settings: Settings, port: int, home: Path, logfile: Path, aclfile: Path) -> list[str]:
+    """redis.conf for a local server on `port` keeping its files in `home` (the cluster's nodes add
+    their cluster lines to these)."""
+    return [
+        "bind 127.0.0.1",
+        f"port {port}",
+        "protected-mode yes",
+        "daemonize no",
+        f"dir {home}",
+        f"logfile {logfile}",
+        # Durability: a restart loses at most about one second of writes.
+        "appendonly yes",
+        "appendfsync everysec",
+        'save ""',
+        # Bounded memory, and state is never evicted: a full Redis refuses writes (OOM),
+        # which the roles retry as transient, instead of silently dropping a waiting task.
+        f"maxmemory {settings.redis_maxmemory}",
+        "maxmemory-policy noeviction",
+        # One ACL user per role (state.acl); `dev up` rewrites this file and reloads it.
+        f"aclfile {aclfile}",
+    ]
 
 
 def acl_path(settings: Settings) -> Path:
