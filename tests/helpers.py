@@ -7,6 +7,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -329,3 +330,18 @@ def gate_for(settings: Any, owner: str | None = None, app: Any = refund_app) -> 
         app=app,
         keys=provenance.load_keys(settings, "gate"),
     )
+
+
+def chaos_report(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`wakeful chaos ARGS --json` in a process of its own: its report, once it exited 0."""
+    result = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "chaos", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    report: dict[str, Any] = orjson.loads(result.stdout)
+    return report

@@ -3,11 +3,8 @@ runs; no task lost, no effect twice at the downstream, every event applied once.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-import orjson
 import pytest
+from helpers import chaos_report
 
 from wakeful.core.settings import Settings
 
@@ -22,17 +19,9 @@ def test_random_kills_lose_no_task_and_duplicate_no_effect_at_the_downstream(
     app: str, replicas: int, settings: Settings, kafka_bootstrap: str, redis_url: str
 ) -> None:
     tasks, kills = RUNS[app]
-    command = ["chaos", "--app", app, "--tasks", str(tasks), "--kills", str(kills), "--seed", "7", "--json"]
-    command += ["--replicas", str(replicas)]
-    result = subprocess.run(
-        [sys.executable, "-m", "wakeful.cli.main", *command],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    report = chaos_report(
+        "--app", app, "--tasks", str(tasks), "--kills", str(kills), "--seed", "7", "--replicas", str(replicas)
     )
-    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
-    report = orjson.loads(result.stdout)
     assert report["ok"] and report["kills"] == kills and report["processes"] == 6 * replicas
     assert (report["lost"], report["duplicate_effects"], report["misapplied_events"]) == (0, 0, 0)
     # every task ended where its traffic said: its path's stage, with its path's effects

@@ -7,14 +7,11 @@ and script wakeful sends names keys of one slot only (docs/decisions.md D40)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
 import pytest
-from helpers import new_checkpoint, start_fleet
+from helpers import chaos_report, new_checkpoint, start_fleet
 
 from wakeful.cli.client import Client
 from wakeful.core.settings import Settings
@@ -178,17 +175,7 @@ def test_a_key_of_another_slot_inside_multi_is_refused_before_anything_is_sent(s
 def test_random_kills_on_a_redis_cluster_lose_no_task_and_duplicate_no_effect(
     settings: Settings, cluster_env: dict[str, str], kafka_bootstrap: str
 ) -> None:
-    command = ["chaos", "--tasks", "20", "--kills", "3", "--seed", "11", "--json"]
-    result = subprocess.run(
-        [sys.executable, "-m", "wakeful.cli.main", *command],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=cluster_env,
-    )
-    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
-    report = orjson.loads(result.stdout)
+    report = chaos_report("--tasks", "20", "--kills", "3", "--seed", "11", env=cluster_env)
     assert report["ok"] and report["kills"] == 3
     assert (report["lost"], report["duplicate_effects"], report["misapplied_events"]) == (0, 0, 0)
     assert report["stages"] == {"closed": 20} and report["effects"] == 20
