@@ -39,6 +39,18 @@ class FunctionsMissing(Retry):
         WakefulError.__init__(self, problem)
 
 
+class SlotMoved(Retry):
+    """A Redis Cluster slot a pinned batch needed has moved to another node (MOVED), is moving
+    (ASK), or the cluster cannot serve it now (CLUSTERDOWN).
+
+    A transaction cannot follow a redirect halfway (its WATCH was on the old node), so the whole
+    step runs again: after MOVED the client's slot map already names the new node.
+    """
+
+    def __init__(self, reply: Exception) -> None:
+        super().__init__(f"Redis Cluster slot not served here: {reply}", after=0.05)
+
+
 # Failures of the servers themselves: worth waiting out, never a reason to drop work. A
 # KafkaException is only as transient as classify() says: see is_transient().
 TRANSIENT_IO = (redis.ConnectionError, redis.TimeoutError, KafkaException, BufferError)

@@ -11,7 +11,9 @@ keys share it: their hash tag). A command of the batch that names a key of anoth
 authority read beside a task, the outbox index) goes to that node on a connection of its own:
 ahead of the pinned batch when it stands before the batch's EXEC, after it otherwise. Inside
 MULTI ... EXEC every key must be in `key`'s slot, or CrossSlot is raised before anything is sent
-(docs/decisions.md D40).
+(docs/decisions.md D40). A slot that moved under the batch (MOVED, ASK, CLUSTERDOWN) is raised as
+SlotMoved once every reply is read, with the slot map updated: the caller's retry runs the whole
+step again on the slot's new node.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import Connection
 from redis.crc import key_slot
+
+from wakeful.core.retry import SlotMoved
 
 Command = Sequence[str | bytes | int]
 # Commands that name no key; WATCH names all its arguments; FCALL names the `numkeys` arguments
@@ -155,10 +159,22 @@ class Pinned:
                     replies.append(conn.read_response())
                 except redis.ResponseError as exc:
                     replies.append(exc)
-            return replies
         except BaseException:
             self._broken = self._broken or broken_is_ours
             raise
+        if self._cluster is not None:
+            self._moved(self._cluster, replies)
+        return replies
+
+    @staticmethod
+    def _moved(cluster: RedisCluster, replies: list[Any]) -> None:
+        """Raise SlotMoved for a reply that says the slot is served elsewhere, after pointing the
+        client's slot map at its new node (a MOVED reply names it; an ASK only says it is moving)."""
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.MovedError):
+                cluster.nodes_manager.move_slot(reply)
+            if isinstance(reply, redis.exceptions.AskError | redis.exceptions.ClusterDownError):
+                raise SlotMoved(reply)
 
     def __enter__(self) -> Pinned:
         return self

@@ -11,15 +11,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import chaos_report, new_checkpoint, start_fleet
+import redis
+from helpers import bump_attempts, chaos_report, new_checkpoint, start_fleet
 
 from wakeful.cli.client import Client
+from wakeful.core import secrets
+from wakeful.core.retry import SlotMoved
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_cluster
 from wakeful.devstack.fleet import Fleet
-from wakeful.state import acl, keys
+from wakeful.state import acl, keys, wiring
 from wakeful.state.lease import Held, Lease, Leases
-from wakeful.state.pinned import CrossSlot, Pinned, command_keys, slot
+from wakeful.state.pinned import CrossSlot, Pinned, command_keys, node_of, slot
 from wakeful.state.seal import Keyring, Sealer
 from wakeful.state.store import Store
 
@@ -170,6 +173,70 @@ def test_a_key_of_another_slot_inside_multi_is_refused_before_anything_is_sent(s
         ]
     client.delete(keys.quarantine(other))
     client.close()
+
+
+def _migrate_slot(settings: Settings, key: str) -> None:
+    """Move `key`'s slot, with its keys, to another master behind every client's back, the way
+    `redis-cli --cluster reshard` does: IMPORTING, MIGRATING, MIGRATE, then SETSLOT NODE."""
+    user = secrets.load(settings, "admin", "redis")
+    nodes = [
+        redis.Redis(port=settings.redis_port + n, username=user["user"], password=user["password"])
+        for n in (1, 2, 3)
+    ]
+    n_slot = slot(key)
+    ids = {r: _on(r, "CLUSTER", "MYID").decode() for r in nodes}
+    source = next(r for r in nodes if _on(r, "CLUSTER", "COUNTKEYSINSLOT", n_slot))
+    target = next(r for r in nodes if r is not source)
+    target_port = target.connection_pool.connection_kwargs["port"]
+    _on(target, "CLUSTER", "SETSLOT", n_slot, "IMPORTING", ids[source])
+    _on(source, "CLUSTER", "SETSLOT", n_slot, "MIGRATING", ids[target])
+    moving = _on(source, "CLUSTER", "GETKEYSINSLOT", n_slot, 100)
+    _on(
+        source,
+        "MIGRATE",
+        "127.0.0.1",
+        target_port,
+        "",
+        0,
+        5000,
+        "AUTH2",
+        user["user"],
+        user["password"],
+        "KEYS",
+        *moving,
+    )
+    for r in nodes:
+        _on(r, "CLUSTER", "SETSLOT", n_slot, "NODE", ids[target])
+    for r in nodes:
+        r.close()
+
+
+def _on(node: redis.Redis, *command: Any) -> Any:
+    return node.execute_command(*command)  # type: ignore[no-untyped-call]  # untyped upstream
+
+
+def test_a_transition_whose_slot_moved_is_retried_on_the_new_node_not_dead_lettered(
+    settings: Settings,
+) -> None:
+    """A reshard while roles run: the pinned batch meets MOVED on the slot's old node. That is a
+    SlotMoved (a Retry, so the runner tries the message again rather than dead-letter it), and the
+    client's slot map then names the new node, where the next attempt applies."""
+    store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
+    cp = store.create(new_checkpoint(), "create-moved").checkpoint
+    lease = leases.acquire(cp.task_id)
+    before = node_of(store.client, keys.state(cp.task_id)).name  # type: ignore[arg-type]  # a cluster here
+    _migrate_slot(settings, keys.state(cp.task_id))
+    with pytest.raises(SlotMoved):
+        store.transition(cp.task_id, 1, "bump-after-move", bump_attempts, lease=lease)
+    assert node_of(store.client, keys.state(cp.task_id)).name != before  # type: ignore[arg-type]
+    applied = store.transition(cp.task_id, 1, "bump-after-move", bump_attempts, lease=lease)
+    assert (applied.status, applied.checkpoint.state_version, applied.checkpoint.execution.attempts) == (
+        "applied",
+        2,
+        cp.execution.attempts + 1,
+    )
+    assert store.load(cp.task_id).state_version == 2
+    leases.release(lease)
 
 
 def test_random_kills_on_a_redis_cluster_lose_no_task_and_duplicate_no_effect(
