@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +26,7 @@ from confluent_kafka import Consumer, Message
 from pydantic import ValidationError
 
 from wakeful.authority.store import SNAPSHOT_READS, Snapshot, snapshot_from
+from wakeful.consumers import executor_steps
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
@@ -35,7 +35,6 @@ from wakeful.core.errors import (
     IntegrityError,
     KeyringError,
     LeaseBusy,
-    LeaseLost,
     StaleVersion,
     TaskNotFound,
     TaskQuarantined,
@@ -43,14 +42,13 @@ from wakeful.core.errors import (
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.provenance import Forged, RoleKeys, load_keys
-from wakeful.core.retry import Retry, backoff
+from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
-from wakeful.schemas.logs import ActionLogEntry, ActionStatus
+from wakeful.schemas.logs import ActionStatus
 from wakeful.sdk.app import App, load_app
-from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
 from wakeful.state import keys, wiring
 from wakeful.state.actions import ActionLog
@@ -135,7 +133,7 @@ class Executor:
         # A step of this stage may already have run (cases C and D): settle that by key first. It
         # was validated before its intent was written; re-validating it against today's authority
         # could park a task whose effect has already happened.
-        settled = self._settled(cp, ops, lease)
+        settled = executor_steps.settled(self.app, self.actions, cp, ops, lease)
         if settled is not None:
             return self._close(cp, settled, held, auth)
         now = datetime.now(UTC)
@@ -164,27 +162,6 @@ class Executor:
         if result is None:
             return None
         return self._close(cp, (decided.tool, decided.op_key, result), held, auth)
-
-    def _settled(
-        self, cp: Checkpoint, ops: dict[bytes, bytes], lease: Lease
-    ) -> tuple[str, str, dict[str, Any]] | None:
-        """(tool, op key, result) of a step at this stage that already ran, recording an outcome
-        that a crash left unrecorded; None if none did."""
-        for tool in self.app.tools_at(cp.stage):
-            op = tool.key_for(cp.task_id, cp.business.version)
-            raw = ops.get(op.encode())
-            intent = ActionLogEntry.decode(raw) if raw else None
-            if intent is None or intent.status is ActionStatus.FAILED:
-                continue
-            if intent.status is ActionStatus.SUCCEEDED and intent.result is not None:
-                return tool.name, op, intent.result
-            found = tool.lookup(op)
-            if found is None:
-                continue
-            if intent.status is ActionStatus.IN_FLIGHT:
-                self.actions.complete(cp.task_id, op, lease.fence, dict(found), intent)
-            return tool.name, op, dict(found)
-        return None
 
     def _close(
         self, cp: Checkpoint, step: tuple[str, str, Mapping[str, Any]], held: Held, auth: Snapshot
@@ -230,9 +207,11 @@ class Executor:
         if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance
             return begun.entry.result or {}
         fault("executor.after_intent")
-        # A fresh intent, or case B (in flight, and _settled found nothing downstream): call with
+        # A fresh intent, or case B (in flight, and settled() found nothing downstream): call with
         # the same key; the tool does it at most once.
-        outcome = _call(tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease)
+        outcome = executor_steps.call(
+            tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
+        )
         if isinstance(outcome, str):
             self._give_up(cp, lease, (tool.name, effect.op_key), outcome, auth)
             return None
@@ -250,7 +229,9 @@ class Executor:
         decided = effects.failed(self.app, cp, tool, reason, auth=auth, now=datetime.now(UTC))
         undone: dict[str, str] = {}
         if isinstance(decided, Compensate):
-            reason, undone = self._compensate(cp, decided, lease)
+            reason, undone = executor_steps.compensate(
+                self.app, self.actions, cp, decided, lease, log=self.log
+            )
 
         def park(c: Checkpoint) -> Checkpoint:
             parked = engine.review(c, reason)
@@ -258,42 +239,6 @@ class Executor:
 
         self._advance(cp, keys.runtime_id("review", op, cp.state_version), park, lease, {"refused": reason})
         self.log("executor.needs_review", task_id=cp.task_id, reason=reason)
-
-    def _compensate(self, cp: Checkpoint, compensate: Compensate, lease: Lease) -> tuple[str, dict[str, str]]:
-        """Undo each named tool's succeeded step of this task version, once each. Returns the reason
-        to park the task with (saying what could not be undone, if anything), and the refs that
-        record each undo (`undone:<tool>` -> the op key undone), which the workflow sees after."""
-        failures: list[str] = []
-        undone: dict[str, str] = {}
-        for name in compensate.tools:
-            tool = self.app.tool(name)
-            if tool is None or not tool.reversible:
-                failures.append(f"{name} cannot be undone")
-                continue
-            op = tool.key_for(cp.task_id, cp.business.version)
-            done = self.actions.lookup(cp.task_id, op)
-            if done is None or done.status is not ActionStatus.SUCCEEDED:
-                continue  # nothing was done, so nothing to undo
-            undo_op = f"UNDO:{op}"
-            args = tool.args.model_validate(done.args or {}, strict=False)
-            begun = self.actions.begin(
-                cp.task_id, undo_op, lease.fence, lease.token, tool=name, args=done.args
-            )
-            if begun.entry.status is ActionStatus.SUCCEEDED:
-                undone[f"undone:{name}"] = op
-                continue
-            outcome = _call(tool, functools.partial(tool.undo, op, args, lease.fence), lease)
-            if isinstance(outcome, str):
-                self.actions.fail(cp.task_id, undo_op, lease.fence, outcome)
-                failures.append(f"undo of {name} failed: {outcome}")
-                continue
-            fault("executor.after_undo")
-            self.actions.complete(cp.task_id, undo_op, lease.fence, dict(outcome), begun.entry)
-            undone[f"undone:{name}"] = op
-            self.log("executor.undone", task_id=cp.task_id, tool=name, op_key=op)
-        names = ", ".join(key.removeprefix("undone:") for key in undone)
-        said = "; ".join(failures) or f"undid {names or 'nothing: nothing had been done'}"
-        return f"{compensate.reason} ({said})", undone
 
     def _advance(
         self,
@@ -321,24 +266,6 @@ class Executor:
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
         return outcome.status == "applied"
-
-
-def _call(tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease) -> Mapping[str, Any] | str:
-    """The tool's result, retried with backoff while it is unavailable; or why it failed for good."""
-    last = ""
-    for n in range(1, tool.attempts + 1):
-        try:
-            result: Mapping[str, Any] = attempt()
-            return result
-        except ToolUnavailable as exc:
-            last = str(exc)
-            time.sleep(backoff(n))
-        except ToolRefused as exc:
-            return f"{tool.name} refused: {exc}"
-        except ToolFenced as exc:
-            raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
-    where = tool.egress[0] if tool.egress else tool.name
-    return f"{where} unavailable after {tool.attempts} attempts: {last}"
 
 
 def main(settings: Settings, stop: threading.Event) -> None:

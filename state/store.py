@@ -15,7 +15,8 @@ for: `before` writes land ahead of EXEC, idempotent and harmless if the transact
 crash left out of it (docs/decisions.md D40). On a cluster each of those is its own round trip.
 
 A lost race (EXEC returns nil) is re-read and re-validated from step 1, at most CAS_RETRIES times.
-Any failed integrity check quarantines the task: a marker key that every later load refuses.
+Any failed integrity check (state/checks.py) quarantines the task: a marker key that every later
+load refuses.
 """
 
 from __future__ import annotations
@@ -31,22 +32,16 @@ import redis
 
 from wakeful.core.errors import (
     Contention,
-    DecodeError,
-    IllegalTransition,
     IntegrityError,
     LeaseLost,
-    PermissionRefused,
-    RollbackDetected,
     StaleVersion,
     TamperedState,
     TaskExists,
-    TaskNotFound,
-    TaskQuarantined,
-    UnreadableState,
 )
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord
-from wakeful.state import keys
+from wakeful.state import checks, keys
+from wakeful.state.checks import Moves
 from wakeful.state.lease import Lease, Leases
 from wakeful.state.pinned import Pinned
 from wakeful.state.seal import Sealer
@@ -57,8 +52,6 @@ Transition = Callable[[Checkpoint], Checkpoint]
 # `before`, builds writes to shared keys that land ahead of the transaction (see above).
 Also = Callable[[Checkpoint], list[tuple[Any, ...]]]
 Clock = Callable[[], datetime]
-# The loaded app's transition table: may a task of this workflow move from one stage to another?
-Moves = Callable[[str, str, str], bool]
 
 
 def utcnow() -> datetime:
@@ -123,7 +116,7 @@ class Store:
 
     def _loaded(self, task_id: str, replies: list[Any]) -> tuple[Checkpoint, list[Any]]:
         blob, ctr, marker = replies[:3]
-        _raise_replies(task_id, *replies)
+        checks.raise_replies(task_id, *replies)
         return self._verify(task_id, blob, ctr, marker), replies[3:]
 
     def quarantine_reason(self, task_id: str) -> dict[str, Any] | None:
@@ -151,7 +144,7 @@ class Store:
                     ("SISMEMBER", keys.inbox(task_id), message_id),
                 ]
             )
-            _raise_replies(task_id, *replies)
+            checks.raise_replies(task_id, *replies)
             blob, ctr, seen = replies[2:]
             if blob is not None:
                 if seen:
@@ -163,7 +156,7 @@ class Store:
             replies = pinned.batch(self._write(first, message_id, detail, also))
             if replies[-2] is None:  # EXEC aborted: another creator won the race
                 raise TaskExists(task_id)
-            _check_exec(task_id, replies)
+            checks.check_exec(task_id, replies)
             return Outcome("applied", first, pinned.round_trips)
 
     def transition(
@@ -202,7 +195,7 @@ class Store:
                         ("GET", keys.quarantine(task_id)),
                     ]
                 )
-                _raise_replies(task_id, *replies)
+                checks.raise_replies(task_id, *replies)
                 blob, ctr, held, seen, marker = replies[4:]
                 current = self._verify(task_id, blob, ctr, marker)
                 if seen:
@@ -214,12 +207,12 @@ class Store:
                 if expected_version is not None and current.state_version != expected_version:
                     raise StaleVersion(task_id, expected_version, current.state_version)
                 proposed = fn(current)
-                _guard(current, proposed, restamp, self.moves)
+                checks.guard(current, proposed, restamp, self.moves)
                 new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
                 replies = pinned.batch(self._write(new, message_id, detail, also, before))
                 if replies[-2] is None:
                     continue  # lost the race: re-read and re-validate
-                _check_exec(task_id, replies)
+                checks.check_exec(task_id, replies)
                 return Outcome("applied", new, pinned.round_trips, lost)
         raise Contention(task_id, keys.CAS_RETRIES)
 
@@ -231,34 +224,11 @@ class Store:
     # ---- internals ---------------------------------------------------------------------------
 
     def _verify(self, task_id: str, blob: bytes | None, ctr: Any, marker: bytes | None) -> Checkpoint:
-        if marker is not None:
-            raise TaskQuarantined(task_id, orjson.loads(marker).get("reason", "unknown"))
-        if blob is None:
-            if ctr:
-                self._quarantine(task_id, TamperedState(task_id, "the state is gone but its counter is not"))
-            raise TaskNotFound(task_id)
+        """The verified checkpoint; a failed integrity check quarantines the task, then is raised."""
         try:
-            head, plain = self.sealer.unseal(task_id, blob)
-            counter = _counter(ctr)
-            if counter is None:
-                raise TamperedState(task_id, "the monotonic counter is missing")
-            if head.state_version < counter:
-                raise RollbackDetected(
-                    task_id, f"stored blob is version {head.state_version}, the counter is at {counter}"
-                )
-            if head.state_version != counter:
-                raise TamperedState(
-                    task_id, f"blob version {head.state_version} is ahead of counter {counter}"
-                )
-            try:
-                checkpoint = Checkpoint.decode(plain)
-            except DecodeError as exc:  # gate 3: a schema version no migration knows never resumes
-                raise UnreadableState(task_id, f"{exc.reason}; a person must migrate or discard it") from exc
-            if checkpoint.task_id != task_id or checkpoint.state_version != head.state_version:
-                raise TamperedState(task_id, "the sealed content disagrees with its header")
+            return checks.verified(self.sealer, task_id, blob, ctr, marker)
         except IntegrityError as exc:
             self._quarantine(task_id, exc)
-        return checkpoint
 
     def _quarantine(self, task_id: str, exc: IntegrityError) -> NoReturn:
         self.quarantine(task_id, exc.reason_code, exc.detail)
@@ -305,47 +275,3 @@ def _stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> C
             "updated_at": now,
         }
     )
-
-
-def _guard(old: Checkpoint, new: Checkpoint, restamp: bool, moves: Moves) -> None:
-    """A transition may change the business, execution and external layers, never identity or scope.
-
-    restamp: a declared "migrate" rule may also move the policy and tool-catalog stamps.
-    """
-    if new.task_id != old.task_id or new.security != old.security:
-        raise TamperedState(old.task_id, "a transition tried to change the task id or security scope")
-    fixed: dict[str, Any] = {"state_version": 0}
-    if restamp:
-        fixed |= {"policy": "", "tool_catalog": ""}
-    if new.versions.model_copy(update=fixed) != old.versions.model_copy(update=fixed):
-        raise TamperedState(old.task_id, "a transition tried to change the version stamps")
-    if new.business.workflow != old.business.workflow or not moves(
-        old.business.workflow, old.stage, new.stage
-    ):
-        raise IllegalTransition(old.task_id, old.stage, new.stage)
-
-
-def _counter(ctr: Any) -> int | None:
-    """The last counter entry id "<version>-1" as an int; None when the stream is empty or missing."""
-    if not ctr:
-        return None
-    entry_id = ctr[0][0]
-    return int(entry_id.split(b"-")[0])
-
-
-def _raise_replies(task_id: str, *replies: Any) -> None:
-    for reply in replies:
-        if isinstance(reply, redis.exceptions.NoPermissionError):
-            raise PermissionRefused(f"task {task_id}: Redis refused this role: {reply}")
-        if isinstance(reply, redis.ResponseError):
-            raise reply
-
-
-def _check_exec(task_id: str, replies: list[Any]) -> None:
-    _raise_replies(task_id, *replies[:-2], *replies[-1:])
-    results = replies[-2]
-    for result in results:
-        if isinstance(result, redis.ResponseError):
-            # A write inside EXEC was refused (e.g. the counter would not grow): someone moved the
-            # counter outside a transition. The state written beside it cannot be trusted.
-            raise TamperedState(task_id, f"a write in the transaction was refused: {result}")

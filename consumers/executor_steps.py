@@ -1,0 +1,103 @@
+"""The executor's dealings with a tool, each under an op key so that it happens at most once: the
+call (retried while the tool is unavailable), a step a crash left behind found again by its key,
+and the undo of the steps that succeeded when a workflow compensates.
+
+settled() and compensate() write to the action log under the lease they are given; none of these
+moves the task's stage (the executor does, after).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from wakeful.core.errors import LeaseLost
+from wakeful.core.faults import fault
+from wakeful.core.log import Log
+from wakeful.core.retry import backoff
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
+from wakeful.sdk.app import App
+from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable
+from wakeful.sdk.workflow import Compensate
+from wakeful.state.actions import ActionLog
+from wakeful.state.lease import Lease
+
+
+def call(tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease) -> Mapping[str, Any] | str:
+    """The tool's result, retried with backoff while it is unavailable; or why it failed for good."""
+    last = ""
+    for n in range(1, tool.attempts + 1):
+        try:
+            result: Mapping[str, Any] = attempt()
+            return result
+        except ToolUnavailable as exc:
+            last = str(exc)
+            time.sleep(backoff(n))
+        except ToolRefused as exc:
+            return f"{tool.name} refused: {exc}"
+        except ToolFenced as exc:
+            raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+    where = tool.egress[0] if tool.egress else tool.name
+    return f"{where} unavailable after {tool.attempts} attempts: {last}"
+
+
+def settled(
+    app: App, actions: ActionLog, cp: Checkpoint, ops: dict[bytes, bytes], lease: Lease
+) -> tuple[str, str, dict[str, Any]] | None:
+    """(tool, op key, result) of a step at this stage that already ran, recording an outcome
+    that a crash left unrecorded; None if none did."""
+    for tool in app.tools_at(cp.stage):
+        op = tool.key_for(cp.task_id, cp.business.version)
+        raw = ops.get(op.encode())
+        intent = ActionLogEntry.decode(raw) if raw else None
+        if intent is None or intent.status is ActionStatus.FAILED:
+            continue
+        if intent.status is ActionStatus.SUCCEEDED and intent.result is not None:
+            return tool.name, op, intent.result
+        found = tool.lookup(op)
+        if found is None:
+            continue
+        if intent.status is ActionStatus.IN_FLIGHT:
+            actions.complete(cp.task_id, op, lease.fence, dict(found), intent)
+        return tool.name, op, dict(found)
+    return None
+
+
+def compensate(
+    app: App, actions: ActionLog, cp: Checkpoint, decided: Compensate, lease: Lease, *, log: Log
+) -> tuple[str, dict[str, str]]:
+    """Undo each named tool's succeeded step of this task version, once each. Returns the reason
+    to park the task with (saying what could not be undone, if anything), and the refs that
+    record each undo (`undone:<tool>` -> the op key undone), which the workflow sees after."""
+    failures: list[str] = []
+    undone: dict[str, str] = {}
+    for name in decided.tools:
+        tool = app.tool(name)
+        if tool is None or not tool.reversible:
+            failures.append(f"{name} cannot be undone")
+            continue
+        op = tool.key_for(cp.task_id, cp.business.version)
+        done = actions.lookup(cp.task_id, op)
+        if done is None or done.status is not ActionStatus.SUCCEEDED:
+            continue  # nothing was done, so nothing to undo
+        undo_op = f"UNDO:{op}"
+        args = tool.args.model_validate(done.args or {}, strict=False)
+        begun = actions.begin(cp.task_id, undo_op, lease.fence, lease.token, tool=name, args=done.args)
+        if begun.entry.status is ActionStatus.SUCCEEDED:
+            undone[f"undone:{name}"] = op
+            continue
+        outcome = call(tool, functools.partial(tool.undo, op, args, lease.fence), lease)
+        if isinstance(outcome, str):
+            actions.fail(cp.task_id, undo_op, lease.fence, outcome)
+            failures.append(f"undo of {name} failed: {outcome}")
+            continue
+        fault("executor.after_undo")
+        actions.complete(cp.task_id, undo_op, lease.fence, dict(outcome), begun.entry)
+        undone[f"undone:{name}"] = op
+        log("executor.undone", task_id=cp.task_id, tool=name, op_key=op)
+    names = ", ".join(key.removeprefix("undone:") for key in undone)
+    said = "; ".join(failures) or f"undid {names or 'nothing: nothing had been done'}"
+    return f"{decided.reason} ({said})", undone
