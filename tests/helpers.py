@@ -70,7 +70,7 @@ def race_transitions(task_id: str, owner: str, fence: int, threads: int) -> list
     from wakeful.state.lease import Lease
 
     store = wiring.store_for(Settings.from_env(), "gate")
-    lease = Lease(task_id, owner, fence, 15_000)
+    lease = Lease(task_id, owner, fence, 120_000)  # as the test took it: the store checks the token
     results: list[tuple[bool, int]] = []
 
     def write() -> None:

@@ -68,9 +68,14 @@ def redis_cli(settings: Settings, *args: str, stdin: bytes | None = None) -> str
     return result.stdout.decode()
 
 
+RACE_LEASE_MS = 120_000
+
+
 def test_64_concurrent_writers_lose_no_update(gate_store: Store, leases: Leases) -> None:
     cp = created(gate_store)
-    lease = leases.acquire(cp.task_id)  # 8 processes x 8 threads racing inside one lease
+    # 8 processes x 8 threads racing inside one lease. Its ttl outlasts spawning them on a loaded
+    # machine: a lease that lapsed first would fail every writer, and test nothing of the race.
+    lease = Leases(leases.client, ttl_ms=RACE_LEASE_MS).acquire(cp.task_id)
     with multiprocessing.get_context("spawn").Pool(8) as pool:
         batches = pool.starmap(race_transitions, [(cp.task_id, lease.owner, lease.fence, 8)] * 8)
     results = [r for batch in batches for r in batch]
