@@ -1,11 +1,12 @@
 """The gate: gates 2 to 6 for every Wake, then the event applied to Progress by compare-and-swap.
 
 For each wake: take the task's lease and re-verify the event's signature against the live signer
-registry (one pipelined read that also brings the live authority snapshot); then one transition
-whose function loads nothing itself but sees the verified state and calls the pure
-`gate_rules.decide()`: a closed task takes no more events; policy and tool-catalog compatibility by
-the declared rule; then the workflow decides (authorization, bound versions, approvals and their
-deadlines, all read live). Refusals are recorded on the task and in the sender's receipt.
+registry (`gate_wake.authenticate()`: one pipelined read that also brings the live authority
+snapshot); then one transition whose function loads nothing itself but sees the verified state
+and calls the pure `gate_rules.decide()`: a closed task takes no more events; policy and
+tool-catalog compatibility by the declared rule; then the workflow decides (authorization, bound
+versions, approvals and their deadlines, all read live). Refusals are recorded on the task and
+in the sender's receipt.
 
 What to do after the CAS (register a wait's deadline and correlation id, publish a
 ProposalRequest, write the receipt) is derived from the stored state, so a wake redelivered after
@@ -17,22 +18,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
 from confluent_kafka import Consumer, Message, Producer
 
-from wakeful.authority.store import AuthorityStore, Snapshot, decode_signer
+from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_rules
+from wakeful.consumers.gate_wake import DeadLetter, Wake, authenticate, event_in
 from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import (
     DecodeError,
     IntegrityError,
     KeyringError,
-    LeaseBusy,
     TaskExists,
     TaskNotFound,
     TaskQuarantined,
@@ -55,19 +55,7 @@ from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
 from wakeful.workflow import engine, window
 
-WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
 BACKLOG_ALLOWANCE = timedelta(hours=1)
-
-
-@dataclass(frozen=True)
-class Wake:
-    envelope: Envelope
-    event: SignedEvent | None  # None for a deadline wake
-    principal: str | None
-    auth: Snapshot
-    evidence: dict[str, str]
-    answered: bool = False  # its event has a receipt: it was decided before, whatever the outcome
-    tenant: str = ""  # the signer's tenant, from its registry record ("" for a deadline wake)
 
 
 class _NoWrite(Exception):
@@ -119,8 +107,11 @@ class Gate:
             self._dead(msg, f"malformed wake: {exc.reason}")
             return None
         fault("gate.before_lease")
-        taken = self._authenticate(msg, envelope, sender)
-        if taken is None:
+        taken = authenticate(
+            envelope, sender, self.authority, self.leases, max_age=self.max_age, max_lag=self.max_lag
+        )
+        if isinstance(taken, DeadLetter):
+            self._dead(msg, taken.reason)
             return None
         wake, held = taken
         try:
@@ -133,54 +124,6 @@ class Gate:
         finally:
             self.leases.finish(held)
         return None
-
-    def _authenticate(self, msg: Message, envelope: Envelope, sender: str) -> tuple[Wake, Held] | None:
-        """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
-        only the role that judges that kind of wake may send it. The task's lease is taken in the
-        same round trip as the authority read; the wake comes back with it held."""
-        reason = envelope.payload.get("reason")
-        event: SignedEvent | None = None
-        if WAKE_SENDER.get(str(reason)) not in (None, sender):
-            self._dead(msg, f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
-            return None
-        if reason == "event":
-            try:
-                event = _event_in(envelope)
-            except DecodeError as exc:
-                self._dead(msg, f"wake carries a malformed event: {exc.reason}")
-                return None
-        elif reason != "deadline":  # a deadline wake is trusted only as far as the stored deadline
-            self._dead(msg, f"wake with unknown reason {reason!r}")
-            return None
-        receipt = keys.receipt(event.event_id, envelope.task_id, key_id=event.key_id) if event else None
-        auth, signer, evidence, answered, (taken,) = self.authority.snapshot_with(
-            signer=event.key_id if event else None,
-            evidence=keys.evidence(envelope.task_id),
-            receipt=receipt,
-            first=[self.leases.acquire_command(envelope.task_id)],  # the reads are made under it
-        )
-        try:
-            held = Held(self.leases.granted(envelope.task_id, taken))
-        except LeaseBusy:
-            raise Retry("task lease is held by another worker", after=0.005) from None
-        if event is None:
-            return Wake(envelope, None, None, auth, evidence), held
-        key, kinds = decode_signer(event.key_id, signer) if signer else (None, frozenset[str]())
-        verified = key is not None and key.verify(event)
-        refused = gate_rules.misaddressed(
-            event,
-            envelope,
-            verified,
-            kinds,
-            max_age=self.max_age,
-            max_lag=self.max_lag,
-            now=datetime.now(UTC),
-        )
-        if refused or key is None:
-            self.leases.finish(held)
-            self._dead(msg, refused or "no signer")
-            return None
-        return Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant), held
 
     def _apply(self, wake: Wake, held: Held) -> None:
         env, event, auth = wake.envelope, wake.event, wake.auth
@@ -385,7 +328,7 @@ class Gate:
             return
         try:
             envelope = Envelope.decode(value)
-            event = _event_in(envelope)
+            event = event_in(envelope)
         except DecodeError:
             return  # a deadline wake, or one with no event in it: nobody to tell
         signer = self.authority.signer(event.key_id)
@@ -399,14 +342,6 @@ class Gate:
     def _dead(self, msg: Message, reason: str) -> None:
         assert self.runner is not None
         self.runner.dead_letter(msg, reason)
-
-
-def _event_in(envelope: Envelope) -> SignedEvent:
-    """The signed event a wake carries, as the door received it; DecodeError if it carries none."""
-    text = envelope.payload.get("event")
-    if envelope.payload.get("reason") != "event" or not isinstance(text, str):
-        raise DecodeError("event", b"", "the wake's event is not the signed event's JSON text")
-    return SignedEvent.decode(text.encode())
 
 
 def _receipt_write(
