@@ -4,7 +4,7 @@ A wake is only as good as the signed event inside it, and only the role that jud
 wake may send it. `authenticate()` re-verifies the event against the live signer registry in the
 round trip that takes the task's lease and reads the live authority snapshot, the task's evidence
 and the event's receipt; what it finds comes back as a `Wake` with the lease held, or as the reason
-to dead-letter the message.
+to dead-letter the message. `verified_event()` finds whom to tell when the gate fails on a wake.
 """
 
 from __future__ import annotations
@@ -12,9 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from confluent_kafka import Message
+
 from wakeful.authority.store import AuthorityStore, Snapshot, decode_signer
 from wakeful.consumers import gate_rules
+from wakeful.core import topics
 from wakeful.core.errors import DecodeError, LeaseBusy
+from wakeful.core.provenance import Forged, RoleKeys
 from wakeful.core.retry import Retry
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.state import keys
@@ -59,7 +63,7 @@ def authenticate(
         return DeadLetter(f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
     if reason == "event":
         try:
-            event = event_in(envelope)
+            event = _event_in(envelope)
         except DecodeError as exc:
             return DeadLetter(f"wake carries a malformed event: {exc.reason}")
     elif reason != "deadline":  # a deadline wake is trusted only as far as the stored deadline
@@ -94,7 +98,26 @@ def authenticate(
     return Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant), held
 
 
-def event_in(envelope: Envelope) -> SignedEvent:
+def verified_event(
+    msg: Message, role_keys: RoleKeys, authority: AuthorityStore
+) -> tuple[SignedEvent, str] | None:
+    """The signed event inside a wake message, with the wake's task id, if the wake comes from a
+    role that may send it and the event verifies against the live signer registry; else None."""
+    value = msg.value() or b""
+    if isinstance(role_keys.sender(topics.WAKE, msg.key() or b"", value, msg.headers()), Forged):
+        return None
+    try:
+        envelope = Envelope.decode(value)
+        event = _event_in(envelope)
+    except DecodeError:
+        return None  # a deadline wake, or one with no event in it
+    signer = authority.signer(event.key_id)
+    if signer is None or not signer[0].verify(event):
+        return None
+    return event, envelope.task_id
+
+
+def _event_in(envelope: Envelope) -> SignedEvent:
     """The signed event a wake carries, as the door received it; DecodeError if it carries none."""
     text = envelope.payload.get("event")
     if envelope.payload.get("reason") != "event" or not isinstance(text, str):
