@@ -29,6 +29,8 @@ WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the w
 
 @dataclass(frozen=True)
 class Wake:
+    """A wake that passed authentication, with what was read live in the round trip that did it."""
+
     envelope: Envelope
     event: SignedEvent | None  # None for a deadline wake
     principal: str | None
@@ -56,7 +58,8 @@ def authenticate(
 ) -> tuple[Wake, Held] | DeadLetter:
     """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
     only the role that judges that kind of wake may send it. The task's lease is taken in the
-    same round trip as the authority read; the wake comes back with it held."""
+    same round trip as the authority read; the wake comes back with it held, a wake that fails as
+    a `DeadLetter` with the lease given back."""
     reason = envelope.payload.get("reason")
     event: SignedEvent | None = None
     if WAKE_SENDER.get(str(reason)) not in (None, sender):
