@@ -1,38 +1,37 @@
 """The gate: gates 2 to 6 for every Wake, then the event applied to Progress by compare-and-swap.
 
 For each wake: take the task's lease and re-verify the event's signature against the live signer
-registry (one pipelined read that also brings the live authority snapshot); then one transition
-whose function loads nothing itself but sees the verified state and calls the pure
-`gate_rules.decide()`: a closed task takes no more events; policy and tool-catalog compatibility by
-the declared rule; then the workflow decides (authorization, bound versions, approvals and their
-deadlines, all read live). Refusals are recorded on the task and in the sender's receipt.
+registry (`gate_wake.authenticate()`: one pipelined read that also brings the live authority
+snapshot); then one transition whose function loads nothing itself but sees the verified state
+and calls the pure `gate_rules.decide()`: a closed task takes no more events; policy and
+tool-catalog compatibility by the declared rule; then the workflow decides (authorization, bound
+versions, approvals and their deadlines, all read live). Refusals are recorded on the task and
+in the sender's receipt.
 
 What to do after the CAS (register a wait's deadline and correlation id, publish a
-ProposalRequest, write the receipt) is derived from the stored state, so a wake redelivered after
-a crash between the CAS and these steps does them again; everything downstream dedupes. The
-lease goes back in the round trip that writes those follow-ups (D38).
+ProposalRequest, write the receipt) is derived from the stored state and written by
+`gate_writes.FollowUps`, so a wake redelivered after a crash between the CAS and these steps does
+them again.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
 from confluent_kafka import Consumer, Message, Producer
 
-from wakeful.authority.store import AuthorityStore, Snapshot, decode_signer
-from wakeful.consumers import gate_rules
+from wakeful.authority.store import AuthorityStore
+from wakeful.consumers import gate_rules, gate_writes
+from wakeful.consumers.gate_wake import DeadLetter, Wake, authenticate, verified_event
 from wakeful.consumers.runner import Runner, consumer_config, make_producer
 from wakeful.core import topics
 from wakeful.core.errors import (
     DecodeError,
     IntegrityError,
     KeyringError,
-    LeaseBusy,
     TaskExists,
     TaskNotFound,
     TaskQuarantined,
@@ -43,9 +42,8 @@ from wakeful.core.provenance import Forged, RoleKeys, load_keys
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
-from wakeful.schemas import receipt as receipts
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import WORKFLOW_FIELD, Refuse, Start
@@ -53,21 +51,9 @@ from wakeful.state import keys, wiring
 from wakeful.state.lease import Held, Leases
 from wakeful.state.pinned import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import engine, window
+from wakeful.workflow import engine
 
-WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
 BACKLOG_ALLOWANCE = timedelta(hours=1)
-
-
-@dataclass(frozen=True)
-class Wake:
-    envelope: Envelope
-    event: SignedEvent | None  # None for a deadline wake
-    principal: str | None
-    auth: Snapshot
-    evidence: dict[str, str]
-    answered: bool = False  # its event has a receipt: it was decided before, whatever the outcome
-    tenant: str = ""  # the signer's tenant, from its registry record ("" for a deadline wake)
 
 
 class _NoWrite(Exception):
@@ -106,6 +92,7 @@ class Gate:
         self.leases = leases
         self.producer = producer
         self.log = log
+        self.writes = gate_writes.FollowUps(self.client, leases, producer, app, log)
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
@@ -119,8 +106,11 @@ class Gate:
             self._dead(msg, f"malformed wake: {exc.reason}")
             return None
         fault("gate.before_lease")
-        taken = self._authenticate(msg, envelope, sender)
-        if taken is None:
+        taken = authenticate(
+            envelope, sender, self.authority, self.leases, max_age=self.max_age, max_lag=self.max_lag
+        )
+        if isinstance(taken, DeadLetter):
+            self._dead(msg, taken.reason)
             return None
         wake, held = taken
         try:
@@ -133,54 +123,6 @@ class Gate:
         finally:
             self.leases.finish(held)
         return None
-
-    def _authenticate(self, msg: Message, envelope: Envelope, sender: str) -> tuple[Wake, Held] | None:
-        """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
-        only the role that judges that kind of wake may send it. The task's lease is taken in the
-        same round trip as the authority read; the wake comes back with it held."""
-        reason = envelope.payload.get("reason")
-        event: SignedEvent | None = None
-        if WAKE_SENDER.get(str(reason)) not in (None, sender):
-            self._dead(msg, f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
-            return None
-        if reason == "event":
-            try:
-                event = _event_in(envelope)
-            except DecodeError as exc:
-                self._dead(msg, f"wake carries a malformed event: {exc.reason}")
-                return None
-        elif reason != "deadline":  # a deadline wake is trusted only as far as the stored deadline
-            self._dead(msg, f"wake with unknown reason {reason!r}")
-            return None
-        receipt = keys.receipt(event.event_id, envelope.task_id, key_id=event.key_id) if event else None
-        auth, signer, evidence, answered, (taken,) = self.authority.snapshot_with(
-            signer=event.key_id if event else None,
-            evidence=keys.evidence(envelope.task_id),
-            receipt=receipt,
-            first=[self.leases.acquire_command(envelope.task_id)],  # the reads are made under it
-        )
-        try:
-            held = Held(self.leases.granted(envelope.task_id, taken))
-        except LeaseBusy:
-            raise Retry("task lease is held by another worker", after=0.005) from None
-        if event is None:
-            return Wake(envelope, None, None, auth, evidence), held
-        key, kinds = decode_signer(event.key_id, signer) if signer else (None, frozenset[str]())
-        verified = key is not None and key.verify(event)
-        refused = gate_rules.misaddressed(
-            event,
-            envelope,
-            verified,
-            kinds,
-            max_age=self.max_age,
-            max_lag=self.max_lag,
-            now=datetime.now(UTC),
-        )
-        if refused or key is None:
-            self.leases.finish(held)
-            self._dead(msg, refused or "no signer")
-            return None
-        return Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant), held
 
     def _apply(self, wake: Wake, held: Held) -> None:
         env, event, auth = wake.envelope, wake.event, wake.auth
@@ -215,42 +157,37 @@ class Gate:
             return decided.checkpoint
 
         def receipt(new: Checkpoint) -> list[tuple[Any, ...]]:
-            """The sender's receipt and any evidence the event attached, written in the same
-            transaction as the change they belong to."""
-            writes = _evidence_writes(new.task_id, evidence)
-            if event is None:
-                return writes
-            if refusal:
-                return [*writes, _receipt_write(event, "rejected", refusal[0], new)]
-            return [*writes, _receipt_write(event, "accepted", f"task is {new.stage}", new)]
+            return gate_writes.change_writes(event, evidence, refusal[0] if refusal else None, new)
 
         try:
             outcome = self.store.transition(
                 env.task_id,
                 None,
-                _identity(wake),
+                gate_writes.identity(wake),
                 decide,
                 lease=held.lease,
-                detail=_detail(event),
+                detail=gate_writes.event_detail(event),
                 restamp=True,
                 also=receipt,
             )
             cp = outcome.checkpoint
             if outcome.status == "duplicate":  # applied before a crash: redo only what follows the CAS
-                self._finish(None, "", "", cp.task_id, cp, held=held)
-                return self._follow_up(cp, wake)
+                self.writes.finish(None, "", "", cp.task_id, cp, held=held)
+                return self.writes.follow_up(cp, wake)
         except _NoWrite as nothing:
             cp = nothing.checkpoint
             if nothing.rejected is not None:  # refused: tell the sender at once, change nothing
-                return self._finish(event, "rejected", nothing.rejected, cp.task_id, None, held=held)
+                return self.writes.finish(event, "rejected", nothing.rejected, cp.task_id, None, held=held)
         except TaskNotFound:
-            return self._finish(event, "rejected", f"no task {env.task_id}", env.task_id, None, held=held)
+            return self.writes.finish(
+                event, "rejected", f"no task {env.task_id}", env.task_id, None, held=held
+            )
         except (TaskQuarantined, IntegrityError) as exc:
-            return self._finish(event, "rejected", str(exc), env.task_id, None, held=held)
+            return self.writes.finish(event, "rejected", str(exc), env.task_id, None, held=held)
         except _Incompatible as exc:
             self.store.quarantine(env.task_id, "incompatible", exc.detail)
             self.log("gate.quarantined", task_id=env.task_id, detail=exc.detail)
-            return self._finish(
+            return self.writes.finish(
                 event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None, held=held
             )
         except (KeyringError, DecodeError) as exc:
@@ -265,13 +202,13 @@ class Gate:
                 self.log(
                     "gate.receipt", task_id=cp.task_id, event_id=event.event_id, status=status, reason=reason
                 )
-            self._finish(None, "", "", cp.task_id, cp, held=held)
+            self.writes.finish(None, "", "", cp.task_id, cp, held=held)
             # Even after a refusal: the change bumped state_version, so a proposal already in flight
             # is stale now and a ready task needs a fresh request.
-            return self._follow_up(cp, wake)
+            return self.writes.follow_up(cp, wake)
         # "run" on a ready task, or a deadline not due: nothing was written
-        self._finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp, held=held)
-        return self._follow_up(cp, wake)
+        self.writes.finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp, held=held)
+        return self.writes.follow_up(cp, wake)
 
     def _decided_before(self, wake: Wake, held: Held) -> None:
         """A wake whose event has a receipt was decided before: a redelivery, or a replay of the
@@ -287,8 +224,8 @@ class Gate:
         self.log(
             "gate.decided_before", task_id=cp.task_id, event_id=wake.event.event_id if wake.event else None
         )
-        self._finish(None, "", "", cp.task_id, cp, held=held)
-        return self._follow_up(cp, wake)
+        self.writes.finish(None, "", "", cp.task_id, cp, held=held)
+        return self.writes.follow_up(cp, wake)
 
     def _started(self, task_id: str) -> frozenset[str]:
         """Op keys whose effect has started (an intent that did not fail): money may have moved.
@@ -306,142 +243,46 @@ class Gate:
         start = Start(task_id, wake.principal, wake.tenant, fields, wake.auth, now)
         decided = engine.create(self.app, str(workflow), start)
         if isinstance(decided, Refuse):
-            return self._finish(event, "rejected", decided.reason, task_id, None, held=held)
-        stored, evidence = wake, _evidence_fields(task_id, decided.evidence)
+            return self.writes.finish(event, "rejected", decided.reason, task_id, None, held=held)
+        stored, evidence = wake, gate_writes.evidence_fields(task_id, decided.evidence)
         if evidence:
             wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence, tenant=wake.tenant)
 
         def also(new: Checkpoint) -> list[tuple[Any, ...]]:
-            """The evidence and the receipt, in the transaction that creates the task: a create that
-            loses (the task exists) writes neither."""
-            writes = _evidence_writes(task_id, decided.evidence)
-            return [*writes, _receipt_write(event, "accepted", f"task is {new.stage}", new)]
+            return gate_writes.create_writes(event, task_id, decided.evidence, new)
 
         try:
-            created = self.store.create(decided.checkpoint, _identity(wake), _detail(event), also=also)
+            created = self.store.create(
+                decided.checkpoint, gate_writes.identity(wake), gate_writes.event_detail(event), also=also
+            )
         except TaskExists:
-            return self._finish(event, "rejected", f"task {task_id} already exists", task_id, None, held=held)
+            return self.writes.finish(
+                event, "rejected", f"task {task_id} already exists", task_id, None, held=held
+            )
         cp = created.checkpoint
         if created.status == "duplicate":  # applied before: follow up on the stored evidence, not this copy's
-            self._finish(None, "", "", task_id, cp, held=held)
-            return self._follow_up(cp, stored)
+            self.writes.finish(None, "", "", task_id, cp, held=held)
+            return self.writes.follow_up(cp, stored)
         fault("gate.after_cas")
         self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status="accepted", stage=cp.stage)
-        self._finish(None, "", "", task_id, cp, held=held)
-        return self._follow_up(cp, wake)
-
-    def _finish(
-        self,
-        event: SignedEvent | None,
-        status: str,
-        reason: str,
-        task_id: str,
-        cp: Checkpoint | None,
-        *,
-        held: Held,
-    ) -> None:
-        """One round trip: the wait's deadline and correlation id, (for an outcome that wrote
-        nothing to the task) the sender's receipt, and the task's lease given back. Everything
-        here follows from the stored state, so none of it needs the lease held."""
-        pipe = self.client.pipeline(transaction=False)
-        for wait in cp.execution.pending_waits if cp else ():
-            due_ms = int(wait.deadline.timestamp() * 1000)
-            pipe.zadd(keys.DEADLINES, {f"{task_id}|{due_ms}": due_ms})
-            pipe.set(keys.corr(wait.correlation_id), task_id)
-        if event is not None:
-            _, key, doc, _, ttl = _receipt_write(event, status, reason, cp, task_id)
-            pipe.set(key, doc, ex=ttl)
-            self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status=status, reason=reason)
-        pipe.execute_command(*self.leases.release_command(held))  # type: ignore[no-untyped-call]
-        replies = pipe.execute(raise_on_error=False)
-        held.sent()
-        for reply in replies:
-            if isinstance(reply, redis.RedisError):
-                raise reply
-
-    def _follow_up(self, cp: Checkpoint, wake: Wake) -> None:
-        """A task at a stage that offers a tool, and waits for nothing, gets one proposal request."""
-        if cp.execution.pending_waits or not self.app.tools_at(cp.stage):
-            return
-        event = wake.event
-        recent = [f"{event.kind} by key {event.key_id} at {event.issued_at.isoformat()}"] if event else []
-        body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=[])
-        request = Envelope(
-            message_id=events.request_id(cp.task_id, cp.state_version),
-            task_id=cp.task_id,
-            task_version=cp.state_version,
-            kind="proposal.request",
-            created_at=datetime.now(UTC),
-            trace_id=event.event_id if event else cp.task_id,
-            payload={"window": body, "tenant": cp.security.tenant},  # whose token budget it spends
-        )
-        self.producer.produce(topics.PROPOSALS_REQUEST, key=cp.task_id.encode(), value=request.encode())
+        self.writes.finish(None, "", "", task_id, cp, held=held)
+        return self.writes.follow_up(cp, wake)
 
     def poisoned(self, msg: Message, reason: str) -> None:
         """The runner dead-lettered msg after the gate failed on it: the sender of the verified
         event inside hears it was rejected, instead of waiting for a receipt that never comes."""
-        value = msg.value() or b""
-        if isinstance(self.role_keys.sender(topics.WAKE, msg.key() or b"", value, msg.headers()), Forged):
-            return
-        try:
-            envelope = Envelope.decode(value)
-            event = _event_in(envelope)
-        except DecodeError:
-            return  # a deadline wake, or one with no event in it: nobody to tell
-        signer = self.authority.signer(event.key_id)
-        if signer is None or not signer[0].verify(event):
-            return
-        _, name, doc, _, ttl = _receipt_write(
-            event, "rejected", f"the gate could not apply this event: {reason}", None, envelope.task_id
+        found = verified_event(msg, self.role_keys, self.authority)
+        if found is None:
+            return  # a forged wake, a deadline wake, or one with no verified event in it: nobody to tell
+        event, task_id = found
+        _, name, doc, _, ttl = gate_writes.receipt_write(
+            event, "rejected", f"the gate could not apply this event: {reason}", None, task_id
         )
         self.client.set(name, doc, ex=ttl, nx=True)  # an outcome already written stands
 
     def _dead(self, msg: Message, reason: str) -> None:
         assert self.runner is not None
         self.runner.dead_letter(msg, reason)
-
-
-def _event_in(envelope: Envelope) -> SignedEvent:
-    """The signed event a wake carries, as the door received it; DecodeError if it carries none."""
-    text = envelope.payload.get("event")
-    if envelope.payload.get("reason") != "event" or not isinstance(text, str):
-        raise DecodeError("event", b"", "the wake's event is not the signed event's JSON text")
-    return SignedEvent.decode(text.encode())
-
-
-def _receipt_write(
-    event: SignedEvent, status: str, reason: str, cp: Checkpoint | None, task_id: str | None = None
-) -> tuple[str, str, bytes, str, int]:
-    """SET command for the receipt of `event`, in its task's slot."""
-    task = cp.task_id if cp is not None else task_id or ""
-    more: dict[str, Any] = {}
-    if cp is not None:
-        more = {"stage": cp.stage, "version": cp.business.version, "state_version": cp.state_version}
-    doc = receipts.encode(status, reason, task, "gate", **more)
-    return ("SET", keys.receipt(event.event_id, task, key_id=event.key_id), doc, "EX", keys.RECEIPT_TTL_S)
-
-
-def _evidence_fields(task_id: str, documents: Mapping[str, str]) -> dict[str, str]:
-    """Evidence documents as the task's evidence hash holds them: field `evidence:<task>:<name>`."""
-    return {f"evidence:{task_id}:{name}": text for name, text in documents.items()}
-
-
-def _evidence_writes(task_id: str, documents: Mapping[str, str]) -> list[tuple[Any, ...]]:
-    fields = _evidence_fields(task_id, documents)
-    return [("HSET", keys.evidence(task_id), *kv) for kv in fields.items()]
-
-
-def _identity(wake: Wake) -> str:
-    """The task inbox member for this wake, derived from what was verified, never from the wake's
-    own message id (anyone who can write to wakeful.wake chooses that): a signed event is (key id,
-    event id); a deadline is the runtime's own id for the task and due time it names."""
-    if wake.event is not None:
-        return keys.event_identity(wake.event.key_id, wake.event.event_id)
-    return keys.runtime_id("deadline", wake.envelope.task_id, str(wake.envelope.payload.get("due_ms")))
-
-
-def _detail(event: SignedEvent | None) -> dict[str, Any]:
-    return {"event": event.kind if event else "deadline"}
 
 
 def main(settings: Settings, stop: threading.Event) -> None:

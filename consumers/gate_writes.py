@@ -1,0 +1,147 @@
+"""What the gate writes beside the checkpoint: receipts, evidence, and what follows a decision.
+
+The sender's receipt and any evidence the event attached go in the transaction of the change they
+belong to (`change_writes`, `create_writes`). What to do after the CAS (register a wait's
+deadline and correlation id, publish a ProposalRequest, write the receipt) is derived from the
+stored state, so a wake redelivered after a crash between the CAS and these steps does them again;
+everything downstream dedupes. The lease goes back in the round trip that writes those follow-ups
+(D38).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from confluent_kafka import Producer
+
+from wakeful.consumers.gate_wake import Wake
+from wakeful.core import topics
+from wakeful.core.log import Log
+from wakeful.schemas import events
+from wakeful.schemas import receipt as receipts
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.sdk.app import App
+from wakeful.state import keys
+from wakeful.state.lease import Held, Leases
+from wakeful.workflow import window
+
+
+class FollowUps:
+    """The writes that follow a decision: one round trip for the waits, the receipt of an outcome
+    that wrote nothing and the lease given back; then the task's proposal request."""
+
+    def __init__(self, client: redis.Redis, leases: Leases, producer: Producer, app: App, log: Log) -> None:
+        self.client = client
+        self.leases = leases
+        self.producer = producer
+        self.app = app
+        self.log = log
+
+    def finish(
+        self,
+        event: SignedEvent | None,
+        status: str,
+        reason: str,
+        task_id: str,
+        cp: Checkpoint | None,
+        *,
+        held: Held,
+    ) -> None:
+        """One round trip: the wait's deadline and correlation id, (for an outcome that wrote
+        nothing to the task) the sender's receipt, and the task's lease given back. Everything
+        here follows from the stored state, so none of it needs the lease held."""
+        pipe = self.client.pipeline(transaction=False)
+        for wait in cp.execution.pending_waits if cp else ():
+            due_ms = int(wait.deadline.timestamp() * 1000)
+            pipe.zadd(keys.DEADLINES, {f"{task_id}|{due_ms}": due_ms})
+            pipe.set(keys.corr(wait.correlation_id), task_id)
+        if event is not None:
+            _, key, doc, _, ttl = receipt_write(event, status, reason, cp, task_id)
+            pipe.set(key, doc, ex=ttl)
+            self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status=status, reason=reason)
+        pipe.execute_command(*self.leases.release_command(held))  # type: ignore[no-untyped-call]
+        replies = pipe.execute(raise_on_error=False)
+        held.sent()
+        for reply in replies:
+            if isinstance(reply, redis.RedisError):
+                raise reply
+
+    def follow_up(self, cp: Checkpoint, wake: Wake) -> None:
+        """A task at a stage that offers a tool, and waits for nothing, gets one proposal request."""
+        if cp.execution.pending_waits or not self.app.tools_at(cp.stage):
+            return
+        event = wake.event
+        recent = [f"{event.kind} by key {event.key_id} at {event.issued_at.isoformat()}"] if event else []
+        body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=[])
+        request = Envelope(
+            message_id=events.request_id(cp.task_id, cp.state_version),
+            task_id=cp.task_id,
+            task_version=cp.state_version,
+            kind="proposal.request",
+            created_at=datetime.now(UTC),
+            trace_id=event.event_id if event else cp.task_id,
+            payload={"window": body, "tenant": cp.security.tenant},  # whose token budget it spends
+        )
+        self.producer.produce(topics.PROPOSALS_REQUEST, key=cp.task_id.encode(), value=request.encode())
+
+
+def receipt_write(
+    event: SignedEvent, status: str, reason: str, cp: Checkpoint | None, task_id: str | None = None
+) -> tuple[str, str, bytes, str, int]:
+    """SET command for the receipt of `event`, in its task's slot."""
+    task = cp.task_id if cp is not None else task_id or ""
+    more: dict[str, Any] = {}
+    if cp is not None:
+        more = {"stage": cp.stage, "version": cp.business.version, "state_version": cp.state_version}
+    doc = receipts.encode(status, reason, task, "gate", **more)
+    return ("SET", keys.receipt(event.event_id, task, key_id=event.key_id), doc, "EX", keys.RECEIPT_TTL_S)
+
+
+def change_writes(
+    event: SignedEvent | None, evidence: Mapping[str, str], refusal: str | None, new: Checkpoint
+) -> list[tuple[Any, ...]]:
+    """The sender's receipt and any evidence the event attached, written in the same transaction
+    as the change they belong to: a refusal that parks the task is the receipt's reason."""
+    writes = _evidence_writes(new.task_id, evidence)
+    if event is None:
+        return writes
+    if refusal is not None:
+        return [*writes, receipt_write(event, "rejected", refusal, new)]
+    return [*writes, receipt_write(event, "accepted", f"task is {new.stage}", new)]
+
+
+def create_writes(
+    event: SignedEvent, task_id: str, evidence: Mapping[str, str], new: Checkpoint
+) -> list[tuple[Any, ...]]:
+    """The evidence and the receipt, in the transaction that creates the task: a create that loses
+    (the task exists) writes neither."""
+    writes = _evidence_writes(task_id, evidence)
+    return [*writes, receipt_write(event, "accepted", f"task is {new.stage}", new)]
+
+
+def evidence_fields(task_id: str, documents: Mapping[str, str]) -> dict[str, str]:
+    """Evidence documents as the task's evidence hash holds them: field `evidence:<task>:<name>`."""
+    return {f"evidence:{task_id}:{name}": text for name, text in documents.items()}
+
+
+def _evidence_writes(task_id: str, documents: Mapping[str, str]) -> list[tuple[Any, ...]]:
+    fields = evidence_fields(task_id, documents)
+    return [("HSET", keys.evidence(task_id), *kv) for kv in fields.items()]
+
+
+def identity(wake: Wake) -> str:
+    """The task inbox member for this wake, derived from what was verified, never from the wake's
+    own message id (anyone who can write to wakeful.wake chooses that): a signed event is (key id,
+    event id); a deadline is the runtime's own id for the task and due time it names."""
+    if wake.event is not None:
+        return keys.event_identity(wake.event.key_id, wake.event.event_id)
+    return keys.runtime_id("deadline", wake.envelope.task_id, str(wake.envelope.payload.get("due_ms")))
+
+
+def event_detail(event: SignedEvent | None) -> dict[str, Any]:
+    """The outbox record's detail for a change: the kind of event that made it, or "deadline"."""
+    return {"event": event.kind if event else "deadline"}
