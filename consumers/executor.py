@@ -28,7 +28,8 @@ from pydantic import ValidationError
 from wakeful.authority.store import SNAPSHOT_READS, Snapshot, snapshot_from
 from wakeful.consumers import executor_steps
 from wakeful.consumers.models import Proposal
-from wakeful.consumers.runner import Runner, consumer_config, make_producer
+from wakeful.consumers.producing import make_producer
+from wakeful.consumers.runner import Runner, consumer_config
 from wakeful.core import topics
 from wakeful.core.errors import (
     DecodeError,

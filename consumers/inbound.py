@@ -19,7 +19,8 @@ import redis
 from confluent_kafka import Consumer, Message, Producer
 
 from wakeful.authority.store import decode_signer
-from wakeful.consumers.runner import Runner, consumer_config, make_producer
+from wakeful.consumers.producing import make_producer
+from wakeful.consumers.runner import Runner, consumer_config
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.faults import fault

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from wakeful.consumers.models import Model, Proposal, make_model
 from wakeful.consumers.overlap import OverlapRunner
-from wakeful.consumers.runner import Runner, consumer_config, make_producer
+from wakeful.consumers.producing import make_producer
+from wakeful.consumers.runner import Runner, consumer_config
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log

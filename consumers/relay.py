@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import orjson
 from confluent_kafka import KafkaError, Message, Producer
 
-from wakeful.consumers.runner import producer_config
+from wakeful.consumers.producing import producer_config
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log

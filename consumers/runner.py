@@ -16,7 +16,6 @@ it could never succeed, and waiting on it would stop every partition (docs/decis
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import gc
 import hashlib
@@ -30,14 +29,21 @@ from typing import Any
 
 import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]  # re-exported, not in __all__
 
+from wakeful.consumers.producing import (
+    DEAD_LETTER_MAX_BYTES,
+    KEY_MAX_BYTES,
+    DeliveryCallback,
+    DeliveryFailures,
+    Refusal,
+    RunnerProducer,
+    describe,
+    handling,
+)
 from wakeful.core import kafka_auth, topics
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseLost, Stopping
 from wakeful.core.faults import fault
-from wakeful.core.kafka_rights import RIGHTS, Rights
-from wakeful.core.log import Log, librdkafka_config, librdkafka_consumer_config
-from wakeful.core.provenance import SENDERS, SIGNING_ROLES, RoleSigner, load_signer
+from wakeful.core.log import Log, librdkafka_consumer_config
 from wakeful.core.retry import TRANSIENT_IO, Retry, Verdict, backoff, classify, kafka_error
 from wakeful.core.settings import Settings
 from wakeful.schemas.base import cut
@@ -45,7 +51,6 @@ from wakeful.schemas.logs import DeadLetter
 from wakeful.state.acl import CountingConnection
 
 Handler = Callable[[Message], None]
-DeliveryCallback = Callable[[KafkaError | None, Message], None]
 # LeaseLost and Contention are transient too: the next attempt re-takes the lease and re-reads the
 # state. So are a Redis that is loading, read-only (failing over), out of memory or busy.
 TRANSIENT = (
@@ -59,15 +64,6 @@ TRANSIENT = (
     *TRANSIENT_IO,
 )
 
-# A dead letter's encoded value stays under this, whatever Kafka would take: every input a role
-# reads on purpose is far smaller (an event is at most 64 KiB), and wakeful.dlq keeps letters
-# forever, so a stranger's megabyte is kept as a digest rather than copied whole.
-DEAD_LETTER_MAX_BYTES = 256 * 1024
-# What Kafka adds around a value (batch header, record framing, a key of up to KEY_MAX_BYTES):
-# a limit counts the whole batch, so a letter must leave room for it.
-FRAMING_BYTES = 1024
-KEY_MAX_BYTES = 256
-LIBRDKAFKA_MESSAGE_MAX = 1_000_000  # librdkafka's default message.max.bytes and batch.size
 FLUSH_STEP_S = 1.0
 REASON_LOG_CHARS = 500  # of a dead letter's reason in the role's log
 CLASSIC_SESSION_S = 30  # a classic group's member session (below)
@@ -116,153 +112,6 @@ def _membership(settings: Settings, group: str) -> dict[str, Any]:
         "session.timeout.ms": CLASSIC_SESSION_S * 1000,
         "heartbeat.interval.ms": 1_000,
     }
-
-
-def producer_config(settings: Settings, role: str) -> dict[str, Any]:
-    """A producer logged in as `role`'s principal, which may write only the role's output topics."""
-    return (
-        kafka_auth.client_config(settings, role)
-        | {
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 1,
-            # The Java client's key hashing, so every producer (any client) puts a task on one partition.
-            "partitioner": "murmur2_random",
-        }
-        | librdkafka_config()
-    )
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """One produce that Kafka finally refused, what to do about it, and the input it came from."""
-
-    error: KafkaError
-    verdict: Verdict
-    topic: str  # where the refused output was going
-    source: Message | None = None  # the input being handled when it was produced, if known
-
-
-class DeliveryFailures:
-    """Collects produce requests the broker finally refused (after librdkafka's own retries).
-
-    flush() returning 0 only means nothing is queued any more, failed messages included; a batch
-    whose output was not all delivered must not have its offsets stored.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._refusals: list[Refusal] = []
-
-    def record(self, err: KafkaError | None, msg: Message) -> None:
-        """The producer-wide delivery callback: output whose input is not known."""
-        if err is not None:
-            self.add(Refusal(err, classify(err), msg.topic() or ""))
-
-    def recorder(self, source: Message) -> DeliveryCallback:
-        """A delivery callback for output produced while handling `source`."""
-
-        def record(err: KafkaError | None, msg: Message) -> None:
-            if err is not None:
-                self.add(Refusal(err, classify(err), msg.topic() or "", source))
-
-        return record
-
-    def add(self, refusal: Refusal) -> None:
-        with self._lock:
-            self._refusals.append(refusal)
-
-    def drain(self) -> list[Refusal]:
-        with self._lock:
-            refusals, self._refusals = self._refusals, []
-            return refusals
-
-    def take(self) -> int:
-        """How many were refused since the last call."""
-        return len(self.drain())
-
-
-# The input message the current thread is handling: its output is tied to it (RunnerProducer).
-_handling = threading.local()
-
-
-class RunnerProducer(Producer):
-    """The producer a role's handlers share. Output produced while a handler runs is tied to the
-    input being handled, so that a refusal that can never pass dead-letters that input instead of
-    making the batch run again forever. Knows how large a dead letter may be."""
-
-    def __init__(self, config: dict[str, Any], failures: DeliveryFailures, dead_letter_bytes: int) -> None:
-        super().__init__(config)
-        self.failures = failures
-        self.dead_letter_bytes = dead_letter_bytes
-        # The role's own key: everything it sends to another role carries its signature.
-        self.signer: RoleSigner | None = None
-
-    def produce(  # noqa: PLR0917  # Producer.produce's own signature, positional arguments and all
-        self,
-        topic: str,
-        value: str | bytes | None = None,
-        key: str | bytes | None = None,
-        partition: int = -1,
-        callback: DeliveryCallback | None = None,
-        on_delivery: DeliveryCallback | None = None,
-        timestamp: int = 0,
-        headers: Any = None,
-    ) -> None:
-        source: Message | None = getattr(_handling, "message", None)
-        if source is not None and callback is None and on_delivery is None:
-            on_delivery = self.failures.recorder(source)
-        report = on_delivery or callback
-        if headers is None and self.signer is not None and topic in SENDERS:
-            headers = self.signer.headers(topic, _bytes(key), _bytes(value))
-        extra: dict[str, Any] = {"headers": headers} if headers is not None else {}
-        if report is not None:
-            extra["on_delivery"] = report
-        super().produce(topic, value, key, partition=partition, timestamp=timestamp, **extra)
-
-
-def _bytes(data: str | bytes | None) -> bytes:
-    return data.encode() if isinstance(data, str) else data or b""
-
-
-def make_producer(settings: Settings, role: str) -> tuple[RunnerProducer, DeliveryFailures]:
-    failures = DeliveryFailures()
-    # The role's own key before any round trip to the broker: a missing one stops it at once.
-    signer = load_signer(settings, role) if role in SIGNING_ROLES else None
-    config = producer_config(settings, role) | {
-        "on_delivery": failures.record,
-        "delivery.report.only.error": True,
-    }
-    limits = [
-        DEAD_LETTER_MAX_BYTES,
-        int(config.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX)) - FRAMING_BYTES,
-    ]
-    # Only a role that dead-letters may read the dlq's limit (core/kafka_rights.py); asking without
-    # the right would only be refused.
-    reads_limit = topics.DLQ in RIGHTS.get(role, Rights()).reads_config
-    topic_limit = topic_max_message_bytes(settings, role, topics.DLQ) if reads_limit else None
-    if topic_limit is not None:
-        limits.append(topic_limit - FRAMING_BYTES)
-        # The broker's limit counts a whole batch: letters batched together must stay under it too.
-        config["batch.size"] = max(1, min(topic_limit, int(config.get("batch.size", LIBRDKAFKA_MESSAGE_MAX))))
-    producer = RunnerProducer(config, failures, min(limits))
-    producer.signer = signer  # what it sends to another role carries its signature
-    return producer, failures
-
-
-def topic_max_message_bytes(settings: Settings, role: str, topic: str, timeout: float = 10.0) -> int | None:
-    """The topic's max.message.bytes (the broker's message.max.bytes unless the topic overrides
-    it), read as `role` (which needs DescribeConfigs on it), or None if it cannot be read: dead
-    letters then stay under DEAD_LETTER_MAX_BYTES, far below any default."""
-    admin = AdminClient(kafka_auth.client_config(settings, role) | librdkafka_config())
-    try:
-        futures = admin.describe_configs([ConfigResource("topic", topic)], request_timeout=timeout)
-        entries = next(iter(futures.values())).result(timeout)
-        return int(entries["max.message.bytes"].value)
-    except (KafkaException, KeyError, ValueError, TypeError, concurrent.futures.TimeoutError):
-        return None
-    finally:
-        admin.poll(0)  # an AdminClient's log lines are written only when it is polled
 
 
 @dataclass
@@ -398,15 +247,15 @@ class Runner:
             condemned: dict[tuple[str, int, int], tuple[Message, str]] = {}
             for r in refusals:
                 if r.verdict is Verdict.FATAL:
-                    raise KafkaClientFailed(self.role, _describe(r.error))
+                    raise KafkaClientFailed(self.role, describe(r.error))
                 if r.verdict is Verdict.PERMANENT and r.source is not None:
-                    why = f"Kafka refused this message's output to {r.topic} for good: {_describe(r.error)}"
+                    why = f"Kafka refused this message's output to {r.topic} for good: {describe(r.error)}"
                     condemned.setdefault(_where(r.source), (r.source, why))
                 elif r.verdict is Verdict.PERMANENT:  # no input to blame, and nothing a redo can fix
-                    self.log("runner.output_refused", error=_describe(r.error), topic=r.topic)
+                    self.log("runner.output_refused", error=describe(r.error), topic=r.topic)
             transient = [r for r in refusals if r.verdict is Verdict.TRANSIENT]
             if transient:  # the redo meets any permanent refusal again, and dead-letters it then
-                self.log("runner.redo_batch", failed=len(transient), error=_describe(transient[-1].error))
+                self.log("runner.redo_batch", failed=len(transient), error=describe(transient[-1].error))
                 return False
             if not condemned:
                 return True
@@ -455,7 +304,7 @@ class Runner:
                     poison = (
                         f"{self.role} failed on this message: {exc!r}"
                         if err is None
-                        else f"Kafka refused this message's output for good: {_describe(err)}"
+                        else f"Kafka refused this message's output for good: {describe(err)}"
                     )
                     continue
                 attempt += 1
@@ -475,11 +324,11 @@ class Runner:
             self.log("runner.receipt_unsent", error=repr(exc), offset=msg.offset(), reason=cut(reason, 300))
 
     def _call(self, msg: Message) -> None:
-        _handling.message = msg
+        handling.message = msg
         try:
             self.handler(msg)
         finally:
-            _handling.message = None
+            handling.message = None
 
     def _verdict(self, exc: BaseException) -> Verdict:
         """Transient: wait and try again. Permanent: it will never pass (a poison message).
@@ -487,7 +336,7 @@ class Runner:
         err = kafka_error(exc)
         verdict = classify(err) if err is not None else None
         if verdict is Verdict.FATAL:
-            raise KafkaClientFailed(self.role, _describe(err)) from exc
+            raise KafkaClientFailed(self.role, describe(err)) from exc
         if verdict is not None:
             return verdict
         return Verdict.TRANSIENT if isinstance(exc, TRANSIENT) else Verdict.PERMANENT
@@ -523,7 +372,7 @@ class Runner:
             err = kafka_error(exc)
             if err is None or classify(err) is not Verdict.PERMANENT:
                 raise
-            return self._unsent(summary, _describe(err))
+            return self._unsent(summary, describe(err))
         self.counters.dead_letters += 1
         self.log("dead_letter", **summary, digest=letter.digest)
 
@@ -533,7 +382,7 @@ class Runner:
                 return
             verdict = classify(err)
             if verdict is Verdict.PERMANENT:
-                self._unsent(summary, _describe(err))
+                self._unsent(summary, describe(err))
             else:  # transient: the batch is read again and the letter sent again; fatal: exit
                 self.failures.add(Refusal(err, verdict, topics.DLQ))
 
@@ -551,10 +400,6 @@ class Runner:
         if err.fatal():  # this client instance will never consume again: exit, to be restarted
             raise KafkaClientFailed(self.role, str(err))
         return True
-
-
-def _describe(err: KafkaError | None) -> str:
-    return "unknown Kafka error" if err is None else f"{err.name()} ({err.str()})"
 
 
 def _where(msg: Message) -> tuple[str, int, int]:

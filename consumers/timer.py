@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import redis
 from confluent_kafka import Producer
 
-from wakeful.consumers.runner import DeliveryFailures, make_producer
+from wakeful.consumers.producing import DeliveryFailures, make_producer
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log

@@ -30,7 +30,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from wakeful.cli.client import REQUESTER, Client
-from wakeful.consumers.runner import DeliveryFailures, Runner, consumer_config, make_producer
+from wakeful.consumers.producing import DeliveryFailures, make_producer
+from wakeful.consumers.runner import Runner, consumer_config
 from wakeful.core import topics
 from wakeful.core.errors import KafkaClientFailed, Stopping
 from wakeful.core.kafka_rights import ADMIN, UPSTREAM

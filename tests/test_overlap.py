@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from helpers import StandInConsumer, StandInProducer, msg
 
 from wakeful.consumers.overlap import OverlapRunner
-from wakeful.consumers.runner import DeliveryFailures
+from wakeful.consumers.producing import DeliveryFailures
 from wakeful.core.log import Log
 
 DEADLINE_S = 10.0

@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from helpers import StandInConsumer, StandInProducer, msg
 
-from wakeful.consumers.runner import DeliveryFailures, Runner
+from wakeful.consumers.producing import DeliveryFailures
+from wakeful.consumers.runner import Runner
 from wakeful.core.errors import KafkaClientFailed
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
