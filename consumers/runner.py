@@ -18,36 +18,31 @@ from __future__ import annotations
 
 import functools
 import gc
-import hashlib
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from wakeful.consumers import dead_letters
 from wakeful.consumers.producing import (
     DEAD_LETTER_MAX_BYTES,
-    KEY_MAX_BYTES,
-    DeliveryCallback,
     DeliveryFailures,
-    Refusal,
     RunnerProducer,
     describe,
     handling,
 )
-from wakeful.core import kafka_auth, topics
+from wakeful.core import kafka_auth
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseLost, Stopping
 from wakeful.core.faults import fault
 from wakeful.core.log import Log, librdkafka_consumer_config
 from wakeful.core.retry import TRANSIENT_IO, Retry, Verdict, backoff, classify, kafka_error
 from wakeful.core.settings import Settings
 from wakeful.schemas.base import cut
-from wakeful.schemas.logs import DeadLetter
 from wakeful.state.acl import CountingConnection
 
 Handler = Callable[[Message], None]
@@ -65,7 +60,6 @@ TRANSIENT = (
 )
 
 FLUSH_STEP_S = 1.0
-REASON_LOG_CHARS = 500  # of a dead letter's reason in the role's log
 CLASSIC_SESSION_S = 30  # a classic group's member session (below)
 
 
@@ -250,7 +244,7 @@ class Runner:
                     raise KafkaClientFailed(self.role, describe(r.error))
                 if r.verdict is Verdict.PERMANENT and r.source is not None:
                     why = f"Kafka refused this message's output to {r.topic} for good: {describe(r.error)}"
-                    condemned.setdefault(_where(r.source), (r.source, why))
+                    condemned.setdefault(dead_letters.where(r.source), (r.source, why))
                 elif r.verdict is Verdict.PERMANENT:  # no input to blame, and nothing a redo can fix
                     self.log("runner.output_refused", error=describe(r.error), topic=r.topic)
             transient = [r for r in refusals if r.verdict is Verdict.TRANSIENT]
@@ -297,7 +291,7 @@ class Runner:
                 verdict = self._verdict(exc)
                 if verdict is Verdict.PERMANENT and poison is not None:
                     # The letter itself cannot be built or sent: the log is where it goes.
-                    self._unsent(_summary(msg, poison), repr(exc))
+                    dead_letters.unsent(self.log, dead_letters.summary(msg, poison), repr(exc))
                     return
                 if verdict is Verdict.PERMANENT:  # a poison message: dead-letter it, never crash
                     err = kafka_error(exc)
@@ -342,54 +336,20 @@ class Runner:
         return Verdict.TRANSIENT if isinstance(exc, TRANSIENT) else Verdict.PERMANENT
 
     def dead_letter(self, msg: Message, reason: str, task_id: str | None = None) -> None:
-        """Send msg to wakeful.dlq with the reason: whole if it fits under the dead-letter budget,
-        else as a digest (where it was, size, sha256, a preview). If the DLQ refuses even that for
-        good, the digest goes to the log: a dead letter always goes somewhere, and the offset
-        moves on. Raises only what is worth retrying (a full local queue, Kafka away)."""
-        value = msg.value() or b""
-        summary = _summary(msg, reason)
-        letter = DeadLetter.fitting(
-            self.dead_letter_bytes,
-            source=self.role,
-            reason=reason,
-            task_id=task_id,
-            value=value,
-            at=datetime.now(UTC),
-            topic=msg.topic(),
-            partition=msg.partition(),
-            offset=msg.offset(),
+        """Send msg to wakeful.dlq with the reason (consumers/dead_letters.py), and count it if it
+        went there. Raises only what is worth retrying (a full local queue, Kafka away)."""
+        sent = dead_letters.send(
+            msg,
+            reason,
+            task_id,
+            role=self.role,
+            producer=self.producer,
+            failures=self.failures,
+            budget=self.dead_letter_bytes,
+            log=self.log,
         )
-        if letter is None:
-            return self._unsent(summary, f"not even a digest fits in {self.dead_letter_bytes} bytes")
-        key = msg.key()
-        if key is not None and len(key) > KEY_MAX_BYTES:
-            key = b"sha256:" + hashlib.sha256(key).hexdigest().encode()
-        try:
-            self.producer.produce(
-                topics.DLQ, key=key, value=letter.encode(), on_delivery=self._letter_delivery(summary)
-            )
-        except KafkaException as exc:
-            err = kafka_error(exc)
-            if err is None or classify(err) is not Verdict.PERMANENT:
-                raise
-            return self._unsent(summary, describe(err))
-        self.counters.dead_letters += 1
-        self.log("dead_letter", **summary, digest=letter.digest)
-
-    def _letter_delivery(self, summary: dict[str, Any]) -> DeliveryCallback:
-        def delivered(err: KafkaError | None, _msg: Message) -> None:
-            if err is None:
-                return
-            verdict = classify(err)
-            if verdict is Verdict.PERMANENT:
-                self._unsent(summary, describe(err))
-            else:  # transient: the batch is read again and the letter sent again; fatal: exit
-                self.failures.add(Refusal(err, verdict, topics.DLQ))
-
-        return delivered
-
-    def _unsent(self, summary: dict[str, Any], error: str) -> None:
-        self.log("dead_letter.unsent", **summary, error=error)
+        if sent:
+            self.counters.dead_letters += 1
 
     def _is_error(self, msg: Message) -> bool:
         err = msg.error()
@@ -400,25 +360,6 @@ class Runner:
         if err.fatal():  # this client instance will never consume again: exit, to be restarted
             raise KafkaClientFailed(self.role, str(err))
         return True
-
-
-def _where(msg: Message) -> tuple[str, int, int]:
-    return (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
-
-
-def _summary(msg: Message, reason: str) -> dict[str, Any]:
-    """What the log says about a dead letter: where the input was, its size and digest, the reason
-    (cut short); never the input itself."""
-    value = msg.value() or b""
-    topic, partition, offset = _where(msg)
-    return {
-        "topic": topic,
-        "partition": partition,
-        "offset": offset,
-        "size": len(value),
-        "sha256": hashlib.sha256(value).hexdigest(),
-        "reason": cut(reason, REASON_LOG_CHARS),
-    }
 
 
 def _first_offsets(msgs: list[Message]) -> list[TopicPartition]:
