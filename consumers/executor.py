@@ -27,9 +27,10 @@ from pydantic import ValidationError
 
 from wakeful.authority.store import SNAPSHOT_READS, Snapshot, snapshot_from
 from wakeful.consumers import executor_steps
+from wakeful.consumers.consuming import consumer_config
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.producing import make_producer
-from wakeful.consumers.runner import Runner, consumer_config
+from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import (
     DecodeError,

@@ -25,9 +25,10 @@ from confluent_kafka import Consumer, Message, Producer
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_rules, gate_writes
+from wakeful.consumers.consuming import consumer_config
 from wakeful.consumers.gate_wake import DeadLetter, Wake, authenticate, verified_event
 from wakeful.consumers.producing import make_producer
-from wakeful.consumers.runner import Runner, consumer_config
+from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import (
     DecodeError,

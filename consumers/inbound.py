@@ -19,8 +19,9 @@ import redis
 from confluent_kafka import Consumer, Message, Producer
 
 from wakeful.authority.store import decode_signer
+from wakeful.consumers.consuming import consumer_config
 from wakeful.consumers.producing import make_producer
-from wakeful.consumers.runner import Runner, consumer_config
+from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.faults import fault

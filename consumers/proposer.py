@@ -16,10 +16,11 @@ from datetime import UTC, datetime
 from confluent_kafka import Consumer, Message, Producer
 from pydantic import ValidationError
 
+from wakeful.consumers.consuming import consumer_config
 from wakeful.consumers.models import Model, Proposal, make_model
 from wakeful.consumers.overlap import OverlapRunner
 from wakeful.consumers.producing import make_producer
-from wakeful.consumers.runner import Runner, consumer_config
+from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log

@@ -23,7 +23,7 @@ import psutil
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
-from wakeful.consumers.runner import CLASSIC_SESSION_S
+from wakeful.consumers.consuming import CLASSIC_SESSION_S
 from wakeful.consumers.supervisor import ROLES, claim_fleet, members, role_of_member, spawn
 from wakeful.core import kafka_auth
 from wakeful.core.kafka_rights import ADMIN, RIGHTS

@@ -30,8 +30,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from wakeful.cli.client import REQUESTER, Client
+from wakeful.consumers.consuming import consumer_config
 from wakeful.consumers.producing import DeliveryFailures, make_producer
-from wakeful.consumers.runner import Runner, consumer_config
+from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import KafkaClientFailed, Stopping
 from wakeful.core.kafka_rights import ADMIN, UPSTREAM

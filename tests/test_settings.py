@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from confluent_kafka import Consumer
 
-from wakeful.consumers.runner import consumer_config
+from wakeful.consumers.consuming import consumer_config
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import GROUP_PROTOCOLS, Settings
 
