@@ -109,8 +109,8 @@ def describe(err: KafkaError | None) -> str:
 
 
 # The input message the current thread is handling: its output is tied to it (RunnerProducer).
-# The run loop sets `message` around each handler call, and clears it after.
-handling = threading.local()
+# Handling._call (consumers/handling.py) sets `message` around each handler call, and clears it after.
+current_input = threading.local()
 
 
 class RunnerProducer(Producer):
@@ -136,7 +136,7 @@ class RunnerProducer(Producer):
         timestamp: int = 0,
         headers: Any = None,
     ) -> None:
-        source: Message | None = getattr(handling, "message", None)
+        source: Message | None = getattr(current_input, "message", None)
         if source is not None and callback is None and on_delivery is None:
             on_delivery = self.failures.recorder(source)
         report = on_delivery or callback

@@ -13,9 +13,10 @@ import redis
 from confluent_kafka import Consumer, Message, Producer
 from helpers import StandInConsumer, role_message
 
+from wakeful.consumers.handling import TRANSIENT
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.proposer import Proposer
-from wakeful.consumers.runner import TRANSIENT, Runner
+from wakeful.consumers.runner import Runner
 from wakeful.core import provenance, topics
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
