@@ -42,6 +42,7 @@ TRANSIENT = (
     redis.exceptions.OutOfMemoryError,
     redis.exceptions.TryAgainError,
     redis.exceptions.MasterDownError,
+    redis.exceptions.ClusterDownError,  # a cluster without a quorum or a slot's master, for now
     *TRANSIENT_IO,
 )
 

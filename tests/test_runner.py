@@ -7,6 +7,7 @@ import threading
 from typing import Any, cast
 
 import pytest
+import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from helpers import StandInConsumer, StandInProducer, msg
 
@@ -14,7 +15,7 @@ from wakeful.consumers.producing import DeliveryFailures
 from wakeful.consumers.runner import Runner
 from wakeful.core.errors import KafkaClientFailed
 from wakeful.core.log import Log
-from wakeful.core.retry import Retry
+from wakeful.core.retry import Retry, SlotMoved
 
 
 def runner(handler: Any, failures: DeliveryFailures | None = None) -> tuple[Runner, StandInConsumer]:
@@ -77,6 +78,29 @@ def test_a_transient_failure_is_retried_not_skipped() -> None:
     r.run_batch([msg("a", 0)], threading.Event())
     assert attempts == [0, 0, 0]
     assert r.counters.retries == 2 and r.counters.dead_letters == 0
+    assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 1)]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        SlotMoved(redis.exceptions.MovedError("3999 127.0.0.1:7002")),
+        redis.exceptions.ClusterDownError("CLUSTERDOWN The cluster is down"),
+        redis.exceptions.TryAgainError("TRYAGAIN Multiple keys request during rehashing of slot"),
+    ],
+)
+def test_a_redis_cluster_in_flux_is_waited_out_not_taken_for_a_poison_message(failure: Exception) -> None:
+    # A reshard or a lost master passes; dead-lettering meanwhile would drop every task of the slot.
+    attempts: list[int] = []
+
+    def handle(m: Message) -> None:
+        attempts.append(m.offset() or 0)
+        if len(attempts) < 2:
+            raise failure
+
+    r, consumer = runner(handle)
+    r.run_batch([msg("a", 0)], threading.Event())
+    assert attempts == [0, 0] and r.counters.dead_letters == 0
     assert [(tp.partition, tp.offset) for tp in consumer.stored] == [(0, 1)]
 
 
