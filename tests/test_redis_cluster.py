@@ -70,6 +70,23 @@ def redis_url(settings: Settings) -> str:
 
 
 @pytest.fixture(scope="module")
+def gate_store(settings: Settings) -> Store:
+    return wiring.store_for(settings, "gate")
+
+
+@pytest.fixture(scope="module")
+def leases(settings: Settings) -> Leases:
+    return wiring.leases_for(settings, "gate")
+
+
+@pytest.fixture()
+def redis_client(settings: Settings) -> Iterator[redis.Redis]:
+    client = acl.connect(settings, "admin")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
 def workers(client: Client, cluster_env: dict[str, str]) -> Iterator[Fleet]:
     fleet = start_fleet(client, model="gullible", env=cluster_env)
     yield fleet
@@ -260,4 +277,24 @@ from test_pipeline import (  # noqa: E402, F401
     test_right_approval_runs_the_task_once,
     test_same_event_delivered_ten_times_causes_one_transition,
     test_task_that_needs_approval_is_refused_before_approval,
+)
+
+# ---- the store's checks, on the cluster ---------------------------------------------------------
+# The integrity and CAS tests of test_store.py against this module's cluster-backed store: the
+# tampering goes through `redis-cli -c`, as an operator of a cluster would. (The two 64-writer
+# races are left out: their writer processes read the settings from the environment, which names
+# the single Redis.)
+from test_store import (  # noqa: E402, F401
+    test_blob_copied_from_another_task_is_refused,
+    test_created_at_and_updated_at_are_stamped_by_the_store,
+    test_duplicate_message_id_causes_no_second_transition,
+    test_flipped_byte_in_the_stored_blob_quarantines_the_task,
+    test_illegal_transition_raises_and_writes_nothing,
+    test_quarantine_marker_is_never_dropped_by_a_ttl,
+    test_re_encoded_copy_with_another_stage_quarantines_the_task,
+    test_restoring_an_older_valid_blob_is_detected_as_rollback,
+    test_rotated_key_keeps_old_blobs_readable_and_seals_new_ones_with_the_new_key,
+    test_stale_expected_version_is_refused_and_writes_nothing,
+    test_v1_checkpoint_is_upgraded_by_its_migration_on_load,
+    test_worker_whose_lease_expired_cannot_write,
 )

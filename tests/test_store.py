@@ -52,6 +52,7 @@ def redis_cli(settings: Settings, *args: str, stdin: bytes | None = None) -> str
         "--no-auth-warning",
         "-u",
         settings.redis_url,
+        *(["-c"] if settings.redis_cluster else []),  # follow a key to the node that serves its slot
         "--user",
         acl.user_name("admin"),
         "--pass",
