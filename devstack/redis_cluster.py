@@ -114,34 +114,9 @@ def start(settings: Settings, say: process.Say) -> list[int]:
     """Start the nodes that are not running, assign the slots if nobody has, wait for
     cluster_state:ok (at most WAKEFUL_START_TIMEOUT), then load the users and the function library."""
     exe = redis_server.binary(say)
-    started: list[int] = []
-    for port in settings.redis_cluster_ports:
-        _write_config(settings, port)
-        _write_acl(settings, port)
-        pid = process.running_pid(pid_path(settings, port), is_ours(settings, port))
-        if pid is not None:
-            with _admin(settings, port) as node:
-                node.acl_load()  # the users of this build; it closes this connection's socket
-            started.append(pid)
-            continue
-        if process.port_in_use(port) or process.port_in_use(port + 10000):
-            raise StackError(
-                NAME,
-                f"port {port} or {port + 10000} is taken by a process wakeful did not start; "
-                "stop it or set WAKEFUL_REDIS_PORT",
-            )
-        home = _dir(settings, port)
-        pid = process.start_detached(
-            [exe, str(home / "redis.conf")], home / "stdout.log", pid_path(settings, port), home
-        )
-        started.append(pid)
+    started = [_launch(settings, port, exe) for port in settings.redis_cluster_ports]
     for port, pid in zip(settings.redis_cluster_ports, started, strict=True):
-        if not process.wait_until(functools.partial(_answers, settings, port, pid), settings.start_timeout):
-            raise StackError(
-                NAME,
-                f"node {port} not ready after {settings.start_timeout:.0f}s",
-                process.log_tail(log_path(settings, port)),
-            )
+        _wait_answers(settings, port, pid)
     first = settings.redis_cluster_ports[0]
     if int(cluster_info(settings, first).get("cluster_slots_assigned", "0")) < SLOTS:
         _create(settings, say)
@@ -157,6 +132,51 @@ def start(settings: Settings, say: process.Say) -> list[int]:
     ports = ", ".join(map(str, settings.redis_cluster_ports))
     say(f"redis cluster ok on 127.0.0.1 ports {ports} (3 masters); users and {library.LIBRARY} on every node")
     return started
+
+
+def start_node(settings: Settings, port: int, say: process.Say) -> int:
+    """One more node on `port`, configured like the others (users, durability), answering but in
+    no cluster yet: CLUSTER MEET (or `redis-cli --cluster add-node`) brings it in. Its pid."""
+    pid = _launch(settings, port, redis_server.binary(say))
+    _wait_answers(settings, port, pid)
+    return pid
+
+
+def stop_node(settings: Settings, port: int) -> int | None:
+    """Stop the node start_node() started on `port`, and remove its folder."""
+    stopped = process.stop(pid_path(settings, port), is_ours(settings, port))
+    shutil.rmtree(_dir(settings, port), ignore_errors=True)
+    return stopped
+
+
+def _launch(settings: Settings, port: int, exe: str) -> int:
+    """The node on `port` started (or found running, with this build's users loaded): its pid."""
+    _write_config(settings, port)
+    _write_acl(settings, port)
+    pid = process.running_pid(pid_path(settings, port), is_ours(settings, port))
+    if pid is not None:
+        with _admin(settings, port) as node:
+            node.acl_load()  # the users of this build; it closes this connection's socket
+        return pid
+    if process.port_in_use(port) or process.port_in_use(port + 10000):
+        raise StackError(
+            NAME,
+            f"port {port} or {port + 10000} is taken by a process wakeful did not start; "
+            "stop it or set WAKEFUL_REDIS_PORT",
+        )
+    home = _dir(settings, port)
+    return process.start_detached(
+        [exe, str(home / "redis.conf")], home / "stdout.log", pid_path(settings, port), home
+    )
+
+
+def _wait_answers(settings: Settings, port: int, pid: int) -> None:
+    if not process.wait_until(functools.partial(_answers, settings, port, pid), settings.start_timeout):
+        raise StackError(
+            NAME,
+            f"node {port} not ready after {settings.start_timeout:.0f}s",
+            process.log_tail(log_path(settings, port)),
+        )
 
 
 def _answers(settings: Settings, port: int, pid: int) -> bool:

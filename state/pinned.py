@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis.connection import Connection
+from redis.connection import Connection, ConnectionPool
 from redis.crc import key_slot
 
 from wakeful.core.retry import SlotMoved
@@ -72,6 +72,13 @@ def hash_reply(reply: object) -> dict[bytes, bytes]:
     raise TypeError(f"not an HGETALL reply: {type(reply).__name__}")
 
 
+def _pool_of(cluster: RedisCluster, node: ClusterNode) -> ConnectionPool:
+    """The node's connection pool. A node first heard of in a MOVED reply (a master added and
+    resharded onto) has no client yet: the cluster client makes it, with its own settings."""
+    pool: ConnectionPool = cluster.get_redis_connection(node).connection_pool
+    return pool
+
+
 class Pinned:
     def __init__(self, client: redis.Redis, key: str) -> None:
         """Pin a connection that serves `key` (on one Redis: any of its pool)."""
@@ -79,7 +86,7 @@ class Pinned:
         if self._cluster is not None:
             self._slot: int = slot(key)
             self._home: ClusterNode = node_of(self._cluster, key)
-            pool = self._home.redis_connection.connection_pool
+            pool = _pool_of(self._cluster, self._home)
         else:
             pool = client.connection_pool
         self._pool = pool
@@ -136,7 +143,8 @@ class Pinned:
 
     def _elsewhere(self, node: ClusterNode, commands: list[Command]) -> list[Any]:
         """One round trip to another node, on a connection of its own pool."""
-        pool = node.redis_connection.connection_pool
+        assert self._cluster is not None  # only a cluster has other nodes
+        pool = _pool_of(self._cluster, node)
         conn: Connection = pool.get_connection()
         try:
             return self._send(conn, commands, broken_is_ours=False)
@@ -173,6 +181,7 @@ class Pinned:
         for reply in replies:
             if isinstance(reply, redis.exceptions.MovedError):
                 cluster.nodes_manager.move_slot(reply)
+        for reply in replies:
             if isinstance(reply, redis.exceptions.AskError | redis.exceptions.ClusterDownError):
                 raise SlotMoved(reply)
 

@@ -7,7 +7,7 @@ and script wakeful sends names keys of one slot only (docs/decisions.md D40)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -20,7 +20,7 @@ from wakeful.core.retry import SlotMoved
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_cluster
 from wakeful.devstack.fleet import Fleet
-from wakeful.state import acl, keys, wiring
+from wakeful.state import acl, keys, library, wiring
 from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import CrossSlot, Pinned, command_keys, node_of, slot
 from wakeful.state.seal import Keyring, Sealer
@@ -192,44 +192,43 @@ def test_a_key_of_another_slot_inside_multi_is_refused_before_anything_is_sent(s
     client.close()
 
 
-def _migrate_slot(settings: Settings, key: str) -> None:
-    """Move `key`'s slot, with its keys, to another master behind every client's back, the way
-    `redis-cli --cluster reshard` does: IMPORTING, MIGRATING, MIGRATE, then SETSLOT NODE."""
+def _node(settings: Settings, port: int) -> redis.Redis:
+    """The admin user on one node (a plain client: CLUSTER SETSLOT and MIGRATE are per node)."""
     user = secrets.load(settings, "admin", "redis")
-    nodes = [
-        redis.Redis(port=settings.redis_port + n, username=user["user"], password=user["password"])
-        for n in (1, 2, 3)
-    ]
-    n_slot = slot(key)
-    ids = {r: _on(r, "CLUSTER", "MYID").decode() for r in nodes}
-    source = next(r for r in nodes if _on(r, "CLUSTER", "COUNTKEYSINSLOT", n_slot))
-    target = next(r for r in nodes if r is not source)
-    target_port = target.connection_pool.connection_kwargs["port"]
-    _on(target, "CLUSTER", "SETSLOT", n_slot, "IMPORTING", ids[source])
-    _on(source, "CLUSTER", "SETSLOT", n_slot, "MIGRATING", ids[target])
-    moving = _on(source, "CLUSTER", "GETKEYSINSLOT", n_slot, 100)
-    _on(
-        source,
-        "MIGRATE",
-        "127.0.0.1",
-        target_port,
-        "",
-        0,
-        5000,
-        "AUTH2",
-        user["user"],
-        user["password"],
-        "KEYS",
-        *moving,
-    )
-    for r in nodes:
-        _on(r, "CLUSTER", "SETSLOT", n_slot, "NODE", ids[target])
-    for r in nodes:
-        r.close()
+    return redis.Redis(port=port, username=user["user"], password=user["password"])
 
 
 def _on(node: redis.Redis, *command: Any) -> Any:
     return node.execute_command(*command)  # type: ignore[no-untyped-call]  # untyped upstream
+
+
+def _migrate_slot(settings: Settings, key: str, ports: Sequence[int], to: int | None = None) -> None:
+    """Move `key`'s slot, with its keys, to the master on port `to` (another one if None) behind
+    every client's back, the way `redis-cli --cluster reshard` does: IMPORTING, MIGRATING,
+    MIGRATE, then SETSLOT NODE on every master."""
+    user = secrets.load(settings, "admin", "redis")
+    nodes = {port: _node(settings, port) for port in ports}
+    n_slot = slot(key)
+    ids = {port: _on(r, "CLUSTER", "MYID").decode() for port, r in nodes.items()}
+    source = next(port for port, r in nodes.items() if _on(r, "CLUSTER", "COUNTKEYSINSLOT", n_slot))
+    target = to if to is not None else next(port for port in ports if port != source)
+    _on(nodes[target], "CLUSTER", "SETSLOT", n_slot, "IMPORTING", ids[source])
+    _on(nodes[source], "CLUSTER", "SETSLOT", n_slot, "MIGRATING", ids[target])
+    moving = _on(nodes[source], "CLUSTER", "GETKEYSINSLOT", n_slot, 100)
+    _on(
+        nodes[source],
+        *("MIGRATE", "127.0.0.1", target, "", 0, 5000, "AUTH2", user["user"], user["password"], "KEYS"),
+        *moving,
+    )
+    for r in nodes.values():
+        try:
+            _on(r, "CLUSTER", "SETSLOT", n_slot, "NODE", ids[target])
+        except redis.ResponseError as exc:
+            # A master that gave up its last slot has turned into a replica of the one that took
+            # it (cluster-allow-replica-migration): it follows that master now.
+            assert "only with masters" in str(exc), exc
+    for r in nodes.values():
+        r.close()
 
 
 def test_a_transition_whose_slot_moved_is_retried_on_the_new_node_not_dead_lettered(
@@ -242,7 +241,7 @@ def test_a_transition_whose_slot_moved_is_retried_on_the_new_node_not_dead_lette
     cp = store.create(new_checkpoint(), "create-moved").checkpoint
     lease = leases.acquire(cp.task_id)
     before = node_of(store.client, keys.state(cp.task_id)).name  # type: ignore[arg-type]  # a cluster here
-    _migrate_slot(settings, keys.state(cp.task_id))
+    _migrate_slot(settings, keys.state(cp.task_id), settings.redis_cluster_ports)
     with pytest.raises(SlotMoved):
         store.transition(cp.task_id, 1, "bump-after-move", bump_attempts, lease=lease)
     assert node_of(store.client, keys.state(cp.task_id)).name != before  # type: ignore[arg-type]
@@ -254,6 +253,60 @@ def test_a_transition_whose_slot_moved_is_retried_on_the_new_node_not_dead_lette
     )
     assert store.load(cp.task_id).state_version == 2
     leases.release(lease)
+
+
+def _joined(settings: Settings, ports: Sequence[int]) -> bool:
+    """Every node lists every other one, connected, and serves the cluster (cluster_state:ok)."""
+    for port in ports:
+        with _node(settings, port) as r:
+            lines = _on(r, "CLUSTER", "NODES").decode().splitlines()
+        if len(lines) != len(ports) or not all(line.split()[7] == "connected" for line in lines):
+            return False
+        if redis_cluster.cluster_info(settings, port).get("cluster_state") != "ok":
+            return False
+    return True
+
+
+def test_a_slot_resharded_onto_a_master_that_just_joined_is_followed_there(settings: Settings) -> None:
+    """Scale-out itself: a master joins the cluster and a task's slot moves onto it. The roles'
+    client first hears of that node in the MOVED reply, and the retry reaches it there."""
+    port = next(
+        p
+        for p in range(settings.redis_port + 4, settings.redis_port + 400)
+        if not process.port_in_use(p) and not process.port_in_use(p + 10000)
+    )
+    originals = settings.redis_cluster_ports
+    redis_cluster.start_node(settings, port, lambda _line: None)
+    ports = [*originals, port]
+    moved_slot: int | None = None
+    try:
+        with _node(settings, originals[0]) as first:
+            _on(first, "CLUSTER", "MEET", "127.0.0.1", port)
+        assert process.wait_until(lambda: _joined(settings, ports), 30), "the new master never joined"
+        with _node(settings, port) as new:
+            library.load(new)
+        store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
+        cp = store.create(new_checkpoint(), "create-on-new-master").checkpoint
+        moved_slot = slot(keys.state(cp.task_id))
+        lease = leases.acquire(cp.task_id)
+        _migrate_slot(settings, keys.state(cp.task_id), ports, to=port)
+        with pytest.raises(SlotMoved):
+            store.transition(cp.task_id, 1, "bump-on-new-master", bump_attempts, lease=lease)
+        applied = store.transition(cp.task_id, 1, "bump-on-new-master", bump_attempts, lease=lease)
+        assert (applied.status, applied.checkpoint.state_version) == ("applied", 2)
+        assert node_of(store.client, keys.state(cp.task_id)).port == port  # type: ignore[arg-type]
+        assert leases.release(lease)
+    finally:  # leave the cluster as the module's other tests found it, whatever failed above
+        with _node(settings, port) as new:
+            new_id = _on(new, "CLUSTER", "MYID").decode()
+            if moved_slot is not None and _on(new, "CLUSTER", "COUNTKEYSINSLOT", moved_slot):
+                _migrate_slot(settings, keys.state(cp.task_id), ports, to=originals[0])  # hand it back
+        for other in originals:
+            with _node(settings, other) as r:
+                if moved_slot is not None:
+                    _on(r, "CLUSTER", "SETSLOT", moved_slot, "STABLE")
+                _on(r, "CLUSTER", "FORGET", new_id)
+        redis_cluster.stop_node(settings, port)
 
 
 def test_random_kills_on_a_redis_cluster_lose_no_task_and_duplicate_no_effect(
