@@ -24,6 +24,7 @@ from wakeful.core.errors import PermissionRefused
 from wakeful.core.kafka_rights import ADMIN, RIGHTS, UPSTREAM, Acl, principal
 from wakeful.core.settings import Settings
 from wakeful.devstack.kafka_acl import binding
+from wakeful.devstack.process import wait_until
 from wakeful.producers.publish import ConfluentPublisher
 
 ROLES = [role for role in RIGHTS if role != ADMIN]
@@ -191,12 +192,14 @@ def test_apply_takes_away_a_right_the_table_does_not_grant(settings: Settings, k
     admin = AdminClient(kafka_as(kafka_bootstrap))
     for future in admin.create_acls([extra]).values():
         future.result(DEADLINE_S)
-    assert _allowed(admin, extra)
+    # The controller has it once the future is done; the broker that answers DescribeAcls applies
+    # it from the metadata log a moment later.
+    assert wait_until(lambda: _allowed(admin, extra), DEADLINE_S), "the extra ACL never showed"
     env = dict(os.environ, WAKEFUL_KAFKA_BOOTSTRAP=kafka_bootstrap)  # as for a cluster of one's own
     applied = wakeful_cli("dev", "kafka-acl", "--apply", env=env)
     assert applied.returncode == 0, applied.stderr
     assert "(1 stale ACLs removed)" in applied.stderr
-    assert not _allowed(admin, extra)
+    assert wait_until(lambda: not _allowed(admin, extra), DEADLINE_S), "the extra ACL was not taken away"
 
 
 def _allowed(admin: AdminClient, rule: AclBinding) -> bool:
