@@ -69,7 +69,12 @@ class Runner(Handling):
         # objects less often, so a full collection does not stall a batch for tens of ms.
         gc.freeze()
         gc.set_threshold(20_000, 20, 20)
-        self.consumer.subscribe([self.topic])
+        self.consumer.subscribe(
+            [self.topic],
+            on_assign=self._rebalanced("runner.assigned"),
+            on_revoke=self._rebalanced("runner.revoked"),
+            on_lost=self._rebalanced("runner.lost"),
+        )
         try:
             while not stop.is_set():
                 msgs = self._next_batch()
@@ -100,6 +105,16 @@ class Runner(Handling):
                 dead_letters=self.counters.dead_letters,
                 redis_round_trips=CountingConnection.round_trips,
             )
+
+    def _rebalanced(self, event: str) -> Callable[[Consumer, list[TopicPartition]], None]:
+        """A rebalance callback that logs which partitions came or went (librdkafka applies the
+        change itself once it returns): who holds what, for operators and for tests that need a
+        process to hold partitions before they send it work."""
+
+        def record(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            self.log(event, role=self.role, partitions=sorted(tp.partition for tp in partitions))
+
+        return record
 
     def _next_batch(self) -> list[Message]:
         """Wait for one message, then take whatever else is already fetched, without waiting:

@@ -23,7 +23,9 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import orjson
 import pytest
 
 from wakeful.cli.client import REQUESTER, Client
@@ -170,6 +172,25 @@ def crash(s: Stack, member: str, point: str, feed: Callable[[], object] | None =
     s.fleet.start_role(member)
 
 
+def holding(log: Path, since: int) -> set[int]:
+    """The partitions a process holds, by the rebalance lines it logged after byte `since`."""
+    held: set[int] = set()
+    with log.open("rb") as f:
+        f.seek(since)
+        for line in f.read().splitlines():
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a fault point's notice, or a line still being written
+            if not isinstance(record, dict):
+                continue
+            if record.get("event") == "runner.assigned":
+                held |= set(record.get("partitions", []))
+            elif record.get("event") in ("runner.revoked", "runner.lost"):
+                held -= set(record.get("partitions", []))
+    return held
+
+
 def check_settled_once(s: Stack, point: str, planned: list[Planned], mark: str) -> dict[str, Counter[str]]:
     """Every task settled on its plan with one effect per op key; returns the effects per task."""
     client = s.client
@@ -235,7 +256,14 @@ def pays_or_undoes_once_after_a_sigkill(s: Stack, second: bool, point: str) -> N
         for p in planned:
             shown = client.wait_stage(p.task_id, {onb.SCHEDULING}, SETTLE_S)
             assert shown["stage"] == onb.SCHEDULING and not shown["pending_waits"], shown
+        log = fleet.dir / f"{member}.log"
+        since = log.stat().st_size if log.exists() else 0
         fleet.restart(member, fault=point)
+        if s.spread:
+            # One round of work only, so the armed one of three must hold some of its partitions
+            # before the timers release it: a restarted KIP-848 member gets them back only once
+            # the others have let go, and the work could pass it by meanwhile.
+            assert wait_until(lambda: bool(holding(log, since)), REACH_S), f"{member} was given no partition"
     finally:
         for timer in timers:
             fleet.start_role(timer)
