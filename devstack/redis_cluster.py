@@ -71,7 +71,7 @@ def _write_acl(settings: Settings, port: int) -> None:
     os.chmod(path, 0o600)
 
 
-def _admin(settings: Settings, port: int, timeout: float = 2.0) -> redis.Redis:
+def node_admin(settings: Settings, port: int, timeout: float = 2.0) -> redis.Redis:
     """The admin user on one node (a plain client: ACL LOAD and CLUSTER INFO are per node)."""
     doc = secrets.load(settings, "admin", credentials.NAME)
     return redis.Redis(
@@ -87,7 +87,7 @@ def _admin(settings: Settings, port: int, timeout: float = 2.0) -> redis.Redis:
 def cluster_info(settings: Settings, port: int) -> dict[str, str]:
     """CLUSTER INFO of one node as a dict; {} when it does not answer."""
     try:
-        with _admin(settings, port) as node:
+        with node_admin(settings, port) as node:
             raw = node.execute_command("CLUSTER INFO")
     except redis.RedisError:
         return {}
@@ -155,7 +155,7 @@ def _launch(settings: Settings, port: int, exe: str) -> int:
     _write_acl(settings, port)
     pid = process.running_pid(pid_path(settings, port), is_ours(settings, port))
     if pid is not None:
-        with _admin(settings, port) as node:
+        with node_admin(settings, port) as node:
             node.acl_load()  # the users of this build; it closes this connection's socket
         return pid
     if process.port_in_use(port) or process.port_in_use(port + 10000):
@@ -185,7 +185,7 @@ def _answers(settings: Settings, port: int, pid: int) -> bool:
             NAME, f"node {port} exited during start-up", process.log_tail(log_path(settings, port))
         )
     try:
-        with _admin(settings, port) as node:
+        with node_admin(settings, port) as node:
             return bool(node.ping())
     except (redis.BusyLoadingError, redis.ConnectionError, redis.TimeoutError):
         return False

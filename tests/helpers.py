@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -88,7 +88,7 @@ def race_transitions(task_id: str, owner: str, fence: int, threads: int) -> list
     return results
 
 
-def command(client: redis.Redis, *args: str) -> Any:
+def command(client: redis.Redis, *args: str | int | bytes) -> Any:
     """Send a raw command (redis-py leaves execute_command untyped)."""
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
 
@@ -345,3 +345,18 @@ def chaos_report(*args: str, env: dict[str, str] | None = None) -> dict[str, Any
     assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
     report: dict[str, Any] = orjson.loads(result.stdout)
     return report
+
+
+def log_records(path: Path, since: int = 0) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """A role's structured log lines after byte `since`, each with its decoded record; anything
+    else in the file (a fault point's notice, a traceback, a line still being written) is skipped."""
+    with path.open("rb") as f:
+        f.seek(since)
+        lines = f.read().splitlines()
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            yield line, record

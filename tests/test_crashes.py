@@ -25,8 +25,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import orjson
 import pytest
+from helpers import log_records
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.supervisor import ROLES
@@ -175,19 +175,11 @@ def crash(s: Stack, member: str, point: str, feed: Callable[[], object] | None =
 def holding(log: Path, since: int) -> set[int]:
     """The partitions a process holds, by the rebalance lines it logged after byte `since`."""
     held: set[int] = set()
-    with log.open("rb") as f:
-        f.seek(since)
-        for line in f.read().splitlines():
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue  # a fault point's notice, or a line still being written
-            if not isinstance(record, dict):
-                continue
-            if record.get("event") == "runner.assigned":
-                held |= set(record.get("partitions", []))
-            elif record.get("event") in ("runner.revoked", "runner.lost"):
-                held -= set(record.get("partitions", []))
+    for _, record in log_records(log, since):
+        if record.get("event") == "runner.assigned":
+            held |= set(record.get("partitions", []))
+        elif record.get("event") in ("runner.revoked", "runner.lost"):
+            held -= set(record.get("partitions", []))
     return held
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import bump_attempts, chaos_report, new_checkpoint, start_fleet
+from helpers import bump_attempts, chaos_report, command, new_checkpoint, start_fleet
 
 from wakeful.cli.client import Client
 from wakeful.core import secrets
@@ -127,8 +127,8 @@ def test_a_lease_in_a_batch_names_only_its_tasks_slot(task_id: str) -> None:
     read its keys, not the function's name, or it would send it to another node."""
     leases = Leases(object(), owner="w-1")  # type: ignore[arg-type]  # builds commands only
     held = Held(Lease(task_id, "w-1", 1, 1_000))
-    for command in (leases.acquire_command(task_id), leases.release_command(held)):
-        assert command_keys(command) and {slot(k) for k in command_keys(command)} == {
+    for batched in (leases.acquire_command(task_id), leases.release_command(held)):
+        assert command_keys(batched) and {slot(k) for k in command_keys(batched)} == {
             slot(keys.state(task_id))
         }
 
@@ -192,37 +192,27 @@ def test_a_key_of_another_slot_inside_multi_is_refused_before_anything_is_sent(s
     client.close()
 
 
-def _node(settings: Settings, port: int) -> redis.Redis:
-    """The admin user on one node (a plain client: CLUSTER SETSLOT and MIGRATE are per node)."""
-    user = secrets.load(settings, "admin", "redis")
-    return redis.Redis(port=port, username=user["user"], password=user["password"])
-
-
-def _on(node: redis.Redis, *command: Any) -> Any:
-    return node.execute_command(*command)  # type: ignore[no-untyped-call]  # untyped upstream
-
-
 def _migrate_slot(settings: Settings, key: str, ports: Sequence[int], to: int | None = None) -> None:
     """Move `key`'s slot, with its keys, to the master on port `to` (another one if None) behind
     every client's back, the way `redis-cli --cluster reshard` does: IMPORTING, MIGRATING,
     MIGRATE, then SETSLOT NODE on every master."""
     user = secrets.load(settings, "admin", "redis")
-    nodes = {port: _node(settings, port) for port in ports}
+    nodes = {port: redis_cluster.node_admin(settings, port) for port in ports}
     n_slot = slot(key)
-    ids = {port: _on(r, "CLUSTER", "MYID").decode() for port, r in nodes.items()}
-    source = next(port for port, r in nodes.items() if _on(r, "CLUSTER", "COUNTKEYSINSLOT", n_slot))
+    ids = {port: command(r, "CLUSTER", "MYID").decode() for port, r in nodes.items()}
+    source = next(port for port, r in nodes.items() if command(r, "CLUSTER", "COUNTKEYSINSLOT", n_slot))
     target = to if to is not None else next(port for port in ports if port != source)
-    _on(nodes[target], "CLUSTER", "SETSLOT", n_slot, "IMPORTING", ids[source])
-    _on(nodes[source], "CLUSTER", "SETSLOT", n_slot, "MIGRATING", ids[target])
-    moving = _on(nodes[source], "CLUSTER", "GETKEYSINSLOT", n_slot, 100)
-    _on(
+    command(nodes[target], "CLUSTER", "SETSLOT", n_slot, "IMPORTING", ids[source])
+    command(nodes[source], "CLUSTER", "SETSLOT", n_slot, "MIGRATING", ids[target])
+    moving = command(nodes[source], "CLUSTER", "GETKEYSINSLOT", n_slot, 100)
+    command(
         nodes[source],
         *("MIGRATE", "127.0.0.1", target, "", 0, 5000, "AUTH2", user["user"], user["password"], "KEYS"),
         *moving,
     )
     for r in nodes.values():
         try:
-            _on(r, "CLUSTER", "SETSLOT", n_slot, "NODE", ids[target])
+            command(r, "CLUSTER", "SETSLOT", n_slot, "NODE", ids[target])
         except redis.ResponseError as exc:
             # A master that gave up its last slot has turned into a replica of the one that took
             # it (cluster-allow-replica-migration): it follows that master now.
@@ -258,8 +248,8 @@ def test_a_transition_whose_slot_moved_is_retried_on_the_new_node_not_dead_lette
 def _joined(settings: Settings, ports: Sequence[int]) -> bool:
     """Every node lists every other one, connected, and serves the cluster (cluster_state:ok)."""
     for port in ports:
-        with _node(settings, port) as r:
-            lines = _on(r, "CLUSTER", "NODES").decode().splitlines()
+        with redis_cluster.node_admin(settings, port) as r:
+            lines = command(r, "CLUSTER", "NODES").decode().splitlines()
         if len(lines) != len(ports) or not all(line.split()[7] == "connected" for line in lines):
             return False
         if redis_cluster.cluster_info(settings, port).get("cluster_state") != "ok":
@@ -280,10 +270,10 @@ def test_a_slot_resharded_onto_a_master_that_just_joined_is_followed_there(setti
     ports = [*originals, port]
     moved_slot: int | None = None
     try:
-        with _node(settings, originals[0]) as first:
-            _on(first, "CLUSTER", "MEET", "127.0.0.1", port)
+        with redis_cluster.node_admin(settings, originals[0]) as first:
+            command(first, "CLUSTER", "MEET", "127.0.0.1", port)
         assert process.wait_until(lambda: _joined(settings, ports), 30), "the new master never joined"
-        with _node(settings, port) as new:
+        with redis_cluster.node_admin(settings, port) as new:
             library.load(new)
         store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
         cp = store.create(new_checkpoint(), "create-on-new-master").checkpoint
@@ -297,15 +287,15 @@ def test_a_slot_resharded_onto_a_master_that_just_joined_is_followed_there(setti
         assert node_of(store.client, keys.state(cp.task_id)).port == port  # type: ignore[arg-type]
         assert leases.release(lease)
     finally:  # leave the cluster as the module's other tests found it, whatever failed above
-        with _node(settings, port) as new:
-            new_id = _on(new, "CLUSTER", "MYID").decode()
-            if moved_slot is not None and _on(new, "CLUSTER", "COUNTKEYSINSLOT", moved_slot):
+        with redis_cluster.node_admin(settings, port) as new:
+            new_id = command(new, "CLUSTER", "MYID").decode()
+            if moved_slot is not None and command(new, "CLUSTER", "COUNTKEYSINSLOT", moved_slot):
                 _migrate_slot(settings, keys.state(cp.task_id), ports, to=originals[0])  # hand it back
         for other in originals:
-            with _node(settings, other) as r:
+            with redis_cluster.node_admin(settings, other) as r:
                 if moved_slot is not None:
-                    _on(r, "CLUSTER", "SETSLOT", moved_slot, "STABLE")
-                _on(r, "CLUSTER", "FORGET", new_id)
+                    command(r, "CLUSTER", "SETSLOT", moved_slot, "STABLE")
+                command(r, "CLUSTER", "FORGET", new_id)
         redis_cluster.stop_node(settings, port)
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
-import orjson
 import pytest
 from confluent_kafka import Producer
 from helpers import (
@@ -22,6 +21,7 @@ from helpers import (
     gate_for,
     inbound_wake,
     kafka_as,
+    log_records,
     raw_get,
     refund_proposal,
     role_message,
@@ -300,18 +300,10 @@ def test_redis_and_kafka_restarted_mid_run_every_task_finishes_once(
 
 def _logged(path: Path, event: str, *needles: str) -> bool:
     """Whether a structured log line for `event` in path mentions every needle."""
-    for line in path.read_bytes().splitlines():
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue  # a fault point's notice, a traceback, or a line still being written
-        if (
-            isinstance(record, dict)
-            and record.get("event") == event
-            and all(n.encode() in line for n in needles)
-        ):
-            return True
-    return False
+    return any(
+        record.get("event") == event and all(n.encode() in line for n in needles)
+        for line, record in log_records(path)
+    )
 
 
 def _state(pid: int) -> str:
