@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import functools
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,7 +19,7 @@ import redis
 from wakeful.core.errors import ConfigError
 from wakeful.producers.signing import DEFAULT_TENANT, Alg, VerifyKey
 from wakeful.state import keys
-from wakeful.state.pinned import Command, hash_reply
+from wakeful.state.pinned import hash_reply
 
 DEFAULT_LIMIT = 1000
 DEFAULT_POLICY = "refund-policy-1"
@@ -91,38 +91,6 @@ class AuthorityStore:
             signers[key.key_id] = key
             kinds[key.key_id] = allowed
         return replace(snap, signers=signers, signer_kinds=kinds)
-
-    def snapshot_with(
-        self, signer: str | None, evidence: str, receipt: str | None = None, first: Sequence[Command] = ()
-    ) -> tuple[Snapshot, bytes | None, dict[str, str], bool, list[Any]]:
-        """The snapshot, one signer's record, a task's evidence and whether a receipt exists, in one
-        round trip (the gate's). `first` runs before those reads (the task's lease, so that they
-        are made under it); their replies come last, errors as values for the caller to judge."""
-        pipe = self.client.pipeline(transaction=False)
-        for command in [*first, *SNAPSHOT_READS]:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-        pipe.hgetall(evidence)
-        # Only the reads that name a key: a cluster pipeline sends no keyless command (PING).
-        if signer:
-            pipe.hget(keys.AUTH_SIGNERS, signer)
-        if receipt:
-            pipe.exists(receipt)
-        everything = pipe.execute(raise_on_error=False)
-        ahead, replies = everything[: len(first)], everything[len(first) :]
-        for reply in replies:
-            if isinstance(reply, redis.RedisError):
-                raise reply
-        texts, rest = hash_reply(replies[3]), iter(replies[4:])
-        signer_raw = next(rest) if signer else None
-        found = {k.decode(): v.decode("utf-8", "replace") for k, v in texts.items()}
-        answered = receipt is not None and next(rest) == 1
-        return (
-            snapshot_from(replies[:3]),
-            signer_raw if isinstance(signer_raw, bytes) else None,
-            found,
-            answered,
-            ahead,
-        )
 
     def signer(self, key_id: str) -> tuple[VerifyKey, frozenset[str]] | None:
         raw = self.client.hget(keys.AUTH_SIGNERS, key_id)

@@ -16,7 +16,9 @@ them again.
 
 from __future__ import annotations
 
+import functools
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,7 +28,7 @@ from confluent_kafka import Consumer, Message, Producer
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_rules, gate_writes
 from wakeful.consumers.consuming import consumer_config
-from wakeful.consumers.gate_wake import DeadLetter, Wake, authenticate, verified_event
+from wakeful.consumers.gate_wake import DeadLetter, Wake, authenticate, identity, verified_event
 from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
@@ -49,9 +51,9 @@ from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import WORKFLOW_FIELD, Refuse, Start
-from wakeful.state import keys, wiring
+from wakeful.state import wiring
 from wakeful.state.lease import Held, Leases
-from wakeful.state.pinned import hash_reply
+from wakeful.state.pinned import Pinned, hash_reply
 from wakeful.state.store import Store
 from wakeful.workflow import engine
 
@@ -69,6 +71,26 @@ class _NoWrite(Exception):
 class _Incompatible(Exception):
     def __init__(self, detail: str) -> None:
         self.detail = detail
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A wake being applied: authenticated, its lease held, its task read under WATCH on `pinned`."""
+
+    wake: Wake
+    held: Held
+    pinned: Pinned
+    first: list[Any]  # the replies to Store.reads(): the transition's first step
+    ops: Any  # the task's action log, read for an amend
+
+
+def _started(ops: Any) -> frozenset[str]:
+    """Op keys whose effect has started (an intent that did not fail): money may have moved.
+    Read under the gate's lease; an executor that lost its lease cannot add one (begin checks)."""
+    entries = hash_reply(ops).items() if ops is not None else ()
+    return frozenset(
+        k.decode() for k, v in entries if ActionLogEntry.decode(v).status is not ActionStatus.FAILED
+    )
 
 
 class Gate:
@@ -108,36 +130,35 @@ class Gate:
             self._dead(msg, f"malformed wake: {exc.reason}")
             return None
         fault("gate.before_lease")
-        taken = authenticate(
-            envelope, sender, self.authority, self.leases, max_age=self.max_age, max_lag=self.max_lag
-        )
-        if isinstance(taken, DeadLetter):
-            self._dead(msg, taken.reason)
-            return None
-        wake, held = taken
-        try:
-            fault("gate.after_lease")
-            self._apply(wake, held)
-        except engine.UnknownWorkflow as exc:
-            # Retrying would hold up every task behind it on the partition; the letter keeps the
-            # wake for a replay by a worker that runs the task's app.
-            self._dead(msg, f"task {envelope.task_id}: {exc}")
-        finally:
-            self.leases.finish(held)
+        with self.store.pinned(envelope.task_id) as pinned:
+            taken = authenticate(
+                envelope, sender, self.store, self.leases, pinned, max_age=self.max_age, max_lag=self.max_lag
+            )
+            if isinstance(taken, DeadLetter):
+                self._dead(msg, taken.reason)
+                return None
+            try:
+                fault("gate.after_lease")
+                self._apply(_Step(taken.wake, taken.held, pinned, taken.first, taken.ops))
+            except engine.UnknownWorkflow as exc:
+                # Retrying would hold up every task behind it on the partition; the letter keeps the
+                # wake for a replay by a worker that runs the task's app.
+                self._dead(msg, f"task {envelope.task_id}: {exc}")
+            finally:
+                self.leases.finish(taken.held)
         return None
 
-    def _apply(self, wake: Wake, held: Held) -> None:
+    def _apply(self, step: _Step) -> None:
+        wake, held = step.wake, step.held
         env, event, auth = wake.envelope, wake.event, wake.auth
         now = datetime.now(UTC)
         if wake.answered:
-            return self._decided_before(wake, held)
+            return self._decided_before(step)
         if event is not None and event.kind == events.CREATE:
-            return self._create(wake, now, held)
+            return self._create(step, now)
         refusal: list[str] = []
         evidence: dict[str, str] = {}
-        started = (
-            self._started(env.task_id) if event is not None and event.kind == events.AMEND else frozenset()
-        )
+        started = _started(step.ops) if event is not None and event.kind == events.AMEND else frozenset()
 
         def decide(cp: Checkpoint) -> Checkpoint:
             refusal.clear()
@@ -159,43 +180,45 @@ class Gate:
             return decided.checkpoint
 
         def receipt(new: Checkpoint) -> list[tuple[Any, ...]]:
-            return gate_writes.change_writes(event, evidence, refusal[0] if refusal else None, new)
+            writes = gate_writes.change_writes(event, evidence, refusal[0] if refusal else None, new)
+            return [*writes, self.leases.release_command(held)]  # nothing is left to do under it
 
+        finish = functools.partial(self.writes.finish, held=held, pinned=step.pinned)
         try:
             outcome = self.store.transition(
                 env.task_id,
                 None,
-                gate_writes.identity(wake),
+                identity(env, event),
                 decide,
                 lease=held.lease,
                 detail=gate_writes.event_detail(event),
                 restamp=True,
+                before=gate_writes.wait_writes,
                 also=receipt,
+                pinned=step.pinned,
+                first=step.first,
             )
             cp = outcome.checkpoint
             if outcome.status == "duplicate":  # applied before a crash: redo only what follows the CAS
-                self.writes.finish(None, "", "", cp.task_id, cp, held=held)
+                finish(None, "", "", cp.task_id, cp)
                 return self.writes.follow_up(cp, wake)
         except _NoWrite as nothing:
             cp = nothing.checkpoint
             if nothing.rejected is not None:  # refused: tell the sender at once, change nothing
-                return self.writes.finish(event, "rejected", nothing.rejected, cp.task_id, None, held=held)
+                return finish(event, "rejected", nothing.rejected, cp.task_id, None)
         except TaskNotFound:
-            return self.writes.finish(
-                event, "rejected", f"no task {env.task_id}", env.task_id, None, held=held
-            )
+            return finish(event, "rejected", f"no task {env.task_id}", env.task_id, None)
         except (TaskQuarantined, IntegrityError) as exc:
-            return self.writes.finish(event, "rejected", str(exc), env.task_id, None, held=held)
+            return finish(event, "rejected", str(exc), env.task_id, None)
         except _Incompatible as exc:
             self.store.quarantine(env.task_id, "incompatible", exc.detail)
             self.log("gate.quarantined", task_id=env.task_id, detail=exc.detail)
-            return self.writes.finish(
-                event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None, held=held
-            )
+            return finish(event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None)
         except (KeyringError, DecodeError) as exc:
             # Not tampering, but this worker cannot read the task: keep the message, loudly.
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
         else:
+            held.sent()  # the transaction gave the lease back
             fault("gate.after_cas")
             status, reason = ("rejected", refusal[0]) if refusal else ("accepted", f"task is {cp.stage}")
             if event is None:
@@ -204,70 +227,68 @@ class Gate:
                 self.log(
                     "gate.receipt", task_id=cp.task_id, event_id=event.event_id, status=status, reason=reason
                 )
-            self.writes.finish(None, "", "", cp.task_id, cp, held=held)
             # Even after a refusal: the change bumped state_version, so a proposal already in flight
             # is stale now and a ready task needs a fresh request.
             return self.writes.follow_up(cp, wake)
         # "run" on a ready task, or a deadline not due: nothing was written
-        self.writes.finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp, held=held)
+        finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self.writes.follow_up(cp, wake)
 
-    def _decided_before(self, wake: Wake, held: Held) -> None:
+    def _decided_before(self, step: _Step) -> None:
         """A wake whose event has a receipt was decided before: a redelivery, or a replay of the
         signed wake. It is not decided again (a refusal writes nothing to the task, so only its
         receipt remembers it): only what follows from the stored state is redone, as after a crash
         between a change and its follow-up."""
+        wake, task_id = step.wake, step.wake.envelope.task_id
         try:
-            cp = self.store.load(wake.envelope.task_id)
+            cp = self.store.read_back(task_id, step.first)
         except (TaskNotFound, TaskQuarantined, IntegrityError):
             return None  # refused because the task was not there to take it: still nothing to do
         except (KeyringError, DecodeError) as exc:
-            raise Retry(f"cannot read task {wake.envelope.task_id}: {exc}", after=5.0) from exc
-        self.log(
-            "gate.decided_before", task_id=cp.task_id, event_id=wake.event.event_id if wake.event else None
-        )
-        self.writes.finish(None, "", "", cp.task_id, cp, held=held)
+            raise Retry(f"cannot read task {task_id}: {exc}", after=5.0) from exc
+        event_id = wake.event.event_id if wake.event else None
+        self.log("gate.decided_before", task_id=cp.task_id, event_id=event_id)
+        self.writes.finish(None, "", "", cp.task_id, cp, held=step.held, pinned=step.pinned)
         return self.writes.follow_up(cp, wake)
 
-    def _started(self, task_id: str) -> frozenset[str]:
-        """Op keys whose effect has started (an intent that did not fail): money may have moved.
-        Read under the gate's lease; an executor that lost its lease cannot add one (begin checks)."""
-        entries = hash_reply(self.client.hgetall(keys.ops(task_id))).items()
-        return frozenset(
-            k.decode() for k, v in entries if ActionLogEntry.decode(v).status is not ActionStatus.FAILED
-        )
-
-    def _create(self, wake: Wake, now: datetime, held: Held) -> None:
-        event, task_id = wake.event, wake.envelope.task_id
+    def _create(self, step: _Step, now: datetime) -> None:
+        wake, held, task_id = step.wake, step.held, step.wake.envelope.task_id
+        event = wake.event
         assert event is not None and wake.principal is not None
+        finish = functools.partial(self.writes.finish, held=held, pinned=step.pinned)
         workflow = event.payload.get(WORKFLOW_FIELD, self.app.workflows[0].name)
         fields = {k: v for k, v in event.payload.items() if k != WORKFLOW_FIELD}  # not the app's
         start = Start(task_id, wake.principal, wake.tenant, fields, wake.auth, now)
         decided = engine.create(self.app, str(workflow), start)
         if isinstance(decided, Refuse):
-            return self.writes.finish(event, "rejected", decided.reason, task_id, None, held=held)
+            return finish(event, "rejected", decided.reason, task_id, None)
         stored, evidence = wake, gate_writes.evidence_fields(task_id, decided.evidence)
         if evidence:
             wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence, tenant=wake.tenant)
 
         def also(new: Checkpoint) -> list[tuple[Any, ...]]:
-            return gate_writes.create_writes(event, task_id, decided.evidence, new)
+            writes = gate_writes.create_writes(event, task_id, decided.evidence, new)
+            return [*writes, self.leases.release_command(held)]
 
         try:
             created = self.store.create(
-                decided.checkpoint, gate_writes.identity(wake), gate_writes.event_detail(event), also=also
+                decided.checkpoint,
+                identity(wake.envelope, event),
+                gate_writes.event_detail(event),
+                also=also,
+                before=gate_writes.wait_writes,
+                pinned=step.pinned,
+                first=step.first,
             )
         except TaskExists:
-            return self.writes.finish(
-                event, "rejected", f"task {task_id} already exists", task_id, None, held=held
-            )
+            return finish(event, "rejected", f"task {task_id} already exists", task_id, None)
         cp = created.checkpoint
         if created.status == "duplicate":  # applied before: follow up on the stored evidence, not this copy's
-            self.writes.finish(None, "", "", task_id, cp, held=held)
+            finish(None, "", "", task_id, cp)
             return self.writes.follow_up(cp, stored)
+        held.sent()  # the transaction gave the lease back
         fault("gate.after_cas")
         self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status="accepted", stage=cp.stage)
-        self.writes.finish(None, "", "", task_id, cp, held=held)
         return self.writes.follow_up(cp, wake)
 
     def poisoned(self, msg: Message, reason: str) -> None:

@@ -2,27 +2,32 @@
 
 A wake is only as good as the signed event inside it, and only the role that judges that kind of
 wake may send it. `authenticate()` re-verifies the event against the live signer registry in the
-round trip that takes the task's lease and reads the live authority snapshot, the task's evidence
-and the event's receipt; what it finds comes back as a `Wake` with the lease held, or as the reason
-to dead-letter the message. `verified_event()` finds whom to tell when the gate fails on a wake.
+round trip that takes the task's lease, takes the WATCH of the change to come and reads the task,
+the live authority snapshot, the task's evidence and the event's receipt; what it finds comes back
+as a `Wake` with the lease held, or as the reason to dead-letter the message. `verified_event()`
+finds whom to tell when the gate fails on a wake.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from confluent_kafka import Message
 
-from wakeful.authority.store import AuthorityStore, Snapshot, decode_signer
+from wakeful.authority.store import SNAPSHOT_READS, AuthorityStore, Snapshot, decode_signer, snapshot_from
 from wakeful.consumers import gate_rules
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError, LeaseBusy
 from wakeful.core.provenance import Forged, RoleKeys
 from wakeful.core.retry import Retry
+from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
-from wakeful.state import keys
+from wakeful.state import checks, keys
 from wakeful.state.lease import Held, Leases
+from wakeful.state.pinned import Pinned, hash_reply
+from wakeful.state.store import READS, Store
 
 WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
 
@@ -47,19 +52,31 @@ class DeadLetter:
     reason: str
 
 
+@dataclass(frozen=True)
+class Taken:
+    """An authenticated wake, its task's lease, and the task as read under both in that trip."""
+
+    wake: Wake
+    held: Held
+    first: list[Any]  # the replies to Store.reads(task, identity): the change's first step, done
+    ops: Any  # the task's action log (HGETALL), read for an amend only; else None
+
+
 def authenticate(
     envelope: Envelope,
     sender: str,
-    authority: AuthorityStore,
+    store: Store,
     leases: Leases,
+    pinned: Pinned,
     *,
     max_age: timedelta,
     max_lag: timedelta,
-) -> tuple[Wake, Held] | DeadLetter:
+) -> Taken | DeadLetter:
     """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
-    only the role that judges that kind of wake may send it. The task's lease is taken in the
-    same round trip as the authority read; the wake comes back with it held, a wake that fails as
-    a `DeadLetter` with the lease given back."""
+    only the role that judges that kind of wake may send it. One round trip on `pinned` takes the
+    task's lease, then WATCHes and reads the task (Store.reads) and reads the live authority, the
+    task's evidence and the event's receipt under it. The wake comes back with the lease held, a
+    wake that fails as a `DeadLetter` with the lease given back."""
     reason = envelope.payload.get("reason")
     event: SignedEvent | None = None
     if WAKE_SENDER.get(str(reason)) not in (None, sender):
@@ -71,20 +88,41 @@ def authenticate(
             return DeadLetter(f"wake carries a malformed event: {exc.reason}")
     elif reason != "deadline":  # a deadline wake is trusted only as far as the stored deadline
         return DeadLetter(f"wake with unknown reason {reason!r}")
-    receipt = keys.receipt(event.event_id, envelope.task_id, key_id=event.key_id) if event else None
-    auth, signer, evidence, answered, (taken,) = authority.snapshot_with(
-        signer=event.key_id if event else None,
-        evidence=keys.evidence(envelope.task_id),
-        receipt=receipt,
-        first=[leases.acquire_command(envelope.task_id)],  # the reads are made under it
+    task_id = envelope.task_id
+    more: list[tuple[Any, ...]] = []
+    if event is not None:  # the claimed event's: nothing read here is trusted before it verifies
+        more = [
+            ("HGET", keys.AUTH_SIGNERS, event.key_id),
+            ("EXISTS", keys.receipt(event.event_id, task_id, key_id=event.key_id)),
+        ]
+        if event.kind == events.AMEND:
+            more.append(("HGETALL", keys.ops(task_id)))
+    replies = pinned.batch(
+        [
+            leases.acquire_command(task_id),  # first: the reads after it are made under it
+            *store.reads(task_id, identity(envelope, event)),
+            *SNAPSHOT_READS,
+            ("HGETALL", keys.evidence(task_id)),
+            *more,
+        ]
     )
     try:
-        held = Held(leases.granted(envelope.task_id, taken))
+        held = Held(leases.granted(task_id, replies[0]))
     except LeaseBusy:
         raise Retry("task lease is held by another worker", after=0.005) from None
+    first, rest = replies[1 : 1 + READS], replies[1 + READS :]
+    try:
+        checks.raise_replies(task_id, *rest)
+    except BaseException:
+        leases.finish(held)
+        raise
+    auth = snapshot_from(rest[:3])
+    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(rest[3]).items()}
     if event is None:
-        return Wake(envelope, None, None, auth, evidence), held
-    key, kinds = decode_signer(event.key_id, signer) if signer else (None, frozenset[str]())
+        return Taken(Wake(envelope, None, None, auth, evidence), held, first, None)
+    signer, answered, ops = rest[4], rest[5] == 1, (rest[6] if len(rest) > 6 else None)
+    found = decode_signer(event.key_id, signer) if isinstance(signer, bytes) else None
+    key, kinds = found if found else (None, frozenset[str]())
     verified = key is not None and key.verify(event)
     refused = gate_rules.misaddressed(
         event,
@@ -98,7 +136,17 @@ def authenticate(
     if refused or key is None:
         leases.finish(held)
         return DeadLetter(refused or "no signer")
-    return Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant), held
+    wake = Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
+    return Taken(wake, held, first, ops)
+
+
+def identity(envelope: Envelope, event: SignedEvent | None) -> str:
+    """The task inbox member for this wake, derived from what is verified, never from the wake's
+    own message id (anyone who can write to wakeful.wake chooses that): a signed event is (key id,
+    event id); a deadline is the runtime's own id for the task and due time it names."""
+    if event is not None:
+        return keys.event_identity(event.key_id, event.event_id)
+    return keys.runtime_id("deadline", envelope.task_id, str(envelope.payload.get("due_ms")))
 
 
 def verified_event(

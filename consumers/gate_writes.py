@@ -4,8 +4,9 @@ The sender's receipt and any evidence the event attached go in the transaction o
 belong to (`change_writes`, `create_writes`). What to do after the CAS (register a wait's
 deadline and correlation id, publish a ProposalRequest, write the receipt) is derived from the
 stored state, so a wake redelivered after a crash between the CAS and these steps does them again;
-everything downstream dedupes. The lease goes back in the round trip that writes those follow-ups
-(D38).
+everything downstream dedupes. A change writes the waits ahead of its transaction and gives the
+lease back inside it; an outcome that changed nothing writes them, its receipt and the lease in one
+round trip (D38).
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ from wakeful.schemas import receipt as receipts
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import App
-from wakeful.state import keys
+from wakeful.state import checks, keys
 from wakeful.state.lease import Held, Leases
+from wakeful.state.pinned import Command, Pinned
 from wakeful.workflow import window
 
 
 class FollowUps:
-    """The writes that follow a decision: one round trip for the waits, the receipt of an outcome
-    that wrote nothing and the lease given back; then the task's proposal request."""
+    """The writes that follow a decision: for an outcome that wrote nothing, one round trip for the
+    waits, the receipt and the lease given back (a change writes those with its transaction:
+    `wait_writes` ahead of it, the lease inside it); then the task's proposal request."""
 
     def __init__(self, client: redis.Redis, leases: Leases, producer: Producer, app: App, log: Log) -> None:
         self.client = client
@@ -50,25 +53,19 @@ class FollowUps:
         cp: Checkpoint | None,
         *,
         held: Held,
+        pinned: Pinned,
     ) -> None:
-        """One round trip: the wait's deadline and correlation id, (for an outcome that wrote
-        nothing to the task) the sender's receipt, and the task's lease given back. Everything
-        here follows from the stored state, so none of it needs the lease held."""
-        pipe = self.client.pipeline(transaction=False)
-        for wait in cp.execution.pending_waits if cp else ():
-            due_ms = int(wait.deadline.timestamp() * 1000)
-            pipe.zadd(keys.DEADLINES, {f"{task_id}|{due_ms}": due_ms})
-            pipe.set(keys.corr(wait.correlation_id), task_id)
+        """For an outcome that changed nothing, one round trip on the task's connection: the WATCH
+        dropped, the wait's deadline and correlation id, the sender's receipt, and the task's lease
+        given back. Everything here follows from the stored state, so none of it needs the lease."""
+        writes: list[Command] = [("UNWATCH",), *wait_writes(cp)]
         if event is not None:
-            _, key, doc, _, ttl = receipt_write(event, status, reason, cp, task_id)
-            pipe.set(key, doc, ex=ttl)
+            writes.append(receipt_write(event, status, reason, cp, task_id))
             self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status=status, reason=reason)
-        pipe.execute_command(*self.leases.release_command(held))  # type: ignore[no-untyped-call]
-        replies = pipe.execute(raise_on_error=False)
+        writes.append(self.leases.release_command(held))
+        replies = pinned.batch(writes)
         held.sent()
-        for reply in replies:
-            if isinstance(reply, redis.RedisError):
-                raise reply
+        checks.raise_replies(task_id, *replies)
 
     def follow_up(self, cp: Checkpoint, wake: Wake) -> None:
         """A task at a stage that offers a tool, and waits for nothing, gets one proposal request."""
@@ -87,6 +84,20 @@ class FollowUps:
             payload={"window": body, "tenant": cp.security.tenant},  # whose token budget it spends
         )
         self.producer.produce(topics.PROPOSALS_REQUEST, key=cp.task_id.encode(), value=request.encode())
+
+
+def wait_writes(cp: Checkpoint | None) -> list[tuple[Any, ...]]:
+    """Each pending wait's deadline (for the timer) and correlation id (for inbound). Idempotent,
+    and harmless with no change behind them: the timer's wake finds nothing due, and a reply to a
+    correlation id the task does not wait on is refused."""
+    writes: list[tuple[Any, ...]] = []
+    if cp is None:
+        return writes
+    for wait in cp.execution.pending_waits:
+        due_ms = int(wait.deadline.timestamp() * 1000)
+        writes.append(("ZADD", keys.DEADLINES, due_ms, f"{cp.task_id}|{due_ms}"))
+        writes.append(("SET", keys.corr(wait.correlation_id), cp.task_id))
+    return writes
 
 
 def receipt_write(
@@ -131,15 +142,6 @@ def evidence_fields(task_id: str, documents: Mapping[str, str]) -> dict[str, str
 def _evidence_writes(task_id: str, documents: Mapping[str, str]) -> list[tuple[Any, ...]]:
     fields = evidence_fields(task_id, documents)
     return [("HSET", keys.evidence(task_id), *kv) for kv in fields.items()]
-
-
-def identity(wake: Wake) -> str:
-    """The task inbox member for this wake, derived from what was verified, never from the wake's
-    own message id (anyone who can write to wakeful.wake chooses that): a signed event is (key id,
-    event id); a deadline is the runtime's own id for the task and due time it names."""
-    if wake.event is not None:
-        return keys.event_identity(wake.event.key_id, wake.event.event_id)
-    return keys.runtime_id("deadline", wake.envelope.task_id, str(wake.envelope.payload.get("due_ms")))
 
 
 def event_detail(event: SignedEvent | None) -> dict[str, Any]:

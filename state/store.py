@@ -14,6 +14,10 @@ for: `before` writes land ahead of EXEC, idempotent and harmless if the transact
 (their readers check the task); the outbox index lands after EXEC, and a sweep re-finds what a
 crash left out of it (docs/decisions.md D40). On a cluster each of those is its own round trip.
 
+A caller with reads of its own to make first (the gate: its lease, the live authority) sends step
+1 itself, `reads()` in its batch on its own `Pinned`, and hands the replies to `create()` or
+`transition()` as `first`: the change then costs one round trip of its own.
+
 A lost race (EXEC returns nil) is re-read and re-validated from step 1, at most CAS_RETRIES times.
 Any failed integrity check (state/checks.py) quarantines the task: a marker key that every later
 load refuses.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NoReturn
@@ -52,6 +57,7 @@ Transition = Callable[[Checkpoint], Checkpoint]
 # `before`, builds writes to shared keys that land ahead of the transaction (see above).
 Also = Callable[[Checkpoint], list[tuple[Any, ...]]]
 Clock = Callable[[], datetime]
+READS = 9  # commands in reads()
 
 
 def utcnow() -> datetime:
@@ -119,6 +125,34 @@ class Store:
         checks.raise_replies(task_id, *replies)
         return self._verify(task_id, blob, ctr, marker), replies[3:]
 
+    def reads(self, task_id: str, message_id: str) -> list[tuple[Any, ...]]:
+        """Step 1 of a create or transition: WATCH the task's keys, then read them and whether
+        `message_id` was applied. Their replies, as `first`, spare the change this round trip."""
+        return [
+            ("WATCH", keys.state(task_id)),
+            ("WATCH", keys.ctr(task_id)),
+            ("WATCH", keys.lease(task_id)),
+            ("WATCH", keys.quarantine(task_id)),
+            ("GET", keys.state(task_id)),
+            ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
+            ("GET", keys.lease(task_id)),
+            ("SISMEMBER", keys.inbox(task_id), message_id),
+            ("GET", keys.quarantine(task_id)),
+        ]
+
+    def read_back(self, task_id: str, first: Sequence[Any]) -> Checkpoint:
+        """The verified checkpoint in the replies to reads(), as load() would return it."""
+        checks.raise_replies(task_id, *first)
+        blob, ctr, _, _, marker = first[4:READS]
+        return self._verify(task_id, blob, ctr, marker)
+
+    def pinned(self, task_id: str) -> Pinned:
+        """A connection that serves the task, for a caller that sends reads() in its own batch."""
+        return Pinned(self.client, keys.state(task_id))
+
+    def _pinned(self, task_id: str, pinned: Pinned | None) -> AbstractContextManager[Pinned]:
+        return nullcontext(pinned) if pinned is not None else self.pinned(task_id)
+
     def quarantine_reason(self, task_id: str) -> dict[str, Any] | None:
         raw = self.client.get(keys.quarantine(task_id))
         return orjson.loads(raw) if raw else None
@@ -131,33 +165,30 @@ class Store:
         message_id: str,
         detail: dict[str, Any] | None = None,
         also: Also | None = None,
+        *,
+        before: Also | None = None,
+        pinned: Pinned | None = None,
+        first: Sequence[Any] | None = None,
     ) -> Outcome:
-        """Store a new task at state_version 1. The same message id twice is a duplicate, not an error."""
+        """Store a new task at state_version 1. The same message id twice is a duplicate, not an error.
+        `first`: the replies to reads(task, message_id), sent on `pinned` (see transition)."""
         task_id = checkpoint.task_id
-        with Pinned(self.client, keys.state(task_id)) as pinned:
-            replies = pinned.batch(
-                [
-                    ("WATCH", keys.state(task_id)),
-                    ("WATCH", keys.ctr(task_id)),
-                    ("GET", keys.state(task_id)),
-                    ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
-                    ("SISMEMBER", keys.inbox(task_id), message_id),
-                ]
-            )
+        with self._pinned(task_id, pinned) as conn:
+            replies = first if first is not None else conn.batch(self.reads(task_id, message_id))
             checks.raise_replies(task_id, *replies)
-            blob, ctr, seen = replies[2:]
+            blob, ctr, _, seen, _ = replies[4:READS]
             if blob is not None:
                 if seen:
-                    return Outcome("duplicate", self._verify(task_id, blob, ctr, None), pinned.round_trips)
+                    return Outcome("duplicate", self._verify(task_id, blob, ctr, None), conn.round_trips)
                 raise TaskExists(task_id)
             if ctr:
                 self._quarantine(task_id, TamperedState(task_id, "the counter exists but the state is gone"))
-            first = _stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
-            replies = pinned.batch(self._write(first, message_id, detail, also))
+            new = _stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
+            replies = conn.batch(self._write(new, message_id, detail, also, before))
             if replies[-2] is None:  # EXEC aborted: another creator won the race
                 raise TaskExists(task_id)
             checks.check_exec(task_id, replies)
-            return Outcome("applied", first, pinned.round_trips)
+            return Outcome("applied", new, conn.round_trips)
 
     def transition(
         self,
@@ -171,6 +202,8 @@ class Store:
         restamp: bool = False,
         also: Also | None = None,
         before: Also | None = None,
+        pinned: Pinned | None = None,
+        first: Sequence[Any] | None = None,
     ) -> Outcome:
         """Apply the pure fn to the task's state once per message id, by compare-and-swap.
 
@@ -179,27 +212,20 @@ class Store:
         restamp: fn may change the policy and tool-catalog stamps (a declared "migrate" rule).
         before: writes outside the task, sent ahead of MULTI under the caller's lease; each must be
         idempotent and safe to find with no transition behind it.
+        pinned, first: the caller's connection, on which it sent reads(task_id, message_id) (in a
+        batch of its own, after its lease), and their replies: the first attempt reads no more.
         """
-        with Pinned(self.client, keys.state(task_id)) as pinned:
+        with self._pinned(task_id, pinned) as conn:
             for lost in range(keys.CAS_RETRIES):
-                replies = pinned.batch(
-                    [
-                        ("WATCH", keys.state(task_id)),
-                        ("WATCH", keys.ctr(task_id)),
-                        ("WATCH", keys.lease(task_id)),
-                        ("WATCH", keys.quarantine(task_id)),
-                        ("GET", keys.state(task_id)),
-                        ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
-                        ("GET", keys.lease(task_id)),
-                        ("SISMEMBER", keys.inbox(task_id), message_id),
-                        ("GET", keys.quarantine(task_id)),
-                    ]
-                )
+                if first is not None and lost == 0:
+                    replies = first
+                else:
+                    replies = conn.batch(self.reads(task_id, message_id))
                 checks.raise_replies(task_id, *replies)
-                blob, ctr, held, seen, marker = replies[4:]
+                blob, ctr, held, seen, marker = replies[4:READS]
                 current = self._verify(task_id, blob, ctr, marker)
                 if seen:
-                    return Outcome("duplicate", current, pinned.round_trips, lost)
+                    return Outcome("duplicate", current, conn.round_trips, lost)
                 if held is None or held.decode() != lease.token:
                     raise LeaseLost(task_id, lease.token, "expired or taken by another worker")
                 if lease.fence < current.execution.fence:
@@ -209,11 +235,11 @@ class Store:
                 proposed = fn(current)
                 checks.guard(current, proposed, restamp, self.moves)
                 new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
-                replies = pinned.batch(self._write(new, message_id, detail, also, before))
+                replies = conn.batch(self._write(new, message_id, detail, also, before))
                 if replies[-2] is None:
                     continue  # lost the race: re-read and re-validate
                 checks.check_exec(task_id, replies)
-                return Outcome("applied", new, pinned.round_trips, lost)
+                return Outcome("applied", new, conn.round_trips, lost)
         raise Contention(task_id, keys.CAS_RETRIES)
 
     def quarantine(self, task_id: str, reason: str, detail: str) -> None:

@@ -328,6 +328,7 @@ from test_pipeline import (  # noqa: E402, F401
 # races are left out: their writer processes read the settings from the environment, which names
 # the single Redis.)
 from test_store import (  # noqa: E402, F401
+    test_a_write_between_the_callers_reads_and_its_transition_is_caught_and_revalidated,
     test_blob_copied_from_another_task_is_refused,
     test_created_at_and_updated_at_are_stamped_by_the_store,
     test_duplicate_message_id_causes_no_second_transition,

@@ -130,6 +130,29 @@ def test_duplicate_message_id_causes_no_second_transition(gate_store: Store, lea
     assert gate_store.create(cp, f"create-{cp.task_id}").status == "duplicate"
 
 
+def test_a_write_between_the_callers_reads_and_its_transition_is_caught_and_revalidated(
+    gate_store: Store, leases: Leases
+) -> None:
+    cp = created(gate_store)
+    lease = leases.acquire(cp.task_id)
+    with gate_store.pinned(cp.task_id) as pinned:
+        first = pinned.batch(gate_store.reads(cp.task_id, "late"))  # WATCH and read, as the gate does
+        gate_store.transition(cp.task_id, 1, "between", bump_attempts, lease=lease)  # another connection
+        with pytest.raises(StaleVersion):  # re-read: decided on version 1, the task is at 2
+            gate_store.transition(
+                cp.task_id, 1, "late", bump_attempts, lease=lease, pinned=pinned, first=first
+            )
+    with gate_store.pinned(cp.task_id) as pinned:
+        first = pinned.batch(gate_store.reads(cp.task_id, "late"))
+        gate_store.transition(cp.task_id, 2, "between-2", bump_attempts, lease=lease)
+        out = gate_store.transition(
+            cp.task_id, None, "late", bump_attempts, lease=lease, pinned=pinned, first=first
+        )
+    assert (out.status, out.lost_races) == ("applied", 1)  # the EXEC on the old reads was refused
+    final = gate_store.load(cp.task_id)
+    assert (final.state_version, final.execution.attempts) == (4, 3)  # no update lost
+
+
 def test_stale_expected_version_is_refused_and_writes_nothing(gate_store: Store, leases: Leases) -> None:
     cp = created(gate_store)
     lease = leases.acquire(cp.task_id)
