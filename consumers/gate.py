@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,7 +27,7 @@ from confluent_kafka import Consumer, Message, Producer
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_rules, gate_writes
 from wakeful.consumers.consuming import consumer_config
-from wakeful.consumers.gate_wake import DeadLetter, Wake, authenticate, identity, verified_event
+from wakeful.consumers.gate_wake import DeadLetter, Taken, Wake, authenticate, identity, verified_event
 from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
@@ -48,12 +47,10 @@ from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
-from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import WORKFLOW_FIELD, Refuse, Start
 from wakeful.state import wiring
-from wakeful.state.lease import Held, Leases
-from wakeful.state.pinned import Pinned, hash_reply
+from wakeful.state.lease import Leases
 from wakeful.state.store import Store
 from wakeful.workflow import engine
 
@@ -71,26 +68,6 @@ class _NoWrite(Exception):
 class _Incompatible(Exception):
     def __init__(self, detail: str) -> None:
         self.detail = detail
-
-
-@dataclass(frozen=True)
-class _Step:
-    """A wake being applied: authenticated, its lease held, its task read under WATCH on `pinned`."""
-
-    wake: Wake
-    held: Held
-    pinned: Pinned
-    first: list[Any]  # the replies to Store.reads(): the transition's first step
-    ops: Any  # the task's action log, read for an amend
-
-
-def _started(ops: Any) -> frozenset[str]:
-    """Op keys whose effect has started (an intent that did not fail): money may have moved.
-    Read under the gate's lease; an executor that lost its lease cannot add one (begin checks)."""
-    entries = hash_reply(ops).items() if ops is not None else ()
-    return frozenset(
-        k.decode() for k, v in entries if ActionLogEntry.decode(v).status is not ActionStatus.FAILED
-    )
 
 
 class Gate:
@@ -139,7 +116,7 @@ class Gate:
                 return None
             try:
                 fault("gate.after_lease")
-                self._apply(_Step(taken.wake, taken.held, pinned, taken.first, taken.ops))
+                self._apply(taken)
             except engine.UnknownWorkflow as exc:
                 # Retrying would hold up every task behind it on the partition; the letter keeps the
                 # wake for a replay by a worker that runs the task's app.
@@ -148,7 +125,7 @@ class Gate:
                 self.leases.finish(taken.held)
         return None
 
-    def _apply(self, step: _Step) -> None:
+    def _apply(self, step: Taken) -> None:
         wake, held = step.wake, step.held
         env, event, auth = wake.envelope, wake.event, wake.auth
         now = datetime.now(UTC)
@@ -158,7 +135,7 @@ class Gate:
             return self._create(step, now)
         refusal: list[str] = []
         evidence: dict[str, str] = {}
-        started = _started(step.ops) if event is not None and event.kind == events.AMEND else frozenset()
+        started = step.started() if event is not None and event.kind == events.AMEND else frozenset()
 
         def decide(cp: Checkpoint) -> Checkpoint:
             refusal.clear()
@@ -234,7 +211,7 @@ class Gate:
         finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self.writes.follow_up(cp, wake)
 
-    def _decided_before(self, step: _Step) -> None:
+    def _decided_before(self, step: Taken) -> None:
         """A wake whose event has a receipt was decided before: a redelivery, or a replay of the
         signed wake. It is not decided again (a refusal writes nothing to the task, so only its
         receipt remembers it): only what follows from the stored state is redone, as after a crash
@@ -251,7 +228,7 @@ class Gate:
         self.writes.finish(None, "", "", cp.task_id, cp, held=step.held, pinned=step.pinned)
         return self.writes.follow_up(cp, wake)
 
-    def _create(self, step: _Step, now: datetime) -> None:
+    def _create(self, step: Taken, now: datetime) -> None:
         wake, held, task_id = step.wake, step.held, step.wake.envelope.task_id
         event = wake.event
         assert event is not None and wake.principal is not None

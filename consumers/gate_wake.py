@@ -24,6 +24,7 @@ from wakeful.core.provenance import Forged, RoleKeys
 from wakeful.core.retry import Retry
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.state import checks, keys
 from wakeful.state.lease import Held, Leases
 from wakeful.state.pinned import Pinned, hash_reply
@@ -54,12 +55,22 @@ class DeadLetter:
 
 @dataclass(frozen=True)
 class Taken:
-    """An authenticated wake, its task's lease, and the task as read under both in that trip."""
+    """An authenticated wake, its task's lease, and the task as read under both, WATCHed on
+    `pinned` for the change to come."""
 
     wake: Wake
     held: Held
+    pinned: Pinned
     first: list[Any]  # the replies to Store.reads(task, identity): the change's first step, done
     ops: Any  # the task's action log (HGETALL), read for an amend only; else None
+
+    def started(self) -> frozenset[str]:
+        """Op keys whose effect has started (an intent that did not fail): money may have moved.
+        Read under the gate's lease; an executor that lost its lease cannot add one (begin checks)."""
+        entries = hash_reply(self.ops).items() if self.ops is not None else ()
+        return frozenset(
+            k.decode() for k, v in entries if ActionLogEntry.decode(v).status is not ActionStatus.FAILED
+        )
 
 
 def authenticate(
@@ -119,7 +130,7 @@ def authenticate(
     auth = snapshot_from(rest[:3])
     evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(rest[3]).items()}
     if event is None:
-        return Taken(Wake(envelope, None, None, auth, evidence), held, first, None)
+        return Taken(Wake(envelope, None, None, auth, evidence), held, pinned, first, None)
     signer, answered, ops = rest[4], rest[5] == 1, (rest[6] if len(rest) > 6 else None)
     found = decode_signer(event.key_id, signer) if isinstance(signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
@@ -137,7 +148,7 @@ def authenticate(
         leases.finish(held)
         return DeadLetter(refused or "no signer")
     wake = Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
-    return Taken(wake, held, first, ops)
+    return Taken(wake, held, pinned, first, ops)
 
 
 def identity(envelope: Envelope, event: SignedEvent | None) -> str:

@@ -57,7 +57,10 @@ def test_a_wake_that_changes_its_task_costs_the_gate_two_round_trips(client: Cli
     waiting = client.store.load(task_id)
     assert waiting.stage == "awaiting_approval" and waiting.execution.pending_waits
     # The wait's deadline went ahead of the transaction; the lease went back inside it.
-    due = [m for m in client.admin.zrange(keys.DEADLINES, 0, -1) if m.decode().startswith(f"{task_id}|")]
+    mine = f"{task_id}|".encode()
+    due = [
+        m for m in client.admin.zrange(keys.DEADLINES, 0, -1) if isinstance(m, bytes) and m.startswith(mine)
+    ]
     assert due and not client.admin.exists(keys.lease(task_id))
     approved = handled(client, gate, "alice", events.APPROVE, {"version": 1}, task_id=task_id)
     assert client.store.load(task_id).stage == "ready"
