@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,8 +55,8 @@ from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
 from wakeful.state import keys, wiring
 from wakeful.state.actions import ActionLog
-from wakeful.state.lease import Held, Lease, Leases
-from wakeful.state.pinned import hash_reply
+from wakeful.state.lease import Held, Leases
+from wakeful.state.pinned import Pinned, hash_reply
 from wakeful.state.store import Store
 from wakeful.workflow import effects, engine
 
@@ -70,6 +71,17 @@ def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
     if env.in_reply_to != events.request_id(cp.task_id, cp.state_version):
         return f"proposal answers {env.in_reply_to!r}, not the task's outstanding request"
     return None
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """A proposal's task as loaded under its lease, WATCHed on `pinned` since (Store.acquire_with)."""
+
+    checkpoint: Checkpoint
+    replies: list[Any]  # the action log, then the live authority
+    held: Held
+    pinned: Pinned
+    watched: list[Any]  # the replies to Store.watch(): a change's first step, less its inbox check
 
 
 class Executor:
@@ -94,36 +106,34 @@ class Executor:
             proposal = Proposal.model_validate(env.payload)
         except (DecodeError, ValidationError) as exc:
             return self.runner.dead_letter(msg, f"malformed proposal: {exc!r}")
-        try:
-            # One round trip: the task's lease, then the task, its action log and live authority.
-            lease, cp, replies = self.store.acquire_with(
-                self.leases, env.task_id, [("HGETALL", keys.ops(env.task_id)), *SNAPSHOT_READS]
-            )
-        except LeaseBusy:
-            raise Retry("task lease is held by another worker", after=0.005) from None
-        except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
-            return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
-        except (KeyringError, DecodeError) as exc:
-            raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
-        held = Held(lease)
-        try:
-            self._execute(msg, env, proposal, (cp, replies), held)
-        finally:
-            self.leases.finish(held)
+        with self.store.pinned(env.task_id) as pinned:
+            try:
+                # One round trip: the task's lease, then the task WATCHed and read, its action log and
+                # live authority.
+                lease, cp, replies, watched = self.store.acquire_with(
+                    self.leases,
+                    env.task_id,
+                    [("HGETALL", keys.ops(env.task_id)), *SNAPSHOT_READS],
+                    pinned=pinned,
+                )
+            except LeaseBusy:
+                raise Retry("task lease is held by another worker", after=0.005) from None
+            except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
+                return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
+            except (KeyringError, DecodeError) as exc:
+                raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
+            held = Held(lease)
+            try:
+                self._execute(msg, env, proposal, _Loaded(cp, replies, held, pinned, watched))
+            finally:
+                self.leases.finish(held)
         return None
 
-    def _execute(
-        self,
-        msg: Message,
-        env: Envelope,
-        proposal: Proposal,
-        loaded: tuple[Checkpoint, list[Any]],
-        held: Held,
-    ) -> None:
+    def _execute(self, msg: Message, env: Envelope, proposal: Proposal, loaded: _Loaded) -> None:
         """The proposal checked against the task `loaded` under the lease held (and the reads that
         came with it), then carried out at most once."""
         assert self.runner is not None
-        (cp, replies), lease = loaded, held.lease
+        cp, replies, held = loaded.checkpoint, loaded.replies, loaded.held
         try:
             refused = unanswered(self.app, cp, env)
             engine.workflow_of(self.app, cp)
@@ -135,9 +145,9 @@ class Executor:
         # A step of this stage may already have run (cases C and D): settle that by key first. It
         # was validated before its intent was written; re-validating it against today's authority
         # could park a task whose effect has already happened.
-        settled = executor_steps.settled(self.app, self.actions, cp, ops, lease)
+        settled = executor_steps.settled(self.app, self.actions, cp, ops, held.lease)
         if settled is not None:
-            return self._close(cp, settled, held, auth)
+            return self._close(loaded, settled, auth)
         now = datetime.now(UTC)
         decided = effects.check_proposal(
             self.app,
@@ -155,33 +165,39 @@ class Executor:
             # The runtime's own id for a refusal at this version, never the proposal's message id
             # (anyone who can write to wakeful.proposals chooses that).
             refused_id = keys.runtime_id("refused", cp.task_id, cp.state_version)
-            self._advance(cp, refused_id, lambda c: record(c, reason), lease, {"refused": reason})
+            self._advance(loaded, refused_id, lambda c: record(c, reason), {"refused": reason})
             self.log(
                 "executor.refused", task_id=cp.task_id, reason=reason, review=isinstance(decided, Review)
             )
             return None
-        result = self._once(cp, decided, lease, auth)
-        if result is None:
+        done = self._once(loaded, decided, auth)
+        if done is None:
             return None
-        return self._close(cp, (decided.tool, decided.op_key, result), held, auth)
+        result, first = done
+        return self._close(loaded, (decided.tool, decided.op_key, result), auth, first)
 
     def _close(
-        self, cp: Checkpoint, step: tuple[str, str, Mapping[str, Any]], held: Held, auth: Snapshot
+        self,
+        loaded: _Loaded,
+        step: tuple[str, str, Mapping[str, Any]],
+        auth: Snapshot,
+        first: list[Any] | None = None,
     ) -> None:
         """Advance the task past a step that ran: (tool, op key, what the tool returned). The lease
-        goes back inside that transaction: nothing is left to do under it (D38)."""
-        tool, op, result = step
+        goes back inside that transaction: nothing is left to do under it (D38). `first`: the
+        change's first step, already read (_once)."""
+        (tool, op, result), held = step, loaded.held
         fault("executor.after_outcome")
         now = datetime.now(UTC)
         # One close per operation, whichever proposal (or redelivery) gets here.
         applied = self._advance(
-            cp,
+            loaded,
             keys.runtime_id("close", op),
             lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
-            held.lease,
             {"done": tool, **{k: str(v) for k, v in result.items()}},
             before=self._next_step,
             also=lambda _: [self.leases.release_command(held)],
+            first=first,
         )
         if applied:
             held.sent()
@@ -198,16 +214,22 @@ class Executor:
         due_ms = int(new.updated_at.timestamp() * 1000)
         return [("ZADD", keys.DEADLINES, due_ms, f"{new.task_id}|{due_ms}")]
 
-    def _once(self, cp: Checkpoint, effect: Effect, lease: Lease, auth: Snapshot) -> Mapping[str, Any] | None:
-        """The tool's call, at most one effect per op key; None if the task went to review."""
+    def _once(
+        self, loaded: _Loaded, effect: Effect, auth: Snapshot
+    ) -> tuple[Mapping[str, Any], list[Any]] | None:
+        """The tool's call, at most one effect per op key, with the close's first step read (its
+        inbox check rides with the recorded outcome); None if the task went to review."""
+        cp, lease = loaded.checkpoint, loaded.held.lease
         tool = self.app.tool(effect.tool)
         assert tool is not None  # check_proposal found it
         args = effect.args.model_dump(mode="json")
         begun = self.actions.begin(
             cp.task_id, effect.op_key, lease.fence, lease.token, tool=tool.name, args=args
         )
+        closed = self.store.seen(cp.task_id, keys.runtime_id("close", effect.op_key))
         if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance
-            return begun.entry.result or {}
+            (seen,) = loaded.pinned.batch([closed])
+            return begun.entry.result or {}, [*loaded.watched, seen]
         fault("executor.after_intent")
         # A fresh intent, or case B (in flight, and settled() found nothing downstream): call with
         # the same key; the tool does it at most once.
@@ -215,18 +237,20 @@ class Executor:
             tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
         )
         if isinstance(outcome, str):
-            self._give_up(cp, lease, (tool.name, effect.op_key), outcome, auth)
+            self._give_up(loaded, (tool.name, effect.op_key), outcome, auth)
             return None
         fault("executor.after_downstream_call")
-        self.actions.complete(cp.task_id, effect.op_key, lease.fence, dict(outcome), begun.entry)
-        return outcome
+        record = self.actions.complete_command(
+            cp.task_id, effect.op_key, lease.fence, dict(outcome), begun.entry
+        )
+        recorded, seen = loaded.pinned.batch([record, closed])
+        self.actions.recorded(effect.op_key, lease.fence, recorded)
+        return outcome, [*loaded.watched, seen]
 
-    def _give_up(
-        self, cp: Checkpoint, lease: Lease, step: tuple[str, str], reason: str, auth: Snapshot
-    ) -> None:
+    def _give_up(self, loaded: _Loaded, step: tuple[str, str], reason: str, auth: Snapshot) -> None:
         """The step (tool, op key) failed for good, nothing done: record it, undo what the workflow
         names, and park the task."""
-        tool, op = step
+        (tool, op), cp, lease = step, loaded.checkpoint, loaded.held.lease
         self.actions.fail(cp.task_id, op, lease.fence, reason)
         decided = effects.failed(self.app, cp, tool, reason, auth=auth, now=datetime.now(UTC))
         undone: dict[str, str] = {}
@@ -239,31 +263,35 @@ class Executor:
             parked = engine.review(c, reason)
             return parked.model_copy(update={"external_refs": {**parked.external_refs, **undone}})
 
-        self._advance(cp, keys.runtime_id("review", op, cp.state_version), park, lease, {"refused": reason})
+        self._advance(loaded, keys.runtime_id("review", op, cp.state_version), park, {"refused": reason})
         self.log("executor.needs_review", task_id=cp.task_id, reason=reason)
 
     def _advance(
         self,
-        cp: Checkpoint,
+        loaded: _Loaded,
         message_id: str,
         fn: Any,
-        lease: Lease,
         detail: dict[str, Any],
         *,
         before: Any = None,
         also: Any = None,
+        first: list[Any] | None = None,
     ) -> bool:
-        """True when this call wrote the change (and `also` with it); False when it was applied before."""
+        """True when this call wrote the change (and `also` with it); False when it was applied before.
+        On the connection that WATCHes the task since its load; `first`: the change's first step."""
+        cp = loaded.checkpoint
         try:
             outcome = self.store.transition(
                 cp.task_id,
                 cp.state_version,
                 message_id,
                 fn,
-                lease=lease,
+                lease=loaded.held.lease,
                 detail=detail,
                 before=before,
                 also=also,
+                pinned=loaded.pinned,
+                first=first,
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc

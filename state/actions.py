@@ -17,7 +17,7 @@ import redis
 
 from wakeful.core.errors import ActionError, LeaseLost
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
-from wakeful.state import keys
+from wakeful.state import functions, keys
 from wakeful.state.functions import Function, call
 from wakeful.state.store import Clock, utcnow
 
@@ -115,6 +115,22 @@ class ActionLog:
         raw = self.client.hget(keys.ops(task_id), op_key)
         return ActionLogEntry.decode(raw) if isinstance(raw, bytes) else None
 
+    def complete_command(
+        self, task_id: str, op_key: str, fence: int, result: dict[str, Any], intent: ActionLogEntry
+    ) -> tuple[Any, ...]:
+        """complete() as a command, to ride in a caller's batch; its reply goes to recorded()."""
+        names, args = self._finish(task_id, op_key, fence, ActionStatus.SUCCEEDED, intent, result=result)
+        return functions.command(FINISH, names, args)
+
+    def recorded(self, op_key: str, fence: int, reply: Any) -> ActionLogEntry:
+        """The entry a batched complete_command() left, raising what complete() would have raised."""
+        code, raw = functions.reply(FINISH, reply)
+        if code == -1:
+            raise ActionError(op_key, "no intent was recorded: call begin() before the downstream call")
+        if code == -2:
+            raise ActionError(op_key, f"a newer lease holder owns this operation (fence {fence} is stale)")
+        return ActionLogEntry.decode(raw)
+
     def _record(
         self,
         task_id: str,
@@ -130,6 +146,21 @@ class ActionLog:
         current = intent if intent is not None and intent.op_key == op_key else self.lookup(task_id, op_key)
         if current is None:
             raise ActionError(op_key, "no intent was recorded: call begin() before the downstream call")
+        names, args = self._finish(task_id, op_key, fence, status, current, result=result, reason=reason)
+        return self.recorded(op_key, fence, call(self.client, FINISH, names, args))
+
+    def _finish(
+        self,
+        task_id: str,
+        op_key: str,
+        fence: int,
+        status: ActionStatus,
+        current: ActionLogEntry,
+        *,
+        result: dict[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> tuple[list[str], list[Any]]:
+        """FINISH's keys and arguments, recording `status` over the intent `current`."""
         final = current.model_copy(
             update={
                 "status": status,
@@ -139,9 +170,4 @@ class ActionLog:
                 "fence": fence,
             }
         )
-        code, raw = call(self.client, FINISH, [keys.ops(task_id)], [op_key, final.encode(), fence])
-        if code == -1:
-            raise ActionError(op_key, "no intent was recorded: call begin() before the downstream call")
-        if code == -2:
-            raise ActionError(op_key, f"a newer lease holder owns this operation (fence {fence} is stale)")
-        return ActionLogEntry.decode(raw)
+        return [keys.ops(task_id)], [op_key, final.encode(), fence]

@@ -2,8 +2,8 @@
 
 A transition reads as WATCH -> read -> verify -> guard -> MULTI -> write -> EXEC, in two round trips:
 
-1. WATCH state, ctr, lease, quarantine; GET state; last ctr entry; GET lease; SISMEMBER inbox; GET
-   quarantine.
+1. WATCH state, ctr, lease, quarantine; GET state; last ctr entry; GET lease; GET quarantine;
+   SISMEMBER inbox.
 2. any writes to keys outside the task (`before`, e.g. a wake in wk:deadlines); MULTI; SET sealed
    state; XADD ctr <v>-1 (refused by Redis if it does not grow); SADD inbox; XADD outbox; EXEC;
    then SADD the outbox index.
@@ -57,7 +57,8 @@ Transition = Callable[[Checkpoint], Checkpoint]
 # `before`, builds writes to shared keys that land ahead of the transaction (see above).
 Also = Callable[[Checkpoint], list[tuple[Any, ...]]]
 Clock = Callable[[], datetime]
-READS = 9  # commands in reads()
+WATCHED = 8  # commands in watch()
+READS = WATCHED + 1  # commands in reads(): watch() and seen()
 
 
 def utcnow() -> datetime:
@@ -87,47 +88,40 @@ class Store:
 
     def load_with(self, task_id: str, extra: Sequence[tuple[Any, ...]]) -> tuple[Checkpoint, list[Any]]:
         """load(), plus other reads the caller needs now, in the same round trip (their replies)."""
-        _, replies = self._read(task_id, (), extra)
-        return self._loaded(task_id, replies)
-
-    def acquire_with(
-        self, leases: Leases, task_id: str, extra: Sequence[tuple[Any, ...]]
-    ) -> tuple[Lease, Checkpoint, list[Any]]:
-        """The task's lease taken, then load_with(), all in one round trip. LeaseBusy, with nothing
-        judged, when another worker holds it: reads made while it writes may straddle its EXEC."""
-        (taken,), replies = self._read(task_id, [leases.acquire_command(task_id)], extra)
-        lease = leases.granted(task_id, taken)
-        try:
-            return (lease, *self._loaded(task_id, replies))
-        except BaseException:
-            with contextlib.suppress(redis.RedisError):  # else it lapses at its ttl
-                leases.release(lease)
-            raise
-
-    def _read(
-        self, task_id: str, first: Sequence[tuple[Any, ...]], extra: Sequence[tuple[Any, ...]]
-    ) -> tuple[list[Any], list[Any]]:
-        """Replies to `first`, and to the task's three reads plus `extra` made after it."""
-        with Pinned(self.client, keys.state(task_id)) as pinned:
+        with self.pinned(task_id) as pinned:
             replies = pinned.batch(
                 [
-                    *first,
                     ("GET", keys.state(task_id)),
                     ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
                     ("GET", keys.quarantine(task_id)),
                     *extra,
                 ]
             )
-        return replies[: len(first)], replies[len(first) :]
-
-    def _loaded(self, task_id: str, replies: list[Any]) -> tuple[Checkpoint, list[Any]]:
         blob, ctr, marker = replies[:3]
         checks.raise_replies(task_id, *replies)
         return self._verify(task_id, blob, ctr, marker), replies[3:]
 
-    def reads(self, task_id: str, message_id: str) -> list[tuple[Any, ...]]:
-        """Step 1 of a create or transition: WATCH the task's keys, then read them and whether
-        `message_id` was applied. Their replies, as `first`, spare the change this round trip."""
+    def acquire_with(
+        self, leases: Leases, task_id: str, extra: Sequence[tuple[Any, ...]], *, pinned: Pinned
+    ) -> tuple[Lease, Checkpoint, list[Any], list[Any]]:
+        """The task's lease taken, then its keys WATCHed and read (watch()) and `extra` read, in one
+        round trip on `pinned`: (lease, checkpoint, replies to extra, replies to watch()). The last,
+        with the reply to seen() after them, are a change's first step (transition's `first`).
+        LeaseBusy, with nothing judged, when another worker holds the lease: reads made while it
+        writes may straddle its EXEC."""
+        replies = pinned.batch([leases.acquire_command(task_id), *self.watch(task_id), *extra])
+        lease = leases.granted(task_id, replies[0])
+        watched, more = replies[1 : 1 + WATCHED], replies[1 + WATCHED :]
+        try:
+            checks.raise_replies(task_id, *more)
+            return lease, self.read_back(task_id, watched), more, watched
+        except BaseException:
+            with contextlib.suppress(redis.RedisError):  # else it lapses at its ttl
+                leases.release(lease)
+            raise
+
+    def watch(self, task_id: str) -> list[tuple[Any, ...]]:
+        """A change's first step, less its inbox check: WATCH the task's keys, then read them."""
         return [
             ("WATCH", keys.state(task_id)),
             ("WATCH", keys.ctr(task_id)),
@@ -136,14 +130,23 @@ class Store:
             ("GET", keys.state(task_id)),
             ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
             ("GET", keys.lease(task_id)),
-            ("SISMEMBER", keys.inbox(task_id), message_id),
             ("GET", keys.quarantine(task_id)),
         ]
 
+    def seen(self, task_id: str, message_id: str) -> tuple[Any, ...]:
+        """Whether `message_id` was applied. Sent any time after watch(): a change that applies it
+        also writes the WATCHed state, so the EXEC of a change judged on a stale answer is refused."""
+        return ("SISMEMBER", keys.inbox(task_id), message_id)
+
+    def reads(self, task_id: str, message_id: str) -> list[tuple[Any, ...]]:
+        """A change's first step: watch(), then seen(). Their replies, as `first`, spare the
+        change this round trip."""
+        return [*self.watch(task_id), self.seen(task_id, message_id)]
+
     def read_back(self, task_id: str, first: Sequence[Any]) -> Checkpoint:
-        """The verified checkpoint in the replies to reads(), as load() would return it."""
+        """The verified checkpoint in the replies to watch() or reads(), as load() would return it."""
         checks.raise_replies(task_id, *first)
-        blob, ctr, _, _, marker = first[4:READS]
+        blob, ctr, _, marker = first[4:WATCHED]
         return self._verify(task_id, blob, ctr, marker)
 
     def pinned(self, task_id: str) -> Pinned:
@@ -176,7 +179,7 @@ class Store:
         with self._pinned(task_id, pinned) as conn:
             replies = first if first is not None else conn.batch(self.reads(task_id, message_id))
             checks.raise_replies(task_id, *replies)
-            blob, ctr, _, seen, _ = replies[4:READS]
+            blob, ctr, _, _, seen = replies[4:READS]
             if blob is not None:
                 if seen:
                     return Outcome("duplicate", self._verify(task_id, blob, ctr, None), conn.round_trips)
@@ -222,7 +225,7 @@ class Store:
                 else:
                     replies = conn.batch(self.reads(task_id, message_id))
                 checks.raise_replies(task_id, *replies)
-                blob, ctr, held, seen, marker = replies[4:READS]
+                blob, ctr, held, marker, seen = replies[4:READS]
                 current = self._verify(task_id, blob, ctr, marker)
                 if seen:
                     return Outcome("duplicate", current, conn.round_trips, lost)

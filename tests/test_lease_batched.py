@@ -27,8 +27,8 @@ def test_a_busy_lease_judges_nothing_it_read(
     # What a reader could see mid-write: one side of the holder's EXEC for the state, the other
     # for its counter. Under the lease it would be rollback; without it, it must not be judged.
     redis_client.set(keys.state(cp.task_id), old)
-    with pytest.raises(LeaseBusy):
-        gate_store.acquire_with(leases, cp.task_id, [])
+    with pytest.raises(LeaseBusy), gate_store.pinned(cp.task_id) as pinned:
+        gate_store.acquire_with(leases, cp.task_id, [], pinned=pinned)
     assert gate_store.quarantine_reason(cp.task_id) is None
 
 
@@ -36,7 +36,8 @@ def test_a_lease_given_back_in_the_last_write_is_gone_and_not_released_twice(
     gate_store: Store, leases: Leases, redis_client: redis.Redis
 ) -> None:
     cp = gate_store.create(new_checkpoint(), "create-release").checkpoint
-    lease, loaded, _ = gate_store.acquire_with(leases, cp.task_id, [])
+    with gate_store.pinned(cp.task_id) as pinned:
+        lease, loaded, _, _ = gate_store.acquire_with(leases, cp.task_id, [], pinned=pinned)
     assert loaded.state_version == 1 and redis_client.exists(keys.lease(cp.task_id))
     held = Held(lease)
     outcome = gate_store.transition(
@@ -54,6 +55,6 @@ def test_a_lease_taken_for_a_load_that_fails_is_given_back(
     gate_store: Store, leases: Leases, redis_client: redis.Redis
 ) -> None:
     task_id = new_checkpoint().task_id  # never created
-    with pytest.raises(TaskNotFound):
-        gate_store.acquire_with(leases, task_id, [])
+    with pytest.raises(TaskNotFound), gate_store.pinned(task_id) as pinned:
+        gate_store.acquire_with(leases, task_id, [], pinned=pinned)
     assert not redis_client.exists(keys.lease(task_id))

@@ -1,23 +1,32 @@
-"""A wake costs the gate two Redis round trips: one takes the task's lease, WATCHes and reads the
-task, and reads the live authority under it; the other writes the change (or, for a wake that
-changes nothing, the receipt) with the waits and gives the lease back. Driven through the gate's
-own handle() against the stack `wakeful dev up` starts, counted where every role counts them."""
+"""Redis round trips on the hot path, counted where every role counts them, through the roles' own
+handle() against the stack `wakeful dev up` starts.
+
+A wake costs the gate two: one takes the task's lease, WATCHes and reads the task, and reads the
+live authority under it; the other writes the change (or, for a wake that changes nothing, the
+receipt) with the waits and gives the lease back. A proposal costs the executor four besides the
+tool's own: its load is WATCHed for the close, whose inbox check rides with the recorded outcome."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
-from helpers import gate_for, inbound_wake, role_message
+from helpers import gate_for, inbound_wake, refund_proposal, role_message
 
 from wakeful.cli.client import REQUESTER, Client
-from wakeful.core import topics
+from wakeful.consumers.executor import Executor
+from wakeful.consumers.runner import Runner
+from wakeful.core import provenance, topics
+from wakeful.core.log import Log
+from wakeful.examples.refund import app as refund_app
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
-from wakeful.state import keys
+from wakeful.state import keys, wiring
 from wakeful.state.acl import CountingConnection
 
 OVER_LIMIT = 2500  # above the approval limit: the task waits for an approver
+UNDER_LIMIT = 300  # under it: the task is ready for a proposal at once
 
 
 def handled(
@@ -85,3 +94,47 @@ def test_a_wake_that_changes_nothing_costs_two_round_trips_and_leaves_no_lease_o
     # The connection went back to the pool with no WATCH left on it: the next change on it lands.
     assert handled(client, gate, "alice", events.APPROVE, {"version": 1}, task_id=task_id) == 2
     assert client.store.load(task_id).stage == "ready"
+
+
+def executor_for(client: Client) -> Executor:
+    """An executor as its role's main() builds one, its dead letters kept in a list to read."""
+    settings, letters = client.settings, list[str]()
+    for tool in refund_app.tools:
+        tool.connect(settings)
+    executor = Executor(
+        wiring.store_for(settings, "executor"),
+        wiring.leases_for(settings, "executor"),
+        wiring.actions_for(settings, "executor"),
+        Log(),
+        keys=provenance.load_keys(settings, "executor"),
+        app=refund_app,
+    )
+    executor.runner = cast(
+        Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
+    )
+    return executor
+
+
+def proposed(client: Client, gate: Any, executor: Executor) -> int:
+    """Round trips the executor made to carry out a refund proposal for a new task, bank included."""
+    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    handled(
+        client, gate, REQUESTER, events.CREATE, {"amount": UNDER_LIMIT, "currency": "EUR"}, task_id=task_id
+    )
+    version = client.store.load(task_id).state_version
+    proposal = refund_proposal(task_id, version, UNDER_LIMIT)
+    msg = role_message(client.settings, "proposer", topics.PROPOSALS, task_id, proposal.encode())
+    before = CountingConnection.round_trips
+    executor.handle(msg)
+    trips = CountingConnection.round_trips - before
+    assert client.store.load(task_id).stage == "closed" and len(client.bank.entries(task_id)) == 1
+    assert not client.admin.exists(keys.lease(task_id))
+    return trips
+
+
+def test_a_proposal_costs_the_executor_four_round_trips_and_the_bank_its_own(client: Client) -> None:
+    gate, executor = warmed(client), executor_for(client)
+    proposed(client, gate, executor)  # its connections opened
+    # The lease, the task WATCHed and read, the action log and authority; the intent; the bank's
+    # refund; the outcome with the close's inbox check; the close, with the lease given back.
+    assert proposed(client, gate, executor) == 5
