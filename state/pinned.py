@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+import hiredis
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import Connection, ConnectionPool
@@ -70,6 +71,16 @@ def hash_reply(reply: object) -> dict[bytes, bytes]:
     if isinstance(reply, list):
         return dict(zip(reply[::2], reply[1::2], strict=True))
     raise TypeError(f"not an HGETALL reply: {type(reply).__name__}")
+
+
+def pack(commands: Sequence[Command]) -> bytes:
+    """The batch in RESP, as redis-py's own packer writes it with hiredis, without its per-command
+    work for what wakeful never sends (a command name of several words, memoryviews, buffers cut
+    for very large values): a fifth of the time."""
+    try:
+        return b"".join([hiredis.pack_command(tuple(c)) for c in commands])  # type: ignore[arg-type]  # a 1-tuple in its stub
+    except TypeError as exc:  # an argument that is not str, bytes, int or float: as redis-py says it
+        raise redis.DataError(str(exc)) from exc
 
 
 def _pool_of(cluster: RedisCluster, node: ClusterNode) -> ConnectionPool:
@@ -159,8 +170,7 @@ class Pinned:
     ) -> list[Any]:
         self.round_trips += 1
         try:
-            packed = conn.pack_commands([tuple(c) for c in commands])  # type: ignore[no-untyped-call]
-            conn.send_packed_command(packed)  # type: ignore[no-untyped-call]
+            conn.send_packed_command([pack(commands)])  # type: ignore[no-untyped-call]
             replies: list[Any] = []
             for _ in commands:
                 try:
