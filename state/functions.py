@@ -20,7 +20,8 @@ from typing import Any
 
 import redis
 
-from wakeful.core.retry import FunctionsMissing
+from wakeful.core.retry import FunctionsMissing, SlotMoved
+from wakeful.state.pinned import Pinned
 
 VERSION = 1
 LIBRARY = f"wakeful_v{VERSION}"
@@ -49,7 +50,16 @@ Arg = str | int | bytes
 
 
 def call(client: redis.Redis, function: Function, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-    """FCALL the function: one round trip. A library that is not there raises FunctionsMissing."""
+    """FCALL the function: one round trip, sent as a batch of one on a connection of the pool that
+    serves its keys (redis-py's own command path costs more than the call). A library that is not
+    there raises FunctionsMissing; any other error reply is raised as redis-py raises it."""
+    if keys:
+        try:
+            with Pinned(client, keys[0]) as pinned:
+                (value,) = pinned.batch([command(function, keys, args)])
+            return reply(function, value)
+        except SlotMoved:  # not run: a cluster in flux, whose MOVED and ASK redis-py follows itself
+            pass
     try:
         return client.fcall(function.qualified, len(keys), *keys, *args)
     except redis.ResponseError as exc:

@@ -245,6 +245,16 @@ def test_a_transition_whose_slot_moved_is_retried_on_the_new_node_not_dead_lette
     leases.release(lease)
 
 
+def test_a_function_called_after_its_slot_moved_runs_once_on_the_new_node(settings: Settings) -> None:
+    """A lone FCALL goes out on a raw connection; a MOVED reply (nothing ran) hands it to the
+    cluster client, which follows the redirect: the caller sees the result, not the reshard."""
+    store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
+    task_id = store.create(new_checkpoint(), "create-fcall-moved").checkpoint.task_id
+    _migrate_slot(settings, keys.lease(task_id), settings.redis_cluster_ports)
+    lease = leases.acquire(task_id)  # the client's map still names the old node
+    assert lease.fence == 1 and leases.release(lease)
+
+
 def _joined(settings: Settings, ports: Sequence[int]) -> bool:
     """Every node lists every other one, connected, and serves the cluster (cluster_state:ok)."""
     for port in ports:
