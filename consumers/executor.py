@@ -186,21 +186,19 @@ class Executor:
         """Advance the task past a step that ran: (tool, op key, what the tool returned). The lease
         goes back inside that transaction: nothing is left to do under it (D38). `first`: the
         change's first step, already read (_once)."""
-        (tool, op, result), held = step, loaded.held
+        tool, op, result = step
         fault("executor.after_outcome")
         now = datetime.now(UTC)
         # One close per operation, whichever proposal (or redelivery) gets here.
-        applied = self._advance(
+        self._advance(
             loaded,
             keys.runtime_id("close", op),
             lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
             {"done": tool, **{k: str(v) for k, v in result.items()}},
             before=self._next_step,
-            also=lambda _: [self.leases.release_command(held)],
+            release=loaded.held,
             first=first,
         )
-        if applied:
-            held.sent()
         fault("executor.after_advance")
 
     def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
@@ -274,14 +272,15 @@ class Executor:
         detail: dict[str, Any],
         *,
         before: Any = None,
-        also: Any = None,
+        release: Held | None = None,
         first: list[Any] | None = None,
-    ) -> bool:
-        """True when this call wrote the change (and `also` with it); False when it was applied before.
-        On the connection that WATCHes the task since its load; `first`: the change's first step."""
+    ) -> None:
+        """The change, on the connection that WATCHes the task since its load (a change applied
+        before writes nothing). `release`: the lease, given back inside it; `first`: the change's
+        first step, already read."""
         cp = loaded.checkpoint
         try:
-            outcome = self.store.transition(
+            self.store.transition(
                 cp.task_id,
                 cp.state_version,
                 message_id,
@@ -289,13 +288,12 @@ class Executor:
                 lease=loaded.held.lease,
                 detail=detail,
                 before=before,
-                also=also,
+                release=release,
                 pinned=loaded.pinned,
                 first=first,
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
-        return outcome.status == "applied"
 
 
 def main(settings: Settings, stop: threading.Event) -> None:

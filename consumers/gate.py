@@ -93,7 +93,7 @@ class Gate:
         self.leases = leases
         self.producer = producer
         self.log = log
-        self.writes = gate_writes.FollowUps(self.client, leases, producer, app, log)
+        self.writes = gate_writes.FollowUps(leases, producer, app, log)
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
@@ -157,8 +157,7 @@ class Gate:
             return decided.checkpoint
 
         def receipt(new: Checkpoint) -> list[tuple[Any, ...]]:
-            writes = gate_writes.change_writes(event, evidence, refusal[0] if refusal else None, new)
-            return [*writes, self.leases.release_command(held)]  # nothing is left to do under it
+            return gate_writes.change_writes(event, evidence, refusal[0] if refusal else None, new)
 
         finish = functools.partial(self.writes.finish, held=held, pinned=step.pinned)
         try:
@@ -172,6 +171,7 @@ class Gate:
                 restamp=True,
                 before=gate_writes.wait_writes,
                 also=receipt,
+                release=held,
                 pinned=step.pinned,
                 first=step.first,
             )
@@ -195,7 +195,6 @@ class Gate:
             # Not tampering, but this worker cannot read the task: keep the message, loudly.
             raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
         else:
-            held.sent()  # the transaction gave the lease back
             fault("gate.after_cas")
             status, reason = ("rejected", refusal[0]) if refusal else ("accepted", f"task is {cp.stage}")
             if event is None:
@@ -244,8 +243,7 @@ class Gate:
             wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence, tenant=wake.tenant)
 
         def also(new: Checkpoint) -> list[tuple[Any, ...]]:
-            writes = gate_writes.create_writes(event, task_id, decided.evidence, new)
-            return [*writes, self.leases.release_command(held)]
+            return gate_writes.create_writes(event, task_id, decided.evidence, new)
 
         try:
             created = self.store.create(
@@ -254,6 +252,7 @@ class Gate:
                 gate_writes.event_detail(event),
                 also=also,
                 before=gate_writes.wait_writes,
+                release=held,
                 pinned=step.pinned,
                 first=step.first,
             )
@@ -263,7 +262,6 @@ class Gate:
         if created.status == "duplicate":  # applied before: follow up on the stored evidence, not this copy's
             finish(None, "", "", task_id, cp)
             return self.writes.follow_up(cp, stored)
-        held.sent()  # the transaction gave the lease back
         fault("gate.after_cas")
         self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status="accepted", stage=cp.stage)
         return self.writes.follow_up(cp, wake)

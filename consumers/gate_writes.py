@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import redis
 from confluent_kafka import Producer
 
 from wakeful.consumers.gate_wake import Wake
@@ -37,8 +36,7 @@ class FollowUps:
     waits, the receipt and the lease given back (a change writes those with its transaction:
     `wait_writes` ahead of it, the lease inside it); then the task's proposal request."""
 
-    def __init__(self, client: redis.Redis, leases: Leases, producer: Producer, app: App, log: Log) -> None:
-        self.client = client
+    def __init__(self, leases: Leases, producer: Producer, app: App, log: Log) -> None:
         self.leases = leases
         self.producer = producer
         self.app = app

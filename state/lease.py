@@ -116,7 +116,8 @@ class Leases:
             raise LeaseBusy(task_id)
         return Lease(task_id, self.owner, int(fence), self.ttl_ms)
 
-    def release_command(self, held: Held) -> tuple[Any, ...]:
+    @staticmethod
+    def release_command(held: Held) -> tuple[Any, ...]:
         """release() as a command for the caller's last write. Call `held.sent()` once that write
         has returned; a lease not marked sent is released on its own by `finish`."""
         return functions.command(RELEASE, [keys.lease(held.lease.task_id)], [held.lease.token])

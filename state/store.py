@@ -47,7 +47,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord
 from wakeful.state import checks, keys
 from wakeful.state.checks import Moves
-from wakeful.state.lease import Lease, Leases
+from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import Pinned
 from wakeful.state.seal import Sealer
 
@@ -170,11 +170,12 @@ class Store:
         also: Also | None = None,
         *,
         before: Also | None = None,
+        release: Held | None = None,
         pinned: Pinned | None = None,
         first: Sequence[Any] | None = None,
     ) -> Outcome:
         """Store a new task at state_version 1. The same message id twice is a duplicate, not an error.
-        `first`: the replies to reads(task, message_id), sent on `pinned` (see transition)."""
+        release, pinned, first: as for transition."""
         task_id = checkpoint.task_id
         with self._pinned(task_id, pinned) as conn:
             replies = first if first is not None else conn.batch(self.reads(task_id, message_id))
@@ -187,10 +188,11 @@ class Store:
             if ctr:
                 self._quarantine(task_id, TamperedState(task_id, "the counter exists but the state is gone"))
             new = _stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
-            replies = conn.batch(self._write(new, message_id, detail, also, before))
+            replies = conn.batch(self._write(new, message_id, detail, _releasing(also, release), before))
             if replies[-2] is None:  # EXEC aborted: another creator won the race
                 raise TaskExists(task_id)
             checks.check_exec(task_id, replies)
+            _sent(release)
             return Outcome("applied", new, conn.round_trips)
 
     def transition(
@@ -205,6 +207,7 @@ class Store:
         restamp: bool = False,
         also: Also | None = None,
         before: Also | None = None,
+        release: Held | None = None,
         pinned: Pinned | None = None,
         first: Sequence[Any] | None = None,
     ) -> Outcome:
@@ -215,6 +218,8 @@ class Store:
         restamp: fn may change the policy and tool-catalog stamps (a declared "migrate" rule).
         before: writes outside the task, sent ahead of MULTI under the caller's lease; each must be
         idempotent and safe to find with no transition behind it.
+        release: the caller's lease, given back inside the transaction (and marked sent) when the
+        change applies: nothing is left to do under it. A lost race keeps it for the retry.
         pinned, first: the caller's connection, on which it sent reads(task_id, message_id) (in a
         batch of its own, after its lease), and their replies: the first attempt reads no more.
         """
@@ -238,10 +243,11 @@ class Store:
                 proposed = fn(current)
                 checks.guard(current, proposed, restamp, self.moves)
                 new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
-                replies = conn.batch(self._write(new, message_id, detail, also, before))
+                replies = conn.batch(self._write(new, message_id, detail, _releasing(also, release), before))
                 if replies[-2] is None:
                     continue  # lost the race: re-read and re-validate
                 checks.check_exec(task_id, replies)
+                _sent(release)
                 return Outcome("applied", new, conn.round_trips, lost)
         raise Contention(task_id, keys.CAS_RETRIES)
 
@@ -294,6 +300,18 @@ class Store:
             ("EXEC",),
             ("SADD", keys.OUTBOX_DIRTY, task_id),
         ]
+
+
+def _releasing(also: Also | None, held: Held | None) -> Also | None:
+    """`also`, with the lease's release as the transaction's last write."""
+    if held is None:
+        return also
+    return lambda new: [*(also(new) if also else ()), Leases.release_command(held)]
+
+
+def _sent(held: Held | None) -> None:
+    if held is not None:
+        held.sent()
 
 
 def _stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> Checkpoint:

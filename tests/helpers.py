@@ -332,6 +332,32 @@ def gate_for(settings: Any, owner: str | None = None, app: Any = refund_app) -> 
     )
 
 
+def executor_for(settings: Any, letters: list[str], owner: str | None = None) -> Any:
+    """An executor as its role's main() builds one, to drive with handle() in a test; the reasons
+    it dead-letters with go to `letters`."""
+    from types import SimpleNamespace
+
+    from wakeful.consumers.executor import Executor
+    from wakeful.core import provenance
+    from wakeful.core.log import Log
+    from wakeful.state import wiring
+
+    for tool in refund_app.tools:
+        tool.connect(settings)
+    executor: Any = Executor(
+        wiring.store_for(settings, "executor"),
+        wiring.leases_for(settings, "executor", owner=owner)
+        if owner
+        else wiring.leases_for(settings, "executor"),
+        wiring.actions_for(settings, "executor"),
+        Log(),
+        keys=provenance.load_keys(settings, "executor"),
+        app=refund_app,
+    )
+    executor.runner = SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
+    return executor
+
+
 def chaos_report(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """`wakeful chaos ARGS --json` in a process of its own: its report, once it exited 0."""
     result = subprocess.run(

@@ -40,10 +40,7 @@ def test_a_lease_given_back_in_the_last_write_is_gone_and_not_released_twice(
         lease, loaded, _, _ = gate_store.acquire_with(leases, cp.task_id, [], pinned=pinned)
     assert loaded.state_version == 1 and redis_client.exists(keys.lease(cp.task_id))
     held = Held(lease)
-    outcome = gate_store.transition(
-        cp.task_id, 1, "m1", bump_attempts, lease=lease, also=lambda _: [leases.release_command(held)]
-    )
-    held.sent()
+    outcome = gate_store.transition(cp.task_id, 1, "m1", bump_attempts, lease=lease, release=held)
     assert outcome.status == "applied" and not redis_client.exists(keys.lease(cp.task_id))
     nxt = leases.acquire(cp.task_id)  # free again, with a newer fence
     leases.finish(held)  # already given back: this must not touch the new holder's lease

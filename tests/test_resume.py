@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Producer
 from helpers import (
     command,
+    executor_for,
     gate_for,
     inbound_wake,
     kafka_as,
@@ -31,7 +32,6 @@ from helpers import (
 )
 
 from wakeful.cli.client import REQUESTER, Client
-from wakeful.consumers.executor import Executor
 from wakeful.consumers.gate import Gate
 from wakeful.consumers.runner import Runner
 from wakeful.core import provenance, topics
@@ -199,19 +199,7 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
     letters: list[str] = []
 
     def executor(name: str) -> None:
-        for tool in refund_app.tools:
-            tool.connect(settings)
-        ex = Executor(
-            wiring.store_for(settings, "executor"),
-            wiring.leases_for(settings, "executor", owner=name),
-            wiring.actions_for(settings, "executor"),
-            Log(),
-            keys=provenance.load_keys(settings, "executor"),
-            app=refund_app,
-        )
-        ex.runner = cast(
-            Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
-        )
+        ex = executor_for(settings, letters, owner=name)
         while True:
             try:
                 ex.handle(msg)
