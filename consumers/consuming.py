@@ -2,12 +2,16 @@
 
 Which group protocol it speaks (classic or KIP-848, docs/decisions.md D41) and, in a classic
 group, how its membership survives a restart; offsets that the run loop stores by hand, never
-ahead of the work they cover; and how often an idle consumer asks the broker again.
+ahead of the work they cover; how often an idle consumer asks the broker again; and when a client
+that lost its partitions and never got back into its group is replaced (Membership).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from confluent_kafka import Consumer
 
 from wakeful.core import kafka_auth
 from wakeful.core.log import librdkafka_consumer_config
@@ -40,6 +44,13 @@ def consumer_config(settings: Settings, role: str, group: str) -> dict[str, Any]
     )
 
 
+def group_consumer(settings: Settings, role: str, group: str) -> Callable[[], Consumer]:
+    """Makes `role`'s group consumer: the runner's first client, and a fresh one in place of a
+    client that lost its partitions and never got back into its group (Membership)."""
+    config = consumer_config(settings, role, group)
+    return lambda: Consumer(config)
+
+
 def _membership(settings: Settings, group: str) -> dict[str, Any]:
     if settings.kafka_group_protocol == "consumer":
         # KIP-848: the broker assigns, and owns the session and heartbeat timing (its
@@ -59,3 +70,39 @@ def _membership(settings: Settings, group: str) -> dict[str, Any]:
         "session.timeout.ms": CLASSIC_SESSION_S * 1000,
         "heartbeat.interval.ms": 1_000,
     }
+
+
+REJOIN_S = 2 * CLASSIC_SESSION_S  # lost partitions not back by then: the client is replaced (below)
+
+
+class Membership:
+    """Whether a consumer that lost its partitions got back into its group.
+
+    librdkafka rejoins by itself once a session is lost, and in a healthy group it is assigned again
+    within a session or so. But after a broker restart a static member has been seen to log the
+    loss and never send JoinGroup again (confluentinc/librdkafka#3437): alive, polling, holding
+    nothing, while its partitions wait for it. A member that lost its partitions and holds none
+    `rejoin_s` later is replaced by a fresh client (Runner._rejoin). A member that merely holds
+    nothing (more processes than partitions) lost nothing, so it is left alone.
+    """
+
+    def __init__(self, rejoin_s: float = REJOIN_S) -> None:
+        self.rejoin_s = rejoin_s
+        self.lost_at: float | None = None
+
+    def lost(self, now: float) -> None:
+        if self.lost_at is None:
+            self.lost_at = now
+
+    def assigned(self) -> None:
+        self.lost_at = None
+
+    def stuck(self, now: float, holds_any: Callable[[], bool]) -> bool:
+        """True when the loss is older than rejoin_s and nothing was assigned since; holds_any is
+        asked only then (it asks the client)."""
+        if self.lost_at is None or now - self.lost_at < self.rejoin_s:
+            return False
+        if holds_any():
+            self.lost_at = None
+            return False
+        return True

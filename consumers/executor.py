@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Message
 from pydantic import ValidationError
 
 from wakeful.authority.store import SNAPSHOT_READS, Snapshot, snapshot_from
 from wakeful.consumers import executor_steps
-from wakeful.consumers.consuming import consumer_config
+from wakeful.consumers.consuming import group_consumer
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
@@ -312,15 +312,17 @@ def main(settings: Settings, stop: threading.Event) -> None:
         app=app,
     )
     producer, failures = make_producer(settings, "executor")
+    consumer = group_consumer(settings, "executor", "wakeful-executor")
     runner = Runner(
         "executor",
         topics.PROPOSALS,
         executor.handle,
-        Consumer(consumer_config(settings, "executor", "wakeful-executor")),
+        consumer(),
         producer,
         log=log,
         threads=settings.threads,
         failures=failures,
+        remake=consumer,
     )
     executor.runner = runner
     log("role.start")

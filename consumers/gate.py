@@ -22,11 +22,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Message, Producer
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_rules, gate_writes
-from wakeful.consumers.consuming import consumer_config
+from wakeful.consumers.consuming import group_consumer
 from wakeful.consumers.gate_wake import DeadLetter, Taken, Wake, authenticate, identity, verified_event
 from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
@@ -291,15 +291,17 @@ def main(settings: Settings, stop: threading.Event) -> None:
     store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
     producer, failures = make_producer(settings, "gate")
     gate = Gate(store, leases, producer, log, keys=keys, app=app, event_max_age=settings.event_max_age)
+    consumer = group_consumer(settings, "gate", "wakeful-gate")
     runner = Runner(
         "gate",
         topics.WAKE,
         gate.handle,
-        Consumer(consumer_config(settings, "gate", "wakeful-gate")),
+        consumer(),
         producer,
         log=log,
         threads=settings.threads,
         failures=failures,
+        remake=consumer,
         on_poison=gate.poisoned,
     )
     gate.runner = runner

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import redis
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Message, Producer
 
 from wakeful.authority.store import decode_signer
-from wakeful.consumers.consuming import consumer_config
+from wakeful.consumers.consuming import group_consumer
 from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
@@ -226,15 +226,17 @@ def main(settings: Settings, stop: threading.Event) -> None:
     client = acl.connect(settings, "inbound")  # its password before any wait on the broker
     producer, failures = make_producer(settings, "inbound")
     inbound = Inbound(client, producer, log, settings.event_max_age, kinds=load_app(settings.app).kinds)
+    consumer = group_consumer(settings, "inbound", "wakeful-inbound")
     runner = Runner(
         "inbound",
         topics.EVENTS,
         inbound.handle,
-        Consumer(consumer_config(settings, "inbound", "wakeful-inbound")),
+        consumer(),
         producer,
         log=log,
         threads=settings.threads,
         failures=failures,
+        remake=consumer,
         after_batch=inbound.after_batch,
         on_poison=inbound.poisoned,
     )

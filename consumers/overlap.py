@@ -117,15 +117,27 @@ class OverlapRunner(Runner):
         self.counters.messages += sum(done.values())
 
     def _rewind(self) -> None:
-        """Let what is in flight finish, then read again from the lowest offset not stored."""
+        """Read again from the lowest offset not stored, once what is in flight has finished."""
+        for tp in self._forget():
+            self.consumer.seek(tp)
+
+    def _forget(self) -> list[TopicPartition]:
+        """Let what is in flight finish, then forget what was read; returns, per partition, the
+        lowest offset read and not stored."""
         with self._idle:
             while self._busy and self._failed is None:
                 self._idle.wait(0.5)
             starts = [TopicPartition(w[0], w[1], min(o)) for w, o in self._read.items() if o]
             self._read.clear()
             self._behind.clear()
-        for tp in starts:
-            self.consumer.seek(tp)
+        return starts
+
+    def _rejoin(self) -> None:
+        """Replace the client once what is in flight has finished. What was read and not stored is
+        forgotten: its partitions were lost, and their next owner reads it again."""
+        self._forget()
+        self._paused = False
+        super()._rejoin()
 
     def _pace(self) -> None:
         """Pause reading while max_pending messages wait to be stored; resume below it."""

@@ -13,10 +13,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Message, Producer
 from pydantic import ValidationError
 
-from wakeful.consumers.consuming import consumer_config
+from wakeful.consumers.consuming import group_consumer
 from wakeful.consumers.models import Model, Proposal, make_model
 from wakeful.consumers.overlap import OverlapRunner
 from wakeful.consumers.producing import make_producer
@@ -146,15 +146,17 @@ def main(settings: Settings, stop: threading.Event) -> None:
     limits = Limits(task=settings.model_task_tokens, tenant=settings.model_tenant_tokens)
     budget = Budget(acl.connect(settings, "proposer", timeout=REDIS_TIMEOUT_S), limits)
     proposer = Proposer(make_model(settings), producer, log, keys, budget)
+    consumer = group_consumer(settings, "proposer", "wakeful-proposer")
     runner = OverlapRunner(  # a slow model call holds up only its own task
         "proposer",
         topics.PROPOSALS_REQUEST,
         proposer.handle,
-        Consumer(consumer_config(settings, "proposer", "wakeful-proposer")),
+        consumer(),
         producer,
         log=log,
         threads=settings.threads,
         failures=failures,
+        remake=consumer,
     )
     proposer.runner = runner
     log("role.start")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import gc
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from wakeful.consumers import dead_letters
+from wakeful.consumers.consuming import REJOIN_S, Membership
 from wakeful.consumers.handling import Handler, Handling
 from wakeful.consumers.producing import DeliveryFailures, describe
 from wakeful.core.errors import KafkaClientFailed, Stopping
@@ -30,6 +32,7 @@ from wakeful.core.retry import Verdict
 from wakeful.state.acl import CountingConnection
 
 FLUSH_STEP_S = 1.0
+CLOSE_S = 30  # how long a client being replaced may take to close (Runner._rejoin)
 
 
 class Runner(Handling):
@@ -48,6 +51,8 @@ class Runner(Handling):
         failures: DeliveryFailures | None = None,
         dead_letter_bytes: int | None = None,
         on_poison: Callable[[Message, str], None] | None = None,
+        remake: Callable[[], Consumer] | None = None,
+        rejoin_s: float = REJOIN_S,
     ) -> None:
         super().__init__(
             role,
@@ -63,20 +68,19 @@ class Runner(Handling):
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix=role)
         self.batch = batch
         self.after_batch = after_batch  # runs once the batch's output is durable, before offsets
+        self.remake = remake  # a fresh client like `consumer`, for one that never got back in
+        self.membership = Membership(rejoin_s)
 
     def run(self, stop: threading.Event) -> None:
         # Start-up objects never die: keep them out of the collector's way, and collect young
         # objects less often, so a full collection does not stall a batch for tens of ms.
         gc.freeze()
         gc.set_threshold(20_000, 20, 20)
-        self.consumer.subscribe(
-            [self.topic],
-            on_assign=self._rebalanced("runner.assigned"),
-            on_revoke=self._rebalanced("runner.revoked"),
-            on_lost=self._rebalanced("runner.lost"),
-        )
+        self._subscribe()
         try:
             while not stop.is_set():
+                if self.remake is not None and self.membership.stuck(time.monotonic(), self._holds_any):
+                    self._rejoin()
                 msgs = self._next_batch()
                 good = [m for m in msgs if not self._is_error(m)]
                 if good:
@@ -106,15 +110,47 @@ class Runner(Handling):
                 redis_round_trips=CountingConnection.round_trips,
             )
 
-    def _rebalanced(self, event: str) -> Callable[[Consumer, list[TopicPartition]], None]:
+    def _subscribe(self) -> None:
+        self.consumer.subscribe(
+            [self.topic],
+            on_assign=self._rebalanced("runner.assigned", self.membership.assigned),
+            on_revoke=self._rebalanced("runner.revoked"),
+            on_lost=self._rebalanced("runner.lost", lambda: self.membership.lost(time.monotonic())),
+        )
+
+    def _rebalanced(
+        self, event: str, then: Callable[[], None] | None = None
+    ) -> Callable[[Consumer, list[TopicPartition]], None]:
         """A rebalance callback that logs which partitions came or went (librdkafka applies the
         change itself once it returns): who holds what, for operators and for tests that need a
         process to hold partitions before they send it work."""
 
         def record(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
             self.log(event, role=self.role, partitions=sorted(tp.partition for tp in partitions))
+            if then is not None:
+                then()
 
         return record
+
+    def _holds_any(self) -> bool:
+        return bool(self.consumer.assignment())
+
+    def _rejoin(self) -> None:
+        """Replace a client that lost its partitions and never got back into its group
+        (consuming.Membership) with a fresh one under the same identity. Nothing is in flight
+        between batches, and no offset stored for a lost partition counts: its next owner, maybe
+        this process again, reads on from the last committed one."""
+        assert self.remake is not None
+        lost_at = self.membership.lost_at or time.monotonic()
+        self.log("runner.rejoining", role=self.role, lost_for_s=round(time.monotonic() - lost_at, 1))
+        old, self.consumer = self.consumer, self.remake()
+        closing = threading.Thread(target=old.close, name=f"{self.role}-close", daemon=True)
+        closing.start()
+        closing.join(CLOSE_S)
+        if closing.is_alive():  # a client that wedged is not trusted to stay quiet: start over clean
+            raise KafkaClientFailed(self.role, f"a client that lost its group did not close in {CLOSE_S} s")
+        self.membership.assigned()  # the fresh client starts its own membership
+        self._subscribe()
 
     def _next_batch(self) -> list[Message]:
         """Wait for one message, then take whatever else is already fetched, without waiting:

@@ -253,6 +253,9 @@ class StandInProducer:
     def produce(self, *_: Any, **__: Any) -> None:
         return None
 
+    def poll(self, _timeout: float) -> int:
+        return 0
+
 
 def msg(key: str, offset: int, partition: int = 0) -> Message:
     return Message(topic="t", partition=partition, offset=offset, key=key.encode(), value=b"v")

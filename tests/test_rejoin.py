@@ -1,0 +1,204 @@
+"""A consumer that lost its partitions and never got back into its group is replaced, and the role
+consumes again: after a broker restart a static member has been seen to log the loss and never
+rejoin, alive and idle while its partitions waited (consumers/consuming.py, Membership).
+
+The rule first, as a table; then the runner's wiring with stand-in clients; then a stuck client
+replaced by a real one that reads on from a real broker."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
+from helpers import StandInProducer, kafka_as, msg
+
+from wakeful.consumers.consuming import Membership, consumer_config
+from wakeful.consumers.overlap import OverlapRunner
+from wakeful.consumers.producing import make_producer
+from wakeful.consumers.runner import Runner
+from wakeful.core.kafka_rights import ADMIN
+from wakeful.core.log import Log
+from wakeful.core.settings import Settings
+from wakeful.devstack.process import wait_until
+
+DEADLINE_S = 60
+
+Rebalance = Callable[[Any, list[TopicPartition]], None]
+
+
+@pytest.mark.parametrize(
+    ("events", "now", "holds", "stuck"),
+    [
+        ([], 1_000.0, False, False),  # never lost anything: holding nothing is a spare process
+        ([("lost", 0.0)], 59.0, False, False),  # lost, still within the rejoin window
+        ([("lost", 0.0)], 60.0, False, True),  # lost, nothing back a whole window later
+        ([("lost", 0.0)], 60.0, True, False),  # lost, holds partitions again (no callback seen)
+        ([("lost", 0.0), ("assigned", 5.0)], 100.0, False, False),  # back in, even with nothing
+        ([("lost", 0.0), ("lost", 50.0)], 60.0, False, True),  # the first loss starts the clock
+        ([("lost", 0.0), ("assigned", 5.0), ("lost", 50.0)], 100.0, False, False),
+        ([("lost", 0.0), ("assigned", 5.0), ("lost", 50.0)], 110.0, False, True),
+    ],
+)
+def test_only_a_member_that_lost_its_partitions_and_got_nothing_back_is_stuck(
+    events: list[tuple[str, float]], now: float, holds: bool, stuck: bool
+) -> None:
+    m = Membership(rejoin_s=60)
+    for event, at in events:
+        m.lost(at) if event == "lost" else m.assigned()
+    assert m.stuck(now, lambda: holds) is stuck
+
+
+def test_the_client_is_asked_what_it_holds_only_about_a_loss_past_the_window() -> None:
+    def never() -> bool:
+        raise AssertionError("asked the client with no loss to account for")
+
+    m = Membership(rejoin_s=60)
+    assert not m.stuck(1e9, never)
+    m.lost(0.0)
+    assert not m.stuck(59.0, never)
+
+
+class LostClient:
+    """A client whose membership is lost at subscribe and never comes back."""
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def subscribe(
+        self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance, on_lost: Rebalance
+    ) -> None:
+        on_lost(self, [TopicPartition(topics[0], 0)])
+
+    def poll(self, timeout: float) -> Message | None:
+        self.closed.wait(min(timeout, 0.01))
+        return None
+
+    def consume(self, n: int, timeout: float) -> list[Message]:
+        return []
+
+    def assignment(self) -> list[TopicPartition]:
+        return []
+
+    def store_offsets(self, offsets: list[TopicPartition]) -> None:
+        raise AssertionError("nothing was read through a lost client")
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class FreshClient(LostClient):
+    """A client that is assigned partition 0 at subscribe and then reads one message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending = [msg("task-1", 0)]
+        self.stored: list[TopicPartition] = []
+
+    def subscribe(
+        self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance, on_lost: Rebalance
+    ) -> None:
+        on_assign(self, [TopicPartition(topics[0], 0)])
+
+    def poll(self, timeout: float) -> Message | None:
+        return self.pending.pop() if self.pending else super().poll(timeout)
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition("t", 0)]
+
+    def store_offsets(self, offsets: list[TopicPartition]) -> None:
+        self.stored += offsets
+
+
+@pytest.mark.parametrize("kind", [Runner, OverlapRunner])
+def test_a_client_that_never_got_back_into_its_group_is_replaced_and_reading_goes_on(
+    kind: type[Runner],
+) -> None:
+    lost, fresh = LostClient(), FreshClient()
+    handled: list[bytes] = []
+    runner = kind(
+        "test",
+        "t",
+        lambda m: handled.append(m.key() or b""),
+        cast(Consumer, lost),
+        cast(Producer, StandInProducer()),
+        log=Log(),
+        threads=2,
+        remake=lambda: cast(Consumer, fresh),
+        rejoin_s=0.2,
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: handled == [b"task-1"] and bool(fresh.stored), 10)
+        assert lost.closed.is_set() and runner.consumer is cast(Consumer, fresh)
+        assert [(tp.partition, tp.offset) for tp in fresh.stored] == [(0, 1)]
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_a_runner_without_a_maker_keeps_its_client() -> None:
+    """Tests and tools that hand the runner one client get no replacement behind their back."""
+    lost = LostClient()
+    runner = Runner(
+        "test", "t", lambda m: None, cast(Consumer, lost), cast(Producer, StandInProducer()), log=Log()
+    )
+    runner.membership.rejoin_s = 0.0
+    stop = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: runner.membership.lost_at is not None, 10)
+        assert not lost.closed.is_set() and runner.consumer is cast(Consumer, lost)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert lost.closed.is_set()  # by the runner's own stop
+
+
+def test_a_stuck_client_is_replaced_by_one_that_joins_the_group_on_the_broker_and_reads_on(
+    settings: Settings, kafka_bootstrap: str
+) -> None:
+    unique = uuid.uuid4().hex[:8]
+    topic, group = f"wakeful-test.rejoin-{unique}", f"wakeful-test-rejoin-{unique}"
+    admin = AdminClient(kafka_as(kafka_bootstrap))
+    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        future.result(30)
+    producer, failures = make_producer(settings, ADMIN)
+    for i in range(4):
+        producer.produce(topic, key=f"task-{i}".encode(), value=b"v", partition=i % 2)
+    assert producer.flush(30) == 0
+    handled: list[bytes] = []
+    lost = LostClient()
+    config = consumer_config(settings, ADMIN, group)
+    runner = Runner(
+        "rejoin-test",
+        topic,
+        lambda m: handled.append(m.key() or b""),
+        cast(Consumer, lost),
+        producer,
+        log=Log(role="rejoin-test"),
+        threads=2,
+        failures=failures,
+        remake=lambda: Consumer(config),
+        rejoin_s=0.5,
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: sorted(handled) == [f"task-{i}".encode() for i in range(4)], DEADLINE_S)
+        assert lost.closed.is_set()
+        assert wait_until(lambda: len(runner.consumer.assignment()) == 2, DEADLINE_S)
+    finally:
+        stop.set()
+        thread.join(30)
+        admin.delete_topics([topic])
+    assert not thread.is_alive()
