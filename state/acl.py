@@ -32,10 +32,14 @@ from wakeful.state import keys
 ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "bank", "suppliers", "admin")
 
 _FUNCTIONS = "+fcall"
-_STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set +watch)"
-_COUNTER = f"(~{keys.PATTERN_CTR} +xadd +xrevrange +watch)"
-_LEASE = (
-    f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} +get +set +exists +incr +pexpire +del +watch {_FUNCTIONS})"
+_STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set)"
+_COUNTER = f"(~{keys.PATTERN_CTR} +xadd +xrevrange)"
+_LEASE = f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} +get +set +exists +incr +pexpire +del {_FUNCTIONS})"
+# A change's first step (state/store.py) WATCHes the task's four keys in one command and reads three
+# of them in one MGET: rights that only read what the selectors above may read already.
+_TASK_READ = (
+    f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_CTR} ~{keys.PATTERN_LEASE} ~{keys.PATTERN_QUARANTINE} +watch) "
+    f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_LEASE} ~{keys.PATTERN_QUARANTINE} +mget)"
 )
 _INBOX = f"(~{keys.PATTERN_INBOX} +sadd +sismember)"
 _OUTBOX_WRITE = f"(~{keys.PATTERN_OUTBOX} ~{keys.OUTBOX_DIRTY} +xadd +sadd)"
@@ -58,7 +62,7 @@ _TOKENS = f"(~{keys.PATTERN_TASK_TOKENS} ~{keys.PATTERN_TENANT_TOKENS} +get +inc
 
 # The two roles that write Progress (through state.store) and hold task leases.
 _PROGRESS_WRITER = (
-    f"resetkeys -@all {_KEYLESS} {_STATE} {_COUNTER} {_LEASE} {_INBOX} {_OUTBOX_WRITE} "
+    f"resetkeys -@all {_KEYLESS} {_STATE} {_COUNTER} {_LEASE} {_TASK_READ} {_INBOX} {_OUTBOX_WRITE} "
     f"{_AUTHORITY_READ} {_RECEIPT_WRITE}"
 )
 

@@ -49,7 +49,7 @@ def command_keys(command: Command) -> list[str]:
     if name in ("FCALL", "FCALL_RO"):
         named = command[3 : 3 + int(command[2])]
     else:
-        named = command[1:] if name == "WATCH" else command[1:2]
+        named = command[1:] if name in ("WATCH", "MGET") else command[1:2]
     return [k.decode() if isinstance(k, bytes) else str(k) for k in named]
 
 

@@ -2,8 +2,8 @@
 
 A transition reads as WATCH -> read -> verify -> guard -> MULTI -> write -> EXEC, in two round trips:
 
-1. WATCH state, ctr, lease, quarantine; GET state; last ctr entry; GET lease; GET quarantine;
-   SISMEMBER inbox.
+1. WATCH state, ctr, lease and quarantine (one command); MGET state, lease, quarantine; the last ctr
+   entry; SISMEMBER inbox.
 2. any writes to keys outside the task (`before`, e.g. a wake in wk:deadlines); MULTI; SET sealed
    state; XADD ctr <v>-1 (refused by Redis if it does not grow); SADD inbox; XADD outbox; EXEC;
    then SADD the outbox index.
@@ -57,7 +57,7 @@ Transition = Callable[[Checkpoint], Checkpoint]
 # `before`, builds writes to shared keys that land ahead of the transaction (see above).
 Also = Callable[[Checkpoint], list[tuple[Any, ...]]]
 Clock = Callable[[], datetime]
-WATCHED = 8  # commands in watch()
+WATCHED = 3  # commands in watch()
 READS = WATCHED + 1  # commands in reads(): watch() and seen()
 
 
@@ -122,15 +122,16 @@ class Store:
 
     def watch(self, task_id: str) -> list[tuple[Any, ...]]:
         """A change's first step, less its inbox check: WATCH the task's keys, then read them."""
+        state, ctr, lease, quarantine = (
+            keys.state(task_id),
+            keys.ctr(task_id),
+            keys.lease(task_id),
+            keys.quarantine(task_id),
+        )
         return [
-            ("WATCH", keys.state(task_id)),
-            ("WATCH", keys.ctr(task_id)),
-            ("WATCH", keys.lease(task_id)),
-            ("WATCH", keys.quarantine(task_id)),
-            ("GET", keys.state(task_id)),
-            ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
-            ("GET", keys.lease(task_id)),
-            ("GET", keys.quarantine(task_id)),
+            ("WATCH", state, ctr, lease, quarantine),
+            ("MGET", state, lease, quarantine),
+            ("XREVRANGE", ctr, "+", "-", "COUNT", 1),
         ]
 
     def seen(self, task_id: str, message_id: str) -> tuple[Any, ...]:
@@ -146,7 +147,7 @@ class Store:
     def read_back(self, task_id: str, first: Sequence[Any]) -> Checkpoint:
         """The verified checkpoint in the replies to watch() or reads(), as load() would return it."""
         checks.raise_replies(task_id, *first)
-        blob, ctr, _, marker = first[4:WATCHED]
+        blob, ctr, _, marker = _watched(first)
         return self._verify(task_id, blob, ctr, marker)
 
     def pinned(self, task_id: str) -> Pinned:
@@ -180,7 +181,8 @@ class Store:
         with self._pinned(task_id, pinned) as conn:
             replies = first if first is not None else conn.batch(self.reads(task_id, message_id))
             checks.raise_replies(task_id, *replies)
-            blob, ctr, _, _, seen = replies[4:READS]
+            blob, ctr, _, _ = _watched(replies)
+            seen = replies[WATCHED]
             if blob is not None:
                 if seen:
                     return Outcome("duplicate", self._verify(task_id, blob, ctr, None), conn.round_trips)
@@ -230,7 +232,8 @@ class Store:
                 else:
                     replies = conn.batch(self.reads(task_id, message_id))
                 checks.raise_replies(task_id, *replies)
-                blob, ctr, held, marker, seen = replies[4:READS]
+                blob, ctr, held, marker = _watched(replies)
+                seen = replies[WATCHED]
                 current = self._verify(task_id, blob, ctr, marker)
                 if seen:
                     return Outcome("duplicate", current, conn.round_trips, lost)
@@ -300,6 +303,12 @@ class Store:
             ("EXEC",),
             ("SADD", keys.OUTBOX_DIRTY, task_id),
         ]
+
+
+def _watched(replies: Sequence[Any]) -> tuple[Any, Any, Any, Any]:
+    """(state blob, last ctr entry, lease holder, quarantine marker) from the replies to watch()."""
+    (blob, held, marker), ctr = replies[1], replies[2]
+    return blob, ctr, held, marker
 
 
 def _releasing(also: Also | None, held: Held | None) -> Also | None:
