@@ -51,6 +51,36 @@ def test_worker_credential_cannot_delete_or_expire_task_state(settings: Settings
     assert acl.connect(settings, "admin").pttl(keys.state(task_id)) == -1
 
 
+@pytest.mark.parametrize("role", ["gate", "executor"])
+def test_the_task_read_rights_reach_only_the_tasks_own_keys_and_write_nothing(
+    settings: Settings, task_id: str, role: str
+) -> None:
+    """A change's first step is one WATCH of the task's four keys and one MGET of three (D45): those
+    rights name no key the role could not already read, and a command that adds one is refused."""
+    conn = acl.connect(settings, role)
+    state, ctr, lease, marker = (
+        keys.state(task_id),
+        keys.ctr(task_id),
+        keys.lease(task_id),
+        keys.quarantine(task_id),
+    )
+    assert command_(conn, "WATCH", state, ctr, lease, marker) in (b"OK", "OK", True)
+    assert command_(conn, "MGET", state, lease, marker)[0] is not None
+    command_(conn, "UNWATCH")
+    for command in (
+        ("MGET", state, keys.AUTH_LIMIT),
+        ("MGET", keys.ops(task_id)),
+        ("MGET", state, keys.inbox(task_id)),
+        ("MGET", keys.bank_fence(task_id)),
+        ("WATCH", state, keys.ops(task_id)),
+        ("WATCH", keys.AUTH_LIMIT),
+        ("MSET", state, "x"),
+        ("MSETNX", lease, "x"),
+    ):
+        with pytest.raises(NOPERM):
+            command_(conn, *command)
+
+
 def test_proposer_can_read_and_write_no_progress(settings: Settings, task_id: str) -> None:
     proposer = acl.connect(settings, "proposer")
     for command in (
