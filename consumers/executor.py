@@ -53,7 +53,7 @@ from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionStatus
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
-from wakeful.state import keys, wiring
+from wakeful.state import first_step, keys, wiring
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.pinned import Pinned, hash_reply
@@ -81,7 +81,7 @@ class _Loaded:
     replies: list[Any]  # the action log, then the live authority
     held: Held
     pinned: Pinned
-    watched: list[Any]  # the replies to Store.watch(): a change's first step, less its inbox check
+    watched: list[Any]  # the replies to first_step.watch(): a change's first step, less its inbox check
 
 
 class Executor:
@@ -224,7 +224,7 @@ class Executor:
         begun = self.actions.begin(
             cp.task_id, effect.op_key, lease.fence, lease.token, tool=tool.name, args=args
         )
-        closed = self.store.seen(cp.task_id, keys.runtime_id("close", effect.op_key))
+        closed = first_step.seen(cp.task_id, keys.runtime_id("close", effect.op_key))
         if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance
             (seen,) = loaded.pinned.batch([closed])
             return begun.entry.result or {}, [*loaded.watched, seen]

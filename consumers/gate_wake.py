@@ -25,10 +25,10 @@ from wakeful.core.retry import Retry
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
-from wakeful.state import checks, keys
+from wakeful.state import checks, first_step, keys
 from wakeful.state.lease import Held, Leases
 from wakeful.state.pinned import Pinned, hash_reply
-from wakeful.state.store import READS, Store
+from wakeful.state.store import Store
 
 WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
 
@@ -61,7 +61,7 @@ class Taken:
     wake: Wake
     held: Held
     pinned: Pinned
-    first: list[Any]  # the replies to Store.reads(task, identity): the change's first step, done
+    first: list[Any]  # the replies to first_step.reads(task, identity): the change's first step, done
     ops: Any  # the task's action log (HGETALL), read for an amend only; else None
 
     def started(self) -> frozenset[str]:
@@ -111,7 +111,7 @@ def authenticate(
     replies = pinned.batch(
         [
             leases.acquire_command(task_id),  # first: the reads after it are made under it
-            *store.reads(task_id, identity(envelope, event)),
+            *first_step.reads(task_id, identity(envelope, event)),
             *SNAPSHOT_READS,
             ("HGETALL", keys.evidence(task_id)),
             *more,
@@ -121,7 +121,7 @@ def authenticate(
         held = Held(leases.granted(task_id, replies[0]))
     except LeaseBusy:
         raise Retry("task lease is held by another worker", after=0.005) from None
-    first, rest = replies[1 : 1 + READS], replies[1 + READS :]
+    first, rest = replies[1 : 1 + first_step.READS], replies[1 + first_step.READS :]
     try:
         checks.raise_replies(task_id, *rest)
     except BaseException:

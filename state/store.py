@@ -15,7 +15,7 @@ for: `before` writes land ahead of EXEC, idempotent and harmless if the transact
 crash left out of it (docs/decisions.md D40). On a cluster each of those is its own round trip.
 
 A caller with reads of its own to make first (the gate: its lease, the live authority) sends step
-1 itself, `reads()` in its batch on its own `Pinned`, and hands the replies to `create()` or
+1 itself, `first_step.reads()` in its batch on its own `Pinned`, and hands the replies to `create()` or
 `transition()` as `first`: the change then costs one round trip of its own.
 
 A lost race (EXEC returns nil) is re-read and re-validated from step 1, at most CAS_RETRIES times.
@@ -45,7 +45,7 @@ from wakeful.core.errors import (
 )
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord
-from wakeful.state import checks, keys
+from wakeful.state import checks, first_step, keys
 from wakeful.state.checks import Moves
 from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import Pinned
@@ -57,8 +57,6 @@ Transition = Callable[[Checkpoint], Checkpoint]
 # `before`, builds writes to shared keys that land ahead of the transaction (see above).
 Also = Callable[[Checkpoint], list[tuple[Any, ...]]]
 Clock = Callable[[], datetime]
-WATCHED = 3  # commands in watch()
-READS = WATCHED + 1  # commands in reads(): watch() and seen()
 
 
 def utcnow() -> datetime:
@@ -104,14 +102,15 @@ class Store:
     def acquire_with(
         self, leases: Leases, task_id: str, extra: Sequence[tuple[Any, ...]], *, pinned: Pinned
     ) -> tuple[Lease, Checkpoint, list[Any], list[Any]]:
-        """The task's lease taken, then its keys WATCHed and read (watch()) and `extra` read, in one
-        round trip on `pinned`: (lease, checkpoint, replies to extra, replies to watch()). The last,
-        with the reply to seen() after them, are a change's first step (transition's `first`).
+        """The task's lease taken, then its keys WATCHed and read (first_step.watch()) and `extra`
+        read, in one round trip on `pinned`: (lease, checkpoint, replies to extra, replies to
+        watch()). The last, with the reply to first_step.seen() after them, are a change's first
+        step (transition's `first`).
         LeaseBusy, with nothing judged, when another worker holds the lease: reads made while it
         writes may straddle its EXEC."""
-        replies = pinned.batch([leases.acquire_command(task_id), *self.watch(task_id), *extra])
+        replies = pinned.batch([leases.acquire_command(task_id), *first_step.watch(task_id), *extra])
         lease = leases.granted(task_id, replies[0])
-        watched, more = replies[1 : 1 + WATCHED], replies[1 + WATCHED :]
+        watched, more = replies[1 : 1 + first_step.WATCHED], replies[1 + first_step.WATCHED :]
         try:
             checks.raise_replies(task_id, *more)
             return lease, self.read_back(task_id, watched), more, watched
@@ -120,38 +119,16 @@ class Store:
                 leases.release(lease)
             raise
 
-    def watch(self, task_id: str) -> list[tuple[Any, ...]]:
-        """A change's first step, less its inbox check: WATCH the task's keys, then read them."""
-        state, ctr, lease, quarantine = (
-            keys.state(task_id),
-            keys.ctr(task_id),
-            keys.lease(task_id),
-            keys.quarantine(task_id),
-        )
-        return [
-            ("WATCH", state, ctr, lease, quarantine),
-            ("MGET", state, lease, quarantine),
-            ("XREVRANGE", ctr, "+", "-", "COUNT", 1),
-        ]
-
-    def seen(self, task_id: str, message_id: str) -> tuple[Any, ...]:
-        """Whether `message_id` was applied. Sent any time after watch(): a change that applies it
-        also writes the WATCHed state, so the EXEC of a change judged on a stale answer is refused."""
-        return ("SISMEMBER", keys.inbox(task_id), message_id)
-
-    def reads(self, task_id: str, message_id: str) -> list[tuple[Any, ...]]:
-        """A change's first step: watch(), then seen(). Their replies, as `first`, spare the
-        change this round trip."""
-        return [*self.watch(task_id), self.seen(task_id, message_id)]
-
     def read_back(self, task_id: str, first: Sequence[Any]) -> Checkpoint:
-        """The verified checkpoint in the replies to watch() or reads(), as load() would return it."""
+        """The verified checkpoint in the replies to first_step.watch() or reads(), as load() would
+        return it."""
         checks.raise_replies(task_id, *first)
-        blob, ctr, _, marker = _watched(first)
+        blob, ctr, _, marker = first_step.watched(first)
         return self._verify(task_id, blob, ctr, marker)
 
     def pinned(self, task_id: str) -> Pinned:
-        """A connection that serves the task, for a caller that sends reads() in its own batch."""
+        """A connection that serves the task, for a caller that sends first_step.reads() in its own
+        batch."""
         return Pinned(self.client, keys.state(task_id))
 
     def _pinned(self, task_id: str, pinned: Pinned | None) -> AbstractContextManager[Pinned]:
@@ -179,10 +156,10 @@ class Store:
         release, pinned, first: as for transition."""
         task_id = checkpoint.task_id
         with self._pinned(task_id, pinned) as conn:
-            replies = first if first is not None else conn.batch(self.reads(task_id, message_id))
+            replies = first if first is not None else conn.batch(first_step.reads(task_id, message_id))
             checks.raise_replies(task_id, *replies)
-            blob, ctr, _, _ = _watched(replies)
-            seen = replies[WATCHED]
+            blob, ctr, _, _ = first_step.watched(replies)
+            seen = first_step.applied(replies)
             if blob is not None:
                 if seen:
                     return Outcome("duplicate", self._verify(task_id, blob, ctr, None), conn.round_trips)
@@ -230,10 +207,10 @@ class Store:
                 if first is not None and lost == 0:
                     replies = first
                 else:
-                    replies = conn.batch(self.reads(task_id, message_id))
+                    replies = conn.batch(first_step.reads(task_id, message_id))
                 checks.raise_replies(task_id, *replies)
-                blob, ctr, held, marker = _watched(replies)
-                seen = replies[WATCHED]
+                blob, ctr, held, marker = first_step.watched(replies)
+                seen = first_step.applied(replies)
                 current = self._verify(task_id, blob, ctr, marker)
                 if seen:
                     return Outcome("duplicate", current, conn.round_trips, lost)
@@ -303,12 +280,6 @@ class Store:
             ("EXEC",),
             ("SADD", keys.OUTBOX_DIRTY, task_id),
         ]
-
-
-def _watched(replies: Sequence[Any]) -> tuple[Any, Any, Any, Any]:
-    """(state blob, last ctr entry, lease holder, quarantine marker) from the replies to watch()."""
-    (blob, held, marker), ctr = replies[1], replies[2]
-    return blob, ctr, held, marker
 
 
 def _releasing(also: Also | None, held: Held | None) -> Also | None:

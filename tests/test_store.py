@@ -31,7 +31,7 @@ from wakeful.core.settings import Settings
 from wakeful.devstack.process import wait_until
 from wakeful.examples.refund import Stage
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.state import acl, keys, wiring
+from wakeful.state import acl, first_step, keys, wiring
 from wakeful.state.lease import Leases
 from wakeful.state.seal import Keyring, Sealer
 from wakeful.state.store import Store
@@ -136,14 +136,14 @@ def test_a_write_between_the_callers_reads_and_its_transition_is_caught_and_reva
     cp = created(gate_store)
     lease = leases.acquire(cp.task_id)
     with gate_store.pinned(cp.task_id) as pinned:
-        first = pinned.batch(gate_store.reads(cp.task_id, "late"))  # WATCH and read, as the gate does
+        first = pinned.batch(first_step.reads(cp.task_id, "late"))  # WATCH and read, as the gate does
         gate_store.transition(cp.task_id, 1, "between", bump_attempts, lease=lease)  # another connection
         with pytest.raises(StaleVersion):  # re-read: decided on version 1, the task is at 2
             gate_store.transition(
                 cp.task_id, 1, "late", bump_attempts, lease=lease, pinned=pinned, first=first
             )
     with gate_store.pinned(cp.task_id) as pinned:
-        first = pinned.batch(gate_store.reads(cp.task_id, "late"))
+        first = pinned.batch(first_step.reads(cp.task_id, "late"))
         gate_store.transition(cp.task_id, 2, "between-2", bump_attempts, lease=lease)
         out = gate_store.transition(
             cp.task_id, None, "late", bump_attempts, lease=lease, pinned=pinned, first=first
