@@ -57,8 +57,12 @@ def bump_attempts(cp: Checkpoint) -> Checkpoint:
     )
 
 
-def race_transitions(task_id: str, owner: str, fence: int, threads: int) -> list[tuple[bool, int]]:
-    """In a child process: `threads` concurrent transitions of one task under a shared lease.
+def race_transitions(
+    task_id: str, owner: str, fence: int, threads: int, servers: dict[str, str]
+) -> list[tuple[bool, int]]:
+    """In a child process: `threads` concurrent transitions of one task under a shared lease, on the
+    Redis (or Redis Cluster) that the settings in `servers` name (redis_env()): the child's own
+    environment names the shared stack's.
 
     Returns (applied, lost_races) per thread; a Contention error counts as not applied.
     """
@@ -69,7 +73,7 @@ def race_transitions(task_id: str, owner: str, fence: int, threads: int) -> list
     from wakeful.state import wiring
     from wakeful.state.lease import Lease
 
-    store = wiring.store_for(Settings.from_env(), "gate")
+    store = wiring.store_for(Settings.from_env({**os.environ, **servers}), "gate")
     lease = Lease(task_id, owner, fence, 120_000)  # as the test took it: the store checks the token
     results: list[tuple[bool, int]] = []
 
@@ -86,6 +90,14 @@ def race_transitions(task_id: str, owner: str, fence: int, threads: int) -> list
     for t in pool:
         t.join()
     return results
+
+
+def redis_env(settings: Settings) -> dict[str, str]:
+    """The settings that name the Redis (or Redis Cluster) `settings` use, for a child process."""
+    return {
+        "WAKEFUL_REDIS_PORT": str(settings.redis_port),
+        "WAKEFUL_REDIS_CLUSTER": "1" if settings.redis_cluster else "0",
+    }
 
 
 def command(client: redis.Redis, *args: str | int | bytes) -> Any:

@@ -334,10 +334,11 @@ from test_pipeline import (  # noqa: E402, F401
 
 # ---- the store's checks, on the cluster ---------------------------------------------------------
 # The integrity and CAS tests of test_store.py against this module's cluster-backed store: the
-# tampering goes through `redis-cli -c`, as an operator of a cluster would. (The two 64-writer
-# races are left out: their writer processes read the settings from the environment, which names
-# the single Redis.)
+# tampering goes through `redis-cli -c`, as an operator of a cluster would; the 64-writer races
+# write through the cluster too (their writer processes are told its port).
 from test_store import (  # noqa: E402, F401
+    test_64_concurrent_writers_lose_no_update,
+    test_64_workers_with_their_own_leases_serialise_and_lose_no_update,
     test_a_write_between_the_callers_reads_and_its_transition_is_caught_and_revalidated,
     test_blob_copied_from_another_task_is_refused,
     test_created_at_and_updated_at_are_stamped_by_the_store,

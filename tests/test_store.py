@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 import redis
-from helpers import bump_attempts, new_checkpoint, race_transitions, raw_get, set_stage
+from helpers import bump_attempts, new_checkpoint, race_transitions, raw_get, redis_env, set_stage
 
 from wakeful.core import secrets
 from wakeful.core.errors import (
@@ -72,13 +72,14 @@ def redis_cli(settings: Settings, *args: str, stdin: bytes | None = None) -> str
 RACE_LEASE_MS = 120_000
 
 
-def test_64_concurrent_writers_lose_no_update(gate_store: Store, leases: Leases) -> None:
+def test_64_concurrent_writers_lose_no_update(settings: Settings, gate_store: Store, leases: Leases) -> None:
     cp = created(gate_store)
     # 8 processes x 8 threads racing inside one lease. Its ttl outlasts spawning them on a loaded
     # machine: a lease that lapsed first would fail every writer, and test nothing of the race.
     lease = Leases(leases.client, ttl_ms=RACE_LEASE_MS).acquire(cp.task_id)
     with multiprocessing.get_context("spawn").Pool(8) as pool:
-        batches = pool.starmap(race_transitions, [(cp.task_id, lease.owner, lease.fence, 8)] * 8)
+        race = (cp.task_id, lease.owner, lease.fence, 8, redis_env(settings))
+        batches = pool.starmap(race_transitions, [race] * 8)
     results = [r for batch in batches for r in batch]
     applied = [lost for ok, lost in results if ok]
     final = gate_store.load(cp.task_id)
