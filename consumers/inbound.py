@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import redis
 from confluent_kafka import Message, Producer
@@ -117,19 +118,48 @@ class Inbound:
         self.runner: Runner | None = None
         self._accepted: list[tuple[str, str]] = []  # (key id, event id) whose wake is published
         self._claims: dict[str, Position] = {}  # this batch's identities -> the message holding each
+        self._found: dict[Position, tuple[SignedEvent, list[Any]]] = {}  # before_batch()'s reads
         self._lock = threading.Lock()
 
-    def handle(self, msg: Message) -> None:
-        parsed = parse(msg.value() or b"")
-        if isinstance(parsed, Rejected):
-            return self._reject(msg, parsed)
-        event = parsed
+    def before_batch(self, msgs: list[Message]) -> None:
+        """Read what every event of the batch needs (lookups()) in one pipeline, for handle() to
+        take. A read is only a read: an event whose lookups are not here (they failed, or the
+        message is being retried) reads its own in handle()."""
+        events_in: list[tuple[Position, SignedEvent, int]] = []
         pipe = self.client.pipeline(transaction=False)
-        pipe.hget(keys.AUTH_SIGNERS, event.key_id)
-        pipe.exists(keys.seen(event.key_id, event.event_id))
-        if event.correlation_id:  # no PING in its place: a cluster pipeline sends no keyless command
-            pipe.get(keys.corr(event.correlation_id))
-        signer_raw, seen, *found = pipe.execute()
+        for msg in msgs:
+            parsed = parse(msg.value() or b"")
+            if isinstance(parsed, Rejected):
+                continue  # handle() rejects it
+            reads = lookups(parsed)
+            for command in reads:
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            events_in.append((_position(msg), parsed, len(reads)))
+        found: dict[Position, tuple[SignedEvent, list[Any]]] = {}
+        try:
+            replies: list[Any] = pipe.execute() if events_in else []
+        except redis.RedisError as exc:
+            self.log("inbound.batch_read_failed", error=repr(exc), events=len(events_in))
+            events_in = []
+        at = 0
+        for position, event, n in events_in:
+            found[position] = (event, replies[at : at + n])
+            at += n
+        with self._lock:
+            self._found = found
+
+    def handle(self, msg: Message) -> None:
+        with self._lock:
+            read = self._found.pop(_position(msg), None)
+        if read is None:
+            parsed = parse(msg.value() or b"")
+            if isinstance(parsed, Rejected):
+                return self._reject(msg, parsed)
+            pipe = self.client.pipeline(transaction=False)
+            for command in lookups(parsed):
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            read = (parsed, pipe.execute())
+        event, (signer_raw, seen, *found) = read
         corr = found[0] if found else None
         key, kinds = _signer(event.key_id, signer_raw)
         judged = datetime.now(UTC)  # one clock reading: the verdict the wake carries is this one
@@ -146,11 +176,7 @@ class Inbound:
             return self._reject(msg, unknown)
         assert task_id is not None  # judge() made sure an event names its task or its wait
         with self._lock:
-            first = claim(
-                self._claims,
-                keys.event_identity(event.key_id, event.event_id),
-                (msg.topic() or "", msg.partition() or 0, msg.offset() or 0),
-            )
+            first = claim(self._claims, keys.event_identity(event.key_id, event.event_id), _position(msg))
         if not first:
             return self._reject(msg, duplicate, receipt=False)
         wake = Envelope(
@@ -215,6 +241,19 @@ class Inbound:
         )
 
 
+def lookups(event: SignedEvent) -> list[tuple[str, ...]]:
+    """What judging an event reads: its signer's record, whether it was seen, and the task its
+    correlation id names (no PING in its place: a cluster pipeline sends no keyless command)."""
+    reads = [("HGET", keys.AUTH_SIGNERS, event.key_id), ("EXISTS", keys.seen(event.key_id, event.event_id))]
+    if event.correlation_id:
+        reads.append(("GET", keys.corr(event.correlation_id)))
+    return reads
+
+
+def _position(msg: Message) -> Position:
+    return (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
+
+
 def _signer(key_id: str, raw: object) -> tuple[VerifyKey | None, frozenset[str]]:
     if not isinstance(raw, bytes):
         return None, frozenset()
@@ -237,6 +276,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         threads=settings.threads,
         failures=failures,
         remake=consumer,
+        before_batch=inbound.before_batch,
         after_batch=inbound.after_batch,
         on_poison=inbound.poisoned,
     )

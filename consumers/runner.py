@@ -47,6 +47,7 @@ class Runner(Handling):
         log: Log,
         threads: int = 16,
         batch: int = 500,
+        before_batch: Callable[[list[Message]], None] | None = None,
         after_batch: Callable[[], None] | None = None,
         failures: DeliveryFailures | None = None,
         dead_letter_bytes: int | None = None,
@@ -67,6 +68,7 @@ class Runner(Handling):
         self.consumer = consumer
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix=role)
         self.batch = batch
+        self.before_batch = before_batch  # reads for the whole batch at once, before its handlers
         self.after_batch = after_batch  # runs once the batch's output is durable, before offsets
         self.remake = remake  # a fresh client like `consumer`, for one that never got back in
         self.membership = Membership(rejoin_s)
@@ -161,6 +163,11 @@ class Runner(Handling):
         return [first, *self.consumer.consume(self.batch - 1, 0)]
 
     def run_batch(self, msgs: list[Message], stop: threading.Event) -> None:
+        if self.before_batch is not None:
+            try:
+                self.before_batch(msgs)
+            except Exception as exc:  # only a saving: each handler can still read for itself
+                self.log("runner.before_batch_failed", role=self.role, error=repr(exc))
         queues: OrderedDict[bytes, deque[Message]] = OrderedDict()
         for m in msgs:
             queues.setdefault(m.key() or b"", deque()).append(m)

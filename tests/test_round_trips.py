@@ -4,20 +4,26 @@ handle() against the stack `wakeful dev up` starts.
 A wake costs the gate two: one takes the task's lease, WATCHes and reads the task, and reads the
 live authority under it; the other writes the change (or, for a wake that changes nothing, the
 receipt) with the waits and gives the lease back. A proposal costs the executor four besides the
-tool's own: its load is WATCHed for the close, whose inbox check rides with the recorded outcome."""
+tool's own: its load is WATCHed for the close, whose inbox check rides with the recorded outcome.
+A batch of events costs inbound one to judge them all and one to mark them seen."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+import redis
+from confluent_kafka import Message
 from helpers import executor_for, gate_for, inbound_wake, refund_proposal, role_message
 
 from wakeful.cli.client import REQUESTER, Client
+from wakeful.consumers.inbound import Inbound
+from wakeful.consumers.producing import make_producer
 from wakeful.core import topics
+from wakeful.core.log import Log
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
-from wakeful.state import keys
+from wakeful.state import acl, keys
 from wakeful.state.acl import CountingConnection
 
 OVER_LIMIT = 2500  # above the approval limit: the task waits for an approver
@@ -114,3 +120,82 @@ def test_a_proposal_costs_the_executor_four_round_trips_and_the_bank_its_own(cli
     # The lease, the task WATCHed and read, the action log and authority; the intent; the bank's
     # refund; the outcome with the close's inbox check; the close, with the lease given back.
     assert proposed(client, gate, executor) == 5
+
+
+def inbound_for(client: Client, connection: Any = None) -> Any:
+    producer, _ = make_producer(client.settings, "inbound")
+    return Inbound(
+        connection or acl.connect(client.settings, "inbound"),
+        producer,
+        Log(role="inbound"),
+        300,
+        kinds=client.app.kinds,
+    )
+
+
+def signed_events(client: Client, n: int) -> list[Any]:
+    requester = client.signer(REQUESTER)
+    return [
+        sign_event(requester, events.CREATE, {"amount": UNDER_LIMIT}, task_id=f"t-{uuid.uuid4().hex[:12]}")
+        for _ in range(n)
+    ]
+
+
+def as_messages(signed: list[Any]) -> list[Any]:
+    return [
+        Message(topic=topics.EVENTS, partition=0, offset=i, key=e.task_id.encode(), value=e.encode())
+        for i, e in enumerate(signed)
+    ]
+
+
+def test_a_batch_of_events_costs_inbound_one_round_trip_to_judge_and_one_to_mark_seen(client: Client) -> None:
+    inbound = inbound_for(client)
+    warm = as_messages(signed_events(client, 1))
+    inbound.before_batch(warm)
+    inbound.handle(warm[0])
+    inbound.after_batch()
+    signed = signed_events(client, 8)
+    msgs = as_messages(signed)
+    before = CountingConnection.round_trips
+    inbound.before_batch(msgs)
+    for m in msgs:
+        inbound.handle(m)
+    inbound.after_batch()
+    assert CountingConnection.round_trips - before == 2  # was one per event, and one more
+    assert client.admin.exists(*(keys.seen(e.key_id, e.event_id) for e in signed)) == 8  # all woken
+    assert inbound.producer.flush(30) == 0
+
+
+class FailingPipelines:
+    """A client whose first pipeline fails when it runs, as a Redis that drops the connection would."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.failed = real, False
+
+    def pipeline(self, transaction: bool = True) -> Any:
+        pipe = self.real.pipeline(transaction=transaction)
+        if not self.failed:
+            self.failed = True
+
+            def fail(*_: Any, **__: Any) -> Any:
+                raise redis.ConnectionError("dropped")
+
+            pipe.execute = fail
+        return pipe
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_an_event_whose_batch_read_failed_reads_for_itself_and_is_judged_all_the_same(
+    client: Client,
+) -> None:
+    inbound = inbound_for(client, FailingPipelines(acl.connect(client.settings, "inbound")))
+    signed = signed_events(client, 3)
+    msgs = as_messages(signed)
+    inbound.before_batch(msgs)  # fails: nothing read ahead, and nothing lost
+    for m in msgs:
+        inbound.handle(m)
+    inbound.after_batch()
+    assert client.admin.exists(*(keys.seen(e.key_id, e.event_id) for e in signed)) == 3
+    assert inbound.producer.flush(30) == 0
