@@ -54,6 +54,7 @@ class OverlapRunner(Runner):
 
     def run_batch(self, msgs: list[Message], stop: threading.Event) -> None:
         """Hand each message to the pool, or queue it behind its task's message in flight."""
+        self._before(msgs)
         for m in msgs:
             key = m.key() or b""
             with self._lock:

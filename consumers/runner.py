@@ -163,11 +163,7 @@ class Runner(Handling):
         return [first, *self.consumer.consume(self.batch - 1, 0)]
 
     def run_batch(self, msgs: list[Message], stop: threading.Event) -> None:
-        if self.before_batch is not None:
-            try:
-                self.before_batch(msgs)
-            except Exception as exc:  # only a saving: each handler can still read for itself
-                self.log("runner.before_batch_failed", role=self.role, error=repr(exc))
+        self._before(msgs)
         queues: OrderedDict[bytes, deque[Message]] = OrderedDict()
         for m in msgs:
             queues.setdefault(m.key() or b"", deque()).append(m)
@@ -196,6 +192,15 @@ class Runner(Handling):
             self.log("runner.offsets_not_stored", role=self.role, error=repr(exc))
         self.counters.batches += 1
         self.counters.messages += len(msgs)
+
+    def _before(self, msgs: list[Message]) -> None:
+        """The before_batch hook, for a batch about to be handed to its handlers."""
+        if self.before_batch is None:
+            return
+        try:
+            self.before_batch(msgs)
+        except Exception as exc:  # only a saving: each handler can still read for itself
+            self.log("runner.before_batch_failed", role=self.role, error=repr(exc))
 
     def _settle(self, stop: threading.Event) -> bool:
         """Wait until the batch's output is acknowledged or refused. True when the batch is done;

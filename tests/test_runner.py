@@ -11,11 +11,13 @@ import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from helpers import StandInConsumer, StandInProducer, msg
 
+from wakeful.consumers.overlap import OverlapRunner
 from wakeful.consumers.producing import DeliveryFailures
 from wakeful.consumers.runner import Runner
 from wakeful.core.errors import KafkaClientFailed
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry, SlotMoved
+from wakeful.devstack.process import wait_until
 
 
 def runner(handler: Any, failures: DeliveryFailures | None = None) -> tuple[Runner, StandInConsumer]:
@@ -184,3 +186,39 @@ def test_a_batch_whose_partitions_were_taken_away_goes_on_to_the_next_batch() ->
     r.run_batch([msg("a", 3), msg("b", 4)], threading.Event())
     r.run_batch([msg("a", 5)], threading.Event())
     assert sorted(handled) == [3, 4, 5] and r.counters.batches == 2
+
+
+@pytest.mark.parametrize("kind", [Runner, OverlapRunner])
+def test_the_batch_hook_sees_the_whole_batch_before_any_handler_and_its_failure_stops_nothing(
+    kind: type[Runner],
+) -> None:
+    """before_batch reads ahead for a batch (inbound's lookups); a hook that fails is a saving
+    missed, never a batch lost: every handler still runs and the offsets still move."""
+    seen: list[str] = []
+    hooked: list[list[int]] = []
+
+    def hook(msgs: list[Message]) -> None:
+        hooked.append([m.offset() or 0 for m in msgs])
+        seen.append("hook")
+        if len(hooked) == 2:
+            raise redis.ConnectionError("dropped")
+
+    consumer = StandInConsumer()
+    r = kind(
+        "test",
+        "t",
+        lambda m: seen.append("handle"),
+        cast(Consumer, consumer),
+        cast(Producer, StandInProducer()),
+        log=Log(),
+        threads=2,
+        before_batch=hook,
+    )
+    r.run_batch([msg("a", 0), msg("b", 1)], threading.Event())
+    r.run_batch([msg("a", 2)], threading.Event())
+    assert wait_until(lambda: seen.count("handle") == 3, 10)
+    assert hooked == [[0, 1], [2]] and seen[0] == "hook"  # before the first batch's handlers
+    if kind is OverlapRunner:  # it stores what is done at its next poll
+        r._next_batch = lambda: []  # type: ignore[method-assign]
+        cast(OverlapRunner, r)._store_done(threading.Event())
+    assert max(tp.offset for tp in consumer.stored) == 3
