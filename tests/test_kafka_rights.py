@@ -72,8 +72,12 @@ def test_each_consumer_group_belongs_to_exactly_one_role() -> None:
     assert all(len(roles) == 1 for roles in owners.values()), owners
 
 
+CONSUMERS = {"group_consumer", "consumer_config"}  # (settings, role, group) -> a role's group consumer
+
+
 def test_every_role_joins_only_the_groups_and_reads_only_the_topics_it_is_granted() -> None:
-    """Read from the source: each role's consumer_config(settings, role, group) and its Runner topic."""
+    """Read from the source: each role's group_consumer(settings, role, group) (or consumer_config,
+    with the same arguments) and its Runner topic."""
     for role in PROCESS_ROLES:
         tree = ast.parse((ROOT / "consumers" / f"{role}.py").read_text())
         seen: set[str] = set()
@@ -81,7 +85,7 @@ def test_every_role_joins_only_the_groups_and_reads_only_the_topics_it_is_grante
             name = getattr(call.func, "id", getattr(call.func, "attr", ""))
             args = [str(a.value) if isinstance(a, ast.Constant) else None for a in call.args]
             seen.add(name)
-            if name == "consumer_config":
+            if name in CONSUMERS:
                 assert args[1] == role, f"{role} builds a consumer as {args[1]}"
                 assert args[2] in RIGHTS[role].groups, f"{role} joins {args[2]}"
             if name in ("make_producer", "producer_config"):
@@ -93,7 +97,7 @@ def test_every_role_joins_only_the_groups_and_reads_only_the_topics_it_is_grante
         assert seen & {"make_producer", "producer_config"}, (
             f"found no producer of {role}: a test that cannot fail"
         )
-        assert ("consumer_config" in seen) == bool(RIGHTS[role].groups), role
+        assert bool(seen & CONSUMERS) == bool(RIGHTS[role].groups), role
 
 
 def test_a_state_dir_formatted_before_sasl_is_refused_saying_what_to_do(tmp_path: Path) -> None:
