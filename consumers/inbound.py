@@ -125,28 +125,32 @@ class Inbound:
         """Read what every event of the batch needs (lookups()) in one pipeline, for handle() to
         take. A read is only a read: an event whose lookups are not here (they failed, or the
         message is being retried) reads its own in handle()."""
-        events_in: list[tuple[Position, SignedEvent, int]] = []
-        pipe = self.client.pipeline(transaction=False)
-        for msg in msgs:
-            parsed = parse(msg.value() or b"")
-            if isinstance(parsed, Rejected):
-                continue  # handle() rejects it
-            reads = lookups(parsed)
-            for command in reads:
-                pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            events_in.append((_position(msg), parsed, len(reads)))
-        found: dict[Position, tuple[SignedEvent, list[Any]]] = {}
+        batch = [(_position(m), e) for m in msgs if not isinstance(e := parse(m.value() or b""), Rejected)]
         try:
-            replies: list[Any] = pipe.execute() if events_in else []
+            replies = self._lookups([event for _, event in batch])
         except redis.RedisError as exc:
-            self.log("inbound.batch_read_failed", error=repr(exc), events=len(events_in))
-            events_in = []
-        at = 0
-        for position, event, n in events_in:
-            found[position] = (event, replies[at : at + n])
-            at += n
+            self.log("inbound.batch_read_failed", error=repr(exc), events=len(batch))
+            batch, replies = [], []
+        found = {position: (event, r) for (position, event), r in zip(batch, replies, strict=True)}
         with self._lock:
             self._found = found
+
+    def _lookups(self, batch: list[SignedEvent]) -> list[list[Any]]:
+        """Each event's replies to lookups(), for all of them in one pipeline."""
+        if not batch:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        sizes = []
+        for event in batch:
+            reads = lookups(event)
+            for command in reads:
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            sizes.append(len(reads))
+        replies, at, split = pipe.execute(), 0, []
+        for n in sizes:
+            split.append(replies[at : at + n])
+            at += n
+        return split
 
     def handle(self, msg: Message) -> None:
         with self._lock:
@@ -155,10 +159,7 @@ class Inbound:
             parsed = parse(msg.value() or b"")
             if isinstance(parsed, Rejected):
                 return self._reject(msg, parsed)
-            pipe = self.client.pipeline(transaction=False)
-            for command in lookups(parsed):
-                pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            read = (parsed, pipe.execute())
+            read = (parsed, self._lookups([parsed])[0])
         event, (signer_raw, seen, *found) = read
         corr = found[0] if found else None
         key, kinds = _signer(event.key_id, signer_raw)

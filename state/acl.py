@@ -35,7 +35,7 @@ _FUNCTIONS = "+fcall"
 _STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set)"
 _COUNTER = f"(~{keys.PATTERN_CTR} +xadd +xrevrange)"
 _LEASE = f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} +get +set +exists +incr +pexpire +del {_FUNCTIONS})"
-# A change's first step (state/store.py) WATCHes the task's four keys in one command and reads three
+# A change's first step (state/first_step.py) WATCHes the task's four keys in one command and reads three
 # of them in one MGET: rights that only read what the selectors above may read already.
 _TASK_READ = (
     f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_CTR} ~{keys.PATTERN_LEASE} ~{keys.PATTERN_QUARANTINE} +watch) "
