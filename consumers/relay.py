@@ -7,15 +7,18 @@ at-least-once, and readers dedupe by record_id ("<task_id>:<state_version>").
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from wakeful.consumers.producing import producer_config
+from wakeful.consumers import relay_batches
+from wakeful.consumers.producing import DEAD_LETTER_MAX_BYTES, producer_config
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -43,7 +46,9 @@ class Relay:
         self.log = log
         self.topic = topic
         self.signer = signer  # a reader of the log can tell the relay's records from anyone's
-        self.published = 0
+        self.published = 0  # records acknowledged
+        self.messages = 0  # wakeful.log messages they went in
+        self.partitions: int | None = None  # of the topic, read when first needed and at each sweep
 
     def run_once(self, flush_timeout: float = 30.0) -> int:
         """Publish what one claim of the index finds; returns the records acknowledged."""
@@ -51,35 +56,43 @@ class Relay:
         if not task_ids:
             return 0
         pending, malformed = self.outbox.read(task_ids)
-        for m in malformed:
-            self._dead_letter(m)
-        failed: set[str] = set()
+        messages, unfit = relay_batches.pack(pending, self._partition_of)
+        failed: set[str] = set()  # tasks with a message or letter the broker did not acknowledge
 
-        def delivered(err: KafkaError | None, msg: Message) -> None:
+        def delivered(tasks: Iterable[str], err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
-                key = msg.key()
-                failed.add(key.decode() if key else "")
+                failed.update(tasks)
 
-        half = sum(len(p.records) for p in pending) // 2
-        sent = 0
-        for p in pending:
-            for record_id, record in zip(p.record_ids, p.records, strict=True):
-                self._produce(p.task_id, record_id, record, delivered)
-                sent += 1
-                if sent == half:
-                    self.producer.flush(flush_timeout)
-                    fault("relay.mid_batch")
+        for bad in [*malformed, *unfit]:
+            self._dead_letter(bad, functools.partial(delivered, (bad.task_id,)))
+        half = len(messages) // 2
+        for sent, message in enumerate(messages, start=1):
+            self._produce(message, functools.partial(delivered, message.task_ids))
+            if sent == half:
+                self.producer.flush(flush_timeout)
+                fault("relay.mid_batch")
         if self.producer.flush(flush_timeout) != 0:
-            failed.update(p.task_id for p in pending)
+            failed.update(task_ids)
         fault("relay.after_publish")
         done = [p for p in pending if p.task_id not in failed]
-        self.outbox.trim(done, malformed)
+        self.outbox.trim(done, [m for m in [*malformed, *unfit] if m.task_id not in failed])
         self.outbox.requeue(sorted(failed))
         if failed:
             self.log("relay.publish_failed", tasks=len(failed))
-        count = sum(len(p.records) for p in done)
+        count = sum(len(m.records) for m in messages if not m.task_ids & failed)
         self.published += count
+        self.messages += len(messages)
         return count
+
+    def _partition_of(self, task_id: str) -> int:
+        """The partition of wakeful.log that a message keyed by this task id goes to (murmur2, as
+        every producer here hashes keys), so batching keeps each task's records where they were."""
+        if self.partitions is None:
+            meta = self.producer.list_topics(self.topic, timeout=10).topics[self.topic]
+            if meta.error is not None or not meta.partitions:
+                raise KafkaException(meta.error or f"{self.topic} has no partitions")
+            self.partitions = len(meta.partitions)
+        return topics.partition_of(task_id, self.partitions)
 
     def run(self, stop: threading.Event, idle_sleep: float = 0.02) -> None:
         next_sweep = 0.0  # sweep at start, every OUTBOX_SWEEP_S, and after any failed step
@@ -87,6 +100,7 @@ class Relay:
         def step() -> bool:
             nonlocal next_sweep
             if time.monotonic() >= next_sweep:
+                self.partitions = None  # read again: partitions may have been added
                 self.log("relay.sweep", found=self.outbox.sweep())  # a failure here retries it
                 next_sweep = time.monotonic() + keys.OUTBOX_SWEEP_S
             try:
@@ -99,34 +113,44 @@ class Relay:
         forever(step, stop, self.log, idle_sleep)
         self.producer.flush(30)
 
-    def _dead_letter(self, m: Malformed) -> None:
+    def _dead_letter(self, m: Malformed, on_delivery: Callable[[KafkaError | None, Message], None]) -> None:
         raw = orjson.dumps(
             {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in m.fields.items()}
         )
-        letter = DeadLetter(
+        letter = DeadLetter.fitting(
+            DEAD_LETTER_MAX_BYTES,
             source="relay",
-            reason="malformed outbox entry: it lacks the id or r field every writer sets",
+            reason=m.reason,
             task_id=m.task_id,
-            raw=raw.decode(),
+            value=raw,
             at=datetime.now(UTC),
         )
-        self.producer.produce(topics.DLQ, key=m.task_id.encode(), value=letter.encode())
-        self.log("relay.dead_letter", task_id=m.task_id, entry_id=m.entry_id.decode())
+        assert letter is not None  # a bare digest is a few hundred bytes
+        self._send(topics.DLQ, letter.encode(), on_delivery, key=m.task_id.encode())
+        self.log("relay.dead_letter", task_id=m.task_id, entry_id=m.entry_id.decode(), reason=m.reason)
 
     def _produce(
-        self,
-        task_id: str,
-        record_id: str,
-        record: bytes,
-        on_delivery: Callable[[KafkaError | None, Message], None],
+        self, message: relay_batches.LogMessage, on_delivery: Callable[[KafkaError | None, Message], None]
     ) -> None:
-        headers: list[tuple[str, str | bytes | None]] = [("record_id", record_id.encode())]
-        if self.signer is not None:
-            headers += self.signer.headers(self.topic, task_id.encode(), record)
+        value = message.value()
+        headers = [] if self.signer is None else self.signer.headers(self.topic, b"", value)
+        self._send(self.topic, value, on_delivery, partition=message.partition, headers=headers)
+
+    def _send(
+        self,
+        topic: str,
+        value: bytes,
+        on_delivery: Callable[[KafkaError | None, Message], None],
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {} if partition is None else {"partition": partition}
         while True:
             try:
                 self.producer.produce(
-                    self.topic, key=task_id.encode(), value=record, headers=headers, on_delivery=on_delivery
+                    topic, key=key, value=value, headers=headers or [], on_delivery=on_delivery, **kwargs
                 )
                 return
             except BufferError:
@@ -142,4 +166,9 @@ def main(settings: Settings, stop: threading.Event) -> None:
     relay = Relay(outbox, producer, Log(role="relay"), signer=load_signer(settings, "relay"))
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
     relay.run(stop)
-    relay.log("role.stop", messages=relay.published, redis_round_trips=acl.CountingConnection.round_trips)
+    relay.log(
+        "role.stop",
+        records=relay.published,
+        messages=relay.messages,
+        redis_round_trips=acl.CountingConnection.round_trips,
+    )

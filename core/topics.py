@@ -1,7 +1,8 @@
 """The Kafka topics wakeful uses and the idempotent admin step that creates them.
 
 Every topic is keyed by task id (wakeful.events by correlation id or task id), so one task's
-messages stay ordered on one partition.
+messages stay ordered on one partition. wakeful.log's messages carry many tasks' records each, sent
+to the partition partition_of() names for those tasks (D47).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
+from kafka.partitioner.default import murmur2
 
 from wakeful.core import kafka_auth
 from wakeful.core.errors import ServerUnavailable
@@ -28,6 +30,12 @@ ALL = (EVENTS, WAKE, PROPOSALS_REQUEST, PROPOSALS, LOG, DLQ)
 # The audit/recovery log and the dead letters are evidence: keep them until an operator trims them.
 _KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 TOPIC_CONFIG: dict[str, dict[str, str]] = {LOG: _KEEP_FOREVER, DLQ: _KEEP_FOREVER}
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The partition a message keyed `key` goes to: murmur2, the Java client's hash, which every
+    producer here is configured with, so one key lands on one partition whichever client sent it."""
+    return int((murmur2(key.encode()) & 0x7FFFFFFF) % partitions)
 
 
 def ensure_topics(

@@ -20,8 +20,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import redis
-from kafka.partitioner.default import murmur2
 
+from wakeful.core import topics
 from wakeful.core.errors import ConfigError
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
@@ -187,7 +187,7 @@ def new_task_id(prefix: str, partition: tuple[int, int] | None = None) -> str:
     partitioner puts on partition p of n."""
     while True:
         task_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
-        if partition is None or (murmur2(task_id.encode()) & 0x7FFFFFFF) % partition[1] == partition[0]:
+        if partition is None or topics.partition_of(task_id, partition[1]) == partition[0]:
             return task_id
 
 

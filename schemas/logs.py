@@ -8,8 +8,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
+import orjson
 from pydantic import Field
 
+from wakeful.core.errors import DecodeError
 from wakeful.schemas.base import Record, cut, migration
 
 
@@ -68,6 +70,41 @@ class OutboxRecord(Record):
     task_version: int
     at: datetime
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+# A wakeful.log message carries a batch of OutboxRecords (D47): this head, the records' JSON joined by
+# commas, this tail. Messages written before batching carry one OutboxRecord each; log_records()
+# reads both.
+LOG_BATCH_KIND = "outbox_batch"
+LOG_BATCH_SCHEMA = 1
+LOG_BATCH_HEAD = b'{"schema_version":%d,"kind":"%s","records":[' % (LOG_BATCH_SCHEMA, LOG_BATCH_KIND.encode())
+LOG_BATCH_TAIL = b"]}"
+
+
+def log_records(value: bytes) -> tuple[list[OutboxRecord], list[str]]:
+    """The Progress records one wakeful.log message carries, in write order, and why any of them
+    could not be read (a batch is read record by record: one bad record costs only itself).
+    Raises DecodeError when the message itself is unreadable."""
+    try:
+        data = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(LOG_BATCH_KIND, value, f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise DecodeError(LOG_BATCH_KIND, value, "not a JSON object")
+    if data.get("kind") != LOG_BATCH_KIND:
+        return [OutboxRecord.decode(value)], []  # one record, as written before D47
+    if data.get("schema_version") != LOG_BATCH_SCHEMA or not isinstance(data.get("records"), list):
+        raise DecodeError(
+            LOG_BATCH_KIND, value, f"not a version-{LOG_BATCH_SCHEMA} batch with a list of records"
+        )
+    records: list[OutboxRecord] = []
+    problems: list[str] = []
+    for i, item in enumerate(data["records"]):
+        try:
+            records.append(OutboxRecord.decode(orjson.dumps(item)))
+        except DecodeError as exc:
+            problems.append(f"record {i}: {exc.reason}")
+    return records, problems
 
 
 # What a dead letter keeps of its input when it cannot keep all of it, so that its size stays bounded

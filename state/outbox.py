@@ -18,11 +18,12 @@ from wakeful.state import keys
 
 @dataclass(frozen=True)
 class Malformed:
-    """An outbox entry without the fields every writer sets; dead-lettered, then trimmed."""
+    """An outbox entry that cannot go on wakeful.log; dead-lettered with its reason, then trimmed."""
 
     task_id: str
     entry_id: bytes
     fields: dict[bytes, bytes]
+    reason: str = "malformed outbox entry: it lacks the id or r field every writer sets"
 
 
 @dataclass(frozen=True)

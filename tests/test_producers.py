@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from helpers import kafka_as, kafka_python_as
-from kafka.partitioner.default import murmur2
 
+from wakeful.core import topics
 from wakeful.core.errors import ConfigError, PublishError, ServerUnavailable
 from wakeful.core.settings import Settings
 from wakeful.core.topics import ensure_topics
@@ -88,7 +88,7 @@ def read_back(bootstrap: str, topic: str, want: int) -> list[Message]:
 
 def java_partition(key: str) -> int:
     """The partition the Java client's default partitioner picks for a key."""
-    return int((murmur2(key.encode()) & 0x7FFFFFFF) % PARTITIONS)
+    return topics.partition_of(key, PARTITIONS)
 
 
 def signed(

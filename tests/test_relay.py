@@ -10,13 +10,13 @@ import sys
 import time
 from collections import Counter
 
-import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from helpers import bump_attempts, kafka_as, new_checkpoint
+from helpers import bump_attempts, kafka_as, new_checkpoint, topic_marks, wait_letter
 
 from wakeful.core import kafka_rights, provenance, topics
 from wakeful.core.settings import Settings
+from wakeful.schemas.logs import log_records
 from wakeful.state import acl, keys
 from wakeful.state.lease import Leases
 from wakeful.state.store import Store
@@ -42,7 +42,7 @@ def log_end_offsets(bootstrap: str) -> list[TopicPartition]:
 
 def read_log(bootstrap: str, start: list[TopicPartition], task_ids: set[str], want: int) -> list[str]:
     """Record ids on wakeful.log for these tasks, from the given offsets on, duplicates included;
-    every one signed by the relay."""
+    every message signed by the relay, and every record in the partition its task id hashes to."""
     role_keys = provenance.load_keys(Settings.from_env(), kafka_rights.ADMIN)
     consumer = Consumer(kafka_as(bootstrap) | {"group.id": f"reader-{os.getpid()}-{time.time()}"})
     consumer.assign(start)
@@ -51,16 +51,24 @@ def read_log(bootstrap: str, start: list[TopicPartition], task_ids: set[str], wa
     while time.monotonic() < deadline:
         for msg in consumer.consume(1000, 0.5):
             assert msg.error() is None
-            record = orjson.loads(msg.value() or b"{}")
-            if record["task_id"] in task_ids:
-                assert dict(msg.headers() or [])["record_id"] == record["record_id"].encode()
+            records, problems = log_records(msg.value() or b"")
+            assert problems == []
+            mine = [r for r in records if r.task_id in task_ids]
+            if mine:
                 signer = role_keys.sender(topics.LOG, msg.key() or b"", msg.value() or b"", msg.headers())
                 assert signer == "relay", signer
-                seen.append(record["record_id"])
+                assert {topics.partition_of(r.task_id, len(start)) for r in mine} == {msg.partition()}
+                seen += [r.record_id for r in mine]
         if len(set(seen)) >= want:
             break
     consumer.close()
     return seen
+
+
+def messages_since(bootstrap: str, start: list[TopicPartition]) -> int:
+    return sum(
+        end.offset - begin.offset for begin, end in zip(start, log_end_offsets(bootstrap), strict=True)
+    )
 
 
 def outbox_drained(settings: Settings, task_ids: set[str]) -> bool:
@@ -103,3 +111,43 @@ def test_every_record_reaches_the_log_once_per_id_across_a_relay_sigkill(
     assert set(seen) == expected  # nothing lost; readers dedupe by record id
     duplicates = sum(n - 1 for n in Counter(seen).values())
     assert duplicates > 0, "the SIGKILL should have forced a republish (at-least-once, deduped by id)"
+
+
+def test_a_claims_records_ride_in_one_message_per_partition_and_a_planted_entry_is_dead_lettered(
+    settings: Settings, kafka_bootstrap: str, gate_store: Store, leases: Leases
+) -> None:
+    start, letters_since = log_end_offsets(kafka_bootstrap), topic_marks(kafka_bootstrap, topics.DLQ)
+    expected: set[str] = set()
+    for _ in range(30):
+        cp = gate_store.create(new_checkpoint(), "create").checkpoint
+        lease = leases.acquire(cp.task_id)
+        for step in range(3):
+            gate_store.transition(cp.task_id, None, f"step-{step}", bump_attempts, lease=lease)
+        expected |= {f"{cp.task_id}:{v}" for v in range(1, 5)}
+    task_ids = {r.split(":")[0] for r in expected}
+    # Entries no writer of this code makes, planted by someone who can write a task's outbox.
+    planted = sorted(task_ids)[0]
+    admin = acl.connect(settings, "admin")
+    admin.xadd(keys.outbox(planted), {"id": f"{planted}:99", "r": b"\xffnot json"})
+    admin.xadd(keys.outbox(planted), {"stray": "field"})
+
+    relay = start_relay()
+    try:
+        deadline = time.monotonic() + 60
+        while not outbox_drained(settings, task_ids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert outbox_drained(settings, task_ids)
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        relay.wait(timeout=30)
+
+    seen = read_log(kafka_bootstrap, start, task_ids, len(expected))
+    assert set(seen) == expected
+    assert messages_since(kafka_bootstrap, start) < len(expected) / 4, "one message per record is back"
+    for reason in ("not JSON", "lacks the id or r field"):
+        letter = wait_letter(
+            kafka_bootstrap,
+            letters_since,
+            lambda d, reason=reason: d.get("source") == "relay" and reason in d.get("reason", ""),  # type: ignore[misc]
+        )
+        assert letter is not None and letter[0]["task_id"] == planted, reason
