@@ -3,13 +3,14 @@ execute the side effect once, through the loaded app's tool.
 
 Order, each step durable before the next: intent (action log, under the tool's op key, e.g.
 REFUND:{task}:v{version}) -> the tool's call WITH the op key and the lease's fencing token ->
-outcome recorded -> stage advanced (its outbox record reaches wakeful.log). A crash anywhere
-resumes correctly:
+outcome recorded and stage advanced, in one transaction (its outbox record reaches wakeful.log).
+A crash anywhere resumes correctly:
   A. before the intent:          nothing happened; the redelivered proposal runs from the start.
   B. after intent, before call:   the intent is in flight; ask the tool's lookup (not found), call
                                   again with the SAME key.
   C. after call, before outcome:  in flight; the lookup finds what the call did: record it, advance.
-  D. after outcome, before stage: the outcome is recorded: skip the call, advance.
+  D. outcome recorded, stage not: only a recovery (C), or code before D48, leaves this; skip the
+                                  call, advance.
 An ambiguous outcome is never retried blindly: it is looked up by key. A step that fails for good
 parks the task, after undoing what the workflow names (each undo once, under its own op key).
 """
@@ -34,6 +35,7 @@ from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import (
+    ActionError,
     DecodeError,
     IntegrityError,
     KeyringError,
@@ -57,7 +59,7 @@ from wakeful.state import first_step, keys, wiring
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.pinned import Pinned, hash_reply
-from wakeful.state.store import Store
+from wakeful.state.store import Outcome, Store
 from wakeful.workflow import effects, engine
 
 
@@ -173,8 +175,8 @@ class Executor:
         done = self._once(loaded, decided, auth)
         if done is None:
             return None
-        result, first = done
-        return self._close(loaded, (decided.tool, decided.op_key, result), auth, first)
+        result, first, outcome = done
+        return self._close(loaded, (decided.tool, decided.op_key, result), auth, first, outcome)
 
     def _close(
         self,
@@ -182,15 +184,16 @@ class Executor:
         step: tuple[str, str, Mapping[str, Any]],
         auth: Snapshot,
         first: list[Any] | None = None,
+        record: tuple[Any, ...] | None = None,
     ) -> None:
         """Advance the task past a step that ran: (tool, op key, what the tool returned). The lease
         goes back inside that transaction: nothing is left to do under it (D38). `first`: the
-        change's first step, already read (_once)."""
+        change's first step, already read (_once); `record`: the step's outcome for the action
+        log, written inside the same transaction (D48)."""
         tool, op, result = step
-        fault("executor.after_outcome")
         now = datetime.now(UTC)
         # One close per operation, whichever proposal (or redelivery) gets here.
-        self._advance(
+        outcome = self._advance(
             loaded,
             keys.runtime_id("close", op),
             lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
@@ -198,8 +201,22 @@ class Executor:
             before=self._next_step,
             release=loaded.held,
             first=first,
+            also=None if record is None else (lambda _new: [record]),
         )
+        if record is not None and outcome.status == "applied":
+            self._check_recorded(loaded, op, outcome.also[0])
         fault("executor.after_advance")
+
+    def _check_recorded(self, loaded: _Loaded, op: str, reply: Any) -> None:
+        """The action log took the outcome that rode in the close; if it refused it, the task is
+        past a step the log does not show as done. Only an entry written behind this worker's back
+        does that (the lease, WATCHed from load to EXEC, was this worker's): park the task."""
+        try:
+            self.actions.recorded(op, loaded.held.lease.fence, reply)
+        except ActionError as exc:
+            task_id = loaded.checkpoint.task_id
+            self.store.quarantine(task_id, "outcome_not_recorded", str(exc))
+            self.log("executor.outcome_not_recorded", task_id=task_id, op_key=op, reason=str(exc))
 
     def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
         """A task moved to another stage that offers a tool is woken at once (through the timer,
@@ -214,20 +231,23 @@ class Executor:
 
     def _once(
         self, loaded: _Loaded, effect: Effect, auth: Snapshot
-    ) -> tuple[Mapping[str, Any], list[Any]] | None:
-        """The tool's call, at most one effect per op key, with the close's first step read (its
-        inbox check rides with the recorded outcome); None if the task went to review."""
+    ) -> tuple[Mapping[str, Any], list[Any], tuple[Any, ...] | None] | None:
+        """The tool's call, at most one effect per op key. Returns what it returned, the close's
+        first step (its inbox check rides with the intent) and the outcome's record for the close
+        to carry (None when it is recorded already); None if the task went to review."""
         cp, lease = loaded.checkpoint, loaded.held.lease
         tool = self.app.tool(effect.tool)
         assert tool is not None  # check_proposal found it
         args = effect.args.model_dump(mode="json")
-        begun = self.actions.begin(
+        intent = self.actions.begin_command(
             cp.task_id, effect.op_key, lease.fence, lease.token, tool=tool.name, args=args
         )
         closed = first_step.seen(cp.task_id, keys.runtime_id("close", effect.op_key))
+        reply, seen = loaded.pinned.batch([intent, closed])
+        begun = self.actions.begun(cp.task_id, lease.token, reply)
+        first = [*loaded.watched, seen]
         if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance
-            (seen,) = loaded.pinned.batch([closed])
-            return begun.entry.result or {}, [*loaded.watched, seen]
+            return begun.entry.result or {}, first, None
         fault("executor.after_intent")
         # A fresh intent, or case B (in flight, and settled() found nothing downstream): call with
         # the same key; the tool does it at most once.
@@ -241,9 +261,7 @@ class Executor:
         record = self.actions.complete_command(
             cp.task_id, effect.op_key, lease.fence, dict(outcome), begun.entry
         )
-        recorded, seen = loaded.pinned.batch([record, closed])
-        self.actions.recorded(effect.op_key, lease.fence, recorded)
-        return outcome, [*loaded.watched, seen]
+        return outcome, first, record
 
     def _give_up(self, loaded: _Loaded, step: tuple[str, str], reason: str, auth: Snapshot) -> None:
         """The step (tool, op key) failed for good, nothing done: record it, undo what the workflow
@@ -274,13 +292,14 @@ class Executor:
         before: Any = None,
         release: Held | None = None,
         first: list[Any] | None = None,
-    ) -> None:
+        also: Any = None,
+    ) -> Outcome:
         """The change, on the connection that WATCHes the task since its load (a change applied
         before writes nothing). `release`: the lease, given back inside it; `first`: the change's
-        first step, already read."""
+        first step, already read; `also`: writes of the task's slot to make inside it."""
         cp = loaded.checkpoint
         try:
-            self.store.transition(
+            return self.store.transition(
                 cp.task_id,
                 cp.state_version,
                 message_id,
@@ -291,6 +310,7 @@ class Executor:
                 release=release,
                 pinned=loaded.pinned,
                 first=first,
+                also=also,
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc

@@ -28,7 +28,6 @@ POINTS: dict[str, str] = {
     "gate.after_cas": "the gate's transition is committed; deadline, receipt and proposal request are not",
     "executor.after_intent": "the intent is recorded; the bank has not been called",
     "executor.after_downstream_call": "the bank booked the refund; its outcome is not recorded",
-    "executor.after_outcome": "the outcome is recorded; the stage has not advanced",
     "executor.after_advance": "the task is closed; the proposal's offset is not stored",
     "executor.after_undo": "a compensation's undo is done downstream; its outcome is not recorded",
     "timer.after_publish": "deadline wakes are on Kafka; the deadlines are not yet removed",

@@ -78,6 +78,35 @@ class ActionLog:
         args: dict[str, Any] | None = None,
     ) -> Begun:
         """Record the intent. With lease_token, only while that token still holds the task's lease."""
+        names, argv = self._intent(task_id, op_key, fence, lease_token, tool=tool, args=args)
+        return self.begun(task_id, lease_token, call(self.client, BEGIN, names, argv))
+
+    def begin_command(
+        self,
+        task_id: str,
+        op_key: str,
+        fence: int,
+        lease_token: str = "",
+        *,
+        tool: str | None = None,
+        args: dict[str, Any] | None = None,
+    ) -> tuple[Any, ...]:
+        """begin() as a command, to ride in a caller's batch; its reply goes to begun()."""
+        return functions.command(
+            BEGIN, *self._intent(task_id, op_key, fence, lease_token, tool=tool, args=args)
+        )
+
+    def _intent(
+        self,
+        task_id: str,
+        op_key: str,
+        fence: int,
+        lease_token: str,
+        *,
+        tool: str | None,
+        args: dict[str, Any] | None,
+    ) -> tuple[list[str], list[Any]]:
+        """BEGIN's keys and arguments."""
         entry = ActionLogEntry(
             op_key=op_key,
             task_id=task_id,
@@ -87,12 +116,11 @@ class ActionLog:
             tool=tool,
             args=args,
         )
-        code, raw = call(
-            self.client,
-            BEGIN,
-            [keys.ops(task_id), keys.lease(task_id)],
-            [op_key, entry.encode(), lease_token],
-        )
+        return [keys.ops(task_id), keys.lease(task_id)], [op_key, entry.encode(), lease_token]
+
+    def begun(self, task_id: str, lease_token: str, reply: Any) -> Begun:
+        """What a batched begin_command() did, raising what begin() would have raised."""
+        code, raw = functions.reply(BEGIN, reply)
         if code == -3:
             raise LeaseLost(task_id, lease_token, "lost before the intent was recorded")
         return Begun(code == 1, ActionLogEntry.decode(raw))

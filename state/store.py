@@ -63,12 +63,16 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_WRITES = 4  # a change's own writes inside its EXEC (Store._write); `also`'s follow
+
+
 @dataclass(frozen=True)
 class Outcome:
     status: Literal["applied", "duplicate"]
     checkpoint: Checkpoint
     round_trips: int
     lost_races: int = 0  # EXEC aborts that were re-read and re-validated
+    also: tuple[Any, ...] = ()  # the replies, inside EXEC, of the writes `also` added
 
 
 class Store:
@@ -167,12 +171,13 @@ class Store:
             if ctr:
                 self._quarantine(task_id, TamperedState(task_id, "the counter exists but the state is gone"))
             new = _stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
-            replies = conn.batch(self._write(new, message_id, detail, _releasing(also, release), before))
+            extra, inside = _inside(also, release, new)
+            replies = conn.batch(self._write(new, message_id, detail, inside, before))
             if replies[-2] is None:  # EXEC aborted: another creator won the race
                 raise TaskExists(task_id)
             checks.check_exec(task_id, replies)
             _sent(release)
-            return Outcome("applied", new, conn.round_trips)
+            return Outcome("applied", new, conn.round_trips, 0, _written(replies, extra))
 
     def transition(
         self,
@@ -223,12 +228,13 @@ class Store:
                 proposed = fn(current)
                 checks.guard(current, proposed, restamp, self.moves)
                 new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
-                replies = conn.batch(self._write(new, message_id, detail, _releasing(also, release), before))
+                extra, inside = _inside(also, release, new)
+                replies = conn.batch(self._write(new, message_id, detail, inside, before))
                 if replies[-2] is None:
                     continue  # lost the race: re-read and re-validate
                 checks.check_exec(task_id, replies)
                 _sent(release)
-                return Outcome("applied", new, conn.round_trips, lost)
+                return Outcome("applied", new, conn.round_trips, lost, _written(replies, extra))
         raise Contention(task_id, keys.CAS_RETRIES)
 
     def quarantine(self, task_id: str, reason: str, detail: str) -> None:
@@ -254,7 +260,7 @@ class Store:
         new: Checkpoint,
         message_id: str,
         detail: dict[str, Any] | None,
-        also: Also | None = None,
+        also: Sequence[tuple[Any, ...]] = (),
         before: Also | None = None,
     ) -> list[tuple[Any, ...]]:
         task_id, version = new.task_id, new.state_version
@@ -276,17 +282,23 @@ class Store:
             ("XADD", keys.ctr(task_id), "MAXLEN", 1, f"{version}-1", "v", version),
             ("SADD", keys.inbox(task_id), message_id),
             ("XADD", keys.outbox(task_id), "*", "id", record.record_id, "r", record.encode()),
-            *(also(new) if also else ()),
+            *also,  # after the _WRITES above
             ("EXEC",),
             ("SADD", keys.OUTBOX_DIRTY, task_id),
         ]
 
 
-def _releasing(also: Also | None, held: Held | None) -> Also | None:
-    """`also`, with the lease's release as the transaction's last write."""
-    if held is None:
-        return also
-    return lambda new: [*(also(new) if also else ()), Leases.release_command(held)]
+def _inside(
+    also: Also | None, release: Held | None, new: Checkpoint
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The caller's writes for the change's EXEC, and those with the lease's release as the last."""
+    extra = list(also(new)) if also else []
+    return extra, [*extra, *([Leases.release_command(release)] if release else [])]
+
+
+def _written(replies: list[Any], extra: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The replies, inside EXEC (the next to last reply), of the caller's writes."""
+    return tuple(replies[-2][_WRITES : _WRITES + len(extra)])
 
 
 def _sent(held: Held | None) -> None:

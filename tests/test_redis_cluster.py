@@ -109,7 +109,7 @@ def test_a_transition_writes_only_keys_of_its_tasks_slot_inside_multi(task_id: s
     evidence = ("HSET", keys.evidence(task_id), "note", "text")
     wake = ("ZADD", keys.DEADLINES, 1, f"{task_id}|1")
     cp = new_checkpoint(task_id)
-    commands = store._write(cp, "m1", None, also=lambda _: [receipt, evidence], before=lambda _: [wake])
+    commands = store._write(cp, "m1", None, also=[receipt, evidence], before=lambda _: [wake])
     inside = _transaction(commands)
     assert receipt in inside and evidence in inside and wake not in inside
     named = {k for c in inside for k in command_keys(c)}

@@ -3,8 +3,9 @@ handle() against the stack `wakeful dev up` starts.
 
 A wake costs the gate two: one takes the task's lease, WATCHes and reads the task, and reads the
 live authority under it; the other writes the change (or, for a wake that changes nothing, the
-receipt) with the waits and gives the lease back. A proposal costs the executor four besides the
-tool's own: its load is WATCHed for the close, whose inbox check rides with the recorded outcome.
+receipt) with the waits and gives the lease back. A proposal costs the executor three besides the
+tool's own: its load is WATCHed for the close, whose inbox check rides with the intent, and the
+outcome is recorded inside the close.
 A batch of events costs inbound one to judge them all and one to mark them seen."""
 
 from __future__ import annotations
@@ -114,12 +115,13 @@ def proposed(client: Client, gate: Any, executor: Any) -> int:
     return trips
 
 
-def test_a_proposal_costs_the_executor_four_round_trips_and_the_bank_its_own(client: Client) -> None:
+def test_a_proposal_costs_the_executor_three_round_trips_and_the_bank_its_own(client: Client) -> None:
     gate, executor = warmed(client), executor_for(client.settings, [])
     proposed(client, gate, executor)  # its connections opened
-    # The lease, the task WATCHed and read, the action log and authority; the intent; the bank's
-    # refund; the outcome with the close's inbox check; the close, with the lease given back.
-    assert proposed(client, gate, executor) == 5
+    # The lease, the task WATCHed and read, the action log and authority; the intent with the
+    # close's inbox check; the bank's refund; the close, with the outcome recorded and the lease
+    # given back inside it.
+    assert proposed(client, gate, executor) == 4
 
 
 def inbound_for(client: Client, connection: Any = None) -> Any:
