@@ -63,7 +63,7 @@ def test_an_outcome_recorded_apart_before_d48_closes_the_task_without_a_second_c
 
 
 def test_an_outcome_the_action_log_refuses_inside_the_close_parks_the_task(client: Client) -> None:
-    gate, letters = warmed(client), []
+    gate, letters = warmed(client), list[str]()
     executor = executor_for(client.settings, letters)
     task_id, version, op = ready_task(client, gate)
     # An intent written behind the executor's back, by a newer fence than any lease has held.

@@ -704,6 +704,8 @@ def test_inbox_record_must_say_which_task_even_if_none() -> None:
 )
 def test_any_outbox_record_survives_encode_and_decode_unchanged(record: OutboxRecord) -> None:
     assert OutboxRecord.decode(record.encode()) == record
+    # Records written before encode() used pydantic's serializer were orjson's, byte for byte.
+    assert record.encode() == orjson.dumps(record.model_dump(mode="json", by_alias=True))
 
 
 def test_a_record_of_one_kind_never_decodes_as_another() -> None:
