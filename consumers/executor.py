@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,17 +29,16 @@ from pydantic import ValidationError
 from wakeful.authority.store import SNAPSHOT_READS, Snapshot, snapshot_from
 from wakeful.consumers import executor_steps
 from wakeful.consumers.consuming import group_consumer
+from wakeful.consumers.executor_writes import Loaded, Writes
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import (
-    ActionError,
     DecodeError,
     IntegrityError,
     KeyringError,
     LeaseBusy,
-    StaleVersion,
     TaskNotFound,
     TaskQuarantined,
 )
@@ -58,8 +56,8 @@ from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
 from wakeful.state import first_step, keys, wiring
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
-from wakeful.state.pinned import Pinned, hash_reply
-from wakeful.state.store import Outcome, Store
+from wakeful.state.pinned import hash_reply
+from wakeful.state.store import Store
 from wakeful.workflow import effects, engine
 
 
@@ -75,17 +73,6 @@ def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Loaded:
-    """A proposal's task as loaded under its lease, WATCHed on `pinned` since (Store.acquire_with)."""
-
-    checkpoint: Checkpoint
-    replies: list[Any]  # the action log, then the live authority
-    held: Held
-    pinned: Pinned
-    watched: list[Any]  # the replies to first_step.watch(): a change's first step, less its inbox check
-
-
 class Executor:
     def __init__(
         self, store: Store, leases: Leases, actions: ActionLog, log: Log, *, keys: RoleKeys, app: App
@@ -96,6 +83,7 @@ class Executor:
         self.actions = actions
         self.log = log
         self.app = app
+        self.writes = Writes(store, actions, app, log)
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
@@ -126,12 +114,12 @@ class Executor:
                 raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
             held = Held(lease)
             try:
-                self._execute(msg, env, proposal, _Loaded(cp, replies, held, pinned, watched))
+                self._execute(msg, env, proposal, Loaded(cp, replies, held, pinned, watched))
             finally:
                 self.leases.finish(held)
         return None
 
-    def _execute(self, msg: Message, env: Envelope, proposal: Proposal, loaded: _Loaded) -> None:
+    def _execute(self, msg: Message, env: Envelope, proposal: Proposal, loaded: Loaded) -> None:
         """The proposal checked against the task `loaded` under the lease held (and the reads that
         came with it), then carried out at most once."""
         assert self.runner is not None
@@ -149,7 +137,7 @@ class Executor:
         # could park a task whose effect has already happened.
         settled = executor_steps.settled(self.app, self.actions, cp, ops, held.lease)
         if settled is not None:
-            return self._close(loaded, settled, auth)
+            return self.writes.close(loaded, settled, auth)
         now = datetime.now(UTC)
         decided = effects.check_proposal(
             self.app,
@@ -167,7 +155,7 @@ class Executor:
             # The runtime's own id for a refusal at this version, never the proposal's message id
             # (anyone who can write to wakeful.proposals chooses that).
             refused_id = keys.runtime_id("refused", cp.task_id, cp.state_version)
-            self._advance(loaded, refused_id, lambda c: record(c, reason), {"refused": reason})
+            self.writes.advance(loaded, refused_id, lambda c: record(c, reason), {"refused": reason})
             self.log(
                 "executor.refused", task_id=cp.task_id, reason=reason, review=isinstance(decided, Review)
             )
@@ -176,61 +164,10 @@ class Executor:
         if done is None:
             return None
         result, first, outcome = done
-        return self._close(loaded, (decided.tool, decided.op_key, result), auth, first, outcome)
-
-    def _close(
-        self,
-        loaded: _Loaded,
-        step: tuple[str, str, Mapping[str, Any]],
-        auth: Snapshot,
-        first: list[Any] | None = None,
-        record: tuple[Any, ...] | None = None,
-    ) -> None:
-        """Advance the task past a step that ran: (tool, op key, what the tool returned). The lease
-        goes back inside that transaction: nothing is left to do under it (D38). `first`: the
-        change's first step, already read (_once); `record`: the step's outcome for the action
-        log, written inside the same transaction (D48)."""
-        tool, op, result = step
-        now = datetime.now(UTC)
-        # One close per operation, whichever proposal (or redelivery) gets here.
-        outcome = self._advance(
-            loaded,
-            keys.runtime_id("close", op),
-            lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
-            {"done": tool, **{k: str(v) for k, v in result.items()}},
-            before=self._next_step,
-            release=loaded.held,
-            first=first,
-            also=None if record is None else (lambda _new: [record]),
-        )
-        if record is not None and outcome.status == "applied":
-            self._check_recorded(loaded, op, outcome.also[0])
-        fault("executor.after_advance")
-
-    def _check_recorded(self, loaded: _Loaded, op: str, reply: Any) -> None:
-        """The action log took the outcome that rode in the close; if it refused it, the task is
-        past a step the log does not show as done. Only an entry written behind this worker's back
-        does that (the lease, WATCHed from load to EXEC, was this worker's): park the task."""
-        try:
-            self.actions.recorded(op, loaded.held.lease.fence, reply)
-        except ActionError as exc:
-            task_id = loaded.checkpoint.task_id
-            self.store.quarantine(task_id, "outcome_not_recorded", str(exc))
-            self.log("executor.outcome_not_recorded", task_id=task_id, op_key=op, reason=str(exc))
-
-    def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
-        """A task moved to another stage that offers a tool is woken at once (through the timer,
-        which writes wakes) so the gate asks for its next proposal. Written ahead of the
-        transaction, under this lease (wk:deadlines is in another Redis Cluster slot than the
-        task): the gate takes the wake only once the lease is free, when the move has landed or
-        never will; a wake with no move behind it finds nothing due and changes nothing."""
-        if new.execution.pending_waits or not self.app.tools_at(new.stage):
-            return []
-        due_ms = int(new.updated_at.timestamp() * 1000)
-        return [("ZADD", keys.DEADLINES, due_ms, f"{new.task_id}|{due_ms}")]
+        return self.writes.close(loaded, (decided.tool, decided.op_key, result), auth, first, outcome)
 
     def _once(
-        self, loaded: _Loaded, effect: Effect, auth: Snapshot
+        self, loaded: Loaded, effect: Effect, auth: Snapshot
     ) -> tuple[Mapping[str, Any], list[Any], tuple[Any, ...] | None] | None:
         """The tool's call, at most one effect per op key. Returns what it returned, the close's
         first step (its inbox check rides with the intent) and the outcome's record for the close
@@ -263,7 +200,7 @@ class Executor:
         )
         return outcome, first, record
 
-    def _give_up(self, loaded: _Loaded, step: tuple[str, str], reason: str, auth: Snapshot) -> None:
+    def _give_up(self, loaded: Loaded, step: tuple[str, str], reason: str, auth: Snapshot) -> None:
         """The step (tool, op key) failed for good, nothing done: record it, undo what the workflow
         names, and park the task."""
         (tool, op), cp, lease = step, loaded.checkpoint, loaded.held.lease
@@ -279,41 +216,10 @@ class Executor:
             parked = engine.review(c, reason)
             return parked.model_copy(update={"external_refs": {**parked.external_refs, **undone}})
 
-        self._advance(loaded, keys.runtime_id("review", op, cp.state_version), park, {"refused": reason})
+        self.writes.advance(
+            loaded, keys.runtime_id("review", op, cp.state_version), park, {"refused": reason}
+        )
         self.log("executor.needs_review", task_id=cp.task_id, reason=reason)
-
-    def _advance(
-        self,
-        loaded: _Loaded,
-        message_id: str,
-        fn: Any,
-        detail: dict[str, Any],
-        *,
-        before: Any = None,
-        release: Held | None = None,
-        first: list[Any] | None = None,
-        also: Any = None,
-    ) -> Outcome:
-        """The change, on the connection that WATCHes the task since its load (a change applied
-        before writes nothing). `release`: the lease, given back inside it; `first`: the change's
-        first step, already read; `also`: writes of the task's slot to make inside it."""
-        cp = loaded.checkpoint
-        try:
-            return self.store.transition(
-                cp.task_id,
-                cp.state_version,
-                message_id,
-                fn,
-                lease=loaded.held.lease,
-                detail=detail,
-                before=before,
-                release=release,
-                pinned=loaded.pinned,
-                first=first,
-                also=also,
-            )
-        except StaleVersion as exc:
-            raise Retry(str(exc)) from exc
 
 
 def main(settings: Settings, stop: threading.Event) -> None:

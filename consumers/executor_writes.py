@@ -1,0 +1,128 @@
+"""The executor's writes to its task, on the connection that WATCHes the task since its load
+(D43): the close after a step ran, which records the step's outcome inside its transaction (D48)
+and wakes a task moved to another stage that offers a tool; and any other change (a refusal, a
+step parked for review)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from wakeful.authority.store import Snapshot
+from wakeful.core.errors import ActionError, StaleVersion
+from wakeful.core.faults import fault
+from wakeful.core.log import Log
+from wakeful.core.retry import Retry
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk.app import App
+from wakeful.state import keys
+from wakeful.state.actions import ActionLog
+from wakeful.state.lease import Held
+from wakeful.state.pinned import Pinned
+from wakeful.state.store import Outcome, Store
+from wakeful.workflow import effects
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A proposal's task as loaded under its lease, WATCHed on `pinned` since (Store.acquire_with)."""
+
+    checkpoint: Checkpoint
+    replies: list[Any]  # the action log, then the live authority
+    held: Held
+    pinned: Pinned
+    watched: list[Any]  # the replies to first_step.watch(): a change's first step, less its inbox check
+
+
+class Writes:
+    def __init__(self, store: Store, actions: ActionLog, app: App, log: Log) -> None:
+        self.store = store
+        self.actions = actions
+        self.app = app
+        self.log = log
+
+    def close(
+        self,
+        loaded: Loaded,
+        step: tuple[str, str, Mapping[str, Any]],
+        auth: Snapshot,
+        first: list[Any] | None = None,
+        record: tuple[Any, ...] | None = None,
+    ) -> None:
+        """Advance the task past a step that ran: (tool, op key, what the tool returned). The lease
+        goes back inside that transaction: nothing is left to do under it (D38). `first`: the
+        change's first step, already read (Executor._once); `record`: the step's outcome for the action
+        log, written inside the same transaction (D48)."""
+        tool, op, result = step
+        now = datetime.now(UTC)
+        # One close per operation, whichever proposal (or redelivery) gets here.
+        outcome = self.advance(
+            loaded,
+            keys.runtime_id("close", op),
+            lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
+            {"done": tool, **{k: str(v) for k, v in result.items()}},
+            before=self._next_step,
+            release=loaded.held,
+            first=first,
+            also=None if record is None else (lambda _new: [record]),
+        )
+        if record is not None and outcome.status == "applied":
+            self._check_recorded(loaded, op, outcome.also[0])
+        fault("executor.after_advance")
+
+    def _check_recorded(self, loaded: Loaded, op: str, reply: Any) -> None:
+        """The action log took the outcome that rode in the close; if it refused it, the task is
+        past a step the log does not show as done. Only an entry written behind this worker's back
+        does that (the lease, WATCHed from load to EXEC, was this worker's): park the task."""
+        try:
+            self.actions.recorded(op, loaded.held.lease.fence, reply)
+        except ActionError as exc:
+            task_id = loaded.checkpoint.task_id
+            self.store.quarantine(task_id, "outcome_not_recorded", str(exc))
+            self.log("executor.outcome_not_recorded", task_id=task_id, op_key=op, reason=str(exc))
+
+    def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
+        """A task moved to another stage that offers a tool is woken at once (through the timer,
+        which writes wakes) so the gate asks for its next proposal. Written ahead of the
+        transaction, under this lease (wk:deadlines is in another Redis Cluster slot than the
+        task): the gate takes the wake only once the lease is free, when the move has landed or
+        never will; a wake with no move behind it finds nothing due and changes nothing."""
+        if new.execution.pending_waits or not self.app.tools_at(new.stage):
+            return []
+        due_ms = int(new.updated_at.timestamp() * 1000)
+        return [("ZADD", keys.DEADLINES, due_ms, f"{new.task_id}|{due_ms}")]
+
+    def advance(
+        self,
+        loaded: Loaded,
+        message_id: str,
+        fn: Any,
+        detail: dict[str, Any],
+        *,
+        before: Any = None,
+        release: Held | None = None,
+        first: list[Any] | None = None,
+        also: Any = None,
+    ) -> Outcome:
+        """The change, on the connection that WATCHes the task since its load (a change applied
+        before writes nothing). `release`: the lease, given back inside it; `first`: the change's
+        first step, already read; `also`: writes of the task's slot to make inside it."""
+        cp = loaded.checkpoint
+        try:
+            return self.store.transition(
+                cp.task_id,
+                cp.state_version,
+                message_id,
+                fn,
+                lease=loaded.held.lease,
+                detail=detail,
+                before=before,
+                release=release,
+                pinned=loaded.pinned,
+                first=first,
+                also=also,
+            )
+        except StaleVersion as exc:
+            raise Retry(str(exc)) from exc
