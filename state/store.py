@@ -6,7 +6,7 @@ A transition reads as WATCH -> read -> verify -> guard -> MULTI -> write -> EXEC
    entry; SISMEMBER inbox.
 2. any writes to keys outside the task (`before`, e.g. a wake in wk:deadlines); MULTI; SET sealed
    state; XADD ctr <v>-1 (refused by Redis if it does not grow); SADD inbox; XADD outbox; EXEC;
-   then SADD the outbox index.
+   then SADD the outbox index (the commands of each step: state/first_step.py, state/last_step.py).
 
 Everything between MULTI and EXEC names keys of the task's hash slot only, so it runs unchanged on
 Redis Cluster. A write to a shared key goes outside it, where a crash cannot lose what it stands
@@ -44,26 +44,19 @@ from wakeful.core.errors import (
     TaskExists,
 )
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.logs import OutboxRecord
-from wakeful.state import checks, first_step, keys
+from wakeful.state import checks, first_step, keys, last_step
 from wakeful.state.checks import Moves
+from wakeful.state.last_step import Also
 from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import Pinned
 from wakeful.state.seal import Sealer
 
 Transition = Callable[[Checkpoint], Checkpoint]
-# Extra writes that belong in the same transaction, built from the new checkpoint. They must name
-# keys in the task's hash slot (wk:{task}:...), e.g. the sender's receipt. The same shape, given as
-# `before`, builds writes to shared keys that land ahead of the transaction (see above).
-Also = Callable[[Checkpoint], list[tuple[Any, ...]]]
 Clock = Callable[[], datetime]
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-_WRITES = 4  # a change's own writes inside its EXEC (Store._write); `also`'s follow
 
 
 @dataclass(frozen=True)
@@ -170,14 +163,16 @@ class Store:
                 raise TaskExists(task_id)
             if ctr:
                 self._quarantine(task_id, TamperedState(task_id, "the counter exists but the state is gone"))
-            new = _stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
-            extra, inside = _inside(also, release, new)
-            replies = conn.batch(self._write(new, message_id, detail, inside, before))
+            new = last_step.stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
+            extra, inside = last_step.inside(also, release, new)
+            replies = conn.batch(
+                last_step.commands(self.sealer, new, message_id, detail, also=inside, before=before)
+            )
             if replies[-2] is None:  # EXEC aborted: another creator won the race
                 raise TaskExists(task_id)
             checks.check_exec(task_id, replies)
             _sent(release)
-            return Outcome("applied", new, conn.round_trips, 0, _written(replies, extra))
+            return Outcome("applied", new, conn.round_trips, 0, last_step.written(replies, extra))
 
     def transition(
         self,
@@ -227,14 +222,16 @@ class Store:
                     raise StaleVersion(task_id, expected_version, current.state_version)
                 proposed = fn(current)
                 checks.guard(current, proposed, restamp, self.moves)
-                new = _stamp(proposed, current.state_version + 1, lease.fence, self.clock())
-                extra, inside = _inside(also, release, new)
-                replies = conn.batch(self._write(new, message_id, detail, inside, before))
+                new = last_step.stamp(proposed, current.state_version + 1, lease.fence, self.clock())
+                extra, inside = last_step.inside(also, release, new)
+                replies = conn.batch(
+                    last_step.commands(self.sealer, new, message_id, detail, also=inside, before=before)
+                )
                 if replies[-2] is None:
                     continue  # lost the race: re-read and re-validate
                 checks.check_exec(task_id, replies)
                 _sent(release)
-                return Outcome("applied", new, conn.round_trips, lost, _written(replies, extra))
+                return Outcome("applied", new, conn.round_trips, lost, last_step.written(replies, extra))
         raise Contention(task_id, keys.CAS_RETRIES)
 
     def quarantine(self, task_id: str, reason: str, detail: str) -> None:
@@ -255,62 +252,7 @@ class Store:
         self.quarantine(task_id, exc.reason_code, exc.detail)
         raise exc
 
-    def _write(
-        self,
-        new: Checkpoint,
-        message_id: str,
-        detail: dict[str, Any] | None,
-        also: Sequence[tuple[Any, ...]] = (),
-        before: Also | None = None,
-    ) -> list[tuple[Any, ...]]:
-        task_id, version = new.task_id, new.state_version
-        blob = self.sealer.seal(task_id, version, new.schema_version, new.encode())
-        record = OutboxRecord(
-            record_id=f"{task_id}:{version}",
-            task_id=task_id,
-            state_version=version,
-            message_id=message_id,
-            stage=new.stage,
-            task_version=new.business.version,
-            at=new.updated_at,
-            detail=detail or {},
-        )
-        return [
-            *(before(new) if before else ()),
-            ("MULTI",),
-            ("SET", keys.state(task_id), blob),
-            ("XADD", keys.ctr(task_id), "MAXLEN", 1, f"{version}-1", "v", version),
-            ("SADD", keys.inbox(task_id), message_id),
-            ("XADD", keys.outbox(task_id), "*", "id", record.record_id, "r", record.encode()),
-            *also,  # after the _WRITES above
-            ("EXEC",),
-            ("SADD", keys.OUTBOX_DIRTY, task_id),
-        ]
-
-
-def _inside(
-    also: Also | None, release: Held | None, new: Checkpoint
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The caller's writes for the change's EXEC, and those with the lease's release as the last."""
-    extra = list(also(new)) if also else []
-    return extra, [*extra, *([Leases.release_command(release)] if release else [])]
-
-
-def _written(replies: list[Any], extra: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
-    """The replies, inside EXEC (the next to last reply), of the caller's writes."""
-    return tuple(replies[-2][_WRITES : _WRITES + len(extra)])
-
 
 def _sent(held: Held | None) -> None:
     if held is not None:
         held.sent()
-
-
-def _stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> Checkpoint:
-    return checkpoint.model_copy(
-        update={
-            "versions": checkpoint.versions.model_copy(update={"state_version": version}),
-            "execution": checkpoint.execution.model_copy(update={"fence": fence}),
-            "updated_at": now,
-        }
-    )

@@ -20,7 +20,7 @@ from wakeful.core.retry import SlotMoved
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_cluster
 from wakeful.devstack.fleet import Fleet
-from wakeful.state import acl, keys, library, wiring
+from wakeful.state import acl, keys, last_step, library, wiring
 from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import CrossSlot, Pinned, command_keys, node_of, slot
 from wakeful.state.seal import Keyring, Sealer
@@ -109,7 +109,9 @@ def test_a_transition_writes_only_keys_of_its_tasks_slot_inside_multi(task_id: s
     evidence = ("HSET", keys.evidence(task_id), "note", "text")
     wake = ("ZADD", keys.DEADLINES, 1, f"{task_id}|1")
     cp = new_checkpoint(task_id)
-    commands = store._write(cp, "m1", None, also=[receipt, evidence], before=lambda _: [wake])
+    commands = last_step.commands(
+        store.sealer, cp, "m1", None, also=[receipt, evidence], before=lambda _: [wake]
+    )
     inside = _transaction(commands)
     assert receipt in inside and evidence in inside and wake not in inside
     named = {k for c in inside for k in command_keys(c)}

@@ -1,0 +1,85 @@
+"""A change's last step, as commands: the writes between MULTI and EXEC (the sealed state, the
+counter, the inbox, the outbox record, then the caller's `also` and the lease's release), the
+writes to shared keys around them, and where the caller's replies come back.
+
+`Store.create` and `Store.transition` send it on the connection that WATCHes the task since the
+first step (state/first_step.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.logs import OutboxRecord
+from wakeful.state import keys
+from wakeful.state.lease import Held, Leases
+from wakeful.state.seal import Sealer
+
+Command = tuple[Any, ...]
+# Extra writes that belong in the same transaction, built from the new checkpoint (Store's `also`).
+# They must name keys in the task's hash slot (wk:{task}:...), e.g. the sender's receipt. The same
+# shape, given as `before`, builds writes to shared keys that land ahead of the transaction.
+Also = Callable[[Checkpoint], list[Command]]
+
+WRITES = 4  # a change's own writes inside its EXEC (commands()); the caller's follow
+
+
+def commands(
+    sealer: Sealer,
+    new: Checkpoint,
+    message_id: str,
+    detail: dict[str, Any] | None,
+    *,
+    also: Sequence[Command] = (),
+    before: Also | None = None,
+) -> list[Command]:
+    """The change's writes: `before` (shared keys, ahead of MULTI), the transaction with `also`
+    inside it after the change's own WRITES, and the outbox index after EXEC."""
+    task_id, version = new.task_id, new.state_version
+    blob = sealer.seal(task_id, version, new.schema_version, new.encode())
+    record = OutboxRecord(
+        record_id=f"{task_id}:{version}",
+        task_id=task_id,
+        state_version=version,
+        message_id=message_id,
+        stage=new.stage,
+        task_version=new.business.version,
+        at=new.updated_at,
+        detail=detail or {},
+    )
+    return [
+        *(before(new) if before else ()),
+        ("MULTI",),
+        ("SET", keys.state(task_id), blob),
+        ("XADD", keys.ctr(task_id), "MAXLEN", 1, f"{version}-1", "v", version),
+        ("SADD", keys.inbox(task_id), message_id),
+        ("XADD", keys.outbox(task_id), "*", "id", record.record_id, "r", record.encode()),
+        *also,
+        ("EXEC",),
+        ("SADD", keys.OUTBOX_DIRTY, task_id),
+    ]
+
+
+def inside(also: Also | None, release: Held | None, new: Checkpoint) -> tuple[list[Command], list[Command]]:
+    """The caller's writes for the change's EXEC, and those with the lease's release as the last."""
+    extra = list(also(new)) if also else []
+    return extra, [*extra, *([Leases.release_command(release)] if release else [])]
+
+
+def written(replies: list[Any], extra: Sequence[Command]) -> tuple[Any, ...]:
+    """The replies, inside EXEC (the next to last reply), of the caller's writes."""
+    return tuple(replies[-2][WRITES : WRITES + len(extra)])
+
+
+def stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> Checkpoint:
+    """The checkpoint as the change writes it: its new version, the writer's fence, the time."""
+    return checkpoint.model_copy(
+        update={
+            "versions": checkpoint.versions.model_copy(update={"state_version": version}),
+            "execution": checkpoint.execution.model_copy(update={"fence": fence}),
+            "updated_at": now,
+        }
+    )
