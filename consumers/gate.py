@@ -25,9 +25,9 @@ import redis
 from confluent_kafka import Message, Producer
 
 from wakeful.authority.store import AuthorityStore
-from wakeful.consumers import gate_rules, gate_writes
+from wakeful.consumers import gate_create, gate_rules, gate_writes
 from wakeful.consumers.consuming import group_consumer
-from wakeful.consumers.gate_wake import DeadLetter, Taken, Wake, authenticate, identity, verified_event
+from wakeful.consumers.gate_wake import DeadLetter, Taken, authenticate, identity, verified_event
 from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
@@ -35,7 +35,6 @@ from wakeful.core.errors import (
     DecodeError,
     IntegrityError,
     KeyringError,
-    TaskExists,
     TaskNotFound,
     TaskQuarantined,
 )
@@ -48,7 +47,6 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App, load_app
-from wakeful.sdk.workflow import WORKFLOW_FIELD, Refuse, Start
 from wakeful.state import wiring
 from wakeful.state.lease import Leases
 from wakeful.state.store import Store
@@ -132,7 +130,9 @@ class Gate:
         if wake.answered:
             return self._decided_before(step)
         if event is not None and event.kind == events.CREATE:
-            return self._create(step, now)
+            return gate_create.create(
+                step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
+            )
         refusal: list[str] = []
         evidence: dict[str, str] = {}
         started = step.started() if event is not None and event.kind == events.AMEND else frozenset()
@@ -225,45 +225,6 @@ class Gate:
         event_id = wake.event.event_id if wake.event else None
         self.log("gate.decided_before", task_id=cp.task_id, event_id=event_id)
         self.writes.finish(None, "", "", cp.task_id, cp, held=step.held, pinned=step.pinned)
-        return self.writes.follow_up(cp, wake)
-
-    def _create(self, step: Taken, now: datetime) -> None:
-        wake, held, task_id = step.wake, step.held, step.wake.envelope.task_id
-        event = wake.event
-        assert event is not None and wake.principal is not None
-        finish = functools.partial(self.writes.finish, held=held, pinned=step.pinned)
-        workflow = event.payload.get(WORKFLOW_FIELD, self.app.workflows[0].name)
-        fields = {k: v for k, v in event.payload.items() if k != WORKFLOW_FIELD}  # not the app's
-        start = Start(task_id, wake.principal, wake.tenant, fields, wake.auth, now)
-        decided = engine.create(self.app, str(workflow), start)
-        if isinstance(decided, Refuse):
-            return finish(event, "rejected", decided.reason, task_id, None)
-        stored, evidence = wake, gate_writes.evidence_fields(task_id, decided.evidence)
-        if evidence:
-            wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence, tenant=wake.tenant)
-
-        def also(new: Checkpoint) -> list[tuple[Any, ...]]:
-            return gate_writes.create_writes(event, task_id, decided.evidence, new)
-
-        try:
-            created = self.store.create(
-                decided.checkpoint,
-                identity(wake.envelope, event),
-                gate_writes.event_detail(event),
-                also=also,
-                before=gate_writes.wait_writes,
-                release=held,
-                pinned=step.pinned,
-                first=step.first,
-            )
-        except TaskExists:
-            return finish(event, "rejected", f"task {task_id} already exists", task_id, None)
-        cp = created.checkpoint
-        if created.status == "duplicate":  # applied before: follow up on the stored evidence, not this copy's
-            finish(None, "", "", task_id, cp)
-            return self.writes.follow_up(cp, stored)
-        fault("gate.after_cas")
-        self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status="accepted", stage=cp.stage)
         return self.writes.follow_up(cp, wake)
 
     def poisoned(self, msg: Message, reason: str) -> None:
