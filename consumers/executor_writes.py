@@ -19,6 +19,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.state import keys
 from wakeful.state.actions import ActionLog
+from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
 from wakeful.state.pinned import Pinned
 from wakeful.state.store import Outcome, Store
@@ -101,10 +102,10 @@ class Writes:
         fn: Any,
         detail: dict[str, Any],
         *,
-        before: Any = None,
+        before: Also | None = None,
         release: Held | None = None,
         first: list[Any] | None = None,
-        also: Any = None,
+        also: Also | None = None,
     ) -> Outcome:
         """The change, on the connection that WATCHes the task since its load (a change applied
         before writes nothing). `release`: the lease, given back inside it; `first`: the change's

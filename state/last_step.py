@@ -1,6 +1,6 @@
 """A change's last step, as commands: the writes between MULTI and EXEC (the sealed state, the
-counter, the inbox, the outbox record, then the caller's `also` and the lease's release), the
-writes to shared keys around them, and where the caller's replies come back.
+counter, the inbox, the outbox record, then the caller's own, such as `also` and the lease's
+release), and the writes to shared keys around them.
 
 `Store.create` and `Store.transition` send it on the connection that WATCHes the task since the
 first step (state/first_step.py).
@@ -15,7 +15,6 @@ from typing import Any
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord
 from wakeful.state import keys
-from wakeful.state.lease import Held, Leases
 from wakeful.state.seal import Sealer
 
 Command = tuple[Any, ...]
@@ -61,17 +60,6 @@ def commands(
         ("EXEC",),
         ("SADD", keys.OUTBOX_DIRTY, task_id),
     ]
-
-
-def inside(also: Also | None, release: Held | None, new: Checkpoint) -> tuple[list[Command], list[Command]]:
-    """The caller's writes for the change's EXEC, and those with the lease's release as the last."""
-    extra = list(also(new)) if also else []
-    return extra, [*extra, *([Leases.release_command(release)] if release else [])]
-
-
-def written(replies: list[Any], extra: Sequence[Command]) -> tuple[Any, ...]:
-    """The replies, inside EXEC (the next to last reply), of the caller's writes."""
-    return tuple(replies[-2][WRITES : WRITES + len(extra)])
 
 
 def stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> Checkpoint:

@@ -164,15 +164,10 @@ class Store:
             if ctr:
                 self._quarantine(task_id, TamperedState(task_id, "the counter exists but the state is gone"))
             new = last_step.stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
-            extra, inside = last_step.inside(also, release, new)
-            replies = conn.batch(
-                last_step.commands(self.sealer, new, message_id, detail, also=inside, before=before)
-            )
-            if replies[-2] is None:  # EXEC aborted: another creator won the race
+            written = self._commit(conn, new, message_id, detail, also=also, before=before, release=release)
+            if written is None:  # EXEC aborted: another creator won the race
                 raise TaskExists(task_id)
-            checks.check_exec(task_id, replies)
-            _sent(release)
-            return Outcome("applied", new, conn.round_trips, 0, last_step.written(replies, extra))
+            return Outcome("applied", new, conn.round_trips, 0, written)
 
     def transition(
         self,
@@ -223,15 +218,12 @@ class Store:
                 proposed = fn(current)
                 checks.guard(current, proposed, restamp, self.moves)
                 new = last_step.stamp(proposed, current.state_version + 1, lease.fence, self.clock())
-                extra, inside = last_step.inside(also, release, new)
-                replies = conn.batch(
-                    last_step.commands(self.sealer, new, message_id, detail, also=inside, before=before)
+                written = self._commit(
+                    conn, new, message_id, detail, also=also, before=before, release=release
                 )
-                if replies[-2] is None:
+                if written is None:
                     continue  # lost the race: re-read and re-validate
-                checks.check_exec(task_id, replies)
-                _sent(release)
-                return Outcome("applied", new, conn.round_trips, lost, last_step.written(replies, extra))
+                return Outcome("applied", new, conn.round_trips, lost, written)
         raise Contention(task_id, keys.CAS_RETRIES)
 
     def quarantine(self, task_id: str, reason: str, detail: str) -> None:
@@ -240,6 +232,31 @@ class Store:
         self.client.set(keys.quarantine(task_id), orjson.dumps(marker), nx=True)
 
     # ---- internals ---------------------------------------------------------------------------
+
+    def _commit(
+        self,
+        conn: Pinned,
+        new: Checkpoint,
+        message_id: str,
+        detail: dict[str, Any] | None,
+        *,
+        also: Also | None,
+        before: Also | None,
+        release: Held | None,
+    ) -> tuple[Any, ...] | None:
+        """Send the change's last step (state/last_step.py), with `also`'s writes and then the
+        lease's release inside its EXEC. Returns the replies of `also`'s writes, or None when EXEC
+        aborted (a WATCHed key changed: the race is lost and nothing was written)."""
+        extra = also(new) if also else []
+        releasing = [Leases.release_command(release)] if release else []
+        replies = conn.batch(
+            last_step.commands(self.sealer, new, message_id, detail, also=[*extra, *releasing], before=before)
+        )
+        if replies[-2] is None:
+            return None
+        checks.check_exec(new.task_id, replies)
+        _sent(release)
+        return tuple(replies[-2][last_step.WRITES : last_step.WRITES + len(extra)])
 
     def _verify(self, task_id: str, blob: bytes | None, ctr: Any, marker: bytes | None) -> Checkpoint:
         """The verified checkpoint; a failed integrity check quarantines the task, then is raised."""

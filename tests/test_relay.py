@@ -16,6 +16,7 @@ from helpers import bump_attempts, kafka_as, new_checkpoint, topic_marks, wait_l
 
 from wakeful.core import kafka_rights, provenance, topics
 from wakeful.core.settings import Settings
+from wakeful.devstack.process import wait_until
 from wakeful.schemas.logs import log_records
 from wakeful.state import acl, keys
 from wakeful.state.lease import Leases
@@ -76,18 +77,36 @@ def outbox_drained(settings: Settings, task_ids: set[str]) -> bool:
     return all(admin.xlen(keys.outbox(t)) == 0 for t in task_ids)
 
 
+def written(gate_store: Store, leases: Leases, *, tasks: int, steps: int) -> set[str]:
+    """The record ids of `tasks` new tasks, each created and then moved `steps` times."""
+    expected: set[str] = set()
+    for _ in range(tasks):
+        cp = gate_store.create(new_checkpoint(), "create").checkpoint
+        lease = leases.acquire(cp.task_id)
+        for step in range(steps):
+            gate_store.transition(cp.task_id, None, f"step-{step}", bump_attempts, lease=lease)
+        expected |= {f"{cp.task_id}:{v}" for v in range(1, steps + 2)}
+    return expected
+
+
+def relay_until_drained(settings: Settings, task_ids: set[str]) -> int | None:
+    """Run a relay until these tasks' outboxes are empty (asserted, within 60 s); its exit code
+    after SIGTERM."""
+    relay = start_relay()
+    try:
+        assert wait_until(lambda: outbox_drained(settings, task_ids), 60, interval=0.2)
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        relay.wait(timeout=30)
+    return relay.returncode
+
+
 @pytest.mark.parametrize("fault", ["relay.mid_batch", "relay.after_publish"])
 def test_every_record_reaches_the_log_once_per_id_across_a_relay_sigkill(
     settings: Settings, kafka_bootstrap: str, gate_store: Store, leases: Leases, fault: str
 ) -> None:
     start = log_end_offsets(kafka_bootstrap)
-    expected: set[str] = set()
-    for _ in range(40):
-        cp = gate_store.create(new_checkpoint(), "create").checkpoint
-        lease = leases.acquire(cp.task_id)
-        for step in range(5):
-            gate_store.transition(cp.task_id, None, f"step-{step}", bump_attempts, lease=lease)
-        expected |= {f"{cp.task_id}:{v}" for v in range(1, 7)}
+    expected = written(gate_store, leases, tasks=40, steps=5)
     task_ids = {r.split(":")[0] for r in expected}
 
     crashed = start_relay(fault)
@@ -96,16 +115,7 @@ def test_every_record_reaches_the_log_once_per_id_across_a_relay_sigkill(
     assert f"fault point {fault} reached".encode() in err
     assert not outbox_drained(settings, task_ids), "the crashed relay trimmed records it never finished"
 
-    relay = start_relay()
-    try:
-        deadline = time.monotonic() + 60
-        while not outbox_drained(settings, task_ids) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert outbox_drained(settings, task_ids)
-    finally:
-        relay.send_signal(signal.SIGTERM)
-        relay.wait(timeout=30)
-    assert relay.returncode == 0
+    assert relay_until_drained(settings, task_ids) == 0
 
     seen = read_log(kafka_bootstrap, start, task_ids, len(expected))
     assert set(seen) == expected  # nothing lost; readers dedupe by record id
@@ -117,13 +127,7 @@ def test_a_claims_records_ride_in_one_message_per_partition_and_a_planted_entry_
     settings: Settings, kafka_bootstrap: str, gate_store: Store, leases: Leases
 ) -> None:
     start, letters_since = log_end_offsets(kafka_bootstrap), topic_marks(kafka_bootstrap, topics.DLQ)
-    expected: set[str] = set()
-    for _ in range(30):
-        cp = gate_store.create(new_checkpoint(), "create").checkpoint
-        lease = leases.acquire(cp.task_id)
-        for step in range(3):
-            gate_store.transition(cp.task_id, None, f"step-{step}", bump_attempts, lease=lease)
-        expected |= {f"{cp.task_id}:{v}" for v in range(1, 5)}
+    expected = written(gate_store, leases, tasks=30, steps=3)
     task_ids = {r.split(":")[0] for r in expected}
     # Entries no writer of this code makes, planted by someone who can write a task's outbox.
     planted = sorted(task_ids)[0]
@@ -131,15 +135,7 @@ def test_a_claims_records_ride_in_one_message_per_partition_and_a_planted_entry_
     admin.xadd(keys.outbox(planted), {"id": f"{planted}:99", "r": b"\xffnot json"})
     admin.xadd(keys.outbox(planted), {"stray": "field"})
 
-    relay = start_relay()
-    try:
-        deadline = time.monotonic() + 60
-        while not outbox_drained(settings, task_ids) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert outbox_drained(settings, task_ids)
-    finally:
-        relay.send_signal(signal.SIGTERM)
-        relay.wait(timeout=30)
+    relay_until_drained(settings, task_ids)
 
     seen = read_log(kafka_bootstrap, start, task_ids, len(expected))
     assert set(seen) == expected
