@@ -1,12 +1,12 @@
 """The gate: gates 2 to 6 for every Wake, then the event applied to Progress by compare-and-swap.
 
-For each wake: take the task's lease and re-verify the event's signature against the live signer
-registry (`gate_wake.authenticate()`: one pipelined read that also brings the live authority
-snapshot); then one transition whose function loads nothing itself but sees the verified state
-and calls the pure `gate_rules.decide()`: a closed task takes no more events; policy and
-tool-catalog compatibility by the declared rule; then the workflow decides (authorization, bound
-versions, approvals and their deadlines, all read live). Refusals are recorded on the task and
-in the sender's receipt.
+For each wake: re-verify the event's signature against the live signer registry
+(`gate_wake.authenticate()`: one pipelined read that also WATCHes and reads the task, with its
+lease free, and brings the live authority snapshot); then one transition whose function loads
+nothing itself but sees the verified state and calls the pure `gate_rules.decide()`: a closed task
+takes no more events; policy and tool-catalog compatibility by the declared rule; then the
+workflow decides (authorization, bound versions, approvals and their deadlines, all read live).
+Refusals are recorded on the task and in the sender's receipt.
 
 What to do after the CAS (register a wait's deadline and correlation id, publish a
 ProposalRequest, write the receipt) is derived from the stored state and written by
@@ -48,7 +48,6 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App, load_app
 from wakeful.state import wiring
-from wakeful.state.lease import Leases
 from wakeful.state.store import Store
 from wakeful.workflow import engine
 
@@ -72,7 +71,6 @@ class Gate:
     def __init__(
         self,
         store: Store,
-        leases: Leases,
         producer: Producer,
         log: Log,
         *,
@@ -88,10 +86,9 @@ class Gate:
         self.max_lag = timedelta(seconds=event_max_age) + BACKLOG_ALLOWANCE
         self.client: redis.Redis = store.client
         self.authority = AuthorityStore(store.client)
-        self.leases = leases
         self.producer = producer
         self.log = log
-        self.writes = gate_writes.FollowUps(leases, producer, app, log)
+        self.writes = gate_writes.FollowUps(producer, app, log)
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
@@ -104,27 +101,25 @@ class Gate:
         except DecodeError as exc:
             self._dead(msg, f"malformed wake: {exc.reason}")
             return None
-        fault("gate.before_lease")
+        fault("gate.before_read")
         with self.store.pinned(envelope.task_id) as pinned:
             taken = authenticate(
-                envelope, sender, self.store, self.leases, pinned, max_age=self.max_age, max_lag=self.max_lag
+                envelope, sender, self.store, pinned, max_age=self.max_age, max_lag=self.max_lag
             )
             if isinstance(taken, DeadLetter):
                 self._dead(msg, taken.reason)
                 return None
             try:
-                fault("gate.after_lease")
+                fault("gate.after_read")
                 self._apply(taken)
             except engine.UnknownWorkflow as exc:
                 # Retrying would hold up every task behind it on the partition; the letter keeps the
                 # wake for a replay by a worker that runs the task's app.
                 self._dead(msg, f"task {envelope.task_id}: {exc}")
-            finally:
-                self.leases.finish(taken.held)
         return None
 
     def _apply(self, step: Taken) -> None:
-        wake, held = step.wake, step.held
+        wake = step.wake
         env, event, auth = wake.envelope, wake.event, wake.auth
         now = datetime.now(UTC)
         if wake.answered:
@@ -159,19 +154,18 @@ class Gate:
         def receipt(new: Checkpoint) -> list[tuple[Any, ...]]:
             return gate_writes.change_writes(event, evidence, refusal[0] if refusal else None, new)
 
-        finish = functools.partial(self.writes.finish, held=held, pinned=step.pinned)
+        finish = functools.partial(self.writes.finish, pinned=step.pinned)
         try:
             outcome = self.store.transition(
                 env.task_id,
                 None,
                 identity(env, event),
                 decide,
-                lease=held.lease,
+                lease=None,
                 detail=gate_writes.event_detail(event),
                 restamp=True,
                 before=gate_writes.wait_writes,
                 also=receipt,
-                release=held,
                 pinned=step.pinned,
                 first=step.first,
             )
@@ -224,7 +218,7 @@ class Gate:
             raise Retry(f"cannot read task {task_id}: {exc}", after=5.0) from exc
         event_id = wake.event.event_id if wake.event else None
         self.log("gate.decided_before", task_id=cp.task_id, event_id=event_id)
-        self.writes.finish(None, "", "", cp.task_id, cp, held=step.held, pinned=step.pinned)
+        self.writes.finish(None, "", "", cp.task_id, cp, pinned=step.pinned)
         return self.writes.follow_up(cp, wake)
 
     def poisoned(self, msg: Message, reason: str) -> None:
@@ -249,9 +243,9 @@ def main(settings: Settings, stop: threading.Event) -> None:
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
     keys = load_keys(settings, "gate")
     app = load_app(settings.app)
-    store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
+    store = wiring.store_for(settings, "gate")
     producer, failures = make_producer(settings, "gate")
-    gate = Gate(store, leases, producer, log, keys=keys, app=app, event_max_age=settings.event_max_age)
+    gate = Gate(store, producer, log, keys=keys, app=app, event_max_age=settings.event_max_age)
     consumer = group_consumer(settings, "gate", "wakeful-gate")
     runner = Runner(
         "gate",

@@ -24,10 +24,10 @@ def create(
 ) -> None:
     """A create event's wake: the workflow the event names starts the task, or refuses it; the
     task is stored with its evidence and its sender's receipt, and what follows is done."""
-    wake, held, task_id = step.wake, step.held, step.wake.envelope.task_id
+    wake, task_id = step.wake, step.wake.envelope.task_id
     event = wake.event
     assert event is not None and wake.principal is not None
-    finish = functools.partial(writes.finish, held=held, pinned=step.pinned)
+    finish = functools.partial(writes.finish, pinned=step.pinned)
     workflow = event.payload.get(WORKFLOW_FIELD, app.workflows[0].name)
     fields = {k: v for k, v in event.payload.items() if k != WORKFLOW_FIELD}  # not the app's
     start = Start(task_id, wake.principal, wake.tenant, fields, wake.auth, now)
@@ -48,7 +48,6 @@ def create(
             gate_writes.event_detail(event),
             also=also,
             before=gate_writes.wait_writes,
-            release=held,
             pinned=step.pinned,
             first=step.first,
         )

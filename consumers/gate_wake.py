@@ -1,11 +1,12 @@
-"""A wake behind the door: gate 1 again, and the task's lease taken with the authority read.
+"""A wake behind the door: gate 1 again, with the authority read in the task's first step.
 
 A wake is only as good as the signed event inside it, and only the role that judges that kind of
 wake may send it. `authenticate()` re-verifies the event against the live signer registry in the
-round trip that takes the task's lease, takes the WATCH of the change to come and reads the task,
-the live authority snapshot, the task's evidence and the event's receipt; what it finds comes back
-as a `Wake` with the lease held, or as the reason to dead-letter the message. `verified_event()`
-finds whom to tell when the gate fails on a wake.
+round trip that takes the WATCH of the change to come and reads the task, the live authority
+snapshot, the task's evidence and the event's receipt; what it finds comes back as a `Wake`, or as
+the reason to dead-letter the message. The gate takes no lease: its change calls nothing outside
+Redis, so it needs the task's lease free and WATCHed instead, and waits while another worker holds
+it (docs/decisions.md D49). `verified_event()` finds whom to tell when the gate fails on a wake.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ from confluent_kafka import Message
 from wakeful.authority.store import SNAPSHOT_READS, AuthorityStore, Snapshot, decode_signer, snapshot_from
 from wakeful.consumers import gate_rules
 from wakeful.core import topics
-from wakeful.core.errors import DecodeError, LeaseBusy
+from wakeful.core.errors import DecodeError
 from wakeful.core.provenance import Forged, RoleKeys
 from wakeful.core.retry import Retry
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.state import checks, first_step, keys
-from wakeful.state.lease import Held, Leases
 from wakeful.state.pinned import Pinned, hash_reply
 from wakeful.state.store import Store
 
@@ -55,18 +55,18 @@ class DeadLetter:
 
 @dataclass(frozen=True)
 class Taken:
-    """An authenticated wake, its task's lease, and the task as read under both, WATCHed on
-    `pinned` for the change to come."""
+    """An authenticated wake, and its task as read with the lease free, WATCHed on `pinned` for
+    the change to come."""
 
     wake: Wake
-    held: Held
     pinned: Pinned
     first: list[Any]  # the replies to first_step.reads(task, identity): the change's first step, done
     ops: Any  # the task's action log (HGETALL), read for an amend only; else None
 
     def started(self) -> frozenset[str]:
         """Op keys whose effect has started (an intent that did not fail): money may have moved.
-        Read under the gate's lease; an executor that lost its lease cannot add one (begin checks)."""
+        Read while no one held the task's lease, WATCHed until the change's EXEC: an executor must
+        take it to add one (begin checks), which aborts that EXEC."""
         entries = hash_reply(self.ops).items() if self.ops is not None else ()
         return frozenset(
             k.decode() for k, v in entries if ActionLogEntry.decode(v).status is not ActionStatus.FAILED
@@ -77,17 +77,16 @@ def authenticate(
     envelope: Envelope,
     sender: str,
     store: Store,
-    leases: Leases,
     pinned: Pinned,
     *,
     max_age: timedelta,
     max_lag: timedelta,
 ) -> Taken | DeadLetter:
     """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
-    only the role that judges that kind of wake may send it. One round trip on `pinned` takes the
-    task's lease, then WATCHes and reads the task (Store.reads) and reads the live authority, the
-    task's evidence and the event's receipt under it. The wake comes back with the lease held, a
-    wake that fails as a `DeadLetter` with the lease given back."""
+    only the role that judges that kind of wake may send it. One round trip on `pinned` WATCHes and
+    reads the task (first_step.reads) and reads the live authority, the task's evidence and the
+    event's receipt. A task whose lease another worker holds is retried with nothing judged: what
+    was read may straddle that worker's EXEC. A wake that fails comes back as a `DeadLetter`."""
     reason = envelope.payload.get("reason")
     event: SignedEvent | None = None
     if WAKE_SENDER.get(str(reason)) not in (None, sender):
@@ -110,27 +109,21 @@ def authenticate(
             more.append(("HGETALL", keys.ops(task_id)))
     replies = pinned.batch(
         [
-            leases.acquire_command(task_id),  # first: the reads after it are made under it
             *first_step.reads(task_id, identity(envelope, event)),
             *SNAPSHOT_READS,
             ("HGETALL", keys.evidence(task_id)),
             *more,
         ]
     )
-    try:
-        held = Held(leases.granted(task_id, replies[0]))
-    except LeaseBusy:
-        raise Retry("task lease is held by another worker", after=0.005) from None
-    first, rest = replies[1 : 1 + first_step.READS], replies[1 + first_step.READS :]
-    try:
-        checks.raise_replies(task_id, *rest)
-    except BaseException:
-        leases.finish(held)
-        raise
+    first, rest = replies[: first_step.READS], replies[first_step.READS :]
+    checks.raise_replies(task_id, *first[: first_step.WATCHED])
+    if first_step.watched(first)[2] is not None:
+        raise Retry("task lease is held by another worker", after=0.005)
+    checks.raise_replies(task_id, *rest)
     auth = snapshot_from(rest[:3])
     evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(rest[3]).items()}
     if event is None:
-        return Taken(Wake(envelope, None, None, auth, evidence), held, pinned, first, None)
+        return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None)
     signer, answered, ops = rest[4], rest[5] == 1, (rest[6] if len(rest) > 6 else None)
     found = decode_signer(event.key_id, signer) if isinstance(signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
@@ -145,10 +138,9 @@ def authenticate(
         now=datetime.now(UTC),
     )
     if refused or key is None:
-        leases.finish(held)
         return DeadLetter(refused or "no signer")
     wake = Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
-    return Taken(wake, held, pinned, first, ops)
+    return Taken(wake, pinned, first, ops)
 
 
 def identity(envelope: Envelope, event: SignedEvent | None) -> str:

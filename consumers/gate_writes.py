@@ -4,9 +4,8 @@ The sender's receipt and any evidence the event attached go in the transaction o
 belong to (`change_writes`, `create_writes`). What to do after the CAS (register a wait's
 deadline and correlation id, publish a ProposalRequest, write the receipt) is derived from the
 stored state, so a wake redelivered after a crash between the CAS and these steps does them again;
-everything downstream dedupes. A change writes the waits ahead of its transaction and gives the
-lease back inside it; an outcome that changed nothing writes them, its receipt and the lease in one
-round trip (D38).
+everything downstream dedupes. A change writes the waits ahead of its transaction; an outcome that
+changed nothing writes them and its receipt in one round trip (D38).
 """
 
 from __future__ import annotations
@@ -26,18 +25,16 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import App
 from wakeful.state import checks, keys
-from wakeful.state.lease import Held, Leases
 from wakeful.state.pinned import Command, Pinned
 from wakeful.workflow import window
 
 
 class FollowUps:
     """The writes that follow a decision: for an outcome that wrote nothing, one round trip for the
-    waits, the receipt and the lease given back (a change writes those with its transaction:
-    `wait_writes` ahead of it, the lease inside it); then the task's proposal request."""
+    waits and the receipt (a change writes those with its transaction: `wait_writes` ahead of it);
+    then the task's proposal request."""
 
-    def __init__(self, leases: Leases, producer: Producer, app: App, log: Log) -> None:
-        self.leases = leases
+    def __init__(self, producer: Producer, app: App, log: Log) -> None:
         self.producer = producer
         self.app = app
         self.log = log
@@ -50,19 +47,16 @@ class FollowUps:
         task_id: str,
         cp: Checkpoint | None,
         *,
-        held: Held,
         pinned: Pinned,
     ) -> None:
         """For an outcome that changed nothing, one round trip on the task's connection: the WATCH
-        dropped, the wait's deadline and correlation id, the sender's receipt, and the task's lease
-        given back. Everything here follows from the stored state, so none of it needs the lease."""
+        dropped, the wait's deadline and correlation id, and the sender's receipt. Everything here
+        follows from the stored state."""
         writes: list[Command] = [("UNWATCH",), *wait_writes(cp)]
         if event is not None:
             writes.append(receipt_write(event, status, reason, cp, task_id))
             self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status=status, reason=reason)
-        writes.append(self.leases.release_command(held))
         replies = pinned.batch(writes)
-        held.sent()
         checks.raise_replies(task_id, *replies)
 
     def follow_up(self, cp: Checkpoint, wake: Wake) -> None:

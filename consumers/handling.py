@@ -26,17 +26,19 @@ from wakeful.consumers.producing import (
     current_input,
     describe,
 )
-from wakeful.core.errors import Contention, KafkaClientFailed, LeaseLost, Stopping
+from wakeful.core.errors import Contention, KafkaClientFailed, LeaseBusy, LeaseLost, Stopping
 from wakeful.core.log import Log
 from wakeful.core.retry import TRANSIENT_IO, Retry, Verdict, backoff, classify, kafka_error
 from wakeful.schemas.base import cut
 
 Handler = Callable[[Message], None]
-# LeaseLost and Contention are transient too: the next attempt re-takes the lease and re-reads the
-# state. So are a Redis that is loading, read-only (failing over), out of memory or busy.
+# LeaseLost, LeaseBusy and Contention are transient too: the next attempt re-takes the lease (or
+# finds it free) and re-reads the state. So are a Redis that is loading, read-only (failing over),
+# out of memory or busy.
 TRANSIENT = (
     Retry,
     LeaseLost,
+    LeaseBusy,
     Contention,
     redis.exceptions.ReadOnlyError,
     redis.exceptions.OutOfMemoryError,

@@ -23,8 +23,8 @@ POINTS: dict[str, str] = {
         for r in _RUNNER_ROLES
     },
     "inbound.after_publish": "the wake is produced; the event is not marked seen, its offset not stored",
-    "gate.before_lease": "the gate decoded and authenticated a wake and has not taken the task's lease",
-    "gate.after_lease": "the gate holds the lease and has not loaded the state",
+    "gate.before_read": "the gate decoded a wake and has not read its task or its signer",
+    "gate.after_read": "the gate read and authenticated a wake and has not decided on it",
     "gate.after_cas": "the gate's transition is committed; deadline, receipt and proposal request are not",
     "executor.after_intent": "the intent is recorded; the bank has not been called",
     "executor.after_downstream_call": "the bank booked the refund; its outcome is not recorded",

@@ -35,7 +35,7 @@ def _bump(cp: Checkpoint) -> Checkpoint:
 
 
 def _level(settings: Settings, store: Store, tasks: int, seconds: float) -> dict[str, Any]:
-    leases = wiring.leases_for(settings, "gate")
+    leases = wiring.leases_for(settings, "executor")
     ids = [store.create(_checkpoint(), "create").checkpoint.task_id for _ in range(tasks)]
     held = [leases.acquire(t) for t in ids]
     latencies: list[list[float]] = [[] for _ in ids]

@@ -60,9 +60,10 @@ _EVIDENCE = f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall)"
 # pipeline, no MULTI: the two counters live in different slots), and date a tenant's day counter.
 _TOKENS = f"(~{keys.PATTERN_TASK_TOKENS} ~{keys.PATTERN_TENANT_TOKENS} +get +incrby +expire)"
 
-# The two roles that write Progress (through state.store) and hold task leases.
+# The two roles that write Progress (through state.store). Only the executor holds task leases:
+# the gate reads and WATCHes the lease (_TASK_READ) and needs it free (docs/decisions.md D49).
 _PROGRESS_WRITER = (
-    f"resetkeys -@all {_KEYLESS} {_STATE} {_COUNTER} {_LEASE} {_TASK_READ} {_INBOX} {_OUTBOX_WRITE} "
+    f"resetkeys -@all {_KEYLESS} {_STATE} {_COUNTER} {_TASK_READ} {_INBOX} {_OUTBOX_WRITE} "
     f"{_AUTHORITY_READ} {_RECEIPT_WRITE}"
 )
 
@@ -74,7 +75,7 @@ RULES: dict[str, str] = {
     "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE}",
     "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer).
-    "executor": f"{_PROGRESS_WRITER} {_OPS_WRITE} {_DEADLINE_ADD}",
+    "executor": f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD}",
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
     "relay": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "

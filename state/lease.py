@@ -117,10 +117,13 @@ class Leases:
         return Lease(task_id, self.owner, int(fence), self.ttl_ms)
 
     @staticmethod
-    def release_command(held: Held) -> tuple[Any, ...]:
-        """release() as a command for the caller's last write. Call `held.sent()` once that write
-        has returned; a lease not marked sent is released on its own by `finish`."""
-        return functions.command(RELEASE, [keys.lease(held.lease.task_id)], [held.lease.token])
+    def release_inside(held: Held) -> tuple[Any, ...]:
+        """release() as a plain DEL for the caller's transaction, only between a MULTI and an EXEC
+        whose WATCH covers the lease since a read that found this holder's token: the EXEC then
+        deletes this holder's lease or nothing, as RELEASE would, for one command instead of three
+        (docs/decisions.md D49). Call `held.sent()` once the EXEC has returned; a lease not marked
+        sent is released on its own by `finish`."""
+        return ("DEL", keys.lease(held.lease.task_id))
 
     def finish(self, held: Held) -> None:
         """Release the lease unless a batch already did (a handler's `finally`)."""

@@ -22,7 +22,7 @@ from wakeful.state.functions import FIX, Function, call
 
 FUNCTIONS: tuple[Function, ...] = (*lease.FUNCTIONS, *actions.FUNCTIONS, *ledger.FUNCTIONS)
 LIBRARY = functions.LIBRARY
-CALLERS = ("gate", "executor")  # the role processes that call them (the executor also as "bank")
+CALLERS = ("executor",)  # the role process that calls them (also as "bank"); the gate holds no lease (D49)
 
 
 def _register(function: Function) -> str:

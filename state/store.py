@@ -14,7 +14,7 @@ for: `before` writes land ahead of EXEC, idempotent and harmless if the transact
 (their readers check the task); the outbox index lands after EXEC, and a sweep re-finds what a
 crash left out of it (docs/decisions.md D40). On a cluster each of those is its own round trip.
 
-A caller with reads of its own to make first (the gate: its lease, the live authority) sends step
+A caller with reads of its own to make first (the gate: the live authority, the evidence) sends step
 1 itself, `first_step.reads()` in its batch on its own `Pinned`, and hands the replies to `create()` or
 `transition()` as `first`: the change then costs one round trip of its own.
 
@@ -38,6 +38,7 @@ import redis
 from wakeful.core.errors import (
     Contention,
     IntegrityError,
+    LeaseBusy,
     LeaseLost,
     StaleVersion,
     TamperedState,
@@ -145,12 +146,11 @@ class Store:
         also: Also | None = None,
         *,
         before: Also | None = None,
-        release: Held | None = None,
         pinned: Pinned | None = None,
         first: Sequence[Any] | None = None,
     ) -> Outcome:
         """Store a new task at state_version 1. The same message id twice is a duplicate, not an error.
-        release, pinned, first: as for transition."""
+        pinned, first: as for transition."""
         task_id = checkpoint.task_id
         with self._pinned(task_id, pinned) as conn:
             replies = first if first is not None else conn.batch(first_step.reads(task_id, message_id))
@@ -164,7 +164,7 @@ class Store:
             if ctr:
                 self._quarantine(task_id, TamperedState(task_id, "the counter exists but the state is gone"))
             new = last_step.stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
-            written = self._commit(conn, new, message_id, detail, also=also, before=before, release=release)
+            written = self._commit(conn, new, message_id, detail, also=also, before=before, release=None)
             if written is None:  # EXEC aborted: another creator won the race
                 raise TaskExists(task_id)
             return Outcome("applied", new, conn.round_trips, 0, written)
@@ -176,7 +176,7 @@ class Store:
         message_id: str,
         fn: Transition,
         *,
-        lease: Lease,
+        lease: Lease | None,
         detail: dict[str, Any] | None = None,
         restamp: bool = False,
         also: Also | None = None,
@@ -189,14 +189,21 @@ class Store:
 
         expected_version: the state_version the caller decided on; if the task has moved since,
         StaleVersion is raised and nothing is written. None re-applies fn to whatever is current.
+        lease: the caller's lease on the task, or None for a change that needs none (the gate's:
+        it calls nothing outside Redis). Such a change requires the lease free, as WATCHed since
+        the first step: a holder's work is not judged mid-way (LeaseBusy), and one taken before
+        EXEC aborts it. It keeps the fence of the last writer (docs/decisions.md D49).
         restamp: fn may change the policy and tool-catalog stamps (a declared "migrate" rule).
         before: writes outside the task, sent ahead of MULTI under the caller's lease; each must be
         idempotent and safe to find with no transition behind it.
-        release: the caller's lease, given back inside the transaction (and marked sent) when the
-        change applies: nothing is left to do under it. A lost race keeps it for the retry.
+        release: the caller's lease (`lease`, held), given back inside the transaction (and marked
+        sent) when the change applies: nothing is left to do under it. A lost race keeps it for the
+        retry.
         pinned, first: the caller's connection, on which it sent reads(task_id, message_id) (in a
         batch of its own, after its lease), and their replies: the first attempt reads no more.
         """
+        if release is not None and (lease is None or release.lease.token != lease.token):
+            raise ValueError("release names a lease the change does not hold")
         with self._pinned(task_id, pinned) as conn:
             for lost in range(keys.CAS_RETRIES):
                 if first is not None and lost == 0:
@@ -209,15 +216,12 @@ class Store:
                 current = self._verify(task_id, blob, ctr, marker)
                 if seen:
                     return Outcome("duplicate", current, conn.round_trips, lost)
-                if held is None or held.decode() != lease.token:
-                    raise LeaseLost(task_id, lease.token, "expired or taken by another worker")
-                if lease.fence < current.execution.fence:
-                    raise LeaseLost(task_id, lease.token, f"fence {lease.fence} < {current.execution.fence}")
+                fence = _fence(task_id, lease, held, current)
                 if expected_version is not None and current.state_version != expected_version:
                     raise StaleVersion(task_id, expected_version, current.state_version)
                 proposed = fn(current)
                 checks.guard(current, proposed, restamp, self.moves)
-                new = last_step.stamp(proposed, current.state_version + 1, lease.fence, self.clock())
+                new = last_step.stamp(proposed, current.state_version + 1, fence, self.clock())
                 written = self._commit(
                     conn, new, message_id, detail, also=also, before=before, release=release
                 )
@@ -245,10 +249,11 @@ class Store:
         release: Held | None,
     ) -> tuple[Any, ...] | None:
         """Send the change's last step (state/last_step.py), with `also`'s writes and then the
-        lease's release inside its EXEC. Returns the replies of `also`'s writes, or None when EXEC
-        aborted (a WATCHed key changed: the race is lost and nothing was written)."""
+        lease's release inside its EXEC (a DEL: transition read the holder's token under the WATCH).
+        Returns the replies of `also`'s writes, or None when EXEC aborted (a WATCHed key changed:
+        the race is lost and nothing was written)."""
         extra = also(new) if also else []
-        releasing = [Leases.release_command(release)] if release else []
+        releasing = [Leases.release_inside(release)] if release else []
         replies = conn.batch(
             last_step.commands(self.sealer, new, message_id, detail, also=[*extra, *releasing], before=before)
         )
@@ -268,6 +273,20 @@ class Store:
     def _quarantine(self, task_id: str, exc: IntegrityError) -> NoReturn:
         self.quarantine(task_id, exc.reason_code, exc.detail)
         raise exc
+
+
+def _fence(task_id: str, lease: Lease | None, held: bytes | None, current: Checkpoint) -> int:
+    """The fence a change writes: the caller's, if its lease still holds the task and is not older
+    than the last writer's; the last writer's, for a lease-free change while no one holds it."""
+    if lease is None:
+        if held is not None:
+            raise LeaseBusy(task_id)
+        return current.execution.fence
+    if held is None or held.decode() != lease.token:
+        raise LeaseLost(task_id, lease.token, "expired or taken by another worker")
+    if lease.fence < current.execution.fence:
+        raise LeaseLost(task_id, lease.token, f"fence {lease.fence} < {current.execution.fence}")
+    return lease.fence
 
 
 def _sent(held: Held | None) -> None:

@@ -63,8 +63,15 @@ def gate_store(settings: Settings, redis_url: str) -> Store:
 
 
 @pytest.fixture(scope="session")
+def executor_store(settings: Settings, redis_url: str) -> Store:
+    """The store as the executor, the one role that holds task leases (D49)."""
+    return wiring.store_for(settings, "executor")
+
+
+@pytest.fixture(scope="session")
 def leases(settings: Settings, redis_url: str) -> Leases:
-    return wiring.leases_for(settings, "gate")
+    """Leases as the executor takes them."""
+    return wiring.leases_for(settings, "executor")
 
 
 @pytest.fixture(scope="module")

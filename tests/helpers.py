@@ -323,7 +323,7 @@ def inbound_wake(event: Any, task_id: str, principal: str = "alice") -> Any:
     )
 
 
-def gate_for(settings: Any, owner: str | None = None, app: Any = refund_app) -> Any:
+def gate_for(settings: Any, app: Any = refund_app) -> Any:
     """A gate as its role's main() builds one (for `app`, default the refund), to drive with
     handle() in a test."""
     from confluent_kafka import Producer
@@ -333,13 +333,9 @@ def gate_for(settings: Any, owner: str | None = None, app: Any = refund_app) -> 
     from wakeful.core.log import Log
     from wakeful.state import wiring
 
-    leases = (
-        wiring.leases_for(settings, "gate", owner=owner) if owner else wiring.leases_for(settings, "gate")
-    )
     producer = Producer(kafka_as(settings.kafka_bootstrap, "gate", settings))
     return Gate(
         wiring.store_for(settings, "gate"),
-        leases,
         producer,
         Log(),
         app=app,

@@ -10,7 +10,8 @@ from helpers import command as command_
 from helpers import new_checkpoint
 
 from wakeful.core.settings import Settings
-from wakeful.state import acl, keys
+from wakeful.state import acl, functions, keys
+from wakeful.state.lease import ACQUIRE, EXTEND, RELEASE, Leases
 from wakeful.state.store import Store
 
 NOPERM = redis.exceptions.NoPermissionError
@@ -79,6 +80,30 @@ def test_the_task_read_rights_reach_only_the_tasks_own_keys_and_write_nothing(
     ):
         with pytest.raises(NOPERM):
             command_(conn, *command)
+
+
+def test_the_gate_can_neither_take_nor_move_a_lease(settings: Settings, leases: Leases, task_id: str) -> None:
+    """The gate's changes need the task's lease free, not held (D49): a stolen gate credential can
+    neither block the executor with a lease nor move a fence or a holder's lease."""
+    gate = acl.connect(settings, "gate")
+    held = leases.acquire(task_id)
+    lease, fence = keys.lease(task_id), keys.fence(task_id)
+    try:
+        for command in (
+            functions.command(ACQUIRE, [keys.lease("t-other"), keys.fence("t-other")], ["me", 15000]),
+            functions.command(RELEASE, [lease], [held.token]),
+            functions.command(EXTEND, [lease], [held.token, 60000]),
+            ("SET", keys.lease("t-other"), "me:1", "NX", "PX", "15000"),
+            ("DEL", lease),
+            ("PEXPIRE", lease, "1"),
+            ("INCR", fence),
+            ("SET", fence, "0"),
+        ):
+            with pytest.raises(NOPERM):
+                command_(gate, *command)
+        assert acl.connect(settings, "admin").get(lease) == held.token.encode()
+    finally:
+        leases.release(held)
 
 
 def test_proposer_can_read_and_write_no_progress(settings: Settings, task_id: str) -> None:

@@ -131,7 +131,7 @@ def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, 
     # AOF replay too, which runs as Redis's default user.
     store = wiring.store_for(settings, "gate")
     task = store.create(new_checkpoint(), "create").checkpoint
-    lease = wiring.leases_for(settings, "gate").acquire(task.task_id)
+    lease = wiring.leases_for(settings, "executor").acquire(task.task_id)
     store.transition(task.task_id, 1, "m1", set_stage(Stage.READY), lease=lease)
 
     old_kafka, old_redis = kafka.stop(settings), redis_server.stop(settings)

@@ -83,7 +83,7 @@ def test_no_role_may_run_lua_of_its_own(settings: Settings, redis_client: redis.
     assert redis_client.function_list(library="intruder") == []
     started = time.monotonic()
     assert redis_client.ping() and time.monotonic() - started < 1.0
-    library.check(acl.connect(settings, "gate"))
+    library.check(acl.connect(settings, "executor"))
 
 
 def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
@@ -114,7 +114,7 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
             settings, role, "FCALL", f"{library.LIBRARY}_{name}", str(len(names)), *names, "1", "{}", ""
         )
         assert answer.startswith("NOPERM"), (role, name, answer)
-    for role in ("inbound", "proposer", "timer", "relay"):  # no FCALL at all, not even without keys
+    for role in ("inbound", "gate", "proposer", "timer", "relay"):  # no FCALL at all, not even keyless
         answer = redis_cli(settings, role, "FCALL", library.IDENTITY.qualified, "0")
         assert answer.startswith("NOPERM"), (role, answer)
     touched = [keys.bank_entry(op), keys.bank_fence(task), keys.ops(task), keys.lease(task), keys.fence(task)]
@@ -178,7 +178,7 @@ def _start_bare(settings: Settings) -> None:
 
 def test_functions_survive_a_redis_restart(private: Settings, unique: str) -> None:
     task = f"t-{unique}"
-    leases = Leases(acl.connect(private, "gate"), owner="before-restart")
+    leases = Leases(acl.connect(private, "executor"), owner="before-restart")
     lease = leases.acquire(task)
     actions = ActionLog(acl.connect(private, "executor"))
     begun = actions.begin(task, f"REFUND:{task}:v1", lease.fence, lease.token)
@@ -186,8 +186,7 @@ def test_functions_survive_a_redis_restart(private: Settings, unique: str) -> No
     # Written by functions as role users; Redis 7.0 replays them from the AOF as the default user.
     assert redis_server.stop(private)
     _start_bare(private)
-    gate = acl.connect(private, "gate")
-    library.check(gate)  # the library came back with the data, loaded by nobody
+    library.check(acl.connect(private, "executor"))  # the library came back with the data, loaded by nobody
     assert leases.extend(lease).fence == lease.fence
     assert actions.lookup(task, f"REFUND:{task}:v1") == begun.entry
     assert Bank(acl.connect(private, "bank")).lookup(f"REFUND:{task}:v1") == booked
@@ -201,7 +200,7 @@ def test_a_role_without_the_library_waits_and_worker_stops_in_one_line(
     admin.function_delete(library.LIBRARY)
     try:
         with pytest.raises(FunctionsMissing, match="wakeful dev up") as info:
-            Leases(acl.connect(private, "gate")).acquire("t-nolibrary")
+            Leases(acl.connect(private, "executor")).acquire("t-nolibrary")
         assert isinstance(info.value, Retry), "a missing library must not dead-letter messages"
         env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEFUL_")}
         env.update(
@@ -211,7 +210,7 @@ def test_a_role_without_the_library_waits_and_worker_stops_in_one_line(
             WAKEFUL_KAFKA_CONTROLLER_PORT=str(settings.kafka_controller_port),
         )
         result = subprocess.run(
-            [sys.executable, "-m", "wakeful.cli.main", "worker", "gate"],
+            [sys.executable, "-m", "wakeful.cli.main", "worker", "executor"],
             env=env,
             capture_output=True,
             text=True,
@@ -232,4 +231,4 @@ def test_a_role_without_the_library_waits_and_worker_stops_in_one_line(
             library.check(acl.connect(private, "executor"))
     finally:
         library.load(admin)
-    library.check(acl.connect(private, "gate"))
+    library.check(acl.connect(private, "executor"))

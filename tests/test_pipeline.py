@@ -296,7 +296,6 @@ def test_two_gates_woken_for_the_same_task_apply_the_event_once(
         producer = Producer(kafka_as(settings.kafka_bootstrap, "gate"))
         gate = Gate(
             wiring.store_for(settings, "gate"),
-            wiring.leases_for(settings, "gate", owner=name),
             producer,
             Log(),
             keys=provenance.load_keys(settings, "gate"),

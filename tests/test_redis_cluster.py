@@ -76,7 +76,7 @@ def gate_store(settings: Settings) -> Store:
 
 @pytest.fixture(scope="module")
 def leases(settings: Settings) -> Leases:
-    return wiring.leases_for(settings, "gate")
+    return wiring.leases_for(settings, "executor")
 
 
 @pytest.fixture()
@@ -129,7 +129,7 @@ def test_a_lease_in_a_batch_names_only_its_tasks_slot(task_id: str) -> None:
     read its keys, not the function's name, or it would send it to another node."""
     leases = Leases(object(), owner="w-1")  # type: ignore[arg-type]  # builds commands only
     held = Held(Lease(task_id, "w-1", 1, 1_000))
-    for batched in (leases.acquire_command(task_id), leases.release_command(held)):
+    for batched in (leases.acquire_command(task_id), leases.release_inside(held)):
         assert command_keys(batched) and {slot(k) for k in command_keys(batched)} == {
             slot(keys.state(task_id))
         }
@@ -229,7 +229,7 @@ def test_a_transition_whose_slot_moved_is_retried_on_the_new_node_not_dead_lette
     """A reshard while roles run: the pinned batch meets MOVED on the slot's old node. That is a
     SlotMoved (a Retry, so the runner tries the message again rather than dead-letter it), and the
     client's slot map then names the new node, where the next attempt applies."""
-    store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
+    store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "executor")
     cp = store.create(new_checkpoint(), "create-moved").checkpoint
     lease = leases.acquire(cp.task_id)
     before = node_of(store.client, keys.state(cp.task_id)).name  # type: ignore[arg-type]  # a cluster here
@@ -250,7 +250,7 @@ def test_a_transition_whose_slot_moved_is_retried_on_the_new_node_not_dead_lette
 def test_a_function_called_after_its_slot_moved_runs_once_on_the_new_node(settings: Settings) -> None:
     """A lone FCALL goes out on a raw connection; a MOVED reply (nothing ran) hands it to the
     cluster client, which follows the redirect: the caller sees the result, not the reshard."""
-    store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
+    store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "executor")
     task_id = store.create(new_checkpoint(), "create-fcall-moved").checkpoint.task_id
     _migrate_slot(settings, keys.lease(task_id), settings.redis_cluster_ports)
     lease = leases.acquire(task_id)  # the client's map still names the old node
@@ -287,7 +287,7 @@ def test_a_slot_resharded_onto_a_master_that_just_joined_is_followed_there(setti
         assert process.wait_until(lambda: _joined(settings, ports), 30), "the new master never joined"
         with redis_cluster.node_admin(settings, port) as new:
             library.load(new)
-        store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "gate")
+        store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "executor")
         cp = store.create(new_checkpoint(), "create-on-new-master").checkpoint
         moved_slot = slot(keys.state(cp.task_id))
         lease = leases.acquire(cp.task_id)

@@ -342,7 +342,6 @@ def test_wake_carrying_an_event_signed_for_another_task_is_refused(
     producer = Producer(kafka_as(settings.kafka_bootstrap, "gate"))
     gate = Gate(
         wiring.store_for(settings, "gate"),
-        wiring.leases_for(settings, "gate"),
         producer,
         Log(),
         keys=provenance.load_keys(settings, "gate"),

@@ -95,7 +95,7 @@ def test_64_workers_with_their_own_leases_serialise_and_lose_no_update(
     applied = []
 
     def worker(i: int) -> None:
-        leases = wiring.leases_for(settings, "gate", owner=f"worker-{i}")
+        leases = wiring.leases_for(settings, "executor", owner=f"worker-{i}")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -181,8 +181,8 @@ def test_worker_whose_lease_expired_cannot_write(
     settings: Settings, gate_store: Store, redis_client: redis.Redis
 ) -> None:
     cp = created(gate_store)
-    slow = Leases(acl.connect(settings, "gate"), owner="paused-worker", ttl_ms=200)
-    fast = wiring.leases_for(settings, "gate", owner="next-worker")
+    slow = Leases(acl.connect(settings, "executor"), owner="paused-worker", ttl_ms=200)
+    fast = wiring.leases_for(settings, "executor", owner="next-worker")
     stale = slow.acquire(cp.task_id)
     # Paused past its TTL (a GC pause, SIGSTOP, a slow disk): Redis has expired the lease.
     assert wait_until(lambda: redis_client.pttl(keys.lease(cp.task_id)) == -2, 30, interval=0.02), (
