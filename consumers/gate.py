@@ -182,8 +182,7 @@ class Gate:
         except (TaskQuarantined, IntegrityError) as exc:
             return finish(event, "rejected", str(exc), env.task_id, None)
         except _Incompatible as exc:
-            self.store.quarantine(env.task_id, "incompatible", exc.detail)
-            self.log("gate.quarantined", task_id=env.task_id, detail=exc.detail)
+            self._park(step, exc.detail)
             return finish(event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None)
         except (KeyringError, DecodeError) as exc:
             # Not tampering, but this worker cannot read the task: keep the message, loudly.
@@ -203,6 +202,14 @@ class Gate:
         # "run" on a ready task, or a deadline not due: nothing was written
         finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self.writes.follow_up(cp, wake)
+
+    def _park(self, step: Taken, detail: str) -> None:
+        """Quarantine a task the deployed versions cannot run, under the WATCH of the read that
+        judged it: the gate holds no lease, so a holder that took it since is not parked mid-step."""
+        task_id = step.wake.envelope.task_id
+        if not self.store.quarantine_watched(step.pinned, task_id, "incompatible", detail):
+            raise Retry(f"task {task_id} moved before it could be quarantined", after=0.005)
+        self.log("gate.quarantined", task_id=task_id, detail=detail)
 
     def _decided_before(self, step: Taken) -> None:
         """A wake whose event has a receipt was decided before: a redelivery, or a replay of the

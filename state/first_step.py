@@ -2,7 +2,7 @@
 message id was applied; and what their replies say.
 
 `Store.transition` and `Store.create` send it themselves unless the caller did. A caller with reads
-of its own to make first (the gate: its lease, the live authority) sends `reads()` in its batch on
+of its own to make first (the gate: the live authority, the evidence) sends `reads()` in its batch on
 the task's connection and hands the replies over as `first=` (docs/decisions.md D43). One WATCH
 names the four keys and one MGET reads three of them: the roles' ACL grants both by selectors of
 their own (state/acl.py, D45).

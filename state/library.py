@@ -1,8 +1,8 @@
 """wakeful's Redis function library: every Lua function a role calls, loaded by the admin only.
 
     FUNCTION LOAD REPLACE <code>         admin, at `wakeful dev up` (every start) and `dev acl --apply`
-    FCALL wakeful_v1_<name> ...           gate, executor (leases, action log), bank (refund)
-    FCALL wakeful_v1_library 0            gate, executor: `wakeful worker` checks it before they start
+    FCALL wakeful_v1_<name> ...           executor (leases, action log), bank (refund)
+    FCALL wakeful_v1_library 0            executor: `wakeful worker` checks it before it starts
 
 The library is persisted by Redis with the data (AOF and RDB), so a restarted Redis has it again.
 `wakeful_v1_library` answers the digest of the rest of the code: a server that holds a library of

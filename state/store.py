@@ -153,21 +153,29 @@ class Store:
         pinned, first: as for transition."""
         task_id = checkpoint.task_id
         with self._pinned(task_id, pinned) as conn:
-            replies = first if first is not None else conn.batch(first_step.reads(task_id, message_id))
-            checks.raise_replies(task_id, *replies)
-            blob, ctr, _, _ = first_step.watched(replies)
-            seen = first_step.applied(replies)
-            if blob is not None:
-                if seen:
-                    return Outcome("duplicate", self._verify(task_id, blob, ctr, None), conn.round_trips)
-                raise TaskExists(task_id)
-            if ctr:
-                self._quarantine(task_id, TamperedState(task_id, "the counter exists but the state is gone"))
-            new = last_step.stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
-            written = self._commit(conn, new, message_id, detail, also=also, before=before, release=None)
-            if written is None:  # EXEC aborted: another creator won the race
-                raise TaskExists(task_id)
-            return Outcome("applied", new, conn.round_trips, 0, written)
+            for lost in range(keys.CAS_RETRIES):
+                if first is not None and lost == 0:
+                    replies = first
+                else:
+                    replies = conn.batch(first_step.reads(task_id, message_id))
+                checks.raise_replies(task_id, *replies)
+                blob, ctr, _, _ = first_step.watched(replies)
+                if blob is not None:  # another creator won the race, or this message did before
+                    if first_step.applied(replies):
+                        return Outcome(
+                            "duplicate", self._verify(task_id, blob, ctr, None), conn.round_trips, lost
+                        )
+                    raise TaskExists(task_id)
+                if ctr:
+                    self._quarantine(
+                        task_id, TamperedState(task_id, "the counter exists but the state is gone")
+                    )
+                new = last_step.stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
+                written = self._commit(conn, new, message_id, detail, also=also, before=before, release=None)
+                if written is not None:
+                    return Outcome("applied", new, conn.round_trips, lost, written)
+                # EXEC aborted: a WATCHed key moved (the task, or only its lease or marker): re-read
+        raise Contention(task_id, keys.CAS_RETRIES)
 
     def transition(
         self,
@@ -194,13 +202,13 @@ class Store:
         the first step: a holder's work is not judged mid-way (LeaseBusy), and one taken before
         EXEC aborts it. It keeps the fence of the last writer (docs/decisions.md D49).
         restamp: fn may change the policy and tool-catalog stamps (a declared "migrate" rule).
-        before: writes outside the task, sent ahead of MULTI under the caller's lease; each must be
-        idempotent and safe to find with no transition behind it.
+        before: writes outside the task, sent ahead of MULTI; each must be idempotent and safe to
+        find with no transition behind it.
         release: the caller's lease (`lease`, held), given back inside the transaction (and marked
         sent) when the change applies: nothing is left to do under it. A lost race keeps it for the
         retry.
         pinned, first: the caller's connection, on which it sent reads(task_id, message_id) (in a
-        batch of its own, after its lease), and their replies: the first attempt reads no more.
+        batch of its own), and their replies: the first attempt reads no more.
         """
         if release is not None and (lease is None or release.lease.token != lease.token):
             raise ValueError("release names a lease the change does not hold")
@@ -232,8 +240,21 @@ class Store:
 
     def quarantine(self, task_id: str, reason: str, detail: str) -> None:
         """Park the task for good with a recorded reason (first reason wins)."""
-        marker = {"reason": reason, "detail": detail, "at": self.clock().isoformat()}
-        self.client.set(keys.quarantine(task_id), orjson.dumps(marker), nx=True)
+        self.client.set(keys.quarantine(task_id), self._marker(reason, detail), nx=True)
+
+    def quarantine_watched(self, conn: Pinned, task_id: str, reason: str, detail: str) -> bool:
+        """quarantine(), judged on a read that still holds: in a transaction on `conn`, whose WATCH
+        since that read (first_step.reads) must not have been spent. False, with nothing written,
+        when the task, its lease or its marker moved since: a change that takes no lease must not
+        park a task in the middle of a holder's step (D49)."""
+        replies = conn.batch(
+            [("MULTI",), ("SET", keys.quarantine(task_id), self._marker(reason, detail), "NX"), ("EXEC",)]
+        )
+        checks.raise_replies(task_id, *replies[:-1])
+        return replies[-1] is not None
+
+    def _marker(self, reason: str, detail: str) -> bytes:
+        return orjson.dumps({"reason": reason, "detail": detail, "at": self.clock().isoformat()})
 
     # ---- internals ---------------------------------------------------------------------------
 

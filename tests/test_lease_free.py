@@ -98,3 +98,37 @@ def test_the_gate_judges_no_wake_while_the_executor_holds_the_tasks_lease(
     assert client.store.load(task_id).state_version == 2
     assert client.receipt(approve.event_id, task_id, 5.0, key_id=approve.key_id)["status"] == "accepted"
     gate.producer.flush(10)
+
+
+def test_a_create_whose_read_a_lease_write_outdated_is_applied_not_refused(
+    gate_store: Store, leases: Leases
+) -> None:
+    """The gate's create WATCHes a lease it does not hold: a lease taken and given back on the new
+    id in between aborts its EXEC, which is a race to re-read, not a task that exists."""
+    cp = new_checkpoint()
+    with gate_store.pinned(cp.task_id) as pinned:
+        first = pinned.batch(first_step.reads(cp.task_id, "create-raced"))
+        leases.release(leases.acquire(cp.task_id))  # say, an executor for a proposal naming it
+        created = gate_store.create(cp, "create-raced", pinned=pinned, first=first)
+    assert created.status == "applied" and created.lost_races == 1
+    assert gate_store.load(cp.task_id).state_version == 1
+
+
+def test_a_quarantine_judged_on_a_read_a_holder_outdated_writes_nothing(
+    gate_store: Store, leases: Leases, redis_client: redis.Redis
+) -> None:
+    """The gate parks a task it cannot run only if no holder took the lease since its read: a
+    marker written mid-step would strand the holder's outcome (its close could not land)."""
+    cp = gate_store.create(new_checkpoint(), "create-park").checkpoint
+    marker = keys.quarantine(cp.task_id)
+    with gate_store.pinned(cp.task_id) as pinned:
+        pinned.batch(first_step.reads(cp.task_id, "park"))
+        held = leases.acquire(cp.task_id)
+        try:
+            assert not gate_store.quarantine_watched(pinned, cp.task_id, "incompatible", "policy v9")
+            assert not redis_client.exists(marker)
+        finally:
+            leases.release(held)
+        pinned.batch(first_step.reads(cp.task_id, "park"))
+        assert gate_store.quarantine_watched(pinned, cp.task_id, "incompatible", "policy v9")
+    assert gate_store.quarantine_reason(cp.task_id)["reason"] == "incompatible"  # type: ignore[index]
