@@ -1,5 +1,6 @@
-"""What a transition refuses, as pure checks: a stored blob that fails verification, a proposed
-checkpoint its guard forbids, and Redis replies that report an error.
+"""What a transition refuses, as pure checks: a stored blob that fails verification, a writer
+whose lease or fence no longer holds the task, a proposed checkpoint its guard forbids, and Redis
+replies that report an error.
 
 verified() runs the verify step of WATCH -> read -> verify -> guard -> MULTI -> write -> EXEC on
 the replies of the read, and guard() the guard step on what the transition's function proposed.
@@ -17,6 +18,8 @@ import redis
 from wakeful.core.errors import (
     DecodeError,
     IllegalTransition,
+    LeaseBusy,
+    LeaseLost,
     PermissionRefused,
     RollbackDetected,
     TamperedState,
@@ -25,6 +28,7 @@ from wakeful.core.errors import (
     UnreadableState,
 )
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.state.lease import Lease
 from wakeful.state.seal import Sealer
 
 # The loaded app's transition table: may a task of this workflow move from one stage to another?
@@ -105,3 +109,18 @@ def check_exec(task_id: str, replies: list[Any]) -> None:
             # A write inside EXEC was refused (e.g. the counter would not grow): someone moved the
             # counter outside a transition. The state written beside it cannot be trusted.
             raise TamperedState(task_id, f"a write in the transaction was refused: {result}")
+
+
+def writer_fence(task_id: str, lease: Lease | None, held: bytes | None, current: Checkpoint) -> int:
+    """The fence a change writes, from the lease holder read under its WATCH (`held`): the caller's,
+    if its lease still holds the task and is not older than the last writer's (else LeaseLost); the
+    last writer's, for a lease-free change while no one holds it (else LeaseBusy; D49)."""
+    if lease is None:
+        if held is not None:
+            raise LeaseBusy(task_id)
+        return current.execution.fence
+    if held is None or held.decode() != lease.token:
+        raise LeaseLost(task_id, lease.token, "expired or taken by another worker")
+    if lease.fence < current.execution.fence:
+        raise LeaseLost(task_id, lease.token, f"fence {lease.fence} < {current.execution.fence}")
+    return lease.fence

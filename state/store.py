@@ -38,8 +38,6 @@ import redis
 from wakeful.core.errors import (
     Contention,
     IntegrityError,
-    LeaseBusy,
-    LeaseLost,
     StaleVersion,
     TamperedState,
     TaskExists,
@@ -154,11 +152,7 @@ class Store:
         task_id = checkpoint.task_id
         with self._pinned(task_id, pinned) as conn:
             for lost in range(keys.CAS_RETRIES):
-                if first is not None and lost == 0:
-                    replies = first
-                else:
-                    replies = conn.batch(first_step.reads(task_id, message_id))
-                checks.raise_replies(task_id, *replies)
+                replies = _first_step(conn, task_id, message_id, first if lost == 0 else None)
                 blob, ctr, _, _ = first_step.watched(replies)
                 if blob is not None:  # another creator won the race, or this message did before
                     if first_step.applied(replies):
@@ -214,17 +208,13 @@ class Store:
             raise ValueError("release names a lease the change does not hold")
         with self._pinned(task_id, pinned) as conn:
             for lost in range(keys.CAS_RETRIES):
-                if first is not None and lost == 0:
-                    replies = first
-                else:
-                    replies = conn.batch(first_step.reads(task_id, message_id))
-                checks.raise_replies(task_id, *replies)
+                replies = _first_step(conn, task_id, message_id, first if lost == 0 else None)
                 blob, ctr, held, marker = first_step.watched(replies)
                 seen = first_step.applied(replies)
                 current = self._verify(task_id, blob, ctr, marker)
                 if seen:
                     return Outcome("duplicate", current, conn.round_trips, lost)
-                fence = _fence(task_id, lease, held, current)
+                fence = checks.writer_fence(task_id, lease, held, current)
                 if expected_version is not None and current.state_version != expected_version:
                     raise StaleVersion(task_id, expected_version, current.state_version)
                 proposed = fn(current)
@@ -296,18 +286,11 @@ class Store:
         raise exc
 
 
-def _fence(task_id: str, lease: Lease | None, held: bytes | None, current: Checkpoint) -> int:
-    """The fence a change writes: the caller's, if its lease still holds the task and is not older
-    than the last writer's; the last writer's, for a lease-free change while no one holds it."""
-    if lease is None:
-        if held is not None:
-            raise LeaseBusy(task_id)
-        return current.execution.fence
-    if held is None or held.decode() != lease.token:
-        raise LeaseLost(task_id, lease.token, "expired or taken by another worker")
-    if lease.fence < current.execution.fence:
-        raise LeaseLost(task_id, lease.token, f"fence {lease.fence} < {current.execution.fence}")
-    return lease.fence
+def _first_step(conn: Pinned, task_id: str, message_id: str, first: Sequence[Any] | None) -> Sequence[Any]:
+    """A change's first step: the caller's replies when it sent it (`first`), else read on `conn`."""
+    replies = first if first is not None else conn.batch(first_step.reads(task_id, message_id))
+    checks.raise_replies(task_id, *replies)
+    return replies
 
 
 def _sent(held: Held | None) -> None:
