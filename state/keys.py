@@ -33,8 +33,9 @@ of key. Inside the task keyspace op keys are hash fields of wk:{T}:ops, never ke
 | wk:{T}:state      | string | the sealed checkpoint (state.seal)                 | gate, executor (CAS)   |
 | wk:{T}:ctr        | stream | monotonic counter: last entry id <state_version>-1 | gate, executor: XADD   |
 |                   |        | (XADD refuses an id that does not grow)            | only, never SET or DEL |
-| wk:{T}:lease      | string | "<owner>:<fence>" with a PX ttl                    | lease scripts          |
-| wk:{T}:fence      | string | fencing counter, INCR at every lease grant         | lease scripts          |
+| wk:{T}:lease      | string | "<owner>:<fence>" with a PX ttl                    | executor: lease fns,   |
+|                   |        |                                                    | DEL in its close (D49) |
+| wk:{T}:fence      | string | fencing counter, INCR at every lease grant         | executor: lease fns    |
 | wk:{T}:inbox      | set    | identities applied to this task (dedupe): outside  | gate, executor (CAS)   |
 |                   |        | events ev:K:E, the runtime's own ids rt:<kind>:... |                        |
 | wk:{T}:outbox     | stream | outbox records not yet on wakeful.log              | gate, executor; relay  |

@@ -4,7 +4,9 @@ A lease is `wk:{T}:lease = "<owner>:<fence>"` with a PX ttl. The fence comes fro
 `wk:{T}:fence` at every grant, so a newer holder always has a larger fence than any older one; the
 store refuses a write whose fence is older than the one that last wrote the task, and downstream
 calls carry the fence too. Extend and release go through functions that check the token
-(state/functions.py: the admin loads them, the roles only call them).
+(state/functions.py: the admin loads them, the executor only calls them), but for a release inside
+a close's transaction: a plain DEL under the WATCH that read the holder's token (`release_inside`).
+Only the executor holds leases; the gate needs a task's lease free (docs/decisions.md D49).
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
     task = f"t-{unique}"
     op = f"REFUND:{task}:v1"
     refused = [
-        # The gate calls the bank's refund with the bank's keys: FCALL's keys fit no selector of its.
+        # The gate calls the bank's refund with the bank's keys: it may not FCALL at all (D49).
         (
             "gate",
             "bank_refund",

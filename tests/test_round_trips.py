@@ -1,9 +1,9 @@
 """Redis round trips on the hot path, counted where every role counts them, through the roles' own
 handle() against the stack `wakeful dev up` starts.
 
-A wake costs the gate two: one takes the task's lease, WATCHes and reads the task, and reads the
-live authority under it; the other writes the change (or, for a wake that changes nothing, the
-receipt) with the waits and gives the lease back. A proposal costs the executor three besides the
+A wake costs the gate two: one WATCHes and reads the task (its lease free) and reads the live
+authority; the other writes the change (or, for a wake that changes nothing, the receipt) with the
+waits. A proposal costs the executor three besides the
 tool's own: its load is WATCHed for the close, whose inbox check rides with the intent, and the
 outcome is recorded inside the close.
 A batch of events costs inbound one to judge them all and one to mark them seen."""
@@ -67,7 +67,7 @@ def test_a_wake_that_changes_its_task_costs_the_gate_two_round_trips(client: Cli
     )
     waiting = client.store.load(task_id)
     assert waiting.stage == "awaiting_approval" and waiting.execution.pending_waits
-    # The wait's deadline went ahead of the transaction; the lease went back inside it.
+    # The wait's deadline went ahead of the transaction; the gate took no lease (D49).
     mine = f"{task_id}|".encode()
     due = [
         m for m in client.admin.zrange(keys.DEADLINES, 0, -1) if isinstance(m, bytes) and m.startswith(mine)
