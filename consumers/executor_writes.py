@@ -22,7 +22,7 @@ from wakeful.state.actions import ActionLog
 from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
 from wakeful.state.pinned import Pinned
-from wakeful.state.store import Outcome, Store
+from wakeful.state.store import Outcome, Store, Transition
 from wakeful.workflow import effects
 
 
@@ -65,7 +65,7 @@ class Writes:
             lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
             {"done": tool, **{k: str(v) for k, v in result.items()}},
             before=self._next_step,
-            release=loaded.held,
+            release=True,
             first=first,
             also=None if record is None else (lambda _new: [record]),
         )
@@ -99,16 +99,16 @@ class Writes:
         self,
         loaded: Loaded,
         message_id: str,
-        fn: Any,
+        fn: Transition,
         detail: dict[str, Any],
         *,
         before: Also | None = None,
-        release: Held | None = None,
+        release: bool = False,
         first: list[Any] | None = None,
         also: Also | None = None,
     ) -> Outcome:
         """The change, on the connection that WATCHes the task since its load (a change applied
-        before writes nothing). `release`: the lease, given back inside it; `first`: the change's
+        before writes nothing). `release`: give the lease back inside it; `first`: the change's
         first step, already read; `also`: writes of the task's slot to make inside it."""
         cp = loaded.checkpoint
         try:
@@ -120,7 +120,7 @@ class Writes:
                 lease=loaded.held.lease,
                 detail=detail,
                 before=before,
-                release=release,
+                release=loaded.held if release else None,
                 pinned=loaded.pinned,
                 first=first,
                 also=also,

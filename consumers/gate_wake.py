@@ -28,7 +28,6 @@ from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.state import checks, first_step, keys
 from wakeful.state.pinned import Pinned, hash_reply
-from wakeful.state.store import Store
 
 WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
 
@@ -76,7 +75,6 @@ class Taken:
 def authenticate(
     envelope: Envelope,
     sender: str,
-    store: Store,
     pinned: Pinned,
     *,
     max_age: timedelta,

@@ -7,10 +7,10 @@ token counters: it reads them and adds to them (GET, INCRBY, EXPIRE), and nothin
 
 No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
 are in no role's rules. The executor (and its bank credential) FCALLs the functions the admin
-loaded (state/library.py). Redis 7.0
-cannot name a function in an ACL rule, so `+fcall` lets a role call any loaded function; but FCALL's
-keys must fit the selector that grants it, and a function runs with the caller's rights, so each
-selector with `+fcall` also grants exactly the commands its functions run (docs/decisions.md D31).
+loaded (state/library.py). Redis 7.0 cannot name a function in an ACL rule, so `+fcall` lets a role
+call any loaded function; but FCALL's keys must fit the selector that grants it, and a function
+runs with the caller's rights, so each selector with `+fcall` also grants exactly the commands its
+functions run (docs/decisions.md D31).
 Each role's password is in its own secrets folder (state/credentials.py).
 """
 
