@@ -6,8 +6,9 @@ second path (for the refund: above the approval limit, the approval sent right b
 the same key). It prints throughput, wake-to-effect latency (from the signed timestamp of a task's
 last event to the downstream's record of its last effect, one clock), Redis round trips and Kafka
 messages per task, the peak memory of each role, and the CPU per task of each role and (when this
-machine runs them) of the Kafka broker and the Redis server. `with_approval` counts the second
-path (the key keeps its name so figures compare with older runs).
+machine runs them) of the Kafka broker and the Redis server, all from the first task published to
+the last effect; what the roles spent before the first task is reported apart. `with_approval`
+counts the second path (the key keeps its name so figures compare with older runs).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def run(
         client.reset_authority()
         warm_up(client, traffic)
         say(f"warm; publishing the {client.app.name} tasks ...")
-        before = _offsets(settings), _redis_commands(client), server_cpu(settings)
+        before = _offsets(settings), _redis_commands(client), server_cpu(settings), fleet.cpu_now()
         mark = traffic.mark(client.admin)
         rng, signer = random.Random(0), functools.cache(client.signer)
         plans: dict[str, Plan] = {}
@@ -119,14 +120,14 @@ def run(
         effects = _wait_effects(client, traffic, mark, plans, timeout=max(120.0, tasks / 20), say=say)
         finished = max((b for b in effects.values()), default=time.time())
         latencies = sorted((effects[t] - woken[t]) * 1000 for t in effects)
-        servers = server_cpu(settings, since=before[2])
+        servers, cpu = server_cpu(settings, before[2]), by_role(fleet.roles, fleet.cpu_now(), before[3])
         kafka_msgs = _offsets(settings) - before[0]
         redis_cmds = _redis_commands(client) - before[1]
         tokens = _model_tokens(client, list(effects))
     finally:
         stats = fleet.stop()
         client.close()
-    done, cpu = len(effects), fleet.cpu_by_role()
+    done = len(effects)
     rtts = sum(int(s.get("redis_round_trips", 0)) for s in stats.values())
     result = {
         "plot": str(plot) if plot is not None else None,
@@ -145,6 +146,8 @@ def run(
         "processes": dict(Counter(role_of_member(m) for m in fleet.members)),
         "peak_rss_mb": {role: round(b / 2**20, 1) for role, b in fleet.peak_by_role().items()},
         "cpu_s": {role: round(c, 1) for role, c in cpu.items()},
+        # What each role spent before the first task: starting, importing, connecting, warming up.
+        "startup_cpu_s": {role: round(c, 1) for role, c in by_role(fleet.roles, before[3]).items()},
         "cpu_ms_per_task": {role: round(c * 1000 / max(1, done), 2) for role, c in cpu.items()}
         | {"total": round(sum(cpu.values()) * 1000 / max(1, done), 2)},
         # The engines' share, from the first task published to the last effect: {} when remote.
@@ -170,6 +173,15 @@ def _draw(
             plot, done_at, started, latencies, f"wakeful bench: {what}", marks=r["wake_to_effect_ms"]
         )
         say(f"plot: {drawn}")
+
+
+def by_role(
+    roles: Iterable[str], cpu: Mapping[str, float], since: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """CPU seconds per role, its processes (`gate`, `gate#2`, ...) summed, less what each had used
+    by `since` (a process started after `since` is charged all of its own)."""
+    spent = {m: c - (since or {}).get(m, 0.0) for m, c in cpu.items()}
+    return {r: sum(c for m, c in spent.items() if role_of_member(m) == r) for r in roles}
 
 
 def _wait_effects(
@@ -239,6 +251,7 @@ def render(r: dict[str, Any]) -> str:
             ),
             f"peak RSS (MiB)  : {mem}",
             f"CPU ms per task : {', '.join(f'{k} {v}' for k, v in r['cpu_ms_per_task'].items())}",
+            f"before the first: {', '.join(f'{k} {v}' for k, v in r['startup_cpu_s'].items())} CPU s",
             *(
                 [f"servers per task: {', '.join(f'{k} {v}' for k, v in servers.items())} CPU ms"]
                 if (servers := r.get("server_cpu_ms_per_task"))

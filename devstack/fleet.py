@@ -139,10 +139,6 @@ class Fleet:
         wait_until(lambda: not missing(), timeout, interval=0.2)
         return missing()
 
-    def cpu_by_role(self) -> dict[str, float]:
-        """CPU seconds of each role, its processes summed (a killed one's up to its last sample)."""
-        return {r: sum(c for m, c in self.cpu.items() if role_of_member(m) == r) for r in self.roles}
-
     def peak_by_role(self) -> dict[str, int]:
         """The largest peak RSS among each role's processes."""
         return {r: max(b for m, b in self.peak.items() if role_of_member(m) == r) for r in self.roles}
@@ -156,16 +152,26 @@ class Fleet:
                     stats[role] = orjson.loads(line)
         return stats
 
+    def cpu_now(self) -> dict[str, float]:
+        """Each member's CPU seconds read now (a dead one's up to its last sample): the bench takes
+        it when the first task is published and when the last effect lands, so what the roles
+        spend starting, importing and warming up is not charged to the tasks."""
+        self._read()
+        return dict(self.cpu)
+
     def _sample(self) -> None:
         while not self._done.wait(0.1):
-            for role, proc in list(self.procs.items()):
-                try:
-                    p = psutil.Process(proc.pid)
-                    self.peak[role] = max(self.peak[role], p.memory_info().rss)
-                    times = p.cpu_times()
-                    self.cpu[role] = times.user + times.system
-                except psutil.NoSuchProcess:
-                    continue
+            self._read()
+
+    def _read(self) -> None:
+        for role, proc in list(self.procs.items()):
+            try:
+                p = psutil.Process(proc.pid)
+                self.peak[role] = max(self.peak[role], p.memory_info().rss)
+                times = p.cpu_times()
+                self.cpu[role] = times.user + times.system
+            except psutil.NoSuchProcess:
+                continue
 
 
 def wait_for_classic_members_to_go(settings: Settings, timeout: float) -> None:
