@@ -251,7 +251,8 @@ def render(r: dict[str, Any]) -> str:
             ),
             f"peak RSS (MiB)  : {mem}",
             f"CPU ms per task : {', '.join(f'{k} {v}' for k, v in r['cpu_ms_per_task'].items())}",
-            f"before the first: {', '.join(f'{k} {v}' for k, v in r['startup_cpu_s'].items())} CPU s",
+            f"start-up CPU s  : {', '.join(f'{k} {v}' for k, v in r['startup_cpu_s'].items())} "
+            "(before the first task; not in the figures per task)",
             *(
                 [f"servers per task: {', '.join(f'{k} {v}' for k, v in servers.items())} CPU ms"]
                 if (servers := r.get("server_cpu_ms_per_task"))
