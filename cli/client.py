@@ -246,7 +246,7 @@ class Client:
             found = (self.bank.lookup(op) for op in actions if not op.startswith("UNDO:"))
             entries = [e for e in found if e is not None]
         ledger = [e.model_dump(mode="json") for e in entries]
-        used = budget.used(self.admin.get(keys.tokens(task_id)))  # what its model calls cost
+        [used] = budget.tasks_tokens(self.admin, [task_id])  # what its model calls cost
         spent = {"model_tokens": "not a number (the counter is damaged)" if used is None else used}
         if cp is None:
             return {"id": task_id, "stage": QUARANTINED, "quarantine": quarantine, "ledger": ledger} | spent

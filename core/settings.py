@@ -228,7 +228,9 @@ class Settings:
             model_timeout=float(_int(env, "WAKEFUL_MODEL_TIMEOUT", 30, 1, 600)),
             model_attempts=_int(env, "WAKEFUL_MODEL_ATTEMPTS", 4, 1, 10),
             model_task_tokens=_int(env, "WAKEFUL_MODEL_TASK_TOKENS", 200_000, 0, 10**12),
-            model_tenant_tokens=_int(env, "WAKEFUL_MODEL_TENANT_TOKENS", 5_000_000, 0, 10**15),
+            model_tenant_tokens=_int(
+                env, "WAKEFUL_MODEL_TENANT_TOKENS", 5_000_000, 0, 10**14 - 1
+            ),  # state/budget.py DAY_SPAN
             app=env.get("WAKEFUL_APP") or None,
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),

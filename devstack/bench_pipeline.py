@@ -37,7 +37,7 @@ from wakeful.devstack.process import Say
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
 from wakeful.schemas import events
 from wakeful.sdk.app import ENV, load_app
-from wakeful.state import budget, keys
+from wakeful.state import budget
 
 PROGRESS_S = 5.0  # seconds between progress lines while the effects come in
 COUNTED_TOPICS = (topics.EVENTS, topics.WAKE, topics.PROPOSALS_REQUEST, topics.PROPOSALS, topics.LOG)
@@ -213,10 +213,7 @@ def _wait_effects(
 
 def _model_tokens(client: Client, task_ids: list[str]) -> int:
     """The model tokens the tasks' proposals used, as the proposer counted them (one round trip)."""
-    pipe = client.admin.pipeline(transaction=False)
-    for task_id in task_ids:
-        pipe.get(keys.tokens(task_id))
-    return sum(budget.used(raw) or 0 for raw in pipe.execute())
+    return sum(n or 0 for n in budget.tasks_tokens(client.admin, task_ids))
 
 
 def _redis_commands(client: Client) -> int:

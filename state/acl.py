@@ -3,7 +3,8 @@
 Rules use Redis 7 selectors, `(~pattern +command ...)`: a command is allowed only if one selector
 grants both the command and every key it names. So the gate may XADD to a counter stream but not
 SET, DEL, XTRIM or XSETID it: its counter can only move forward. The proposer reaches only its
-token counters: it reads them and adds to them (GET, INCRBY, EXPIRE), and nothing of Progress.
+token counters, streams of the same kind: it reads them and adds to them (XINFO STREAM, XADD), and
+nothing of Progress.
 
 No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
 are in no role's rules. The executor (and its bank credential) FCALLs the functions the admin
@@ -58,8 +59,13 @@ _CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
 _DEADLINE_ADD = f"(~{keys.DEADLINES} +zadd)"
 _EVIDENCE = f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall)"
 # The proposer's budget: read before a model call, add what the call cost after it (a plain
-# pipeline, no MULTI: the two counters live in different slots), and date a tenant's day counter.
-_TOKENS = f"(~{keys.PATTERN_TASK_TOKENS} ~{keys.PATTERN_TENANT_TOKENS} +get +incrby +expire)"
+# pipeline, no MULTI: the two counters live in different slots). A counter is a stream's top id and
+# XADD is the one write: no command here can move it back or make it lapse (state/budget.py, D51).
+# The counters from before the streams are only read.
+_TOKENS = (
+    f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinfo|stream) "
+    f"(%R~{keys.PATTERN_TASK_TOKENS} %R~{keys.PATTERN_TENANT_TOKENS} +get)"
+)
 
 # The two roles that write Progress (through state.store). Only the executor holds task leases:
 # the gate reads and WATCHes the lease (_TASK_READ) and needs it free (docs/decisions.md D49).

@@ -1,12 +1,21 @@
 """The model token budget: tokens used per task, and per tenant per UTC day (state/keys.py).
 
 The proposer reads both counters before a model call (one round trip) and makes no call once
-either is spent; after a call it adds what the call cost to both (one more round trip, none when
-the model reports no tokens). It is the only writer, as the `proposer` ACL user, whose rights
-reach these counters and nothing else (state/acl.py).
+either is spent; after a call it adds what the call cost to both (two round trips, none when the
+model reports no tokens). It is the only writer, as the `proposer` ACL user, whose rights reach
+these counters and nothing else (state/acl.py).
 
-A counter is not trusted for holding a number: one that does not read as a whole number of tokens
-counts as spent, with the reason, so a damaged counter parks a task instead of lifting its limit.
+A counter is the top id of a Redis stream: `<tokens>-0` for a task, `<day * DAY_SPAN + tokens used
+that day>-0` for a tenant (one stream per tenant, days since 1970 in UTC). XADD refuses an id that
+does not grow, and the proposer may only XADD and read, so no command it can send moves a counter
+back: neither a negative add, nor a trim (the top id outlives its entries), nor a lapse (no TTL,
+no EXPIRE, no DEL). A move forward only spends a budget sooner (docs/decisions.md D51).
+
+Counters written before the streams (a string per task, and one per tenant per day with a TTL) are
+only read now, by the proposer too, and add to what the streams hold.
+
+A counter is not trusted for holding a number: one that does not read as a count of tokens counts
+as spent, with the reason, so a damaged counter parks a task instead of lifting its limit.
 Counting is at least once: a proposer that dies between a call and its charge has the call made
 again by whichever process reads the request next, and both calls count.
 """
@@ -14,7 +23,7 @@ again by whichever process reads the request next, and both calls count.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import redis
 
@@ -25,6 +34,14 @@ from wakeful.state import keys
 # believed, and charged at this ceiling so that it cannot slip past a budget either.
 MAX_CALL_TOKENS = 10_000_000
 COUNTER_SHOWN_CHARS = 40  # of a damaged counter, in a reason
+# A tenant counter's top id is day * DAY_SPAN + the day's tokens: a new day starts above every
+# count of the days before it. Days since 1970 times this stay inside a stream id's 64 bits until
+# the year 2470; a day's count saturates one below it (a limit is at most DAY_SPAN - 1).
+DAY_SPAN = 10**14
+TASK_CEILING = 2**63  # a task's count saturates here, far inside a stream id's 64 bits
+# Charges of one tenant race for its stream: the loser reads the new top and adds again.
+CHARGE_TRIES = 8
+_EPOCH = date(1970, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -44,24 +61,50 @@ class Account:
     day: str
 
     def __post_init__(self) -> None:
-        keys.tenant_tokens(self.tenant, self.day)  # ValueError: a part that cannot name its counter
-        keys.tokens(self.task_id)
+        keys.tenant_spent(self.tenant)  # ValueError: a part that cannot name its counter
+        keys.tenant_tokens(self.tenant, self.day)
+        keys.spent(self.task_id)
 
     @classmethod
     def at(cls, task_id: str, tenant: str, now: datetime) -> Account:
         return cls(task_id, tenant, now.astimezone(UTC).strftime("%Y%m%d"))
 
     @property
+    def floor(self) -> int:
+        """The tenant counter's top id at the start of this account's day."""
+        return (datetime.strptime(self.day, "%Y%m%d").date() - _EPOCH).days * DAY_SPAN
+
+    @property
     def task_key(self) -> str:
-        return keys.tokens(self.task_id)
+        return keys.spent(self.task_id)
 
     @property
     def tenant_key(self) -> str:
-        return keys.tenant_tokens(self.tenant, self.day)
+        return keys.tenant_spent(self.tenant)
+
+    @property
+    def legacy_keys(self) -> tuple[str, str]:
+        """The task's and the tenant's day counters from before the streams."""
+        return keys.tokens(self.task_id), keys.tenant_tokens(self.tenant, self.day)
+
+    @property
+    def counters(self) -> tuple[Counter, Counter]:
+        return Counter(self.task_key, 0, TASK_CEILING), Counter(
+            self.tenant_key, self.floor, self.floor + DAY_SPAN
+        )
+
+
+@dataclass(frozen=True)
+class Counter:
+    """A stream counter: where a charge starts from at the least, and one above the most it holds."""
+
+    key: str
+    floor: int
+    ceiling: int
 
 
 def used(raw: bytes | str | None) -> int | None:
-    """The tokens a counter holds (0 when it does not exist), or None when it is not a count."""
+    """The tokens a legacy counter holds (0 when it does not exist), or None when it is not a count."""
     if raw is None:
         return 0
     text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
@@ -70,16 +113,67 @@ def used(raw: bytes | str | None) -> int | None:
     return int(text)
 
 
-def spent(limits: Limits, account: Account, task_raw: object, tenant_raw: object) -> str | None:
-    """Why no model call may be made for the task now, or None when both budgets have room."""
+def top(reply: object) -> int | None:
+    """The count a stream counter holds, from its XINFO STREAM reply (0 when the stream does not
+    exist), or None when the key is not such a counter."""
+    if isinstance(reply, redis.ResponseError):
+        return 0 if str(reply).lower().startswith("no such key") else None
+    if not isinstance(reply, dict):
+        return None
+    last = reply.get("last-generated-id")
+    text = last.decode(errors="replace") if isinstance(last, bytes) else str(last)
+    ms, _, _seq = text.partition("-")
+    return int(ms) if ms.isascii() and ms.isdigit() else None
+
+
+def damaged(key: str, reply: object) -> str:
+    return f"token counter {key} is not a stream counter ({repr(reply)[:COUNTER_SHOWN_CHARS]})"
+
+
+def in_day(count: int, floor: int) -> int | None:
+    """Tokens a tenant counter holding `count` says were used on the day starting at `floor`; None
+    when it holds a later day's count (never written by a proposer whose clock is right)."""
+    if count >= floor + DAY_SPAN:
+        return None
+    return max(0, count - floor)
+
+
+def grown(count: int, floor: int, tokens: int, ceiling: int) -> int | None:
+    """The count after adding `tokens` to a counter that holds `count`, starting from `floor` at
+    the least and saturating one below `ceiling`; None when there is nothing to add."""
+    after = min(max(count, floor) + tokens, ceiling - 1)
+    return after if after > count else None
+
+
+def usage(account: Account, replies: list[object]) -> tuple[int, int] | str:
+    """(the task's tokens, the tenant's tokens today) from check()'s replies; or why the counters
+    cannot say (a damaged one), which counts as spent."""
+    legacy_task, legacy_tenant, task_info, tenant_info = replies
     counts: list[int] = []
-    for key, raw in ((account.task_key, task_raw), (account.tenant_key, tenant_raw)):
+    for key, raw in zip(account.legacy_keys, (legacy_task, legacy_tenant), strict=True):
         count = used(raw) if raw is None or isinstance(raw, bytes | str) else None  # else: a read error
         if count is None:
-            shown = repr(raw)[:COUNTER_SHOWN_CHARS]
-            return f"token counter {key} holds {shown}, not a count of tokens: the budget is treated as spent"
+            return f"token counter {key} holds {repr(raw)[:COUNTER_SHOWN_CHARS]}, not a count of tokens"
         counts.append(count)
-    task_used, tenant_used = counts
+    task_top, tenant_top = top(task_info), top(tenant_info)
+    for key, found, reply in (
+        (account.task_key, task_top, task_info),
+        (account.tenant_key, tenant_top, tenant_info),
+    ):
+        if found is None:
+            return f"token counter {key} is not a stream counter ({repr(reply)[:COUNTER_SHOWN_CHARS]})"
+    assert task_top is not None and tenant_top is not None
+    today = in_day(tenant_top, account.floor)
+    if today is None:
+        return f"token counter {account.tenant_key} holds a count of a day after {account.day}"
+    return counts[0] + task_top, counts[1] + today
+
+
+def spent(limits: Limits, account: Account, found: tuple[int, int] | str) -> str | None:
+    """Why no model call may be made for the task now, or None when both budgets have room."""
+    if isinstance(found, str):
+        return f"{found}: the budget is treated as spent"
+    task_used, tenant_used = found
     if limits.task and task_used >= limits.task:
         return f"token budget of {limits.task} for task {account.task_id} is spent ({task_used} used)"
     if limits.tenant and tenant_used >= limits.tenant:
@@ -108,26 +202,75 @@ class Budget:
         """Why the task may not call the model now (spent, or a damaged counter), or None."""
         if not self.limits.task and not self.limits.tenant:
             return None
+        return spent(self.limits, account, self.usage(account))
+
+    def usage(self, account: Account) -> tuple[int, int] | str:
+        """(the task's tokens, the tenant's today), or why a damaged counter cannot say."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.get(account.task_key)
-        pipe.get(account.tenant_key)
-        task_raw, tenant_raw = _run(pipe)
-        return spent(self.limits, account, task_raw, tenant_raw)
+        for key in account.legacy_keys:
+            pipe.get(key)
+        for counter in account.counters:
+            pipe.xinfo_stream(counter.key)
+        return usage(account, _run(pipe))
 
     def charge(self, account: Account, tokens: int) -> list[str]:
-        """Add one call's tokens to the task's and the tenant's day counters; what went wrong with a
+        """Add one call's tokens to the task's and the tenant's counters; what went wrong with a
         counter that could not take them (already damaged: the next check refuses on it)."""
         if tokens <= 0:
             return []
+        problems: list[str] = []
+        todo = list(account.counters)
+        for _ in range(CHARGE_TRIES):
+            todo = self._add(todo, tokens, problems)
+            if not todo:
+                return problems
+        return problems + [f"token counter {c.key} lost {CHARGE_TRIES} races to add {tokens}" for c in todo]
+
+    def _add(self, counters: list[Counter], tokens: int, problems: list[str]) -> list[Counter]:
+        """One try: read each counter's top and XADD it grown by `tokens`; the counters another
+        charge grew between the read and the add, to try again."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.incrby(account.task_key, tokens)
-        pipe.incrby(account.tenant_key, tokens)
-        pipe.expire(account.tenant_key, keys.TENANT_TOKENS_TTL_S)
-        return [f"{type(r).__name__}: {r}" for r in _run(pipe) if isinstance(r, redis.ResponseError)]
+        for counter in counters:
+            pipe.xinfo_stream(counter.key)
+        adds: list[tuple[Counter, int]] = []
+        for counter, reply in zip(counters, _run(pipe), strict=True):
+            count = top(reply)
+            if count is None:
+                problems.append(damaged(counter.key, reply))
+            elif (after := grown(count, counter.floor, tokens, counter.ceiling)) is not None:
+                adds.append((counter, after))
+        if not adds:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for counter, after in adds:
+            pipe.xadd(counter.key, {"n": tokens}, id=f"{after}-0", maxlen=1, approximate=False)
+        lost = []
+        for (counter, _), result in zip(adds, _run(pipe), strict=True):
+            if isinstance(result, redis.ResponseError) and "equal or smaller" in str(result):
+                lost.append(counter)  # another charge got there first: add on top of it
+            elif isinstance(result, redis.ResponseError):
+                problems.append(f"{type(result).__name__}: {result}")
+        return lost
 
     def tokens(self, task_id: str) -> int | None:
-        """Tokens the task has used so far (None when its counter is damaged)."""
-        return used(self.redis.get(keys.tokens(task_id)))
+        """Tokens the task has used so far (None when a counter of it is damaged)."""
+        return tasks_tokens(self.redis, [task_id])[0]
+
+
+def tasks_tokens(client: redis.Redis, task_ids: list[str]) -> list[int | None]:
+    """Tokens each task's model calls used, legacy counter and stream together (None where a
+    counter is damaged), in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for task_id in task_ids:
+        pipe.get(keys.tokens(task_id))
+        pipe.xinfo_stream(keys.spent(task_id))
+    replies = pipe.execute(raise_on_error=False)
+    out: list[int | None] = []
+    for legacy, info in zip(replies[::2], replies[1::2], strict=True):
+        before = None if isinstance(legacy, Exception) else used(legacy)
+        now = top(info)
+        out.append(None if before is None or now is None else before + now)
+    return out
 
 
 def _run(pipe: redis.client.Pipeline) -> list[object]:

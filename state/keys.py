@@ -20,7 +20,7 @@ make Redis hold a huge key for a week:
 | op key          | [A-Za-z0-9_.:-]{1,200}  | bank:{ledger}:entry:K,                    |
 |                 |                         | suppliers:{register}:op:K, ...:undo:K     |
 | supplier id     | S-[0-9a-f]{16}          | suppliers:{register}:master:S             |
-| tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:tokens:D                      |
+| tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:spent, wk:tenant:N:tokens:D   |
 | UTC day         | [0-9]{8} (yyyymmdd)     | wk:tenant:N:tokens:D                      |
 
 Op keys (`REFUND:<task>:v<n>`) are the one part that may hold colons: they name the business
@@ -49,11 +49,21 @@ of key. Inside the task keyspace op keys are hash fields of wk:{T}:ops, never ke
 | wk:{T}:receipt:{K}:{E} | string | JSON outcome of key K's event E, task T | gate (in CAS), inbound |
 | wk:receipt:{K}:{E}| string | the same, refused before its task was known        | inbound                |
 | wk:authority:*    | mixed  | approvers, limit, signers, policy (authority/)     | admin only; roles read |
-| wk:{T}:tokens     | string | model tokens the task's proposals used (integer)   | proposer: INCRBY       |
-| wk:tenant:{N}:tokens:{D} | string | tokens tenant N's tasks used on UTC day D | proposer: INCRBY (TTL) |
+| wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
+|                   |        | <tokens>-0 (state/budget.py)                       |                        |
+| wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
+|                   |        | <UTC day * DAY_SPAN + that day's tokens>-0         |                        |
+| wk:{T}:tokens     | string | legacy: tokens counted before the streams          | nobody now; read only  |
+| wk:tenant:{N}:tokens:{D} | string | legacy: tenant N's tokens on UTC day D (TTL) | nobody now; read only  |
 
 No per-task key has a TTL while its task lives: a waiting task must never be dropped by Redis.
-A tenant's day counter outlives its day by TENANT_TOKENS_TTL_S and is then dropped.
+The token counters have none either: a counter that could lapse could be made to lapse. A legacy
+tenant day counter still lapses TENANT_TOKENS_TTL_S after it was last written.
+
+Every per-task ACL pattern starts `wk:{` and ends with the key's kind: braces are literal in a
+Redis glob and no other key starts with `wk:{`, so a pattern for one kind of task key reaches no
+key of another kind or outside the task keyspace (`wk:*:receipt:*` also matched a tenant named
+"receipt"'s counter; `wk:*:state` matched a correlation id named "state").
 
 The reference bank (bank/) is a separate downstream system with its own keyspace and ACL user;
 its keys are listed here too so that every prefix lives in one module:
@@ -121,8 +131,8 @@ CAS_RETRIES = 8
 # The outbox index is rebuilt by a SCAN over all outboxes this often, in case a writer died between
 # its transaction and its SADD to the index.
 OUTBOX_SWEEP_S = 60.0
-# A tenant's day counter is read only on its own UTC day; a second day covers clock skew between
-# proposers and a day that is still being read as it ends.
+# A legacy tenant day counter was read only on its own UTC day; a second day covered clock skew
+# between proposers and a day that was still being read as it ended.
 TENANT_TOKENS_TTL_S = 2 * 24 * 3600
 
 OUTBOX_DIRTY = f"{PREFIX}:outbox:dirty"
@@ -137,7 +147,6 @@ PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 PATTERN_CORR = f"{PREFIX}:corr:*"
 PATTERN_SEEN = f"{PREFIX}:seen:*"
 PATTERN_RECEIPT = f"{PREFIX}:receipt:*"
-PATTERN_TASK_RECEIPT = f"{PREFIX}:*:receipt:*"
 
 
 def checked(pattern: re.Pattern[str], part: str, what: str) -> str:
@@ -179,23 +188,32 @@ def receipt(event_id: str, task_id: str | None = None, *, key_id: str) -> str:
     return _task(task_id, name) if task_id else f"{PREFIX}:{name}"
 
 
-# ACL key patterns, one per per-task key kind (used by state.acl).
-PATTERN_STATE = f"{PREFIX}:*:state"
-PATTERN_CTR = f"{PREFIX}:*:ctr"
-PATTERN_LEASE = f"{PREFIX}:*:lease"
-PATTERN_FENCE = f"{PREFIX}:*:fence"
-PATTERN_INBOX = f"{PREFIX}:*:inbox"
-PATTERN_OUTBOX = f"{PREFIX}:*:outbox"
-PATTERN_OPS = f"{PREFIX}:*:ops"
-PATTERN_QUARANTINE = f"{PREFIX}:*:quarantine"
-PATTERN_EVIDENCE = f"{PREFIX}:*:evidence"
-# Braces are literal in a Redis glob: only a hash-tagged task key matches, never wk:corr:tokens.
-PATTERN_TASK_TOKENS = f"{PREFIX}:{{*}}:tokens"
+# ACL key patterns, one per per-task key kind (used by state.acl). Braces are literal in a Redis
+# glob: only a hash-tagged task key matches, never wk:corr:state or wk:tenant:receipt:tokens:D.
+PATTERN_TASK = f"{PREFIX}:{{*}}:"
+PATTERN_STATE = f"{PATTERN_TASK}state"
+PATTERN_CTR = f"{PATTERN_TASK}ctr"
+PATTERN_LEASE = f"{PATTERN_TASK}lease"
+PATTERN_FENCE = f"{PATTERN_TASK}fence"
+PATTERN_INBOX = f"{PATTERN_TASK}inbox"
+PATTERN_OUTBOX = f"{PATTERN_TASK}outbox"
+PATTERN_OPS = f"{PATTERN_TASK}ops"
+PATTERN_QUARANTINE = f"{PATTERN_TASK}quarantine"
+PATTERN_EVIDENCE = f"{PATTERN_TASK}evidence"
+PATTERN_TASK_RECEIPT = f"{PATTERN_TASK}receipt:*"
+PATTERN_TASK_SPENT = f"{PATTERN_TASK}spent"
+PATTERN_TASK_TOKENS = f"{PATTERN_TASK}tokens"
+PATTERN_TENANT_SPENT = f"{PREFIX}:tenant:*:spent"
 PATTERN_TENANT_TOKENS = f"{PREFIX}:tenant:*:tokens:*"
 
 
+def tenant_spent(tenant: str) -> str:
+    """The stream whose top id counts the tokens tenant's tasks used, day by day (state/budget.py)."""
+    return f"{PREFIX}:tenant:{checked(_TENANT, tenant, 'tenant')}:spent"
+
+
 def tenant_tokens(tenant: str, day: str) -> str:
-    """Tokens tenant's tasks used on UTC `day` (yyyymmdd)."""
+    """Legacy: tokens tenant's tasks used on UTC `day` (yyyymmdd), counted before the streams."""
     return f"{PREFIX}:tenant:{checked(_TENANT, tenant, 'tenant')}:tokens:{checked(_DAY, day, 'day')}"
 
 
@@ -288,7 +306,12 @@ def evidence(task_id: str) -> str:
     return _task(task_id, "evidence")
 
 
+def spent(task_id: str) -> str:
+    return _task(task_id, "spent")
+
+
 def tokens(task_id: str) -> str:
+    """Legacy: the task's tokens counted before the streams (read only)."""
     return _task(task_id, "tokens")
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -11,6 +13,7 @@ from helpers import new_checkpoint
 
 from wakeful.core.settings import Settings
 from wakeful.state import acl, functions, keys
+from wakeful.state.budget import Account, Budget, Limits
 from wakeful.state.lease import ACQUIRE, EXTEND, RELEASE, Leases
 from wakeful.state.store import Store
 
@@ -130,17 +133,21 @@ def test_proposer_can_read_and_write_no_progress(settings: Settings, task_id: st
 def test_proposer_may_only_read_and_add_to_its_token_counters(settings: Settings, task_id: str) -> None:
     proposer = acl.connect(settings, "proposer")
     # A tenant of this test's own: the counters outlive the test on a stack that is used again.
-    counters = (keys.tokens(task_id), keys.tenant_tokens(f"acme-{task_id[2:]}", "20261130"))
+    counters = (keys.spent(task_id), keys.tenant_spent(f"acme-{task_id[2:]}"))
+    legacy = (keys.tokens(task_id), keys.tenant_tokens(f"acme-{task_id[2:]}", "20261130"))
     for key in counters:
-        assert proposer.incrby(key, 5) == 5
-        assert proposer.get(key) == b"5"
-        assert proposer.expire(key, 60)
+        assert proposer.xadd(key, {"n": 5}, id="5-0", maxlen=1, approximate=False) == b"5-0"
+        assert proposer.xinfo_stream(key)["last-generated-id"] == b"5-0"
+    for key in legacy:
+        assert proposer.get(key) is None  # read, never written
     for command in (
-        ("SET", counters[0], "0"),
+        ("SET", legacy[0], "0"),
+        ("INCRBY", legacy[1], "5"),
+        ("EXPIRE", counters[1], "60"),
         ("DEL", counters[0]),
-        ("DECRBY", counters[1], "5"),
-        ("INCRBYFLOAT", counters[0], "-1.5"),
-        ("PERSIST", counters[1]),
+        ("XTRIM", counters[0], "MAXLEN", "0"),
+        ("XSETID", counters[1], "0-1"),
+        ("XDEL", counters[0], "5-0"),
         ("RENAME", counters[0], keys.state(task_id)),
         ("EVAL", "return redis.call('DEL', KEYS[1])", "1", counters[0]),
         ("EVAL", "return redis.call('SET', KEYS[1], 'x')", "1", keys.state(task_id)),
@@ -151,6 +158,71 @@ def test_proposer_may_only_read_and_add_to_its_token_counters(settings: Settings
         with pytest.raises(NOPERM):
             command_(proposer, *command)
     assert acl.connect(settings, "admin").get(keys.state(task_id)) is not None
+
+
+def test_no_command_the_proposer_may_send_moves_a_spent_budget_back(settings: Settings, task_id: str) -> None:
+    """The proposer's own login, taken by an attacker, against the budgets it keeps: every write
+    it might try is refused or leaves both budgets spent (INCRBY -N and EXPIRE used to lift them)."""
+    tenant = f"acme-{task_id[2:]}"  # its own: a tenant's counter outlives a test
+    account = Account.at(task_id, tenant, datetime.now(UTC))
+    proposer = acl.connect(settings, "proposer")
+    task_only, tenant_only = Budget(proposer, Limits(task=500, tenant=0)), Budget(proposer, Limits(0, 500))
+    assert task_only.charge(account, 500) == []
+    assert task_only.check(account) == f"token budget of 500 for task {task_id} is spent (500 used)"
+    assert (
+        tenant_only.check(account)
+        == f"daily token budget of 500 for tenant {tenant} on {account.day} is spent (500 used)"
+    )
+    attacker = acl.connect(settings, "proposer")
+    elsewhere = keys.tokens(f"{task_id}-x")
+    before_streams = (keys.tokens(task_id), keys.tenant_tokens(tenant, account.day))
+    for key in (account.task_key, account.tenant_key, *before_streams):
+        for command in (
+            ("INCRBY", key, "-500"),  # back to exactly 0: a fresh budget
+            ("DECRBY", key, "500"),
+            ("INCRBYFLOAT", key, "-500"),
+            ("SET", key, "0"),
+            ("GETDEL", key),
+            ("GETEX", key, "PX", "1"),
+            ("DEL", key),
+            ("UNLINK", key),
+            ("EXPIRE", key, "1"),
+            ("PEXPIRE", key, "1"),
+            ("EXPIREAT", key, "1"),
+            ("RENAME", key, elsewhere),
+            ("COPY", elsewhere, key, "REPLACE"),
+            ("RESTORE", key, "0", b"\x00", "REPLACE"),
+            ("XTRIM", key, "MAXLEN", "0"),
+            ("XDEL", key, "500-0"),
+            ("XSETID", key, "0-1"),
+            ("XADD", key, "1-0", "n", "1"),
+            ("XADD", key, "MAXLEN", "0", "*", "n", "1"),
+            ("EVAL", "return redis.call('DEL', KEYS[1])", "1", key),
+            ("FCALL", "wakeful_library", "1", key),
+        ):
+            with contextlib.suppress(redis.ResponseError):
+                command_(attacker, *command)
+            assert task_only.check(account) is not None, f"{command} lifted the task's budget"
+            assert tenant_only.check(account) is not None, f"{command} lifted the tenant's budget"
+
+
+@pytest.mark.parametrize("role", ["inbound", "gate", "executor"])
+def test_a_role_reaches_no_key_of_another_kind_through_a_name_an_outsider_chose(
+    settings: Settings, role: str
+) -> None:
+    """A tenant named "receipt" had its token counter inside the receipt writers' glob, and a
+    correlation id named "state" its key inside the Progress writers' (state/keys.py)."""
+    client = acl.connect(settings, role)
+    day = datetime.now(UTC).strftime("%Y%m%d")
+    for key in (
+        keys.tenant_tokens("receipt", day),
+        keys.tenant_spent("receipt"),
+        keys.corr("state") if role != "gate" else keys.seen("key-x", "quarantine"),
+        keys.seen("key-x", "quarantine") if role != "inbound" else keys.corr("quarantine"),
+    ):
+        with pytest.raises(NOPERM):
+            client.set(key, "0")
+    assert acl.connect(settings, "admin").exists(keys.tenant_tokens("receipt", day)) == 0
 
 
 def test_roles_cannot_touch_each_others_keys(settings: Settings, task_id: str) -> None:

@@ -12,6 +12,8 @@ import pytest
 import redis
 from confluent_kafka import Consumer, Message, Producer
 from helpers import StandInConsumer, role_message
+from hypothesis import given
+from hypothesis import strategies as st
 
 from wakeful.consumers.handling import TRANSIENT
 from wakeful.consumers.models import Proposal
@@ -23,7 +25,20 @@ from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.schemas.events import Envelope
 from wakeful.state import acl, keys
-from wakeful.state.budget import MAX_CALL_TOKENS, Account, Budget, Limits, spent
+from wakeful.state.budget import (
+    DAY_SPAN,
+    MAX_CALL_TOKENS,
+    TASK_CEILING,
+    Account,
+    Budget,
+    Limits,
+    grown,
+    in_day,
+    spent,
+    tasks_tokens,
+    top,
+    usage,
+)
 
 TENANT = "acme"
 
@@ -119,15 +134,33 @@ def tenant_key() -> str:
     return Account.at("t", TENANT, datetime.now(UTC)).tenant_key
 
 
+@pytest.fixture()
+def legacy_tenant_key() -> str:
+    return Account.at("t", TENANT, datetime.now(UTC)).legacy_keys[1]
+
+
 @pytest.fixture(autouse=True)
-def _fresh_tenant_day(redis_client: redis.Redis, tenant_key: str) -> None:
-    redis_client.delete(tenant_key)
+def _fresh_tenant_day(redis_client: redis.Redis, tenant_key: str, legacy_tenant_key: str) -> None:
+    redis_client.delete(tenant_key, legacy_tenant_key)
+
+
+def spend(client: redis.Redis, account: Account, task: int = 0, tenant: int = 0) -> None:
+    """Counters as a proposer would have left them after calls that cost this much (as the admin)."""
+    if task:
+        client.xadd(account.task_key, {"n": task}, id=f"{task}-0")
+    if tenant:
+        client.xadd(account.tenant_key, {"n": tenant}, id=f"{account.floor + tenant}-0")
+
+
+def tokens_of(client: redis.Redis, task_id: str) -> int | None:
+    [n] = tasks_tokens(client, [task_id])
+    return n
 
 
 def test_spent_task_budget_means_no_model_call_and_a_failed_proposal(
     settings: Settings, redis_client: redis.Redis, task_id: str
 ) -> None:
-    redis_client.set(keys.tokens(task_id), 100)
+    spend(redis_client, Account.at(task_id, TENANT, datetime.now(UTC)), task=100)
     model = CountingModel(tokens=5)
     proposer, sent = proposer_for(settings, model, Limits(task=100, tenant=0))
     proposer.handle(request(settings, task_id))
@@ -135,13 +168,31 @@ def test_spent_task_budget_means_no_model_call_and_a_failed_proposal(
     [proposal] = sent.proposals()
     assert proposal["tool"] == "none"
     assert proposal["failed"] == f"token budget of 100 for task {task_id} is spent (100 used)"
-    assert redis_client.get(keys.tokens(task_id)) == b"100"  # a refusal costs nothing
+    assert tokens_of(redis_client, task_id) == 100  # a refusal costs nothing
+
+
+def test_tokens_counted_before_the_streams_still_count(
+    settings: Settings, redis_client: redis.Redis, task_id: str, legacy_tenant_key: str
+) -> None:
+    """A task asleep since before the stream counters wakes with what it had already spent."""
+    redis_client.set(keys.tokens(task_id), 60)
+    spend(redis_client, Account.at(task_id, TENANT, datetime.now(UTC)), task=40)
+    model = CountingModel(tokens=5)
+    proposer, sent = proposer_for(settings, model, Limits(task=100, tenant=0))
+    proposer.handle(request(settings, task_id))
+    assert model.calls == 0
+    assert sent.proposals()[-1]["failed"] == f"token budget of 100 for task {task_id} is spent (100 used)"
+    redis_client.set(legacy_tenant_key, 1000, ex=keys.TENANT_TOKENS_TTL_S)
+    proposer, sent = proposer_for(settings, model, Limits(task=0, tenant=1000))
+    proposer.handle(request(settings, f"{task_id}-b"))
+    assert model.calls == 0
+    assert sent.proposals()[-1]["failed"].startswith(f"daily token budget of 1000 for tenant {TENANT} on ")
 
 
 def test_spent_tenant_day_budget_means_no_model_call_for_any_of_its_tasks(
     settings: Settings, redis_client: redis.Redis, task_id: str, tenant_key: str
 ) -> None:
-    redis_client.set(tenant_key, 1000)
+    spend(redis_client, Account.at(task_id, TENANT, datetime.now(UTC)), tenant=1000)
     model = CountingModel(tokens=5)
     proposer, sent = proposer_for(settings, model, Limits(task=0, tenant=1000))
     proposer.handle(request(settings, task_id))
@@ -159,10 +210,10 @@ def test_tokens_a_call_cost_are_counted_for_the_task_and_its_tenant_day(
     proposer.handle(request(settings, task_id))  # a redelivery calls again, and is counted again
     assert model.calls == 2
     assert [p["tokens"] for p in sent.proposals()] == [37, 37]
-    assert redis_client.get(keys.tokens(task_id)) == b"74"
-    assert redis_client.get(tenant_key) == b"74"
-    assert 0 < redis_client.ttl(tenant_key) <= keys.TENANT_TOKENS_TTL_S
-    assert redis_client.ttl(keys.tokens(task_id)) == -1  # a task's key never lapses while it lives
+    account = Account.at(task_id, TENANT, datetime.now(UTC))
+    assert Budget(redis_client, Limits(0, 0)).usage(account) == (74, 74)
+    # A counter that could lapse could be made to lapse: neither has a TTL.
+    assert redis_client.ttl(account.task_key) == redis_client.ttl(tenant_key) == -1
     proposer.handle(request(settings, task_id))  # 74 < 100: room for one more call
     proposer.handle(request(settings, task_id))  # 111 >= 100: spent
     assert model.calls == 3
@@ -174,7 +225,8 @@ def test_a_counter_that_is_not_a_number_is_spent_with_its_reason(
 ) -> None:
     model = CountingModel(tokens=5)
     proposer, sent = proposer_for(settings, model, Limits(task=100, tenant=1000))
-    for key, value in ((keys.tokens(task_id), "12abc"), (tenant_key, "-5")):
+    legacy_task, legacy_tenant = Account.at(task_id, TENANT, datetime.now(UTC)).legacy_keys
+    for key, value in ((legacy_task, "12abc"), (legacy_tenant, "-5")):
         redis_client.set(key, value)
         proposer.handle(request(settings, task_id))
         redis_client.delete(key)
@@ -182,6 +234,25 @@ def test_a_counter_that_is_not_a_number_is_spent_with_its_reason(
         failed = sent.proposals()[-1]["failed"]
         held = f"token counter {key} holds {value.encode()!r}"
         assert failed == f"{held}, not a count of tokens: the budget is treated as spent"
+    for key in (keys.spent(task_id), tenant_key):
+        redis_client.set(key, "5")  # a string where a stream counter belongs
+        proposer.handle(request(settings, task_id))
+        redis_client.delete(key)
+        assert model.calls == 0
+        assert sent.proposals()[-1]["failed"].startswith(f"token counter {key} is not a stream counter (")
+
+
+def test_a_tenant_counter_from_a_later_day_is_spent_not_fresh(
+    settings: Settings, redis_client: redis.Redis, task_id: str, tenant_key: str
+) -> None:
+    account = Account.at(task_id, TENANT, datetime.now(UTC))
+    redis_client.xadd(tenant_key, {"n": 1}, id=f"{account.floor + DAY_SPAN}-0")  # tomorrow's first add
+    model = CountingModel(tokens=5)
+    proposer, sent = proposer_for(settings, model, Limits(task=0, tenant=1000))
+    proposer.handle(request(settings, task_id))
+    assert model.calls == 0
+    later = f"token counter {tenant_key} holds a count of a day after {account.day}"
+    assert sent.proposals()[-1]["failed"] == f"{later}: the budget is treated as spent"
 
 
 def test_a_tenant_that_cannot_name_a_counter_gets_no_model_call(settings: Settings, task_id: str) -> None:
@@ -196,10 +267,11 @@ def test_a_request_from_before_tenants_spends_the_default_tenants_budget(
     settings: Settings, redis_client: redis.Redis, task_id: str
 ) -> None:
     proposer, _ = proposer_for(settings, CountingModel(tokens=3), Limits(task=100, tenant=0))
-    default_day = Account.at(task_id, "default", datetime.now(UTC)).tenant_key
-    before = int(redis_client.get(default_day) or 0)
+    default = Account.at(task_id, "default", datetime.now(UTC))
+    found = Budget(redis_client, Limits(0, 0)).usage(default)
+    assert not isinstance(found, str), found
     proposer.handle(request(settings, task_id, tenant=None))
-    assert int(redis_client.get(default_day) or 0) == before + 3
+    assert Budget(redis_client, Limits(0, 0)).usage(default) == (3, found[1] + 3)
 
 
 def test_a_report_beyond_any_call_is_charged_at_the_ceiling_and_runs_no_step(
@@ -210,7 +282,7 @@ def test_a_report_beyond_any_call_is_charged_at_the_ceiling_and_runs_no_step(
     [proposal] = sent.proposals()
     assert proposal["tool"] == "none"
     assert "more than any call can use" in proposal["failed"]
-    assert redis_client.get(keys.tokens(task_id)) == str(MAX_CALL_TOKENS).encode()
+    assert tokens_of(redis_client, task_id) == MAX_CALL_TOKENS
 
 
 def test_a_charge_retried_after_redis_failed_does_not_call_the_model_again(
@@ -225,7 +297,7 @@ def test_a_charge_retried_after_redis_failed_does_not_call_the_model_again(
     assert sent.sent == []
     proposer.handle(msg)  # the runner's retry
     assert model.calls == 1
-    assert redis_client.get(keys.tokens(task_id)) == b"11"
+    assert tokens_of(redis_client, task_id) == 11
     assert [p["tokens"] for p in sent.proposals()] == [11]
 
 
@@ -258,8 +330,64 @@ def test_a_proposer_without_rights_to_its_counters_waits_for_an_operator(
 
 def test_limits_of_zero_mean_no_limit_and_no_read() -> None:
     account = Account("t1", TENANT, "20261130")
-    assert spent(Limits(0, 0), account, b"999999999", b"999999999") is None
-    assert spent(Limits(10, 0), account, None, None) is None
-    assert spent(Limits(10, 0), account, b"10", None) is not None
-    assert spent(Limits(0, 10), account, b"", None) is not None  # empty is not a number either
-    assert spent(Limits(0, 10), account, None, redis.ResponseError("WRONGTYPE")) is not None
+    assert spent(Limits(0, 0), account, (999999999, 999999999)) is None
+    assert spent(Limits(10, 0), account, (0, 0)) is None
+    assert spent(Limits(10, 0), account, (10, 0)) is not None
+    assert (
+        spent(Limits(0, 10), account, "damaged") is not None
+    )  # a damaged counter is spent, whatever the limit
+
+
+def test_usage_adds_the_legacy_counters_to_the_streams_and_refuses_what_is_not_a_count() -> None:
+    account = Account("t1", TENANT, "20261130")
+    info = {"last-generated-id": b"7-0"}
+    today = {"last-generated-id": f"{account.floor + 5}-0".encode()}
+    missing = redis.ResponseError("no such key")
+    assert usage(account, [None, None, missing, missing]) == (0, 0)
+    assert usage(account, [b"3", b"4", info, today]) == (10, 9)
+    yesterday = {"last-generated-id": f"{account.floor - 1}-0".encode()}
+    assert usage(account, [None, None, info, yesterday]) == (7, 0)  # a new day starts at nothing
+    damaged: list[list[object]] = [
+        [b"", None, info, today],  # empty is not a number
+        [None, b"-5", info, today],
+        [None, redis.ResponseError("WRONGTYPE"), info, today],
+        [None, None, redis.ResponseError("WRONGTYPE"), today],
+        [None, None, info, {"last-generated-id": f"{account.floor + DAY_SPAN}-0".encode()}],
+    ]
+    for replies in damaged:
+        assert isinstance(usage(account, replies), str), replies
+
+
+def test_top_reads_a_streams_last_generated_id_however_it_was_trimmed() -> None:
+    assert top({"length": 0, "last-generated-id": b"42-0", "last-entry": None}) == 42
+    assert top(redis.ResponseError("no such key")) == 0
+    assert top(redis.ResponseError("WRONGTYPE Operation against a key")) is None
+    assert top({"last-generated-id": b"x-0"}) is None
+    assert top(b"42") is None
+
+
+@given(
+    count=st.integers(0, 2**64 - 1),
+    floor=st.integers(0, 2**40).map(lambda d: d * DAY_SPAN),
+    tokens=st.integers(1, MAX_CALL_TOKENS),
+)
+def test_a_charge_only_ever_moves_a_counter_forward_and_within_its_day(
+    count: int, floor: int, tokens: int
+) -> None:
+    ceiling = floor + DAY_SPAN
+    after = grown(count, floor, tokens, ceiling)
+    if after is None:  # nothing to add: already at (or past) the day's last count
+        assert count >= ceiling - 1
+        return
+    assert after > count
+    assert floor <= after < ceiling
+    assert in_day(after, floor) == min(max(count, floor) - floor + tokens, DAY_SPAN - 1)
+
+
+@given(count=st.integers(0, TASK_CEILING), tokens=st.integers(1, MAX_CALL_TOKENS))
+def test_a_task_counter_grows_by_what_a_call_cost_until_it_saturates(count: int, tokens: int) -> None:
+    after = grown(count, 0, tokens, TASK_CEILING)
+    if count >= TASK_CEILING - 1:
+        assert after is None
+    else:
+        assert after == min(count + tokens, TASK_CEILING - 1)

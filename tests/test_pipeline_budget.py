@@ -32,7 +32,7 @@ def workers(client: Client) -> Iterator[Fleet]:
 
 def test_a_task_whose_token_budget_is_spent_is_parked_with_the_reason(client: Client, workers: Fleet) -> None:
     task_id = f"t-{uuid.uuid4().hex[:12]}"
-    client.admin.set(keys.tokens(task_id), TASK_TOKENS)
+    client.admin.xadd(keys.spent(task_id), {"n": TASK_TOKENS}, id=f"{TASK_TOKENS}-0")
     client.create({"amount": SMALL, "currency": "EUR"}, task_id=task_id)
     shown = client.wait_settled(task_id)
     assert shown["stage"] == "needs_review", shown
@@ -46,8 +46,9 @@ def test_a_task_whose_token_budget_is_spent_is_parked_with_the_reason(client: Cl
 def test_a_tenant_whose_daily_budget_is_spent_is_parked_while_another_tenant_goes_on(
     client: Client, workers: Fleet
 ) -> None:
-    day = Account.at("any", "initech", datetime.now(UTC)).tenant_key
-    client.admin.set(day, TENANT_TOKENS, ex=keys.TENANT_TOKENS_TTL_S)
+    account = Account.at("any", "initech", datetime.now(UTC))
+    day = account.tenant_key
+    client.admin.xadd(day, {"n": TENANT_TOKENS}, id=f"{account.floor + TENANT_TOKENS}-0")
     try:
         theirs, _ = client.create({"amount": SMALL, "currency": "EUR"}, principal=SPENDER)
         ours, _ = client.new_task(SMALL)
@@ -64,4 +65,4 @@ def test_a_task_run_by_a_model_that_reports_no_tokens_shows_none_used(client: Cl
     shown = client.wait_settled(task_id)
     assert shown["stage"] == "closed"
     assert shown["model_tokens"] == 0
-    assert not client.admin.exists(keys.tokens(task_id))  # a call that cost nothing writes nothing
+    assert not client.admin.exists(keys.spent(task_id), keys.tokens(task_id))  # nothing cost, nothing written

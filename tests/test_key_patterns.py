@@ -1,0 +1,97 @@
+"""Every ACL key pattern reaches the keys of its own kind and no other, whatever names outsiders
+choose for the parts they control: a tenant called "receipt", a correlation id called "state", an
+event id called "quarantine". Redis globs and fnmatchcase agree on every character the key
+alphabets allow (`*` crosses `:`, braces are literal, no key holds `[`, `?` or `\\`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from fnmatch import fnmatchcase
+
+import pytest
+
+from wakeful.state import acl, keys
+
+# The names of every kind of key, and the pattern that grants it (None: granted by exact name).
+KINDS: dict[str, str | None] = {
+    "state": keys.PATTERN_STATE,
+    "ctr": keys.PATTERN_CTR,
+    "lease": keys.PATTERN_LEASE,
+    "fence": keys.PATTERN_FENCE,
+    "inbox": keys.PATTERN_INBOX,
+    "outbox": keys.PATTERN_OUTBOX,
+    "ops": keys.PATTERN_OPS,
+    "quarantine": keys.PATTERN_QUARANTINE,
+    "evidence": keys.PATTERN_EVIDENCE,
+    "task receipt": keys.PATTERN_TASK_RECEIPT,
+    "task spent": keys.PATTERN_TASK_SPENT,
+    "task tokens": keys.PATTERN_TASK_TOKENS,
+    "tenant spent": keys.PATTERN_TENANT_SPENT,
+    "tenant tokens": keys.PATTERN_TENANT_TOKENS,
+    "receipt": keys.PATTERN_RECEIPT,
+    "seen": keys.PATTERN_SEEN,
+    "corr": keys.PATTERN_CORR,
+    "authority": keys.PATTERN_AUTHORITY,
+    "bank": keys.PATTERN_BANK,
+    "suppliers": keys.PATTERN_SUPPLIERS,
+    "outbox index": None,
+    "deadlines": None,
+}
+TASK_KEYS: dict[str, Callable[[str], str]] = {
+    "state": keys.state,
+    "ctr": keys.ctr,
+    "lease": keys.lease,
+    "fence": keys.fence,
+    "inbox": keys.inbox,
+    "outbox": keys.outbox,
+    "ops": keys.ops,
+    "quarantine": keys.quarantine,
+    "evidence": keys.evidence,
+    "task spent": keys.spent,
+    "task tokens": keys.tokens,
+}
+# Names an outsider may choose that spell another kind of key, or a piece of one.
+WORDS = (*(name.split()[-1] for name in KINDS), "receipt", "tenant", "seen", "corr", "x", "ledger")
+EVENT_WORDS = (*(w for w in WORDS if re.fullmatch(keys.EVENT_ID, w)), "evt-00000001")
+
+
+def every_key() -> list[tuple[str, str]]:
+    """(kind, key) for every key builder, fed the parts above."""
+    built: list[tuple[str, str]] = [
+        ("outbox index", keys.OUTBOX_DIRTY),
+        ("deadlines", keys.DEADLINES),
+        *(("authority", k) for k in (keys.AUTH_APPROVERS, keys.AUTH_LIMIT, keys.AUTH_SIGNERS)),
+        ("authority", keys.AUTH_POLICY),
+        ("bank", keys.BANK_LEDGER),
+        ("suppliers", keys.SUPPLIERS_LOG),
+    ]
+    for word in WORDS:
+        built += [(kind, make(word)) for kind, make in TASK_KEYS.items()]
+        built += [
+            ("tenant spent", keys.tenant_spent(word)),
+            ("tenant tokens", keys.tenant_tokens(word, "20261201")),
+            ("corr", keys.corr(word)),
+            ("bank", keys.bank_fence(word)),
+            ("suppliers", keys.suppliers_fence(word)),
+        ]
+        for event_id in EVENT_WORDS:
+            built += [
+                ("task receipt", keys.receipt(event_id, word, key_id=word)),
+                ("receipt", keys.receipt(event_id, key_id=word)),
+                ("seen", keys.seen(word, event_id)),
+            ]
+    return built
+
+
+@pytest.mark.parametrize(("kind", "pattern"), [(k, p) for k, p in KINDS.items() if p is not None])
+def test_an_acl_pattern_reaches_only_keys_of_its_own_kind(kind: str, pattern: str) -> None:
+    strays = [(other, key) for other, key in every_key() if fnmatchcase(key, pattern) and other != kind]
+    assert strays == [], f"{pattern} ({kind}) also reaches {strays[:5]}"
+    assert any(fnmatchcase(key, pattern) for other, key in every_key() if other == kind)
+
+
+def test_every_pattern_the_acl_grants_is_one_of_the_key_tables_kinds() -> None:
+    granted = {m for rules in acl.RULES.values() for m in re.findall(r"%?R?W?~([^ )]+)", rules)} - {"*"}
+    known = {p for p in KINDS.values() if p is not None} | {keys.OUTBOX_DIRTY, keys.DEADLINES}
+    assert granted <= known, granted - known
