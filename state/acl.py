@@ -36,7 +36,12 @@ ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "bank", "s
 _FUNCTIONS = "+fcall"
 _STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set)"
 _COUNTER = f"(~{keys.PATTERN_CTR} +xadd +xrevrange)"
-_LEASE = f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} +get +set +exists +incr +pexpire +del {_FUNCTIONS})"
+# The fencing counter only grows: INCR at a grant is the one command that reaches it, so the
+# executor's login cannot SET or DEL it back under a fence a downstream has already seen.
+_LEASE = (
+    f"(~{keys.PATTERN_LEASE} ~{keys.PATTERN_FENCE} {_FUNCTIONS}) "
+    f"(~{keys.PATTERN_LEASE} +get +set +exists +pexpire +del) (~{keys.PATTERN_FENCE} +incr)"
+)
 # A change's first step (state/first_step.py) WATCHes the task's four keys in one command and reads three
 # of them in one MGET: rights that only read what the selectors above may read already.
 _TASK_READ = (

@@ -109,6 +109,29 @@ def test_the_gate_can_neither_take_nor_move_a_lease(settings: Settings, leases: 
         leases.release(held)
 
 
+def test_the_executors_login_cannot_move_a_fence_back(
+    settings: Settings, leases: Leases, task_id: str
+) -> None:
+    """A downstream refuses a fence below the highest it has seen; a fence set back would let a
+    stale holder's token pass again. The executor may only take a lease, which INCRs it."""
+    executor, admin = acl.connect(settings, "executor"), acl.connect(settings, "admin")
+    leases.release(leases.acquire(task_id))
+    fence = keys.fence(task_id)
+    before = int(admin.get(fence) or 0)
+    for command in (
+        ("SET", fence, "0"),
+        ("DEL", fence),
+        ("DECR", fence),
+        ("PEXPIRE", fence, "1"),
+        ("GETDEL", fence),
+    ):
+        with pytest.raises(NOPERM):
+            command_(executor, *command)
+    held = leases.acquire(task_id)  # still takes leases: the grant's INCR is its one write
+    leases.release(held)
+    assert held.fence == before + 1 == int(admin.get(fence) or 0)
+
+
 def test_proposer_can_read_and_write_no_progress(settings: Settings, task_id: str) -> None:
     proposer = acl.connect(settings, "proposer")
     for command in (
