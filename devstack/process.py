@@ -6,6 +6,7 @@ import fcntl
 import os
 import signal
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -13,11 +14,17 @@ from pathlib import Path
 
 import psutil
 
+# A server's data (Kafka's log segments, Redis's append-only file) holds signed events and ledger
+# keys: readable by anyone on the machine, it is past every login and ACL. Whatever umask the user
+# has, the servers and what wakeful writes beside them make files 0600 and folders 0700.
+PRIVATE_UMASK = 0o077
+
 
 def start_detached(argv: Sequence[str], log_path: Path, pid_path: Path, cwd: Path) -> int:
-    """Run argv in its own session so it outlives the CLI; record its pid."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
+    """Run argv in its own session so it outlives the CLI, creating only private files; record its pid."""
+    private_tree(log_path.parent)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
@@ -25,9 +32,25 @@ def start_detached(argv: Sequence[str], log_path: Path, pid_path: Path, cwd: Pat
             stderr=subprocess.STDOUT,
             cwd=cwd,
             start_new_session=True,
+            umask=PRIVATE_UMASK,
         )
     pid_path.write_text(f"{proc.pid}\n")
+    os.chmod(pid_path, 0o600)
     return proc.pid
+
+
+def private_tree(root: Path) -> None:
+    """Make root (and its parents, as needed) and take every group and other bit off it and all it
+    holds: folders 0700, files keep only their owner's bits. Links are not followed."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for folder, dirs, files in os.walk(root):
+        os.chmod(folder, 0o700)
+        for name in files:
+            path = os.path.join(folder, name)
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISLNK(mode) and mode & 0o077:
+                os.chmod(path, stat.S_IMODE(mode) & 0o700)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
 
 
 def alive(pid: int) -> bool:
@@ -82,7 +105,7 @@ def hold_lock(path: Path) -> int | None:
     open (children do not inherit it); the file is never removed, so no two holders can see two files.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

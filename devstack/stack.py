@@ -29,7 +29,7 @@ class ServerStatus:
 
 
 def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
-    settings.home.mkdir(parents=True, exist_ok=True)
+    process.private_tree(settings.home)  # also what an earlier release left readable
     if not settings.keyring.exists():
         Keyring.generate().save(settings.keyring)
         say(f"created the sealing keyring {settings.keyring} (mode 0600)")
@@ -57,6 +57,7 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     created = topics.ensure_topics(settings)
     if created:
         say(f"created topics: {', '.join(created)} ({settings.partitions} partitions each)")
+    process.private_tree(settings.home)  # what was written beside the servers as they started
     return status(settings)
 
 

@@ -31,7 +31,9 @@ PORTS = {
 }
 
 
-def wakeful(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def wakeful(
+    env: dict[str, str], *args: str, check: bool = True, umask: int = -1
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         [sys.executable, "-m", "wakeful.cli.main", *args],
         env=env,
@@ -39,6 +41,7 @@ def wakeful(env: dict[str, str], *args: str, check: bool = True) -> subprocess.C
         text=True,
         timeout=240,
         check=False,
+        umask=umask,
     )
     if check and result.returncode != 0:
         pytest.fail(f"wakeful {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
@@ -157,6 +160,39 @@ def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, 
     assert acl.connect(settings, "admin").get("wk:{durable}:probe") == unique.encode()
     reloaded = wiring.store_for(settings, "gate").load(task.task_id)
     assert (reloaded.state_version, reloaded.stage) == (2, Stage.READY)
+
+
+def test_no_user_but_the_owner_can_read_the_stacks_data_whatever_the_umask(
+    private: dict[str, str], unique: str
+) -> None:
+    """Kafka's segments and Redis's append-only file hold signed events and ledger keys: readable
+    by another local user, they are past every login and ACL."""
+    home = Path(private["WAKEFUL_HOME"])
+    settings = Settings.from_env(private)
+    wakeful(private, "dev", "up")
+    loose = home / "kafka" / "left-by-an-earlier-release.log"
+    loose.write_text("x")
+    for path in (home, home / "kafka" / "data", loose):
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    kafka.stop(settings)
+    redis_server.stop(settings)
+    wakeful(private, "dev", "up", umask=0)  # a user whose umask lets everyone read everything
+    topic = f"wakeful.test.private.{unique}"
+    topics.ensure_topics(settings, 1, names=[topic])  # new segments, made by the running broker
+    producer = Producer(kafka_as(settings.kafka_bootstrap, settings=settings) | {"acks": "all"})
+    producer.produce(topic, key=b"t", value=b"signed")
+    assert producer.flush(30) == 0
+    acl.connect(settings, "admin").set("wk:{private}:probe", unique)  # the append-only file grows
+    assert list((home / "kafka" / "data").glob(f"{topic}-0/*.log"))
+    assert list((home / "redis").glob("appendonlydir/*"))
+    open_to_others = []
+    for folder, _dirs, files in os.walk(home):
+        if (mode := Path(folder).stat().st_mode & 0o777) != 0o700:
+            open_to_others.append(f"{folder} {oct(mode)}")
+        for name in files:
+            if (mode := Path(folder, name).lstat().st_mode & 0o777) & 0o077:
+                open_to_others.append(f"{Path(folder, name).relative_to(home)} {oct(mode)}")
+    assert open_to_others == []
 
 
 def test_dev_down_leaves_no_process_of_ours(private: dict[str, str]) -> None:
