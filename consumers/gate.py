@@ -57,9 +57,12 @@ BACKLOG_ALLOWANCE = timedelta(hours=1)
 class _NoWrite(Exception):
     """The decision changes nothing (a deadline not due, "run" on a ready task, a closed task)."""
 
-    def __init__(self, checkpoint: Checkpoint, rejected: str | None = None) -> None:
+    def __init__(
+        self, checkpoint: Checkpoint, rejected: str | None = None, *, stranger: bool = False
+    ) -> None:
         self.checkpoint = checkpoint
         self.rejected = rejected
+        self.stranger = stranger  # refused to a sender who may not learn the task's id
 
 
 class _Incompatible(Exception):
@@ -134,7 +137,11 @@ class Gate:
             refusal.clear()
             evidence.clear()
             if event is not None and cp.security.tenant != wake.tenant:
-                # Another tenant's task is, to this signer, no task at all: the same answer.
+                # Another tenant's task is, to this signer, no task at all: the same answer. Reached
+                # through a wait's correlation id (stored before its tenant was), the same answer
+                # as for an unknown one, in a receipt outside the task's slot, without its id.
+                if event.correlation_id:
+                    raise _NoWrite(cp, f"unknown correlation id {event.correlation_id!r}", stranger=True)
                 raise _NoWrite(cp, f"no task {cp.task_id}")
             decided = gate_rules.decide(
                 self.app, cp, event, wake.principal or "", auth=auth, now=now, started=started
@@ -174,7 +181,9 @@ class Gate:
         except _NoWrite as nothing:
             cp = nothing.checkpoint
             if nothing.rejected is not None:  # refused: tell the sender at once, change nothing
-                return finish(event, "rejected", nothing.rejected, cp.task_id, None)
+                return finish(
+                    event, "rejected", nothing.rejected, "" if nothing.stranger else cp.task_id, None
+                )
         except TaskNotFound:
             return finish(event, "rejected", f"no task {env.task_id}", env.task_id, None)
         except (TaskQuarantined, IntegrityError) as exc:

@@ -88,7 +88,9 @@ def wait_writes(cp: Checkpoint | None) -> list[tuple[Any, ...]]:
     for wait in cp.execution.pending_waits:
         due_ms = int(wait.deadline.timestamp() * 1000)
         writes.append(("ZADD", keys.DEADLINES, due_ms, f"{cp.task_id}|{due_ms}"))
-        writes.append(("SET", keys.corr(wait.correlation_id), cp.task_id))
+        writes.append(
+            ("SET", keys.corr(wait.correlation_id), keys.corr_value(cp.security.tenant, cp.task_id))
+        )
     return writes
 
 
@@ -100,7 +102,7 @@ def receipt_write(
     more: dict[str, Any] = {}
     if cp is not None:
         more = {"stage": cp.stage, "version": cp.business.version, "state_version": cp.state_version}
-    doc = receipts.encode(status, reason, task, "gate", **more)
+    doc = receipts.encode(status, reason, task or None, "gate", **more)
     return ("SET", keys.receipt(event.event_id, task, key_id=event.key_id), doc, "EX", keys.RECEIPT_TTL_S)
 
 

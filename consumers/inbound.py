@@ -40,6 +40,7 @@ from wakeful.state import acl, keys
 class Accepted:
     event: SignedEvent
     principal: str
+    tenant: str  # the signer's, from its registry record
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def judge(
         return Rejected(
             "an approval must carry the correlation id of the wait it answers", event, signed=True
         )
-    return Accepted(event, key.principal)
+    return Accepted(event, key.principal, key.tenant)
 
 
 def claim(claims: dict[str, Position], identity: str, position: Position) -> bool:
@@ -171,10 +172,13 @@ class Inbound:
         duplicate = Rejected(f"duplicate event {event.event_id} from key {event.key_id}", event)
         if seen:
             return self._reject(msg, duplicate, receipt=False)
-        task_id = corr.decode() if isinstance(corr, bytes) else event.task_id
-        if event.correlation_id and not isinstance(corr, bytes):
-            unknown = Rejected(f"unknown correlation id {event.correlation_id!r}", event, signed=True)
-            return self._reject(msg, unknown)
+        task_id = event.task_id
+        if event.correlation_id:
+            # Another tenant's wait is, to this signer, no wait at all: the same answer, no task id.
+            owner, task_id = keys.corr_target(corr) if isinstance(corr, bytes) else (None, "")
+            if not task_id or owner not in (None, verdict.tenant):
+                unknown = Rejected(f"unknown correlation id {event.correlation_id!r}", event, signed=True)
+                return self._reject(msg, unknown)
         assert task_id is not None  # judge() made sure an event names its task or its wait
         with self._lock:
             first = claim(self._claims, keys.event_identity(event.key_id, event.event_id), _position(msg))

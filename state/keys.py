@@ -44,7 +44,9 @@ of key. Inside the task keyspace op keys are hash fields of wk:{T}:ops, never ke
 | wk:{T}:evidence   | hash   | evidence ref -> untrusted text (e.g. the note)     | gate                   |
 | wk:outbox:dirty   | set    | task ids whose outbox may hold records             | gate, executor; relay  |
 | wk:deadlines      | zset   | "<task_id>|<deadline ms>" scored by deadline ms    | gate; timer removes    |
-| wk:corr:{C}       | string | correlation id C -> task id of the wait it answers | gate                   |
+| wk:corr:{C}       | string | correlation id C -> "<tenant>|<task id>" of the    | gate                   |
+|                   |        | wait it answers (a bare task id: written before    |                        |
+|                   |        | the tenant was; corr_target())                     |                        |
 | wk:seen:{K}:{E}   | string | key K's event E was accepted at the door (replay)  | inbound (TTL)          |
 | wk:{T}:receipt:{K}:{E} | string | JSON outcome of key K's event E, task T | gate (in CAS), inbound |
 | wk:receipt:{K}:{E}| string | the same, refused before its task was known        | inbound                |
@@ -159,6 +161,18 @@ def checked(pattern: re.Pattern[str], part: str, what: str) -> str:
 
 def corr(correlation_id: str) -> str:
     return f"{PREFIX}:corr:{checked(_CORRELATION_ID, correlation_id, 'correlation id')}"
+
+
+def corr_value(tenant: str, task_id: str) -> str:
+    """What wk:corr:C holds: the tenant beside the task, so that the door can answer another
+    tenant's signer as it answers an unknown correlation id, without the task id (never change)."""
+    return f"{tenant}|{task_id}"
+
+
+def corr_target(value: bytes) -> tuple[str | None, str]:
+    """(tenant, task id) from what wk:corr:C holds; the tenant is None in a value written before it was."""
+    tenant, _, task_id = value.decode().rpartition("|")
+    return tenant or None, task_id
 
 
 # Dedupe identities. Never change these formats: they are stored (wk:seen:*, wk:{T}:inbox, receipt

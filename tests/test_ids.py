@@ -329,3 +329,9 @@ def test_outside_ids_never_name_a_redis_key_and_a_genuine_event_still_gets_its_r
     assert not too_long, f"keys over 200 bytes: {too_long}"
     forged = [n for n in names if n.count(b"{") > 1 or n.count(b"}") > 1 or mark.encode() in n]
     assert not forged, f"keys named by the attacker: {forged}"
+
+
+@pytest.mark.parametrize("tenant", ["default", "globex.eu", "a-b_c"])
+def test_a_correlation_entry_gives_back_its_tenant_and_task_and_an_old_one_no_tenant(tenant: str) -> None:
+    assert keys.corr_target(keys.corr_value(tenant, "t-1").encode()) == (tenant, "t-1")
+    assert keys.corr_target(b"t-1") == (None, "t-1")  # written before the tenant was

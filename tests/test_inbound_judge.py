@@ -73,7 +73,13 @@ def test_a_signed_event_parses_back_equal_and_is_accepted_as_its_signers_princip
     parsed = parse(event.encode())
     assert parsed == event
     assert isinstance(parsed, SignedEvent)
-    assert verdict(parsed) == Accepted(event, "system:crm")
+    assert verdict(parsed) == Accepted(event, "system:crm", "default")
+
+
+def test_an_accepted_event_carries_its_signers_tenant_for_the_correlation_check() -> None:
+    globex = VerifyKey("crm-1", "ed25519", public_bytes(CRM), "system:crm", "globex")
+    accepted = verdict(signed(), globex)
+    assert isinstance(accepted, Accepted) and accepted.tenant == "globex"
 
 
 def test_an_event_over_the_size_limit_is_rejected_before_it_is_decoded() -> None:
@@ -129,7 +135,7 @@ def test_any_bytes_parse_to_an_event_or_a_malformed_event_rejection(raw: bytes) 
 
 def test_an_hmac_signed_event_is_accepted_as_its_keys_principal() -> None:
     event = signed(APPROVE, task_id=None, correlation_id="corr-1", signer=UI)
-    assert verdict(event, UI_KEY) == Accepted(event, "system:approvals-ui")
+    assert verdict(event, UI_KEY) == Accepted(event, "system:approvals-ui", "default")
 
 
 def test_an_event_from_an_unregistered_key_id_is_rejected_naming_the_key() -> None:

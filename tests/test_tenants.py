@@ -60,3 +60,33 @@ def test_the_tasks_own_tenant_still_moves_it(client: Client, workers: Fleet) -> 
     task_id, _ = client.new_task(2500)
     assert client.approve(task_id, "alice", 1)["status"] == "accepted"
     assert client.wait_settled(task_id)["stage"] == "closed"
+
+
+def correlation_of(client: Client, task_id: str) -> str:
+    [wait] = client.store.load(task_id).execution.pending_waits
+    return wait.correlation_id
+
+
+@pytest.mark.parametrize("stored", ["as the gate writes it now", "as written before tenants were stored"])
+def test_another_tenants_correlation_id_is_answered_as_an_unknown_one_without_the_task(
+    client: Client, workers: Fleet, stored: str
+) -> None:
+    task_id, _ = client.new_task(2500)
+    corr = correlation_of(client, task_id)
+    if stored != "as the gate writes it now":
+        client.admin.set(keys.corr(corr), task_id)  # the bare task id: the gate will judge the tenant
+    before = client.store.load(task_id)
+    theirs = client.send(OUTSIDER, events.APPROVE, {"version": 1}, correlation_id=corr)
+    answer = client.receipt(theirs.event_id, key_id=theirs.key_id)
+    made_up = f"corr-{uuid.uuid4().hex[:12]}"
+    unknown = client.send(OUTSIDER, events.APPROVE, {"version": 1}, correlation_id=made_up)
+    nowhere = client.receipt(unknown.event_id, key_id=unknown.key_id)
+    assert answer["status"] == nowhere["status"] == "rejected"
+    assert answer["reason"] == f"unknown correlation id {corr!r}"
+    assert nowhere["reason"] == f"unknown correlation id {made_up!r}"
+    assert answer["task_id"] is None and task_id not in str(answer)  # nothing names the task
+    assert set(answer) == set(nowhere)
+    assert not client.admin.exists(keys.receipt(theirs.event_id, task_id, key_id=theirs.key_id))
+    after = client.store.load(task_id)
+    assert after.state_version == before.state_version and after.execution == before.execution
+    assert client.approve(task_id, "alice", 1)["status"] == "accepted"  # its own tenant's answer still counts
