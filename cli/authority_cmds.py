@@ -110,13 +110,23 @@ def signers_remove(settings: Settings, principal: str) -> None:
 
 @authority.group()
 def policy() -> None:
-    """Deployed policy and tool-catalog versions, and the compatibility rule for each."""
+    """The deployed policy version, and the compatibility rule (gate 4) for a task whose policy or
+    tool catalog differs from what is deployed."""
 
 
 @policy.command("set")
 @click.option("--policy", "policy_version", default=None, help="Deployed policy version.")
-@click.option("--tool-catalog", default=None, help="Deployed tool-catalog version.")
-@click.option("--compat", multiple=True, help="NAME=pin|migrate|quarantine, e.g. policy=migrate.")
+@click.option(
+    "--tool-catalog",
+    default=None,
+    help="A label `authority show` prints; nothing else reads it. Gate 4 compares a task's catalog "
+    "with the loaded app's, a digest of its tools.",
+)
+@click.option(
+    "--compat",
+    multiple=True,
+    help="NAME=pin|migrate|quarantine, NAME policy or tool_catalog, e.g. policy=migrate.",
+)
 @click.pass_obj
 def policy_set(
     settings: Settings, policy_version: str | None, tool_catalog: str | None, compat: tuple[str, ...]

@@ -41,7 +41,7 @@ SENDERS: dict[str, frozenset[str]] = {
     topics.LOG: frozenset({"relay"}),
 }
 # The one role that reads each internal topic, from the broker's rights table; the log has no
-# reader role: audit and recovery tools read it as the admin.
+# reader role: whoever reads it (docs/pipeline.md) does so as the admin.
 READERS: dict[str, str] = {
     topic: next((r for r, rights in kafka_rights.RIGHTS.items() if topic in rights.reads), kafka_rights.ADMIN)
     for topic in SENDERS

@@ -1,1 +1,5 @@
-"""Workflows: pure decisions over checkpoints (the refund workflow is the reference)."""
+"""The runtime's side of every app's workflows: pure functions over checkpoints, with no I/O and no
+clock of their own (DESIGN section 10). `engine` makes and moves tasks by each workflow's table,
+`wakes` applies events and deadlines, `effects` judges proposals and tool outcomes, `compat` is
+gate 4 and `window` builds what the model sees. The workflows themselves belong to apps, written
+with the SDK (`wakeful.sdk`); the bundled refund and onboarding are two of them."""
