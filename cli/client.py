@@ -167,9 +167,11 @@ class Client:
     ) -> tuple[str, dict[str, Any]]:
         """Publish a task.create with `payload` (its `workflow`, else the app's first) and read its
         receipt."""
-        task_id = task_id or f"t-{uuid.uuid4().hex[:12]}"
-        event = self.send(principal, events.CREATE, payload, task_id=task_id)
-        return task_id, self.receipt(event.event_id, event.task_id, key_id=event.key_id)
+        tenant = self.tenant_of(principal)
+        named = keys.named_by(tenant, task_id) if task_id else f"t-{uuid.uuid4().hex[:12]}"
+        event = self.send(principal, events.CREATE, payload, task_id=named)
+        task_id = keys.task_in(tenant, named)  # the runtime's id: the principal's tenant's namespace
+        return task_id, self.receipt(event.event_id, task_id, key_id=event.key_id)
 
     def new_task(
         self, amount: int, note: str | None = None, principal: str = REQUESTER, wait_s: int | None = None
@@ -190,9 +192,26 @@ class Client:
         principal: str = REQUESTER,
         correlation_id: str | None = None,
     ) -> dict[str, Any]:
-        """Publish one signed event of any kind for a task and read its receipt."""
-        event = self.send(principal, kind, payload, task_id=task_id, correlation_id=correlation_id)
-        return self.receipt(event.event_id, event.task_id, key_id=event.key_id)
+        """Publish one signed event of any kind for a task (by its runtime id, or by the id the
+        principal's tenant gave it) and read its receipt."""
+        tenant = self.tenant_of(principal)
+        named = keys.named_by(tenant, task_id)
+        if not re.fullmatch(keys.OUTSIDE_TASK_ID, named):
+            raise WakefulError(
+                f"task {task_id} is not in the namespace of {principal}'s tenant {tenant}: a signer names "
+                f"only its own tenant's tasks ({tenant}.<id>, or <id>)"
+            )
+        event = self.send(principal, kind, payload, task_id=named, correlation_id=correlation_id)
+        # A task of the tenant's made before the namespaces has the id as sent (D52): its receipt too.
+        scoped = keys.task_in(tenant, named)
+        return self.receipt(
+            event.event_id, scoped, key_id=event.key_id, legacy=named if named != scoped else None
+        )
+
+    def tenant_of(self, principal: str) -> str:
+        """The tenant `principal`'s key signs for (the default one for a key not registered yet)."""
+        found = self.authority.signer(f"key-{principal}")
+        return found[0].tenant if found is not None else DEFAULT_TENANT
 
     def approve(self, task_id: str, by: str, version: int) -> dict[str, Any]:
         try:  # answer the wait by its correlation id when the task can be read here
@@ -212,12 +231,19 @@ class Client:
         return self.event(task_id, events.RUN, {}, principal)
 
     def receipt(
-        self, event_id: str, task_id: str | None = None, timeout: float = 30.0, *, key_id: str
+        self,
+        event_id: str,
+        task_id: str | None = None,
+        timeout: float = 30.0,
+        *,
+        key_id: str,
+        legacy: str | None = None,
     ) -> dict[str, Any]:
-        """The outcome of key_id's event event_id: in its task's slot, or (refused before the task was
-        known) global. An event id alone is no identity: another signer may have used it too."""
+        """The outcome of key_id's event event_id: in its task's slot (or in `legacy`'s, the id a task
+        made before the namespaces has), or (refused before the task was known) global. An event id
+        alone is no identity: another signer may have used it too."""
         deadline = time.monotonic() + timeout
-        names = [keys.receipt(event_id, task_id, key_id=key_id)] if task_id else []
+        names = [keys.receipt(event_id, t, key_id=key_id) for t in (task_id, legacy) if t]
         names.append(keys.receipt(event_id, key_id=key_id))
         while time.monotonic() < deadline:
             pipe = self.admin.pipeline(transaction=False)  # not MGET: two slots on a cluster

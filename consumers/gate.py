@@ -47,7 +47,7 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App, load_app
-from wakeful.state import wiring
+from wakeful.state import keys, wiring
 from wakeful.state.store import Store
 from wakeful.workflow import engine
 
@@ -58,11 +58,11 @@ class _NoWrite(Exception):
     """The decision changes nothing (a deadline not due, "run" on a ready task, a closed task)."""
 
     def __init__(
-        self, checkpoint: Checkpoint, rejected: str | None = None, *, stranger: bool = False
+        self, checkpoint: Checkpoint, rejected: str | None = None, *, told: str | None = None
     ) -> None:
         self.checkpoint = checkpoint
         self.rejected = rejected
-        self.stranger = stranger  # refused to a sender who may not learn the task's id
+        self.told = checkpoint.task_id if told is None else told  # the task the sender's receipt names
 
 
 class _Incompatible(Exception):
@@ -137,12 +137,14 @@ class Gate:
             refusal.clear()
             evidence.clear()
             if event is not None and cp.security.tenant != wake.tenant:
-                # Another tenant's task is, to this signer, no task at all: the same answer. Reached
-                # through a wait's correlation id (stored before its tenant was), the same answer
-                # as for an unknown one, in a receipt outside the task's slot, without its id.
+                # Another tenant's task (one made before the namespaces, D52, or reached through a
+                # correlation id stored before its tenant was) is, to this signer, no task at all:
+                # the answer its own namespace gives, in a receipt outside this task's slot.
                 if event.correlation_id:
-                    raise _NoWrite(cp, f"unknown correlation id {event.correlation_id!r}", stranger=True)
-                raise _NoWrite(cp, f"no task {cp.task_id}")
+                    raise _NoWrite(cp, f"unknown correlation id {event.correlation_id!r}", told="")
+                assert event.task_id is not None
+                own = keys.task_in(wake.tenant, event.task_id)
+                raise _NoWrite(cp, f"no task {own}", told=own)
             decided = gate_rules.decide(
                 self.app, cp, event, wake.principal or "", auth=auth, now=now, started=started
             )
@@ -181,9 +183,7 @@ class Gate:
         except _NoWrite as nothing:
             cp = nothing.checkpoint
             if nothing.rejected is not None:  # refused: tell the sender at once, change nothing
-                return finish(
-                    event, "rejected", nothing.rejected, "" if nothing.stranger else cp.task_id, None
-                )
+                return finish(event, "rejected", nothing.rejected, nothing.told, None)
         except TaskNotFound:
             return finish(event, "rejected", f"no task {env.task_id}", env.task_id, None)
         except (TaskQuarantined, IntegrityError) as exc:

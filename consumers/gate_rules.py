@@ -16,6 +16,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import Refuse
+from wakeful.state import keys
 from wakeful.workflow import compat, engine, wakes
 
 
@@ -83,6 +84,7 @@ def misaddressed(
     verified: bool,
     kinds: frozenset[str],
     *,
+    tenant: str,
     max_age: timedelta,
     max_lag: timedelta,
     now: datetime,
@@ -93,7 +95,7 @@ def misaddressed(
         return f"wake carries an event whose signature does not verify ({event.key_id})"
     if event.event_id != envelope.message_id:
         return "wake message id does not match its event"
-    if event.task_id is not None and event.task_id != envelope.task_id:
+    if event.task_id is not None and envelope.task_id not in addressed(event, tenant):
         return f"wake for task {envelope.task_id} carries an event signed for task {event.task_id}"
     if event.kind == events.APPROVE and not (event.task_id or event.correlation_id):
         return "wake carries an approval that names neither its task nor its wait"
@@ -108,6 +110,15 @@ def misaddressed(
     if judged < now - max_lag or judged > now + FUTURE_SKEW:
         return f"wake judged at {judged.isoformat()} is outside the backlog the gate accepts"
     return None
+
+
+def addressed(event: SignedEvent, tenant: str) -> tuple[str, ...]:
+    """The runtime's ids of the task an event names, as its signer's tenant names it: its own
+    namespace's, and for an event other than a create the id as sent, which a task of that tenant
+    made before the namespaces still has (inbound finds it; the tenant check judges it)."""
+    assert event.task_id is not None
+    scoped = keys.task_in(tenant, event.task_id)
+    return (scoped,) if event.kind == events.CREATE else (scoped, event.task_id)
 
 
 def judged_at(envelope: Envelope) -> datetime | None:

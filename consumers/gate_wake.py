@@ -131,6 +131,7 @@ def authenticate(
         envelope,
         verified,
         kinds,
+        tenant=key.tenant if key is not None else keys.DEFAULT_TENANT,
         max_age=max_age,
         max_lag=max_lag,
         now=datetime.now(UTC),

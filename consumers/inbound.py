@@ -47,7 +47,12 @@ class Accepted:
 class Rejected:
     reason: str
     event: SignedEvent | None = None
-    signed: bool = False  # its signature verified: only then does its key id's receipt tell its sender
+    tenant: str | None = None  # its signature verified, by a key of this tenant: only then is it told
+
+    @property
+    def signed(self) -> bool:
+        """Its signature verified: only then does its key id's receipt tell its sender."""
+        return self.tenant is not None
 
 
 Position = tuple[str, int, int]
@@ -76,27 +81,21 @@ def judge(
         return Rejected(f"unknown key id {event.key_id!r}", event)
     if not key.verify(event):
         return Rejected(f"bad signature for key id {event.key_id!r}", event)
+    signed = key.tenant
     issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
     if issued < now - max_age:
-        return Rejected(
-            f"event is too old: issued {issued.isoformat()}, max age {max_age.total_seconds():.0f}s",
-            event,
-            signed=True,
-        )
+        age = max_age.total_seconds()
+        return Rejected(f"event is too old: issued {issued.isoformat()}, max age {age:.0f}s", event, signed)
     if issued > now + events.FUTURE_SKEW:
-        return Rejected(f"event is from the future: issued {issued.isoformat()}", event, signed=True)
+        return Rejected(f"event is from the future: issued {issued.isoformat()}", event, signed)
     if event.kind not in known:  # the runtime's kinds and the loaded app's own
-        return Rejected(f"unknown event kind {event.kind!r}", event, signed=True)
+        return Rejected(f"unknown event kind {event.kind!r}", event, signed)
     if event.kind not in kinds:
-        return Rejected(
-            f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event, signed=True
-        )
+        return Rejected(f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event, signed)
     if event.kind != events.APPROVE and not event.task_id:
-        return Rejected(f"{event.kind} must name its task_id", event, signed=True)
+        return Rejected(f"{event.kind} must name its task_id", event, signed)
     if event.kind == events.APPROVE and not (event.correlation_id or event.task_id):
-        return Rejected(
-            "an approval must carry the correlation id of the wait it answers", event, signed=True
-        )
+        return Rejected("an approval must carry the correlation id of the wait it answers", event, signed)
     return Accepted(event, key.principal, key.tenant)
 
 
@@ -172,14 +171,15 @@ class Inbound:
         duplicate = Rejected(f"duplicate event {event.event_id} from key {event.key_id}", event)
         if seen:
             return self._reject(msg, duplicate, receipt=False)
-        task_id = event.task_id
         if event.correlation_id:
             # Another tenant's wait is, to this signer, no wait at all: the same answer, no task id.
             owner, task_id = keys.corr_target(corr) if isinstance(corr, bytes) else (None, "")
             if not task_id or owner not in (None, verdict.tenant):
-                unknown = Rejected(f"unknown correlation id {event.correlation_id!r}", event, signed=True)
+                unknown = Rejected(f"unknown correlation id {event.correlation_id!r}", event, verdict.tenant)
                 return self._reject(msg, unknown)
-        assert task_id is not None  # judge() made sure an event names its task or its wait
+        else:
+            assert event.task_id is not None  # judge() made sure an event names its task or its wait
+            task_id = self._task(verdict.tenant, event)
         with self._lock:
             first = claim(self._claims, keys.event_identity(event.key_id, event.event_id), _position(msg))
         if not first:
@@ -226,24 +226,41 @@ class Inbound:
             return
         key, kinds = _signer(parsed.key_id, self.client.hget(keys.AUTH_SIGNERS, parsed.key_id))
         verdict = judge(parsed, key, kinds, datetime.now(UTC), self.max_age, known=self.kinds)
-        if isinstance(verdict, Accepted) or verdict.signed:
-            self._receipt(parsed, f"inbound could not take this event: {reason}")
+        tenant = verdict.tenant
+        if tenant is not None:
+            self._receipt(parsed, f"inbound could not take this event: {reason}", tenant)
 
     def _reject(self, msg: Message, rejected: Rejected, receipt: bool = True) -> None:
         assert self.runner is not None
         task_id = rejected.event.task_id if rejected.event else None
         self.runner.dead_letter(msg, rejected.reason, task_id)
         # An unverified event's key id is only a claim: its rejection must not fill that key's receipt.
-        if receipt and rejected.event is not None and rejected.signed:
-            self._receipt(rejected.event, rejected.reason)
+        if receipt and rejected.event is not None and rejected.tenant is not None:
+            self._receipt(rejected.event, rejected.reason, rejected.tenant)
 
-    def _receipt(self, event: SignedEvent, reason: str) -> None:
+    def _receipt(self, event: SignedEvent, reason: str, tenant: str) -> None:
+        """In the slot of the task as the signer's tenant names it: never in another tenant's."""
+        task_id = keys.task_in(tenant, event.task_id) if event.task_id else None
         self.client.set(
-            keys.receipt(event.event_id, event.task_id, key_id=event.key_id),
-            receipts.encode("rejected", reason, event.task_id, "inbound"),
+            keys.receipt(event.event_id, task_id, key_id=event.key_id),
+            receipts.encode("rejected", reason, task_id, "inbound"),
             ex=keys.RECEIPT_TTL_S,
             nx=True,
         )
+
+    def _task(self, tenant: str, event: SignedEvent) -> str:
+        """The runtime's id of the task the event names, in its signer's tenant's namespace. A task
+        of a tenant other than the default one made before the namespaces kept the id it was sent
+        with: one EXISTS pair finds it (its events reach it still; a create always makes a new one)."""
+        assert event.task_id is not None
+        task_id = keys.task_in(tenant, event.task_id)
+        if task_id == event.task_id or event.kind == events.CREATE:
+            return task_id
+        pipe = self.client.pipeline(transaction=False)
+        pipe.exists(keys.state(task_id))
+        pipe.exists(keys.state(event.task_id))
+        scoped, legacy = pipe.execute()
+        return event.task_id if legacy and not scoped else task_id
 
 
 def lookups(event: SignedEvent) -> list[tuple[str, ...]]:

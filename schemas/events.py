@@ -24,7 +24,8 @@ FUTURE_SKEW = timedelta(seconds=30)  # how far ahead of the door's clock a sende
 # Ids from outside are checked here, at decode time, so a bad one is a DecodeError the door
 # dead-letters with its reason, never a Redis key. The alphabets live with the key builders
 # (state/keys.py), which check them again.
-TaskId = Annotated[str, StringConstraints(pattern=f"^{keys.TASK_ID}$")]
+TaskId = Annotated[str, StringConstraints(pattern=f"^{keys.TASK_ID}$")]  # the runtime's (keys.task_in)
+OutsideTaskId = Annotated[str, StringConstraints(pattern=f"^{keys.OUTSIDE_TASK_ID}$")]  # a tenant's own
 EventId = Annotated[str, StringConstraints(pattern=f"^{keys.EVENT_ID}$")]
 CorrelationId = Annotated[str, StringConstraints(pattern=f"^{keys.CORRELATION_ID}$")]
 KeyId = Annotated[str, StringConstraints(pattern=f"^{keys.KEY_ID}$")]
@@ -47,7 +48,7 @@ class SignedEvent(Record):
 
     event_id: EventId
     kind: str = Field(max_length=64)
-    task_id: TaskId | None = None
+    task_id: OutsideTaskId | None = None  # in its signer's tenant's namespace: no `.` reaches another's
     correlation_id: CorrelationId | None = None
     key_id: KeyId
     issued_at: datetime

@@ -82,7 +82,9 @@ _PROGRESS_WRITER = (
 RULES: dict[str, str] = {
     "inbound": (
         f"resetkeys -@all {_KEYLESS} {_AUTHORITY_READ} {_RECEIPT_WRITE} "
-        f"(%R~{keys.PATTERN_CORR} +get) (~{keys.PATTERN_SEEN} +set +exists +mget)"
+        f"(%R~{keys.PATTERN_CORR} +get) (~{keys.PATTERN_SEEN} +set +exists +mget) "
+        # Whether a task exists, not what it holds: a task made before the namespaces (D52).
+        f"(%R~{keys.PATTERN_STATE} +exists)"
     ),
     "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE}",
     "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",

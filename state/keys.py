@@ -12,7 +12,8 @@ make Redis hold a huge key for a week:
 
 | part            | pattern                 | named in                                  |
 |-----------------|-------------------------|-------------------------------------------|
-| task id         | [A-Za-z0-9_-]{1,64}     | wk:{T}:*, bank:{ledger}:fence:T, ...      |
+| outside task id | [A-Za-z0-9_-]{1,64}     | (signed events only: task_in() scopes it) |
+| task id         | [<tenant>.]<outside id> | wk:{T}:*, bank:{ledger}:fence:T, ...      |
 |                 |                         | suppliers:{register}:faults:T, ...        |
 | event id        | [A-Za-z0-9_.-]{8,128}   | wk:seen:K:E, wk:{T}:receipt:K:E, ...      |
 | correlation id  | [A-Za-z0-9_.-]{1,128}   | wk:corr:C                                 |
@@ -22,6 +23,10 @@ make Redis hold a huge key for a week:
 | supplier id     | S-[0-9a-f]{16}          | suppliers:{register}:master:S             |
 | tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:spent, wk:tenant:N:tokens:D   |
 | UTC day         | [0-9]{8} (yyyymmdd)     | wk:tenant:N:tokens:D                      |
+
+Each tenant names its tasks for itself: the runtime's id of the task a signer of tenant N calls X
+is `N.X` (task_in()), and the default tenant's is X itself. An outside id holds no `.`, so no
+tenant can name a task in another's namespace, and no two tenants' ids meet (docs/decisions.md D52).
 
 Op keys (`REFUND:<task>:v<n>`) are the one part that may hold colons: they name the business
 operation, and `bank:{ledger}:entry:`, `suppliers:{register}:op:` and `...:undo:` are fixed
@@ -105,13 +110,15 @@ import re
 PREFIX = "wk"
 
 # The id alphabets (table above). schemas/events.py builds its wire constraints from these strings.
-TASK_ID = r"[A-Za-z0-9_-]{1,64}"
+OUTSIDE_TASK_ID = r"[A-Za-z0-9_-]{1,64}"  # what a signed event calls a task, in its tenant's namespace
+TENANT = r"[A-Za-z0-9_.-]{1,64}"  # the same alphabet authority/store.py gives a signer's tenant
+TASK_ID = rf"(?:{TENANT}\.)?{OUTSIDE_TASK_ID}"  # the runtime's: task_in()
 EVENT_ID = r"[A-Za-z0-9_.-]{8,128}"
 CORRELATION_ID = r"[A-Za-z0-9_.-]{1,128}"
 KEY_ID = r"[A-Za-z0-9_.@-]{1,128}"
 OP_KEY = r"[A-Za-z0-9_.:-]{1,200}"
-TENANT = r"[A-Za-z0-9_.-]{1,64}"  # the same alphabet authority/store.py gives a signer's tenant
 DAY = r"[0-9]{8}"
+_OUTSIDE_TASK_ID = re.compile(OUTSIDE_TASK_ID)
 _TASK_ID = re.compile(TASK_ID)
 _EVENT_ID = re.compile(EVENT_ID)
 _CORRELATION_ID = re.compile(CORRELATION_ID)
@@ -149,6 +156,25 @@ PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 PATTERN_CORR = f"{PREFIX}:corr:*"
 PATTERN_SEEN = f"{PREFIX}:seen:*"
 PATTERN_RECEIPT = f"{PREFIX}:receipt:*"
+
+
+# The tenant of a signer registered without one, whose tasks keep the ids their events give them
+# (producers/signing.py names the same).
+DEFAULT_TENANT = "default"
+
+
+def task_in(tenant: str, task_id: str) -> str:
+    """The runtime's id of the task that a signer of `tenant` calls `task_id`: each tenant names its
+    tasks in a namespace of its own, so one tenant's create can neither find nor claim another's
+    task, whatever id it picks. Never change: it names stored tasks."""
+    checked(_OUTSIDE_TASK_ID, task_id, "task id")
+    return task_id if tenant == DEFAULT_TENANT else f"{checked(_TENANT, tenant, 'tenant')}.{task_id}"
+
+
+def named_by(tenant: str, task_id: str) -> str:
+    """What a signer of `tenant` calls the task whose runtime id is `task_id` (the reverse of task_in)."""
+    prefix = f"{tenant}."
+    return task_id[len(prefix) :] if tenant != DEFAULT_TENANT and task_id.startswith(prefix) else task_id
 
 
 def checked(pattern: re.Pattern[str], part: str, what: str) -> str:

@@ -158,8 +158,16 @@ def wake_for(ev: SignedEvent, **override: Any) -> Envelope:
     return Envelope(**(fields | override))
 
 
-def misaddressed(ev: SignedEvent, env: Envelope, kinds: frozenset[str] = frozenset({events.APPROVE})) -> Any:
-    return gate_rules.misaddressed(ev, env, KEY.verify(ev), kinds, max_age=MAX_AGE, max_lag=LAG, now=NOW)
+def misaddressed(
+    ev: SignedEvent,
+    env: Envelope,
+    kinds: frozenset[str] = frozenset({events.APPROVE}),
+    tenant: str = "default",
+) -> Any:
+    verified = KEY.verify(ev)
+    return gate_rules.misaddressed(
+        ev, env, verified, kinds, tenant=tenant, max_age=MAX_AGE, max_lag=LAG, now=NOW
+    )
 
 
 def test_wake_carrying_a_genuine_fresh_event_for_its_task_is_trusted() -> None:
@@ -176,6 +184,32 @@ def test_wake_whose_event_was_edited_is_refused() -> None:
 def test_wake_that_readdresses_a_signed_event_to_another_task_is_refused() -> None:
     ev = event(events.APPROVE, {"version": 1}, issued_at=NOW)
     assert "signed for task t-1" in misaddressed(ev, wake_for(ev, task_id="t-2"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "tenant", "task_id", "trusted"),
+    [
+        (events.CREATE, "globex", "globex.t-1", True),  # a tenant's own namespace
+        (events.CREATE, "globex", "t-1", False),  # a create never lands outside it
+        (events.CREATE, "globex", "acme.t-1", False),
+        (events.CREATE, "default", "t-1", True),
+        (events.APPROVE, "globex", "globex.t-1", True),
+        (
+            events.APPROVE,
+            "globex",
+            "t-1",
+            True,
+        ),  # a task made before the namespaces: the gate judges its tenant
+        (events.APPROVE, "globex", "acme.t-1", False),  # never another tenant's namespace
+        (events.APPROVE, "default", "globex.t-1", False),
+    ],
+)
+def test_a_wake_may_carry_an_event_only_to_a_task_its_signers_tenant_names(
+    kind: str, tenant: str, task_id: str, trusted: bool
+) -> None:
+    ev = event(kind, {"version": 1}, issued_at=NOW)
+    refused = misaddressed(ev, wake_for(ev, task_id=task_id), frozenset({kind}), tenant)
+    assert (refused is None) == trusted, refused
 
 
 def test_wake_whose_message_id_is_not_its_events_id_is_refused() -> None:

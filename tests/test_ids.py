@@ -335,3 +335,31 @@ def test_outside_ids_never_name_a_redis_key_and_a_genuine_event_still_gets_its_r
 def test_a_correlation_entry_gives_back_its_tenant_and_task_and_an_old_one_no_tenant(tenant: str) -> None:
     assert keys.corr_target(keys.corr_value(tenant, "t-1").encode()) == (tenant, "t-1")
     assert keys.corr_target(b"t-1") == (None, "t-1")  # written before the tenant was
+
+
+OUTSIDE_IDS = st.from_regex(f"^{keys.OUTSIDE_TASK_ID}$", fullmatch=True)
+TENANTS = st.from_regex(f"^{keys.TENANT}$", fullmatch=True)
+
+
+@given(a=st.tuples(TENANTS, OUTSIDE_IDS), b=st.tuples(TENANTS, OUTSIDE_IDS))
+def test_no_two_tenants_ids_name_one_task(a: tuple[str, str], b: tuple[str, str]) -> None:
+    """Each tenant names its tasks in a namespace of its own (D52): only the same tenant and id
+    give the same task, and a signer's own name for it comes back."""
+    same = keys.task_in(*a) == keys.task_in(*b)
+    assert same == (a == b)
+    for tenant, named in (a, b):
+        task_id = keys.task_in(tenant, named)
+        assert re.fullmatch(keys.TASK_ID, task_id) and keys.named_by(tenant, task_id) == named
+
+
+def test_the_default_tenant_is_the_same_name_for_the_keys_and_the_signers() -> None:
+    from wakeful.producers.signing import DEFAULT_TENANT
+
+    assert keys.DEFAULT_TENANT == DEFAULT_TENANT
+
+
+def test_a_signed_event_cannot_name_a_task_in_another_tenants_namespace() -> None:
+    assert keys.task_in("globex", "t-1") == "globex.t-1"
+    with pytest.raises(ValueError, match="task id"):
+        keys.task_in("default", "globex.t-1")  # a `.` is no outside id
+    assert isinstance(parse(b'{"event_id":"ev-00000001","kind":"task.run","task_id":"globex.t-1"}'), Rejected)

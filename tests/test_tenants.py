@@ -1,5 +1,6 @@
 """The tenant of a task is its creator's, from the signer registry, never a constant; a signer of
-another tenant can neither see nor move it: to that signer the task does not exist."""
+another tenant can neither see, move nor claim it: each tenant names its tasks in a namespace of
+its own (D52), and to another tenant's signer the task does not exist."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from helpers import start_fleet
+from helpers import new_checkpoint, start_fleet
 
 from wakeful.cli.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.examples.refund import Stage
 from wakeful.schemas import events
 from wakeful.state import keys
 
@@ -49,7 +51,10 @@ def test_a_signer_of_another_tenant_is_told_the_task_does_not_exist_and_changes_
     missing = f"t-{uuid.uuid4().hex[:12]}"
     nowhere = client.event(missing, kind, payload, principal=OUTSIDER)
     assert answer["status"] == nowhere["status"] == "rejected"
-    assert answer["reason"] == f"no task {task_id}" and nowhere["reason"] == f"no task {missing}"
+    # The answer its own namespace gives: the task it names there does not exist.
+    theirs, nothing = keys.task_in("globex", task_id), keys.task_in("globex", missing)
+    assert answer["reason"] == f"no task {theirs}" and nowhere["reason"] == f"no task {nothing}"
+    assert answer["task_id"] == theirs and task_id != theirs
     assert set(answer) == set(nowhere)  # not a field more about a task that exists
     after = client.store.load(task_id)
     assert after.state_version == before.state_version and after.business == before.business
@@ -90,3 +95,48 @@ def test_another_tenants_correlation_id_is_answered_as_an_unknown_one_without_th
     after = client.store.load(task_id)
     assert after.state_version == before.state_version and after.execution == before.execution
     assert client.approve(task_id, "alice", 1)["status"] == "accepted"  # its own tenant's answer still counts
+
+
+def test_a_create_over_another_tenants_id_is_a_task_of_its_own_and_claims_nothing(
+    client: Client, workers: Fleet
+) -> None:
+    ours, _ = client.new_task(2500)
+    before = client.store.load(ours)
+    theirs, answer = client.create({"amount": 10, "currency": "EUR"}, principal=OUTSIDER, task_id=ours)
+    _, nowhere = client.create({"amount": 10, "currency": "EUR"}, principal=OUTSIDER)
+    assert answer["status"] == nowhere["status"] == "accepted", answer  # as for an id nobody has
+    assert answer["reason"] == nowhere["reason"] and set(answer) == set(nowhere)
+    assert theirs == keys.task_in("globex", ours) != ours
+    assert client.store.load(theirs).security.tenant == "globex"
+    after = client.store.load(ours)
+    assert (after.state_version, after.business, after.security) == (
+        before.state_version,
+        before.business,
+        before.security,
+    )
+
+
+def test_a_tenant_cannot_take_an_id_another_tenant_will_use(client: Client, workers: Fleet) -> None:
+    predictable = f"order-{uuid.uuid4().hex[:8]}"
+    squatted, _ = client.create({"amount": 10, "currency": "EUR"}, principal=OUTSIDER, task_id=predictable)
+    ours, answer = client.create({"amount": 2500, "currency": "EUR"}, task_id=predictable)
+    assert answer["status"] == "accepted" and ours == predictable != squatted
+    assert client.store.load(ours).security.tenant == "default"
+    assert client.approve(ours, "alice", 1)["status"] == "accepted"
+    assert client.wait_settled(ours)["stage"] == "closed"
+
+
+def test_a_task_made_before_the_namespaces_still_hears_its_own_tenant_and_no_other(
+    client: Client, workers: Fleet
+) -> None:
+    """A task of a tenant other than the default one, stored under the id it was sent with."""
+    legacy = f"t-{uuid.uuid4().hex[:12]}"
+    made = new_checkpoint(legacy, amount=2500, stage=Stage.AWAITING_APPROVAL)
+    made = made.model_copy(update={"security": made.security.model_copy(update={"tenant": "globex"})})
+    client.store.create(made, f"made-before-{legacy}")
+    heard = client.event(legacy, events.AMEND, {"amount": 20}, principal=OUTSIDER)
+    assert heard["task_id"] == legacy and not heard["reason"].startswith("no task"), heard
+    stranger = client.event(legacy, events.AMEND, {"amount": 30})  # the default tenant's signer
+    missing = f"t-{uuid.uuid4().hex[:12]}"
+    assert stranger["reason"] == f"no task {legacy}"
+    assert client.event(missing, events.AMEND, {"amount": 30})["reason"] == f"no task {missing}"
