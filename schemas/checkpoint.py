@@ -98,7 +98,7 @@ class Checkpoint(Record):
     @classmethod
     def _safe_task_id(cls, value: str) -> str:
         if not TASK_ID.fullmatch(value):
-            raise ValueError(f"a task id must match {keys.TASK_ID} (a tenant's id for it, after its tenant's name)")
+            raise ValueError(f"a task id must match {keys.TASK_ID}: a tenant's own id after its name")
         return value
 
     @property
