@@ -369,13 +369,16 @@ def executor_for(settings: Any, letters: list[str], owner: str | None = None) ->
     return executor
 
 
+CHAOS_S = 600  # one `wakeful chaos` round: its fleet's start, the traffic, the kills and the check
+
+
 def chaos_report(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """`wakeful chaos ARGS --json` in a process of its own: its report, once it exited 0."""
     result = subprocess.run(
         [sys.executable, "-m", "wakeful.cli.main", "chaos", *args, "--json"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=CHAOS_S,
         check=False,
         env=env,
     )

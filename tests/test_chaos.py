@@ -4,7 +4,7 @@ runs; no task lost, no effect twice at the downstream, every event applied once.
 from __future__ import annotations
 
 import pytest
-from helpers import chaos_report
+from helpers import CHAOS_S, chaos_report
 
 from wakeful.core.settings import Settings
 
@@ -13,6 +13,7 @@ RUNS = {"wakeful.examples.refund:app": (80, 8), "wakeful.examples.onboarding:app
 REPLICAS = 3  # processes per role in the second run of each app: kills hit one of several
 
 
+@pytest.mark.timeout(CHAOS_S + 60)  # above the round's own bound
 @pytest.mark.parametrize("replicas", [1, REPLICAS], ids=["one-process-per-role", "three-per-role"])
 @pytest.mark.parametrize("app", RUNS, ids=["refund", "onboarding"])
 def test_random_kills_lose_no_task_and_duplicate_no_effect_at_the_downstream(

@@ -78,6 +78,8 @@ POINTS_OF_ONE_OF_THREE = [
 # may miss the armed one of three: another round is sent after this long, until REACH_S.
 FEED_S = 5.0
 REACH_S = 90.0
+WARM_S = 180.0  # devstack.traffic.warm_up's own bounds: the first test of each stack pays them
+pytestmark = pytest.mark.timeout(WARM_S + REACH_S + SETTLE_S + 60)
 
 
 @dataclasses.dataclass

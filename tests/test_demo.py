@@ -5,9 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from wakeful.core.settings import Settings
 
+DEMO_S = 300  # the whole story, with a fleet of its own, on a small shared machine
 
+
+@pytest.mark.timeout(DEMO_S + 60)
 def test_readme_first_command_wakeful_demo_exits_0(
     settings: Settings, kafka_bootstrap: str, redis_url: str
 ) -> None:
@@ -15,7 +20,7 @@ def test_readme_first_command_wakeful_demo_exits_0(
         [sys.executable, "-m", "wakeful.cli.main", "demo"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=DEMO_S,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -23,6 +28,7 @@ def test_readme_first_command_wakeful_demo_exits_0(
     assert result.stderr.count("  ok   ") == 9 and "FAIL" not in result.stderr
 
 
+@pytest.mark.timeout(DEMO_S + 60)
 def test_the_onboarding_apps_story_exits_0_with_every_step_ok(
     settings: Settings, kafka_bootstrap: str, redis_url: str
 ) -> None:
@@ -30,7 +36,7 @@ def test_the_onboarding_apps_story_exits_0_with_every_step_ok(
         [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", "wakeful.examples.onboarding:app"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=DEMO_S,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]

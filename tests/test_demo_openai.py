@@ -9,10 +9,13 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from wakeful.core.settings import Settings
 from wakeful.devstack.model_server import ChatServer, Reply, Request, scripted
 
 DEMO_S = 300
+pytestmark = pytest.mark.timeout(DEMO_S + 60)  # above the demo's own bound
 
 
 def demo_on_openai(*args: str) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:

@@ -29,6 +29,8 @@ PORTS = {
     "WAKEFUL_KAFKA_CONTROLLER_PORT": str(CONTROLLER_PORT),
     "WAKEFUL_REDIS_PORT": str(REDIS_PORT),
 }
+COMMAND_S = 240  # one `wakeful dev ...`: a private stack's start, on a small shared machine
+pytestmark = pytest.mark.timeout(2 * COMMAND_S + 60)  # a test runs `dev up` up to twice
 
 
 def wakeful(
@@ -39,7 +41,7 @@ def wakeful(
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=COMMAND_S,
         check=False,
         umask=umask,
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import bump_attempts, chaos_report, command, new_checkpoint, start_fleet
+from helpers import CHAOS_S, bump_attempts, chaos_report, command, new_checkpoint, start_fleet
 
 from wakeful.cli.client import Client
 from wakeful.core import secrets
@@ -311,6 +311,7 @@ def test_a_slot_resharded_onto_a_master_that_just_joined_is_followed_there(setti
         redis_cluster.stop_node(settings, port)
 
 
+@pytest.mark.timeout(CHAOS_S + 60)  # above the round's own bound
 def test_random_kills_on_a_redis_cluster_lose_no_task_and_duplicate_no_effect(
     settings: Settings, cluster_env: dict[str, str], kafka_bootstrap: str
 ) -> None:

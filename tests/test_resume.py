@@ -261,6 +261,9 @@ def test_worker_paused_past_its_lease_is_refused_by_fencing(client: Client, flee
     )
 
 
+# Redis and Kafka each restarted (up to WAKEFUL_START_TIMEOUT, 90 s by default, each), then up to
+# 120 s for the tasks: past the default limit on a slow machine.
+@pytest.mark.timeout(480)
 def test_redis_and_kafka_restarted_mid_run_every_task_finishes_once(
     client: Client, fleet: Fleet, settings: Settings
 ) -> None:

@@ -28,6 +28,9 @@ from wakeful.devstack.process import log_tail, wait_until
 
 START_S = 240.0  # six interpreters importing the Kafka clients, on a small shared machine
 GONE_S = 60.0
+# Above the longest chain of this file's own bounds: two fleets started one after the other, then
+# the wait for their roles to go.
+FLEETS_S = 2 * START_S + GONE_S
 WORKER = [sys.executable, "-m", "wakeful.cli.main", "worker"]
 
 
@@ -83,6 +86,7 @@ def _worker_all(log: Path, *options: str) -> Iterator[tuple[subprocess.Popen[byt
         sup.wait(30)
 
 
+@pytest.mark.timeout(FLEETS_S)
 def test_sigkilled_supervisor_takes_its_roles_with_it(
     settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
 ) -> None:
@@ -97,6 +101,7 @@ def test_sigkilled_supervisor_takes_its_roles_with_it(
         assert _lock_free(settings.home), "the lock file a killed supervisor left blocks the next fleet"
 
 
+@pytest.mark.timeout(FLEETS_S)
 def test_second_fleet_is_refused_while_one_runs(
     settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
 ) -> None:
@@ -153,6 +158,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.timeout(FLEETS_S)
 def test_fleet_roles_die_with_their_sigkilled_owner(
     settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
 ) -> None:
@@ -258,6 +264,7 @@ def test_a_roles_first_process_keeps_the_roles_name_and_the_others_are_numbered(
     assert {supervisor.role_of_member(n) for n in names} == {"gate", "timer"}
 
 
+@pytest.mark.timeout(FLEETS_S)
 def test_replicas_of_a_role_share_its_group_under_identities_of_their_own(
     settings: Settings, kafka_bootstrap: str, redis_url: str, tmp_path: Path
 ) -> None:
