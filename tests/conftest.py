@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import hypothesis
 import pytest
@@ -18,11 +19,21 @@ from wakeful.state.lease import Leases
 from wakeful.state.store import Store
 
 START_HINT = "Start the local stack with `wakeful dev up` (or run `bash scripts/test`)."
+UNIT = Path(__file__).parent / "unit"
 
 # Speed is measured by benchmarks, never by timed assertions: a property test on a loaded machine
 # is not a failure for being slow.
 hypothesis.settings.register_profile("wakeful", deadline=None)
 hypothesis.settings.load_profile("wakeful")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/unit is a `unit` test: `python -m pytest -m unit` runs the pure tier,
+    `-m "not unit"` the tests that need the stack (tests/unit/conftest.py keeps the tier pure)."""
+    for item in items:
+        if item.path.is_relative_to(UNIT):
+            item.add_marker(pytest.mark.unit)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 from model_server import serving
 from pydantic import SecretStr
-from test_model_openai import refund_window
+from unit.test_model_openai import refund_window
 
 from wakeful.consumers.model_openai import OpenAIModel
 from wakeful.consumers.models import make_model

@@ -10,7 +10,7 @@ import sys
 
 import httpx
 import pytest
-from test_model_openai import GOOD, INJECTION, model, refund_window
+from unit.test_model_openai import GOOD, INJECTION, model, refund_window
 
 from wakeful.consumers import model_messages
 from wakeful.consumers.models import GullibleModel, RulesModel

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 from helpers import command
-from test_onboarding_rules import SCHEDULING, at
+from unit.test_onboarding_rules import SCHEDULING, at
 
 from wakeful.core.settings import Settings
 from wakeful.examples import onboarding as onb

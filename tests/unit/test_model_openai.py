@@ -15,8 +15,8 @@ import orjson
 import pytest
 from model_server import HOLD, call, calls, serving, text
 from refund_rules import APP, AUTH, NOW, refund
-from test_window import checkpoint
-from test_window import window as window_of
+from unit.test_window import checkpoint
+from unit.test_window import window as window_of
 
 from wakeful.consumers.model_openai import OpenAIModel, retry_after
 from wakeful.devstack.model_server import ChatServer, Reply, scripted

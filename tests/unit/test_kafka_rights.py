@@ -15,7 +15,7 @@ from wakeful.core.kafka_rights import ADMIN, RIGHTS, UPSTREAM, acls, all_acls, p
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, kafka_props
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # DESIGN.md section 2, topic by topic: who writes it, who reads it.
 WRITERS = {

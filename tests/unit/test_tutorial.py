@@ -49,7 +49,7 @@ from wakeful.sdk import (
 )
 from wakeful.workflow import effects, engine, wakes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC, MODULE = ROOT / "docs/agents.md", ROOT / "examples/tutorial.py"
 NOW = datetime(2030, 6, 1, 9, 0, tzinfo=UTC)
 DAY = date(2030, 6, 3)
