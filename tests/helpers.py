@@ -18,6 +18,7 @@ from typing import Any
 
 import confluent_kafka
 import orjson
+import psutil
 import redis
 from confluent_kafka import Consumer, Message, TopicPartition
 
@@ -298,6 +299,21 @@ def free_ports(n: int) -> list[int]:
     for sock in socks:
         sock.close()
     return ports
+
+
+def process_alive(proc: psutil.Process) -> bool:
+    """Whether the process still runs: a zombie does not."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def kill_processes(procs: list[psutil.Process]) -> None:
+    """Leave nothing behind when a test fails (by pid: psutil refuses a pid reused since)."""
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
 
 
 def raw_kafka(settings: Any) -> dict[str, Any]:

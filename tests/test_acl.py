@@ -272,13 +272,3 @@ def test_a_connection_without_credentials_can_do_nothing(settings: Settings, tas
         ["redis-cli", "-u", settings.redis_url, "ping"], capture_output=True, text=True, check=False
     )
     assert "NOAUTH" in ping.stdout + ping.stderr  # it answers, and refuses a stranger
-
-
-def test_setuser_commands_match_the_aclfile_rules() -> None:
-    creds = {role: "pw" for role in (*acl.ROLES, acl.DEFAULT)}
-    lines = acl.aclfile_lines(creds)
-    commands = acl.setuser_commands(creds)
-    for role, command in zip(acl.ROLES, commands, strict=True):
-        line = next(x for x in lines if x.startswith(f"user {acl.user_name(role)} "))
-        assert " ".join(command[4:]) in line
-        assert all(part.count("(") == part.count(")") for part in command)

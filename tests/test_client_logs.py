@@ -18,9 +18,6 @@ from typing import Any
 import orjson
 import pytest
 
-from wakeful.core.errors import ConfigError
-from wakeful.core.settings import Settings
-
 RAW_LIBRDKAFKA = re.compile(rb"^%\d+\|", re.MULTILINE)
 
 # wakeful's own producer, one message, polled until its delivery report says it timed out.
@@ -138,10 +135,3 @@ def test_kafka_python_debug_lines_are_never_written_they_print_event_bodies(refu
     levels = {r["level"] for r in client_lines(records, "kafka-python")}
     assert "info" in levels  # lowering the level does show more of kafka-python's lines ...
     assert "debug" not in levels  # ... but never its request dumps
-
-
-def test_a_bad_log_level_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError) as info:
-        Settings.from_env({"WAKEFUL_LOG_LEVEL": "loud"})
-    assert info.value.setting == "WAKEFUL_LOG_LEVEL"
-    assert Settings.from_env({}).log_level == "warning"

@@ -4,7 +4,8 @@ What a role needs is read from the code, not from a list kept here: each role's 
 against settings that name no keyring and no Redis passwords, and every file it stops for is a
 secret it needs. The files the init service makes are checked by running compose/init_secrets.py
 and Debian's redis-server with the very commands, environment and volume paths of the compose
-file, named volumes standing in as directories and each service's mounts as links to them.
+file, named volumes standing in as directories and each service's mounts as links to them. What the
+file says without running anything: tests/unit/test_compose_file.py.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
@@ -28,46 +28,34 @@ from urllib.parse import urlparse
 import orjson
 import pytest
 import redis
-import yaml
+from compose_file import (
+    COMPOSE,
+    ROOT,
+    SECRETS,
+    depends_on,
+    environment,
+    init_aclfile,
+    init_argv,
+    load_compose,
+    mounts,
+    place,
+    secret_path,
+    secret_place,
+    service,
+    service_settings,
+)
 
 from wakeful.consumers.supervisor import ROLES
-from wakeful.core import kafka_auth, kafka_rights, provenance, secrets
+from wakeful.core import kafka_auth, kafka_rights, provenance
 from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
-from wakeful.state import acl, credentials, library
+from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
-ROOT = Path(__file__).resolve().parents[1]
-COMPOSE = ROOT / "compose" / "docker-compose.yml"
 DOCKERFILE = ROOT / "compose" / "Dockerfile"
 
-# A secret is "keyring" (the sealing keys); "redis:<user>" (that Redis user's password, in its
-# role's own secrets folder; "redis:default" is in the admin's); "kafka:<principal>" (that Kafka
-# user's password, in its own folder); "signing:<role>" (the key the role signs its output with,
-# in its own folder); or "verifying:<role>" (a reader's copies of its senders' channel keys, in its
-# own folder). A role that lacks the file stops with
-# KeyringError, MissingCredential or a ConfigError naming the file, and make_secret() makes the
-# file as the local stack does.
-SECRETS = (
-    "keyring",
-    *(f"redis:{user}" for user in (*acl.ROLES, acl.DEFAULT)),
-    *(f"kafka:{principal}" for principal in kafka_rights.ROLES),
-    *(f"signing:{role}" for role in provenance.SIGNING_ROLES),
-    *(f"verifying:{role}" for role in sorted(set(provenance.READERS.values()))),
-)
 KINDS = {"keyring", "redis", "kafka", "signing", "verifying"}
-
-
-def secret_path(settings: Settings, secret: str) -> Path:
-    kind, _, user = secret.partition(":")
-    if kind == "keyring":
-        return settings.keyring
-    if kind == "redis" and user == acl.DEFAULT:
-        return secrets.path(settings, "admin", credentials.DEFAULT_NAME)
-    if kind == "redis":
-        return secrets.path(settings, user, credentials.NAME)
-    return secrets.path(settings, user, kind)
 
 
 def make_secret(settings: Settings, secret: str) -> None:
@@ -93,80 +81,6 @@ def asked_for(settings: Settings, exc: WakefulError) -> str | None:
     if isinstance(exc, ConfigError):
         return next((s for s in SECRETS if exc.setting == str(secret_path(settings, s))), None)
     return None
-
-
-@dataclass(frozen=True)
-class Mount:
-    volume: str
-    target: PurePosixPath
-    read_only: bool
-
-
-@dataclass(frozen=True)
-class Place:
-    """A file on a named volume: the volume and the path inside it."""
-
-    volume: str
-    path: PurePosixPath
-    read_only: bool
-
-
-def load_compose() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
-    return doc
-
-
-def environment(service: dict[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    assert isinstance(env, dict), "write environment as a mapping, so anchors can merge into it"
-    return {key: str(value) for key, value in env.items()}
-
-
-def mounts(doc: dict[str, Any], service: dict[str, Any]) -> list[Mount]:
-    """The service's named-volume mounts (bind mounts are not volumes and are left out)."""
-    found = []
-    for entry in service.get("volumes") or []:
-        if isinstance(entry, str):
-            source, target, *options = entry.split(":")
-            read_only = bool(options) and "ro" in options[0].split(",")
-        else:
-            source, target = entry["source"], entry["target"]
-            read_only = bool(entry.get("read_only", False))
-        if source in (doc.get("volumes") or {}):
-            found.append(Mount(source, PurePosixPath(target), read_only))
-    return found
-
-
-def place(doc: dict[str, Any], service: dict[str, Any], path: str | Path) -> Place | None:
-    """Where a path inside the service's container lives, if it is on a named volume."""
-    inside = PurePosixPath(path)
-    for mount in sorted(mounts(doc, service), key=lambda m: len(m.target.parts), reverse=True):
-        if inside.is_relative_to(mount.target):
-            return Place(mount.volume, inside.relative_to(mount.target), mount.read_only)
-    return None
-
-
-def depends_on(service: dict[str, Any]) -> dict[str, str]:
-    """Service name -> the condition it waits for."""
-    deps = service.get("depends_on") or {}
-    if isinstance(deps, list):
-        return dict.fromkeys(deps, "service_started")
-    return {name: spec.get("condition", "service_started") for name, spec in deps.items()}
-
-
-def service_settings(service: dict[str, Any]) -> Settings:
-    return Settings.from_env(environment(service))
-
-
-def service(doc: dict[str, Any], name: str) -> dict[str, Any]:
-    found: dict[str, Any] | None = doc["services"].get(name)
-    assert found is not None, f"compose/docker-compose.yml has no {name} service"
-    return found
-
-
-def secret_place(doc: dict[str, Any], name: str, secret: str) -> Place | None:
-    """Where the service's settings put the secret's file, if that is on a named volume."""
-    return place(doc, service(doc, name), secret_path(service_settings(service(doc, name)), secret))
 
 
 def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
@@ -213,24 +127,6 @@ def asks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str]]:
     proposer = {"redis:proposer", "kafka:proposer", "signing:proposer", "verifying:proposer"}
     assert needs["proposer"] == proposer, needs
     return needs
-
-
-def test_every_supervised_role_runs_as_its_own_service(doc: dict[str, Any]) -> None:
-    for role in ROLES:
-        runs = service(doc, role)
-        assert runs["command"] == ["worker", role]
-        assert runs["build"]["dockerfile"] == "compose/Dockerfile"
-        assert runs.get("restart") == "unless-stopped", f"{role} is not restarted when it dies"
-
-
-def test_init_service_makes_the_keyring_and_redis_users_on_volumes_it_may_write(
-    doc: dict[str, Any],
-) -> None:
-    for secret in SECRETS:
-        where = secret_place(doc, "init", secret)
-        assert where is not None, f"init keeps {secret} off every named volume: it is lost with the container"
-        assert not where.read_only, f"init cannot write {secret}"
-    assert service(doc, "init").get("restart") == "no", "init must run once per `up` and stay done"
 
 
 def test_roles_get_each_secret_they_stop_for_from_the_volume_init_fills(
@@ -286,31 +182,6 @@ def test_roles_reach_kafka_and_redis_by_service_name_and_wait_for_them(
             assert deps.get(redis_host) == "service_healthy"
 
 
-def test_roles_that_call_redis_functions_start_after_the_admin_has_loaded_them(doc: dict[str, Any]) -> None:
-    services = doc["services"]
-    loaders = [name for name, s in services.items() if s.get("command") == ["dev", "functions"]]
-    assert loaders, "no service loads the function library, and no role may load it (decisions.md D31)"
-    loader = loaders[0]
-    assert service(doc, loader).get("restart") == "no"
-    assert depends_on(service(doc, loader)).get("redis") == "service_healthy"
-    assert depends_on(service(doc, loader)).get("init") == "service_completed_successfully"
-    got, made = secret_place(doc, loader, "redis:admin"), secret_place(doc, "init", "redis:admin")
-    assert got is not None and made is not None and (got.volume, got.path) == (made.volume, made.path)
-    assert got.read_only
-    for role in library.CALLERS:
-        assert depends_on(service(doc, role)).get(loader) == "service_completed_successfully", (
-            f"{role} may start before the functions it calls are loaded"
-        )
-
-
-def test_only_init_and_the_admin_services_see_the_admin_folder(doc: dict[str, Any]) -> None:
-    admin = secret_place(doc, "init", "redis:admin")
-    default = secret_place(doc, "init", "redis:default")
-    assert admin is not None and default is not None and admin.volume == default.volume
-    seen = {name for name, s in doc["services"].items() if admin.volume in {m.volume for m in mounts(doc, s)}}
-    assert seen == {"init", "cli", "functions", "kafka-acl", "topics"}, seen
-
-
 def test_kafka_is_one_kraft_node_that_keeps_its_log_on_a_volume(
     doc: dict[str, Any], volumes: Volumes
 ) -> None:
@@ -357,46 +228,7 @@ def kafka_server_properties(doc: dict[str, Any], volumes: Volumes) -> dict[str, 
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def redis_options(command: list[str]) -> dict[str, str]:
-    assert command[0] == "redis-server"
-    args = command[1:]
-    return {args[i].removeprefix("--"): args[i + 1] for i in range(0, len(args) - 1, 2)}
-
-
-def test_redis_appends_every_write_to_an_aof_on_its_volume(doc: dict[str, Any]) -> None:
-    redis_service = service(doc, "redis")
-    options = redis_options(redis_service["command"])
-    assert options.get("appendonly") == "yes"
-    assert options.get("appendfsync") in ("everysec", "always")
-    assert "dir" in options, "name the data dir: the AOF must be on the volume, not wherever Redis starts"
-    assert place(doc, redis_service, options["dir"]) is not None, f"Redis writes its AOF to {options['dir']}"
-
-
-def test_redis_starts_after_init_and_loads_users_from_the_file_init_writes(doc: dict[str, Any]) -> None:
-    redis_service = service(doc, "redis")
-    options = redis_options(redis_service["command"])
-    assert "aclfile" in options, "Redis has no users for the roles to log in as"
-    loaded = place(doc, redis_service, options["aclfile"])
-    written = place(doc, service(doc, "init"), init_aclfile(doc))
-    assert loaded is not None, f"Redis loads its users from {options['aclfile']}, on no volume"
-    assert written is not None, "init writes Redis's users on no volume"
-    assert (loaded.volume, loaded.path) == (written.volume, written.path)
-    assert loaded.read_only
-    assert depends_on(redis_service).get("init") == "service_completed_successfully"
-
-
 # ---- the init service and Redis, run as compose runs them --------------------------------------
-
-
-def init_argv(doc: dict[str, Any]) -> list[str]:
-    init = service(doc, "init")
-    return [*(init.get("entrypoint") or []), *(init.get("command") or [])]
-
-
-def init_aclfile(doc: dict[str, Any]) -> str:
-    argv = init_argv(doc)
-    assert "--aclfile" in argv, "init does not write Redis's users"
-    return argv[argv.index("--aclfile") + 1]
 
 
 class Volumes:
@@ -605,8 +437,8 @@ def _compose_client() -> tuple[list[str] | None, list[str]]:
 
 
 def test_compose_client_reads_the_file_as_these_tests_do() -> None:
-    """The tests above read the YAML with PyYAML; the engine's client must see the same services
-    (anchors and merge keys included), or those tests check a file nobody runs."""
+    """These tests and tests/unit/test_compose_file.py read the YAML with PyYAML; the engine's client
+    must see the same services (anchors and merge keys included), or they check a file nobody runs."""
     client, seen = _compose_client()
     if client is None:
         pytest.skip(

@@ -178,15 +178,6 @@ def wakeful_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
     )
 
 
-def test_dev_kafka_acl_prints_every_principal_and_rule_of_the_table() -> None:
-    shown = wakeful_cli("dev", "kafka-acl")
-    assert shown.returncode == 0, shown.stderr
-    for role in ROLES:
-        assert f"user wakeful-{role} " in shown.stdout
-    for rule in RIGHTS["gate"].writes:
-        assert str(Acl(principal("gate"), "topic", rule, "write")) in shown.stdout
-
-
 def test_apply_takes_away_a_right_the_table_does_not_grant(settings: Settings, kafka_bootstrap: str) -> None:
     extra = binding(Acl(principal("gate"), "topic", topics.WAKE, "write"))
     admin = AdminClient(kafka_as(kafka_bootstrap))

@@ -1,14 +1,14 @@
 """wakeful on a real Redis Cluster: three masters of Debian's redis-server on ports of their own,
 started as `wakeful dev up --redis-cluster` starts them. The pipeline's core flows (imported from
 test_pipeline.py, run here against this module's cluster-backed fixtures) and a small `wakeful
-chaos` run lose no task and book no effect twice; and, with no server at all, every transaction
-and script wakeful sends names keys of one slot only (docs/decisions.md D40)."""
+chaos` run lose no task and book no effect twice (docs/decisions.md D40). That every transaction
+and script wakeful sends names keys of one slot only is checked with no server at all, in
+tests/unit/test_cluster_slots.py."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pytest
 import redis
@@ -20,13 +20,10 @@ from wakeful.core.retry import SlotMoved
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, process, redis_cluster
 from wakeful.devstack.fleet import Fleet
-from wakeful.state import acl, keys, last_step, library, wiring
-from wakeful.state.lease import Held, Lease, Leases
-from wakeful.state.pinned import CrossSlot, Pinned, command_keys, node_of, slot
-from wakeful.state.seal import Keyring, Sealer
+from wakeful.state import acl, keys, library, wiring
+from wakeful.state.lease import Leases
+from wakeful.state.pinned import CrossSlot, Pinned, node_of, slot
 from wakeful.state.store import Store
-
-TASKS = ("t-1", "t-0a1b2c3d4e5f", "task_with-dashes", "Z" * 64)
 
 
 def _cluster_port(base: int) -> int:
@@ -91,73 +88,6 @@ def workers(client: Client, cluster_env: dict[str, str]) -> Iterator[Fleet]:
     fleet = start_fleet(client, model="gullible", env=cluster_env)
     yield fleet
     fleet.stop()
-
-
-# ---- with no server: one slot per transaction and per script ---------------------------------
-
-
-def _transaction(commands: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    start = next(i for i, c in enumerate(commands) if c[0] == "MULTI")
-    end = next(i for i, c in enumerate(commands) if c[0] == "EXEC")
-    return commands[start + 1 : end]
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_a_transition_writes_only_keys_of_its_tasks_slot_inside_multi(task_id: str) -> None:
-    store = Store(object(), Sealer(Keyring.generate()), moves=lambda *_: True)  # type: ignore[arg-type]
-    receipt = ("SET", keys.receipt("ev-00000001", task_id, key_id="upstream"), b"{}")
-    evidence = ("HSET", keys.evidence(task_id), "note", "text")
-    wake = ("ZADD", keys.DEADLINES, 1, f"{task_id}|1")
-    cp = new_checkpoint(task_id)
-    commands = last_step.commands(
-        store.sealer, cp, "m1", None, also=[receipt, evidence], before=lambda _: [wake]
-    )
-    inside = _transaction(commands)
-    assert receipt in inside and evidence in inside and wake not in inside
-    named = {k for c in inside for k in command_keys(c)}
-    assert {slot(k) for k in named} == {slot(keys.state(task_id))}
-    # ...and the store's WATCHed keys too
-    watched = [keys.state(task_id), keys.ctr(task_id), keys.lease(task_id), keys.quarantine(task_id)]
-    assert {slot(k) for k in [*watched, keys.inbox(task_id), keys.ops(task_id)]} == {
-        slot(keys.state(task_id))
-    }
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_a_lease_in_a_batch_names_only_its_tasks_slot(task_id: str) -> None:
-    """The lease rides in the task's batches and inside its transaction (D38): a pinned batch must
-    read its keys, not the function's name, or it would send it to another node."""
-    leases = Leases(object(), owner="w-1")  # type: ignore[arg-type]  # builds commands only
-    held = Held(Lease(task_id, "w-1", 1, 1_000))
-    for batched in (leases.acquire_command(task_id), leases.release_inside(held)):
-        assert command_keys(batched) and {slot(k) for k in command_keys(batched)} == {
-            slot(keys.state(task_id))
-        }
-
-
-@pytest.mark.parametrize("task_id", TASKS)
-def test_every_script_and_downstream_transaction_names_keys_of_one_slot(task_id: str) -> None:
-    op = f"REFUND:{task_id}:v1"
-    groups = {
-        "lease functions": [keys.lease(task_id), keys.fence(task_id)],
-        "action log begin": [keys.ops(task_id), keys.lease(task_id)],
-        "bank refund": [
-            keys.bank_entry(op),
-            keys.bank_fence(task_id),
-            keys.bank_faults(task_id),
-            keys.BANK_LEDGER,
-        ],
-        "supplier register": [
-            keys.suppliers_op(op),
-            keys.suppliers_undo(op),
-            keys.suppliers_master("S-0123456789abcdef"),
-            keys.suppliers_fence(task_id),
-            keys.suppliers_faults(task_id),
-            keys.SUPPLIERS_LOG,
-        ],
-    }
-    for name, named in groups.items():
-        assert len({slot(k) for k in named}) == 1, name
 
 
 # ---- on the cluster ---------------------------------------------------------------------------

@@ -10,8 +10,6 @@ from collections.abc import Iterator
 import orjson
 import pytest
 from helpers import new_checkpoint, start_fleet
-from hypothesis import given
-from hypothesis import strategies as st
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.core.errors import UnreadableState
@@ -115,14 +113,3 @@ def test_a_refusal_quoting_a_huge_input_leaves_a_small_receipt(client: Client, f
     assert receipt["reason"].endswith("more characters)")
     stored = client.admin.get(keys.receipt(event.event_id, task_id, key_id=event.key_id))
     assert isinstance(stored, bytes) and len(stored) < 2 * receipts.REASON_MAX
-
-
-@given(st.text(max_size=3 * receipts.REASON_MAX))
-def test_a_receipt_reason_is_bounded_and_short_ones_are_kept_whole(reason: str) -> None:
-    kept = receipts.bounded(reason)
-    assert (
-        kept == reason
-        if len(reason) <= receipts.REASON_MAX
-        else kept.startswith(reason[: receipts.REASON_MAX])
-    )
-    assert len(kept) <= receipts.REASON_MAX + 40

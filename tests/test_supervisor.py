@@ -1,7 +1,8 @@
 """Roles live and die with the process that started them, and one fleet runs per state dir.
 
 Real processes: `wakeful worker all` and a Fleet owner are SIGKILLed, and their roles must be gone
-soon after, having stopped cleanly; a second fleet on the same state dir is refused.
+soon after, having stopped cleanly; a second fleet on the same state dir is refused. An orphaned
+role that ignores SIGTERM, and how replicas are named: tests/unit/test_supervisor_rules.py.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
 import psutil
 import pytest
+from helpers import kill_processes, process_alive
 
-from wakeful.consumers import supervisor
 from wakeful.consumers.supervisor import FLEET_LOCK, ROLES
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
@@ -48,20 +49,6 @@ def _events(log: Path, event: str) -> list[str]:
     return roles
 
 
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _kill(procs: list[psutil.Process]) -> None:
-    """Leave nothing behind when a test fails (by pid: psutil refuses a pid reused since)."""
-    for proc in procs:
-        with suppress(psutil.NoSuchProcess):
-            proc.kill()
-
-
 def _lock_free(home: Path) -> bool:
     fd = process.hold_lock(home / FLEET_LOCK)
     if fd is not None:
@@ -82,7 +69,7 @@ def _worker_all(log: Path, *options: str) -> Iterator[tuple[subprocess.Popen[byt
         assert sorted(r.cmdline()[-1] for r in roles) == sorted(ROLES)
         yield sup, roles
     finally:
-        _kill([*roles, psutil.Process(sup.pid)] if sup.poll() is None else roles)
+        kill_processes([*roles, psutil.Process(sup.pid)] if sup.poll() is None else roles)
         sup.wait(30)
 
 
@@ -94,8 +81,8 @@ def test_sigkilled_supervisor_takes_its_roles_with_it(
     with _worker_all(log) as (sup, roles):
         sup.kill()
         sup.wait(30)
-        gone = wait_until(lambda: not any(_alive(r) for r in roles), GONE_S)
-        assert gone, f"roles outlived their supervisor: {[r.pid for r in roles if _alive(r)]}"
+        gone = wait_until(lambda: not any(process_alive(r) for r in roles), GONE_S)
+        assert gone, f"roles outlived their supervisor: {[r.pid for r in roles if process_alive(r)]}"
         # SIGTERM, not SIGKILL: each finished its batch and logged its counters.
         assert sorted(_events(log, "role.stop")) == sorted(ROLES), log_tail(log)
         assert _lock_free(settings.home), "the lock file a killed supervisor left blocks the next fleet"
@@ -115,14 +102,14 @@ def test_second_fleet_is_refused_while_one_runs(
         # The demo, bench, chaos and the tests run their own fleets, and are refused the same way.
         with pytest.raises(StackError, match=f"pid {first.pid} .*`kill {first.pid}`"):
             Fleet(dict(os.environ), logs=tmp_path).start()
-        assert all(_alive(r) for r in roles), "a refused fleet disturbed the running one"
+        assert all(process_alive(r) for r in roles), "a refused fleet disturbed the running one"
         # Told to, a second fleet starts beside the first.
         with _worker_all(tmp_path / "second.log", "--allow-second") as (beside, _):
             beside.send_signal(signal.SIGTERM)
             assert beside.wait(60) == 0
         first.send_signal(signal.SIGTERM)
         assert first.wait(60) == 0
-        assert not any(_alive(r) for r in roles)
+        assert not any(process_alive(r) for r in roles)
 
 
 # Owns a fleet of three roles; restarts one from a thread that then ends (as chaos does) and one from
@@ -174,94 +161,25 @@ def test_fleet_roles_die_with_their_sigkilled_owner(
         assert line, f"the fleet did not start:\n{log_tail(tmp_path / 'executor.log')}"
         roles = {role: psutil.Process(pid) for role, pid in orjson.loads(line).items()}
         # Restarted from a thread that has ended since, the relay still runs.
-        assert _alive(roles["relay"]) and _events(tmp_path / "relay.log", "role.stop") == []
+        assert process_alive(roles["relay"]) and _events(tmp_path / "relay.log", "role.stop") == []
         lock_was_free = _lock_free(settings.home)  # while it ran, `worker all` would have been refused
         # A role left paused, as the `:stop` fault point leaves it, must go too.
         roles["executor"].send_signal(signal.SIGSTOP)
         assert wait_until(lambda: roles["executor"].status() == psutil.STATUS_STOPPED, 30)
         owner.kill()
         owner.wait(30)
-        gone = wait_until(lambda: not any(_alive(r) for r in roles.values()), GONE_S)
-        assert gone, f"roles outlived their fleet's owner: {[r for r, p in roles.items() if _alive(p)]}"
+        gone = wait_until(lambda: not any(process_alive(r) for r in roles.values()), GONE_S)
+        assert gone, (
+            f"roles outlived their fleet's owner: {[r for r, p in roles.items() if process_alive(p)]}"
+        )
         assert _events(tmp_path / "timer.log", "role.stop") == ["timer", "timer"]  # restarted, then stopped
         assert _events(tmp_path / "relay.log", "role.stop") == ["relay"]  # the first one was SIGKILLed
         assert not lock_was_free, "the fleet did not hold the state dir's fleet lock"
     finally:
-        _kill([*roles.values(), psutil.Process(owner.pid)] if owner.poll() is None else list(roles.values()))
+        kill_processes(
+            [*roles.values(), psutil.Process(owner.pid)] if owner.poll() is None else list(roles.values())
+        )
         owner.wait(30)
-
-
-# A role too stuck to act on SIGTERM: it ignores it. Started the way spawn() starts a role.
-STUCK_ROLE = """
-import signal, sys, time
-from pathlib import Path
-from wakeful.consumers import supervisor
-
-supervisor.STOP_GRACE_S = 2
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-supervisor.stop_with_parent()
-Path(sys.argv[1]).write_text("watching")
-while True:
-    time.sleep(60)
-"""
-STUCK_PARENT = """
-import os, subprocess, sys
-env = {**os.environ, sys.argv[1]: str(os.getpid())}
-child = subprocess.Popen([sys.executable, "-c", sys.argv[2], sys.argv[3]], env=env)
-print(child.pid, flush=True)
-sys.stdin.read()
-"""
-
-
-def test_orphaned_role_that_ignores_sigterm_is_ended_after_the_grace(tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    argv = [sys.executable, "-c", STUCK_PARENT, supervisor.PARENT_PID_ENV, STUCK_ROLE, str(ready)]
-    parent = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert parent.stdout is not None
-    child = psutil.Process(int(parent.stdout.readline()))
-    try:
-        assert wait_until(ready.exists, 60), "the stuck role never started watching its parent"
-        parent.kill()
-        parent.wait(30)
-        assert wait_until(lambda: not _alive(child), GONE_S), "an orphan that ignores SIGTERM lingers"
-    finally:
-        _kill([child, psutil.Process(parent.pid)] if parent.poll() is None else [child])
-        parent.wait(30)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        (None, {"gate": 1, "executor": 1, "timer": 1}),
-        ("3", {"gate": 3, "executor": 3, "timer": 3}),
-        ("gate=3,executor=2", {"gate": 3, "executor": 2, "timer": 1}),
-        (" gate=2 , ", {"gate": 2, "executor": 1, "timer": 1}),
-    ],
-)
-def test_replicas_name_processes_per_role_and_leave_the_others_at_one(
-    text: str | None, expected: dict[str, int]
-) -> None:
-    assert supervisor.parse_replicas(text, ("gate", "executor", "timer"), partitions=6) == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "said"),
-    [
-        ("bank=2", "no role 'bank' runs here"),
-        ("gate=0", "from 1 to 64"),
-        ("gate=two", "from 1 to 64"),
-        ("gate=7", "each topic has 6 partitions"),
-    ],
-)
-def test_replicas_that_cannot_run_are_refused_saying_why(text: str, said: str) -> None:
-    with pytest.raises(ValueError, match=said):
-        supervisor.parse_replicas(text, ("gate", "executor", "timer"), partitions=6)
-
-
-def test_a_roles_first_process_keeps_the_roles_name_and_the_others_are_numbered() -> None:
-    names = supervisor.members(("gate", "timer"), {"gate": 3})
-    assert names == ["gate", "gate#2", "gate#3", "timer"]
-    assert {supervisor.role_of_member(n) for n in names} == {"gate", "timer"}
 
 
 @pytest.mark.timeout(FLEETS_S)

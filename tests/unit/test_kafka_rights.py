@@ -1,9 +1,12 @@
-"""The one table of Kafka rights (core/kafka_rights.py) says what DESIGN.md section 2 says, and the
-code that builds clients asks for nothing it does not grant. Pure: no broker."""
+"""The one table of Kafka rights (core/kafka_rights.py) says what DESIGN.md section 2 says, the
+code that builds clients asks for nothing it does not grant, and `wakeful dev kafka-acl` prints it.
+Pure: no broker (the broker holding to it: tests/test_kafka_acl.py)."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,7 @@ import pytest
 from wakeful.consumers.supervisor import ROLES as PROCESS_ROLES
 from wakeful.core import topics
 from wakeful.core.errors import StackError
-from wakeful.core.kafka_rights import ADMIN, RIGHTS, UPSTREAM, acls, all_acls, principal, writers
+from wakeful.core.kafka_rights import ADMIN, RIGHTS, UPSTREAM, Acl, acls, all_acls, principal, writers
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, kafka_props
 
@@ -118,3 +121,18 @@ def test_every_rule_is_an_allow_on_one_named_resource() -> None:
         assert rule.resource_type in ("topic", "group")
         assert rule.operation in ("read", "write", "describe_configs")
         assert "*" not in rule.name and rule.principal.startswith("User:wakeful-")
+
+
+def test_dev_kafka_acl_prints_every_principal_and_rule_of_the_table() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "dev", "kafka-acl"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    for role in (role for role in RIGHTS if role != ADMIN):
+        assert f"user wakeful-{role} " in shown.stdout
+    for rule in RIGHTS["gate"].writes:
+        assert str(Acl(principal("gate"), "topic", rule, "write")) in shown.stdout

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
-from confluent_kafka import Consumer
 
-from wakeful.consumers.consuming import consumer_config
 from wakeful.core.errors import ConfigError
-from wakeful.core.settings import GROUP_PROTOCOLS, Settings
+from wakeful.core.settings import Settings
 
 
 def test_defaults_point_at_the_local_stack() -> None:
@@ -83,14 +79,8 @@ def test_redis_address_never_shows_credentials() -> None:
     assert "s3cret" not in s.redis_address
 
 
-@pytest.mark.parametrize("protocol", GROUP_PROTOCOLS)
-def test_librdkafka_takes_a_roles_consumer_config_under_either_group_protocol(
-    protocol: str, settings: Settings
-) -> None:
-    """Under KIP-848 librdkafka refuses the classic group knobs at construction: none may be left in."""
-    config = consumer_config(dataclasses.replace(settings, kafka_group_protocol=protocol), "gate", "g")
-    assert (config.get("group.protocol", "classic"), "group.instance.id" in config) == (
-        protocol,
-        protocol == "classic" and settings.instance_id is not None,
-    )
-    Consumer(config).close()
+def test_a_bad_log_level_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError) as info:
+        Settings.from_env({"WAKEFUL_LOG_LEVEL": "loud"})
+    assert info.value.setting == "WAKEFUL_LOG_LEVEL"
+    assert Settings.from_env({}).log_level == "warning"

@@ -2,31 +2,24 @@
 consumes again: after a broker restart a static member has been seen to log the loss and never
 rejoin, alive and idle while its partitions waited (consumers/consuming.py, Membership).
 
-The rule first, as a table; then the runner's wiring with stand-in clients; then a stuck client
-replaced by a real one that reads on from a real broker."""
+The rule, as a table; then the runner's wiring with stand-in clients. tests/test_rejoin_broker.py
+replaces a stuck client by a real one that reads on from a real broker."""
 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
-from helpers import StandInProducer, kafka_as, msg
+from helpers import StandInProducer, msg
 
-from wakeful.consumers.consuming import Membership, consumer_config
+from wakeful.consumers.consuming import Membership
 from wakeful.consumers.overlap import OverlapRunner
-from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
-from wakeful.core.kafka_rights import ADMIN
 from wakeful.core.log import Log
-from wakeful.core.settings import Settings
 from wakeful.devstack.process import wait_until
-
-DEADLINE_S = 60
 
 Rebalance = Callable[[Any, list[TopicPartition]], None]
 
@@ -161,44 +154,3 @@ def test_a_runner_without_a_maker_keeps_its_client() -> None:
         stop.set()
         thread.join(10)
     assert lost.closed.is_set()  # by the runner's own stop
-
-
-def test_a_stuck_client_is_replaced_by_one_that_joins_the_group_on_the_broker_and_reads_on(
-    settings: Settings, kafka_bootstrap: str
-) -> None:
-    unique = uuid.uuid4().hex[:8]
-    topic, group = f"wakeful-test.rejoin-{unique}", f"wakeful-test-rejoin-{unique}"
-    admin = AdminClient(kafka_as(kafka_bootstrap))
-    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
-        future.result(30)
-    producer, failures = make_producer(settings, ADMIN)
-    for i in range(4):
-        producer.produce(topic, key=f"task-{i}".encode(), value=b"v", partition=i % 2)
-    assert producer.flush(30) == 0
-    handled: list[bytes] = []
-    lost = LostClient()
-    config = consumer_config(settings, ADMIN, group)
-    runner = Runner(
-        "rejoin-test",
-        topic,
-        lambda m: handled.append(m.key() or b""),
-        cast(Consumer, lost),
-        producer,
-        log=Log(role="rejoin-test"),
-        threads=2,
-        failures=failures,
-        remake=lambda: Consumer(config),
-        rejoin_s=0.5,
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        assert wait_until(lambda: sorted(handled) == [f"task-{i}".encode() for i in range(4)], DEADLINE_S)
-        assert lost.closed.is_set()
-        assert wait_until(lambda: len(runner.consumer.assignment()) == 2, DEADLINE_S)
-    finally:
-        stop.set()
-        thread.join(30)
-        admin.delete_topics([topic])
-    assert not thread.is_alive()

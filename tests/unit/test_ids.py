@@ -5,7 +5,8 @@ A task id holding `}` once made a receipt key that inbound writes also name anot
 event, correlation and key ids now have an alphabet without braces, colons, `|`, whitespace or
 control characters, and a length limit: a bad one is a DecodeError at decode time (a dead letter
 with its reason), and `state.keys` refuses to build a key from it. Redis itself runs with a memory
-limit and `noeviction`. The alphabets are spelled out here again, as the specification.
+limit and `noeviction`. The alphabets are spelled out here again, as the specification. The same
+ids sent to the real stack from outside: tests/test_ids_stack.py.
 """
 
 from __future__ import annotations
@@ -15,27 +16,22 @@ import hashlib
 import hmac
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Producer
-from helpers import kafka_as, refund_proposal, start_fleet, topic_marks, wait_letter
+from helpers import refund_proposal
 from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.inbound import Rejected, parse
-from wakeful.core import topics
 from wakeful.core.errors import ConfigError, DecodeError
-from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
-from wakeful.devstack.fleet import Fleet
 from wakeful.producers.signing import HmacSigner, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
@@ -63,7 +59,6 @@ BAD_PARTS = [
     "ev-caf\u00e9-01",
 ]
 UI = HmacSigner("ui-1", b"shared-secret-of-the-approvals-ui")
-DEADLINE_S = 120.0
 
 
 def short(value: str) -> str:
@@ -274,61 +269,6 @@ def test_the_local_redis_is_configured_with_the_limit_and_noeviction(tmp_path: P
     settings = Settings.from_env({"WAKEFUL_HOME": str(tmp_path), "WAKEFUL_REDIS_MAXMEMORY": "256mb"})
     lines = redis_server._write_config(settings).read_text().splitlines()
     assert "maxmemory 256mb" in lines and "maxmemory-policy noeviction" in lines
-
-
-# ---- the real stack, attacked from outside -------------------------------------------------------
-
-
-def letter_of(event_id: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda letter: letter.get("source") == "inbound" and event_id in letter.get("raw", "")
-
-
-@pytest.fixture(scope="module")
-def workers(client: Client) -> Iterator[Fleet]:
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
-
-
-def test_redis_refuses_writes_when_full_instead_of_evicting_state(client: Client) -> None:
-    config = {str(k): str(v) for k, v in client.admin.config_get("maxmemory*").items()}
-    assert config["maxmemory-policy"] == "noeviction"
-    assert int(config["maxmemory"]) > 0
-
-
-def test_outside_ids_never_name_a_redis_key_and_a_genuine_event_still_gets_its_receipt(
-    client: Client, workers: Fleet, kafka_bootstrap: str
-) -> None:
-    since = topic_marks(kafka_bootstrap, topics.DLQ)
-    mark = uuid.uuid4().hex
-    huge = attacker_event(task_id="a" * 60_000, event_id=f"ev-huge-{mark}")
-    brace = attacker_event(task_id="X}:lease", event_id=f"ev-brace-{mark}")
-    genuine = sign_event(
-        client.signer(REQUESTER),
-        events.CREATE,
-        {"amount": 10, "currency": "EUR"},
-        task_id=f"t-ids-{mark[:10]}",
-    )
-    producer = Producer(kafka_as(kafka_bootstrap, UPSTREAM) | {"acks": "all"})
-    for value in (huge, brace, genuine.encode()):  # one partition: the genuine event waits behind them
-        producer.produce(topics.EVENTS, key=b"attacker", value=value, partition=0)
-    assert producer.flush(30) == 0
-
-    receipt = client.receipt(genuine.event_id, genuine.task_id, timeout=DEADLINE_S, key_id=genuine.key_id)
-    assert receipt["status"] == "accepted", receipt
-    for name, value in (("huge", huge), ("brace", brace)):
-        found = wait_letter(kafka_bootstrap, since, letter_of(f"ev-{name}-{mark}"), DEADLINE_S)
-        assert found is not None, f"the {name} event is not on {topics.DLQ}"
-        letter, _ = found
-        assert letter["reason"].startswith("malformed event: task_id"), letter["reason"]
-        assert letter["task_id"] is None and letter["raw"] == value.decode()
-
-    names = [bytes(k) for k in client.admin.scan_iter(count=1000)]
-    assert names, "the scan saw no keys at all"
-    too_long = [n[:80] for n in names if len(n) > 200]
-    assert not too_long, f"keys over 200 bytes: {too_long}"
-    forged = [n for n in names if n.count(b"{") > 1 or n.count(b"}") > 1 or mark.encode() in n]
-    assert not forged, f"keys named by the attacker: {forged}"
 
 
 @pytest.mark.parametrize("tenant", ["default", "globex.eu", "a-b_c"])

@@ -1,0 +1,64 @@
+"""A stuck consumer is replaced by a real one that joins its group on the broker and reads on (the
+rule and the runner's wiring: tests/unit/test_rejoin.py)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import cast
+
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
+from helpers import kafka_as
+from unit.test_rejoin import LostClient
+
+from wakeful.consumers.consuming import consumer_config
+from wakeful.consumers.producing import make_producer
+from wakeful.consumers.runner import Runner
+from wakeful.core.kafka_rights import ADMIN
+from wakeful.core.log import Log
+from wakeful.core.settings import Settings
+from wakeful.devstack.process import wait_until
+
+DEADLINE_S = 60
+
+
+def test_a_stuck_client_is_replaced_by_one_that_joins_the_group_on_the_broker_and_reads_on(
+    settings: Settings, kafka_bootstrap: str
+) -> None:
+    unique = uuid.uuid4().hex[:8]
+    topic, group = f"wakeful-test.rejoin-{unique}", f"wakeful-test-rejoin-{unique}"
+    admin = AdminClient(kafka_as(kafka_bootstrap))
+    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        future.result(30)
+    producer, failures = make_producer(settings, ADMIN)
+    for i in range(4):
+        producer.produce(topic, key=f"task-{i}".encode(), value=b"v", partition=i % 2)
+    assert producer.flush(30) == 0
+    handled: list[bytes] = []
+    lost = LostClient()
+    config = consumer_config(settings, ADMIN, group)
+    runner = Runner(
+        "rejoin-test",
+        topic,
+        lambda m: handled.append(m.key() or b""),
+        cast(Consumer, lost),
+        producer,
+        log=Log(role="rejoin-test"),
+        threads=2,
+        failures=failures,
+        remake=lambda: Consumer(config),
+        rejoin_s=0.5,
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: sorted(handled) == [f"task-{i}".encode() for i in range(4)], DEADLINE_S)
+        assert lost.closed.is_set()
+        assert wait_until(lambda: len(runner.consumer.assignment()) == 2, DEADLINE_S)
+    finally:
+        stop.set()
+        thread.join(30)
+        admin.delete_topics([topic])
+    assert not thread.is_alive()

@@ -1,0 +1,95 @@
+"""compose/docker-compose.yml, read as a file: every role runs as a service of its own, the init
+service writes the keyring and the Redis users where it may, Redis keeps an AOF on its volume and
+loads the users init wrote, roles that call Redis functions start after the admin loaded them, and
+only init and the admin's services see the admin's folder. What each role's code asks for, and the
+init service and Redis run as compose runs them: tests/test_compose.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from compose_file import (
+    SECRETS,
+    depends_on,
+    init_aclfile,
+    load_compose,
+    mounts,
+    place,
+    redis_options,
+    secret_place,
+    service,
+)
+
+from wakeful.consumers.supervisor import ROLES
+from wakeful.state import library
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    return load_compose()
+
+
+def test_every_supervised_role_runs_as_its_own_service(doc: dict[str, Any]) -> None:
+    for role in ROLES:
+        runs = service(doc, role)
+        assert runs["command"] == ["worker", role]
+        assert runs["build"]["dockerfile"] == "compose/Dockerfile"
+        assert runs.get("restart") == "unless-stopped", f"{role} is not restarted when it dies"
+
+
+def test_init_service_makes_the_keyring_and_redis_users_on_volumes_it_may_write(
+    doc: dict[str, Any],
+) -> None:
+    for secret in SECRETS:
+        where = secret_place(doc, "init", secret)
+        assert where is not None, f"init keeps {secret} off every named volume: it is lost with the container"
+        assert not where.read_only, f"init cannot write {secret}"
+    assert service(doc, "init").get("restart") == "no", "init must run once per `up` and stay done"
+
+
+def test_roles_that_call_redis_functions_start_after_the_admin_has_loaded_them(doc: dict[str, Any]) -> None:
+    services = doc["services"]
+    loaders = [name for name, s in services.items() if s.get("command") == ["dev", "functions"]]
+    assert loaders, "no service loads the function library, and no role may load it (decisions.md D31)"
+    loader = loaders[0]
+    assert service(doc, loader).get("restart") == "no"
+    assert depends_on(service(doc, loader)).get("redis") == "service_healthy"
+    assert depends_on(service(doc, loader)).get("init") == "service_completed_successfully"
+    got, made = secret_place(doc, loader, "redis:admin"), secret_place(doc, "init", "redis:admin")
+    assert got is not None and made is not None and (got.volume, got.path) == (made.volume, made.path)
+    assert got.read_only
+    for role in library.CALLERS:
+        assert depends_on(service(doc, role)).get(loader) == "service_completed_successfully", (
+            f"{role} may start before the functions it calls are loaded"
+        )
+
+
+def test_only_init_and_the_admin_services_see_the_admin_folder(doc: dict[str, Any]) -> None:
+    admin = secret_place(doc, "init", "redis:admin")
+    default = secret_place(doc, "init", "redis:default")
+    assert admin is not None and default is not None and admin.volume == default.volume
+    seen = {name for name, s in doc["services"].items() if admin.volume in {m.volume for m in mounts(doc, s)}}
+    assert seen == {"init", "cli", "functions", "kafka-acl", "topics"}, seen
+
+
+def test_redis_appends_every_write_to_an_aof_on_its_volume(doc: dict[str, Any]) -> None:
+    redis_service = service(doc, "redis")
+    options = redis_options(redis_service["command"])
+    assert options.get("appendonly") == "yes"
+    assert options.get("appendfsync") in ("everysec", "always")
+    assert "dir" in options, "name the data dir: the AOF must be on the volume, not wherever Redis starts"
+    assert place(doc, redis_service, options["dir"]) is not None, f"Redis writes its AOF to {options['dir']}"
+
+
+def test_redis_starts_after_init_and_loads_users_from_the_file_init_writes(doc: dict[str, Any]) -> None:
+    redis_service = service(doc, "redis")
+    options = redis_options(redis_service["command"])
+    assert "aclfile" in options, "Redis has no users for the roles to log in as"
+    loaded = place(doc, redis_service, options["aclfile"])
+    written = place(doc, service(doc, "init"), init_aclfile(doc))
+    assert loaded is not None, f"Redis loads its users from {options['aclfile']}, on no volume"
+    assert written is not None, "init writes Redis's users on no volume"
+    assert (loaded.volume, loaded.path) == (written.volume, written.path)
+    assert loaded.read_only
+    assert depends_on(redis_service).get("init") == "service_completed_successfully"
