@@ -1,8 +1,13 @@
 """compose/docker-compose.yml as the tests read it: its services, their settings, mounts and
-dependencies, and where on a named volume each file a service reads or writes lives."""
+dependencies, and where on a named volume each file a service reads or writes lives; and the named
+volumes as directories, into which the init service runs as compose runs it."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -15,6 +20,7 @@ from wakeful.state import acl, credentials
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "compose" / "docker-compose.yml"
+DOCKERFILE = ROOT / "compose" / "Dockerfile"
 
 # A secret is "keyring" (the sealing keys); "redis:<user>" (that Redis user's password, in its
 # role's own secrets folder; "redis:default" is in the admin's); "kafka:<principal>" (that Kafka
@@ -131,3 +137,52 @@ def init_aclfile(doc: dict[str, Any]) -> str:
     argv = init_argv(doc)
     assert "--aclfile" in argv, "init does not write Redis's users"
     return argv[argv.index("--aclfile") + 1]
+
+
+class Volumes:
+    """Named volumes as directories, and each service's filesystem as a directory in which every
+    mount is a link to its volume, so a container path maps to the host as the engine would map it."""
+
+    def __init__(self, doc: dict[str, Any], root: Path) -> None:
+        self.doc, self.root = doc, root
+        copied = re.search(r"^COPY\s+\.\s+(\S+)", DOCKERFILE.read_text(), re.MULTILINE)
+        assert copied, "compose/Dockerfile no longer copies the project in"
+        self.app = PurePosixPath(copied.group(1))
+
+    def host(self, name: str, value: str) -> str:
+        if not value.startswith("/"):
+            return value
+        if PurePosixPath(value).is_relative_to(self.app):
+            return str(ROOT / PurePosixPath(value).relative_to(self.app))
+        fs = self.root / "fs" / name
+        for mount in sorted(mounts(self.doc, service(self.doc, name)), key=lambda m: len(m.target.parts)):
+            volume = self.root / "volumes" / mount.volume
+            volume.mkdir(parents=True, exist_ok=True)
+            link = fs / mount.target.relative_to("/")
+            if not link.is_symlink():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(volume, target_is_directory=True)
+        return str(fs / PurePosixPath(value).relative_to("/"))
+
+    def file(self, name: str, secret: str) -> Path:
+        return Path(self.host(name, str(secret_path(service_settings(service(self.doc, name)), secret))))
+
+    def env(self, name: str, **override: str) -> dict[str, str]:
+        mapped = {k: self.host(name, v) for k, v in environment(service(self.doc, name)).items()}
+        return {**mapped, **override}
+
+
+def run_init(doc: dict[str, Any], volumes: Volumes, *extra: str) -> str:
+    argv = [volumes.host("init", arg) for arg in init_argv(doc)]
+    assert argv[0] == "python", f"init runs {argv[0]}, not the image's Python"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WAKEFUL_")}
+    result = subprocess.run(
+        [sys.executable, *argv[1:], *extra],
+        env={**base, **volumes.env("init")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout

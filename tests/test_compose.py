@@ -2,26 +2,23 @@
 
 What a role needs is read from the code, not from a list kept here: each role's main() is run
 against settings that name no keyring and no Redis passwords, and every file it stops for is a
-secret it needs. The files the init service makes are checked by running compose/init_secrets.py
-and Debian's redis-server with the very commands, environment and volume paths of the compose
-file, named volumes standing in as directories and each service's mounts as links to them. What the
-file says without running anything: tests/unit/test_compose_file.py.
+secret it needs; those runs take most of a minute, too long for the unit tier. The Redis users the
+init service makes are checked by running compose/init_secrets.py and Debian's redis-server with
+the very commands, environment and volume paths of the compose file, named volumes standing in as
+directories and each service's mounts as links to them. What the file says on its own, and what
+the init service writes: tests/unit/test_compose_file.py.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-import re
 import shutil
 import socket
-import stat
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -30,15 +27,13 @@ import pytest
 import redis
 from compose_file import (
     COMPOSE,
-    ROOT,
     SECRETS,
+    Volumes,
     depends_on,
     environment,
-    init_aclfile,
-    init_argv,
     load_compose,
     mounts,
-    place,
+    run_init,
     secret_path,
     secret_place,
     service,
@@ -46,14 +41,12 @@ from compose_file import (
 )
 
 from wakeful.consumers.supervisor import ROLES
-from wakeful.core import kafka_auth, kafka_rights, provenance
+from wakeful.core import kafka_auth, provenance
 from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
 from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
-
-DOCKERFILE = ROOT / "compose" / "Dockerfile"
 
 KINDS = {"keyring", "redis", "kafka", "signing", "verifying"}
 
@@ -182,102 +175,7 @@ def test_roles_reach_kafka_and_redis_by_service_name_and_wait_for_them(
             assert deps.get(redis_host) == "service_healthy"
 
 
-def test_kafka_is_one_kraft_node_that_keeps_its_log_on_a_volume(
-    doc: dict[str, Any], volumes: Volumes
-) -> None:
-    kafka = service(doc, "kafka")
-    assert kafka["image"].startswith("apache/kafka:4.")
-    props = kafka_server_properties(doc, volumes)
-    assert props["process.roles"] == "broker,controller"
-    assert props["controller.quorum.voters"].startswith(f"{props['node.id']}@")
-    assert "zookeeper.connect" not in props
-    # Unset, the image logs to /tmp/kraft-combined-logs: topics and offsets die with the container.
-    for log_dir in props["log.dirs"].split(","):
-        assert place(doc, kafka, log_dir) is not None, f"Kafka's log dir {log_dir} is on no volume"
-
-
-def test_kafka_admits_only_sasl_logins_and_authorizes_by_acl(doc: dict[str, Any], volumes: Volumes) -> None:
-    props = kafka_server_properties(doc, volumes)
-    protocols = dict(pair.split(":") for pair in props["listener.security.protocol.map"].split(","))
-    listeners = [entry.split("://")[0] for entry in props["listeners"].split(",")]
-    assert all(protocols[name] == "SASL_PLAINTEXT" for name in listeners), protocols
-    assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-    assert props["allow.everyone.if.no.acl.found"] == "false"
-    assert props["super.users"] == kafka_rights.principal(kafka_rights.ADMIN)
-    folder = Path(volumes.host("init", init_kafka_config(doc)))
-    assert stat.S_IMODE((folder / "server.properties").stat().st_mode) == 0o600, "it holds the admin password"
-
-
-def init_kafka_config(doc: dict[str, Any]) -> str:
-    argv = init_argv(doc)
-    assert "--kafka-config" in argv, "init does not write the broker's configuration"
-    return argv[argv.index("--kafka-config") + 1]
-
-
-def kafka_server_properties(doc: dict[str, Any], volumes: Volumes) -> dict[str, str]:
-    """The server.properties init writes, read where the kafka service mounts it (read-only)."""
-    run_init(doc, volumes)
-    written = place(doc, service(doc, "init"), init_kafka_config(doc))
-    script = "\n".join(service(doc, "kafka")["entrypoint"])
-    conf = re.search(r"conf=(\S+)", script)
-    assert conf, "the kafka service does not start from the configuration init writes"
-    read = place(doc, service(doc, "kafka"), conf.group(1))
-    assert written is not None and read is not None and read.read_only
-    assert (written.volume, written.path) == (read.volume, read.path)
-    text = (Path(volumes.host("init", init_kafka_config(doc))) / "server.properties").read_text()
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-
-
 # ---- the init service and Redis, run as compose runs them --------------------------------------
-
-
-class Volumes:
-    """Named volumes as directories, and each service's filesystem as a directory in which every
-    mount is a link to its volume, so a container path maps to the host as the engine would map it."""
-
-    def __init__(self, doc: dict[str, Any], root: Path) -> None:
-        self.doc, self.root = doc, root
-        copied = re.search(r"^COPY\s+\.\s+(\S+)", DOCKERFILE.read_text(), re.MULTILINE)
-        assert copied, "compose/Dockerfile no longer copies the project in"
-        self.app = PurePosixPath(copied.group(1))
-
-    def host(self, name: str, value: str) -> str:
-        if not value.startswith("/"):
-            return value
-        if PurePosixPath(value).is_relative_to(self.app):
-            return str(ROOT / PurePosixPath(value).relative_to(self.app))
-        fs = self.root / "fs" / name
-        for mount in sorted(mounts(self.doc, service(self.doc, name)), key=lambda m: len(m.target.parts)):
-            volume = self.root / "volumes" / mount.volume
-            volume.mkdir(parents=True, exist_ok=True)
-            link = fs / mount.target.relative_to("/")
-            if not link.is_symlink():
-                link.parent.mkdir(parents=True, exist_ok=True)
-                link.symlink_to(volume, target_is_directory=True)
-        return str(fs / PurePosixPath(value).relative_to("/"))
-
-    def file(self, name: str, secret: str) -> Path:
-        return Path(self.host(name, str(secret_path(service_settings(service(self.doc, name)), secret))))
-
-    def env(self, name: str, **override: str) -> dict[str, str]:
-        mapped = {k: self.host(name, v) for k, v in environment(service(self.doc, name)).items()}
-        return {**mapped, **override}
-
-
-def run_init(doc: dict[str, Any], volumes: Volumes, *extra: str) -> str:
-    argv = [volumes.host("init", arg) for arg in init_argv(doc)]
-    assert argv[0] == "python", f"init runs {argv[0]}, not the image's Python"
-    base = {k: v for k, v in os.environ.items() if not k.startswith("WAKEFUL_")}
-    result = subprocess.run(
-        [sys.executable, *argv[1:], *extra],
-        env={**base, **volumes.env("init")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
 
 
 def free_port() -> int:
@@ -341,18 +239,6 @@ def client_of(volumes: Volumes, server: RedisLikeCompose, name: str, role: str |
     """The Redis client that the service's own settings in the compose file give it."""
     settings = Settings.from_env(volumes.env(name, WAKEFUL_REDIS_URL=server.url))
     return acl.connect(settings, role or name)
-
-
-def test_a_second_init_keeps_the_keyring_and_passwords_it_made(doc: dict[str, Any], volumes: Volumes) -> None:
-    run_init(doc, volumes)
-    files = [volumes.file("init", secret) for secret in SECRETS]
-    aclfile = Path(volumes.host("init", init_aclfile(doc)))
-    first = {path: path.read_bytes() for path in [*files, aclfile]}
-    for path in files:
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600, f"{path.name} is readable by others"
-    Keyring.load(volumes.file("init", "keyring"))
-    run_init(doc, volumes)
-    assert {path: path.read_bytes() for path in first} == first, "a second `up` replaced a secret"
 
 
 def test_every_role_logs_in_to_redis_as_compose_starts_it_even_after_a_restart(

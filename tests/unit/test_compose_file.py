@@ -1,33 +1,48 @@
 """compose/docker-compose.yml, read as a file: every role runs as a service of its own, the init
 service writes the keyring and the Redis users where it may, Redis keeps an AOF on its volume and
 loads the users init wrote, roles that call Redis functions start after the admin loaded them, and
-only init and the admin's services see the admin's folder. What each role's code asks for, and the
-init service and Redis run as compose runs them: tests/test_compose.py."""
+only init and the admin's services see the admin's folder. The init service, run as compose runs
+it, writes a broker configuration of one KRaft node that admits SASL logins only, and a second run
+keeps what the first made. What each role's code asks for, and Redis run as compose runs it:
+tests/test_compose.py."""
 
 from __future__ import annotations
 
+import re
+import stat
+from pathlib import Path
 from typing import Any
 
 import pytest
 from compose_file import (
     SECRETS,
+    Volumes,
     depends_on,
     init_aclfile,
+    init_argv,
     load_compose,
     mounts,
     place,
     redis_options,
+    run_init,
     secret_place,
     service,
 )
 
 from wakeful.consumers.supervisor import ROLES
+from wakeful.core import kafka_rights
 from wakeful.state import library
+from wakeful.state.seal import Keyring
 
 
 @pytest.fixture(scope="module")
 def doc() -> dict[str, Any]:
     return load_compose()
+
+
+@pytest.fixture()
+def volumes(doc: dict[str, Any], tmp_path: Path) -> Volumes:
+    return Volumes(doc, tmp_path)
 
 
 def test_every_supervised_role_runs_as_its_own_service(doc: dict[str, Any]) -> None:
@@ -93,3 +108,64 @@ def test_redis_starts_after_init_and_loads_users_from_the_file_init_writes(doc: 
     assert (loaded.volume, loaded.path) == (written.volume, written.path)
     assert loaded.read_only
     assert depends_on(redis_service).get("init") == "service_completed_successfully"
+
+
+# ---- the init service, run as compose runs it (compose/init_secrets.py; no server) -------------
+
+
+def init_kafka_config(doc: dict[str, Any]) -> str:
+    argv = init_argv(doc)
+    assert "--kafka-config" in argv, "init does not write the broker's configuration"
+    return argv[argv.index("--kafka-config") + 1]
+
+
+def kafka_server_properties(doc: dict[str, Any], volumes: Volumes) -> dict[str, str]:
+    """The server.properties init writes, read where the kafka service mounts it (read-only)."""
+    run_init(doc, volumes)
+    written = place(doc, service(doc, "init"), init_kafka_config(doc))
+    script = "\n".join(service(doc, "kafka")["entrypoint"])
+    conf = re.search(r"conf=(\S+)", script)
+    assert conf, "the kafka service does not start from the configuration init writes"
+    read = place(doc, service(doc, "kafka"), conf.group(1))
+    assert written is not None and read is not None and read.read_only
+    assert (written.volume, written.path) == (read.volume, read.path)
+    text = (Path(volumes.host("init", init_kafka_config(doc))) / "server.properties").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def test_kafka_is_one_kraft_node_that_keeps_its_log_on_a_volume(
+    doc: dict[str, Any], volumes: Volumes
+) -> None:
+    kafka = service(doc, "kafka")
+    assert kafka["image"].startswith("apache/kafka:4.")
+    props = kafka_server_properties(doc, volumes)
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"].startswith(f"{props['node.id']}@")
+    assert "zookeeper.connect" not in props
+    # Unset, the image logs to /tmp/kraft-combined-logs: topics and offsets die with the container.
+    for log_dir in props["log.dirs"].split(","):
+        assert place(doc, kafka, log_dir) is not None, f"Kafka's log dir {log_dir} is on no volume"
+
+
+def test_kafka_admits_only_sasl_logins_and_authorizes_by_acl(doc: dict[str, Any], volumes: Volumes) -> None:
+    props = kafka_server_properties(doc, volumes)
+    protocols = dict(pair.split(":") for pair in props["listener.security.protocol.map"].split(","))
+    listeners = [entry.split("://")[0] for entry in props["listeners"].split(",")]
+    assert all(protocols[name] == "SASL_PLAINTEXT" for name in listeners), protocols
+    assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
+    assert props["super.users"] == kafka_rights.principal(kafka_rights.ADMIN)
+    folder = Path(volumes.host("init", init_kafka_config(doc)))
+    assert stat.S_IMODE((folder / "server.properties").stat().st_mode) == 0o600, "it holds the admin password"
+
+
+def test_a_second_init_keeps_the_keyring_and_passwords_it_made(doc: dict[str, Any], volumes: Volumes) -> None:
+    run_init(doc, volumes)
+    files = [volumes.file("init", secret) for secret in SECRETS]
+    aclfile = Path(volumes.host("init", init_aclfile(doc)))
+    first = {path: path.read_bytes() for path in [*files, aclfile]}
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, f"{path.name} is readable by others"
+    Keyring.load(volumes.file("init", "keyring"))
+    run_init(doc, volumes)
+    assert {path: path.read_bytes() for path in first} == first, "a second `up` replaced a secret"
