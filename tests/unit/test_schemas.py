@@ -423,7 +423,11 @@ def test_a_stage_not_in_the_stage_alphabet_is_a_decode_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "task_id", ["a", "Z", "0", "_", "-", "a" * 64, string.ascii_letters + string.digits + "_-"]
+    "task_id",
+    [
+        *("a", "Z", "0", "_", "-", "a" * 64, string.ascii_letters + string.digits + "_-"),
+        *("globex.t-1", "globex.eu.t-1", f"{'g' * 64}.{'a' * 64}"),  # a tenant's own id, after its name
+    ],
 )
 def test_task_ids_of_the_safe_alphabet_are_accepted(task_id: str) -> None:
     assert checkpoint(task_id=task_id).task_id == task_id
@@ -431,11 +435,11 @@ def test_task_ids_of_the_safe_alphabet_are_accepted(task_id: str) -> None:
 
 @pytest.mark.parametrize(
     "task_id",
-    ["", "a" * 65, "a:b", "{a}", "a b", "a*", "a?", "a/b", "é", "a\x00", "\na", "a\r"],
+    ["", "a" * 65, "a:b", "{a}", "a b", "a*", "a?", "a/b", "é", "a\x00", "\na", "a\r", "a.", ".a", "a.b."],
     ids=repr,
 )
 def test_task_ids_outside_the_safe_alphabet_are_refused(task_id: str) -> None:
-    with pytest.raises(ValidationError, match="task ids are 1-64 characters"):
+    with pytest.raises(ValidationError, match="a task id must match"):
         checkpoint(task_id=task_id)
 
 
@@ -448,13 +452,26 @@ def test_task_id_with_a_trailing_newline_is_refused() -> None:
         Checkpoint.decode(orjson.dumps(doc))
 
 
-@settings(max_examples=200)
-@given(task_id=st.text(max_size=70))
+SAFE = set(string.ascii_letters + string.digits + "_-")
+
+
+def runtime_task_id(value: str) -> bool:
+    """1-64 safe characters, after a tenant's name (1-64 of them or `.`) and a `.` (D52)."""
+    tenant, dot, own = value.rpartition(".")
+    mine = 1 <= len(own) <= 64 and set(own) <= SAFE
+    return mine and (not dot or (1 <= len(tenant) <= 64 and set(tenant) <= SAFE | {"."}))
+
+
+@settings(max_examples=300)
+@given(task_id=st.text(max_size=140) | st.from_regex(r"[a-z.]{0,66}\.[a-z_-]{0,66}", fullmatch=True))
 @example(task_id="a" * 64)
 @example(task_id="a" * 65)
 @example(task_id="abc\n")
-def test_a_task_id_is_accepted_exactly_when_it_is_1_to_64_safe_characters(task_id: str) -> None:
-    safe = 1 <= len(task_id) <= 64 and set(task_id) <= set(string.ascii_letters + string.digits + "_-")
+@example(task_id="globex.t-1")
+@example(task_id=".t-1")
+@example(task_id="globex.")
+def test_a_task_id_is_accepted_exactly_when_it_is_a_tenants_safe_id_after_its_name(task_id: str) -> None:
+    safe = runtime_task_id(task_id)
     try:
         cp = checkpoint(task_id=task_id)
     except ValidationError:
