@@ -141,11 +141,14 @@ app = App(name="$name", workflows=[workflow], tools=[Record()])
 
 TESTS = Template('''"""$name's decisions as plain functions: no Kafka, no Redis.
 
-Run them with `python -m pytest test_$name.py`.
+Run them with `python test_$name.py` (no test runner needed), or `python -m pytest test_$name.py`.
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -215,6 +218,26 @@ def test_the_tool_records_once_per_op_key(tmp_path: Path) -> None:
 def test_the_app_offers_its_tool_where_the_task_is_ready_under_one_key_per_version() -> None:
     assert [t.name for t in app.tools_at(READY)] == ["record"]
     assert Record().key_for("t-1", 2) == "$op:t-1:v2"
+
+
+def run_here() -> int:
+    """Every test above, in order, without pytest: a fresh folder for each that asks for tmp_path."""
+    tests = [f for n, f in list(globals().items()) if n.startswith("test_") and callable(f)]
+    failed = 0
+    for test in tests:
+        wants = inspect.signature(test).parameters
+        try:
+            test(**({"tmp_path": Path(tempfile.mkdtemp())} if "tmp_path" in wants else {}))
+            print(f"ok    {test.__name__}")
+        except Exception as exc:  # a failed assert, or anything else the test raised
+            failed += 1
+            print(f"FAIL  {test.__name__}: {exc!r}")
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_here())
 ''')
 
 
@@ -266,5 +289,5 @@ def new_agent(name: str, folder: Path) -> None:
         with path.open("x") as out:  # "x": never overwrite, even one created a moment ago
             out.write(text)
     say(f"wrote {', '.join(str(p) for p in files)}")
-    say(f"test it:  python -m pytest {folder / f'test_{name}.py'}")
+    say(f"test it:  python {folder / f'test_{name}.py'}   (or python -m pytest, where pytest is installed)")
     say(f"run it:   PYTHONPATH={folder} wakeful worker all --app {name}:app")

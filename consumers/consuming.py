@@ -86,9 +86,12 @@ class Membership:
     nothing (more processes than partitions) lost nothing, so it is left alone.
     """
 
-    def __init__(self, rejoin_s: float = REJOIN_S) -> None:
+    def __init__(self, rejoin_s: float = REJOIN_S, started_at: float | None = None) -> None:
         self.rejoin_s = rejoin_s
         self.lost_at: float | None = None
+        # A role started and not assigned yet (None once assigned, or once told why it waits).
+        self.waiting_since = started_at
+        self.tell_after_s = TELL_WAIT_S
 
     def lost(self, now: float) -> None:
         if self.lost_at is None:
@@ -96,6 +99,15 @@ class Membership:
 
     def assigned(self) -> None:
         self.lost_at = None
+        self.waiting_since = None
+
+    def waited(self, now: float) -> float | None:
+        """How long a role that was never assigned has waited, once that is tell_after_s or more
+        (then never again): a restarted role says why it reads nothing instead of sitting silent."""
+        if self.waiting_since is None or now - self.waiting_since < self.tell_after_s:
+            return None
+        since, self.waiting_since = self.waiting_since, None
+        return now - since
 
     def stuck(self, now: float, holds_any: Callable[[], bool]) -> bool:
         """True when the loss is older than rejoin_s and nothing was assigned since; holds_any is
@@ -106,3 +118,16 @@ class Membership:
             self.lost_at = None
             return False
         return True
+
+
+TELL_WAIT_S = 3.0  # a role's group assigns within a second or two when no one holds on to partitions
+
+
+def why_waiting(role: str, topic: str, waited_s: float) -> str:
+    """What a role that reads nothing yet tells its operator."""
+    return (
+        f"{role} holds no partition of {topic} {waited_s:.0f} s after it started: its group hands "
+        f"them out at its next rebalance, which waits while a member that died without leaving (a "
+        f"kill -9) keeps its session, up to {CLASSIC_SESSION_S} s; a role with more processes than "
+        "partitions holds none, and `wakeful dev status` says whether the broker is up"
+    )

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from wakeful.consumers import dead_letters
-from wakeful.consumers.consuming import REJOIN_S, Membership
+from wakeful.consumers.consuming import REJOIN_S, Membership, why_waiting
 from wakeful.consumers.handling import Handler, Handling
 from wakeful.consumers.producing import DeliveryFailures, describe
 from wakeful.core.errors import KafkaClientFailed, Stopping
@@ -71,7 +71,7 @@ class Runner(Handling):
         self.before_batch = before_batch  # reads for the whole batch at once, before its handlers
         self.after_batch = after_batch  # runs once the batch's output is durable, before offsets
         self.remake = remake  # a fresh client like `consumer`, for one that never got back in
-        self.membership = Membership(rejoin_s)
+        self.membership = Membership(rejoin_s, started_at=time.monotonic())
 
     def run(self, stop: threading.Event) -> None:
         # Start-up objects never die: keep them out of the collector's way, and collect young
@@ -81,8 +81,11 @@ class Runner(Handling):
         self._subscribe()
         try:
             while not stop.is_set():
-                if self.remake is not None and self.membership.stuck(time.monotonic(), self._holds_any):
+                now = time.monotonic()
+                if self.remake is not None and self.membership.stuck(now, self._holds_any):
                     self._rejoin()
+                if (waited := self.membership.waited(now)) is not None:
+                    self.log("runner.waiting", role=self.role, why=why_waiting(self.role, self.topic, waited))
                 msgs = self._next_batch()
                 good = [m for m in msgs if not self._is_error(m)]
                 if good:

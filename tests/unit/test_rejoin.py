@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from helpers import StandInProducer, msg
 
-from wakeful.consumers.consuming import Membership
+from wakeful.consumers.consuming import CLASSIC_SESSION_S, TELL_WAIT_S, Membership, why_waiting
 from wakeful.consumers.overlap import OverlapRunner
 from wakeful.consumers.runner import Runner
 from wakeful.core.log import Log
@@ -135,6 +135,58 @@ def test_a_client_that_never_got_back_into_its_group_is_replaced_and_reading_goe
         stop.set()
         thread.join(10)
     assert not thread.is_alive()
+
+
+def test_a_role_that_was_never_assigned_says_once_why_it_waits() -> None:
+    m = Membership(rejoin_s=60, started_at=100.0)
+    assert m.waited(100.0 + TELL_WAIT_S - 0.1) is None
+    assert m.waited(100.0 + TELL_WAIT_S) == TELL_WAIT_S
+    assert m.waited(500.0) is None  # said once
+    assigned = Membership(started_at=0.0)
+    assigned.assigned()
+    assert assigned.waited(500.0) is None  # a role that reads says nothing
+    why = why_waiting("executor", "wakeful.proposals", 21.4)
+    assert why.startswith("executor holds no partition of wakeful.proposals 21 s after it started")
+    assert "kill -9" in why and f"up to {CLASSIC_SESSION_S} s" in why
+
+
+class Recorded(Log):
+    """A log whose records a test reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        self.records.append((event, fields))
+
+
+class Unassigned(LostClient):
+    """A client whose group never hands it a partition (and never took one away)."""
+
+    def subscribe(
+        self, topics: list[str], on_assign: Rebalance, on_revoke: Rebalance, on_lost: Rebalance
+    ) -> None:
+        return None
+
+
+def test_a_runner_that_reads_nothing_yet_logs_why() -> None:
+    log = Recorded()
+    runner = Runner(
+        "executor", "wakeful.proposals", lambda m: None, cast(Consumer, Unassigned()),
+        cast(Producer, StandInProducer()), log=log,
+    )  # fmt: skip
+    runner.membership.tell_after_s = 0.0
+    stop = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: any(e == "runner.waiting" for e, _ in log.records), 10)
+    finally:
+        stop.set()
+        thread.join(10)
+    [told] = [fields for e, fields in log.records if e == "runner.waiting"]
+    assert told["role"] == "executor" and "holds no partition of wakeful.proposals" in told["why"]
 
 
 def test_a_runner_without_a_maker_keeps_its_client() -> None:

@@ -38,6 +38,25 @@ def test_new_agent_writes_an_app_whose_generated_tests_pass(tmp_path: Path) -> N
     assert "6 passed" in result.stdout
 
 
+def test_the_generated_tests_run_as_the_scaffold_says_without_pytest(tmp_path: Path) -> None:
+    """A plain `pip install wakeful` brings no pytest: `python test_NAME.py` runs them all the same."""
+    code, output = new_agent("rooms", "--dir", str(tmp_path))
+    assert code == 0 and "test it:  python " in output, output
+    hidden = "import sys; sys.modules['pytest'] = None"  # as if pytest were not installed
+    no_pytest = f"{hidden}; import runpy; runpy.run_path('test_rooms.py', run_name='__main__')"
+    result = subprocess.run(
+        [sys.executable, "-c", no_pytest],
+        cwd=tmp_path,
+        env={**os.environ, "WAKEFUL_HOME": str(tmp_path / "home"), "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "6 passed, 0 failed"
+
+
 def test_generated_app_loads_as_the_roles_load_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert new_agent("leave_request", "--dir", str(tmp_path))[0] == 0
     monkeypatch.syspath_prepend(str(tmp_path))
