@@ -35,7 +35,7 @@ from wakeful.producers.publish import ConfluentPublisher
 from wakeful.producers.signing import DEFAULT_TENANT, Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.logs import ActionLogEntry
+from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
 from wakeful.state import acl, budget, keys, wiring
@@ -60,6 +60,7 @@ class Client:
         self.store = wiring.store_for(settings, "admin")
         self.bank = Bank(self.admin)
         self._publisher: ConfluentPublisher | None = None
+        self._connected: set[str] = set()  # the app's tools connected for their lookups
 
     @property
     def publisher(self) -> ConfluentPublisher:
@@ -259,24 +260,44 @@ class Client:
     # ---- operator reads -----------------------------------------------------------------------
 
     def show(self, task_id: str) -> dict[str, Any]:
-        # The state first, then the ledger: a booking always precedes the close that records it.
+        """The task as an operator reads it: its layers, its action log, what each operation's
+        downstream says it did (`effects`, asked of the app's own tools) and its model tokens."""
         quarantine = self.store.quarantine_reason(task_id)
         cp = None if quarantine is not None else self.store.load(task_id)
-        actions = {
-            op.decode(): ActionLogEntry.decode(raw).model_dump(mode="json")
+        entries = {
+            op.decode(): ActionLogEntry.decode(raw)
             for op, raw in hash_reply(self.admin.hgetall(keys.ops(task_id))).items()
         }
-        if cp is None:
-            entries = self.bank.entries(task_id)  # a scan, but the task cannot say its operations
-        else:  # the reference bank's bookings, one at most per op key the task ran
-            found = (self.bank.lookup(op) for op in actions if not op.startswith("UNDO:"))
-            entries = [e for e in found if e is not None]
-        ledger = [e.model_dump(mode="json") for e in entries]
+        actions = {op: entry.model_dump(mode="json") for op, entry in entries.items()}
         [used] = budget.tasks_tokens(self.admin, [task_id])  # what its model calls cost
-        spent = {"model_tokens": "not a number (the counter is damaged)" if used is None else used}
+        more = {
+            "actions": actions,
+            "effects": self.effects(entries),
+            "model_tokens": "not a number (the counter is damaged)" if used is None else used,
+        }
         if cp is None:
-            return {"id": task_id, "stage": QUARANTINED, "quarantine": quarantine, "ledger": ledger} | spent
-        return describe(cp) | {"actions": actions, "ledger": ledger} | spent
+            return {"id": task_id, "stage": QUARANTINED, "quarantine": quarantine} | more
+        return describe(cp) | more
+
+    def effects(self, entries: dict[str, ActionLogEntry]) -> dict[str, Any]:
+        """op key -> what its downstream says the call under it did (the tool's lookup: None when it
+        did nothing), for each operation of the task's run by a tool of this client's app. A tool
+        this process cannot ask (no credential here, its downstream down) says why instead."""
+        found: dict[str, Any] = {}
+        for op, entry in entries.items():
+            tool = self.app.tool(entry.tool) if entry.tool and not op.startswith(UNDO_PREFIX) else None
+            if tool is None:
+                continue
+            try:
+                if tool.name not in self._connected:
+                    tool.connect(self.settings)
+                    self._connected.add(tool.name)
+                did = tool.lookup(op)
+            except Exception as exc:  # whatever the downstream's client raises: shown, never fatal
+                found[op] = f"cannot ask {tool.name}: {type(exc).__name__}: {exc}"
+                continue
+            found[op] = dict(did) if did is not None else None
+        return found
 
     def wait_stage(self, task_id: str, stages: set[str], timeout: float = 30.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

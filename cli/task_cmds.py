@@ -161,8 +161,9 @@ def task_approve(
     if receipt["status"] == "accepted":
         shown = client.wait_settled(task_id, timeout)
         extra = {"task": shown}
+        did = [f"{op}: {effect}" for op, effect in shown["effects"].items() if effect]
         receipt["reason"] = f"approved by {principal}; task is {shown['stage']}" + (
-            f" (ledger {shown['ledger'][0]['entry_id']})" if shown["ledger"] else ""
+            f" ({'; '.join(did)})" if did else ""
         )
     _finish(receipt, as_json, extra)
 
@@ -215,9 +216,10 @@ def task_reopen(settings: Settings, task_id: str, principal: str, wait_s: int | 
 @json_option
 @click.pass_obj
 def task_show(settings: Settings, task_id: str, as_json: bool) -> None:
-    """Workflow, stage, version, the app's own fields, approval, last refusal and actions of one task."""
+    """Workflow, stage, version, the app's own fields, approval, last refusal, the waits, the actions
+    and what each one's downstream says it did (its tool's lookup)."""
     shown = Client(settings).show(task_id)
-    lines = [f"{k}: {v}" for k, v in shown.items() if k not in ("pending_waits", "versions")]
+    lines = show_lines(shown)
     emit(shown, as_json, "\n".join(lines))
 
 
@@ -248,3 +250,21 @@ def ledger(settings: Settings, task_id: str | None, as_json: bool) -> None:
         for e in entries
     )
     emit(entries, as_json, human or "no entries")
+
+
+def show_lines(shown: dict[str, Any]) -> list[str]:
+    """`task show` for a person: a line per field, then one per wait, action and effect."""
+    plain = ("pending_waits", "versions", "actions", "effects")
+    lines = [f"{k}: {v}" for k, v in shown.items() if k not in plain]
+    for wait in shown.get("pending_waits", []):
+        who = ", ".join(wait["allowed_signers"]) or "any allowed signer"
+        lines.append(
+            f"waits for: {wait['wait_for']} of version {wait['bound_to_version']} by {who} until "
+            f"{wait['deadline']}, then {wait['on_deadline']} (correlation id {wait['correlation_id']})"
+        )
+    for op, entry in shown["actions"].items():
+        result = f" {entry['result']}" if entry.get("result") else ""
+        lines.append(f"action: {op} {entry['status']}{result}")
+    for op, did in shown["effects"].items():
+        lines.append(f"effect: {op} -> {'nothing done' if did is None else did}")
+    return lines

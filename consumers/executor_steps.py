@@ -18,7 +18,7 @@ from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.retry import backoff
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.logs import ActionLogEntry, ActionStatus
+from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App
 from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable
 from wakeful.sdk.workflow import Compensate
@@ -83,7 +83,7 @@ def compensate(
         done = actions.lookup(cp.task_id, op)
         if done is None or done.status is not ActionStatus.SUCCEEDED:
             continue  # nothing was done, so nothing to undo
-        undo_op = f"UNDO:{op}"
+        undo_op = f"{UNDO_PREFIX}{op}"
         args = tool.args.model_validate(done.args or {}, strict=False)
         begun = actions.begin(cp.task_id, undo_op, lease.fence, lease.token, tool=name, args=done.args)
         if begun.entry.status is ActionStatus.SUCCEEDED:

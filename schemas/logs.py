@@ -21,6 +21,10 @@ class ActionStatus(StrEnum):
     FAILED = "failed"
 
 
+# An undo's op key is its operation's behind this prefix (never change: it names action-log entries).
+UNDO_PREFIX = "UNDO:"
+
+
 class ActionLogEntry(Record):
     """Intent first: inserted as in_flight before the downstream call, then its outcome."""
 

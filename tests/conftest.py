@@ -10,6 +10,7 @@ from pathlib import Path
 import hypothesis
 import pytest
 import redis
+from helpers import BankClient
 
 from wakeful.cli.client import Client
 from wakeful.core.settings import Settings
@@ -88,7 +89,7 @@ def leases(settings: Settings, redis_url: str) -> Leases:
 @pytest.fixture(scope="module")
 def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
     """An upstream system and operator, with the local authority defaults restored."""
-    c = Client(settings)
+    c = BankClient(settings)
     c.reset_authority()
     yield c
     c.close()

@@ -22,6 +22,7 @@ import psutil
 import redis
 from confluent_kafka import Consumer, Message, TopicPartition
 
+from wakeful.cli.client import Client
 from wakeful.core import kafka_auth
 from wakeful.core.settings import Settings
 from wakeful.examples.refund import Stage
@@ -416,3 +417,13 @@ def log_records(path: Path, since: int = 0) -> Iterator[tuple[bytes, dict[str, A
             continue
         if isinstance(record, dict):
             yield line, record
+
+
+class BankClient(Client):
+    """The client as the refund's tests read a task: `show` also gives the reference bank's entries
+    for it (the refund's downstream), which `wakeful task show` leaves to each app's own tools
+    (`effects`)."""
+
+    def show(self, task_id: str) -> dict[str, Any]:
+        shown = super().show(task_id)  # the state first: a booking always precedes the close that records it
+        return shown | {"ledger": [e.model_dump(mode="json") for e in self.bank.entries(task_id)]}

@@ -44,6 +44,27 @@ def test_task_new_with_a_workflow_and_fields_starts_it_awaiting_approval(
     assert row.split()[1:4] == ["refund", "awaiting_approval", "v1"], row
 
 
+def test_task_show_prints_the_waits_and_what_the_apps_own_tool_says_it_did(
+    client: Client, workers: Fleet
+) -> None:
+    task_id, _ = client.new_task(2500)
+    waiting = wakeful("task", "show", task_id)
+    assert waiting.returncode == 0, waiting.stderr
+    [wait] = [line for line in waiting.stdout.splitlines() if line.startswith("waits for: ")]
+    assert wait.startswith("waits for: approval of version 1 by ") and "then " in wait, wait
+    assert "ledger" not in waiting.stdout  # the refund's bank is the refund's tool's to speak of
+    assert client.approve(task_id, "alice", 1)["status"] == "accepted"
+    assert client.wait_settled(task_id)["stage"] == "closed"
+    [entry] = client.bank.entries(task_id)
+    op_key = f"REFUND:{task_id}:v1"
+    shown = doc(wakeful("task", "show", task_id, "--json"))
+    assert shown["effects"] == {op_key: {"ledger_entry": entry.entry_id}} and "ledger" not in shown
+    assert (
+        f"effect: {op_key} -> {{'ledger_entry': '{entry.entry_id}'}}"
+        in wakeful("task", "show", task_id).stdout
+    )
+
+
 def test_the_refund_shortcuts_keep_working_as_payload_fields(client: Client, workers: Fleet) -> None:
     result = wakeful("task", "new", "--amount", "300", "--note", "thanks")
     assert result.returncode == 0, result.stderr

@@ -3,6 +3,7 @@ wakeful.examples.tutorial:app, signed events in, one booking out."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import uuid
@@ -61,6 +62,9 @@ def booked_once(client: Client, settings: Settings, task_id: str) -> dict[str, A
     rows = [row for row in calendar(settings) if row["op_key"] == op_key]
     assert len(rows) == 1
     assert shown["external_refs"] == {"booking": rows[0]["booking"]}
+    # What an operator of this app reads: the calendar's own word for the booking, asked of its tool.
+    mine = Client(dataclasses.replace(settings, app=APP)).show(task_id)
+    assert mine["effects"] == {op_key: {"booking": rows[0]["booking"]}} and "ledger" not in mine
     return shown
 
 

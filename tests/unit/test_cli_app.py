@@ -17,6 +17,7 @@ from contract_app import app as contract_app
 from wakeful.authority.store import check_signer, decode_signer
 from wakeful.cli.app_option import app_option
 from wakeful.cli.dev_signers import DEV_SIGNERS, REQUESTER, dev_signers
+from wakeful.cli.task_cmds import show_lines
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
 from wakeful.examples.refund import app as refund_app
@@ -134,3 +135,32 @@ def test_a_signer_record_from_before_tenants_signs_for_the_default_tenant() -> N
     assert (key.principal, key.tenant, kinds) == ("crm", "default", frozenset())
     key, _ = decode_signer("key-crm", orjson.dumps(old | {"tenant": "acme"}))
     assert key.tenant == "acme"
+
+
+def test_task_show_gives_a_line_to_each_wait_action_and_effect() -> None:
+    shown = {
+        "id": "t-1",
+        "stage": "ready",
+        "pending_waits": [
+            {
+                "wait_for": "approval",
+                "bound_to_version": 2,
+                "allowed_signers": ["alice", "bob"],
+                "deadline": "2030-01-01T00:00:00+00:00",
+                "on_deadline": "expire",
+                "correlation_id": "corr-1",
+            }
+        ],
+        "versions": {"policy": "p"},
+        "actions": {"BOOK:t-1:v1": {"status": "succeeded", "result": {"booking": "B-1"}}},
+        "effects": {"BOOK:t-1:v1": {"booking": "B-1"}, "BOOK:t-1:v2": None},
+    }
+    assert show_lines(shown) == [
+        "id: t-1",
+        "stage: ready",
+        "waits for: approval of version 2 by alice, bob until 2030-01-01T00:00:00+00:00, then expire "
+        "(correlation id corr-1)",
+        "action: BOOK:t-1:v1 succeeded {'booking': 'B-1'}",
+        "effect: BOOK:t-1:v1 -> {'booking': 'B-1'}",
+        "effect: BOOK:t-1:v2 -> nothing done",
+    ]
