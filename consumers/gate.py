@@ -45,7 +45,7 @@ from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.events import Envelope
+from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import App, load_app
 from wakeful.state import keys, wiring
 from wakeful.state.store import Store
@@ -187,7 +187,8 @@ class Gate:
         except TaskNotFound:
             return finish(event, "rejected", f"no task {env.task_id}", env.task_id, None)
         except (TaskQuarantined, IntegrityError) as exc:
-            return finish(event, "rejected", str(exc), env.task_id, None)
+            # Unreadable, so its tenant is unknown: the sender hears why only about its own task.
+            return finish(event, "rejected", *told(event, wake.tenant, env.task_id, str(exc)), None)
         except _Incompatible as exc:
             self._park(step, exc.detail)
             return finish(event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None)
@@ -241,10 +242,9 @@ class Gate:
         found = verified_event(msg, self.role_keys, self.authority)
         if found is None:
             return  # a forged wake, a deadline wake, or one with no verified event in it: nobody to tell
-        event, task_id = found
-        _, name, doc, _, ttl = gate_writes.receipt_write(
-            event, "rejected", f"the gate could not apply this event: {reason}", None, task_id
-        )
+        event, task_id, tenant = found
+        said, named = told(event, tenant, task_id, f"the gate could not apply this event: {reason}")
+        _, name, doc, _, ttl = gate_writes.receipt_write(event, "rejected", said, None, named)
         self.client.set(name, doc, ex=ttl, nx=True)  # an outcome already written stands
 
     def _dead(self, msg: Message, reason: str) -> None:
@@ -276,3 +276,18 @@ def main(settings: Settings, stop: threading.Event) -> None:
     gate.runner = runner
     log("role.start")
     runner.run(stop)
+
+
+def told(event: SignedEvent | None, tenant: str, task_id: str, reason: str) -> tuple[str, str]:
+    """(what the sender of `event`, of `tenant`, hears, the task its receipt names) when task_id
+    could not be judged for its tenant: `reason` about a task of the sender's own namespace;
+    otherwise (a task reached through the fallback to an id as sent, D52, or through a correlation
+    id) the answer a task or wait that does not exist gets, outside that task's slot. A deadline
+    wake (no event) is the runtime's own: nobody to tell."""
+    if event is None:
+        return reason, task_id
+    if event.correlation_id:
+        return f"unknown correlation id {event.correlation_id!r}", ""
+    assert event.task_id is not None  # the door lets no event through that names neither
+    own = keys.task_in(tenant, event.task_id)
+    return (reason, own) if own == task_id else (f"no task {own}", own)

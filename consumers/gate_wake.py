@@ -153,9 +153,10 @@ def identity(envelope: Envelope, event: SignedEvent | None) -> str:
 
 def verified_event(
     msg: Message, role_keys: RoleKeys, authority: AuthorityStore
-) -> tuple[SignedEvent, str] | None:
-    """The signed event inside a wake message, with the wake's task id, if the wake comes from a
-    role that may send it and the event verifies against the live signer registry; else None."""
+) -> tuple[SignedEvent, str, str] | None:
+    """The signed event inside a wake message, with the wake's task id and the signer's tenant, if
+    the wake comes from a role that may send it and the event verifies against the live signer
+    registry; else None."""
     value = msg.value() or b""
     if isinstance(role_keys.sender(topics.WAKE, msg.key() or b"", value, msg.headers()), Forged):
         return None
@@ -167,7 +168,7 @@ def verified_event(
     signer = authority.signer(event.key_id)
     if signer is None or not signer[0].verify(event):
         return None
-    return event, envelope.task_id
+    return event, envelope.task_id, signer[0].tenant
 
 
 def _event_in(envelope: Envelope) -> SignedEvent:

@@ -140,3 +140,20 @@ def test_a_task_made_before_the_namespaces_still_hears_its_own_tenant_and_no_oth
     missing = f"t-{uuid.uuid4().hex[:12]}"
     assert stranger["reason"] == f"no task {legacy}"
     assert client.event(missing, events.AMEND, {"amount": 30})["reason"] == f"no task {missing}"
+
+
+def test_another_tenants_quarantined_task_is_no_task_to_a_stranger_not_a_reason(
+    client: Client, workers: Fleet
+) -> None:
+    """Its checkpoint is not read, so its tenant is not known: why it cannot resume is for its own."""
+    task_id, _ = client.new_task(2500)
+    client.store.quarantine(task_id, "tampered", "a test marks it")
+    answer = client.event(task_id, events.RUN, {}, principal=OUTSIDER)
+    theirs = keys.task_in("globex", task_id)
+    assert (answer["status"], answer["reason"], answer["task_id"]) == (
+        "rejected",
+        f"no task {theirs}",
+        theirs,
+    )
+    own = client.event(task_id, events.RUN, {})  # its own tenant still hears why
+    assert own["status"] == "rejected" and "quarantined" in own["reason"], own

@@ -14,6 +14,7 @@ from refund_rules import APP, refund
 
 from wakeful.authority.store import Snapshot
 from wakeful.consumers import gate_rules
+from wakeful.consumers.gate import told
 from wakeful.consumers.gate_rules import Incompatible, Rejected
 from wakeful.examples.refund import Stage
 from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
@@ -252,3 +253,20 @@ def test_wake_carrying_an_approval_that_names_neither_task_nor_wait_is_refused()
     assert signed.task_id is None and signed.correlation_id is None
     refused = misaddressed(signed, wake_for(signed, task_id="t-9"))
     assert refused == "wake carries an approval that names neither its task nor its wait"
+
+
+@pytest.mark.parametrize(
+    ("tenant", "task_id", "task_named", "corr", "answer"),
+    [
+        ("default", "t-1", "t-1", None, ("task t-1: quarantined", "t-1")),  # its own: why
+        ("globex", "globex.t-1", "t-1", None, ("task t-1: quarantined", "globex.t-1")),
+        ("globex", "t-1", "t-1", None, ("no task globex.t-1", "globex.t-1")),  # reached another's
+        ("globex", "t-1", None, "corr-1", ("unknown correlation id 'corr-1'", "")),
+    ],
+)
+def test_an_unreadable_task_is_explained_only_to_a_sender_of_its_own_namespace(
+    tenant: str, task_id: str, task_named: str | None, corr: str | None, answer: tuple[str, str]
+) -> None:
+    ev = event(events.RUN, task_id=task_named, correlation_id=corr)
+    assert told(ev, tenant, task_id, "task t-1: quarantined") == answer
+    assert told(None, tenant, task_id, "why") == ("why", task_id)  # a deadline wake: nobody to tell
