@@ -22,6 +22,8 @@ again by whichever process reads the request next, and both calls count.
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
@@ -38,9 +40,14 @@ COUNTER_SHOWN_CHARS = 40  # of a damaged counter, in a reason
 # count of the days before it. Days since 1970 times this stay inside a stream id's 64 bits until
 # the year 2470; a day's count saturates one below it (a limit is at most DAY_SPAN - 1).
 DAY_SPAN = 10**14
-TASK_CEILING = 2**63  # a task's count saturates here, far inside a stream id's 64 bits
-# Charges of one tenant race for its stream: the loser reads the new top and adds again.
+TASK_SPAN = 2**64  # a task's count saturates one below it: a stream id's 64 bits
+# Charges of one tenant race for its stream: the loser reads the new top and adds again, after a
+# pause that grows (a few ms, then doubling) so that racers spread out.
 CHARGE_TRIES = 8
+CHARGE_PAUSE_S = 0.002
+# Proposers' clocks differ: within this of a UTC midnight, a count another proposer already put in
+# the next day is that day's, not damage.
+CLOCK_SKEW_S = 300
 _EPOCH = date(1970, 1, 1)
 
 
@@ -59,6 +66,7 @@ class Account:
     task_id: str
     tenant: str
     day: str
+    turning: bool = False  # the clock that made it is within CLOCK_SKEW_S of the day's end
 
     def __post_init__(self) -> None:
         keys.tenant_spent(self.tenant)  # ValueError: a part that cannot name its counter
@@ -67,7 +75,9 @@ class Account:
 
     @classmethod
     def at(cls, task_id: str, tenant: str, now: datetime) -> Account:
-        return cls(task_id, tenant, now.astimezone(UTC).strftime("%Y%m%d"))
+        utc = now.astimezone(UTC)
+        left = 86_400 - (utc.hour * 3600 + utc.minute * 60 + utc.second)
+        return cls(task_id, tenant, utc.strftime("%Y%m%d"), turning=left <= CLOCK_SKEW_S)
 
     @property
     def floor(self) -> int:
@@ -89,18 +99,27 @@ class Account:
 
     @property
     def counters(self) -> tuple[Counter, Counter]:
-        return Counter(self.task_key, 0, TASK_CEILING), Counter(
-            self.tenant_key, self.floor, self.floor + DAY_SPAN
-        )
+        return Counter(self.task_key), Counter(self.tenant_key, self.floor, DAY_SPAN, self.turning)
 
 
 @dataclass(frozen=True)
 class Counter:
-    """A stream counter: where a charge starts from at the least, and one above the most it holds."""
+    """A stream counter, and the span it counts in: all time for a task, a day for a tenant."""
 
     key: str
-    floor: int
-    ceiling: int
+    floor: int = 0  # the count at the start of the account's day (0: a count of all time)
+    span: int = TASK_SPAN  # how far a count may go past its floor
+    turning: bool = False  # as the account's
+
+    def window(self, count: int) -> tuple[int, int] | None:
+        """(floor, ceiling) that `count` is charged within: the account's day, or the next, which a
+        proposer whose clock is ahead reached first while this clock is about to; None for a count
+        further ahead (only a proposer's login, misused, writes one)."""
+        if count < self.floor + self.span:
+            return self.floor, self.floor + self.span
+        if self.turning and count < self.floor + 2 * self.span:
+            return self.floor + self.span, self.floor + 2 * self.span
+        return None
 
 
 def used(raw: bytes | str | None) -> int | None:
@@ -130,14 +149,6 @@ def damaged(key: str, reply: object) -> str:
     return f"token counter {key} is not a stream counter ({repr(reply)[:COUNTER_SHOWN_CHARS]})"
 
 
-def in_day(count: int, floor: int) -> int | None:
-    """Tokens a tenant counter holding `count` says were used on the day starting at `floor`; None
-    when it holds a later day's count (never written by a proposer whose clock is right)."""
-    if count >= floor + DAY_SPAN:
-        return None
-    return max(0, count - floor)
-
-
 def grown(count: int, floor: int, tokens: int, ceiling: int) -> int | None:
     """The count after adding `tokens` to a counter that holds `count`, starting from `floor` at
     the least and saturating one below `ceiling`; None when there is nothing to add."""
@@ -155,17 +166,16 @@ def usage(account: Account, replies: list[object]) -> tuple[int, int] | str:
         if count is None:
             return f"token counter {key} holds {repr(raw)[:COUNTER_SHOWN_CHARS]}, not a count of tokens"
         counts.append(count)
+    tenant_counter = account.counters[1]
     task_top, tenant_top = top(task_info), top(tenant_info)
-    for key, found, reply in (
-        (account.task_key, task_top, task_info),
-        (account.tenant_key, tenant_top, tenant_info),
-    ):
-        if found is None:
-            return f"token counter {key} is not a stream counter ({repr(reply)[:COUNTER_SHOWN_CHARS]})"
-    assert task_top is not None and tenant_top is not None
-    today = in_day(tenant_top, account.floor)
-    if today is None:
+    if task_top is None:
+        return damaged(account.task_key, task_info)
+    if tenant_top is None:
+        return damaged(account.tenant_key, tenant_info)
+    window = tenant_counter.window(tenant_top)
+    if window is None:
         return f"token counter {account.tenant_key} holds a count of a day after {account.day}"
+    today = max(0, tenant_top - window[0])
     return counts[0] + task_top, counts[1] + today
 
 
@@ -214,13 +224,15 @@ class Budget:
         return usage(account, _run(pipe))
 
     def charge(self, account: Account, tokens: int) -> list[str]:
-        """Add one call's tokens to the task's and the tenant's counters; what went wrong with a
-        counter that could not take them (already damaged: the next check refuses on it)."""
+        """Add one call's tokens to the task's and the tenant's counters; what kept a counter from
+        taking them (damaged, ahead of its day, full, or lost every race), for the log."""
         if tokens <= 0:
             return []
         problems: list[str] = []
         todo = list(account.counters)
-        for _ in range(CHARGE_TRIES):
+        for attempt in range(CHARGE_TRIES):
+            if attempt:
+                time.sleep(random.uniform(0, CHARGE_PAUSE_S * 2**attempt))  # spreads racers
             todo = self._add(todo, tokens, problems)
             if not todo:
                 return problems
@@ -235,9 +247,14 @@ class Budget:
         adds: list[tuple[Counter, int]] = []
         for counter, reply in zip(counters, _run(pipe), strict=True):
             count = top(reply)
+            window = None if count is None else counter.window(count)
+            after = None if count is None or window is None else grown(count, window[0], tokens, window[1])
             if count is None:
                 problems.append(damaged(counter.key, reply))
-            elif (after := grown(count, counter.floor, tokens, counter.ceiling)) is not None:
+            elif after is None:
+                why = "holds a count of a later day" if window is None else "is full"
+                problems.append(f"token counter {counter.key} {why}: {tokens} tokens not added")
+            else:
                 adds.append((counter, after))
         if not adds:
             return []

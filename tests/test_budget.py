@@ -28,12 +28,12 @@ from wakeful.state import acl, keys
 from wakeful.state.budget import (
     DAY_SPAN,
     MAX_CALL_TOKENS,
-    TASK_CEILING,
+    TASK_SPAN,
     Account,
     Budget,
+    Counter,
     Limits,
     grown,
-    in_day,
     spent,
     tasks_tokens,
     top,
@@ -381,13 +381,43 @@ def test_a_charge_only_ever_moves_a_counter_forward_and_within_its_day(
         return
     assert after > count
     assert floor <= after < ceiling
-    assert in_day(after, floor) == min(max(count, floor) - floor + tokens, DAY_SPAN - 1)
+    assert after - floor == min(max(count, floor) - floor + tokens, DAY_SPAN - 1)  # the day's count
 
 
-@given(count=st.integers(0, TASK_CEILING), tokens=st.integers(1, MAX_CALL_TOKENS))
+@given(count=st.integers(0, TASK_SPAN - 1), tokens=st.integers(1, MAX_CALL_TOKENS))
 def test_a_task_counter_grows_by_what_a_call_cost_until_it_saturates(count: int, tokens: int) -> None:
-    after = grown(count, 0, tokens, TASK_CEILING)
-    if count >= TASK_CEILING - 1:
+    window = Counter("k").window(count)
+    assert window == (0, TASK_SPAN)  # a task's count is of all time: any count is in it
+    after = grown(count, *window[:1], tokens, window[1])
+    if count >= TASK_SPAN - 1:
         assert after is None
     else:
-        assert after == min(count + tokens, TASK_CEILING - 1)
+        assert after == min(count + tokens, TASK_SPAN - 1)
+
+
+@pytest.mark.parametrize(
+    ("count", "turning", "window"),
+    [
+        (4 * DAY_SPAN - 1, False, (4 * DAY_SPAN, 5 * DAY_SPAN)),  # yesterday's: today starts at nothing
+        (4 * DAY_SPAN + 7, False, (4 * DAY_SPAN, 5 * DAY_SPAN)),  # today's
+        (5 * DAY_SPAN + 7, False, None),  # tomorrow's, with the day far from its end: only misuse writes it
+        (5 * DAY_SPAN + 7, True, (5 * DAY_SPAN, 6 * DAY_SPAN)),  # a proposer whose clock is ahead got there
+        (6 * DAY_SPAN, True, None),  # two days ahead is no clock
+    ],
+)
+def test_a_tenant_count_of_the_next_day_is_that_days_only_near_midnight(
+    count: int, turning: bool, window: tuple[int, int] | None
+) -> None:
+    assert Counter("k", 4 * DAY_SPAN, DAY_SPAN, turning).window(count) == window
+
+
+@pytest.mark.parametrize(
+    ("now", "turning"),
+    [
+        (datetime(2026, 12, 1, 23, 54, 59, tzinfo=UTC), False),
+        (datetime(2026, 12, 1, 23, 55, 0, tzinfo=UTC), True),
+        (datetime(2026, 12, 1, 0, 0, 1, tzinfo=UTC), False),
+    ],
+)
+def test_an_account_knows_when_its_day_is_about_to_turn(now: datetime, turning: bool) -> None:
+    assert Account.at("t-1", TENANT, now).turning is turning
