@@ -22,7 +22,7 @@ PRIVATE_UMASK = 0o077
 
 def start_detached(argv: Sequence[str], log_path: Path, pid_path: Path, cwd: Path) -> int:
     """Run argv in its own session so it outlives the CLI, creating only private files; record its pid."""
-    private_tree(log_path.parent)
+    log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "ab") as log:
         proc = subprocess.Popen(
@@ -39,18 +39,26 @@ def start_detached(argv: Sequence[str], log_path: Path, pid_path: Path, cwd: Pat
     return proc.pid
 
 
-def private_tree(root: Path) -> None:
+def private_tree(root: Path) -> list[str]:
     """Make root (and its parents, as needed) and take every group and other bit off it and all it
-    holds: folders 0700, files keep only their owner's bits. Links are not followed."""
+    holds: folders 0700, files keep only their owner's bits. Links are not followed, and a file
+    that goes away meanwhile (a running broker renames its checkpoints) is no error. Returns what
+    could not be changed (not this user's), for the caller to name."""
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    refused: list[str] = []
     for folder, dirs, files in os.walk(root):
-        os.chmod(folder, 0o700)
-        for name in files:
-            path = os.path.join(folder, name)
-            mode = os.lstat(path).st_mode
-            if not stat.S_ISLNK(mode) and mode & 0o077:
-                os.chmod(path, stat.S_IMODE(mode) & 0o700)
+        for path, wanted in ((folder, 0o700), *((os.path.join(folder, f), None) for f in files)):
+            try:
+                mode = os.lstat(path).st_mode
+                if stat.S_ISLNK(mode) or not mode & 0o077:
+                    continue
+                os.chmod(path, wanted if wanted is not None else stat.S_IMODE(mode) & 0o700)
+            except FileNotFoundError:
+                continue
+            except PermissionError:
+                refused.append(path)
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+    return refused
 
 
 def alive(pid: int) -> bool:

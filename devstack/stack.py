@@ -7,6 +7,7 @@ missing ones are started here, and `down` stops only what `up` started (by pid f
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from wakeful.core import provenance, secrets, topics
 from wakeful.core.errors import ServerUnavailable, StackError
@@ -29,7 +30,8 @@ class ServerStatus:
 
 
 def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
-    process.private_tree(settings.home)  # also what an earlier release left readable
+    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private(settings, say)  # also what an earlier release left readable
     if not settings.keyring.exists():
         Keyring.generate().save(settings.keyring)
         say(f"created the sealing keyring {settings.keyring} (mode 0600)")
@@ -57,8 +59,38 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     created = topics.ensure_topics(settings)
     if created:
         say(f"created topics: {', '.join(created)} ({settings.partitions} partitions each)")
-    process.private_tree(settings.home)  # what was written beside the servers as they started
+    private(settings, say)  # what was written beside the servers as they started
     return status(settings)
+
+
+# What wakeful writes in its state dir. Only these are made private, and the folder itself when it
+# holds nothing else: a state dir that is also a user's own folder keeps its other files as they are.
+OWN = ("kafka", "redis", "redis-cluster", "secrets", "signers", "keyring.json", "workers.lock")
+
+
+def private(settings: Settings, say: process.Say) -> None:
+    """Take the group and other bits off everything wakeful keeps, whatever the umask: the servers'
+    data holds signed events and ledger keys, past every login and ACL."""
+    home = settings.home
+    refused: list[str] = []
+    if all(p.name in OWN for p in home.iterdir()):
+        refused += _private(home, walk=False)
+    for path in (*(home / name for name in OWN), settings.keyring, settings.secrets):
+        refused += _private(path)
+    if refused:
+        say(f"could not make private (another user's files?): {', '.join(refused[:5])}")
+
+
+def _private(path: Path, walk: bool = True) -> list[str]:
+    """0700 for a folder (and, walked, all it holds), the owner's bits only for a file."""
+    if path.is_dir() and not path.is_symlink() and walk:
+        return process.private_tree(path)
+    try:
+        if path.exists() and not path.is_symlink():
+            path.chmod(0o700 if path.is_dir() else path.stat().st_mode & 0o700)
+    except PermissionError:
+        return [str(path)]
+    return []
 
 
 START_HINT = "start it with `wakeful dev up` (`wakeful demo`, `bench` and `chaos` start it themselves)"
