@@ -170,6 +170,7 @@ class Client:
         receipt."""
         tenant = self.tenant_of(principal)
         named = keys.named_by(tenant, task_id) if task_id else f"t-{uuid.uuid4().hex[:12]}"
+        outside(principal, tenant, task_id or named, named)
         event = self.send(principal, events.CREATE, payload, task_id=named)
         task_id = keys.task_in(tenant, named)  # the runtime's id: the principal's tenant's namespace
         return task_id, self.receipt(event.event_id, task_id, key_id=event.key_id)
@@ -197,11 +198,7 @@ class Client:
         principal's tenant gave it) and read its receipt."""
         tenant = self.tenant_of(principal)
         named = keys.named_by(tenant, task_id)
-        if not re.fullmatch(keys.OUTSIDE_TASK_ID, named):
-            raise WakefulError(
-                f"task {task_id} is not in the namespace of {principal}'s tenant {tenant}: a signer names "
-                f"only its own tenant's tasks ({tenant}.<id>, or <id>)"
-            )
+        outside(principal, tenant, task_id, named)
         event = self.send(principal, kind, payload, task_id=named, correlation_id=correlation_id)
         # A task of the tenant's made before the namespaces has the id as sent (D52): its receipt too.
         scoped = keys.task_in(tenant, named)
@@ -215,10 +212,19 @@ class Client:
         return found[0].tenant if found is not None else DEFAULT_TENANT
 
     def approve(self, task_id: str, by: str, version: int) -> dict[str, Any]:
-        try:  # answer the wait by its correlation id when the task can be read here
-            waits = [w for w in self.store.load(task_id).execution.pending_waits if w.wait_for == "approval"]
-        except WakefulError:
-            waits = []  # the pipeline will say what is wrong with the task
+        """Approve the task that `by`'s tenant calls task_id (or whose runtime id it is), answering
+        its wait by correlation id when the task can be read here."""
+        tenant = self.tenant_of(by)
+        named = keys.named_by(tenant, task_id)
+        waits = []
+        # Its namespace's task, else the one with the id as sent (made before the namespaces, D52).
+        for candidate in dict.fromkeys((keys.task_in(tenant, named), task_id)):
+            try:
+                cp = self.store.load(candidate)
+            except (WakefulError, ValueError):
+                continue  # the pipeline will say what is wrong with the task
+            waits = [w for w in cp.execution.pending_waits if w.wait_for == "approval"]
+            break
         corr = waits[0].correlation_id if waits else None
         return self.event(task_id, events.APPROVE, {"version": version}, by, corr)
 
@@ -334,6 +340,15 @@ class Client:
     def close(self) -> None:
         if self._publisher is not None:
             self._publisher.close()
+
+
+def outside(principal: str, tenant: str, task_id: str, named: str) -> None:
+    """WakefulError unless `named`, what principal's tenant calls task_id, is an id it may sign."""
+    if not re.fullmatch(keys.OUTSIDE_TASK_ID, named):
+        raise WakefulError(
+            f"task {task_id} is not in the namespace of {principal}'s tenant {tenant}: a signer names "
+            f"only its own tenant's tasks ({tenant}.<id>, or <id>: {keys.OUTSIDE_TASK_ID})"
+        )
 
 
 def describe(cp: Checkpoint) -> dict[str, Any]:

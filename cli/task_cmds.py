@@ -159,7 +159,7 @@ def task_approve(
     receipt = client.approve(task_id, principal, version)
     extra: dict[str, Any] = {}
     if receipt["status"] == "accepted":
-        shown = client.wait_settled(task_id, timeout)
+        shown = client.wait_settled(receipt.get("task_id") or task_id, timeout)  # the runtime's id
         extra = {"task": shown}
         did = [f"{op}: {effect}" for op, effect in shown["effects"].items() if effect]
         receipt["reason"] = f"approved by {principal}; task is {shown['stage']}" + (

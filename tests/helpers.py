@@ -28,6 +28,7 @@ from wakeful.core.settings import Settings
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
+from wakeful.schemas.logs import UNDO_PREFIX
 
 
 def new_checkpoint(task_id: str | None = None, amount: int = 100, stage: str = Stage.RECEIVED) -> Checkpoint:
@@ -426,4 +427,9 @@ class BankClient(Client):
 
     def show(self, task_id: str) -> dict[str, Any]:
         shown = super().show(task_id)  # the state first: a booking always precedes the close that records it
-        return shown | {"ledger": [e.model_dump(mode="json") for e in self.bank.entries(task_id)]}
+        if "quarantine" in shown:
+            entries = self.bank.entries(task_id)  # a scan, but the task cannot say its operations
+        else:  # one booking at most per op key the task ran
+            found = (self.bank.lookup(op) for op in shown["actions"] if not op.startswith(UNDO_PREFIX))
+            entries = [e for e in found if e is not None]
+        return shown | {"ledger": [e.model_dump(mode="json") for e in entries]}

@@ -11,6 +11,7 @@ import pytest
 from helpers import new_checkpoint, start_fleet
 
 from wakeful.cli.client import Client
+from wakeful.core.errors import WakefulError
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.schemas import events
@@ -157,3 +158,16 @@ def test_another_tenants_quarantined_task_is_no_task_to_a_stranger_not_a_reason(
     )
     own = client.event(task_id, events.RUN, {})  # its own tenant still hears why
     assert own["status"] == "rejected" and "quarantined" in own["reason"], own
+
+
+def test_a_tenants_signer_approves_its_task_by_the_id_its_tenant_gave_it(
+    client: Client, workers: Fleet
+) -> None:
+    named = f"t-{uuid.uuid4().hex[:12]}"
+    theirs, created = client.create({"amount": 2500, "currency": "EUR"}, principal=OUTSIDER, task_id=named)
+    assert created["stage"] == "awaiting_approval", created
+    approved = client.approve(named, OUTSIDER, 1)  # its own name for it, not the runtime's
+    assert approved["status"] == "accepted" and approved["task_id"] == theirs, approved
+    assert client.wait_settled(theirs)["stage"] == "closed"
+    with pytest.raises(WakefulError, match="not in the namespace of"):
+        client.create({"amount": 1, "currency": "EUR"}, principal=OUTSIDER, task_id="acme.t-1")
