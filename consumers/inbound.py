@@ -232,7 +232,9 @@ class Inbound:
 
     def _reject(self, msg: Message, rejected: Rejected, receipt: bool = True) -> None:
         assert self.runner is not None
-        task_id = rejected.event.task_id if rejected.event else None
+        named = rejected.event.task_id if rejected.event else None
+        # Labelled as its signer's tenant names the task, never as another tenant's task of that id.
+        task_id = keys.task_in(rejected.tenant, named) if named and rejected.tenant else named
         self.runner.dead_letter(msg, rejected.reason, task_id)
         # An unverified event's key id is only a claim: its rejection must not fill that key's receipt.
         if receipt and rejected.event is not None and rejected.tenant is not None:

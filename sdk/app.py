@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
+from wakeful.schemas.logs import UNDO_PREFIX
 from wakeful.sdk.tools import Tool, catalog
 from wakeful.sdk.workflow import RUNTIME_STAGES, Workflow
+from wakeful.state import keys
 
 DEFAULT_APP = "wakeful.examples.refund:app"
 ENV = "WAKEFUL_APP"
@@ -85,7 +88,27 @@ def _problems(app: App) -> list[str]:
         ]
         if "{task_id}" not in tool.op_key:
             found.append(f"tool {tool.name}'s op_key {tool.op_key!r} must contain {{task_id}}")
+        else:
+            found += _op_key_problems(tool.name, tool.key_for)
     return found
+
+
+# The longest task id (a tenant's name and its own id, D52) at a version no task reaches.
+_LONGEST_TASK = f"{'t' * 64}.{'i' * 64}"
+
+
+def _op_key_problems(name: str, key_for: Callable[[str, int], str]) -> list[str]:
+    """Why the op keys a tool forms may not name a downstream's records (or its undo's), if so."""
+    try:
+        longest = UNDO_PREFIX + key_for(_LONGEST_TASK, 2**31)
+    except (KeyError, IndexError, ValueError) as exc:
+        return [f"tool {name}'s op_key cannot be formed from tool, task_id and version: {exc!r}"]
+    if not re.fullmatch(keys.OP_KEY, longest):
+        return [
+            f"tool {name}'s op keys must match {keys.OP_KEY} behind {UNDO_PREFIX!r} for every task id: "
+            f"one is {len(longest)} characters ({longest[:40]}...); use a shorter op_key or tool name"
+        ]
+    return []
 
 
 def load_app(spec: str | None = None) -> App:
