@@ -28,10 +28,10 @@ from pydantic import ValidationError
 
 from wakeful.authority.store import SNAPSHOT_READS, Snapshot, snapshot_from
 from wakeful.consumers import executor_steps
-from wakeful.consumers.consuming import group_consumer
 from wakeful.consumers.executor_writes import Loaded, Writes
 from wakeful.consumers.models import Proposal
-from wakeful.consumers.producing import make_producer
+from wakeful.consumers.producing import RunnerProducer
+from wakeful.consumers.role import run_role
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import (
@@ -223,33 +223,15 @@ class Executor:
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
-    log = Log(role="executor")
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
     keys = load_keys(settings, "executor")
     app = load_app(settings.app)
     for tool in app.tools:
         tool.connect(settings)  # each with its own credentials
-    executor = Executor(
-        wiring.store_for(settings, "executor", app),
-        wiring.leases_for(settings, "executor"),
-        wiring.actions_for(settings, "executor"),
-        log,
-        keys=keys,
-        app=app,
-    )
-    producer, failures = make_producer(settings, "executor")
-    consumer = group_consumer(settings, "executor", "wakeful-executor")
-    runner = Runner(
-        "executor",
-        topics.PROPOSALS,
-        executor.handle,
-        consumer(),
-        producer,
-        log=log,
-        threads=settings.threads,
-        failures=failures,
-        remake=consumer,
-    )
-    executor.runner = runner
-    log("role.start")
-    runner.run(stop)
+    store = wiring.store_for(settings, "executor", app)
+    leases, actions = wiring.leases_for(settings, "executor"), wiring.actions_for(settings, "executor")
+
+    def build(producer: RunnerProducer, log: Log) -> Executor:
+        return Executor(store, leases, actions, log, keys=keys, app=app)
+
+    run_role(settings, stop, "executor", topics.PROPOSALS, build)

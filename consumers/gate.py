@@ -26,9 +26,9 @@ from confluent_kafka import Message, Producer
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_create, gate_rules, gate_writes
-from wakeful.consumers.consuming import group_consumer
 from wakeful.consumers.gate_wake import DeadLetter, Taken, authenticate, identity, verified_event
-from wakeful.consumers.producing import make_producer
+from wakeful.consumers.producing import RunnerProducer
+from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import (
@@ -253,29 +253,15 @@ class Gate:
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
-    log = Log(role="gate")
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
     keys = load_keys(settings, "gate")
     app = load_app(settings.app)
     store = wiring.store_for(settings, "gate")
-    producer, failures = make_producer(settings, "gate")
-    gate = Gate(store, producer, log, keys=keys, app=app, event_max_age=settings.event_max_age)
-    consumer = group_consumer(settings, "gate", "wakeful-gate")
-    runner = Runner(
-        "gate",
-        topics.WAKE,
-        gate.handle,
-        consumer(),
-        producer,
-        log=log,
-        threads=settings.threads,
-        failures=failures,
-        remake=consumer,
-        on_poison=gate.poisoned,
-    )
-    gate.runner = runner
-    log("role.start")
-    runner.run(stop)
+
+    def build(producer: RunnerProducer, log: Log) -> Gate:
+        return Gate(store, producer, log, keys=keys, app=app, event_max_age=settings.event_max_age)
+
+    run_role(settings, stop, "gate", topics.WAKE, build, hooks=lambda gate: Hooks(on_poison=gate.poisoned))
 
 
 def told(event: SignedEvent | None, tenant: str, task_id: str, reason: str) -> tuple[str, str]:

@@ -20,8 +20,8 @@ import redis
 from confluent_kafka import Message, Producer
 
 from wakeful.authority.store import decode_signer
-from wakeful.consumers.consuming import group_consumer
-from wakeful.consumers.producing import make_producer
+from wakeful.consumers.producing import RunnerProducer
+from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
@@ -285,25 +285,15 @@ def _signer(key_id: str, raw: object) -> tuple[VerifyKey | None, frozenset[str]]
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
-    log = Log(role="inbound")
     client = acl.connect(settings, "inbound")  # its password before any wait on the broker
-    producer, failures = make_producer(settings, "inbound")
-    inbound = Inbound(client, producer, log, settings.event_max_age, kinds=load_app(settings.app).kinds)
-    consumer = group_consumer(settings, "inbound", "wakeful-inbound")
-    runner = Runner(
-        "inbound",
-        topics.EVENTS,
-        inbound.handle,
-        consumer(),
-        producer,
-        log=log,
-        threads=settings.threads,
-        failures=failures,
-        remake=consumer,
-        before_batch=inbound.before_batch,
-        after_batch=inbound.after_batch,
-        on_poison=inbound.poisoned,
-    )
-    inbound.runner = runner
-    log("role.start")
-    runner.run(stop)
+    kinds = load_app(settings.app).kinds
+
+    def build(producer: RunnerProducer, log: Log) -> Inbound:
+        return Inbound(client, producer, log, settings.event_max_age, kinds=kinds)
+
+    def hooks(inbound: Inbound) -> Hooks:
+        return Hooks(
+            before_batch=inbound.before_batch, after_batch=inbound.after_batch, on_poison=inbound.poisoned
+        )
+
+    run_role(settings, stop, "inbound", topics.EVENTS, build, hooks=hooks)

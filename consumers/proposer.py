@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from confluent_kafka import Message, Producer
 from pydantic import ValidationError
 
-from wakeful.consumers.consuming import group_consumer
 from wakeful.consumers.models import Model, Proposal, make_model
 from wakeful.consumers.overlap import OverlapRunner
-from wakeful.consumers.producing import make_producer
+from wakeful.consumers.producing import RunnerProducer
+from wakeful.consumers.role import run_role
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
@@ -140,24 +140,13 @@ class Proposer:
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
-    log = Log(role="proposer", model=settings.model)
     keys = load_keys(settings, "proposer")  # local files first: a missing one stops the role before any wait
-    producer, failures = make_producer(settings, "proposer")
     limits = Limits(task=settings.model_task_tokens, tenant=settings.model_tenant_tokens)
     budget = Budget(acl.connect(settings, "proposer", timeout=REDIS_TIMEOUT_S), limits)
-    proposer = Proposer(make_model(settings), producer, log, keys, budget)
-    consumer = group_consumer(settings, "proposer", "wakeful-proposer")
-    runner = OverlapRunner(  # a slow model call holds up only its own task
-        "proposer",
-        topics.PROPOSALS_REQUEST,
-        proposer.handle,
-        consumer(),
-        producer,
-        log=log,
-        threads=settings.threads,
-        failures=failures,
-        remake=consumer,
-    )
-    proposer.runner = runner
-    log("role.start")
-    runner.run(stop)
+
+    def build(producer: RunnerProducer, log: Log) -> Proposer:
+        return Proposer(make_model(settings), producer, log, keys, budget)
+
+    # A slow model call holds up only its own task.
+    log = Log(role="proposer", model=settings.model)
+    run_role(settings, stop, "proposer", topics.PROPOSALS_REQUEST, build, runner=OverlapRunner, log=log)
