@@ -166,7 +166,10 @@ def test_a_tenants_signer_approves_its_task_by_the_id_its_tenant_gave_it(
     named = f"t-{uuid.uuid4().hex[:12]}"
     theirs, created = client.create({"amount": 2500, "currency": "EUR"}, principal=OUTSIDER, task_id=named)
     assert created["stage"] == "awaiting_approval", created
-    approved = client.approve(named, OUTSIDER, 1)  # its own name for it, not the runtime's
+    colleague = "fay-globex"  # another approver of the same tenant: a requester approves nothing of its own
+    client.add_signer(colleague, (events.APPROVE,), tenant="globex")
+    client.authority.add_approver(colleague)
+    approved = client.approve(named, colleague, 1)  # the tenant's own name for it, not the runtime's
     assert approved["status"] == "accepted" and approved["task_id"] == theirs, approved
     assert client.wait_settled(theirs)["stage"] == "closed"
     with pytest.raises(WakefulError, match="not in the namespace of"):
