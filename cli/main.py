@@ -137,7 +137,7 @@ def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
 @click.pass_obj
 def dev_acl(settings: Settings, apply: bool) -> None:
     """The ACL users for every role (ACL SETUSER lines); --apply creates them on your own Redis."""
-    from wakeful.state import acl, credentials, library
+    from wakeful.state import acl, credentials, library, upgrades
 
     if apply:
         _need_stack(settings, kafka=False)
@@ -158,6 +158,8 @@ def dev_acl(settings: Settings, apply: bool) -> None:
     for command in commands:
         owner.execute_command(*command, **where)  # type: ignore[no-untyped-call]  # untyped upstream
     library.load(owner)
+    for line in upgrades.run(owner):
+        say(line)
     say(f"created {len(commands)} ACL users and loaded {library.LIBRARY}; their passwords are in {kept}")
 
 

@@ -23,7 +23,7 @@ from wakeful.core import secrets
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
 from wakeful.devstack import process, redis_server
-from wakeful.state import acl, credentials, library
+from wakeful.state import acl, credentials, library, upgrades
 
 NAME = "redis-cluster"
 SLOTS = 16384
@@ -128,6 +128,8 @@ def start(settings: Settings, say: process.Say) -> list[int]:
         )
     admin = acl.connect(settings, "admin")
     library.load(admin)  # FUNCTION LOAD goes to every master
+    for line in upgrades.run(admin):
+        say(line)
     admin.close()
     ports = ", ".join(map(str, settings.redis_cluster_ports))
     say(f"redis cluster ok on 127.0.0.1 ports {ports} (3 masters); users and {library.LIBRARY} on every node")

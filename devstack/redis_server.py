@@ -15,7 +15,7 @@ import redis
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
 from wakeful.devstack import process
-from wakeful.state import acl, credentials, library
+from wakeful.state import acl, credentials, library, upgrades
 
 NAME = "redis"
 INSTALL_HINT = "install it with `sudo apt-get install -y redis-server`"
@@ -134,6 +134,8 @@ def start(settings: Settings, say: process.Say) -> int:
         admin.config_set("maxmemory", settings.redis_maxmemory)
         admin.config_set("maxmemory-policy", "noeviction")
         library.load(admin)
+        for line in upgrades.run(admin):
+            say(line)
         # Last on this connection: ACL LOAD closes the connections of the users it replaces, the
         # caller's own included, so a command sent after it on the same socket may meet a reset.
         admin.acl_load()
@@ -180,6 +182,8 @@ def start(settings: Settings, say: process.Say) -> int:
     if not process.wait_until(lambda: _loaded(admin), settings.start_timeout):
         raise StackError(NAME, "still loading its data", process.log_tail(log_path(settings)))
     library.load(admin)
+    for line in upgrades.run(admin):
+        say(line)
     admin.close()
     say(f"loaded the function library {library.LIBRARY} as the admin user")
     return pid

@@ -66,11 +66,7 @@ _EVIDENCE = f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall)"
 # The proposer's budget: read before a model call, add what the call cost after it (a plain
 # pipeline, no MULTI: the two counters live in different slots). A counter is a stream's top id and
 # XADD is the one write: no command here can move it back or make it lapse (state/budget.py, D51).
-# The counters from before the streams are only read.
-_TOKENS = (
-    f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinfo|stream) "
-    f"(%R~{keys.PATTERN_TASK_TOKENS} %R~{keys.PATTERN_TENANT_TOKENS} +get)"
-)
+_TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinfo|stream)"
 
 # The two roles that write Progress (through state.store). Only the executor holds task leases:
 # the gate reads and WATCHes the lease (_TASK_READ) and needs it free (docs/decisions.md D49).

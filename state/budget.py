@@ -11,8 +11,8 @@ does not grow, and the proposer may only XADD and read, so no command it can sen
 back: neither a negative add, nor a trim (the top id outlives its entries), nor a lapse (no TTL,
 no EXPIRE, no DEL). A move forward only spends a budget sooner (docs/decisions.md D51).
 
-Counters written before the streams (a string per task, and one per tenant per day with a TTL) are
-only read now, by the proposer too, and add to what the streams hold.
+Counters written before the streams (a string per task, and one per tenant per day) are moved into
+them by the admin at `dev up` and `dev acl --apply` (state/upgrades.py).
 
 A counter is not trusted for holding a number: one that does not read as a count of tokens counts
 as spent, with the reason, so a damaged counter parks a task instead of lifting its limit.
@@ -70,7 +70,6 @@ class Account:
 
     def __post_init__(self) -> None:
         keys.tenant_spent(self.tenant)  # ValueError: a part that cannot name its counter
-        keys.tenant_tokens(self.tenant, self.day)
         keys.spent(self.task_id)
 
     @classmethod
@@ -91,11 +90,6 @@ class Account:
     @property
     def tenant_key(self) -> str:
         return keys.tenant_spent(self.tenant)
-
-    @property
-    def legacy_keys(self) -> tuple[str, str]:
-        """The task's and the tenant's day counters from before the streams."""
-        return keys.tokens(self.task_id), keys.tenant_tokens(self.tenant, self.day)
 
     @property
     def counters(self) -> tuple[Counter, Counter]:
@@ -120,16 +114,6 @@ class Counter:
         if self.turning and count < self.floor + 2 * self.span:
             return self.floor + self.span, self.floor + 2 * self.span
         return None
-
-
-def used(raw: bytes | str | None) -> int | None:
-    """The tokens a legacy counter holds (0 when it does not exist), or None when it is not a count."""
-    if raw is None:
-        return 0
-    text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
-    if not text.isascii() or not text.isdigit():
-        return None
-    return int(text)
 
 
 def top(reply: object) -> int | None:
@@ -157,26 +141,18 @@ def grown(count: int, floor: int, tokens: int, ceiling: int) -> int | None:
 
 
 def usage(account: Account, replies: list[object]) -> tuple[int, int] | str:
-    """(the task's tokens, the tenant's tokens today) from check()'s replies; or why the counters
-    cannot say (a damaged one), which counts as spent."""
-    legacy_task, legacy_tenant, task_info, tenant_info = replies
-    counts: list[int] = []
-    for key, raw in zip(account.legacy_keys, (legacy_task, legacy_tenant), strict=True):
-        count = used(raw) if raw is None or isinstance(raw, bytes | str) else None  # else: a read error
-        if count is None:
-            return f"token counter {key} holds {repr(raw)[:COUNTER_SHOWN_CHARS]}, not a count of tokens"
-        counts.append(count)
-    tenant_counter = account.counters[1]
+    """(the task's tokens, the tenant's tokens today) from check()'s replies (each stream's XINFO
+    STREAM); or why the counters cannot say (a damaged one), which counts as spent."""
+    task_info, tenant_info = replies
     task_top, tenant_top = top(task_info), top(tenant_info)
     if task_top is None:
         return damaged(account.task_key, task_info)
     if tenant_top is None:
         return damaged(account.tenant_key, tenant_info)
-    window = tenant_counter.window(tenant_top)
+    window = account.counters[1].window(tenant_top)
     if window is None:
         return f"token counter {account.tenant_key} holds a count of a day after {account.day}"
-    today = max(0, tenant_top - window[0])
-    return counts[0] + task_top, counts[1] + today
+    return task_top, max(0, tenant_top - window[0])
 
 
 def spent(limits: Limits, account: Account, found: tuple[int, int] | str) -> str | None:
@@ -217,8 +193,6 @@ class Budget:
     def usage(self, account: Account) -> tuple[int, int] | str:
         """(the task's tokens, the tenant's today), or why a damaged counter cannot say."""
         pipe = self.redis.pipeline(transaction=False)
-        for key in account.legacy_keys:
-            pipe.get(key)
         for counter in account.counters:
             pipe.xinfo_stream(counter.key)
         return usage(account, _run(pipe))
@@ -275,19 +249,11 @@ class Budget:
 
 
 def tasks_tokens(client: redis.Redis, task_ids: list[str]) -> list[int | None]:
-    """Tokens each task's model calls used, legacy counter and stream together (None where a
-    counter is damaged), in one round trip."""
+    """Tokens each task's model calls used (None where its counter is damaged), in one round trip."""
     pipe = client.pipeline(transaction=False)
     for task_id in task_ids:
-        pipe.get(keys.tokens(task_id))
         pipe.xinfo_stream(keys.spent(task_id))
-    replies = pipe.execute(raise_on_error=False)
-    out: list[int | None] = []
-    for legacy, info in zip(replies[::2], replies[1::2], strict=True):
-        before = None if isinstance(legacy, Exception) else used(legacy)
-        now = top(info)
-        out.append(None if before is None or now is None else before + now)
-    return out
+    return [top(info) for info in pipe.execute(raise_on_error=False)]
 
 
 def _run(pipe: redis.client.Pipeline) -> list[object]:

@@ -60,12 +60,12 @@ of key. Inside the task keyspace op keys are hash fields of wk:{T}:ops, never ke
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
 |                   |        | <UTC day * DAY_SPAN + that day's tokens>-0         |                        |
-| wk:{T}:tokens     | string | legacy: tokens counted before the streams          | nobody now; read only  |
-| wk:tenant:{N}:tokens:{D} | string | legacy: tenant N's tokens on UTC day D (TTL) | nobody now; read only  |
+| wk:{T}:tokens     | string | legacy: tokens counted before the streams          | admin moves it into    |
+| wk:tenant:{N}:tokens:{D} | string | legacy: tenant N's tokens on UTC day D (TTL) | the stream, deletes it |
 
 No per-task key has a TTL while its task lives: a waiting task must never be dropped by Redis.
-The token counters have none either: a counter that could lapse could be made to lapse. A legacy
-tenant day counter still lapses TENANT_TOKENS_TTL_S after it was last written.
+The token counters have none either: a counter that could lapse could be made to lapse. The
+counters from before the streams are moved into them by the admin (state/upgrades.py).
 
 Every per-task ACL pattern starts `wk:{` and ends with the key's kind: braces are literal in a
 Redis glob and no other key starts with `wk:{`, so a pattern for one kind of task key reaches no
@@ -140,9 +140,6 @@ CAS_RETRIES = 8
 # The outbox index is rebuilt by a SCAN over all outboxes this often, in case a writer died between
 # its transaction and its SADD to the index.
 OUTBOX_SWEEP_S = 60.0
-# A legacy tenant day counter was read only on its own UTC day; a second day covered clock skew
-# between proposers and a day that was still being read as it ended.
-TENANT_TOKENS_TTL_S = 2 * 24 * 3600
 
 OUTBOX_DIRTY = f"{PREFIX}:outbox:dirty"
 DEADLINES = f"{PREFIX}:deadlines"

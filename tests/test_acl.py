@@ -161,9 +161,8 @@ def test_proposer_may_only_read_and_add_to_its_token_counters(settings: Settings
     for key in counters:
         assert proposer.xadd(key, {"n": 5}, id="5-0", maxlen=1, approximate=False) == b"5-0"
         assert proposer.xinfo_stream(key)["last-generated-id"] == b"5-0"
-    for key in legacy:
-        assert proposer.get(key) is None  # read, never written
     for command in (
+        ("GET", legacy[0]),  # the counters from before are the admin's to move (state/upgrades.py)
         ("SET", legacy[0], "0"),
         ("INCRBY", legacy[1], "5"),
         ("EXPIRE", counters[1], "60"),

@@ -134,14 +134,9 @@ def tenant_key() -> str:
     return Account.at("t", TENANT, datetime.now(UTC)).tenant_key
 
 
-@pytest.fixture()
-def legacy_tenant_key() -> str:
-    return Account.at("t", TENANT, datetime.now(UTC)).legacy_keys[1]
-
-
 @pytest.fixture(autouse=True)
-def _fresh_tenant_day(redis_client: redis.Redis, tenant_key: str, legacy_tenant_key: str) -> None:
-    redis_client.delete(tenant_key, legacy_tenant_key)
+def _fresh_tenant_day(redis_client: redis.Redis, tenant_key: str) -> None:
+    redis_client.delete(tenant_key)
 
 
 def spend(client: redis.Redis, account: Account, task: int = 0, tenant: int = 0) -> None:
@@ -169,24 +164,6 @@ def test_spent_task_budget_means_no_model_call_and_a_failed_proposal(
     assert proposal["tool"] == "none"
     assert proposal["failed"] == f"token budget of 100 for task {task_id} is spent (100 used)"
     assert tokens_of(redis_client, task_id) == 100  # a refusal costs nothing
-
-
-def test_tokens_counted_before_the_streams_still_count(
-    settings: Settings, redis_client: redis.Redis, task_id: str, legacy_tenant_key: str
-) -> None:
-    """A task asleep since before the stream counters wakes with what it had already spent."""
-    redis_client.set(keys.tokens(task_id), 60)
-    spend(redis_client, Account.at(task_id, TENANT, datetime.now(UTC)), task=40)
-    model = CountingModel(tokens=5)
-    proposer, sent = proposer_for(settings, model, Limits(task=100, tenant=0))
-    proposer.handle(request(settings, task_id))
-    assert model.calls == 0
-    assert sent.proposals()[-1]["failed"] == f"token budget of 100 for task {task_id} is spent (100 used)"
-    redis_client.set(legacy_tenant_key, 1000, ex=keys.TENANT_TOKENS_TTL_S)
-    proposer, sent = proposer_for(settings, model, Limits(task=0, tenant=1000))
-    proposer.handle(request(settings, f"{task_id}-b"))
-    assert model.calls == 0
-    assert sent.proposals()[-1]["failed"].startswith(f"daily token budget of 1000 for tenant {TENANT} on ")
 
 
 def test_spent_tenant_day_budget_means_no_model_call_for_any_of_its_tasks(
@@ -225,15 +202,6 @@ def test_a_counter_that_is_not_a_number_is_spent_with_its_reason(
 ) -> None:
     model = CountingModel(tokens=5)
     proposer, sent = proposer_for(settings, model, Limits(task=100, tenant=1000))
-    legacy_task, legacy_tenant = Account.at(task_id, TENANT, datetime.now(UTC)).legacy_keys
-    for key, value in ((legacy_task, "12abc"), (legacy_tenant, "-5")):
-        redis_client.set(key, value)
-        proposer.handle(request(settings, task_id))
-        redis_client.delete(key)
-        assert model.calls == 0
-        failed = sent.proposals()[-1]["failed"]
-        held = f"token counter {key} holds {value.encode()!r}"
-        assert failed == f"{held}, not a count of tokens: the budget is treated as spent"
     for key in (keys.spent(task_id), tenant_key):
         redis_client.set(key, "5")  # a string where a stream counter belongs
         proposer.handle(request(settings, task_id))
@@ -338,21 +306,20 @@ def test_limits_of_zero_mean_no_limit_and_no_read() -> None:
     )  # a damaged counter is spent, whatever the limit
 
 
-def test_usage_adds_the_legacy_counters_to_the_streams_and_refuses_what_is_not_a_count() -> None:
+def test_usage_reads_the_streams_and_refuses_what_is_not_a_count() -> None:
     account = Account("t1", TENANT, "20261130")
     info = {"last-generated-id": b"7-0"}
     today = {"last-generated-id": f"{account.floor + 5}-0".encode()}
     missing = redis.ResponseError("no such key")
-    assert usage(account, [None, None, missing, missing]) == (0, 0)
-    assert usage(account, [b"3", b"4", info, today]) == (10, 9)
+    assert usage(account, [missing, missing]) == (0, 0)
+    assert usage(account, [info, today]) == (7, 5)
     yesterday = {"last-generated-id": f"{account.floor - 1}-0".encode()}
-    assert usage(account, [None, None, info, yesterday]) == (7, 0)  # a new day starts at nothing
+    assert usage(account, [info, yesterday]) == (7, 0)  # a new day starts at nothing
     damaged: list[list[object]] = [
-        [b"", None, info, today],  # empty is not a number
-        [None, b"-5", info, today],
-        [None, redis.ResponseError("WRONGTYPE"), info, today],
-        [None, None, redis.ResponseError("WRONGTYPE"), today],
-        [None, None, info, {"last-generated-id": f"{account.floor + DAY_SPAN}-0".encode()}],
+        [redis.ResponseError("WRONGTYPE"), today],
+        [info, redis.ResponseError("WRONGTYPE")],
+        [info, {"last-generated-id": b"x-0"}],
+        [info, {"last-generated-id": f"{account.floor + DAY_SPAN}-0".encode()}],  # a later day's
     ]
     for replies in damaged:
         assert isinstance(usage(account, replies), str), replies

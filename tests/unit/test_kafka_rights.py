@@ -97,10 +97,25 @@ def test_every_role_joins_only_the_groups_and_reads_only_the_topics_it_is_grante
                 topic = call.args[1]
                 assert isinstance(topic, ast.Attribute), role
                 assert getattr(topics, topic.attr) in RIGHTS[role].reads, f"{role} consumes {topic.attr}"
-        assert seen & {"make_producer", "producer_config"}, (
+            if name == "run_role":  # (settings, stop, role, topic, ...): its producer, group and runner
+                assert args[2] == role, f"{role} runs as {args[2]}"
+                assert f"wakeful-{role}" in RIGHTS[role].groups, f"{role} joins wakeful-{role}"
+                topic = call.args[3]
+                assert isinstance(topic, ast.Attribute), role
+                assert getattr(topics, topic.attr) in RIGHTS[role].reads, f"{role} consumes {topic.attr}"
+        assert seen & {"make_producer", "producer_config", "run_role"}, (
             f"found no producer of {role}: a test that cannot fail"
         )
-        assert bool(seen & CONSUMERS) == bool(RIGHTS[role].groups), role
+        assert bool(seen & (CONSUMERS | {"run_role"})) == bool(RIGHTS[role].groups), role
+
+
+def test_run_role_joins_the_roles_own_group_and_builds_its_own_producer() -> None:
+    """What run_role() builds for the role it is given, read from its source as above."""
+    tree = ast.parse((ROOT / "consumers" / "role.py").read_text())
+    calls = {getattr(n.func, "id", ""): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert ast.unparse(calls["make_producer"].args[1]) == "role"
+    consumer = calls["group_consumer"]
+    assert [ast.unparse(a) for a in consumer.args[1:]] == ["role", "f'wakeful-{role}'"]
 
 
 def test_a_state_dir_formatted_before_sasl_is_refused_saying_what_to_do(tmp_path: Path) -> None:

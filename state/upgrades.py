@@ -1,0 +1,89 @@
+"""Stored data that this build keeps in another form, moved once by the admin: at every `wakeful dev
+up` and `dev acl --apply`, beside the function library and the users (a second run finds nothing).
+
+- Token counts kept before the stream counters (D51): `wk:{T}:tokens` and
+  `wk:tenant:<N>:tokens:<yyyymmdd>`, strings the proposer added to with INCRBY. Each count is added
+  to its stream (`wk:{T}:spent`, `wk:tenant:<N>:spent` in that day's window), then the string is
+  deleted, so a task asleep across the upgrade keeps what it spent and the proposer reads only the
+  streams. A count that is not a number is kept where it is, and said.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from wakeful.state import keys
+from wakeful.state.budget import DAY_SPAN, Account, Counter, grown, top
+
+TRIES = 8  # a proposer charging the same stream meanwhile makes the XADD lose; read again
+
+
+def run(admin: redis.Redis) -> list[str]:
+    """Every upgrade, as the admin; what was moved or kept, a line each (nothing when nothing was)."""
+    return token_counts(admin)
+
+
+def token_counts(admin: redis.Redis) -> list[str]:
+    said: list[str] = []
+    moved = 0
+    for key in _scan(admin, keys.PATTERN_TASK_TOKENS):
+        moved += _move(admin, key, Counter(keys.spent(keys.task_of(key))), said)
+    for key in _scan(admin, keys.PATTERN_TENANT_TOKENS):
+        _, _, tenant, _, day = key.split(":")
+        floor = Account("t", tenant, day).floor
+        moved += _move(admin, key, Counter(keys.tenant_spent(tenant), floor, DAY_SPAN), said)
+    if moved:
+        said.insert(0, f"moved {moved} token counts into their stream counters (D51)")
+    return said
+
+
+def _scan(admin: redis.Redis, pattern: str) -> list[str]:
+    return sorted(
+        {k.decode() if isinstance(k, bytes) else k for k in admin.scan_iter(match=pattern, count=1000)}
+    )
+
+
+def _move(admin: redis.Redis, key: str, counter: Counter, said: list[str]) -> int:
+    """Add what the legacy counter `key` holds to `counter`'s stream and delete it: 1 if moved."""
+    count = used(admin.get(key))
+    if count is None:
+        said.append(f"kept {key}: it does not hold a count of tokens")
+        return 0
+    for _ in range(TRIES):
+        now = top(_info(admin, counter.key))
+        if now is None:
+            said.append(f"kept {key}: {counter.key} is not a stream counter")
+            return 0
+        window = counter.window(now)
+        after = None if window is None or not count else grown(now, window[0], count, window[1])
+        if after is None:  # nothing to add, or a later day's window has begun: that day's count stands
+            break
+        try:
+            admin.xadd(counter.key, {"n": count}, id=f"{after}-0", maxlen=1, approximate=False)
+            break
+        except redis.ResponseError as exc:
+            if "equal or smaller" not in str(exc):
+                raise
+    else:
+        said.append(f"kept {key}: its stream kept moving under {TRIES} tries")
+        return 0
+    admin.delete(key)
+    return 1
+
+
+def used(raw: bytes | str | None) -> int | None:
+    """The tokens a counter from before the streams holds (0 when it does not exist), or None when
+    it is not a count."""
+    if raw is None:
+        return 0
+    text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    if not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
+
+
+def _info(admin: redis.Redis, key: str) -> object:
+    try:
+        return admin.xinfo_stream(key)
+    except redis.ResponseError as exc:
+        return exc
