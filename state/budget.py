@@ -22,6 +22,7 @@ again by whichever process reads the request next, and both calls count.
 
 from __future__ import annotations
 
+import enum
 import random
 import time
 from dataclasses import dataclass
@@ -115,6 +116,23 @@ class Counter:
             return self.floor + self.span, self.floor + 2 * self.span
         return None
 
+    def after(self, count: int, tokens: int) -> int | NotAdded:
+        """The count once `tokens` are added to a counter holding `count`, or why none are."""
+        window = self.window(count)
+        if window is None:
+            return NotAdded.LATER_DAY
+        grew = grown(count, window[0], tokens, window[1])
+        return NotAdded.FULL if grew is None else grew
+
+
+class NotAdded(enum.Enum):
+    """Why a counter did not take a charge."""
+
+    DAMAGED = "is not a stream counter"
+    LATER_DAY = "holds a count of a later day"  # the charge's own day is over for it
+    FULL = "is full"  # nothing left to add in its window
+    LOST = f"lost {CHARGE_TRIES} races to add"  # others charged it every time between read and add
+
 
 def top(reply: object) -> int | None:
     """The count a stream counter holds, from its XINFO STREAM reply (0 when the stream does not
@@ -200,52 +218,55 @@ class Budget:
     def charge(self, account: Account, tokens: int) -> list[str]:
         """Add one call's tokens to the task's and the tenant's counters; what kept a counter from
         taking them (damaged, ahead of its day, full, or lost every race), for the log."""
-        if tokens <= 0:
-            return []
-        problems: list[str] = []
-        todo = list(account.counters)
-        for attempt in range(CHARGE_TRIES):
-            if attempt:
-                time.sleep(random.uniform(0, CHARGE_PAUSE_S * 2**attempt))  # spreads racers
-            todo = self._add(todo, tokens, problems)
-            if not todo:
-                return problems
-        return problems + [f"token counter {c.key} lost {CHARGE_TRIES} races to add {tokens}" for c in todo]
-
-    def _add(self, counters: list[Counter], tokens: int, problems: list[str]) -> list[Counter]:
-        """One try: read each counter's top and XADD it grown by `tokens`; the counters another
-        charge grew between the read and the add, to try again."""
-        pipe = self.redis.pipeline(transaction=False)
-        for counter in counters:
-            pipe.xinfo_stream(counter.key)
-        adds: list[tuple[Counter, int]] = []
-        for counter, reply in zip(counters, _run(pipe), strict=True):
-            count = top(reply)
-            window = None if count is None else counter.window(count)
-            after = None if count is None or window is None else grown(count, window[0], tokens, window[1])
-            if count is None:
-                problems.append(damaged(counter.key, reply))
-            elif after is None:
-                why = "holds a count of a later day" if window is None else "is full"
-                problems.append(f"token counter {counter.key} {why}: {tokens} tokens not added")
-            else:
-                adds.append((counter, after))
-        if not adds:
-            return []
-        pipe = self.redis.pipeline(transaction=False)
-        for counter, after in adds:
-            pipe.xadd(counter.key, {"n": tokens}, id=f"{after}-0", maxlen=1, approximate=False)
-        lost = []
-        for (counter, _), result in zip(adds, _run(pipe), strict=True):
-            if isinstance(result, redis.ResponseError) and "equal or smaller" in str(result):
-                lost.append(counter)  # another charge got there first: add on top of it
-            elif isinstance(result, redis.ResponseError):
-                problems.append(f"{type(result).__name__}: {result}")
-        return lost
+        missed = add_to(self.redis, list(account.counters), tokens) if tokens > 0 else []
+        return [f"token counter {c.key} {why.value}: {tokens} tokens not added" for c, why in missed]
 
     def tokens(self, task_id: str) -> int | None:
         """Tokens the task has used so far (None when a counter of it is damaged)."""
         return tasks_tokens(self.redis, [task_id])[0]
+
+
+def add_to(client: redis.Redis, counters: list[Counter], tokens: int) -> list[tuple[Counter, NotAdded]]:
+    """Add `tokens` to each counter: read the tops, XADD each grown, and where another charge got
+    there between the read and the add, read and add again after a pause that grows; the counters
+    that did not take them, each with why."""
+    missed: list[tuple[Counter, NotAdded]] = []
+    for attempt in range(CHARGE_TRIES):
+        if attempt:
+            time.sleep(random.uniform(0, CHARGE_PAUSE_S * 2**attempt))  # spreads racers
+        counters = _add_once(client, counters, tokens, missed)
+        if not counters:
+            return missed
+    return missed + [(c, NotAdded.LOST) for c in counters]
+
+
+def _add_once(
+    client: redis.Redis, counters: list[Counter], tokens: int, missed: list[tuple[Counter, NotAdded]]
+) -> list[Counter]:
+    """One try of add_to(); the counters that lost the race, to try again."""
+    pipe = client.pipeline(transaction=False)
+    for counter in counters:
+        pipe.xinfo_stream(counter.key)
+    adds: list[tuple[Counter, int]] = []
+    for counter, reply in zip(counters, _run(pipe), strict=True):
+        count = top(reply)
+        after = NotAdded.DAMAGED if count is None else counter.after(count, tokens)
+        if isinstance(after, NotAdded):
+            missed.append((counter, after))
+        else:
+            adds.append((counter, after))
+    if not adds:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for counter, after in adds:
+        pipe.xadd(counter.key, {"n": tokens}, id=f"{after}-0", maxlen=1, approximate=False)
+    lost = []
+    for (counter, _), result in zip(adds, _run(pipe), strict=True):
+        if isinstance(result, redis.ResponseError) and "equal or smaller" in str(result):
+            lost.append(counter)  # another charge got there first: add on top of it
+        elif isinstance(result, redis.ResponseError):
+            raise result
+    return lost
 
 
 def tasks_tokens(client: redis.Redis, task_ids: list[str]) -> list[int | None]:

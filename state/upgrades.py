@@ -13,9 +13,7 @@ from __future__ import annotations
 import redis
 
 from wakeful.state import keys
-from wakeful.state.budget import DAY_SPAN, Account, Counter, grown, top
-
-TRIES = 8  # a proposer charging the same stream meanwhile makes the XADD lose; read again
+from wakeful.state.budget import DAY_SPAN, Account, Counter, NotAdded, add_to
 
 
 def run(admin: redis.Redis) -> list[str]:
@@ -44,29 +42,17 @@ def _scan(admin: redis.Redis, pattern: str) -> list[str]:
 
 
 def _move(admin: redis.Redis, key: str, counter: Counter, said: list[str]) -> int:
-    """Add what the legacy counter `key` holds to `counter`'s stream and delete it: 1 if moved."""
+    """Add what the legacy counter `key` holds to `counter`'s stream and delete it: 1 if moved. A
+    stream that is full, or already in a later day (that day's count stands), takes nothing and
+    loses nothing."""
     count = used(admin.get(key))
     if count is None:
         said.append(f"kept {key}: it does not hold a count of tokens")
         return 0
-    for _ in range(TRIES):
-        now = top(_info(admin, counter.key))
-        if now is None:
-            said.append(f"kept {key}: {counter.key} is not a stream counter")
+    for _, why in add_to(admin, [counter], count) if count else []:
+        if why in (NotAdded.DAMAGED, NotAdded.LOST):
+            said.append(f"kept {key}: {counter.key} {why.value} {count}")
             return 0
-        window = counter.window(now)
-        after = None if window is None or not count else grown(now, window[0], count, window[1])
-        if after is None:  # nothing to add, or a later day's window has begun: that day's count stands
-            break
-        try:
-            admin.xadd(counter.key, {"n": count}, id=f"{after}-0", maxlen=1, approximate=False)
-            break
-        except redis.ResponseError as exc:
-            if "equal or smaller" not in str(exc):
-                raise
-    else:
-        said.append(f"kept {key}: its stream kept moving under {TRIES} tries")
-        return 0
     admin.delete(key)
     return 1
 
@@ -80,10 +66,3 @@ def used(raw: bytes | str | None) -> int | None:
     if not text.isascii() or not text.isdigit():
         return None
     return int(text)
-
-
-def _info(admin: redis.Redis, key: str) -> object:
-    try:
-        return admin.xinfo_stream(key)
-    except redis.ResponseError as exc:
-        return exc
