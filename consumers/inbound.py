@@ -47,12 +47,14 @@ class Accepted:
 class Rejected:
     reason: str
     event: SignedEvent | None = None
-    tenant: str | None = None  # its signature verified, by a key of this tenant: only then is it told
+    # Set when its signature verified, to its key's tenant: only then does a receipt tell its sender.
+    tenant: str | None = None
 
     @property
-    def signed(self) -> bool:
-        """Its signature verified: only then does its key id's receipt tell its sender."""
-        return self.tenant is not None
+    def task_id(self) -> str | None:
+        """The task it names as its signer's tenant names it (never another tenant's task of that id)."""
+        named = self.event.task_id if self.event else None
+        return keys.task_in(self.tenant, named) if named and self.tenant else named
 
 
 Position = tuple[str, int, int]
@@ -81,21 +83,21 @@ def judge(
         return Rejected(f"unknown key id {event.key_id!r}", event)
     if not key.verify(event):
         return Rejected(f"bad signature for key id {event.key_id!r}", event)
-    signed = key.tenant
+    tenant = key.tenant
     issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
     if issued < now - max_age:
         age = max_age.total_seconds()
-        return Rejected(f"event is too old: issued {issued.isoformat()}, max age {age:.0f}s", event, signed)
+        return Rejected(f"event is too old: issued {issued.isoformat()}, max age {age:.0f}s", event, tenant)
     if issued > now + events.FUTURE_SKEW:
-        return Rejected(f"event is from the future: issued {issued.isoformat()}", event, signed)
+        return Rejected(f"event is from the future: issued {issued.isoformat()}", event, tenant)
     if event.kind not in known:  # the runtime's kinds and the loaded app's own
-        return Rejected(f"unknown event kind {event.kind!r}", event, signed)
+        return Rejected(f"unknown event kind {event.kind!r}", event, tenant)
     if event.kind not in kinds:
-        return Rejected(f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event, signed)
+        return Rejected(f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event, tenant)
     if event.kind != events.APPROVE and not event.task_id:
-        return Rejected(f"{event.kind} must name its task_id", event, signed)
+        return Rejected(f"{event.kind} must name its task_id", event, tenant)
     if event.kind == events.APPROVE and not (event.correlation_id or event.task_id):
-        return Rejected("an approval must carry the correlation id of the wait it answers", event, signed)
+        return Rejected("an approval must carry the correlation id of the wait it answers", event, tenant)
     return Accepted(event, key.principal, key.tenant)
 
 
@@ -226,23 +228,19 @@ class Inbound:
             return
         key, kinds = _signer(parsed.key_id, self.client.hget(keys.AUTH_SIGNERS, parsed.key_id))
         verdict = judge(parsed, key, kinds, datetime.now(UTC), self.max_age, known=self.kinds)
-        tenant = verdict.tenant
-        if tenant is not None:
-            self._receipt(parsed, f"inbound could not take this event: {reason}", tenant)
+        if verdict.tenant is not None:
+            told = Rejected(f"inbound could not take this event: {reason}", parsed, verdict.tenant)
+            self._receipt(parsed, told.reason, told.task_id)
 
     def _reject(self, msg: Message, rejected: Rejected, receipt: bool = True) -> None:
         assert self.runner is not None
-        named = rejected.event.task_id if rejected.event else None
-        # Labelled as its signer's tenant names the task, never as another tenant's task of that id.
-        task_id = keys.task_in(rejected.tenant, named) if named and rejected.tenant else named
-        self.runner.dead_letter(msg, rejected.reason, task_id)
+        self.runner.dead_letter(msg, rejected.reason, rejected.task_id)
         # An unverified event's key id is only a claim: its rejection must not fill that key's receipt.
         if receipt and rejected.event is not None and rejected.tenant is not None:
-            self._receipt(rejected.event, rejected.reason, rejected.tenant)
+            self._receipt(rejected.event, rejected.reason, rejected.task_id)
 
-    def _receipt(self, event: SignedEvent, reason: str, tenant: str) -> None:
-        """In the slot of the task as the signer's tenant names it: never in another tenant's."""
-        task_id = keys.task_in(tenant, event.task_id) if event.task_id else None
+    def _receipt(self, event: SignedEvent, reason: str, task_id: str | None) -> None:
+        """In the slot of `task_id`, the task as the signer's tenant names it: never another tenant's."""
         self.client.set(
             keys.receipt(event.event_id, task_id, key_id=event.key_id),
             receipts.encode("rejected", reason, task_id, "inbound"),
