@@ -140,11 +140,8 @@ class Gate:
                 # Another tenant's task (one made before the namespaces, D52, or reached through a
                 # correlation id stored before its tenant was) is, to this signer, no task at all:
                 # the answer its own namespace gives, in a receipt outside this task's slot.
-                if event.correlation_id:
-                    raise _NoWrite(cp, f"unknown correlation id {event.correlation_id!r}", told="")
-                assert event.task_id is not None
-                own = keys.task_in(wake.tenant, event.task_id)
-                raise _NoWrite(cp, f"no task {own}", told=own)
+                said, named = stranger(event, wake.tenant)
+                raise _NoWrite(cp, said, told=named)
             decided = gate_rules.decide(
                 self.app, cp, event, wake.principal or "", auth=auth, now=now, started=started
             )
@@ -272,8 +269,17 @@ def told(event: SignedEvent | None, tenant: str, task_id: str, reason: str) -> t
     wake (no event) is the runtime's own: nobody to tell."""
     if event is None:
         return reason, task_id
+    if not event.correlation_id and event.task_id and keys.task_in(tenant, event.task_id) == task_id:
+        return reason, task_id
+    return stranger(event, tenant)
+
+
+def stranger(event: SignedEvent, tenant: str) -> tuple[str, str]:
+    """(what the sender of `event`, of `tenant`, hears about a task that is not its tenant's, the
+    task its receipt names): what a wait or task that does not exist gets, in the slot of the task
+    its own namespace names (none for a correlation id)."""
     if event.correlation_id:
         return f"unknown correlation id {event.correlation_id!r}", ""
     assert event.task_id is not None  # the door lets no event through that names neither
     own = keys.task_in(tenant, event.task_id)
-    return (reason, own) if own == task_id else (f"no task {own}", own)
+    return f"no task {own}", own
