@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

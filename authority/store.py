@@ -7,65 +7,26 @@ executor roles only read it, live, at every wake. Nothing here is ever copied in
 from __future__ import annotations
 
 import base64
-import functools
-import re
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
 import redis
 
-from wakeful.core.errors import ConfigError
-from wakeful.producers.signing import DEFAULT_TENANT, Alg, VerifyKey
-from wakeful.state import keys
-from wakeful.state.pinned import hash_reply
-
-DEFAULT_LIMIT = 1000
-DEFAULT_POLICY = "refund-policy-1"
-DEFAULT_CATALOG = "catalog-1"
-# What happens when a task's stamped version differs from what is deployed now (gate 4).
-#   pin: keep running under the version the task started with
-#   migrate: re-stamp the task with the deployed version and go on
-#   quarantine: park the task for a person
-DEFAULT_COMPAT = {"policy": "pin", "tool_catalog": "quarantine"}
-COMPAT_RULES = ("pin", "migrate", "quarantine")
-TENANT = keys.TENANT  # it names a Redis key (the tenant's token counter)
-
-
-@dataclass(frozen=True)
-class ToolDef:
-    name: str
-    description: str
-    stages: tuple[str, ...]
-    irreversible: bool
-
-
-DEFAULT_TOOLS = (
-    ToolDef(
-        name="refund",
-        description="Refund the task's amount to the customer through the bank, once, under its op key.",
-        stages=("ready",),
-        irreversible=True,
-    ),
+from wakeful.authority.snapshot import (
+    COMPAT_RULES,
+    SNAPSHOT_READS,
+    Snapshot,
+    check_signer,
+    decode_signer,
+    snapshot_from,
 )
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Authority as read at one wake."""
-
-    approvers: frozenset[str]
-    limit: int
-    signers: dict[str, VerifyKey] = field(default_factory=dict)
-    signer_kinds: dict[str, frozenset[str]] = field(default_factory=dict)
-    policy: str = DEFAULT_POLICY
-    tool_catalog: str = DEFAULT_CATALOG
-    compat: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_COMPAT))
-    tools: tuple[ToolDef, ...] = DEFAULT_TOOLS
-
-    def tools_at(self, stage: str) -> tuple[ToolDef, ...]:
-        return tuple(t for t in self.tools if stage in t.stages)
+from wakeful.core.errors import ConfigError
+from wakeful.core.ids import DEFAULT_TENANT
+from wakeful.producers.signing import Alg, VerifyKey
+from wakeful.state import keys
+from wakeful.state.replies import hash_reply
 
 
 class AuthorityStore:
@@ -171,45 +132,3 @@ class AuthorityStore:
                 for kid, key in snap.signers.items()
             },
         }
-
-
-# The reads a Snapshot is made of, for callers that batch them with their own (snapshot_from).
-SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
-    ("SMEMBERS", keys.AUTH_APPROVERS),
-    ("GET", keys.AUTH_LIMIT),
-    ("HGETALL", keys.AUTH_POLICY),
-)
-
-
-def snapshot_from(replies: list[Any]) -> Snapshot:
-    """A Snapshot from the replies to SNAPSHOT_READS, in order (parsed or raw RESP replies)."""
-    approvers, limit, policy = replies
-    fields = {k.decode(): v.decode() for k, v in hash_reply(policy).items()}
-    return Snapshot(
-        approvers=frozenset(a.decode() for a in approvers),  # a set (parsed) or a list (raw)
-        limit=int(limit) if limit is not None else DEFAULT_LIMIT,
-        policy=fields.get("policy", DEFAULT_POLICY),
-        tool_catalog=fields.get("tool_catalog", DEFAULT_CATALOG),
-        compat={**DEFAULT_COMPAT, **orjson.loads(fields.get("compat", "{}"))},
-    )
-
-
-def check_signer(kinds: Collection[str], known: Collection[str], tenant: str) -> None:
-    """Raise ConfigError, naming the setting, unless every kind is known and the tenant well formed."""
-    unknown = set(kinds) - set(known)
-    if unknown:
-        raise ConfigError(
-            "kinds", f"unknown event kinds {sorted(unknown)}; the app knows: {', '.join(sorted(known))}"
-        )
-    if not re.fullmatch(TENANT, tenant):
-        raise ConfigError("tenant", f"{tenant[:70]!r} is not a tenant name ({TENANT})")
-
-
-@functools.lru_cache(maxsize=4096)
-def decode_signer(key_id: str, raw: bytes) -> tuple[VerifyKey, frozenset[str]]:
-    """A signer record as stored; one written before tenants signs for the default tenant. Cached
-    by the record's exact bytes: a changed or re-keyed record is other bytes, so it is read anew."""
-    doc = orjson.loads(raw)
-    tenant = doc.get("tenant", DEFAULT_TENANT)
-    key = VerifyKey(key_id, doc["alg"], base64.b64decode(doc["material"]), doc["principal"], tenant)
-    return key, frozenset(doc["kinds"])

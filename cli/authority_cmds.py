@@ -7,8 +7,8 @@ import click
 from wakeful.cli.app_option import app_option
 from wakeful.cli.client import Client
 from wakeful.cli.output import emit, say
+from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.settings import Settings
-from wakeful.producers.signing import DEFAULT_TENANT
 from wakeful.schemas import events
 
 

@@ -16,30 +16,26 @@ from typing import Any
 
 import orjson
 
-from wakeful.authority.store import (
-    DEFAULT_CATALOG,
-    DEFAULT_COMPAT,
-    DEFAULT_POLICY,
-    AuthorityStore,
-    check_signer,
-)
+from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
+from wakeful.authority.store import AuthorityStore
 from wakeful.bank.ledger import Bank
 from wakeful.cli import dev_signers as dev
-from wakeful.core import kafka_auth
+from wakeful.core import ids, kafka_auth
 from wakeful.core.errors import TaskNotFound, WakefulError
+from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
 from wakeful.producers.keys import generate_signer, load_signer, public_bytes
 from wakeful.producers.publish import ConfluentPublisher
-from wakeful.producers.signing import DEFAULT_TENANT, Ed25519Signer, sign_event
+from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
 from wakeful.state import acl, budget, keys, wiring
-from wakeful.state.pinned import hash_reply
+from wakeful.state.replies import hash_reply
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
 
@@ -99,8 +95,8 @@ class Client:
     ) -> str:
         """Create (or reuse) `principal`'s key and register it for `kinds`, each known to the app, and
         for `keep`: kinds it is registered for already (perhaps under another app)."""
-        if not re.fullmatch(keys.KEY_ID, f"key-{principal}"):
-            raise WakefulError(f"{principal[:60]!r} is not a principal name ({keys.KEY_ID} after 'key-')")
+        if not re.fullmatch(ids.KEY_ID, f"key-{principal}"):
+            raise WakefulError(f"{principal[:60]!r} is not a principal name ({ids.KEY_ID} after 'key-')")
         check_signer(kinds, self.app.kinds, tenant)  # before a key file is made for nothing
         path = self.keystore() / f"{principal}.key"
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -169,10 +165,10 @@ class Client:
         """Publish a task.create with `payload` (its `workflow`, else the app's first) and read its
         receipt."""
         tenant = self.tenant_of(principal)
-        named = keys.named_by(tenant, task_id) if task_id else f"t-{uuid.uuid4().hex[:12]}"
+        named = ids.named_by(tenant, task_id) if task_id else f"t-{uuid.uuid4().hex[:12]}"
         outside(principal, tenant, task_id or named, named)
         event = self.send(principal, events.CREATE, payload, task_id=named)
-        task_id = keys.task_in(tenant, named)  # the runtime's id: the principal's tenant's namespace
+        task_id = ids.task_in(tenant, named)  # the runtime's id: the principal's tenant's namespace
         return task_id, self.receipt(event.event_id, task_id, key_id=event.key_id)
 
     def new_task(
@@ -197,11 +193,11 @@ class Client:
         """Publish one signed event of any kind for a task (by its runtime id, or by the id the
         principal's tenant gave it) and read its receipt."""
         tenant = self.tenant_of(principal)
-        named = keys.named_by(tenant, task_id)
+        named = ids.named_by(tenant, task_id)
         outside(principal, tenant, task_id, named)
         event = self.send(principal, kind, payload, task_id=named, correlation_id=correlation_id)
         # A task of the tenant's made before the namespaces has the id as sent (D52): its receipt too.
-        scoped = keys.task_in(tenant, named)
+        scoped = ids.task_in(tenant, named)
         return self.receipt(
             event.event_id, scoped, key_id=event.key_id, legacy=named if named != scoped else None
         )
@@ -215,10 +211,10 @@ class Client:
         """Approve the task that `by`'s tenant calls task_id (or whose runtime id it is), answering
         its wait by correlation id when the task can be read here."""
         tenant = self.tenant_of(by)
-        named = keys.named_by(tenant, task_id)
+        named = ids.named_by(tenant, task_id)
         waits = []
         # Its namespace's task, else the one with the id as sent (made before the namespaces, D52).
-        for candidate in dict.fromkeys((keys.task_in(tenant, named), task_id)):
+        for candidate in dict.fromkeys((ids.task_in(tenant, named), task_id)):
             try:
                 cp = self.store.load(candidate)
             except (WakefulError, ValueError):
@@ -344,10 +340,10 @@ class Client:
 
 def outside(principal: str, tenant: str, task_id: str, named: str) -> None:
     """WakefulError unless `named`, what principal's tenant calls task_id, is an id it may sign."""
-    if not re.fullmatch(keys.OUTSIDE_TASK_ID, named):
+    if not re.fullmatch(ids.OUTSIDE_TASK_ID, named):
         raise WakefulError(
             f"task {task_id} is not in the namespace of {principal}'s tenant {tenant}: a signer names "
-            f"only its own tenant's tasks ({tenant}.<id>, or <id>: {keys.OUTSIDE_TASK_ID})"
+            f"only its own tenant's tasks ({tenant}.<id>, or <id>: {ids.OUTSIDE_TASK_ID})"
         )
 
 

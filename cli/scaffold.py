@@ -152,7 +152,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.core.settings import Settings
 from wakeful.sdk import CLOSED, Context, Next, Refuse, Review, Start
 

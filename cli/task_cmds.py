@@ -12,11 +12,11 @@ from wakeful.cli.app_option import app_option
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.cli.output import emit, outcome_line
 from wakeful.cli.payload import build_payload
+from wakeful.core import ids
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.sdk.app import load_app
 from wakeful.sdk.workflow import WORKFLOW_FIELD
-from wakeful.state import keys
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 field_option = click.option(
@@ -37,14 +37,14 @@ payload_option = click.option(
 
 def _task_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     """A task id is checked before anything is sent or read (the key builders would refuse it)."""
-    if not re.fullmatch(keys.TASK_ID, value):
-        raise click.BadParameter(f"{value[:40]!r} is not a task id ({keys.TASK_ID})")
+    if not re.fullmatch(ids.TASK_ID, value):
+        raise click.BadParameter(f"{value[:40]!r} is not a task id ({ids.TASK_ID})")
     return value
 
 
 def _correlation_id(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and not re.fullmatch(keys.CORRELATION_ID, value):
-        raise click.BadParameter(f"{value[:40]!r} is not a correlation id ({keys.CORRELATION_ID})")
+    if value is not None and not re.fullmatch(ids.CORRELATION_ID, value):
+        raise click.BadParameter(f"{value[:40]!r} is not a correlation id ({ids.CORRELATION_ID})")
     return value
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import Message
 from pydantic import ValidationError
 
-from wakeful.authority.store import SNAPSHOT_READS, Snapshot, snapshot_from
+from wakeful.authority.snapshot import SNAPSHOT_READS, Snapshot, snapshot_from
 from wakeful.consumers import executor_steps
 from wakeful.consumers.executor_writes import Loaded, Writes
 from wakeful.consumers.models import Proposal
@@ -56,7 +56,7 @@ from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
 from wakeful.state import first_step, keys, wiring
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
-from wakeful.state.pinned import hash_reply
+from wakeful.state.replies import hash_reply
 from wakeful.state.store import Store
 from wakeful.workflow import effects, engine
 

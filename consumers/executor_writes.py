@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.core.errors import ActionError, StaleVersion
 from wakeful.core.faults import fault
 from wakeful.core.log import Log

@@ -30,7 +30,7 @@ from wakeful.consumers.gate_wake import DeadLetter, Taken, authenticate, identit
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
-from wakeful.core import topics
+from wakeful.core import ids, topics
 from wakeful.core.errors import (
     DecodeError,
     IntegrityError,
@@ -47,7 +47,7 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import App, load_app
-from wakeful.state import keys, wiring
+from wakeful.state import wiring
 from wakeful.state.store import Store
 from wakeful.workflow import engine
 
@@ -269,7 +269,7 @@ def told(event: SignedEvent | None, tenant: str, task_id: str, reason: str) -> t
     wake (no event) is the runtime's own: nobody to tell."""
     if event is None:
         return reason, task_id
-    if not event.correlation_id and event.task_id and keys.task_in(tenant, event.task_id) == task_id:
+    if not event.correlation_id and event.task_id and ids.task_in(tenant, event.task_id) == task_id:
         return reason, task_id
     return stranger(event, tenant)
 
@@ -281,5 +281,5 @@ def stranger(event: SignedEvent, tenant: str) -> tuple[str, str]:
     if event.correlation_id:
         return f"unknown correlation id {event.correlation_id!r}", ""
     assert event.task_id is not None  # the door lets no event through that names neither
-    own = keys.task_in(tenant, event.task_id)
+    own = ids.task_in(tenant, event.task_id)
     return f"no task {own}", own

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
+from wakeful.core import ids
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import Refuse
-from wakeful.state import keys
 from wakeful.workflow import compat, engine, wakes
 
 
@@ -117,7 +117,7 @@ def addressed(event: SignedEvent, tenant: str) -> tuple[str, ...]:
     namespace's, and for an event other than a create the id as sent, which a task of that tenant
     made before the namespaces still has (inbound finds it; the tenant check judges it)."""
     assert event.task_id is not None
-    scoped = keys.task_in(tenant, event.task_id)
+    scoped = ids.task_in(tenant, event.task_id)
     return (scoped,) if event.kind == events.CREATE else (scoped, event.task_id)
 
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from confluent_kafka import Message
 
-from wakeful.authority.store import SNAPSHOT_READS, AuthorityStore, Snapshot, decode_signer, snapshot_from
+from wakeful.authority.snapshot import SNAPSHOT_READS, Snapshot, decode_signer, snapshot_from
+from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_rules
-from wakeful.core import topics
+from wakeful.core import ids, topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.provenance import Forged, RoleKeys
 from wakeful.core.retry import Retry
@@ -27,7 +28,8 @@ from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.state import checks, first_step, keys
-from wakeful.state.pinned import Pinned, hash_reply
+from wakeful.state.pinned import Pinned
+from wakeful.state.replies import hash_reply
 
 WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
 
@@ -131,7 +133,7 @@ def authenticate(
         envelope,
         verified,
         kinds,
-        tenant=key.tenant if key is not None else keys.DEFAULT_TENANT,
+        tenant=key.tenant if key is not None else ids.DEFAULT_TENANT,
         max_age=max_age,
         max_lag=max_lag,
         now=datetime.now(UTC),

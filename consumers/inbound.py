@@ -19,11 +19,11 @@ from typing import Any
 import redis
 from confluent_kafka import Message, Producer
 
-from wakeful.authority.store import decode_signer
+from wakeful.authority.snapshot import decode_signer
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
-from wakeful.core import topics
+from wakeful.core import ids, topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -54,7 +54,7 @@ class Rejected:
     def task_id(self) -> str | None:
         """The task it names as its signer's tenant names it (never another tenant's task of that id)."""
         named = self.event.task_id if self.event else None
-        return keys.task_in(self.tenant, named) if named and self.tenant else named
+        return ids.task_in(self.tenant, named) if named and self.tenant else named
 
 
 Position = tuple[str, int, int]
@@ -253,7 +253,7 @@ class Inbound:
         of a tenant other than the default one made before the namespaces kept the id it was sent
         with: one EXISTS pair finds it (its events reach it still; a create always makes a new one)."""
         assert event.task_id is not None
-        task_id = keys.task_in(tenant, event.task_id)
+        task_id = ids.task_in(tenant, event.task_id)
         if task_id == event.task_id or event.kind == events.CREATE:
             return task_id
         pipe = self.client.pipeline(transaction=False)

@@ -23,10 +23,10 @@ from wakeful.consumers.role import run_role
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError
+from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.log import Log
 from wakeful.core.provenance import Forged, RoleKeys, load_keys
 from wakeful.core.settings import Settings
-from wakeful.producers.signing import DEFAULT_TENANT
 from wakeful.schemas.base import cut
 from wakeful.schemas.events import Envelope
 from wakeful.state import acl

@@ -14,11 +14,12 @@ from typing import Any, Literal, Protocol
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+# A signer registered without a tenant (and every record from before tenants) signs for this one.
+from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.schemas.base import dumps_any_int
 from wakeful.schemas.events import SignedEvent
 
 Alg = Literal["ed25519", "hmac-sha256"]
-DEFAULT_TENANT = "default"  # a signer registered without one (and every record from before tenants)
 
 
 def signing_bytes(event: SignedEvent) -> bytes:

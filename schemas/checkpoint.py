@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
+from wakeful.core import ids
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.base import Record, migration
-from wakeful.state import keys
 
-# Task ids appear inside Redis key names and ACL patterns: the one alphabet state/keys.py defines.
-TASK_ID = re.compile(keys.TASK_ID)
+# Task ids appear inside Redis key names and ACL patterns: the one alphabet core/ids.py defines.
+TASK_ID = re.compile(ids.TASK_ID)
 STAGE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
@@ -98,7 +98,7 @@ class Checkpoint(Record):
     @classmethod
     def _safe_task_id(cls, value: str) -> str:
         if not TASK_ID.fullmatch(value):
-            raise ValueError(f"a task id must match {keys.TASK_ID}: a tenant's own id after its name")
+            raise ValueError(f"a task id must match {ids.TASK_ID}: a tenant's own id after its name")
         return value
 
     @property

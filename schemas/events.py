@@ -7,8 +7,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints
 
+from wakeful.core import ids
 from wakeful.schemas.base import Record, dumps_any_int
-from wakeful.state import keys
 
 # Event kinds upstream systems may send, and what their payload holds.
 CREATE = "task.create"  # {amount, currency, note}; carries task_id
@@ -22,13 +22,13 @@ MAX_EVENT_BYTES = 64 * 1024
 FUTURE_SKEW = timedelta(seconds=30)  # how far ahead of the door's clock a sender's clock may run
 
 # Ids from outside are checked here, at decode time, so a bad one is a DecodeError the door
-# dead-letters with its reason, never a Redis key. The alphabets live with the key builders
-# (state/keys.py), which check them again.
-TaskId = Annotated[str, StringConstraints(pattern=f"^{keys.TASK_ID}$")]  # the runtime's (keys.task_in)
-OutsideTaskId = Annotated[str, StringConstraints(pattern=f"^{keys.OUTSIDE_TASK_ID}$")]  # a tenant's own
-EventId = Annotated[str, StringConstraints(pattern=f"^{keys.EVENT_ID}$")]
-CorrelationId = Annotated[str, StringConstraints(pattern=f"^{keys.CORRELATION_ID}$")]
-KeyId = Annotated[str, StringConstraints(pattern=f"^{keys.KEY_ID}$")]
+# dead-letters with its reason, never a Redis key. The alphabets are core/ids.py's, which every key
+# builder (state/keys.py) checks again.
+TaskId = Annotated[str, StringConstraints(pattern=f"^{ids.TASK_ID}$")]  # the runtime's (ids.task_in)
+OutsideTaskId = Annotated[str, StringConstraints(pattern=f"^{ids.OUTSIDE_TASK_ID}$")]  # a tenant's own
+EventId = Annotated[str, StringConstraints(pattern=f"^{ids.EVENT_ID}$")]
+CorrelationId = Annotated[str, StringConstraints(pattern=f"^{ids.CORRELATION_ID}$")]
+KeyId = Annotated[str, StringConstraints(pattern=f"^{ids.KEY_ID}$")]
 # Message and trace ids are derived inside wakeful ("propreq:<task>:<state_version>") and name no
 # key (a message id is a member of the task's inbox set), so they may hold colons; nothing more.
 MESSAGE_ID = r"[A-Za-z0-9_.@:-]{1,320}"

@@ -7,7 +7,7 @@ WAKEFUL_APP). docs/agents.md builds one from scratch; `wakeful.examples.refund` 
 `wakeful.examples.onboarding` are two complete ones.
 """
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable, catalog
 from wakeful.sdk.workflow import (

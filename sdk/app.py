@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
 from wakeful.schemas.logs import UNDO_PREFIX
 from wakeful.sdk.tools import Tool, catalog
 from wakeful.sdk.workflow import RUNTIME_STAGES, Workflow
-from wakeful.state import keys
 
 DEFAULT_APP = "wakeful.examples.refund:app"
 ENV = "WAKEFUL_APP"
@@ -103,9 +103,9 @@ def _op_key_problems(name: str, key_for: Callable[[str, int], str]) -> list[str]
         longest = UNDO_PREFIX + key_for(_LONGEST_TASK, 2**31)
     except (KeyError, IndexError, ValueError) as exc:
         return [f"tool {name}'s op_key cannot be formed from tool, task_id and version: {exc!r}"]
-    if not re.fullmatch(keys.OP_KEY, longest):
+    if not re.fullmatch(ids.OP_KEY, longest):
         return [
-            f"tool {name}'s op keys must match {keys.OP_KEY} behind {UNDO_PREFIX!r} for every task id: "
+            f"tool {name}'s op keys must match {ids.OP_KEY} behind {UNDO_PREFIX!r} for every task id: "
             f"one is {len(longest)} characters ({longest[:40]}...); use a shorter op_key or tool name"
         ]
     return []

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import PendingWait
 

@@ -107,25 +107,35 @@ from __future__ import annotations
 
 import re
 
-PREFIX = "wk"
+from wakeful.core.ids import (
+    CORRELATION_ID_RE as _CORRELATION_ID,
+)
+from wakeful.core.ids import (
+    DAY_RE as _DAY,
+)
+from wakeful.core.ids import (
+    EVENT_ID_RE as _EVENT_ID,
+)
+from wakeful.core.ids import (
+    KEY_ID_RE as _KEY_ID,
+)
+from wakeful.core.ids import (
+    OP_KEY_RE as _OP_KEY,
+)
+from wakeful.core.ids import (
+    TASK_ID_RE as _TASK_ID,
+)
+from wakeful.core.ids import (
+    TENANT_RE as _TENANT,
+)
 
-# The id alphabets (table above). schemas/events.py builds its wire constraints from these strings.
-OUTSIDE_TASK_ID = r"[A-Za-z0-9_-]{1,64}"  # what a signed event calls a task, in its tenant's namespace
-TENANT = r"[A-Za-z0-9_.-]{1,64}"  # the same alphabet authority/store.py gives a signer's tenant
-TASK_ID = rf"(?:{TENANT}\.)?{OUTSIDE_TASK_ID}"  # the runtime's: task_in()
-EVENT_ID = r"[A-Za-z0-9_.-]{8,128}"
-CORRELATION_ID = r"[A-Za-z0-9_.-]{1,128}"
-KEY_ID = r"[A-Za-z0-9_.@-]{1,128}"
-OP_KEY = r"[A-Za-z0-9_.:-]{1,200}"
-DAY = r"[0-9]{8}"
-_OUTSIDE_TASK_ID = re.compile(OUTSIDE_TASK_ID)
-_TASK_ID = re.compile(TASK_ID)
-_EVENT_ID = re.compile(EVENT_ID)
-_CORRELATION_ID = re.compile(CORRELATION_ID)
-_KEY_ID = re.compile(KEY_ID)
-_OP_KEY = re.compile(OP_KEY)
-_TENANT = re.compile(TENANT)
-_DAY = re.compile(DAY)
+# The id alphabets and the task namespaces live in core/ids.py (the wire models check them too);
+# every key builder here checks its parts against them.
+from wakeful.core.ids import (
+    checked,
+)
+
+PREFIX = "wk"
 
 # The default lease TTL (WAKEFUL_LEASE_TTL_MS overrides it): a worker that has not extended its
 # lease for this long is presumed dead.
@@ -153,33 +163,6 @@ PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 PATTERN_CORR = f"{PREFIX}:corr:*"
 PATTERN_SEEN = f"{PREFIX}:seen:*"
 PATTERN_RECEIPT = f"{PREFIX}:receipt:*"
-
-
-# The tenant of a signer registered without one, whose tasks keep the ids their events give them
-# (producers/signing.py names the same).
-DEFAULT_TENANT = "default"
-
-
-def task_in(tenant: str, task_id: str) -> str:
-    """The runtime's id of the task that a signer of `tenant` calls `task_id`: each tenant names its
-    tasks in a namespace of its own, so one tenant's create can neither find nor claim another's
-    task, whatever id it picks. Never change: it names stored tasks."""
-    checked(_OUTSIDE_TASK_ID, task_id, "task id")
-    return task_id if tenant == DEFAULT_TENANT else f"{checked(_TENANT, tenant, 'tenant')}.{task_id}"
-
-
-def named_by(tenant: str, task_id: str) -> str:
-    """What a signer of `tenant` calls the task whose runtime id is `task_id` (the reverse of task_in)."""
-    prefix = f"{tenant}."
-    return task_id[len(prefix) :] if tenant != DEFAULT_TENANT and task_id.startswith(prefix) else task_id
-
-
-def checked(pattern: re.Pattern[str], part: str, what: str) -> str:
-    """`part` if the whole of it matches `pattern`; ValueError naming the rule otherwise."""
-    if not pattern.fullmatch(part):
-        shown = repr(part[:40]) + (f"... ({len(part)} characters)" if len(part) > 40 else "")
-        raise ValueError(f"{what} {shown} cannot name a Redis key: it must match {pattern.pattern}")
-    return part
 
 
 def corr(correlation_id: str) -> str:

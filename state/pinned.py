@@ -63,16 +63,6 @@ def node_of(cluster: RedisCluster, key: str) -> ClusterNode:
     return node
 
 
-def hash_reply(reply: object) -> dict[bytes, bytes]:
-    """An HGETALL reply as a dict, whichever way it arrived: a dict (RESP3, or redis-py's own
-    parsing) or a flat [field, value, ...] list (RESP2 over a raw connection)."""
-    if isinstance(reply, dict):
-        return reply
-    if isinstance(reply, list):
-        return dict(zip(reply[::2], reply[1::2], strict=True))
-    raise TypeError(f"not an HGETALL reply: {type(reply).__name__}")
-
-
 def pack(commands: Sequence[Command]) -> bytes:
     """The batch in RESP, as redis-py's own packer writes it with hiredis, without its per-command
     work for what wakeful never sends (a command name of several words, memoryviews, buffers cut

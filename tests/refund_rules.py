@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.examples import refund as refund_app
 from wakeful.examples.refund import Stage
 from wakeful.schemas import events

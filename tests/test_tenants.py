@@ -11,6 +11,7 @@ import pytest
 from helpers import new_checkpoint, start_fleet
 
 from wakeful.cli.client import Client
+from wakeful.core import ids
 from wakeful.core.errors import WakefulError
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
@@ -53,7 +54,7 @@ def test_a_signer_of_another_tenant_is_told_the_task_does_not_exist_and_changes_
     nowhere = client.event(missing, kind, payload, principal=OUTSIDER)
     assert answer["status"] == nowhere["status"] == "rejected"
     # The answer its own namespace gives: the task it names there does not exist.
-    theirs, nothing = keys.task_in("globex", task_id), keys.task_in("globex", missing)
+    theirs, nothing = ids.task_in("globex", task_id), ids.task_in("globex", missing)
     assert answer["reason"] == f"no task {theirs}" and nowhere["reason"] == f"no task {nothing}"
     assert answer["task_id"] == theirs and task_id != theirs
     assert set(answer) == set(nowhere)  # not a field more about a task that exists
@@ -107,7 +108,7 @@ def test_a_create_over_another_tenants_id_is_a_task_of_its_own_and_claims_nothin
     _, nowhere = client.create({"amount": 10, "currency": "EUR"}, principal=OUTSIDER)
     assert answer["status"] == nowhere["status"] == "accepted", answer  # as for an id nobody has
     assert answer["reason"] == nowhere["reason"] and set(answer) == set(nowhere)
-    assert theirs == keys.task_in("globex", ours) != ours
+    assert theirs == ids.task_in("globex", ours) != ours
     assert client.store.load(theirs).security.tenant == "globex"
     after = client.store.load(ours)
     assert (after.state_version, after.business, after.security) == (
@@ -150,7 +151,7 @@ def test_another_tenants_quarantined_task_is_no_task_to_a_stranger_not_a_reason(
     task_id, _ = client.new_task(2500)
     client.store.quarantine(task_id, "tampered", "a test marks it")
     answer = client.event(task_id, events.RUN, {}, principal=OUTSIDER)
-    theirs = keys.task_in("globex", task_id)
+    theirs = ids.task_in("globex", task_id)
     assert (answer["status"], answer["reason"], answer["task_id"]) == (
         "rejected",
         f"no task {theirs}",

@@ -7,7 +7,7 @@ quarantine: park the task for a person. Schema versions are handled where record
 
 from __future__ import annotations
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
 from wakeful.schemas.approval import terms_digest

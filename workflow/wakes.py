@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wakeful.authority.policy import authorize
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas import events
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import Checkpoint, PendingWait

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.workflow import engine

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from contract_app import NOTARY, SIGNED, contract
 from contract_app import app as contract_app
 
-from wakeful.authority.store import check_signer, decode_signer
+from wakeful.authority.snapshot import check_signer, decode_signer
 from wakeful.cli.app_option import app_option
 from wakeful.cli.dev_signers import DEV_SIGNERS, REQUESTER, dev_signers
 from wakeful.cli.task_cmds import show_lines

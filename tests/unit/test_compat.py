@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wakeful.authority.store import DEFAULT_COMPAT, Snapshot
+from wakeful.authority.snapshot import DEFAULT_COMPAT, Snapshot
 from wakeful.examples.refund import Stage
 from wakeful.schemas.checkpoint import (
     BusinessState,

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from refund_rules import APP, refund
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import gate_rules
 from wakeful.consumers.gate import told
 from wakeful.consumers.gate_rules import Incompatible, Rejected

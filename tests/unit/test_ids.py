@@ -29,6 +29,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from wakeful.consumers.inbound import Rejected, parse
+from wakeful.core import ids
 from wakeful.core.errors import ConfigError, DecodeError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
@@ -169,7 +170,7 @@ def _accepts(field: str, value: str) -> bool:
     return True
 
 
-ids = st.one_of(
+any_ids = st.one_of(
     st.text(max_size=200),
     st.text(alphabet=st.characters(codec="ascii"), max_size=140),
     st.from_regex(r"[A-Za-z0-9_.@:{}|-]{0,140}", fullmatch=True),
@@ -178,7 +179,7 @@ ids = st.one_of(
 
 @pytest.mark.parametrize("field", sorted(SPEC))
 @hsettings(max_examples=300, deadline=None)
-@given(value=ids)
+@given(value=any_ids)
 @example(value="X}:lease")
 @example(value="a" * 64)
 def test_an_id_is_accepted_exactly_when_it_matches_its_alphabet_and_length(field: str, value: str) -> None:
@@ -231,7 +232,7 @@ def test_no_key_builder_names_a_key_with_a_bad_event_correlation_or_op_id(
 
 
 @hsettings(max_examples=300, deadline=None)
-@given(value=ids)
+@given(value=any_ids)
 def test_a_task_key_is_built_only_from_a_task_id_and_holds_exactly_one_hash_tag(value: str) -> None:
     try:
         name = keys.lease(value)
@@ -280,29 +281,23 @@ def test_a_correlation_entry_gives_back_its_tenant_and_task_and_an_old_one_no_te
     assert keys.corr_target(b"t-1") == (None, "t-1")  # written before the tenant was
 
 
-OUTSIDE_IDS = st.from_regex(f"^{keys.OUTSIDE_TASK_ID}$", fullmatch=True)
-TENANTS = st.from_regex(f"^{keys.TENANT}$", fullmatch=True)
+OUTSIDE_IDS = st.from_regex(f"^{ids.OUTSIDE_TASK_ID}$", fullmatch=True)
+TENANTS = st.from_regex(f"^{ids.TENANT}$", fullmatch=True)
 
 
 @given(a=st.tuples(TENANTS, OUTSIDE_IDS), b=st.tuples(TENANTS, OUTSIDE_IDS))
 def test_no_two_tenants_ids_name_one_task(a: tuple[str, str], b: tuple[str, str]) -> None:
     """Each tenant names its tasks in a namespace of its own (D52): only the same tenant and id
     give the same task, and a signer's own name for it comes back."""
-    same = keys.task_in(*a) == keys.task_in(*b)
+    same = ids.task_in(*a) == ids.task_in(*b)
     assert same == (a == b)
     for tenant, named in (a, b):
-        task_id = keys.task_in(tenant, named)
-        assert re.fullmatch(keys.TASK_ID, task_id) and keys.named_by(tenant, task_id) == named
-
-
-def test_the_default_tenant_is_the_same_name_for_the_keys_and_the_signers() -> None:
-    from wakeful.producers.signing import DEFAULT_TENANT
-
-    assert keys.DEFAULT_TENANT == DEFAULT_TENANT
+        task_id = ids.task_in(tenant, named)
+        assert re.fullmatch(ids.TASK_ID, task_id) and ids.named_by(tenant, task_id) == named
 
 
 def test_a_signed_event_cannot_name_a_task_in_another_tenants_namespace() -> None:
-    assert keys.task_in("globex", "t-1") == "globex.t-1"
+    assert ids.task_in("globex", "t-1") == "globex.t-1"
     with pytest.raises(ValueError, match="task id"):
-        keys.task_in("default", "globex.t-1")  # a `.` is no outside id
+        ids.task_in("default", "globex.t-1")  # a `.` is no outside id
     assert isinstance(parse(b'{"event_id":"ev-00000001","kind":"task.run","task_id":"globex.t-1"}'), Rejected)

@@ -11,6 +11,7 @@ from fnmatch import fnmatchcase
 
 import pytest
 
+from wakeful.core import ids
 from wakeful.state import acl, keys
 
 # The names of every kind of key, and the pattern that grants it (None: granted by exact name).
@@ -53,7 +54,7 @@ TASK_KEYS: dict[str, Callable[[str], str]] = {
 }
 # Names an outsider may choose that spell another kind of key, or a piece of one.
 WORDS = (*(name.split()[-1] for name in KINDS), "receipt", "tenant", "seen", "corr", "x", "ledger")
-EVENT_WORDS = (*(w for w in WORDS if re.fullmatch(keys.EVENT_ID, w)), "evt-00000001")
+EVENT_WORDS = (*(w for w in WORDS if re.fullmatch(ids.EVENT_ID, w)), "evt-00000001")
 
 
 def every_key() -> list[tuple[str, str]]:

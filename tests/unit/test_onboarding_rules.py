@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.examples import onboarding as onb
 from wakeful.examples import onboarding_rules as rules
 from wakeful.examples.onboarding_tools import PaymentArgs, RegisterArgs

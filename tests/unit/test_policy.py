@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wakeful.authority.policy import Decision, authorize
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 
 APPROVERS = frozenset({"bob", "carol"})
 LIVE = Snapshot(approvers=APPROVERS, limit=1000)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from refund_rules import APP, Refusal, refund
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.examples.refund import Stage
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk import Refuse, Review

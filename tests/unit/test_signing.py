@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from wakeful.authority.store import decode_signer
+from wakeful.authority.snapshot import decode_signer
 from wakeful.core.errors import ConfigError
 from wakeful.producers import keys
 from wakeful.producers.signing import (

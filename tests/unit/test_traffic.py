@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.core.errors import ConfigError
 from wakeful.devstack.traffic import Traffic, load_traffic, split
 from wakeful.examples import onboarding as onb

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import inbound
 from wakeful.core.settings import Settings
 from wakeful.examples import tutorial

@@ -14,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from wakeful.authority.store import Snapshot
+from wakeful.authority.snapshot import Snapshot
 from wakeful.examples.refund import RefundArgs, Stage, refund
 from wakeful.producers.signing import VerifyKey
 from wakeful.schemas.approval import Approval
