@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from wakeful.cli.app_option import app_option
-from wakeful.cli.client import Client
 from wakeful.cli.output import emit, say
 from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.settings import Settings
+from wakeful.devstack.client import Client
 from wakeful.schemas import events
 
 

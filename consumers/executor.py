@@ -27,7 +27,7 @@ from confluent_kafka import Message
 from pydantic import ValidationError
 
 from wakeful.authority.snapshot import SNAPSHOT_READS, Snapshot, snapshot_from
-from wakeful.consumers import executor_steps
+from wakeful.consumers import executor_steps, wiring
 from wakeful.consumers.executor_writes import Loaded, Writes
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.producing import RunnerProducer
@@ -53,7 +53,7 @@ from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionStatus
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
-from wakeful.state import first_step, keys, wiring
+from wakeful.state import first_step, keys
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.replies import hash_reply

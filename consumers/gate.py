@@ -25,7 +25,7 @@ import redis
 from confluent_kafka import Message, Producer
 
 from wakeful.authority.store import AuthorityStore
-from wakeful.consumers import gate_create, gate_rules, gate_writes
+from wakeful.consumers import gate_create, gate_rules, gate_writes, wiring
 from wakeful.consumers.gate_wake import DeadLetter, Taken, authenticate, identity, verified_event
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
@@ -47,7 +47,6 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import App, load_app
-from wakeful.state import wiring
 from wakeful.state.store import Store
 from wakeful.workflow import engine
 

@@ -26,10 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
+from wakeful.core import process
 from wakeful.core.errors import StackError
 from wakeful.core.faults import role_of
 from wakeful.core.log import Log
-from wakeful.devstack import process
 
 # Every consumer role, one module each in consumers/; `wakeful worker all` runs one of each.
 ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")

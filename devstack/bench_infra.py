@@ -17,8 +17,8 @@ from confluent_kafka.admin import AdminClient
 
 from wakeful.core import kafka_auth, topics
 from wakeful.core.log import librdkafka_config
+from wakeful.core.process import Say
 from wakeful.core.settings import Settings
-from wakeful.devstack.process import Say
 from wakeful.state import acl
 
 PAYLOAD_BYTES = 200

@@ -26,14 +26,14 @@ from typing import Any
 import psutil
 from confluent_kafka import Consumer, TopicPartition
 
-from wakeful.cli.client import Client
 from wakeful.consumers.supervisor import role_of_member
-from wakeful.core import kafka_auth, topics
+from wakeful.core import kafka_auth, process, topics
 from wakeful.core.log import librdkafka_config
+from wakeful.core.process import Say
 from wakeful.core.settings import Settings
-from wakeful.devstack import bench_plot, kafka, process, redis_server, stack
+from wakeful.devstack import bench_plot, kafka, redis_server, stack
+from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
-from wakeful.devstack.process import Say
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
 from wakeful.schemas import events
 from wakeful.sdk.app import ENV, load_app

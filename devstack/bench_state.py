@@ -10,11 +10,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from wakeful.consumers import wiring
+from wakeful.core.process import Say
 from wakeful.core.settings import Settings
 from wakeful.devstack import bench_infra
-from wakeful.devstack.process import Say
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
-from wakeful.state import wiring
 from wakeful.state.store import Store
 
 

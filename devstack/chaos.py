@@ -23,11 +23,11 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from wakeful.cli.client import Client
+from wakeful.core.process import Say
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
+from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
-from wakeful.devstack.process import Say
 from wakeful.devstack.traffic import Planned, Traffic, load_traffic, per_op_key, plan_tasks, warm_up
 from wakeful.schemas import events
 from wakeful.sdk.app import ENV, load_app

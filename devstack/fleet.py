@@ -28,8 +28,8 @@ from wakeful.consumers.supervisor import ROLES, claim_fleet, members, role_of_me
 from wakeful.core import kafka_auth
 from wakeful.core.kafka_rights import ADMIN, RIGHTS
 from wakeful.core.log import librdkafka_config
+from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.process import wait_until
 
 
 class Fleet:

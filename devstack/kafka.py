@@ -22,12 +22,12 @@ import psutil
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from wakeful.core import kafka_auth, secrets
+from wakeful.core import kafka_auth, process, secrets
 from wakeful.core.errors import ConfigError, StackError
 from wakeful.core.kafka_rights import ADMIN
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
-from wakeful.devstack import kafka_props, process
+from wakeful.devstack import kafka_props
 
 NAME = "kafka"
 INSTALL_HINT = "install a Java 17+ runtime and Maven, e.g. `apt-get install -y openjdk-17-jre-headless maven`"

@@ -26,13 +26,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     UserScramCredentialUpsertion,
 )
 
-from wakeful.core import kafka_auth, secrets
+from wakeful.core import kafka_auth, process, secrets
 from wakeful.core.errors import ConfigError
 from wakeful.core.kafka_auth import user_name
 from wakeful.core.kafka_rights import ADMIN, ROLES, Acl, all_acls, principal
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
-from wakeful.devstack import process
 
 # The broker keeps a salted hash; 8192 rounds cost a client well under a millisecond per login.
 SCRAM_ITERATIONS = 8192

@@ -19,10 +19,10 @@ from pathlib import Path
 import psutil
 import redis
 
-from wakeful.core import secrets
+from wakeful.core import process, secrets
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
-from wakeful.devstack import process, redis_server
+from wakeful.devstack import redis_server
 from wakeful.state import acl, credentials, library, upgrades
 
 NAME = "redis-cluster"

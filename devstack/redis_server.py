@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import redis
 
+from wakeful.core import process
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
-from wakeful.devstack import process
 from wakeful.state import acl, credentials, library, upgrades
 
 NAME = "redis"

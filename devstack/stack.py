@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from wakeful.core import provenance, secrets, topics
+from wakeful.core import process, provenance, secrets, topics
 from wakeful.core.errors import ServerUnavailable, StackError
 from wakeful.core.settings import Settings
-from wakeful.devstack import kafka, kafka_acl, process, redis_cluster, redis_server
+from wakeful.devstack import kafka, kafka_acl, redis_cluster, redis_server
 from wakeful.state import credentials
 from wakeful.state.seal import Keyring
 

@@ -28,7 +28,7 @@ from wakeful.schemas import events
 from wakeful.sdk.app import App
 
 if TYPE_CHECKING:
-    from wakeful.cli.client import Client
+    from wakeful.devstack.client import Client
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import signal
 from typing import Any
 
 from wakeful.cli.demo import Demo, line
+from wakeful.core.process import wait_until
 from wakeful.devstack.fleet import Fleet
-from wakeful.devstack.process import wait_until
 from wakeful.examples.onboarding import AWAITING_BANK_DETAILS, AWAITING_SIGNATURE, SIGNED, VERIFIED
 from wakeful.examples.suppliers import REFUSE, Payment, Registration, Removal, Suppliers
 from wakeful.state import keys

@@ -13,7 +13,7 @@ import random
 
 import redis
 
-from wakeful.cli.dev_signers import REQUESTER
+from wakeful.devstack.dev_signers import REQUESTER
 from wakeful.devstack.traffic import Effect, Plan, Send, stream_after, stream_mark
 from wakeful.examples import onboarding as onb
 from wakeful.examples.onboarding_rules import checksum

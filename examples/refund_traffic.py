@@ -9,7 +9,7 @@ import random
 import redis
 
 from wakeful.bank.ledger import LedgerEntry
-from wakeful.cli.dev_signers import REQUESTER
+from wakeful.devstack.dev_signers import REQUESTER
 from wakeful.devstack.traffic import Effect, Plan, Send, stream_after, stream_mark
 from wakeful.schemas import events
 from wakeful.state import keys

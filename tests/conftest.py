@@ -12,10 +12,11 @@ import pytest
 import redis
 from helpers import BankClient
 
-from wakeful.cli.client import Client
+from wakeful.consumers import wiring
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
-from wakeful.state import acl, wiring
+from wakeful.devstack.client import Client
+from wakeful.state import acl
 from wakeful.state.lease import Leases
 from wakeful.state.store import Store
 

@@ -22,9 +22,9 @@ import psutil
 import redis
 from confluent_kafka import Consumer, Message, TopicPartition
 
-from wakeful.cli.client import Client
 from wakeful.core import kafka_auth
 from wakeful.core.settings import Settings
+from wakeful.devstack.client import Client
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
@@ -71,9 +71,9 @@ def race_transitions(
     """
     import threading
 
+    from wakeful.consumers import wiring
     from wakeful.core.errors import Contention
     from wakeful.core.settings import Settings
-    from wakeful.state import wiring
     from wakeful.state.lease import Lease
 
     store = wiring.store_for(Settings.from_env({**os.environ, **servers}), "gate")
@@ -346,10 +346,10 @@ def gate_for(settings: Any, app: Any = refund_app) -> Any:
     handle() in a test."""
     from confluent_kafka import Producer
 
+    from wakeful.consumers import wiring
     from wakeful.consumers.gate import Gate
     from wakeful.core import provenance
     from wakeful.core.log import Log
-    from wakeful.state import wiring
 
     producer = Producer(kafka_as(settings.kafka_bootstrap, "gate", settings))
     return Gate(
@@ -366,10 +366,10 @@ def executor_for(settings: Any, letters: list[str], owner: str | None = None) ->
     it dead-letters with go to `letters`."""
     from types import SimpleNamespace
 
+    from wakeful.consumers import wiring
     from wakeful.consumers.executor import Executor
     from wakeful.core import provenance
     from wakeful.core.log import Log
-    from wakeful.state import wiring
 
     for tool in refund_app.tools:
         tool.connect(settings)

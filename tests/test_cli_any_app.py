@@ -11,8 +11,8 @@ from cli_run import doc, wakeful
 from contract_app import NOTARY, SIGNED
 from helpers import start_fleet, topic_marks
 
-from wakeful.cli.client import REQUESTER, Client
 from wakeful.core import topics
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
 

@@ -12,7 +12,7 @@ import pytest
 from cli_run import doc, wakeful, with_tests_on_path
 from contract_app import NOTARY, SIGNED
 
-from wakeful.cli.client import Client
+from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
 

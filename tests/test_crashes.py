@@ -28,10 +28,10 @@ from pathlib import Path
 import pytest
 from helpers import log_records
 
-from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.supervisor import ROLES
 from wakeful.core import faults
 from wakeful.core.settings import Settings
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import Planned, Traffic, load_traffic, per_op_key, plan_tasks, warm_up
 from wakeful.examples import onboarding as onb

@@ -27,12 +27,12 @@ from helpers import (
     wait_letter,
 )
 
-from wakeful.cli.client import REQUESTER, Client
 from wakeful.consumers.inbound import Inbound
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app

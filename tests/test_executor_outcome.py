@@ -11,12 +11,13 @@ from typing import Any
 from helpers import executor_for, refund_proposal, role_message
 from test_round_trips import UNDER_LIMIT, handled, warmed
 
-from wakeful.cli.client import REQUESTER, Client
+from wakeful.consumers import wiring
 from wakeful.core import topics
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas import events
 from wakeful.schemas.logs import ActionStatus
-from wakeful.state import keys, wiring
+from wakeful.state import keys
 
 
 def ready_task(client: Client, gate: Any) -> tuple[str, int, str]:

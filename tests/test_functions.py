@@ -18,10 +18,10 @@ import redis
 from helpers import free_ports
 
 from wakeful.bank.ledger import Bank
-from wakeful.core import secrets
+from wakeful.core import process, secrets
 from wakeful.core.retry import FunctionsMissing, Retry
 from wakeful.core.settings import Settings
-from wakeful.devstack import process, redis_server
+from wakeful.devstack import redis_server
 from wakeful.state import acl, keys, library
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Leases

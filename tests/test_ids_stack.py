@@ -14,9 +14,9 @@ from confluent_kafka import Producer
 from helpers import kafka_as, start_fleet, topic_marks, wait_letter
 from unit.test_ids import attacker_event
 
-from wakeful.cli.client import REQUESTER, Client
 from wakeful.core import topics
 from wakeful.core.kafka_rights import UPSTREAM
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events

@@ -8,11 +8,12 @@ import pytest
 import redis
 from helpers import bump_attempts, new_checkpoint, raw_get, set_stage
 
+from wakeful.consumers import wiring
 from wakeful.core.errors import LeaseBusy, LeaseLost, TaskNotFound
+from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.process import wait_until
 from wakeful.examples.refund import Stage
-from wakeful.state import acl, first_step, keys, wiring
+from wakeful.state import acl, first_step, keys
 from wakeful.state.lease import Held, Leases
 from wakeful.state.store import Store
 

@@ -10,10 +10,10 @@ import pytest
 import redis
 from helpers import bump_attempts, gate_for, inbound_wake, new_checkpoint, role_message
 
-from wakeful.cli.client import REQUESTER, Client
 from wakeful.core import topics
 from wakeful.core.errors import LeaseBusy, LeaseLost
 from wakeful.core.retry import Retry
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.state import first_step, keys

@@ -15,13 +15,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from helpers import kafka_as, kafka_python_as, produce, refund_proposal, role_message, start_fleet
 
-from wakeful.cli.client import REQUESTER, Client
+from wakeful.consumers import wiring
 from wakeful.consumers.gate import Gate
 from wakeful.core import provenance, topics
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
@@ -30,7 +31,6 @@ from wakeful.producers.publish import KafkaPythonPublisher
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
-from wakeful.state import wiring
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from helpers import start_fleet
 
-from wakeful.cli.client import Client
+from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
 from wakeful.state import keys

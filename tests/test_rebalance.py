@@ -14,10 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from wakeful.cli.client import Client
 from wakeful.consumers.supervisor import ROLES
 from wakeful.core.settings import GROUP_PROTOCOLS, Settings
 from wakeful.devstack import chaos
+from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import load_traffic, plan_tasks, split, warm_up
 

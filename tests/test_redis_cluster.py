@@ -14,13 +14,14 @@ import pytest
 import redis
 from helpers import CHAOS_S, bump_attempts, chaos_report, command, new_checkpoint, start_fleet
 
-from wakeful.cli.client import Client
-from wakeful.core import secrets
+from wakeful.consumers import wiring
+from wakeful.core import process, secrets
 from wakeful.core.retry import SlotMoved
 from wakeful.core.settings import Settings
-from wakeful.devstack import kafka, process, redis_cluster
+from wakeful.devstack import kafka, redis_cluster
+from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
-from wakeful.state import acl, keys, library, wiring
+from wakeful.state import acl, keys, library
 from wakeful.state.lease import Leases
 from wakeful.state.pinned import CrossSlot, Pinned, node_of, slot
 from wakeful.state.store import Store

@@ -17,8 +17,8 @@ from wakeful.consumers.producing import make_producer
 from wakeful.consumers.runner import Runner
 from wakeful.core.kafka_rights import ADMIN
 from wakeful.core.log import Log
+from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.process import wait_until
 
 DEADLINE_S = 60
 

@@ -15,8 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 from helpers import bump_attempts, kafka_as, new_checkpoint, topic_marks, wait_letter
 
 from wakeful.core import kafka_rights, provenance, topics
+from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.process import wait_until
 from wakeful.schemas.logs import log_records
 from wakeful.state import acl, keys
 from wakeful.state.lease import Leases

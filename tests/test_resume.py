@@ -31,17 +31,18 @@ from helpers import (
     wait_dead_letter,
 )
 
-from wakeful.cli.client import REQUESTER, Client
+from wakeful.consumers import wiring
 from wakeful.consumers.gate import Gate
 from wakeful.consumers.runner import Runner
 from wakeful.core import provenance, topics
 from wakeful.core.errors import LeaseLost
 from wakeful.core.log import Log
+from wakeful.core.process import wait_until
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
-from wakeful.devstack.process import wait_until
 from wakeful.examples.refund import BankRefund, Stage
 from wakeful.examples.refund import app as refund_app
 from wakeful.examples.refund import refund as refund_workflow
@@ -49,7 +50,7 @@ from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
 from wakeful.sdk import App
-from wakeful.state import keys, wiring
+from wakeful.state import keys
 
 LEASE_TTL_MS = 1500
 

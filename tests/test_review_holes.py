@@ -11,9 +11,9 @@ import orjson
 import pytest
 from helpers import new_checkpoint, start_fleet
 
-from wakeful.cli.client import REQUESTER, Client
 from wakeful.core.errors import UnreadableState
 from wakeful.core.settings import Settings
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
 from wakeful.schemas import receipt as receipts

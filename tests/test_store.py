@@ -15,6 +15,7 @@ import pytest
 import redis
 from helpers import bump_attempts, new_checkpoint, race_transitions, raw_get, redis_env, set_stage
 
+from wakeful.consumers import wiring
 from wakeful.core import secrets
 from wakeful.core.errors import (
     IllegalTransition,
@@ -27,11 +28,11 @@ from wakeful.core.errors import (
     TamperedState,
     TaskQuarantined,
 )
+from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.process import wait_until
 from wakeful.examples.refund import Stage
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.state import acl, first_step, keys, wiring
+from wakeful.state import acl, first_step, keys
 from wakeful.state.lease import Leases
 from wakeful.state.seal import Keyring, Sealer
 from wakeful.state.store import Store

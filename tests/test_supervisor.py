@@ -21,11 +21,11 @@ import pytest
 from helpers import kill_processes, process_alive
 
 from wakeful.consumers.supervisor import FLEET_LOCK, ROLES
+from wakeful.core import process
 from wakeful.core.errors import StackError
+from wakeful.core.process import log_tail, wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack import process
 from wakeful.devstack.fleet import Fleet
-from wakeful.devstack.process import log_tail, wait_until
 
 START_S = 240.0  # six interpreters importing the Kafka clients, on a small shared machine
 GONE_S = 60.0
@@ -119,7 +119,7 @@ import os, sys, threading
 from pathlib import Path
 import orjson
 from wakeful.devstack.fleet import Fleet
-from wakeful.devstack.process import wait_until
+from wakeful.core.process import wait_until
 
 logs = Path(sys.argv[1])
 fleet = Fleet(dict(os.environ), roles=("executor", "timer", "relay"), logs=logs).start()

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from helpers import new_checkpoint, start_fleet
 
-from wakeful.cli.client import Client
 from wakeful.core import ids
 from wakeful.core.errors import WakefulError
+from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.schemas import events

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from wakeful.cli.client import Client
 from wakeful.core.settings import Settings
+from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
 

@@ -16,10 +16,10 @@ from contract_app import app as contract_app
 
 from wakeful.authority.snapshot import check_signer, decode_signer
 from wakeful.cli.app_option import app_option
-from wakeful.cli.dev_signers import DEV_SIGNERS, REQUESTER, dev_signers
 from wakeful.cli.task_cmds import show_lines
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
+from wakeful.devstack.dev_signers import DEV_SIGNERS, REQUESTER, dev_signers
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas import events
 from wakeful.sdk import ANYONE, APPROVERS, Accept, App

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import psutil
 
+from wakeful.core import process
 from wakeful.core.settings import Settings
-from wakeful.devstack import process, stack
+from wakeful.devstack import stack
 
 DEADLINE_S = 10.0
 

@@ -19,7 +19,7 @@ from wakeful.consumers.consuming import CLASSIC_SESSION_S, TELL_WAIT_S, Membersh
 from wakeful.consumers.overlap import OverlapRunner
 from wakeful.consumers.runner import Runner
 from wakeful.core.log import Log
-from wakeful.devstack.process import wait_until
+from wakeful.core.process import wait_until
 
 Rebalance = Callable[[Any, list[TopicPartition]], None]
 

@@ -16,8 +16,8 @@ from wakeful.consumers.producing import DeliveryFailures
 from wakeful.consumers.runner import Runner
 from wakeful.core.errors import KafkaClientFailed
 from wakeful.core.log import Log
+from wakeful.core.process import wait_until
 from wakeful.core.retry import Retry, SlotMoved
-from wakeful.devstack.process import wait_until
 
 
 def runner(handler: Any, failures: DeliveryFailures | None = None) -> tuple[Runner, StandInConsumer]:

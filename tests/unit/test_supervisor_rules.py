@@ -13,7 +13,7 @@ import pytest
 from helpers import kill_processes, process_alive
 
 from wakeful.consumers import supervisor
-from wakeful.devstack.process import wait_until
+from wakeful.core.process import wait_until
 
 GONE_S = 60.0
 

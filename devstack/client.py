@@ -19,12 +19,13 @@ import orjson
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
 from wakeful.bank.ledger import Bank
-from wakeful.cli import dev_signers as dev
+from wakeful.consumers import wiring
 from wakeful.core import ids, kafka_auth
 from wakeful.core.errors import TaskNotFound, WakefulError
 from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.settings import Settings
+from wakeful.devstack import dev_signers as dev
 from wakeful.devstack import stack
 from wakeful.producers.keys import generate_signer, load_signer, public_bytes
 from wakeful.producers.publish import ConfluentPublisher
@@ -34,7 +35,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
-from wakeful.state import acl, budget, keys, wiring
+from wakeful.state import acl, budget, keys
 from wakeful.state.replies import hash_reply
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
