@@ -144,7 +144,8 @@ def dev_acl(settings: Settings, apply: bool) -> None:
     moved = credentials.migrate(settings)
     if moved:
         say(moved)
-    commands = acl.setuser_commands({role: credentials.ensure(settings, role) for role in acl.ROLES})
+    users = acl.users(settings)
+    commands = acl.setuser_commands({role: credentials.ensure(settings, role) for role in users}, users)
     kept = f"{settings.secrets}/<role>/{credentials.NAME}.json (mode 0600, one folder per role)"
     if not apply:
         for command in commands:
@@ -157,7 +158,7 @@ def dev_acl(settings: Settings, apply: bool) -> None:
     where = {"target_nodes": "all"} if acl.is_cluster(owner) else {}
     for command in commands:
         owner.execute_command(*command, **where)  # type: ignore[no-untyped-call]  # untyped upstream
-    library.load(owner)
+    library.load(owner, settings)
     for line in upgrades.run(owner):
         say(line)
     say(f"created {len(commands)} ACL users and loaded {library.LIBRARY}; their passwords are in {kept}")
@@ -171,7 +172,7 @@ def dev_functions(settings: Settings) -> None:
     from wakeful.state import acl, library
 
     _need_stack(settings, kafka=False)
-    click.echo(f"loaded {library.load(acl.connect(settings, 'admin'))}")
+    click.echo(f"loaded {library.load(acl.connect(settings, 'admin'), settings)}")
 
 
 @dev.command("kafka-acl")
@@ -414,7 +415,7 @@ def _need_functions(settings: Settings, roles: tuple[str, ...]) -> None:
         if role in library.CALLERS:
             client = acl.connect(settings, role)
             try:
-                library.check(client)
+                library.check(client, settings)
             finally:
                 client.close()
 

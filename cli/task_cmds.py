@@ -17,6 +17,7 @@ from wakeful.devstack.client import REQUESTER, Client
 from wakeful.schemas import events
 from wakeful.sdk.app import load_app
 from wakeful.sdk.workflow import WORKFLOW_FIELD
+from wakeful.state import acl
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 field_option = click.option(
@@ -243,8 +244,9 @@ def task_list(settings: Settings, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def ledger(settings: Settings, task_id: str | None, as_json: bool) -> None:
-    """The reference bank's ledger entries."""
-    entries = [e.model_dump(mode="json") for e in Client(settings).bank.entries(task_id)]
+    """What the downstreams booked (the example bank's ledger entries), or one task's."""
+    admin = Client(settings).admin
+    entries = [e for d in acl.downstreams_of(settings) if d.entries for e in d.entries(admin, task_id)]
     human = "\n".join(
         f"{e['entry_id']:24} {e['task_id']:16} {e['amount']:>8} {e['currency']} {e['op_key']}"
         for e in entries

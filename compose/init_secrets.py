@@ -50,8 +50,8 @@ def ensure_keyring(path: Path) -> str:
     return f"created the sealing keyring {path} (mode 0600)"
 
 
-def write_aclfile(path: Path, creds: dict[str, str]) -> None:
-    _write(path, ("\n".join(acl.aclfile_lines(creds)) + "\n").encode(), ACLFILE_MODE)
+def write_aclfile(path: Path, creds: dict[str, str], rules: dict[str, str]) -> None:
+    _write(path, ("\n".join(acl.aclfile_lines(creds, rules)) + "\n").encode(), ACLFILE_MODE)
 
 
 def ensure_kafka_users(settings: Settings) -> list[str]:
@@ -110,9 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         "--rotate-redis",
         action="append",
         default=[],
-        choices=[*acl.ROLES, acl.DEFAULT],
         metavar="ROLE",
-        help=f"give this Redis user a new password (one of {', '.join([*acl.ROLES, acl.DEFAULT])})",
+        help=f"give this Redis user a new password ({', '.join(acl.ROLES)}, a downstream's or {acl.DEFAULT})",
     )
     args = parser.parse_args(argv)
     try:
@@ -120,10 +119,16 @@ def main(argv: list[str] | None = None) -> int:
         print(ensure_keyring(settings.keyring))
         made = provenance.ensure_keys(settings)
         print(f"role channel keys: made {', '.join(made) or 'none'}, kept the rest, in {settings.secrets}")
+        users = acl.users(settings)
+        unknown = [role for role in args.rotate_redis if role not in (*users, acl.DEFAULT)]
+        if unknown:
+            parser.error(
+                f"--rotate-redis {', '.join(unknown)}: the users are {', '.join([*users, acl.DEFAULT])}"
+            )
         for role in args.rotate_redis:
             credentials.rotate(settings, role)
         creds = credentials.ensure_all(settings)
-        write_aclfile(args.aclfile, creds)
+        write_aclfile(args.aclfile, creds, users)
         kafka_users = ensure_kafka_users(settings)
         if args.kafka_config is not None:
             write_kafka_config(args.kafka_config, settings, args.kafka_uid)
@@ -133,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rotate_redis:
         print(f"new Redis passwords for: {', '.join(args.rotate_redis)}; restart redis and those roles")
     print(
-        f"Redis users for {', '.join(acl.ROLES)} in {args.aclfile}; each password in "
+        f"Redis users for {', '.join(users)} in {args.aclfile}; each password in "
         f"{settings.secrets}/<role>/{credentials.NAME}.json"
     )
     print(f"Kafka users for {', '.join(kafka_users)}: each in {settings.secrets}/<role>/kafka.json")

@@ -44,6 +44,8 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_MODEL_TENANT_TOKENS   | 5000000                      | model tokens a tenant's tasks may use per   |
 |                               |                              | UTC day (0: no limit)                       |
 | WAKEFUL_APP                   | wakeful.examples.refund:app  | the app the roles drive (module:attribute)  |
+| WAKEFUL_DOWNSTREAMS           | wakeful.examples.downstreams | the downstream systems the stack's Redis    |
+|                               | :DOWNSTREAMS                 | hosts for local runs (users, Lua functions) |
 | WAKEFUL_THREADS               | 16                           | handler threads per role process            |
 | WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended         |
 | WAKEFUL_INSTANCE_ID           | (unset)                      | stable consumer id: restarts resume at once |
@@ -98,6 +100,8 @@ class Settings:
     model_task_tokens: int = 200_000  # 0: no limit
     model_tenant_tokens: int = 5_000_000  # per tenant per UTC day; 0: no limit
     app: str | None = None  # module:attribute of the app the roles drive; None: the bundled refund app
+    # module:attribute of the downstream systems the stack's Redis hosts (state/downstreams.py)
+    downstreams: str = "wakeful.examples.downstreams:DOWNSTREAMS"
     threads: int = 16
     lease_ttl_ms: int = 15_000
     instance_id: str | None = None
@@ -232,6 +236,7 @@ class Settings:
                 env, "WAKEFUL_MODEL_TENANT_TOKENS", 5_000_000, 0, 10**14 - 1
             ),  # state/budget.py DAY_SPAN
             app=env.get("WAKEFUL_APP") or None,
+            downstreams=env.get("WAKEFUL_DOWNSTREAMS") or "wakeful.examples.downstreams:DOWNSTREAMS",
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),
             instance_id=env.get("WAKEFUL_INSTANCE_ID") or None,

@@ -18,7 +18,6 @@ import orjson
 
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
-from wakeful.bank.ledger import Bank
 from wakeful.consumers import wiring
 from wakeful.core import ids, kafka_auth
 from wakeful.core.errors import TaskNotFound, WakefulError
@@ -55,7 +54,6 @@ class Client:
         self.admin = acl.connect(settings, "admin")
         self.authority = AuthorityStore(self.admin)
         self.store = wiring.store_for(settings, "admin")
-        self.bank = Bank(self.admin)
         self._publisher: ConfluentPublisher | None = None
         self._connected: set[str] = set()  # the app's tools connected for their lookups
 

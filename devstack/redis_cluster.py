@@ -67,7 +67,7 @@ def _write_config(settings: Settings, port: int) -> Path:
 def _write_acl(settings: Settings, port: int) -> None:
     creds = credentials.ensure_all(settings)
     path = _dir(settings, port) / "users.acl"
-    path.write_text("\n".join(acl.aclfile_lines(creds)) + "\n")
+    path.write_text("\n".join(acl.aclfile_lines(creds, acl.users(settings))) + "\n")
     os.chmod(path, 0o600)
 
 
@@ -127,7 +127,7 @@ def start(settings: Settings, say: process.Say) -> list[int]:
             process.log_tail(log_path(settings, first)),
         )
     admin = acl.connect(settings, "admin")
-    library.load(admin)  # FUNCTION LOAD goes to every master
+    library.load(admin, settings)  # FUNCTION LOAD goes to every master
     for line in upgrades.run(admin):
         say(line)
     admin.close()

@@ -103,7 +103,7 @@ def write_acl(settings: Settings) -> dict[str, str]:
     """Write the role users (credentials are made once and kept); returns role -> password."""
     creds = credentials.ensure_all(settings)
     _dir(settings).mkdir(parents=True, exist_ok=True)
-    acl_path(settings).write_text("\n".join(acl.aclfile_lines(creds)) + "\n")
+    acl_path(settings).write_text("\n".join(acl.aclfile_lines(creds, acl.users(settings))) + "\n")
     os.chmod(acl_path(settings), 0o600)
     return creds
 
@@ -133,7 +133,7 @@ def start(settings: Settings, say: process.Say) -> int:
         # A server started by older code, or with another WAKEFUL_REDIS_MAXMEMORY, gets the limit now.
         admin.config_set("maxmemory", settings.redis_maxmemory)
         admin.config_set("maxmemory-policy", "noeviction")
-        library.load(admin)
+        library.load(admin, settings)
         for line in upgrades.run(admin):
             say(line)
         # Last on this connection: ACL LOAD closes the connections of the users it replaces, the
@@ -181,7 +181,7 @@ def start(settings: Settings, say: process.Say) -> int:
     admin = admin_client(settings)
     if not process.wait_until(lambda: _loaded(admin), settings.start_timeout):
         raise StackError(NAME, "still loading its data", process.log_tail(log_path(settings)))
-    library.load(admin)
+    library.load(admin, settings)
     for line in upgrades.run(admin):
         say(line)
     admin.close()

@@ -17,9 +17,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wakeful.authority.policy import authorize
-from wakeful.bank.ledger import Bank
 from wakeful.core.errors import DownstreamUnavailable, FencedOff
 from wakeful.core.settings import Settings
+from wakeful.examples.bank import Bank
 from wakeful.schemas import events
 from wakeful.schemas.base import cut
 from wakeful.sdk import (

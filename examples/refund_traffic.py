@@ -8,11 +8,11 @@ import random
 
 import redis
 
-from wakeful.bank.ledger import LedgerEntry
 from wakeful.devstack.dev_signers import REQUESTER
 from wakeful.devstack.traffic import Effect, Plan, Send, stream_after, stream_mark
+from wakeful.examples import bank
+from wakeful.examples.bank import LedgerEntry
 from wakeful.schemas import events
-from wakeful.state import keys
 
 LIMIT = 1000  # the local stack's approval limit (Client.reset_authority)
 
@@ -29,10 +29,10 @@ class RefundTraffic:
         return Plan(sends, settles="closed", effects=1)
 
     def mark(self, admin: redis.Redis) -> str:
-        return stream_mark(admin, keys.BANK_LEDGER)
+        return stream_mark(admin, bank.LEDGER)
 
     def effects(self, admin: redis.Redis, after: str) -> tuple[list[Effect], str]:
-        raw, cursor = stream_after(admin, keys.BANK_LEDGER, after)
+        raw, cursor = stream_after(admin, bank.LEDGER, after)
         booked = (LedgerEntry.decode(r) for r in raw)
         return [Effect(e.task_id, e.op_key, e.booked_at) for e in booked], cursor
 

@@ -1,11 +1,11 @@
 """The reference supplier register: a downstream that registers suppliers and schedules their first
 payment, honouring idempotency keys and fencing tokens. The onboarding app's tools call it as they
-would a real vendor-master API, with the "suppliers" Redis user (state/acl.py).
+would a real vendor-master API, with the "suppliers" Redis user (DOWNSTREAM below).
 
-Every write is one WATCH/MULTI transaction over the keys it reads (state/keys.py, `suppliers:*`):
+Every write is one WATCH/MULTI transaction over the keys it reads (`suppliers:*`, below):
 a fence older than one seen for the task is refused first, so a stale lease holder can neither
 write nor replay; a replayed op key gets the first outcome back, whatever its arguments; an injected
-fault (`suppliers:faults:{task}`, a test hook: operation -> "refuse" or a count) fails the call, for
+fault (`suppliers:{register}:faults:T`, a test hook: operation -> "refuse" or a count) fails the call, for
 good or transiently, having done nothing. Registration is reversible: `undo` removes the supplier
 once per op key, refuses while a payment is scheduled to it, and leaves a tombstone, so a
 registration that lands after its own undo is refused rather than resurrected. A payment goes only
@@ -15,6 +15,7 @@ to the account on the supplier's master record. Times come from the Redis server
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import ClassVar, Literal, TypeVar, cast
@@ -23,9 +24,46 @@ import orjson
 import redis
 from pydantic import Field
 
+from wakeful.core import ids
 from wakeful.core.errors import DownstreamRefused, DownstreamUnavailable, FencedOff
 from wakeful.schemas.base import Record
-from wakeful.state import keys
+from wakeful.state.downstreams import Downstream
+
+# The register's keyspace, its own and no role's, under one hash tag ({register}): a write names its
+# log stream beside its records in one atomic step, in one slot of a Redis Cluster.
+#   suppliers:{register}:op:K        string  JSON outcome of one call (registration or payment)
+#   suppliers:{register}:undo:K      string  JSON outcome of undoing the registration made under K
+#   suppliers:{register}:master:S    string  JSON supplier master record: name, verified account
+#   suppliers:{register}:fence:T     string  highest fencing token seen for task T
+#   suppliers:{register}:faults:T    hash    test hook: operation -> "refuse" or a count of failures
+#   suppliers:{register}:log         stream  every record written, in order (field "r": JSON)
+PATTERN = "suppliers:*"
+TAG = "suppliers:{register}"
+LOG = f"{TAG}:log"
+SUPPLIER_ID = r"S-[0-9a-f]{16}"
+CAS_RETRIES = 8  # concurrent writers in a row before a call is refused as unavailable
+_SUPPLIER_ID = re.compile(SUPPLIER_ID)
+
+
+def call_key(op_key: str) -> str:
+    return f"{TAG}:op:{ids.checked(ids.OP_KEY_RE, op_key, 'op key')}"
+
+
+def undo_key(op_key: str) -> str:
+    return f"{TAG}:undo:{ids.checked(ids.OP_KEY_RE, op_key, 'op key')}"
+
+
+def master_key(supplier_id: str) -> str:
+    return f"{TAG}:master:{ids.checked(_SUPPLIER_ID, supplier_id, 'supplier id')}"
+
+
+def fence_key(task_id: str) -> str:
+    return f"{TAG}:fence:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
+
+
+def faults_key(task_id: str) -> str:
+    return f"{TAG}:faults:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
+
 
 ACCOUNT = r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$"  # IBAN-shaped: the workflow checks the checksum
 REFUSE = b"refuse"  # a faults hash value: that operation fails for good
@@ -49,7 +87,7 @@ class Registration(_Outcome):
 
     KIND: ClassVar[str] = "supplier_registration"
     kind: Literal["registration"] = "registration"
-    supplier_id: str = Field(pattern=f"^{keys.SUPPLIER_ID}$")
+    supplier_id: str = Field(pattern=f"^{SUPPLIER_ID}$")
     legal_name: str = Field(min_length=1, max_length=200)
     account: str = Field(pattern=ACCOUNT)
 
@@ -60,7 +98,7 @@ class Payment(_Outcome):
     KIND: ClassVar[str] = "supplier_payment"
     kind: Literal["payment"] = "payment"
     payment_id: str = Field(pattern=r"^P-[0-9a-f]{16}$")
-    supplier_id: str = Field(pattern=f"^{keys.SUPPLIER_ID}$")
+    supplier_id: str = Field(pattern=f"^{SUPPLIER_ID}$")
     account: str = Field(pattern=ACCOUNT)
     amount: int = Field(gt=0)  # minor units
     currency: str = Field(pattern=r"^[A-Z]{3}$")
@@ -71,7 +109,7 @@ class Removal(_Outcome):
 
     KIND: ClassVar[str] = "supplier_removal"
     kind: Literal["removal"] = "removal"
-    supplier_id: str | None = Field(default=None, pattern=f"^{keys.SUPPLIER_ID}$")
+    supplier_id: str | None = Field(default=None, pattern=f"^{SUPPLIER_ID}$")
 
 
 class Supplier(Record):
@@ -80,7 +118,7 @@ class Supplier(Record):
     KIND: ClassVar[str] = "supplier"
     SCHEMA: ClassVar[int] = 1
     schema_version: int = SCHEMA
-    supplier_id: str = Field(pattern=f"^{keys.SUPPLIER_ID}$")
+    supplier_id: str = Field(pattern=f"^{SUPPLIER_ID}$")
     legal_name: str = Field(min_length=1, max_length=200)
     account: str = Field(pattern=ACCOUNT)
     status: Literal["active", "removed"] = "active"
@@ -122,10 +160,10 @@ class Suppliers:
         DownstreamUnavailable on an injected transient fault; nothing is written then.
         """
         supplier_id = _id("S", op_key)
-        master = keys.suppliers_master(supplier_id)
+        master = master_key(supplier_id)
 
         def write(pipe: _Pipe, at: datetime) -> tuple[Registration, dict[str, bytes]]:
-            if pipe.exists(keys.suppliers_undo(op_key)):
+            if pipe.exists(undo_key(op_key)):
                 raise DownstreamRefused(op_key, task_id, "this registration was undone before it landed")
             made = Registration(
                 op_key=op_key,
@@ -137,9 +175,9 @@ class Suppliers:
                 account=account,
             )
             record = Supplier(supplier_id=supplier_id, legal_name=legal_name, account=account)
-            return made, {keys.suppliers_op(op_key): made.encode(), master: record.encode()}
+            return made, {call_key(op_key): made.encode(), master: record.encode()}
 
-        watched = [keys.suppliers_op(op_key), master, keys.suppliers_undo(op_key)]
+        watched = [call_key(op_key), master, undo_key(op_key)]
         return self._write(
             Registration, "register", watched, write, op_key=op_key, task_id=task_id, fence=fence
         )
@@ -156,7 +194,7 @@ class Suppliers:
         currency: str,
     ) -> Payment:
         """Schedule a supplier's first payment once per op key, only to its account on record."""
-        master = keys.suppliers_master(supplier_id)
+        master = master_key(supplier_id)
 
         def write(pipe: _Pipe, at: datetime) -> tuple[Payment, dict[str, bytes]]:
             raw = pipe.get(master)
@@ -181,9 +219,9 @@ class Suppliers:
                 currency=currency,
             )
             paid = found.model_copy(update={"payment": op_key})
-            return made, {keys.suppliers_op(op_key): made.encode(), master: paid.encode()}
+            return made, {call_key(op_key): made.encode(), master: paid.encode()}
 
-        watched = [keys.suppliers_op(op_key), master]
+        watched = [call_key(op_key), master]
         return self._write(Payment, "schedule", watched, write, op_key=op_key, task_id=task_id, fence=fence)
 
     def undo(self, op_key: str, task_id: str, fence: int) -> Removal:
@@ -191,11 +229,11 @@ class Suppliers:
         Refused for good while a payment is scheduled to the supplier."""
 
         def write(pipe: _Pipe, at: datetime) -> tuple[Removal, dict[str, bytes]]:
-            raw = pipe.get(keys.suppliers_op(op_key))
+            raw = pipe.get(call_key(op_key))
             if not isinstance(raw, bytes):  # a tombstone: a late registration is refused
                 return Removal(op_key=op_key, task_id=task_id, fence=fence, at=at), {}
             made = Registration.decode(raw)
-            master = keys.suppliers_master(made.supplier_id)
+            master = master_key(made.supplier_id)
             pipe.watch(master)  # type: ignore[no-untyped-call]  # redis-py leaves watch() unannotated
             raw_master = pipe.get(master)
             if not isinstance(raw_master, bytes):
@@ -210,20 +248,20 @@ class Suppliers:
             gone = record.model_copy(update={"status": "removed"})
             return removed, {master: gone.encode()}
 
-        watched = [keys.suppliers_undo(op_key), keys.suppliers_op(op_key)]
+        watched = [undo_key(op_key), call_key(op_key)]
         return self._write(Removal, "undo", watched, write, op_key=op_key, task_id=task_id, fence=fence)
 
     def lookup(self, op_key: str) -> Registration | Payment | None:
         """What a register or schedule call under `op_key` did, or None if it never landed."""
-        raw = self.client.get(keys.suppliers_op(op_key))
+        raw = self.client.get(call_key(op_key))
         return cast(Registration | Payment, decode(raw)) if isinstance(raw, bytes) else None
 
     def undone(self, op_key: str) -> Removal | None:
-        raw = self.client.get(keys.suppliers_undo(op_key))
+        raw = self.client.get(undo_key(op_key))
         return Removal.decode(raw) if isinstance(raw, bytes) else None
 
     def supplier(self, supplier_id: str) -> Supplier | None:
-        raw = self.client.get(keys.suppliers_master(supplier_id))
+        raw = self.client.get(master_key(supplier_id))
         return Supplier.decode(raw) if isinstance(raw, bytes) else None
 
     def entries(self, task_id: str | None = None) -> list[Outcome]:
@@ -231,7 +269,7 @@ class Suppliers:
         out: list[Outcome] = []
         start = "-"
         while True:
-            page = cast(_Page, self.client.xrange(keys.SUPPLIERS_LOG, start, "+", count=_PAGE))
+            page = cast(_Page, self.client.xrange(LOG, start, "+", count=_PAGE))
             out += [o for o in (decode(f[b"r"]) for _, f in page) if task_id is None or o.task_id == task_id]
             if len(page) < _PAGE:
                 return out
@@ -251,19 +289,15 @@ class Suppliers:
         """WATCH -> read -> verify -> MULTI -> write -> EXEC, for one operation under one op key.
         `watched[0]` holds the operation's outcome; `write` reads what else it needs and returns
         the outcome and the other keys to set, or raises to write nothing."""
-        result_key, fence_key, faults_key = (
-            watched[0],
-            keys.suppliers_fence(task_id),
-            keys.suppliers_faults(task_id),
-        )
-        for _ in range(keys.CAS_RETRIES):
+        result_key, fenced, faults = watched[0], fence_key(task_id), faults_key(task_id)
+        for _ in range(CAS_RETRIES):
             # The server's clock, read before WATCH: a cluster's transaction pipeline sends only
             # commands that name its slot's keys.
             secs, usecs = self.client.time()
             with self.client.pipeline(transaction=True) as pipe:
                 try:
-                    pipe.watch(*watched, fence_key, faults_key)  # type: ignore[no-untyped-call]  # unannotated upstream
-                    seen = pipe.get(fence_key)
+                    pipe.watch(*watched, fenced, faults)  # type: ignore[no-untyped-call]  # unannotated upstream
+                    seen = pipe.get(fenced)
                     if seen is not None and fence < int(seen):
                         raise FencedOff(op_key, task_id, fence, int(seen))
                     done = pipe.get(result_key)
@@ -272,12 +306,12 @@ class Suppliers:
                         if not isinstance(first, expect):
                             raise DownstreamRefused(op_key, task_id, f"the op key names a {first.kind}")
                         return first
-                    fault = pipe.hget(faults_key, operation)
+                    fault = pipe.hget(faults, operation)
                     if fault == REFUSE:
                         raise DownstreamRefused(op_key, task_id, f"injected fault: {operation} refused")
                     if fault is not None and int(fault) > 0:
                         pipe.multi()
-                        pipe.hincrby(faults_key, operation, -1)
+                        pipe.hincrby(faults, operation, -1)
                         pipe.execute()
                         raise DownstreamUnavailable(
                             op_key, task_id, f"injected fault, {int(fault) - 1} more to come"
@@ -287,10 +321,16 @@ class Suppliers:
                     for key, value in {result_key: outcome.encode(), **sets}.items():
                         pipe.set(key, value)
                     if seen is None or fence > int(seen):
-                        pipe.set(fence_key, fence)
-                    pipe.xadd(keys.SUPPLIERS_LOG, {"r": outcome.encode()})
+                        pipe.set(fenced, fence)
+                    pipe.xadd(LOG, {"r": outcome.encode()})
                     pipe.execute()
                     return outcome
                 except redis.WatchError:
                     continue
-        raise DownstreamUnavailable(op_key, task_id, f"{keys.CAS_RETRIES} concurrent writers in a row")
+        raise DownstreamUnavailable(op_key, task_id, f"{CAS_RETRIES} concurrent writers in a row")
+
+
+# Plain WATCH/MULTI transactions, no Lua: it calls no function.
+DOWNSTREAM = Downstream(
+    "suppliers", PATTERN, ("+get", "+set", "+exists", "+watch", "+hget", "+hincrby", "+xadd", "+xrange")
+)

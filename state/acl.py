@@ -7,7 +7,7 @@ token counters, streams of the same kind: it reads them and adds to them (XINFO 
 nothing of Progress.
 
 No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
-are in no role's rules. The executor (and its bank credential) FCALLs the functions the admin
+are in no role's rules. The executor (and a downstream's credential) FCALLs the functions the admin
 loaded (state/library.py). Redis 7.0 cannot name a function in an ACL rule, so `+fcall` lets a role
 call any loaded function; but FCALL's keys must fit the selector that grants it, and a function
 runs with the caller's rights, so each selector with `+fcall` also grants exactly the commands its
@@ -26,12 +26,13 @@ from redis.cluster import RedisCluster
 from wakeful.core import secrets
 from wakeful.core.errors import MissingCredential
 from wakeful.core.settings import Settings
-from wakeful.state import keys
+from wakeful.state import downstreams, keys
+from wakeful.state.downstreams import Downstream
 
-# "bank" and "suppliers" are tool credentials: the reference bank's and the reference supplier
-# register's (examples/suppliers.py, used by the onboarding app's tools). Each reaches its own
-# downstream's keys only, and no role but the executor is given them.
-ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "bank", "suppliers", "admin")
+# The runtime's users. A downstream an app's tools call (state/downstreams.py: the example apps'
+# bank and supplier register) is a user of its own beside these, which reaches its own keys only;
+# no role but the executor is given its credential.
+ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "admin")
 
 _FUNCTIONS = "+fcall"
 _STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set)"
@@ -91,15 +92,6 @@ RULES: dict[str, str] = {
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "
         f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard)"
     ),
-    "bank": (
-        f"resetkeys -@all {_KEYLESS} +time "
-        f"(~{keys.PATTERN_BANK} +get +set +incr +decr +xadd +xrange {_FUNCTIONS})"
-    ),
-    # Plain WATCH/MULTI transactions, no Lua: it calls no function.
-    "suppliers": (
-        f"resetkeys -@all {_KEYLESS} +time "
-        f"(~{keys.PATTERN_SUPPLIERS} +get +set +exists +watch +hget +hincrby +xadd +xrange)"
-    ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }
 # The built-in default user may run everything, but only with a password nobody is given: an
@@ -115,24 +107,38 @@ def user_name(role: str) -> str:
     return f"wakeful-{role}"
 
 
-def aclfile_lines(creds: dict[str, str]) -> list[str]:
-    """The users as lines of a Redis aclfile (passwords stored hashed)."""
+def downstreams_of(settings: Settings) -> tuple[Downstream, ...]:
+    """The downstreams the settings name (WAKEFUL_DOWNSTREAMS), checked, none taking a role's name."""
+    return downstreams.load(settings.downstreams, frozenset(ROLES))
+
+
+def downstream_rules(downstream: Downstream) -> str:
+    """A downstream's user reaches its own keys with its own commands; FCALL only if it books in Lua."""
+    fcall = f" {_FUNCTIONS}" if downstream.functions else ""
+    return f"resetkeys -@all {_KEYLESS} +time (~{downstream.pattern} {' '.join(downstream.commands)}{fcall})"
+
+
+def users(settings: Settings) -> dict[str, str]:
+    """Every Redis user wakeful makes, user -> rules: the runtime's roles, then the downstreams'."""
+    return RULES | {d.user: downstream_rules(d) for d in downstreams_of(settings)}
+
+
+def aclfile_lines(creds: dict[str, str], rules: dict[str, str]) -> list[str]:
+    """The users (`rules`, from users()) as lines of a Redis aclfile (passwords stored hashed)."""
     default = hashlib.sha256(creds[DEFAULT].encode()).hexdigest()
     lines = [f"user default {DEFAULT_RULES} #{default}"]
-    for role in ROLES:
+    for role, rule in rules.items():
         digest = hashlib.sha256(creds[role].encode()).hexdigest()
-        lines.append(f"user {user_name(role)} on #{digest} {RULES[role]}")
+        lines.append(f"user {user_name(role)} on #{digest} {rule}")
     return lines
 
 
-def setuser_commands(creds: dict[str, str]) -> list[list[str]]:
+def setuser_commands(creds: dict[str, str], rules: dict[str, str]) -> list[list[str]]:
     """The same users as ACL SETUSER argument lists, for a Redis that wakeful did not start."""
     commands = []
-    for role in ROLES:
+    for role, rule in rules.items():
         digest = hashlib.sha256(creds[role].encode()).hexdigest()
-        commands.append(
-            ["ACL", "SETUSER", user_name(role), "reset", "on", f"#{digest}", *_split(RULES[role])]
-        )
+        commands.append(["ACL", "SETUSER", user_name(role), "reset", "on", f"#{digest}", *_split(rule)])
     return commands
 
 
@@ -171,8 +177,9 @@ def connect(settings: Settings, role: str, timeout: float | None = None) -> redi
     Without a credential for the role this refuses, unless WAKEFUL_ALLOW_DEFAULT_USER is set (local
     experiments only): the default user can do whatever the operator left it able to do.
     """
-    if role not in ROLES:
-        raise MissingCredential(role, f"unknown Redis role {role!r}; roles are {', '.join(ROLES)}")
+    if role not in ROLES and role not in {d.user for d in downstreams_of(settings)}:
+        known = ", ".join([*ROLES, *(d.user for d in downstreams_of(settings))])
+        raise MissingCredential(role, f"unknown Redis role {role!r}; roles are {known}")
     if secrets.exists(settings, role, "redis"):
         doc = secrets.load(settings, role, "redis")
         if not {"user", "password"} <= doc.keys():

@@ -2,7 +2,7 @@
 
     $WAKEFUL_SECRETS/<role>/redis.json          {"user": "wakeful-<role>", "password": ...}; read
                                                 by that role's process only (the executor's process
-                                                also reads bank/, the credential of its tool)
+                                                also reads its tools' downstreams' folders)
     $WAKEFUL_SECRETS/admin/redis-default.json   Redis's built-in default user, whose password no
                                                 role is given (state/acl.py, DEFAULT_RULES)
 
@@ -42,8 +42,9 @@ def ensure_default(settings: Settings, password: str | None = None) -> str:
 
 
 def ensure_all(settings: Settings) -> dict[str, str]:
-    """Role (and "default") -> password, for writing the users: every role's and the default's."""
-    creds = {role: ensure(settings, role) for role in acl.ROLES}
+    """User (and "default") -> password, for writing the users: every role's, every downstream's
+    (acl.users) and the default's."""
+    creds = {role: ensure(settings, role) for role in acl.users(settings)}
     creds[acl.DEFAULT] = ensure_default(settings)
     return creds
 
@@ -69,7 +70,7 @@ def migrate(settings: Settings) -> str | None:
     old = orjson.loads(path.read_bytes())
     if not isinstance(old, dict):
         old = {}
-    for role in acl.ROLES:
+    for role in acl.users(settings):
         if isinstance(old.get(role), str):
             ensure(settings, role, old[role])  # a folder that already has one keeps its own
     if isinstance(old.get(acl.DEFAULT), str):

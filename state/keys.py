@@ -5,22 +5,19 @@ slot and a task's transaction or script never crosses slots.
 
 Every id that becomes part of a key name is checked twice: by the wire models at decode time
 (schemas/events.py, a DecodeError the door dead-letters) and here, by every key builder (ValueError),
-so no key is ever built from an unchecked part. The alphabets hold no brace, colon, `|`, whitespace
-or control character, so a part can never close a hash tag, add a key segment or forge another
+so no key is ever built from an unchecked part. The alphabets (core/ids.py) hold no brace, colon,
+`|`, whitespace or control character, so a part can never close a hash tag, add a key segment or forge another
 key's name (`wk:{X}:receipt:Y}:lease` was one), and their lengths are bounded, so an outsider cannot
 make Redis hold a huge key for a week:
 
 | part            | pattern                 | named in                                  |
 |-----------------|-------------------------|-------------------------------------------|
 | outside task id | [A-Za-z0-9_-]{1,64}     | (signed events only: task_in() scopes it) |
-| task id         | [<tenant>.]<outside id> | wk:{T}:*, bank:{ledger}:fence:T, ...      |
-|                 |                         | suppliers:{register}:faults:T, ...        |
+| task id         | [<tenant>.]<outside id> | wk:{T}:*, a downstream's fence and faults |
 | event id        | [A-Za-z0-9_.-]{8,128}   | wk:seen:K:E, wk:{T}:receipt:K:E, ...      |
 | correlation id  | [A-Za-z0-9_.-]{1,128}   | wk:corr:C                                 |
 | key id (signer) | [A-Za-z0-9_.@-]{1,128}  | wk:seen:K:E, receipt keys                 |
-| op key          | [A-Za-z0-9_.:-]{1,200}  | bank:{ledger}:entry:K,                    |
-|                 |                         | suppliers:{register}:op:K, ...:undo:K     |
-| supplier id     | S-[0-9a-f]{16}          | suppliers:{register}:master:S             |
+| op key          | [A-Za-z0-9_.:-]{1,200}  | a downstream's records: bank:{ledger}:... |
 | tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:spent, wk:tenant:N:tokens:D   |
 | UTC day         | [0-9]{8} (yyyymmdd)     | wk:tenant:N:tokens:D                      |
 
@@ -29,9 +26,9 @@ is `N.X` (task_in()), and the default tenant's is X itself. An outside id holds 
 tenant can name a task in another's namespace, and no two tenants' ids meet (docs/decisions.md D52).
 
 Op keys (`REFUND:<task>:v<n>`) are the one part that may hold colons: they name the business
-operation, and `bank:{ledger}:entry:`, `suppliers:{register}:op:` and `...:undo:` are fixed
-prefixes no other key of their keyspace starts with, so a colon in one cannot reach another kind
-of key. Inside the task keyspace op keys are hash fields of wk:{T}:ops, never key names.
+operation, and each downstream names them behind fixed prefixes no other key of its keyspace starts
+with (`bank:{ledger}:entry:`), so a colon in one cannot reach another kind of key. Inside the task
+keyspace op keys are hash fields of wk:{T}:ops, never key names.
 
 | key               | type   | holds                                              | written by             |
 |-------------------|--------|----------------------------------------------------|------------------------|
@@ -72,40 +69,11 @@ Redis glob and no other key starts with `wk:{`, so a pattern for one kind of tas
 key of another kind or outside the task keyspace (`wk:*:receipt:*` also matched a tenant named
 "receipt"'s counter; `wk:*:state` matched a correlation id named "state").
 
-The reference bank (bank/) is a separate downstream system with its own keyspace and ACL user;
-its keys are listed here too so that every prefix lives in one module:
-
-| key                        | type   | holds                                             | written by  |
-|----------------------------|--------|---------------------------------------------------|-------------|
-| bank:{ledger}:entry:K      | string | JSON ledger entry for one idempotency (op) key K  | bank script |
-| bank:{ledger}:ledger       | stream | every entry in booking order (field "e": JSON)    | bank script |
-| bank:{ledger}:fence:T      | string | highest fencing token the bank has seen for T     | bank script |
-| bank:{ledger}:faults:T     | string | test hook: how many calls for task T fail first   | admin       |
-
-The reference supplier register (examples/suppliers.py) is another downstream, with its own
-keyspace and ACL user ("suppliers"), used by the onboarding app's tools:
-
-| key                        | type   | holds                                                | written by |
-|----------------------------|--------|------------------------------------------------------|------------|
-| suppliers:{register}:op:K  | string | JSON outcome of one call (a registration or a        | suppliers  |
-|                            |        | scheduled payment); one per op key K, ever           |            |
-| suppliers:{register}:undo:K| string | JSON outcome of undoing the registration made under  | suppliers  |
-|                            |        | op key K; one per op key, ever                       |            |
-| suppliers:{register}:      | string | JSON supplier master record: name, verified account, | suppliers  |
-|   master:S                 |        | status (active/removed), its first payment's op key  |            |
-| suppliers:{register}:      | string | highest fencing token seen for task T                | suppliers  |
-|   fence:T                  |        |                                                      |            |
-| suppliers:{register}:      | hash   | test hook: operation -> "refuse" (fails for good) or | admin;     |
-|   faults:T                 |        | a count of calls that fail transiently first         | suppliers  |
-| suppliers:{register}:log   | stream | every record written, in order (field "r": JSON)     | suppliers  |
-
-Each downstream's keys share one hash tag ({ledger}, {register}): its booking names its log
-stream beside its per-key records in one atomic step, so in Redis Cluster they must share a slot.
+The example apps' downstreams (their bank and supplier register) keep keys of their own, outside
+`wk:`, beside their code (wakeful.examples.bank, wakeful.examples.suppliers; state/downstreams.py).
 """
 
 from __future__ import annotations
-
-import re
 
 from wakeful.core.ids import (
     CORRELATION_ID_RE as _CORRELATION_ID,
@@ -118,9 +86,6 @@ from wakeful.core.ids import (
 )
 from wakeful.core.ids import (
     KEY_ID_RE as _KEY_ID,
-)
-from wakeful.core.ids import (
-    OP_KEY_RE as _OP_KEY,
 )
 from wakeful.core.ids import (
     TASK_ID_RE as _TASK_ID,
@@ -235,55 +200,6 @@ def tenant_spent(tenant: str) -> str:
 def tenant_tokens(tenant: str, day: str) -> str:
     """Legacy: tokens tenant's tasks used on UTC `day` (yyyymmdd), counted before the streams."""
     return f"{PREFIX}:tenant:{checked(_TENANT, tenant, 'tenant')}:tokens:{checked(_DAY, day, 'day')}"
-
-
-# Each reference downstream books in one atomic step (the bank's function, the register's MULTI)
-# that names its log stream beside per-key records, so all of its keys share one hash tag: one
-# Redis Cluster slot per downstream (docs/decisions.md D40). The ACL patterns still cover them.
-BANK_PREFIX = "bank"
-BANK_TAG = f"{BANK_PREFIX}:{{ledger}}"
-BANK_LEDGER = f"{BANK_TAG}:ledger"
-PATTERN_BANK = f"{BANK_PREFIX}:*"
-
-
-def bank_entry(op_key: str) -> str:
-    return f"{BANK_TAG}:entry:{checked(_OP_KEY, op_key, 'op key')}"
-
-
-def bank_fence(task_id: str) -> str:
-    return f"{BANK_TAG}:fence:{checked(_TASK_ID, task_id, 'task id')}"
-
-
-def bank_faults(task_id: str) -> str:
-    return f"{BANK_TAG}:faults:{checked(_TASK_ID, task_id, 'task id')}"
-
-
-SUPPLIERS_PREFIX = "suppliers"
-SUPPLIERS_TAG = f"{SUPPLIERS_PREFIX}:{{register}}"
-SUPPLIERS_LOG = f"{SUPPLIERS_TAG}:log"
-PATTERN_SUPPLIERS = f"{SUPPLIERS_PREFIX}:*"
-SUPPLIER_ID = r"S-[0-9a-f]{16}"
-_SUPPLIER_ID = re.compile(SUPPLIER_ID)
-
-
-def suppliers_op(op_key: str) -> str:
-    return f"{SUPPLIERS_TAG}:op:{checked(_OP_KEY, op_key, 'op key')}"
-
-
-def suppliers_undo(op_key: str) -> str:
-    return f"{SUPPLIERS_TAG}:undo:{checked(_OP_KEY, op_key, 'op key')}"
-
-
-def suppliers_master(supplier_id: str) -> str:
-    return f"{SUPPLIERS_TAG}:master:{checked(_SUPPLIER_ID, supplier_id, 'supplier id')}"
-
-
-def suppliers_fence(task_id: str) -> str:
-    return f"{SUPPLIERS_TAG}:fence:{checked(_TASK_ID, task_id, 'task id')}"
-
-
-def suppliers_faults(task_id: str) -> str:
-    return f"{SUPPLIERS_TAG}:faults:{checked(_TASK_ID, task_id, 'task id')}"
 
 
 def _task(task_id: str, kind: str) -> str:

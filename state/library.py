@@ -1,28 +1,42 @@
 """wakeful's Redis function library: every Lua function a role calls, loaded by the admin only.
 
     FUNCTION LOAD REPLACE <code>         admin, at `wakeful dev up` (every start) and `dev acl --apply`
-    FCALL wakeful_v1_<name> ...           executor (leases, action log), bank (refund)
+    FCALL wakeful_v1_<name> ...           executor (leases, action log), a downstream (its booking)
     FCALL wakeful_v1_library 0            executor: `wakeful worker` checks it before it starts
 
-The library is persisted by Redis with the data (AOF and RDB), so a restarted Redis has it again.
-`wakeful_v1_library` answers the digest of the rest of the code: a server that holds a library of
-this name but other code (loaded by an older or newer build) is told apart, not called blindly.
+The library holds the runtime's functions, then those of the downstreams the settings name
+(state/downstreams.py: the example bank's refund), in that order. It is persisted by Redis with the
+data (AOF and RDB), so a restarted Redis has it again. `wakeful_v1_library` answers the digest of the
+rest of the code: a server that holds a library of this name but other code (loaded by an older or
+newer build, or for other downstreams) is told apart, not called blindly.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from dataclasses import dataclass
 
 import redis
 
-from wakeful.bank import ledger
 from wakeful.core.retry import FunctionsMissing
-from wakeful.state import actions, functions, lease
+from wakeful.core.settings import Settings
+from wakeful.state import acl, actions, functions, lease
 from wakeful.state.functions import FIX, Function, call
 
-FUNCTIONS: tuple[Function, ...] = (*lease.FUNCTIONS, *actions.FUNCTIONS, *ledger.FUNCTIONS)
+FUNCTIONS: tuple[Function, ...] = (*lease.FUNCTIONS, *actions.FUNCTIONS)  # the runtime's own
 LIBRARY = functions.LIBRARY
-CALLERS = ("executor",)  # the role process that calls them (also as "bank"); the gate holds no lease (D49)
+CALLERS = (
+    "executor",
+)  # the role process that calls them (also as a downstream); the gate holds no lease (D49)
+
+
+@dataclass(frozen=True)
+class Library:
+    functions: tuple[Function, ...]  # every function but the identity, in load order
+    digest: str  # of the library's name and the other functions' code
+    identity: Function  # KEYS none; ARGV none. returns: the digest, as loaded
+    code: str  # what FUNCTION LOAD is given
 
 
 def _register(function: Function) -> str:
@@ -33,24 +47,31 @@ def _register(function: Function) -> str:
     )
 
 
-_BODY = "".join(_register(f) for f in FUNCTIONS)
-DIGEST = hashlib.sha256(f"{LIBRARY}\n{_BODY}".encode()).hexdigest()
+@functools.lru_cache(maxsize=8)
+def build(extra: tuple[Function, ...] = ()) -> Library:
+    """The library of the runtime's functions and `extra` (the downstreams'), in that order."""
+    every = (*FUNCTIONS, *extra)
+    body = "".join(_register(f) for f in every)
+    digest = hashlib.sha256(f"{LIBRARY}\n{body}".encode()).hexdigest()
+    identity = Function("library", f"return '{digest}'", ("no-writes",))
+    return Library(every, digest, identity, f"#!lua name={LIBRARY}\n{body}{_register(identity)}")
 
-# KEYS none; ARGV none. returns: the digest of the library's other functions, as loaded.
-IDENTITY = Function("library", f"return '{DIGEST}'", ("no-writes",))
 
-CODE = f"#!lua name={LIBRARY}\n{_BODY}{_register(IDENTITY)}"
+def of(settings: Settings) -> Library:
+    """The library for the downstreams the settings name (WAKEFUL_DOWNSTREAMS)."""
+    return build(tuple(f for d in acl.downstreams_of(settings) for f in d.functions))
 
 
-def load(admin: redis.Redis) -> str:
+def load(admin: redis.Redis, settings: Settings) -> str:
     """Load (or replace) the library as the admin user; returns its name. Idempotent."""
-    admin.function_load(CODE, replace=True)
+    admin.function_load(of(settings).code, replace=True)
     return LIBRARY
 
 
-def check(client: redis.Redis) -> None:
+def check(client: redis.Redis, settings: Settings) -> None:
     """Raise FunctionsMissing, naming the fix, unless Redis holds exactly this library. A role may
     call it: any selector that grants FCALL grants it without keys."""
-    found = call(client, IDENTITY, [], [])
-    if (found.decode() if isinstance(found, bytes) else found) != DIGEST:
+    library = of(settings)
+    found = call(client, library.identity, [], [])
+    if (found.decode() if isinstance(found, bytes) else found) != library.digest:
         raise FunctionsMissing(LIBRARY, f"Redis holds another {LIBRARY} than this code's; {FIX}")

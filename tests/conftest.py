@@ -15,7 +15,6 @@ from helpers import BankClient
 from wakeful.consumers import wiring
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
-from wakeful.devstack.client import Client
 from wakeful.state import acl
 from wakeful.state.lease import Leases
 from wakeful.state.store import Store
@@ -88,7 +87,7 @@ def leases(settings: Settings, redis_url: str) -> Leases:
 
 
 @pytest.fixture(scope="module")
-def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
+def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[BankClient]:
     """An upstream system and operator, with the local authority defaults restored."""
     c = BankClient(settings)
     c.reset_authority()

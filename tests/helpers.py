@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from wakeful.core import kafka_auth
 from wakeful.core.settings import Settings
 from wakeful.devstack.client import Client
+from wakeful.examples.bank import Bank
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
@@ -424,6 +426,10 @@ class BankClient(Client):
     """The client as the refund's tests read a task: `show` also gives the reference bank's entries
     for it (the refund's downstream), which `wakeful task show` leaves to each app's own tools
     (`effects`)."""
+
+    @cached_property
+    def bank(self) -> Bank:
+        return Bank(self.admin)
 
     def show(self, task_id: str) -> dict[str, Any]:
         shown = super().show(task_id)  # the state first: a booking always precedes the close that records it

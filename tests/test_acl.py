@@ -12,6 +12,7 @@ from helpers import command as command_
 from helpers import new_checkpoint
 
 from wakeful.core.settings import Settings
+from wakeful.examples import bank
 from wakeful.state import acl, functions, keys
 from wakeful.state.budget import Account, Budget, Limits
 from wakeful.state.lease import ACQUIRE, EXTEND, RELEASE, Leases
@@ -75,7 +76,7 @@ def test_the_task_read_rights_reach_only_the_tasks_own_keys_and_write_nothing(
         ("MGET", state, keys.AUTH_LIMIT),
         ("MGET", keys.ops(task_id)),
         ("MGET", state, keys.inbox(task_id)),
-        ("MGET", keys.bank_fence(task_id)),
+        ("MGET", bank.fence_key(task_id)),
         ("WATCH", state, keys.ops(task_id)),
         ("WATCH", keys.AUTH_LIMIT),
         ("MSET", state, "x"),
@@ -144,7 +145,7 @@ def test_proposer_can_read_and_write_no_progress(settings: Settings, task_id: st
         ("GET", keys.AUTH_LIMIT),
         ("INCRBY", keys.state(task_id), "1"),
         ("INCRBY", keys.corr("tokens"), "1"),  # wk:corr:tokens is not a task's counter
-        ("INCRBY", keys.bank_fence(task_id), "1"),
+        ("INCRBY", bank.fence_key(task_id), "1"),
         ("KEYS", "*"),
         ("SCAN", "0"),
     ):

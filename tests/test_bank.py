@@ -14,10 +14,10 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from wakeful.bank import ledger
-from wakeful.bank.ledger import Bank, LedgerEntry
 from wakeful.core.errors import DownstreamUnavailable, FencedOff
 from wakeful.core.settings import Settings
+from wakeful.examples import bank as ledger
+from wakeful.examples.bank import Bank, LedgerEntry
 from wakeful.state import acl, keys
 
 NOPERM = redis.exceptions.NoPermissionError
@@ -97,7 +97,7 @@ def test_injected_faults_fail_the_first_calls_then_book_exactly_once(
     bank: Bank, task: str, redis_client: redis.Redis
 ) -> None:
     op = f"REFUND:{task}:v1"
-    redis_client.set(keys.bank_faults(task), 2)
+    redis_client.set(ledger.faults_key(task), 2)
     for _ in range(2):
         with pytest.raises(DownstreamUnavailable) as refused:
             bank.refund(op, task, 700, "EUR", fence=1)
@@ -106,7 +106,7 @@ def test_injected_faults_fail_the_first_calls_then_book_exactly_once(
     booked = bank.refund(op, task, 700, "EUR", fence=1)
     assert bank.refund(op, task, 700, "EUR", fence=1) == booked
     assert bank.entries(task) == [booked]
-    assert redis_client.get(keys.bank_faults(task)) == b"0"
+    assert redis_client.get(ledger.faults_key(task)) == b"0"
 
 
 def test_lookup_finds_a_booking_by_key_and_nothing_for_an_unknown_key(bank: Bank, task: str) -> None:
@@ -178,17 +178,17 @@ def test_other_roles_cannot_touch_bank_keys(
     client = acl.connect(settings, role)
     op = f"REFUND:{task}:v1"
     for args in (
-        ("GET", keys.bank_entry(op)),
-        ("SET", keys.bank_entry(op), "{}"),
-        ("SET", keys.bank_fence(task), "0"),
-        ("XADD", keys.BANK_LEDGER, "*", "e", "{}"),
-        ("XRANGE", keys.BANK_LEDGER, "-", "+"),
+        ("GET", ledger.entry_key(op)),
+        ("SET", ledger.entry_key(op), "{}"),
+        ("SET", ledger.fence_key(task), "0"),
+        ("XADD", ledger.LEDGER, "*", "e", "{}"),
+        ("XRANGE", ledger.LEDGER, "-", "+"),
     ):
         with pytest.raises(NOPERM):
             command(client, *args)
     with pytest.raises(NOPERM):
         Bank(client).refund(op, task, 100, "EUR", fence=1)
-    assert redis_client.exists(keys.bank_entry(op), keys.bank_fence(task)) == 0
+    assert redis_client.exists(ledger.entry_key(op), ledger.fence_key(task)) == 0
 
 
 def test_bank_credential_reaches_no_task_state(bank_client: redis.Redis, task: str) -> None:

@@ -8,19 +8,19 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from helpers import executor_for, refund_proposal, role_message
+from helpers import BankClient, executor_for, refund_proposal, role_message
 from test_round_trips import UNDER_LIMIT, handled, warmed
 
 from wakeful.consumers import wiring
 from wakeful.core import topics
-from wakeful.devstack.client import REQUESTER, Client
+from wakeful.devstack.client import REQUESTER
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas import events
 from wakeful.schemas.logs import ActionStatus
 from wakeful.state import keys
 
 
-def ready_task(client: Client, gate: Any) -> tuple[str, int, str]:
+def ready_task(client: BankClient, gate: Any) -> tuple[str, int, str]:
     """A new task ready for its refund: (task id, state_version, the refund's op key)."""
     task_id = f"t-{uuid.uuid4().hex[:12]}"
     payload = {"amount": UNDER_LIMIT, "currency": "EUR"}
@@ -30,12 +30,12 @@ def ready_task(client: Client, gate: Any) -> tuple[str, int, str]:
     return task_id, cp.state_version, tool.key_for(task_id, cp.business.version)
 
 
-def propose(client: Client, executor: Any, task_id: str, version: int) -> None:
+def propose(client: BankClient, executor: Any, task_id: str, version: int) -> None:
     proposal = refund_proposal(task_id, version, UNDER_LIMIT)
     executor.handle(role_message(client.settings, "proposer", topics.PROPOSALS, task_id, proposal.encode()))
 
 
-def test_the_close_records_the_steps_outcome_in_its_own_transaction(client: Client) -> None:
+def test_the_close_records_the_steps_outcome_in_its_own_transaction(client: BankClient) -> None:
     gate, executor = warmed(client), executor_for(client.settings, [])
     task_id, version, op = ready_task(client, gate)
     propose(client, executor, task_id, version)
@@ -45,7 +45,9 @@ def test_the_close_records_the_steps_outcome_in_its_own_transaction(client: Clie
     assert client.store.load(task_id).stage == "closed"
 
 
-def test_an_outcome_recorded_apart_before_d48_closes_the_task_without_a_second_call(client: Client) -> None:
+def test_an_outcome_recorded_apart_before_d48_closes_the_task_without_a_second_call(
+    client: BankClient,
+) -> None:
     gate, executor = warmed(client), executor_for(client.settings, [])
     task_id, version, op = ready_task(client, gate)
     # What code before D48 left when it died between recording the outcome and the close.
@@ -63,7 +65,7 @@ def test_an_outcome_recorded_apart_before_d48_closes_the_task_without_a_second_c
     assert client.bank.entries(task_id) == [], "the bank was called for a step already done"
 
 
-def test_an_outcome_the_action_log_refuses_inside_the_close_parks_the_task(client: Client) -> None:
+def test_an_outcome_the_action_log_refuses_inside_the_close_parks_the_task(client: BankClient) -> None:
     gate, letters = warmed(client), list[str]()
     executor = executor_for(client.settings, letters)
     task_id, version, op = ready_task(client, gate)

@@ -17,11 +17,12 @@ import pytest
 import redis
 from helpers import free_ports
 
-from wakeful.bank.ledger import Bank
 from wakeful.core import process, secrets
 from wakeful.core.retry import FunctionsMissing, Retry
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
+from wakeful.examples import bank
+from wakeful.examples.bank import Bank
 from wakeful.state import acl, keys, library
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Leases
@@ -81,7 +82,7 @@ def test_no_role_may_run_lua_of_its_own(settings: Settings, redis_client: redis.
     assert redis_client.function_list(library="intruder") == []
     started = time.monotonic()
     assert redis_client.ping() and time.monotonic() - started < 1.0
-    library.check(acl.connect(settings, "executor"))
+    library.check(acl.connect(settings, "executor"), settings)
 
 
 def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
@@ -94,7 +95,7 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
         (
             "gate",
             "bank_refund",
-            [keys.bank_entry(op), keys.bank_fence(task), keys.bank_faults(task), keys.BANK_LEDGER],
+            [bank.entry_key(op), bank.fence_key(task), bank.faults_key(task), bank.LEDGER],
         ),
         # The gate may read the action log, but not write it through the executor's function.
         ("gate", "action_begin", [keys.ops(task), keys.lease(task)]),
@@ -104,7 +105,7 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
         (
             "executor",
             "bank_refund",
-            [keys.bank_entry(op), keys.bank_fence(task), keys.bank_faults(task), keys.BANK_LEDGER],
+            [bank.entry_key(op), bank.fence_key(task), bank.faults_key(task), bank.LEDGER],
         ),
     ]
     for role, name, names in refused:
@@ -113,9 +114,9 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
         )
         assert answer.startswith("NOPERM"), (role, name, answer)
     for role in ("inbound", "gate", "proposer", "timer", "relay"):  # no FCALL at all, not even keyless
-        answer = redis_cli(settings, role, "FCALL", library.IDENTITY.qualified, "0")
+        answer = redis_cli(settings, role, "FCALL", library.of(settings).identity.qualified, "0")
         assert answer.startswith("NOPERM"), (role, answer)
-    touched = [keys.bank_entry(op), keys.bank_fence(task), keys.ops(task), keys.lease(task), keys.fence(task)]
+    touched = [bank.entry_key(op), bank.fence_key(task), keys.ops(task), keys.lease(task), keys.fence(task)]
     assert redis_client.exists(*touched) == 0
 
 
@@ -169,7 +170,9 @@ def test_functions_survive_a_redis_restart(private: Settings, unique: str) -> No
     # Written by functions as role users; Redis 7.0 replays them from the AOF as the default user.
     assert redis_server.stop(private)
     _start_bare(private)
-    library.check(acl.connect(private, "executor"))  # the library came back with the data, loaded by nobody
+    library.check(
+        acl.connect(private, "executor"), private
+    )  # the library came back with the data, loaded by nobody
     assert leases.extend(lease).fence == lease.fence
     assert actions.lookup(task, f"REFUND:{task}:v1") == begun.entry
     assert Bank(acl.connect(private, "bank")).lookup(f"REFUND:{task}:v1") == booked
@@ -206,12 +209,13 @@ def test_a_role_without_the_library_waits_and_worker_stops_in_one_line(
             lines
         )
         # Another build's library under this name is told apart from this code's.
+        identity = library.of(settings).identity.qualified
         admin.function_load(
             f"#!lua name={library.LIBRARY}\nredis.register_function{{function_name="
-            f"'{library.IDENTITY.qualified}', callback=function() return 'other' end, flags={{'no-writes'}}}}"
+            f"'{identity}', callback=function() return 'other' end, flags={{'no-writes'}}}}"
         )
         with pytest.raises(FunctionsMissing, match="another"):
-            library.check(acl.connect(private, "executor"))
+            library.check(acl.connect(private, "executor"), private)
     finally:
-        library.load(admin)
-    library.check(acl.connect(private, "executor"))
+        library.load(admin, private)
+    library.check(acl.connect(private, "executor"), private)

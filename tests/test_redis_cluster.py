@@ -217,7 +217,7 @@ def test_a_slot_resharded_onto_a_master_that_just_joined_is_followed_there(setti
             command(first, "CLUSTER", "MEET", "127.0.0.1", port)
         assert process.wait_until(lambda: _joined(settings, ports), 30), "the new master never joined"
         with redis_cluster.node_admin(settings, port) as new:
-            library.load(new)
+            library.load(new, settings)
         store, leases = wiring.store_for(settings, "gate"), wiring.leases_for(settings, "executor")
         cp = store.create(new_checkpoint(), "create-on-new-master").checkpoint
         moved_slot = slot(keys.state(cp.task_id))

@@ -17,6 +17,7 @@ from typing import cast
 import pytest
 from confluent_kafka import Producer
 from helpers import (
+    BankClient,
     command,
     executor_for,
     gate_for,
@@ -41,8 +42,9 @@ from wakeful.core.process import wait_until
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
-from wakeful.devstack.client import REQUESTER, Client
+from wakeful.devstack.client import REQUESTER
 from wakeful.devstack.fleet import Fleet
+from wakeful.examples import bank
 from wakeful.examples.refund import BankRefund, Stage
 from wakeful.examples.refund import app as refund_app
 from wakeful.examples.refund import refund as refund_workflow
@@ -56,13 +58,13 @@ LEASE_TTL_MS = 1500
 
 
 @pytest.fixture(scope="module")
-def fleet(client: Client) -> Iterator[Fleet]:
+def fleet(client: BankClient) -> Iterator[Fleet]:
     fleet = start_fleet(client, lease_ttl_ms=LEASE_TTL_MS)
     yield fleet
     fleet.stop()
 
 
-def test_same_approval_delivered_twice_pays_once(client: Client, fleet: Fleet) -> None:
+def test_same_approval_delivered_twice_pays_once(client: BankClient, fleet: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
     client.publisher.publish_many([approval, approval])
@@ -70,7 +72,9 @@ def test_same_approval_delivered_twice_pays_once(client: Client, fleet: Fleet) -
     assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
 
 
-def test_events_out_of_order_are_refused_then_the_right_order_applies(client: Client, fleet: Fleet) -> None:
+def test_events_out_of_order_are_refused_then_the_right_order_applies(
+    client: BankClient, fleet: Fleet
+) -> None:
     early_id = f"t-early-{os.urandom(4).hex()}"
     early = client.send("alice", events.APPROVE, {"version": 1}, task_id=early_id)  # before its task exists
     assert client.receipt(early.event_id, early_id, key_id=early.key_id)["reason"] == f"no task {early_id}"
@@ -84,7 +88,7 @@ def test_events_out_of_order_are_refused_then_the_right_order_applies(client: Cl
 
 
 def test_approve_amend_then_the_old_approval_is_refused(
-    client: Client, fleet: Fleet, kafka_bootstrap: str
+    client: BankClient, fleet: Fleet, kafka_bootstrap: str
 ) -> None:
     fleet.stop_role("executor")  # the approved v1 must not run before the amendment lands
     since = topic_marks(kafka_bootstrap, topics.DLQ)
@@ -116,7 +120,7 @@ def test_approve_amend_then_the_old_approval_is_refused(
     ],
 )
 def test_policy_changed_mid_flight_applies_the_declared_rule(
-    client: Client, fleet: Fleet, rule: str, expect_stage: str, stamped: str | None
+    client: BankClient, fleet: Fleet, rule: str, expect_stage: str, stamped: str | None
 ) -> None:
     task_id, _ = client.new_task(2500)
     client.authority.set_policy("refund-policy-2", compat={"policy": rule})
@@ -140,7 +144,7 @@ class _DescribedAnew(BankRefund):
 
 
 def test_a_tool_description_changed_mid_flight_quarantines_by_default(
-    client: Client, fleet: Fleet, settings: Settings
+    client: BankClient, fleet: Fleet, settings: Settings
 ) -> None:
     task_id, _ = client.new_task(2500)
     redeployed = App(name="refund", workflows=[refund_workflow], tools=[_DescribedAnew()])
@@ -157,7 +161,7 @@ def test_a_tool_description_changed_mid_flight_quarantines_by_default(
 
 
 def test_checkpoint_hand_edited_with_redis_cli_is_quarantined_at_resume(
-    client: Client, fleet: Fleet, settings: Settings
+    client: BankClient, fleet: Fleet, settings: Settings
 ) -> None:
     from test_store import redis_cli
 
@@ -172,7 +176,7 @@ def test_checkpoint_hand_edited_with_redis_cli_is_quarantined_at_resume(
 
 
 def test_deadline_escalation_is_loud_and_recoverable_and_no_ttl_drops_the_wait(
-    client: Client, fleet: Fleet
+    client: BankClient, fleet: Fleet
 ) -> None:
     task_id, _ = client.new_task(2500, wait_s=2)
     for key in (keys.state(task_id), keys.ctr(task_id), keys.inbox(task_id)):
@@ -188,7 +192,7 @@ def test_deadline_escalation_is_loud_and_recoverable_and_no_ttl_drops_the_wait(
 
 
 def test_same_task_woken_from_two_executors_at_once_has_one_effect(
-    client: Client, fleet: Fleet, settings: Settings, kafka_bootstrap: str
+    client: BankClient, fleet: Fleet, settings: Settings, kafka_bootstrap: str
 ) -> None:
     fleet.stop_role("executor")  # the fleet's executor joins late: a third contender
     task_id, _ = client.new_task(300)
@@ -229,7 +233,7 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
     assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
 
 
-def test_worker_paused_past_its_lease_is_refused_by_fencing(client: Client, fleet: Fleet) -> None:
+def test_worker_paused_past_its_lease_is_refused_by_fencing(client: BankClient, fleet: Fleet) -> None:
     paused = fleet.restart("executor", fault="executor.after_intent:stop")
     try:
         task_id, _ = client.new_task(300)
@@ -266,7 +270,7 @@ def test_worker_paused_past_its_lease_is_refused_by_fencing(client: Client, flee
 # 120 s for the tasks: past the default limit on a slow machine.
 @pytest.mark.timeout(480)
 def test_redis_and_kafka_restarted_mid_run_every_task_finishes_once(
-    client: Client, fleet: Fleet, settings: Settings
+    client: BankClient, fleet: Fleet, settings: Settings
 ) -> None:
     requester, alice = client.signer(REQUESTER), client.signer("alice")
     batch, task_ids = [], []
@@ -306,7 +310,7 @@ def _state(pid: int) -> str:
         return "gone"
 
 
-def test_amendment_is_refused_once_the_refund_has_started(client: Client, fleet: Fleet) -> None:
+def test_amendment_is_refused_once_the_refund_has_started(client: BankClient, fleet: Fleet) -> None:
     executor = fleet.restart("executor", fault="executor.after_downstream_call")
     try:
         task_id, _ = client.new_task(2500)
@@ -322,7 +326,7 @@ def test_amendment_is_refused_once_the_refund_has_started(client: Client, fleet:
 
 
 def test_wake_carrying_an_event_signed_for_another_task_is_refused(
-    client: Client, settings: Settings
+    client: BankClient, settings: Settings
 ) -> None:
     task_a, _ = client.new_task(2500)
     task_b, _ = client.new_task(2500)
@@ -360,7 +364,7 @@ def test_wake_carrying_an_event_signed_for_another_task_is_refused(
     assert shown["state_version"] == before and shown["stage"] == "awaiting_approval"
 
 
-def test_refused_event_on_a_ready_task_does_not_strand_it(client: Client, fleet: Fleet) -> None:
+def test_refused_event_on_a_ready_task_does_not_strand_it(client: BankClient, fleet: Fleet) -> None:
     fleet.stop_role("executor")  # the first proposal waits, and will be stale
     try:
         task_id, _ = client.new_task(300)
@@ -373,10 +377,10 @@ def test_refused_event_on_a_ready_task_does_not_strand_it(client: Client, fleet:
 
 
 def test_reopened_task_retries_a_refund_the_bank_refused_under_the_same_key(
-    client: Client, fleet: Fleet
+    client: BankClient, fleet: Fleet
 ) -> None:
     task_id = f"t-flaky-{os.urandom(4).hex()}"
-    client.admin.set(keys.bank_faults(task_id), 3)  # the bank refuses the first three calls
+    client.admin.set(bank.faults_key(task_id), 3)  # the bank refuses the first three calls
     client.send(REQUESTER, events.CREATE, {"amount": 300}, task_id=task_id)
     parked = client.wait_stage(task_id, {Stage.NEEDS_REVIEW}, timeout=60)
     assert "bank unavailable" in parked["last_refusal"] and parked["ledger"] == []

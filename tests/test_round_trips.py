@@ -15,13 +15,13 @@ from typing import Any
 
 import redis
 from confluent_kafka import Message
-from helpers import executor_for, gate_for, inbound_wake, refund_proposal, role_message
+from helpers import BankClient, executor_for, gate_for, inbound_wake, refund_proposal, role_message
 
 from wakeful.consumers.inbound import Inbound
 from wakeful.consumers.producing import make_producer
 from wakeful.core import topics
 from wakeful.core.log import Log
-from wakeful.devstack.client import REQUESTER, Client
+from wakeful.devstack.client import REQUESTER
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.state import acl, keys
@@ -32,7 +32,7 @@ UNDER_LIMIT = 300  # under it: the task is ready for a proposal at once
 
 
 def handled(
-    client: Client, gate: Any, principal: str, kind: str, payload: dict[str, Any], *, task_id: str
+    client: BankClient, gate: Any, principal: str, kind: str, payload: dict[str, Any], *, task_id: str
 ) -> int:
     """Round trips the gate made to take one signed event's wake, as inbound would publish it."""
     event = sign_event(client.signer(principal), kind, payload, task_id=task_id)
@@ -46,7 +46,7 @@ def handled(
     return trips
 
 
-def warmed(client: Client) -> Any:
+def warmed(client: BankClient) -> Any:
     """A gate whose connections are open: a connection's handshake is not the wake's cost."""
     gate = gate_for(client.settings)
     handled(
@@ -60,7 +60,7 @@ def warmed(client: Client) -> Any:
     return gate
 
 
-def test_a_wake_that_changes_its_task_costs_the_gate_two_round_trips(client: Client) -> None:
+def test_a_wake_that_changes_its_task_costs_the_gate_two_round_trips(client: BankClient) -> None:
     gate, task_id = warmed(client), f"t-{uuid.uuid4().hex[:12]}"
     created = handled(
         client, gate, REQUESTER, events.CREATE, {"amount": OVER_LIMIT, "currency": "EUR"}, task_id=task_id
@@ -80,7 +80,7 @@ def test_a_wake_that_changes_its_task_costs_the_gate_two_round_trips(client: Cli
 
 
 def test_a_wake_that_changes_nothing_costs_two_round_trips_and_leaves_no_lease_or_watch(
-    client: Client,
+    client: BankClient,
 ) -> None:
     gate, task_id = warmed(client), f"t-{uuid.uuid4().hex[:12]}"
     handled(
@@ -98,7 +98,7 @@ def test_a_wake_that_changes_nothing_costs_two_round_trips_and_leaves_no_lease_o
     assert client.store.load(task_id).stage == "ready"
 
 
-def proposed(client: Client, gate: Any, executor: Any) -> int:
+def proposed(client: BankClient, gate: Any, executor: Any) -> int:
     """Round trips the executor made to carry out a refund proposal for a new task, bank included."""
     task_id = f"t-{uuid.uuid4().hex[:12]}"
     handled(
@@ -115,7 +115,7 @@ def proposed(client: Client, gate: Any, executor: Any) -> int:
     return trips
 
 
-def test_a_proposal_costs_the_executor_three_round_trips_and_the_bank_its_own(client: Client) -> None:
+def test_a_proposal_costs_the_executor_three_round_trips_and_the_bank_its_own(client: BankClient) -> None:
     gate, executor = warmed(client), executor_for(client.settings, [])
     proposed(client, gate, executor)  # its connections opened
     # The lease, the task WATCHed and read, the action log and authority; the intent with the
@@ -124,7 +124,7 @@ def test_a_proposal_costs_the_executor_three_round_trips_and_the_bank_its_own(cl
     assert proposed(client, gate, executor) == 4
 
 
-def inbound_for(client: Client, connection: Any = None) -> Any:
+def inbound_for(client: BankClient, connection: Any = None) -> Any:
     producer, _ = make_producer(client.settings, "inbound")
     return Inbound(
         connection or acl.connect(client.settings, "inbound"),
@@ -135,7 +135,7 @@ def inbound_for(client: Client, connection: Any = None) -> Any:
     )
 
 
-def signed_events(client: Client, n: int) -> list[Any]:
+def signed_events(client: BankClient, n: int) -> list[Any]:
     requester = client.signer(REQUESTER)
     return [
         sign_event(requester, events.CREATE, {"amount": UNDER_LIMIT}, task_id=f"t-{uuid.uuid4().hex[:12]}")
@@ -150,7 +150,9 @@ def as_messages(signed: list[Any]) -> list[Any]:
     ]
 
 
-def test_a_batch_of_events_costs_inbound_one_round_trip_to_judge_and_one_to_mark_seen(client: Client) -> None:
+def test_a_batch_of_events_costs_inbound_one_round_trip_to_judge_and_one_to_mark_seen(
+    client: BankClient,
+) -> None:
     inbound = inbound_for(client)
     warm = as_messages(signed_events(client, 1))
     inbound.before_batch(warm)
@@ -190,7 +192,7 @@ class FailingPipelines:
 
 
 def test_an_event_whose_batch_read_failed_reads_for_itself_and_is_judged_all_the_same(
-    client: Client,
+    client: BankClient,
 ) -> None:
     inbound = inbound_for(client, FailingPipelines(acl.connect(client.settings, "inbound")))
     signed = signed_events(client, 3)

@@ -14,7 +14,9 @@ from helpers import command
 from unit.test_onboarding_rules import SCHEDULING, at
 
 from wakeful.core.settings import Settings
+from wakeful.examples import bank
 from wakeful.examples import onboarding as onb
+from wakeful.examples import suppliers as register_keys
 from wakeful.examples.onboarding_tools import (
     PaymentArgs,
     RegisterArgs,
@@ -128,7 +130,7 @@ def test_a_stale_fence_is_fenced_off_and_writes_nothing(
 def test_transient_faults_fail_the_first_calls_then_one_registration_lands(
     register: RegisterSupplier, suppliers: Suppliers, redis_client: redis.Redis, task: str
 ) -> None:
-    redis_client.hset(keys.suppliers_faults(task), "register", 2)
+    redis_client.hset(register_keys.faults_key(task), "register", 2)
     op = register.key_for(task, 1)
     for _ in range(2):
         with pytest.raises(ToolUnavailable, match="injected fault"):
@@ -146,7 +148,7 @@ def test_a_first_payment_refused_for_good_is_compensated_by_one_undo(
     task: str,
 ) -> None:
     op, supplier = registered(register, task)
-    redis_client.hset(keys.suppliers_faults(task), "schedule", "refuse")
+    redis_client.hset(register_keys.faults_key(task), "schedule", "refuse")
     with pytest.raises(ToolRefused) as refused:
         pay.call(pay.key_for(task, 1), pay_args(task, supplier), 1)
     assert pay.lookup(pay.key_for(task, 1)) is None
@@ -198,8 +200,8 @@ def test_the_suppliers_credential_reaches_only_its_own_keys(settings: Settings, 
     own = acl.connect(settings, "suppliers")
     for attempt in (
         ("GET", keys.state(task)),
-        ("SET", keys.bank_entry(f"REFUND:{task}:v1"), "{}"),
-        ("DEL", keys.suppliers_fence(task)),
+        ("SET", bank.entry_key(f"REFUND:{task}:v1"), "{}"),
+        ("DEL", register_keys.fence_key(task)),
         ("EVAL", "return 1", "0"),
         ("FLUSHALL",),
         ("KEYS", "*"),
@@ -208,4 +210,4 @@ def test_the_suppliers_credential_reaches_only_its_own_keys(settings: Settings, 
             command(own, *attempt)
     for role in ("gate", "executor", "bank", "proposer"):
         with pytest.raises(NOPERM):
-            acl.connect(settings, role).get(keys.suppliers_fence(task))
+            acl.connect(settings, role).get(register_keys.fence_key(task))

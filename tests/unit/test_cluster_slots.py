@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from helpers import new_checkpoint
 
+from wakeful.examples import bank, suppliers
 from wakeful.state import keys, last_step
 from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import command_keys, slot
@@ -64,18 +65,18 @@ def test_every_script_and_downstream_transaction_names_keys_of_one_slot(task_id:
         "lease functions": [keys.lease(task_id), keys.fence(task_id)],
         "action log begin": [keys.ops(task_id), keys.lease(task_id)],
         "bank refund": [
-            keys.bank_entry(op),
-            keys.bank_fence(task_id),
-            keys.bank_faults(task_id),
-            keys.BANK_LEDGER,
+            bank.entry_key(op),
+            bank.fence_key(task_id),
+            bank.faults_key(task_id),
+            bank.LEDGER,
         ],
         "supplier register": [
-            keys.suppliers_op(op),
-            keys.suppliers_undo(op),
-            keys.suppliers_master("S-0123456789abcdef"),
-            keys.suppliers_fence(task_id),
-            keys.suppliers_faults(task_id),
-            keys.SUPPLIERS_LOG,
+            suppliers.call_key(op),
+            suppliers.undo_key(op),
+            suppliers.master_key("S-0123456789abcdef"),
+            suppliers.fence_key(task_id),
+            suppliers.faults_key(task_id),
+            suppliers.LOG,
         ],
     }
     for name, named in groups.items():

@@ -32,13 +32,13 @@ def test_old_single_credentials_file_is_moved_into_per_role_folders_keeping_the_
     tmp_path: Path,
 ) -> None:
     settings = Settings.from_env({"WAKEFUL_HOME": str(tmp_path)})
-    old = {role: f"old-{role}" for role in (*acl.ROLES, acl.DEFAULT)}
+    old = {role: f"old-{role}" for role in (*acl.users(settings), acl.DEFAULT)}
     credentials.old_file(settings).write_bytes(orjson.dumps(old))
     credentials.ensure(settings, "relay", "rotated-since")  # a folder that has its own keeps it
     said = credentials.migrate(settings)
     assert said is not None and "removed" in said
     assert not credentials.old_file(settings).exists()
-    for role in acl.ROLES:
+    for role in acl.users(settings):  # the downstreams' users ("bank", "suppliers") too
         doc = secrets.load(settings, role, credentials.NAME)
         assert doc == {
             "user": acl.user_name(role),
@@ -49,7 +49,8 @@ def test_old_single_credentials_file_is_moved_into_per_role_folders_keeping_the_
 
 
 def test_dev_acl_on_an_old_state_dir_says_it_moved_the_passwords(tmp_path: Path) -> None:
-    old = {role: f"old-{role}" for role in (*acl.ROLES, acl.DEFAULT)}
+    users = acl.users(Settings.from_env({}))
+    old = {role: f"old-{role}" for role in (*users, acl.DEFAULT)}
     (tmp_path / credentials.OLD_FILE).write_bytes(orjson.dumps(old))
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEFUL_")}
     env.update(WAKEFUL_HOME=str(tmp_path), WAKEFUL_REDIS_URL="redis://127.0.0.1:9/0")
@@ -63,6 +64,6 @@ def test_dev_acl_on_an_old_state_dir_says_it_moved_the_passwords(tmp_path: Path)
     )
     assert result.returncode == 0, result.stderr
     assert [line for line in result.stderr.splitlines() if line.startswith("moved the Redis passwords")]
-    expected = acl.setuser_commands({role: f"old-{role}" for role in acl.ROLES})
+    expected = acl.setuser_commands({role: f"old-{role}" for role in users}, users)
     assert result.stdout.strip().splitlines() == [" ".join(command) for command in expected]
     assert "old-gate" not in result.stdout + result.stderr

@@ -33,6 +33,7 @@ from wakeful.core import ids
 from wakeful.core.errors import ConfigError, DecodeError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
+from wakeful.examples import bank
 from wakeful.producers.signing import HmacSigner, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
@@ -158,7 +159,7 @@ def test_ids_wakeful_itself_makes_are_accepted_everywhere() -> None:
     assert receipt_key(event.event_id, "t-0a1b2c3d4e5f").startswith("wk:{t-0a1b2c3d4e5f}:receipt:")
     assert seen_key(event.event_id).endswith(f":{event.event_id}")
     assert keys.corr("corr-ab12") == "wk:corr:corr-ab12"
-    assert keys.bank_entry("REFUND:t-1:v2") == "bank:{ledger}:entry:REFUND:t-1:v2"
+    assert bank.entry_key("REFUND:t-1:v2") == "bank:{ledger}:entry:REFUND:t-1:v2"
 
 
 def _accepts(field: str, value: str) -> bool:
@@ -201,8 +202,8 @@ TASK_KEYS: list[Callable[[str], str]] = [
     keys.ops,
     keys.quarantine,
     keys.evidence,
-    keys.bank_fence,
-    keys.bank_faults,
+    bank.fence_key,
+    bank.faults_key,
 ]
 
 
@@ -217,7 +218,7 @@ def test_no_key_builder_names_a_key_with_a_bad_task_id(build: Callable[[str], st
 
 
 @pytest.mark.parametrize(
-    "build", [seen_key, keys.corr, receipt_key, keys.bank_entry], ids=["seen", "corr", "receipt", "bank"]
+    "build", [seen_key, keys.corr, receipt_key, bank.entry_key], ids=["seen", "corr", "receipt", "bank"]
 )
 @pytest.mark.parametrize(
     "bad",
@@ -252,10 +253,10 @@ def test_no_seen_or_receipt_key_names_a_bad_signer_key_id(bad: str) -> None:
 
 
 def test_bank_op_keys_may_hold_colons_but_never_a_brace_or_a_bar() -> None:
-    assert keys.bank_entry("REFUND:t-1:v12") == "bank:{ledger}:entry:REFUND:t-1:v12"
+    assert bank.entry_key("REFUND:t-1:v12") == "bank:{ledger}:entry:REFUND:t-1:v12"
     for bad in ("REFUND:{t-1}:v1", "REFUND|t-1", "REFUND t-1", "R" * 201):
         with pytest.raises(ValueError, match="op key"):
-            keys.bank_entry(bad)
+            bank.entry_key(bad)
 
 
 # ---- Redis memory: a limit, and never an eviction -----------------------------------------------

@@ -12,6 +12,7 @@ from fnmatch import fnmatchcase
 import pytest
 
 from wakeful.core import ids
+from wakeful.examples import bank, suppliers
 from wakeful.state import acl, keys
 
 # The names of every kind of key, and the pattern that grants it (None: granted by exact name).
@@ -34,8 +35,8 @@ KINDS: dict[str, str | None] = {
     "seen": keys.PATTERN_SEEN,
     "corr": keys.PATTERN_CORR,
     "authority": keys.PATTERN_AUTHORITY,
-    "bank": keys.PATTERN_BANK,
-    "suppliers": keys.PATTERN_SUPPLIERS,
+    "bank": bank.PATTERN,
+    "suppliers": suppliers.PATTERN,
     "outbox index": None,
     "deadlines": None,
 }
@@ -64,8 +65,8 @@ def every_key() -> list[tuple[str, str]]:
         ("deadlines", keys.DEADLINES),
         *(("authority", k) for k in (keys.AUTH_APPROVERS, keys.AUTH_LIMIT, keys.AUTH_SIGNERS)),
         ("authority", keys.AUTH_POLICY),
-        ("bank", keys.BANK_LEDGER),
-        ("suppliers", keys.SUPPLIERS_LOG),
+        ("bank", bank.LEDGER),
+        ("suppliers", suppliers.LOG),
     ]
     for word in WORDS:
         built += [(kind, make(word)) for kind, make in TASK_KEYS.items()]
@@ -73,8 +74,8 @@ def every_key() -> list[tuple[str, str]]:
             ("tenant spent", keys.tenant_spent(word)),
             ("tenant tokens", keys.tenant_tokens(word, "20261201")),
             ("corr", keys.corr(word)),
-            ("bank", keys.bank_fence(word)),
-            ("suppliers", keys.suppliers_fence(word)),
+            ("bank", bank.fence_key(word)),
+            ("suppliers", suppliers.fence_key(word)),
         ]
         for event_id in EVENT_WORDS:
             built += [

@@ -4,22 +4,26 @@ tests/test_functions.py)."""
 
 from __future__ import annotations
 
+from wakeful.core.settings import Settings
 from wakeful.state import library
+
+# The library as the default settings build it: the runtime's functions, then the example bank's.
+BUILT = library.of(Settings.from_env({}))
 
 # A released library never changes under its name: roles of that version may still be calling it.
 RELEASED = {"wakeful_v1": "8083e8300c9e80b89d08e4db9deffc0bb5e073864e7c14dead61410f4835a4ae"}
 
 
 def test_library_names_every_function_once_under_its_version() -> None:
-    names = [f.qualified for f in (*library.FUNCTIONS, library.IDENTITY)]
+    names = [f.qualified for f in (*BUILT.functions, BUILT.identity)]
     assert len(names) == len(set(names))
     assert all(name.startswith(f"{library.LIBRARY}_") for name in names)
-    assert library.CODE.startswith(f"#!lua name={library.LIBRARY}\n")
-    assert library.CODE.count("redis.register_function") == len(names)
+    assert BUILT.code.startswith(f"#!lua name={library.LIBRARY}\n")
+    assert BUILT.code.count("redis.register_function") == len(names)
 
 
 def test_a_released_library_never_changes_its_code() -> None:
-    assert library.LIBRARY in RELEASED, f"pin {library.LIBRARY}'s digest {library.DIGEST} in RELEASED"
-    assert RELEASED[library.LIBRARY] == library.DIGEST, (
+    assert library.LIBRARY in RELEASED, f"pin {library.LIBRARY}'s digest {BUILT.digest} in RELEASED"
+    assert RELEASED[library.LIBRARY] == BUILT.digest, (
         f"the Lua of {library.LIBRARY} changed: bump VERSION in state/functions.py and pin the new digest"
     )

@@ -18,10 +18,35 @@ import orjson
 import redis
 from pydantic import Field
 
+from wakeful.core import ids
 from wakeful.core.errors import DownstreamUnavailable, FencedOff
 from wakeful.schemas.base import Record
-from wakeful.state import keys
+from wakeful.state.downstreams import Downstream
 from wakeful.state.functions import Function, call
+
+# The bank's keyspace, its own and no role's: one hash tag ({ledger}), so that its booking names its
+# log stream beside its per-key records in one atomic step, in one slot of a Redis Cluster.
+#   bank:{ledger}:entry:K   string  JSON ledger entry for one idempotency (op) key K   (its function)
+#   bank:{ledger}:ledger    stream  every entry in booking order (field "e": JSON)      (its function)
+#   bank:{ledger}:fence:T   string  highest fencing token the bank has seen for task T  (its function)
+#   bank:{ledger}:faults:T  string  test hook: how many calls for task T fail first     (admin)
+# `entry:` is a prefix no other of its keys starts with, so a colon in an op key reaches no other kind.
+PATTERN = "bank:*"
+TAG = "bank:{ledger}"
+LEDGER = f"{TAG}:ledger"
+
+
+def entry_key(op_key: str) -> str:
+    return f"{TAG}:entry:{ids.checked(ids.OP_KEY_RE, op_key, 'op key')}"
+
+
+def fence_key(task_id: str) -> str:
+    return f"{TAG}:fence:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
+
+
+def faults_key(task_id: str) -> str:
+    return f"{TAG}:faults:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
+
 
 _PAGE = 500  # ledger entries per XRANGE round trip in entries()
 _Page = list[tuple[bytes, dict[bytes, bytes]]]  # XRANGE reply: (stream id, fields) in id order
@@ -135,7 +160,7 @@ class Bank:
         code, value = call(
             self.client,
             REFUND,
-            [keys.bank_entry(op_key), keys.bank_fence(task_id), keys.bank_faults(task_id), keys.BANK_LEDGER],
+            [entry_key(op_key), fence_key(task_id), faults_key(task_id), LEDGER],
             [fence, body],
         )
         if code == -1:
@@ -146,7 +171,7 @@ class Bank:
 
     def lookup(self, op_key: str) -> LedgerEntry | None:
         """The booking for an op key, or None if it never landed ("did my call land?")."""
-        raw = self.client.get(keys.bank_entry(op_key))
+        raw = self.client.get(entry_key(op_key))
         return LedgerEntry.decode(raw) if isinstance(raw, bytes) else None
 
     def entries(self, task_id: str | None = None) -> list[LedgerEntry]:
@@ -155,7 +180,7 @@ class Bank:
         start = "-"
         while True:
             # redis-py types the reply for every client flavour; a bytes client returns this shape.
-            page = cast(_Page, self.client.xrange(keys.BANK_LEDGER, start, "+", count=_PAGE))
+            page = cast(_Page, self.client.xrange(LEDGER, start, "+", count=_PAGE))
             for _, fields in page:
                 entry = LedgerEntry.decode(fields[b"e"])
                 if task_id is None or entry.task_id == task_id:
@@ -163,3 +188,14 @@ class Bank:
             if len(page) < _PAGE:
                 return out
             start = "(" + page[-1][0].decode()
+
+
+def ledger(admin: redis.Redis, task_id: str | None) -> list[dict[str, object]]:
+    """`wakeful ledger`: the bookings, or one task's, as an operator reads them."""
+    return [e.model_dump(mode="json") for e in Bank(admin).entries(task_id)]
+
+
+# Its user ("wakeful-bank") books only through REFUND, whose commands its selector grants too (D31).
+DOWNSTREAM = Downstream(
+    "bank", PATTERN, ("+get", "+set", "+incr", "+decr", "+xadd", "+xrange"), FUNCTIONS, entries=ledger
+)
