@@ -96,10 +96,10 @@ def dev_fetch(settings: Settings) -> None:
 @click.pass_obj
 def dev_topics(settings: Settings) -> None:
     """Create wakeful's topics on the configured Kafka (idempotent)."""
-    from wakeful.core import topics
+    from wakeful.devstack import topic_admin
 
     _need_stack(settings, redis=False)
-    created = topics.ensure_topics(settings)
+    created = topic_admin.ensure_topics(settings)
     click.echo(f"created: {', '.join(created)}" if created else "all topics exist")
 
 
@@ -359,12 +359,12 @@ def worker(
 def _run_role(settings: Settings, role: str, stop: Any) -> int:
     import importlib
 
-    from wakeful.core import kafka_auth
+    from wakeful.consumers import kafka_client
     from wakeful.core.log import Log
 
     module = importlib.import_module(f"wakeful.consumers.{role}")
     # A refused login stops the role here in one line, not as clients retrying for ever.
-    kafka_auth.check_login(settings, role)
+    kafka_client.check_login(settings, role)
     try:
         module.main(settings, stop)
     except WakefulError:

@@ -15,10 +15,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from wakeful.consumers.failures import Verdict, classify, kafka_error
 from wakeful.consumers.producing import KEY_MAX_BYTES, DeliveryCallback, DeliveryFailures, Refusal, describe
 from wakeful.core import topics
 from wakeful.core.log import Log
-from wakeful.core.retry import Verdict, classify, kafka_error
 from wakeful.schemas.base import cut
 from wakeful.schemas.logs import DeadLetter
 

@@ -19,6 +19,7 @@ import redis
 from confluent_kafka import Message, Producer
 
 from wakeful.consumers import dead_letters
+from wakeful.consumers.failures import TRANSIENT_IO, Verdict, classify, kafka_error
 from wakeful.consumers.producing import (
     DEAD_LETTER_MAX_BYTES,
     DeliveryFailures,
@@ -28,7 +29,7 @@ from wakeful.consumers.producing import (
 )
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseBusy, LeaseLost, Stopping
 from wakeful.core.log import Log
-from wakeful.core.retry import TRANSIENT_IO, Retry, Verdict, backoff, classify, kafka_error
+from wakeful.core.retry import Retry, backoff
 from wakeful.schemas.base import cut
 
 Handler = Callable[[Message], None]

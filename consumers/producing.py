@@ -19,11 +19,11 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]  # re-exported, not in __all__
 
+from wakeful.consumers.failures import Verdict, classify
 from wakeful.core import kafka_auth, topics
 from wakeful.core.kafka_rights import RIGHTS, Rights
 from wakeful.core.log import librdkafka_config
 from wakeful.core.provenance import SENDERS, SIGNING_ROLES, RoleSigner, load_signer
-from wakeful.core.retry import Verdict, classify
 from wakeful.core.settings import Settings
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]

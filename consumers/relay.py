@@ -17,13 +17,13 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from wakeful.consumers import relay_batches
+from wakeful.consumers import kafka_client, relay_batches
+from wakeful.consumers.failures import TRANSIENT_IO, forever
 from wakeful.consumers.producing import DEAD_LETTER_MAX_BYTES, producer_config
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.provenance import RoleSigner, load_signer
-from wakeful.core.retry import TRANSIENT_IO, forever
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state import acl, keys
@@ -92,7 +92,7 @@ class Relay:
             if meta.error is not None or not meta.partitions:
                 raise KafkaException(meta.error or f"{self.topic} has no partitions")
             self.partitions = len(meta.partitions)
-        return topics.partition_of(task_id, self.partitions)
+        return kafka_client.partition_of(task_id, self.partitions)
 
     def run(self, stop: threading.Event, idle_sleep: float = 0.02) -> None:
         next_sweep = 0.0  # sweep at start, every OUTBOX_SWEEP_S, and after any failed step

@@ -23,12 +23,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from wakeful.consumers import dead_letters
 from wakeful.consumers.consuming import REJOIN_S, Membership, why_waiting
+from wakeful.consumers.failures import Verdict
 from wakeful.consumers.handling import Handler, Handling
 from wakeful.consumers.producing import DeliveryFailures, describe
 from wakeful.core.errors import KafkaClientFailed, Stopping
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
-from wakeful.core.retry import Verdict
 from wakeful.state.acl import CountingConnection
 
 FLUSH_STEP_S = 1.0

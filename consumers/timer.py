@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 import redis
 from confluent_kafka import Producer
 
+from wakeful.consumers.failures import forever
 from wakeful.consumers.producing import DeliveryFailures, make_producer
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
-from wakeful.core.retry import forever
 from wakeful.core.settings import Settings
 from wakeful.schemas.events import Envelope
 from wakeful.state import acl, keys

@@ -9,10 +9,7 @@ client gets its security settings, `kafka_python_config` the same for kafka-pyth
 from __future__ import annotations
 
 import secrets as random
-import time
 from typing import Any
-
-from confluent_kafka import KafkaError, KafkaException, Producer
 
 from wakeful.core import secrets
 from wakeful.core.errors import ConfigError, PermissionRefused
@@ -20,7 +17,6 @@ from wakeful.core.settings import Settings
 
 SECRET = "kafka"
 ADMIN = "admin"  # the super user: creates topics, SCRAM users and ACLs
-PROBE_STEP_S = 0.5
 
 
 def user_name(role: str) -> str:
@@ -83,32 +79,6 @@ _KAFKA_PYTHON_NAMES = {
 def kafka_python_config(settings: Settings, role: str) -> dict[str, Any]:
     """The same for a kafka-python client (its keyword arguments)."""
     return {_KAFKA_PYTHON_NAMES[name]: value for name, value in client_config(settings, role).items()}
-
-
-def check_login(settings: Settings, role: str, timeout: float = 10.0) -> None:
-    """Log in once as `role`, so a refused credential stops a process at start-up in one line
-    instead of leaving its clients retrying in the background for ever."""
-    refused: list[str] = []
-
-    def on_error(err: KafkaError) -> None:
-        if err.code() == KafkaError._AUTHENTICATION:
-            refused.append(err.str())
-
-    # No log lines: the refusal is reported below, once; anything else is the role's to report.
-    probe = Producer(client_config(settings, role) | {"error_cb": on_error, "log_level": 0})
-    deadline = time.monotonic() + timeout
-    try:
-        while not refused and time.monotonic() < deadline:
-            try:
-                probe.list_topics(timeout=PROBE_STEP_S)
-                return
-            except KafkaException:
-                probe.poll(0)  # serves error_cb: was it the credential, or is the broker away?
-    finally:
-        probe.poll(0)
-    if refused:
-        raise refused_credentials(settings, role, refused[0])
-    # An unreachable broker is the caller's ServerUnavailable to report, not a credential's.
 
 
 def refused_credentials(settings: Settings, role: str, why: str) -> PermissionRefused:

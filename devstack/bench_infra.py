@@ -15,10 +15,11 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from wakeful.core import kafka_auth, topics
+from wakeful.core import kafka_auth
 from wakeful.core.log import librdkafka_config
 from wakeful.core.process import Say
 from wakeful.core.settings import Settings
+from wakeful.devstack import topic_admin
 from wakeful.state import acl
 
 PAYLOAD_BYTES = 200
@@ -34,7 +35,7 @@ def run(settings: Settings, messages: int, say: Say) -> dict[str, Any]:
 
 def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
     topic = f"wakeful.bench.{uuid.uuid4().hex[:8]}"
-    topics.ensure_topics(settings, names=[topic])
+    topic_admin.ensure_topics(settings, names=[topic])
     admin = kafka_auth.client_config(settings, kafka_auth.ADMIN)  # a scratch topic: the admin's
     payload = os.urandom(PAYLOAD_BYTES // 2).hex().encode()
     producer = Producer(

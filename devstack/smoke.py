@@ -7,10 +7,11 @@ import uuid
 
 from confluent_kafka import Consumer, Producer
 
-from wakeful.core import kafka_auth, topics
+from wakeful.core import kafka_auth
 from wakeful.core.errors import StackError
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
+from wakeful.devstack import topic_admin
 from wakeful.state import acl
 
 SMOKE_TOPIC = "wakeful.smoke"
@@ -18,7 +19,7 @@ SMOKE_TOPIC = "wakeful.smoke"
 
 def run(settings: Settings, timeout: float = 30.0) -> dict[str, float]:
     """Returns the round-trip times in milliseconds; raises StackError when a leg fails."""
-    topics.ensure_topics(settings, 1, names=[SMOKE_TOPIC])
+    topic_admin.ensure_topics(settings, 1, names=[SMOKE_TOPIC])
     marker = uuid.uuid4().hex
     started = time.perf_counter()
     # The smoke topic is nobody's output: only the admin may write and read it.

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from wakeful.core import process, provenance, secrets, topics
+from wakeful.core import process, provenance, secrets
 from wakeful.core.errors import ServerUnavailable, StackError
 from wakeful.core.settings import Settings
-from wakeful.devstack import kafka, kafka_acl, redis_cluster, redis_server
+from wakeful.devstack import kafka, kafka_acl, redis_cluster, redis_server, topic_admin
 from wakeful.state import credentials
 from wakeful.state.seal import Keyring
 
@@ -56,7 +56,7 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
             f"kafka: using {settings.kafka_bootstrap} (WAKEFUL_KAFKA_BOOTSTRAP); nothing started "
             "(`wakeful dev kafka-acl --apply` sets its users and ACLs)"
         )
-    created = topics.ensure_topics(settings)
+    created = topic_admin.ensure_topics(settings)
     if created:
         say(f"created topics: {', '.join(created)} ({settings.partitions} partitions each)")
     private(settings, say)  # what was written beside the servers as they started

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import redis
 
-from wakeful.core import topics
+from wakeful.consumers import kafka_client
 from wakeful.core.errors import ConfigError
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
@@ -187,7 +187,7 @@ def new_task_id(prefix: str, partition: tuple[int, int] | None = None) -> str:
     partitioner puts on partition p of n."""
     while True:
         task_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
-        if partition is None or topics.partition_of(task_id, partition[1]) == partition[0]:
+        if partition is None or kafka_client.partition_of(task_id, partition[1]) == partition[0]:
             return task_id
 
 

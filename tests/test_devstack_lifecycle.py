@@ -19,7 +19,7 @@ from helpers import free_ports, kafka_as, kcat, kcat_sasl, new_checkpoint, set_s
 from wakeful.consumers import wiring
 from wakeful.core import secrets, topics
 from wakeful.core.settings import Settings
-from wakeful.devstack import kafka, redis_server
+from wakeful.devstack import kafka, redis_server, topic_admin
 from wakeful.examples.refund import Stage
 from wakeful.state import acl
 
@@ -127,7 +127,7 @@ def test_clients_wakeful_did_not_write_see_the_stack(private: dict[str, str]) ->
 def test_broker_and_redis_restart_keep_what_was_acknowledged(private: dict[str, str], unique: str) -> None:
     settings = Settings.from_env(private)
     topic = f"wakeful.test.durable.{unique}"
-    topics.ensure_topics(settings, 1, names=[topic])
+    topic_admin.ensure_topics(settings, 1, names=[topic])
     producer = Producer(kafka_as(settings.kafka_bootstrap, settings=settings) | {"acks": "all"})
     for i in range(5):
         producer.produce(topic, key=b"t", value=f"m{i}".encode())
@@ -181,7 +181,7 @@ def test_no_user_but_the_owner_can_read_the_stacks_data_whatever_the_umask(
     redis_server.stop(settings)
     wakeful(private, "dev", "up", umask=0)  # a user whose umask lets everyone read everything
     topic = f"wakeful.test.private.{unique}"
-    topics.ensure_topics(settings, 1, names=[topic])  # new segments, made by the running broker
+    topic_admin.ensure_topics(settings, 1, names=[topic])  # new segments, made by the running broker
     producer = Producer(kafka_as(settings.kafka_bootstrap, settings=settings) | {"acks": "all"})
     producer.produce(topic, key=b"t", value=b"signed")
     assert producer.flush(30) == 0

@@ -11,15 +11,15 @@ from confluent_kafka import Consumer, Producer
 from helpers import kafka_as, kafka_python_as
 from kafka import KafkaConsumer
 
-from wakeful.core import topics
 from wakeful.core.settings import Settings
+from wakeful.devstack import topic_admin
 
 
 def test_messages_from_confluent_kafka_reach_a_consumer_group_and_kafka_python(
     kafka_bootstrap: str, unique: str
 ) -> None:
     topic = f"wakeful.test.roundtrip.{unique}"
-    topics.ensure_topics(Settings.from_env(), 3, names=[topic])
+    topic_admin.ensure_topics(Settings.from_env(), 3, names=[topic])
     sent = {f"task-{i}".encode(): f"payload-{i}".encode() for i in range(20)}
     producer = Producer(kafka_as(kafka_bootstrap) | {"acks": "all"})
     for key, value in sent.items():

@@ -13,10 +13,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 from helpers import kafka_as, kafka_python_as
 
-from wakeful.core import topics
+from wakeful.consumers import kafka_client
 from wakeful.core.errors import ConfigError, PublishError, ServerUnavailable
 from wakeful.core.settings import Settings
-from wakeful.core.topics import ensure_topics
+from wakeful.devstack.topic_admin import ensure_topics
 from wakeful.producers import keys
 from wakeful.producers.publish import ConfluentPublisher, KafkaPythonPublisher, Publisher
 from wakeful.producers.signing import Ed25519Signer, HmacSigner, VerifyKey, sign_event
@@ -88,7 +88,7 @@ def read_back(bootstrap: str, topic: str, want: int) -> list[Message]:
 
 def java_partition(key: str) -> int:
     """The partition the Java client's default partitioner picks for a key."""
-    return topics.partition_of(key, PARTITIONS)
+    return kafka_client.partition_of(key, PARTITIONS)
 
 
 def signed(

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from helpers import bump_attempts, kafka_as, new_checkpoint, topic_marks, wait_letter
 
+from wakeful.consumers import kafka_client
 from wakeful.core import kafka_rights, provenance, topics
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
@@ -58,7 +59,7 @@ def read_log(bootstrap: str, start: list[TopicPartition], task_ids: set[str], wa
             if mine:
                 signer = role_keys.sender(topics.LOG, msg.key() or b"", msg.value() or b"", msg.headers())
                 assert signer == "relay", signer
-                assert {topics.partition_of(r.task_id, len(start)) for r in mine} == {msg.partition()}
+                assert {kafka_client.partition_of(r.task_id, len(start)) for r in mine} == {msg.partition()}
                 seen += [r.record_id for r in mine]
         if len(set(seen)) >= want:
             break

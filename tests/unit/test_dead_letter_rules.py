@@ -22,21 +22,21 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from wakeful.consumers.producing import DeliveryFailures
-from wakeful.consumers.runner import Runner
-from wakeful.core import topics
-from wakeful.core.errors import KafkaClientFailed, Stopping
-from wakeful.core.log import Log
-from wakeful.core.retry import (
+from wakeful.consumers.failures import (
     FATAL_CODES,
     PERMANENT_CODES,
     TRANSIENT_CODES,
-    Retry,
     Verdict,
     classify,
     forever,
     is_transient,
 )
+from wakeful.consumers.producing import DeliveryFailures
+from wakeful.consumers.runner import Runner
+from wakeful.core import topics
+from wakeful.core.errors import KafkaClientFailed, Stopping
+from wakeful.core.log import Log
+from wakeful.core.retry import Retry
 from wakeful.schemas.logs import DeadLetter
 
 GARBAGE_BYTES = 400 * 1024

@@ -13,9 +13,18 @@ CLIENTS = ("redis", "confluent_kafka", "kafka")
 
 
 @pytest.mark.parametrize(
-    "module", ["wakeful.sdk", "wakeful.schemas.events", "wakeful.schemas.checkpoint", "wakeful.core.ids"]
+    "module",
+    [
+        "wakeful.sdk",
+        "wakeful.schemas.events",
+        "wakeful.schemas.checkpoint",
+        "wakeful.core.settings",
+        "wakeful.core.retry",
+        "wakeful.core.topics",
+        "wakeful.core.provenance",
+    ],
 )
-def test_importing_the_app_facing_modules_loads_no_server_client(module: str) -> None:
+def test_importing_the_sdk_the_wire_models_or_core_loads_no_server_client(module: str) -> None:
     probe = f"import sys, {module}; print(','.join(m for m in {CLIENTS!r} if m in sys.modules))"
     loaded = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True

@@ -1,0 +1,46 @@
+"""What a role asks of Kafka before and beside its consumers and producers: whether its login
+works, and which partition a key lands on."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from kafka.partitioner.default import murmur2
+
+from wakeful.core.kafka_auth import client_config, refused_credentials
+from wakeful.core.settings import Settings
+
+PROBE_STEP_S = 0.5
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The partition a message keyed `key` goes to: murmur2, the Java client's hash, which every
+    producer here is configured with, so one key lands on one partition whichever client sent it."""
+    return int((murmur2(key.encode()) & 0x7FFFFFFF) % partitions)
+
+
+def check_login(settings: Settings, role: str, timeout: float = 10.0) -> None:
+    """Log in once as `role`, so a refused credential stops a process at start-up in one line
+    instead of leaving its clients retrying in the background for ever."""
+    refused: list[str] = []
+
+    def on_error(err: KafkaError) -> None:
+        if err.code() == KafkaError._AUTHENTICATION:
+            refused.append(err.str())
+
+    # No log lines: the refusal is reported below, once; anything else is the role's to report.
+    probe = Producer(client_config(settings, role) | {"error_cb": on_error, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    try:
+        while not refused and time.monotonic() < deadline:
+            try:
+                probe.list_topics(timeout=PROBE_STEP_S)
+                return
+            except KafkaException:
+                probe.poll(0)  # serves error_cb: was it the credential, or is the broker away?
+    finally:
+        probe.poll(0)
+    if refused:
+        raise refused_credentials(settings, role, refused[0])
+    # An unreachable broker is the caller's ServerUnavailable to report, not a credential's.

@@ -1,0 +1,54 @@
+"""Creating wakeful's topics, as the Kafka admin (`wakeful dev topics`, `wakeful dev up`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
+
+from wakeful.core import kafka_auth
+from wakeful.core.errors import ServerUnavailable
+from wakeful.core.log import librdkafka_config
+from wakeful.core.settings import Settings
+from wakeful.core.topics import ALL, TOPIC_CONFIG
+
+
+def ensure_topics(
+    settings: Settings, partitions: int | None = None, names: Iterable[str] = ALL, timeout: float = 30.0
+) -> list[str]:
+    """Create the topics that do not exist yet, as the admin; returns the names created. Safe to
+    run twice. `partitions` defaults to WAKEFUL_PARTITIONS."""
+    admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config())
+    bootstrap, count = settings.kafka_bootstrap, partitions or settings.partitions
+    try:
+        return _create_missing(admin, bootstrap, count, names, timeout)
+    finally:
+        admin.poll(0)  # an AdminClient's log lines are written only when it is polled
+
+
+def _create_missing(
+    admin: AdminClient, bootstrap: str, partitions: int, names: Iterable[str], timeout: float
+) -> list[str]:
+    try:
+        existing = set(admin.list_topics(timeout=timeout).topics)
+    except KafkaException as exc:
+        raise ServerUnavailable(
+            "Kafka", bootstrap, "Start it with `wakeful dev up` or fix WAKEFUL_KAFKA_BOOTSTRAP."
+        ) from exc
+    wanted = [
+        NewTopic(name, num_partitions=partitions, replication_factor=1, config=TOPIC_CONFIG.get(name, {}))
+        for name in names
+        if name not in existing
+    ]
+    if not wanted:
+        return []
+    created = []
+    for name, future in admin.create_topics(wanted, operation_timeout=timeout).items():
+        try:
+            future.result()
+            created.append(name)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    return created
