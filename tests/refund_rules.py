@@ -31,7 +31,7 @@ class Refusal:
 def _plain(out: object) -> Checkpoint | Refusal | None:
     if isinstance(out, engine.Moved):
         return out.checkpoint
-    if isinstance(out, engine.Parked):
+    if isinstance(out, engine.ForReview):
         return Refusal(out.reason, review=True)
     if isinstance(out, Refuse):
         return Refusal(out.reason)
