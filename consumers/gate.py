@@ -29,7 +29,7 @@ from confluent_kafka import Message, Producer
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_create, gate_rules, gate_writes
-from wakeful.consumers.gate_wake import DeadLetter, Taken, Wake, authenticate, identity, verified_event
+from wakeful.consumers.gate_wake import Taken, Untrusted, Wake, authenticate, identity, verified_event
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
@@ -95,7 +95,7 @@ class Gate:
         fault("gate.before_read")
         with self.store.pinned(envelope.task_id) as pinned:
             taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=self.max_lag)
-            if isinstance(taken, DeadLetter):
+            if isinstance(taken, Untrusted):
                 self._dead(msg, taken.reason)
                 return None
             try:
