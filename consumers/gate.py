@@ -120,37 +120,37 @@ class Gate:
                 step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
             )
         started = step.started() if event is not None and event.kind == events.AMEND else frozenset()
-        ruling = _Ruling(self.app, wake, now, started)
+        judge = _Judge(self.app, wake, now, started)
         try:
-            change = self._transition(step, ruling)
+            change = self._transition(step, judge)
         except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
             return self._unreadable(step, exc)
         cp = change.checkpoint
         if change.status == "duplicate":  # applied before a crash: redo only what follows the CAS
             self.writes.finish(None, "", "", cp.task_id, cp, pinned=step.pinned)
         elif change.status == "kept":
-            return self._kept(step, ruling.last, cp)
+            return self._kept(step, judge.last, cp)
         else:
             fault("gate.after_cas")
-            self._changed(wake, ruling, cp)
+            self._changed(wake, judge, cp)
         # Even after a review: the change bumped state_version, so a proposal already in flight
         # is stale now and a ready task needs a fresh request.
         return self.writes.follow_up(cp, wake)
 
-    def _transition(self, step: Taken, ruling: _Ruling) -> Change:
-        """The wake's ruling applied to its task by compare-and-swap, on the read `step` made."""
+    def _transition(self, step: Taken, judge: _Judge) -> Change:
+        """The task judged and changed by compare-and-swap, from the read `step` made."""
         envelope, event = step.wake.envelope, step.wake.event
         try:
             return self.store.transition(
                 envelope.task_id,
                 None,
                 identity(envelope, event),
-                ruling.write,
+                judge.write,
                 lease=None,
                 detail=gate_writes.event_detail(event),
                 restamp=True,
                 before=gate_writes.wait_writes,
-                also=ruling.also,
+                also=judge.also,
                 pinned=step.pinned,
                 first=step.first,
             )
@@ -167,12 +167,12 @@ class Gate:
             said, named = told(wake.event, wake.tenant, task_id, str(exc))
         self.writes.finish(wake.event, "rejected", said, named, None, pinned=step.pinned)
 
-    def _changed(self, wake: Wake, ruling: _Ruling, cp: Checkpoint) -> None:
+    def _changed(self, wake: Wake, judge: _Judge, cp: Checkpoint) -> None:
         """Log a change: its receipt (written in its transaction) or, for a deadline, the stage."""
         if wake.event is None:
             self.log("gate.deadline", task_id=cp.task_id, stage=cp.stage, reason=cp.business.last_refusal)
             return
-        review = ruling.review()
+        review = judge.review()
         status, reason = ("rejected", review) if review else ("accepted", f"task is {cp.stage}")
         self.log(
             "gate.receipt", task_id=cp.task_id, event_id=wake.event.event_id, status=status, reason=reason
@@ -198,7 +198,7 @@ class Gate:
 
     def _quarantine(self, step: Taken, detail: str) -> None:
         """Quarantine a task the deployed versions cannot run, under the WATCH of the read that
-        judged it: the gate holds no lease, so a holder that took it since is not parked mid-step."""
+        judged it: the gate holds no lease, so a holder that took it since is not quarantined mid-step."""
         task_id = step.wake.envelope.task_id
         if not self.store.quarantine_watched(step.pinned, task_id, "incompatible", detail):
             raise Retry(f"task {task_id} moved before it could be quarantined", after=0.005)
@@ -238,10 +238,10 @@ class Gate:
 
 
 @dataclass
-class _Ruling:
-    """A wake's ruling on its task (gates 2, 4 and 5: gate_rules.decide()) as the compare-and-swap
-    last read it, a lost race judging the task again; what it writes, and the receipt and the
-    evidence written with it."""
+class _Judge:
+    """Judges a wake's task each time the compare-and-swap reads it (gates 2, 4 and 5:
+    gate_rules.decide()), a lost race judging it again: `last` is the ruling on the task as last
+    read, `write` what it writes, `also` the receipt and the evidence written with it."""
 
     app: App
     wake: Wake
