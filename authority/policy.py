@@ -14,36 +14,38 @@ from wakeful.authority.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
-class Decision:
+class Authorization:
+    """What authorize() says: allowed, or not and why."""
+
     allowed: bool
     reason: str = ""
 
 
-ALLOW = Decision(True)
+ALLOW = Authorization(True)
 
 
-def authorize(principal: str, action: str, resource: dict[str, Any], context: Snapshot) -> Decision:
+def authorize(principal: str, action: str, resource: dict[str, Any], context: Snapshot) -> Authorization:
     """May `principal` do `action` to `resource` (a task's public fields) under this snapshot?"""
     if action == "approve":
         if principal not in context.approvers:
-            return Decision(False, "not an authorised approver")
+            return Authorization(False, "not an authorised approver")
         if principal == resource.get("requester"):
-            return Decision(False, "a requester cannot approve their own refund")
+            return Authorization(False, "a requester cannot approve their own refund")
         return ALLOW
     if action in ("create", "amend", "run", "reopen"):
         return ALLOW  # the signer's key is registered for this event kind (checked at the door)
     if action == "refund":
         amount = resource.get("amount")
         if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
-            return Decision(False, f"a refund needs a positive whole amount, got {amount!r}")
+            return Authorization(False, f"a refund needs a positive whole amount, got {amount!r}")
         if amount <= context.limit:
             return ALLOW
         approver = resource.get("approver")
         if approver is None:
-            return Decision(False, f"a refund of {amount} needs an approval (limit {context.limit})")
+            return Authorization(False, f"a refund of {amount} needs an approval (limit {context.limit})")
         if approver not in context.approvers:
-            return Decision(False, f"approver {approver} is no longer authorised")
+            return Authorization(False, f"approver {approver} is no longer authorised")
         if approver == resource.get("requester"):
-            return Decision(False, "a requester cannot approve their own refund")
+            return Authorization(False, "a requester cannot approve their own refund")
         return ALLOW
-    return Decision(False, f"unknown action {action!r}")
+    return Authorization(False, f"unknown action {action!r}")

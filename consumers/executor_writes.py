@@ -22,7 +22,7 @@ from wakeful.state.actions import ActionLog
 from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
 from wakeful.state.pinned import Pinned
-from wakeful.state.store import Outcome, Store, Transition
+from wakeful.state.store import Change, Store, Transition
 from wakeful.workflow import effects
 
 
@@ -106,7 +106,7 @@ class Writes:
         release: bool = False,
         first: list[Any] | None = None,
         also: Also | None = None,
-    ) -> Outcome:
+    ) -> Change:
         """The change, on the connection that WATCHes the task since its load (a change applied
         before writes nothing). `release`: give the lease back inside it; `first`: the change's
         first step, already read; `also`: writes of the task's slot to make inside it."""

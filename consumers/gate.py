@@ -3,10 +3,12 @@
 For each wake: re-verify the event's signature against the live signer registry
 (`gate_wake.authenticate()`: one pipelined read that also WATCHes and reads the task, with its
 lease free, and brings the live authority snapshot); then one transition whose function loads
-nothing itself but sees the verified state and calls the pure `gate_rules.decide()`: a closed task
-takes no more events; policy and tool-catalog compatibility by the declared rule; then the
-workflow decides (authorization, bound versions, approvals and their deadlines, all read live).
-Refusals are recorded on the task and in the sender's receipt.
+nothing itself but sees the verified state and calls the pure `gate_rules.decide()`: the task is
+the signer's tenant's; a closed task takes no more events; policy and tool-catalog compatibility
+by the declared rule; then the workflow decides (authorization, bound versions, approvals and their
+deadlines, all read live). What it rules is written or, when it writes nothing (a refusal, a
+stranger's event, a quarantine, nothing to do), kept: the transition returns the task as read, and
+only the sender's receipt says why (docs/pipeline.md, "Outcomes").
 
 What to do after the CAS (register a wait's deadline and correlation id, publish a
 ProposalRequest, write the receipt) is derived from the stored state and written by
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,7 +29,7 @@ from confluent_kafka import Message, Producer
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_create, gate_rules, gate_writes, wiring
-from wakeful.consumers.gate_wake import DeadLetter, Taken, authenticate, identity, verified_event
+from wakeful.consumers.gate_wake import Taken, Untrusted, Wake, authenticate, identity, verified_event
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
@@ -47,26 +50,11 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import App, load_app
-from wakeful.state.store import Store
+from wakeful.sdk.workflow import Refuse
+from wakeful.state.store import Change, Keep, Store
 from wakeful.workflow import engine
 
 BACKLOG_ALLOWANCE = timedelta(hours=1)
-
-
-class _NoWrite(Exception):
-    """The decision changes nothing (a deadline not due, "run" on a ready task, a closed task)."""
-
-    def __init__(
-        self, checkpoint: Checkpoint, rejected: str | None = None, *, told: str | None = None
-    ) -> None:
-        self.checkpoint = checkpoint
-        self.rejected = rejected
-        self.told = checkpoint.task_id if told is None else told  # the task the sender's receipt names
-
-
-class _Incompatible(Exception):
-    def __init__(self, detail: str) -> None:
-        self.detail = detail
 
 
 class Gate:
@@ -106,7 +94,7 @@ class Gate:
         fault("gate.before_read")
         with self.store.pinned(envelope.task_id) as pinned:
             taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=self.max_lag)
-            if isinstance(taken, DeadLetter):
+            if isinstance(taken, Untrusted):
                 self._dead(msg, taken.reason)
                 return None
             try:
@@ -119,97 +107,97 @@ class Gate:
         return None
 
     def _apply(self, step: Taken) -> None:
-        wake = step.wake
-        env, event, auth = wake.envelope, wake.event, wake.auth
-        now = datetime.now(UTC)
+        """Gates 2 to 5 for one wake in one compare-and-swap (gate 3 reads and verifies the task,
+        gate_rules.decide() judges it), then the answer: the sender's receipt, a quarantine, and
+        for a task that may go on gate 6, its proposal request."""
+        wake, event = step.wake, step.wake.event
         if wake.answered:
             return self._decided_before(step)
+        now = datetime.now(UTC)
         if event is not None and event.kind == events.CREATE:
             return gate_create.create(
                 step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
             )
-        refusal: list[str] = []
-        evidence: dict[str, str] = {}
         started = step.started() if event is not None and event.kind == events.AMEND else frozenset()
-
-        def decide(cp: Checkpoint) -> Checkpoint:
-            refusal.clear()
-            evidence.clear()
-            if event is not None and cp.security.tenant != wake.tenant:
-                # Another tenant's task (one made before the namespaces, D52, or reached through a
-                # correlation id stored before its tenant was) is, to this signer, no task at all:
-                # the answer its own namespace gives, in a receipt outside this task's slot.
-                said, named = stranger(event, wake.tenant)
-                raise _NoWrite(cp, said, told=named)
-            decided = gate_rules.decide(
-                self.app, cp, event, wake.principal or "", auth=auth, now=now, started=started
-            )
-            if isinstance(decided, gate_rules.Incompatible):
-                raise _Incompatible(decided.detail)
-            if decided is None or isinstance(decided, gate_rules.Rejected):
-                raise _NoWrite(cp, decided.reason if decided else None)
-            if isinstance(decided, gate_rules.Refused):
-                refusal.append(decided.reason)
-                return decided.checkpoint
-            evidence.update(decided.evidence)
-            return decided.checkpoint
-
-        def receipt(new: Checkpoint) -> list[tuple[Any, ...]]:
-            return gate_writes.change_writes(event, evidence, refusal[0] if refusal else None, new)
-
-        finish = functools.partial(self.writes.finish, pinned=step.pinned)
+        judge = _Judge(self.app, wake, now, started)
         try:
-            outcome = self.store.transition(
-                env.task_id,
+            change = self._transition(step, judge)
+        except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
+            return self._unreadable(step, exc)
+        cp = change.checkpoint
+        if change.status == "duplicate":  # applied before a crash: redo only what follows the CAS
+            self.writes.finish(None, "", "", cp.task_id, cp, pinned=step.pinned)
+        elif change.status == "kept":
+            return self._kept(step, judge.last, cp)
+        else:
+            fault("gate.after_cas")
+            self._changed(wake, judge, cp)
+        # Even after a review: the change bumped state_version, so a proposal already in flight
+        # is stale now and a ready task needs a fresh request.
+        return self.writes.follow_up(cp, wake)
+
+    def _transition(self, step: Taken, judge: _Judge) -> Change:
+        """The task judged and changed by compare-and-swap, from the read `step` made."""
+        envelope, event = step.wake.envelope, step.wake.event
+        try:
+            return self.store.transition(
+                envelope.task_id,
                 None,
-                identity(env, event),
-                decide,
+                identity(envelope, event),
+                judge.write,
                 lease=None,
                 detail=gate_writes.event_detail(event),
                 restamp=True,
                 before=gate_writes.wait_writes,
-                also=receipt,
+                also=judge.also,
                 pinned=step.pinned,
                 first=step.first,
             )
-            cp = outcome.checkpoint
-            if outcome.status == "duplicate":  # applied before a crash: redo only what follows the CAS
-                finish(None, "", "", cp.task_id, cp)
-                return self.writes.follow_up(cp, wake)
-        except _NoWrite as nothing:
-            cp = nothing.checkpoint
-            if nothing.rejected is not None:  # refused: tell the sender at once, change nothing
-                return finish(event, "rejected", nothing.rejected, nothing.told, None)
-        except TaskNotFound:
-            return finish(event, "rejected", f"no task {env.task_id}", env.task_id, None)
-        except (TaskQuarantined, IntegrityError) as exc:
-            # Unreadable, so its tenant is unknown: the sender hears why only about its own task.
-            return finish(event, "rejected", *told(event, wake.tenant, env.task_id, str(exc)), None)
-        except _Incompatible as exc:
-            self._park(step, exc.detail)
-            return finish(event, "rejected", f"task quarantined: {exc.detail}", env.task_id, None)
         except (KeyringError, DecodeError) as exc:
             # Not tampering, but this worker cannot read the task: keep the message, loudly.
-            raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
-        else:
-            fault("gate.after_cas")
-            status, reason = ("rejected", refusal[0]) if refusal else ("accepted", f"task is {cp.stage}")
-            if event is None:
-                self.log("gate.deadline", task_id=cp.task_id, stage=cp.stage, reason=cp.business.last_refusal)
-            else:
-                self.log(
-                    "gate.receipt", task_id=cp.task_id, event_id=event.event_id, status=status, reason=reason
-                )
-            # Even after a refusal: the change bumped state_version, so a proposal already in flight
-            # is stale now and a ready task needs a fresh request.
-            return self.writes.follow_up(cp, wake)
-        # "run" on a ready task, or a deadline not due: nothing was written
-        finish(event, "accepted", f"task is {cp.stage}", cp.task_id, cp)
+            raise Retry(f"cannot read task {envelope.task_id}: {exc}", after=5.0) from exc
+
+    def _unreadable(self, step: Taken, exc: TaskNotFound | TaskQuarantined | IntegrityError) -> None:
+        """Answer a wake for a task that is not there, or cannot be trusted: nothing is written."""
+        wake, task_id = step.wake, step.wake.envelope.task_id
+        if isinstance(exc, TaskNotFound):
+            said, named = f"no task {task_id}", task_id
+        else:  # its tenant is unknown: the sender hears why only about its own task
+            said, named = told(wake.event, wake.tenant, task_id, str(exc))
+        self.writes.finish(wake.event, "rejected", said, named, None, pinned=step.pinned)
+
+    def _changed(self, wake: Wake, judge: _Judge, cp: Checkpoint) -> None:
+        """Log a change: its receipt (written in its transaction) or, for a deadline, the stage."""
+        if wake.event is None:
+            self.log("gate.deadline", task_id=cp.task_id, stage=cp.stage, reason=cp.business.last_refusal)
+            return
+        review = judge.review()
+        status, reason = ("rejected", review) if review else ("accepted", f"task is {cp.stage}")
+        self.log(
+            "gate.receipt", task_id=cp.task_id, event_id=wake.event.event_id, status=status, reason=reason
+        )
+
+    def _kept(self, step: Taken, ruled: gate_rules.WakeRuling, cp: Checkpoint) -> None:
+        """Answer a ruling that wrote nothing to the task, `cp` as it was read."""
+        wake, event = step.wake, step.wake.event
+        finish = functools.partial(self.writes.finish, event, pinned=step.pinned)
+        if isinstance(ruled, gate_rules.Stranger):
+            assert event is not None  # only an event has a signer of another tenant
+            # the answer the signer's own namespace gives, in a receipt outside this task's slot
+            said, named = stranger(event, wake.tenant)
+            return finish("rejected", said, named, None)
+        if isinstance(ruled, Refuse):  # tell the sender at once, change nothing
+            return finish("rejected", ruled.reason, cp.task_id, None)
+        if isinstance(ruled, gate_rules.Incompatible):
+            self._quarantine(step, ruled.detail)
+            return finish("rejected", f"task quarantined: {ruled.detail}", wake.envelope.task_id, None)
+        # "run" on a ready task, or a deadline not due: nothing to write
+        finish("accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self.writes.follow_up(cp, wake)
 
-    def _park(self, step: Taken, detail: str) -> None:
+    def _quarantine(self, step: Taken, detail: str) -> None:
         """Quarantine a task the deployed versions cannot run, under the WATCH of the read that
-        judged it: the gate holds no lease, so a holder that took it since is not parked mid-step."""
+        judged it: the gate holds no lease, so a holder that took it since is not quarantined mid-step."""
         task_id = step.wake.envelope.task_id
         if not self.store.quarantine_watched(step.pinned, task_id, "incompatible", detail):
             raise Retry(f"task {task_id} moved before it could be quarantined", after=0.005)
@@ -246,6 +234,41 @@ class Gate:
     def _dead(self, msg: Message, reason: str) -> None:
         assert self.runner is not None
         self.runner.dead_letter(msg, reason)
+
+
+@dataclass
+class _Judge:
+    """Judges a wake's task each time the compare-and-swap reads it (gates 2, 4 and 5:
+    gate_rules.decide()), a lost race judging it again: `last` is the ruling on the task as last
+    read, `write` what it writes, `also` the receipt and the evidence written with it."""
+
+    app: App
+    wake: Wake
+    now: datetime
+    started: frozenset[str]
+    last: gate_rules.WakeRuling = None
+
+    def write(self, cp: Checkpoint) -> Checkpoint | Keep:
+        w = self.wake
+        self.last = gate_rules.decide(
+            self.app,
+            cp,
+            w.event,
+            w.principal or "",
+            tenant=w.tenant,
+            auth=w.auth,
+            now=self.now,
+            started=self.started,
+        )
+        return gate_rules.written(self.last)
+
+    def review(self) -> str | None:
+        """Why the task went to review: the reason its sender's receipt gives."""
+        return self.last.reason if isinstance(self.last, engine.ForReview) else None
+
+    def also(self, new: Checkpoint) -> list[tuple[Any, ...]]:
+        evidence = self.last.evidence if isinstance(self.last, engine.Moved) else {}
+        return gate_writes.change_writes(self.wake.event, evidence, self.review(), new)
 
 
 def main(settings: Settings, stop: threading.Event) -> None:

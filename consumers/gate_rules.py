@@ -17,23 +17,13 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import Refuse
+from wakeful.state.store import Keep
 from wakeful.workflow import compat, engine, wakes
 
 
 @dataclass(frozen=True)
-class Rejected:
-    """Refused without touching the task; only the sender is told, in its receipt."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class Refused:
-    """Refused, and the task parked for a person: checkpoint is what to write (in needs_review,
-    with the reason)."""
-
-    checkpoint: Checkpoint
-    reason: str
+class Stranger:
+    """Gate 2 failed: the task is another tenant's, so to the event's signer it does not exist."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +33,11 @@ class Incompatible:
     detail: str
 
 
-# What one wake does: a move (a new checkpoint to write, with any evidence it attached); a refusal
-# that parks the task for review; a rejection that writes nothing but the sender's receipt; a
+# What one wake does to one task: a move (a new checkpoint to write, with any evidence it
+# attached); the task for review (written, and the sender's receipt says why); a refusal that
+# writes nothing but the sender's receipt; a stranger's event, answered as for no task; a
 # quarantine; or None (nothing to do: a deadline not due, "run" on a task that may run).
-Decision = engine.Moved | Refused | Rejected | Incompatible | None
+WakeRuling = engine.Moved | engine.ForReview | Refuse | Stranger | Incompatible | None
 
 
 def decide(
@@ -55,14 +46,21 @@ def decide(
     event: SignedEvent | None,
     principal: str,
     *,
+    tenant: str,
     auth: Snapshot,
     now: datetime,
     started: frozenset[str] = frozenset(),
-) -> Decision:
-    """Gates 4 and 5, then the runtime's rules and the workflow's for one wake. event None is a
-    deadline wake; started holds the op keys whose side effect has begun (money may have moved)."""
+) -> WakeRuling:
+    """Gates 2, 4 and 5 for one wake on the task as read and verified (gate 3): the tenant, the
+    versions, then the runtime's rules and the workflow's. event None is a deadline wake; tenant is
+    the event's signer's; started holds the op keys whose side effect has begun (money may have
+    moved)."""
+    if event is not None and cp.security.tenant != tenant:
+        # Another tenant's task (one made before the namespaces, D52, or reached through a
+        # correlation id stored before its tenant was) is, to this signer, no task at all.
+        return Stranger()
     if engine.terminal(engine.workflow_of(app, cp), cp.stage):
-        return Rejected(f"task is {cp.stage}; it accepts no more events")
+        return Refuse(f"task is {cp.stage}; it accepts no more events")
     checked = compat.check(cp, auth, app.catalog)
     if isinstance(checked, str):
         return Incompatible(checked)
@@ -70,12 +68,15 @@ def decide(
         due = wakes.on_deadline(app, checked, now)
         return engine.Moved(due, {}) if due is not None else None
     heard = wakes.Heard(event.kind, event.payload, principal, event.correlation_id)
-    decided = wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)
-    if isinstance(decided, engine.Parked):
-        return Refused(decided.checkpoint, decided.reason)
-    if isinstance(decided, Refuse):  # a refused event writes nothing but its receipt
-        return Rejected(decided.reason)
-    return decided
+    return wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)
+
+
+def written(ruling: WakeRuling) -> Checkpoint | Keep:
+    """What the change writes for a ruling: the checkpoint of a move or of a task for review;
+    for any other, nothing."""
+    if isinstance(ruling, engine.Moved | engine.ForReview):
+        return ruling.checkpoint
+    return Keep()
 
 
 def misaddressed(

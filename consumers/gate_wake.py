@@ -48,7 +48,7 @@ class Wake:
 
 
 @dataclass(frozen=True)
-class DeadLetter:
+class Untrusted:
     """The wake fails authentication: it goes to the dead-letter topic with this reason."""
 
     reason: str
@@ -81,23 +81,23 @@ def authenticate(
     *,
     max_age: timedelta,
     max_lag: timedelta,
-) -> Taken | DeadLetter:
+) -> Taken | Untrusted:
     """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
     only the role that judges that kind of wake may send it. One round trip on `pinned` WATCHes and
     reads the task (first_step.reads) and reads the live authority, the task's evidence and the
     event's receipt. A task whose lease another worker holds is retried with nothing judged: what
-    was read may straddle that worker's EXEC. A wake that fails comes back as a `DeadLetter`."""
+    was read may straddle that worker's EXEC. A wake that fails comes back `Untrusted`, with why."""
     reason = envelope.payload.get("reason")
     event: SignedEvent | None = None
     if WAKE_SENDER.get(str(reason)) not in (None, sender):
-        return DeadLetter(f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
+        return Untrusted(f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
     if reason == "event":
         try:
             event = _event_in(envelope)
         except DecodeError as exc:
-            return DeadLetter(f"wake carries a malformed event: {exc.reason}")
+            return Untrusted(f"wake carries a malformed event: {exc.reason}")
     elif reason != "deadline":  # a deadline wake is trusted only as far as the stored deadline
-        return DeadLetter(f"wake with unknown reason {reason!r}")
+        return Untrusted(f"wake with unknown reason {reason!r}")
     task_id = envelope.task_id
     more: list[tuple[Any, ...]] = []
     if event is not None:  # the claimed event's: nothing read here is trusted before it verifies
@@ -139,7 +139,7 @@ def authenticate(
         now=datetime.now(UTC),
     )
     if refused or key is None:
-        return DeadLetter(refused or "no signer")
+        return Untrusted(refused or "no signer")
     wake = Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
     return Taken(wake, pinned, first, ops)
 

@@ -107,15 +107,15 @@ def receipt_write(
 
 
 def change_writes(
-    event: SignedEvent | None, evidence: Mapping[str, str], refusal: str | None, new: Checkpoint
+    event: SignedEvent | None, evidence: Mapping[str, str], review: str | None, new: Checkpoint
 ) -> list[tuple[Any, ...]]:
     """The sender's receipt and any evidence the event attached, written in the same transaction
-    as the change they belong to: a refusal that parks the task is the receipt's reason."""
+    as the change they belong to. `review`: why the task went to review, the receipt's reason."""
     writes = _evidence_writes(new.task_id, evidence)
     if event is None:
         return writes
-    if refusal is not None:
-        return [*writes, receipt_write(event, "rejected", refusal, new)]
+    if review is not None:
+        return [*writes, receipt_write(event, "rejected", review, new)]
     return [*writes, receipt_write(event, "accepted", f"task is {new.stage}", new)]
 
 

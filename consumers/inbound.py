@@ -1,8 +1,8 @@
 """Inbound: the door. Verify, decode once, dedupe, authorize the signer, resolve the task, wake it.
 
-`judge()` is the pure part: raw bytes + the signer's registered key + now -> Accepted or Rejected.
+`judge()` is the pure part: raw bytes + the signer's registered key + now -> Accepted or Refused.
 The handler adds what needs Redis (seen-set, correlation lookup, receipts) and publishes a Wake
-keyed by task id. A rejected event goes to wakeful.dlq with its reason and never crashes the role.
+keyed by task id. A refused event goes to wakeful.dlq with its reason and never crashes the role.
 
 An event's dedupe identity is (key id, event id): another signer cannot squat an id. The first
 message with an identity in a batch wins; a later one in the same batch is a duplicate before
@@ -44,7 +44,9 @@ class Accepted:
 
 
 @dataclass(frozen=True)
-class Rejected:
+class Refused:
+    """Refused at the door: dead-lettered with `reason`, and its sender told in a receipt."""
+
     reason: str
     event: SignedEvent | None = None
     # Set when its signature verified, to its key's tenant: only then does a receipt tell its sender.
@@ -60,13 +62,13 @@ class Rejected:
 Position = tuple[str, int, int]
 
 
-def parse(raw: bytes) -> SignedEvent | Rejected:
+def parse(raw: bytes) -> SignedEvent | Refused:
     if len(raw) > events.MAX_EVENT_BYTES:
-        return Rejected(f"malformed event: {len(raw)} bytes is over the {events.MAX_EVENT_BYTES}-byte limit")
+        return Refused(f"malformed event: {len(raw)} bytes is over the {events.MAX_EVENT_BYTES}-byte limit")
     try:
         return SignedEvent.decode(raw)
     except DecodeError as exc:
-        return Rejected(f"malformed event: {exc.reason}")
+        return Refused(f"malformed event: {exc.reason}")
 
 
 def judge(
@@ -77,27 +79,27 @@ def judge(
     max_age: timedelta,
     *,
     known: frozenset[str],
-) -> Accepted | Rejected:
+) -> Accepted | Refused:
     """Gate 1 for one decoded event: signature by key id, freshness, and the signer's allowed kinds."""
     if key is None:
-        return Rejected(f"unknown key id {event.key_id!r}", event)
+        return Refused(f"unknown key id {event.key_id!r}", event)
     if not key.verify(event):
-        return Rejected(f"bad signature for key id {event.key_id!r}", event)
+        return Refused(f"bad signature for key id {event.key_id!r}", event)
     tenant = key.tenant
     issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
     if issued < now - max_age:
         age = max_age.total_seconds()
-        return Rejected(f"event is too old: issued {issued.isoformat()}, max age {age:.0f}s", event, tenant)
+        return Refused(f"event is too old: issued {issued.isoformat()}, max age {age:.0f}s", event, tenant)
     if issued > now + events.FUTURE_SKEW:
-        return Rejected(f"event is from the future: issued {issued.isoformat()}", event, tenant)
+        return Refused(f"event is from the future: issued {issued.isoformat()}", event, tenant)
     if event.kind not in known:  # the runtime's kinds and the loaded app's own
-        return Rejected(f"unknown event kind {event.kind!r}", event, tenant)
+        return Refused(f"unknown event kind {event.kind!r}", event, tenant)
     if event.kind not in kinds:
-        return Rejected(f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event, tenant)
+        return Refused(f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event, tenant)
     if event.kind != events.APPROVE and not event.task_id:
-        return Rejected(f"{event.kind} must name its task_id", event, tenant)
+        return Refused(f"{event.kind} must name its task_id", event, tenant)
     if event.kind == events.APPROVE and not (event.correlation_id or event.task_id):
-        return Rejected("an approval must carry the correlation id of the wait it answers", event, tenant)
+        return Refused("an approval must carry the correlation id of the wait it answers", event, tenant)
     return Accepted(event, key.principal, key.tenant)
 
 
@@ -127,7 +129,7 @@ class Inbound:
         """Read what every event of the batch needs (lookups()) in one pipeline, for handle() to
         take. A read is only a read: an event whose lookups are not here (they failed, or the
         message is being retried) reads its own in handle()."""
-        batch = [(_position(m), e) for m in msgs if not isinstance(e := parse(m.value() or b""), Rejected)]
+        batch = [(_position(m), e) for m in msgs if not isinstance(e := parse(m.value() or b""), Refused)]
         try:
             replies = self._lookups([event for _, event in batch])
         except redis.RedisError as exc:
@@ -159,33 +161,33 @@ class Inbound:
             read = self._found.pop(_position(msg), None)
         if read is None:
             parsed = parse(msg.value() or b"")
-            if isinstance(parsed, Rejected):
-                return self._reject(msg, parsed)
+            if isinstance(parsed, Refused):
+                return self._refuse(msg, parsed)
             read = (parsed, self._lookups([parsed])[0])
         event, (signer_raw, seen, *found) = read
         corr = found[0] if found else None
         key, kinds = _signer(event.key_id, signer_raw)
         judged = datetime.now(UTC)  # one clock reading: the verdict the wake carries is this one
         verdict = judge(event, key, kinds, judged, self.max_age, known=self.kinds)
-        if isinstance(verdict, Rejected):
-            return self._reject(msg, verdict)
+        if isinstance(verdict, Refused):
+            return self._refuse(msg, verdict)
         # The receipt under this identity is the first message's: a duplicate writes nothing.
-        duplicate = Rejected(f"duplicate event {event.event_id} from key {event.key_id}", event)
+        duplicate = Refused(f"duplicate event {event.event_id} from key {event.key_id}", event)
         if seen:
-            return self._reject(msg, duplicate, receipt=False)
+            return self._refuse(msg, duplicate, receipt=False)
         if event.correlation_id:
             # Another tenant's wait is, to this signer, no wait at all: the same answer, no task id.
             owner, task_id = keys.corr_target(corr) if isinstance(corr, bytes) else (None, "")
             if not task_id or owner not in (None, verdict.tenant):
-                unknown = Rejected(f"unknown correlation id {event.correlation_id!r}", event, verdict.tenant)
-                return self._reject(msg, unknown)
+                unknown = Refused(f"unknown correlation id {event.correlation_id!r}", event, verdict.tenant)
+                return self._refuse(msg, unknown)
         else:
             assert event.task_id is not None  # judge() made sure an event names its task or its wait
             task_id = self._task(verdict.tenant, event)
         with self._lock:
             first = claim(self._claims, keys.event_identity(event.key_id, event.event_id), _position(msg))
         if not first:
-            return self._reject(msg, duplicate, receipt=False)
+            return self._refuse(msg, duplicate, receipt=False)
         wake = Envelope(
             message_id=event.event_id,
             task_id=task_id,
@@ -224,20 +226,20 @@ class Inbound:
     def poisoned(self, msg: Message, reason: str) -> None:
         """The runner dead-lettered msg after this role failed on it: a verified sender hears why."""
         parsed = parse(msg.value() or b"")
-        if isinstance(parsed, Rejected):
+        if isinstance(parsed, Refused):
             return
         key, kinds = _signer(parsed.key_id, self.client.hget(keys.AUTH_SIGNERS, parsed.key_id))
         verdict = judge(parsed, key, kinds, datetime.now(UTC), self.max_age, known=self.kinds)
         if verdict.tenant is not None:
-            told = Rejected(f"inbound could not take this event: {reason}", parsed, verdict.tenant)
+            told = Refused(f"inbound could not take this event: {reason}", parsed, verdict.tenant)
             self._receipt(parsed, told.reason, told.task_id)
 
-    def _reject(self, msg: Message, rejected: Rejected, receipt: bool = True) -> None:
+    def _refuse(self, msg: Message, refused: Refused, receipt: bool = True) -> None:
         assert self.runner is not None
-        self.runner.dead_letter(msg, rejected.reason, rejected.task_id)
-        # An unverified event's key id is only a claim: its rejection must not fill that key's receipt.
-        if receipt and rejected.event is not None and rejected.tenant is not None:
-            self._receipt(rejected.event, rejected.reason, rejected.task_id)
+        self.runner.dead_letter(msg, refused.reason, refused.task_id)
+        # An unverified event's key id is only a claim: its refusal must not fill that key's receipt.
+        if receipt and refused.event is not None and refused.tenant is not None:
+            self._receipt(refused.event, refused.reason, refused.task_id)
 
     def _receipt(self, event: SignedEvent, reason: str, task_id: str | None) -> None:
         """In the slot of `task_id`, the task as the signer's tenant names it: never another tenant's."""

@@ -125,7 +125,7 @@ class Supplier(Record):
     payment: str | None = None  # the op key of its first payment, once scheduled
 
 
-Outcome = Registration | Payment | Removal
+Entry = Registration | Payment | Removal
 R = TypeVar("R", Registration, Payment, Removal)
 _KINDS: dict[str, type[Registration] | type[Payment] | type[Removal]] = {
     "registration": Registration,
@@ -134,7 +134,7 @@ _KINDS: dict[str, type[Registration] | type[Payment] | type[Removal]] = {
 }
 
 
-def decode(raw: bytes) -> Outcome:
+def decode(raw: bytes) -> Entry:
     kind = orjson.loads(raw).get("kind")
     return _KINDS[kind].decode(raw)
 
@@ -264,9 +264,9 @@ class Suppliers:
         raw = self.client.get(master_key(supplier_id))
         return Supplier.decode(raw) if isinstance(raw, bytes) else None
 
-    def entries(self, task_id: str | None = None) -> list[Outcome]:
+    def entries(self, task_id: str | None = None) -> list[Entry]:
         """Every outcome in the order written, or only those for one task."""
-        out: list[Outcome] = []
+        out: list[Entry] = []
         start = "-"
         while True:
             page = cast(_Page, self.client.xrange(LOG, start, "+", count=_PAGE))

@@ -50,7 +50,6 @@ from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import Pinned
 from wakeful.state.seal import Sealer
 
-Transition = Callable[[Checkpoint], Checkpoint]
 Clock = Callable[[], datetime]
 
 
@@ -59,8 +58,20 @@ def utcnow() -> datetime:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    status: Literal["applied", "duplicate"]
+class Keep:
+    """What a transition's fn returns to write nothing: the task stays as read."""
+
+
+Transition = Callable[[Checkpoint], Checkpoint | Keep]
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a create or a transition did: "applied" (checkpoint is the new state), "duplicate"
+    (its message id was applied before: checkpoint is the current state) or "kept" (fn returned
+    Keep: nothing was written, checkpoint is the state fn saw)."""
+
+    status: Literal["applied", "duplicate", "kept"]
     checkpoint: Checkpoint
     round_trips: int
     lost_races: int = 0  # EXEC aborts that were re-read and re-validated
@@ -146,7 +157,7 @@ class Store:
         before: Also | None = None,
         pinned: Pinned | None = None,
         first: Sequence[Any] | None = None,
-    ) -> Outcome:
+    ) -> Change:
         """Store a new task at state_version 1. The same message id twice is a duplicate, not an error.
         pinned, first: as for transition."""
         task_id = checkpoint.task_id
@@ -156,7 +167,7 @@ class Store:
                 blob, ctr, _, _ = first_step.watched(replies)
                 if blob is not None:  # another creator won the race, or this message did before
                     if first_step.applied(replies):
-                        return Outcome(
+                        return Change(
                             "duplicate", self._verify(task_id, blob, ctr, None), conn.round_trips, lost
                         )
                     raise TaskExists(task_id)
@@ -167,7 +178,7 @@ class Store:
                 new = last_step.stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
                 written = self._commit(conn, new, message_id, detail, also=also, before=before, release=None)
                 if written is not None:
-                    return Outcome("applied", new, conn.round_trips, lost, written)
+                    return Change("applied", new, conn.round_trips, lost, written)
                 # EXEC aborted: a WATCHed key moved (the task, or only its lease or marker): re-read
         raise Contention(task_id, keys.CAS_RETRIES)
 
@@ -186,8 +197,10 @@ class Store:
         release: Held | None = None,
         pinned: Pinned | None = None,
         first: Sequence[Any] | None = None,
-    ) -> Outcome:
-        """Apply the pure fn to the task's state once per message id, by compare-and-swap.
+    ) -> Change:
+        """Apply the pure fn to the task's state once per message id, by compare-and-swap. fn may
+        return Keep to write nothing (status "kept"): the message id is not marked applied, and a
+        caller's `pinned` keeps its WATCH.
 
         expected_version: the state_version the caller decided on; if the task has moved since,
         StaleVersion is raised and nothing is written. None re-applies fn to whatever is current.
@@ -213,11 +226,13 @@ class Store:
                 seen = first_step.applied(replies)
                 current = self._verify(task_id, blob, ctr, marker)
                 if seen:
-                    return Outcome("duplicate", current, conn.round_trips, lost)
+                    return Change("duplicate", current, conn.round_trips, lost)
                 fence = checks.writer_fence(task_id, lease, held, current)
                 if expected_version is not None and current.state_version != expected_version:
                     raise StaleVersion(task_id, expected_version, current.state_version)
                 proposed = fn(current)
+                if isinstance(proposed, Keep):
+                    return Change("kept", current, conn.round_trips, lost)
                 checks.guard(current, proposed, restamp, self.moves)
                 new = last_step.stamp(proposed, current.state_version + 1, fence, self.clock())
                 written = self._commit(
@@ -225,7 +240,7 @@ class Store:
                 )
                 if written is None:
                     continue  # lost the race: re-read and re-validate
-                return Outcome("applied", new, conn.round_trips, lost, written)
+                return Change("applied", new, conn.round_trips, lost, written)
         raise Contention(task_id, keys.CAS_RETRIES)
 
     def quarantine(self, task_id: str, reason: str, detail: str) -> None:

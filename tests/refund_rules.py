@@ -23,18 +23,20 @@ APP = refund_app.app
 
 
 @dataclass(frozen=True)
-class Refusal:
+class Declined:
+    """The event does not move the task on: refused (Refuse), or the task sent for review (Review)."""
+
     reason: str
     review: bool = False
 
 
-def _plain(out: object) -> Checkpoint | Refusal | None:
+def _plain(out: object) -> Checkpoint | Declined | None:
     if isinstance(out, engine.Moved):
         return out.checkpoint
-    if isinstance(out, engine.Parked):
-        return Refusal(out.reason, review=True)
+    if isinstance(out, engine.ForReview):
+        return Declined(out.reason, review=True)
     if isinstance(out, Refuse):
-        return Refusal(out.reason)
+        return Declined(out.reason)
     assert out is None or isinstance(out, Checkpoint), out
     return out
 
@@ -53,7 +55,7 @@ class Rules:
     @staticmethod
     def create(
         task_id: str, who: str, tenant: str, payload: dict[str, Any], *, auth: Snapshot, now: datetime
-    ) -> Checkpoint | Refusal | None:
+    ) -> Checkpoint | Declined | None:
         return _plain(engine.create(APP, "refund", Start(task_id, who, tenant, payload, auth, now)))
 
     @staticmethod
@@ -64,7 +66,7 @@ class Rules:
         auth: Snapshot,
         now: datetime,
         correlation_id: str | None = None,
-    ) -> Checkpoint | Refusal | None:
+    ) -> Checkpoint | Declined | None:
         heard = wakes.Heard(events.APPROVE, {"version": version}, who, correlation_id)
         return _plain(wakes.on_event(APP, cp, heard, auth=auth, now=now))
 
@@ -76,18 +78,18 @@ class Rules:
         auth: Snapshot,
         now: datetime,
         started: frozenset[str] = frozenset(),
-    ) -> Checkpoint | Refusal | None:
+    ) -> Checkpoint | Declined | None:
         heard = wakes.Heard(events.AMEND, payload, who)
         return _plain(wakes.on_event(APP, cp, heard, auth=auth, now=now, started=started))
 
     @staticmethod
     def reopen(
         cp: Checkpoint, payload: dict[str, Any], auth: Snapshot, now: datetime
-    ) -> Checkpoint | Refusal | None:
+    ) -> Checkpoint | Declined | None:
         return _plain(wakes.on_event(APP, cp, wakes.Heard(events.REOPEN, payload, "ops"), auth=auth, now=now))
 
     @staticmethod
-    def run(cp: Checkpoint) -> Refusal | None:
+    def run(cp: Checkpoint) -> Declined | None:
         out = _plain(wakes.run(APP, cp))
         assert not isinstance(out, Checkpoint)
         return out
@@ -99,11 +101,11 @@ class Rules:
     @staticmethod
     def check_proposal(
         cp: Checkpoint, tool: str, args: dict[str, Any], auth: Snapshot, now: datetime
-    ) -> Refusal | None:
+    ) -> Declined | None:
         out = effects.check_proposal(APP, cp, tool, args, auth=auth, now=now)
         if isinstance(out, Effect):
             return None
-        return Refusal(out.reason, review=isinstance(out, Review))
+        return Declined(out.reason, review=isinstance(out, Review))
 
     @staticmethod
     def close(cp: Checkpoint, entry: str) -> Checkpoint:

@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 import pytest
@@ -35,7 +36,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.state import acl, first_step, keys
 from wakeful.state.lease import Leases
 from wakeful.state.seal import Keyring, Sealer
-from wakeful.state.store import Store
+from wakeful.state.store import Keep, Store
 
 
 def created(store: Store, cp: Checkpoint | None = None) -> Checkpoint:
@@ -130,6 +131,39 @@ def test_duplicate_message_id_causes_no_second_transition(gate_store: Store, lea
     final = gate_store.load(cp.task_id)
     assert final.state_version == 2 and final.execution.attempts == 0
     assert gate_store.create(cp, f"create-{cp.task_id}").status == "duplicate"
+
+
+def test_a_change_that_keeps_the_task_writes_nothing_and_leaves_its_message_id_free(
+    gate_store: Store, leases: Leases, redis_client: redis.Redis
+) -> None:
+    cp = created(gate_store)
+    lease = leases.acquire(cp.task_id)
+    seen: list[int] = []
+
+    def keep_once_moved(current: Checkpoint) -> Checkpoint | Keep:
+        seen.append(current.state_version)
+        return Keep() if current.state_version > 1 else bump_attempts(current)
+
+    def before(new: Checkpoint) -> list[tuple[Any, ...]]:
+        return [("ZADD", keys.DEADLINES, 1, f"{new.task_id}|1")]
+
+    def also(new: Checkpoint) -> list[tuple[Any, ...]]:
+        return [("HSET", keys.evidence(new.task_id), "kept", "no")]
+
+    with gate_store.pinned(cp.task_id) as pinned:
+        first = pinned.batch(first_step.reads(cp.task_id, "judged"))  # WATCH and read, as the gate does
+        gate_store.transition(cp.task_id, 1, "between", bump_attempts, lease=lease)  # another connection
+        out = gate_store.transition(
+            cp.task_id, None, "judged", keep_once_moved, lease=lease, pinned=pinned, first=first, also=also
+        )
+    assert seen == [1, 2]  # judged on the old read, whose EXEC lost, then again on the task as it is
+    assert (out.status, out.lost_races, out.checkpoint.state_version) == ("kept", 1, 2)
+    assert gate_store.load(cp.task_id).state_version == 2
+    assert not redis_client.hexists(keys.evidence(cp.task_id), "kept")
+    out = gate_store.transition(cp.task_id, None, "judged", lambda c: Keep(), lease=lease, before=before)
+    assert out.status == "kept" and redis_client.zscore(keys.DEADLINES, f"{cp.task_id}|1") is None
+    again = gate_store.transition(cp.task_id, 2, "judged", bump_attempts, lease=lease)
+    assert (again.status, again.checkpoint.state_version) == ("applied", 3)  # the id was never spent
 
 
 def test_a_write_between_the_callers_reads_and_its_transition_is_caught_and_revalidated(

@@ -42,8 +42,9 @@ APPROVAL_WAIT = "approval"  # a pending wait's wait_for for approvals (any other
 
 
 @dataclass(frozen=True)
-class Parked:
-    """The task goes to needs_review: `checkpoint` is what to write."""
+class ForReview:
+    """The task goes to needs_review for a person (the SDK's Review): `checkpoint` is what to
+    write, `reason` why."""
 
     checkpoint: Checkpoint
     reason: str
@@ -58,9 +59,9 @@ class Moved:
     evidence: Mapping[str, str]
 
 
-# What one decision does to a task: a move, a refusal that writes nothing but the sender's
-# receipt, a parked task, or None (nothing to do).
-Outcome = Moved | Refuse | Parked | None
+# What the runtime makes of one decision for a task: a move, a refusal that writes nothing but the
+# sender's receipt, the task for review, or None (nothing to do).
+Ruling = Moved | Refuse | ForReview | None
 EVIDENCE_LIMIT = 10_000  # characters kept of any one document
 
 
@@ -237,10 +238,10 @@ def signed_by(signers: tuple[str, ...], principal: str, cp: Checkpoint, auth: Sn
     return False
 
 
-def outcome(cp: Checkpoint, decided: Next[Any] | Refuse | Review | None, now: datetime) -> Outcome:
+def ruling(cp: Checkpoint, decided: Next[Any] | Refuse | Review | None, now: datetime) -> Ruling:
     """What a workflow's decision means for the stored task."""
     if isinstance(decided, Review):
-        return Parked(review(cp, decided.reason), decided.reason)
+        return ForReview(review(cp, decided.reason), decided.reason)
     if isinstance(decided, Next):
         return Moved(advance(cp, decided, now), kept(decided.evidence))
     return decided

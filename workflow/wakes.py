@@ -1,7 +1,7 @@
 """What a wake does to a task, for any workflow: the runtime's rules first, then the workflow's.
 
 Pure: the gate calls `on_event` or `on_deadline` inside its compare-and-swap and writes what they
-return (engine.Outcome).
+return (engine.Ruling).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from wakeful.schemas.checkpoint import Checkpoint, PendingWait
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, REQUESTER, Refuse
 from wakeful.workflow import engine
-from wakeful.workflow.engine import APPROVAL_WAIT, Outcome
+from wakeful.workflow.engine import APPROVAL_WAIT, Ruling
 
 APPROVAL_TTL = timedelta(hours=24)
 
@@ -42,7 +42,7 @@ def on_event(
     auth: Snapshot,
     now: datetime,
     started: frozenset[str] = frozenset(),
-) -> Outcome:
+) -> Ruling:
     """One signed event (already verified, addressed and fresh) applied to a task not finished."""
     kind, payload, principal = event.kind, event.payload, event.principal
     if kind == events.APPROVE:
@@ -57,7 +57,7 @@ def on_event(
             return Refuse(f"task is {cp.stage}; only a task in needs_review can be reopened")
         if wf.reopen is None:
             return Refuse(f"workflow {wf.name} cannot be reopened; settle the task another way")
-        return engine.outcome(cp, wf.reopen(ctx), now)
+        return engine.ruling(cp, wf.reopen(ctx), now)
     accept = wf.events.get(kind)
     if accept is None:
         return Refuse(f"{kind} does not apply to an existing task")
@@ -71,7 +71,7 @@ def on_event(
         late = held_to(wait, kind, event.correlation_id, now)
         if late is not None:
             return late
-    return engine.outcome(cp, accept.decide(ctx), now)
+    return engine.ruling(cp, accept.decide(ctx), now)
 
 
 def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: datetime) -> Checkpoint | Refuse:

@@ -15,12 +15,14 @@ from refund_rules import APP, refund
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import gate_rules
 from wakeful.consumers.gate import told
-from wakeful.consumers.gate_rules import Incompatible, Rejected
+from wakeful.consumers.gate_rules import Incompatible, Stranger
 from wakeful.examples.refund import Stage
 from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.sdk.workflow import Refuse
+from wakeful.state.store import Keep
 from wakeful.workflow import engine
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -45,7 +47,8 @@ def event(kind: str, payload: dict[str, Any] | None = None, **fields: Any) -> Si
 
 
 def decide(cp: Checkpoint, ev: SignedEvent | None, who: str = "alice", **kw: Any) -> object:
-    out = gate_rules.decide(APP, cp, ev, who, auth=kw.pop("auth", AUTH), now=kw.pop("now", NOW), **kw)
+    tenant, auth, now = kw.pop("tenant", "default"), kw.pop("auth", AUTH), kw.pop("now", NOW)
+    out = gate_rules.decide(APP, cp, ev, who, tenant=tenant, auth=auth, now=now, **kw)
     return out.checkpoint if isinstance(out, engine.Moved) else out
 
 
@@ -66,16 +69,16 @@ def test_event_for_a_finished_task_is_rejected_without_a_write_and_says_so(
     stage: Stage, kind: str, payload: dict[str, Any]
 ) -> None:
     out = decide(task(stage=stage), event(kind, payload), who="svc")
-    assert out == Rejected(f"task is {stage}; it accepts no more events")
+    assert out == Refuse(f"task is {stage}; it accepts no more events")
 
 
 def test_finished_task_is_not_quarantined_for_a_policy_change_it_no_longer_runs_under() -> None:
     moved = Snapshot(approvers=AUTH.approvers, limit=1000, policy="refund-policy-9")
-    assert isinstance(decide(task(stage=Stage.CLOSED), event(events.RUN), auth=moved), Rejected)
+    assert isinstance(decide(task(stage=Stage.CLOSED), event(events.RUN), auth=moved), Refuse)
 
 
 def test_deadline_wake_for_a_finished_task_does_nothing_visible() -> None:
-    assert isinstance(decide(task(stage=Stage.CLOSED), None, now=NOW + timedelta(days=30)), Rejected)
+    assert isinstance(decide(task(stage=Stage.CLOSED), None, now=NOW + timedelta(days=30)), Refuse)
 
 
 @pytest.mark.parametrize(
@@ -106,12 +109,12 @@ def test_accepted_approval_is_the_next_checkpoint() -> None:
 
 def test_a_refused_event_writes_nothing_but_its_receipt() -> None:
     out = decide(task(), event(events.APPROVE, {"version": 1}), who="mallory")
-    assert out == Rejected("not an authorised approver")
+    assert out == Refuse("not an authorised approver")
 
 
 def test_amend_by_anyone_but_the_requester_is_refused() -> None:
     out = decide(task(), event(events.AMEND, {"amount": 5}), who="alice")
-    assert isinstance(out, Rejected) and "may not send task.amend" in out.reason
+    assert isinstance(out, Refuse) and "may not send task.amend" in out.reason
 
 
 def test_amend_once_the_refund_started_is_refused() -> None:
@@ -119,7 +122,7 @@ def test_amend_once_the_refund_started_is_refused() -> None:
     out = decide(
         cp, event(events.AMEND, {"amount": 5}), who="svc", started=frozenset({f"REFUND:{cp.task_id}:v1"})
     )
-    assert isinstance(out, Rejected) and "could pay twice" in out.reason
+    assert isinstance(out, Refuse) and "could pay twice" in out.reason
 
 
 def test_run_on_a_ready_task_writes_nothing() -> None:
@@ -129,7 +132,7 @@ def test_run_on_a_ready_task_writes_nothing() -> None:
 def test_late_approval_is_refused_and_leaves_the_deadline_to_its_owner() -> None:
     late = NOW + refund.DEFAULT_WAIT + timedelta(seconds=1)
     out = decide(task(), event(events.APPROVE, {"version": 1}), now=late)
-    assert isinstance(out, Rejected) and "has passed" in out.reason  # the task waits for its owner
+    assert isinstance(out, Refuse) and "has passed" in out.reason  # the task waits for its owner
 
 
 def test_deadline_wake_escalates_only_when_due() -> None:
@@ -140,7 +143,45 @@ def test_deadline_wake_escalates_only_when_due() -> None:
 
 def test_create_on_an_existing_task_is_refused() -> None:
     out = decide(task(), event(events.CREATE, {"amount": 1}), who="svc")
-    assert out == Rejected("task.create does not apply to an existing task")
+    assert out == Refuse("task.create does not apply to an existing task")
+
+
+@pytest.mark.parametrize("stage", [None, Stage.CLOSED])
+@pytest.mark.parametrize("kind", [events.RUN, events.APPROVE, events.AMEND, events.REOPEN, events.CREATE])
+def test_an_event_of_another_tenant_finds_no_task_whatever_the_task_is(
+    kind: str, stage: Stage | None
+) -> None:
+    out = decide(task(stage=stage), event(kind, {"version": 1}), who="svc", tenant="globex")
+    assert out == Stranger()
+
+
+def test_a_deadline_wake_has_no_tenant_to_be_a_stranger_to() -> None:
+    due = decide(task(), None, now=NOW + refund.DEFAULT_WAIT, tenant="globex")
+    assert isinstance(due, Checkpoint) and due.stage == Stage.NEEDS_REVIEW
+
+
+def _review() -> engine.ForReview:
+    cp = task()
+    return engine.ForReview(engine.review(cp, "a person must look"), "a person must look")
+
+
+@pytest.mark.parametrize(
+    ("ruling", "writes"),
+    [
+        (engine.Moved(task(300), {}), True),
+        (_review(), True),
+        (Refuse("no"), False),
+        (Stranger(), False),
+        (Incompatible("policy p1 -> p2 (quarantine)"), False),
+        (None, False),
+    ],
+)
+def test_only_a_move_or_a_review_writes_the_task(ruling: gate_rules.WakeRuling, writes: bool) -> None:
+    out = gate_rules.written(ruling)
+    if writes:
+        assert isinstance(ruling, engine.Moved | engine.ForReview) and out is ruling.checkpoint
+    else:
+        assert out == Keep()
 
 
 # ---- misaddressed: a wake is only as good as the signed event inside it ---------------------------

@@ -28,7 +28,7 @@ from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from wakeful.consumers.inbound import Rejected, parse
+from wakeful.consumers.inbound import Refused, parse
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError, DecodeError
 from wakeful.core.settings import Settings
@@ -97,7 +97,7 @@ def attacker_event(signer: HmacSigner | None = None, **fields: Any) -> bytes:
 
 def malformed(raw: bytes) -> str:
     parsed = parse(raw)
-    assert isinstance(parsed, Rejected), f"accepted at the door: {parsed!r}"[:300]
+    assert isinstance(parsed, Refused), f"accepted at the door: {parsed!r}"[:300]
     assert parsed.event is None and parsed.reason.startswith("malformed event:"), parsed.reason
     return parsed.reason
 
@@ -301,4 +301,4 @@ def test_a_signed_event_cannot_name_a_task_in_another_tenants_namespace() -> Non
     assert ids.task_in("globex", "t-1") == "globex.t-1"
     with pytest.raises(ValueError, match="task id"):
         ids.task_in("default", "globex.t-1")  # a `.` is no outside id
-    assert isinstance(parse(b'{"event_id":"ev-00000001","kind":"task.run","task_id":"globex.t-1"}'), Rejected)
+    assert isinstance(parse(b'{"event_id":"ev-00000001","kind":"task.run","task_id":"globex.t-1"}'), Refused)

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from wakeful.consumers.inbound import Accepted, Rejected, judge, parse
+from wakeful.consumers.inbound import Accepted, Refused, judge, parse
 from wakeful.examples.refund import app as refund_app
 from wakeful.producers.keys import public_bytes
 from wakeful.producers.signing import Ed25519Signer, HmacSigner, VerifyKey, sign_event
@@ -56,12 +56,12 @@ def verdict(
     kinds: frozenset[str] = ALL_KINDS,
     now: datetime = NOW,
     max_age: timedelta = MAX_AGE,
-) -> Accepted | Rejected:
+) -> Accepted | Refused:
     return judge(event, key, kinds, now, max_age, known=refund_app.kinds)
 
 
 def rejected(result: object) -> str:
-    assert isinstance(result, Rejected), f"expected a rejection, got {result}"
+    assert isinstance(result, Refused), f"expected a rejection, got {result}"
     return result.reason
 
 
@@ -117,7 +117,7 @@ def _doc(**changes: Any) -> bytes:
 )
 def test_malformed_bytes_are_rejected_with_what_is_wrong_and_no_event(raw: bytes, part: str) -> None:
     result = parse(raw)
-    assert isinstance(result, Rejected)
+    assert isinstance(result, Refused)
     assert result.reason.startswith("malformed event: ")
     assert part in result.reason
     assert result.event is None
@@ -298,11 +298,11 @@ def test_an_integer_too_long_to_print_has_no_signed_form_and_is_refused_not_a_cr
     raw = signed(payload={"amount": 7}).encode().replace(b'"amount":7', b'"amount":%s' % (b"9" * 4400))
     event = parse(raw)
     result = verdict(event) if isinstance(event, SignedEvent) else event
-    assert isinstance(result, Rejected)
+    assert isinstance(result, Refused)
 
 
 def test_a_rejection_after_decoding_carries_the_event_for_the_senders_receipt() -> None:
     event = signed(issued_at=NOW - timedelta(days=1))
     result = verdict(event)
-    assert isinstance(result, Rejected)
+    assert isinstance(result, Refused)
     assert result.event == event

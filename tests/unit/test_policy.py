@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wakeful.authority.policy import Decision, authorize
+from wakeful.authority.policy import Authorization, authorize
 from wakeful.authority.snapshot import Snapshot
 
 APPROVERS = frozenset({"bob", "carol"})
@@ -138,7 +138,7 @@ def test_a_refund_is_allowed_exactly_within_the_limit_or_with_a_live_approver(
 
 def test_an_approval_by_the_requester_never_permits_their_own_refund() -> None:
     decision = authorize("bob", "refund", refund(5000, approver="bob", requester="bob"), LIVE)
-    assert decision == Decision(False, "a requester cannot approve their own refund")
+    assert decision == Authorization(False, "a requester cannot approve their own refund")
 
 
 @pytest.mark.parametrize("amount", [None, 0, -1, True, "5", 2.5])

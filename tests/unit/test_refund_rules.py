@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from refund_rules import APP, Refusal, refund
+from refund_rules import APP, Declined, refund
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.examples.refund import Stage
@@ -38,7 +38,7 @@ def approved(cp: Checkpoint, at: datetime = NOW) -> Checkpoint:
 
 
 def refusal(out: object) -> str:
-    assert isinstance(out, Refusal), out
+    assert isinstance(out, Declined), out
     return out.reason
 
 

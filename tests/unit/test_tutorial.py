@@ -287,7 +287,7 @@ def test_an_event_kind_of_the_apps_own_passes_the_door_for_a_signer_registered_f
     unknown = inbound.judge(
         event, key, frozenset({"room.cleaned"}), datetime.now(UTC), timedelta(minutes=5), known=app.kinds
     )
-    assert isinstance(unknown, inbound.Rejected) and "unknown event kind" in unknown.reason
+    assert isinstance(unknown, inbound.Refused) and "unknown event kind" in unknown.reason
 
 
 def test_an_expiring_wait_never_strands_its_task_even_where_the_table_cannot_close() -> None:
