@@ -4,6 +4,6 @@ default; state/downstreams.py says what the runtime does with it)."""
 
 from __future__ import annotations
 
-from wakeful.examples import bank, suppliers
+from wakeful.examples import bank, suppliers_keys
 
-DOWNSTREAMS = (bank.DOWNSTREAM, suppliers.DOWNSTREAM)
+DOWNSTREAMS = (bank.DOWNSTREAM, suppliers_keys.DOWNSTREAM)

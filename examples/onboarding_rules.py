@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 
-from wakeful.examples import suppliers
+from wakeful.examples import suppliers_keys
 from wakeful.examples.suppliers import ACCOUNT
 from wakeful.schemas.base import cut
 from wakeful.sdk import Refuse
@@ -22,7 +22,7 @@ T = TypeVar("T")
 # Printable, no control character, no space at either end.
 NAME = r"^[^\x00-\x20\x7f](?:[^\x00-\x1f\x7f]{0,198}[^\x00-\x20\x7f])?$"
 REF = r"^[A-Za-z0-9_.-]{1,64}$"
-SUPPLIER = f"^{suppliers.SUPPLIER_ID}$"
+SUPPLIER = f"^{suppliers_keys.SUPPLIER_ID}$"
 PAYMENT = r"^P-[0-9a-f]{16}$"
 LABEL = r"[a-z0-9_.-]{1,64}"
 MAX_AMOUNT = 10**15  # minor units; every sum stays exact in 64 bits

@@ -21,7 +21,7 @@ from typing import Any
 from wakeful.cli.demo import Demo, line
 from wakeful.core.process import wait_until
 from wakeful.devstack.fleet import Fleet
-from wakeful.examples import suppliers
+from wakeful.examples import suppliers_keys
 from wakeful.examples.onboarding import AWAITING_BANK_DETAILS, AWAITING_SIGNATURE, SIGNED, VERIFIED
 from wakeful.examples.suppliers import REFUSE, Payment, Registration, Removal, Suppliers
 
@@ -169,7 +169,7 @@ def step4_planted_account(demo: Demo) -> None:
 def step5_compensation(demo: Demo) -> None:
     demo.say("5. the first payment fails for good (the register refuses it):")
     task_id = create(demo)
-    demo.client.admin.hset(suppliers.faults_key(task_id), "schedule", REFUSE)
+    demo.client.admin.hset(suppliers_keys.faults_key(task_id), "schedule", REFUSE)
     sign(demo, task_id)
     verify(demo, task_id)
     shown = demo.client.wait_settled(task_id, 60)

@@ -16,7 +16,7 @@ import redis
 from wakeful.devstack.dev_signers import REQUESTER
 from wakeful.devstack.traffic import Effect, Plan, Send, stream_after, stream_mark
 from wakeful.examples import onboarding as onb
-from wakeful.examples import suppliers
+from wakeful.examples import suppliers_keys
 from wakeful.examples.onboarding_rules import checksum
 from wakeful.examples.suppliers import REFUSE, Removal, decode
 from wakeful.schemas import events
@@ -56,15 +56,15 @@ class OnboardingTraffic:
             return Plan(sends, settles="closed", effects=2)  # registered, then paid
 
         def refuse_payment(admin: redis.Redis) -> None:
-            admin.hset(suppliers.faults_key(task_id), "schedule", REFUSE)
+            admin.hset(suppliers_keys.faults_key(task_id), "schedule", REFUSE)
 
         return Plan(sends, settles="needs_review", effects=2, arrange=refuse_payment)  # registered, undone
 
     def mark(self, admin: redis.Redis) -> str:
-        return stream_mark(admin, suppliers.LOG)
+        return stream_mark(admin, suppliers_keys.LOG)
 
     def effects(self, admin: redis.Redis, after: str) -> tuple[list[Effect], str]:
-        raw, cursor = stream_after(admin, suppliers.LOG, after)
+        raw, cursor = stream_after(admin, suppliers_keys.LOG, after)
         found = []
         for outcome in (decode(r) for r in raw):
             op_key = f"UNDO:{outcome.op_key}" if isinstance(outcome, Removal) else outcome.op_key

@@ -1,8 +1,8 @@
 """The reference supplier register: a downstream that registers suppliers and schedules their first
 payment, honouring idempotency keys and fencing tokens. The onboarding app's tools call it as they
-would a real vendor-master API, with the "suppliers" Redis user (DOWNSTREAM below).
+would a real vendor-master API, with the "suppliers" Redis user (examples/suppliers_keys.py).
 
-Every write is one WATCH/MULTI transaction over the keys it reads (`suppliers:*`, below):
+Every write is one WATCH/MULTI transaction over the keys it reads (`suppliers:*`, examples/suppliers_keys.py):
 a fence older than one seen for the task is refused first, so a stale lease holder can neither
 write nor replay; a replayed op key gets the first outcome back, whatever its arguments; an injected
 fault (`suppliers:{register}:faults:T`, a test hook: operation -> "refuse" or a count) fails the call, for
@@ -15,7 +15,6 @@ to the account on the supplier's master record. Times come from the Redis server
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import ClassVar, Literal, TypeVar, cast
@@ -24,46 +23,18 @@ import orjson
 import redis
 from pydantic import Field
 
-from wakeful.core import ids
 from wakeful.core.errors import DownstreamRefused, DownstreamUnavailable, FencedOff
+from wakeful.examples.suppliers_keys import (
+    CAS_RETRIES,
+    LOG,
+    SUPPLIER_ID,
+    call_key,
+    faults_key,
+    fence_key,
+    master_key,
+    undo_key,
+)
 from wakeful.schemas.base import Record
-from wakeful.state.downstreams import Downstream
-
-# The register's keyspace, its own and no role's, under one hash tag ({register}): a write names its
-# log stream beside its records in one atomic step, in one slot of a Redis Cluster.
-#   suppliers:{register}:op:K        string  JSON outcome of one call (registration or payment)
-#   suppliers:{register}:undo:K      string  JSON outcome of undoing the registration made under K
-#   suppliers:{register}:master:S    string  JSON supplier master record: name, verified account
-#   suppliers:{register}:fence:T     string  highest fencing token seen for task T
-#   suppliers:{register}:faults:T    hash    test hook: operation -> "refuse" or a count of failures
-#   suppliers:{register}:log         stream  every record written, in order (field "r": JSON)
-PATTERN = "suppliers:*"
-TAG = "suppliers:{register}"
-LOG = f"{TAG}:log"
-SUPPLIER_ID = r"S-[0-9a-f]{16}"
-CAS_RETRIES = 8  # concurrent writers in a row before a call is refused as unavailable
-_SUPPLIER_ID = re.compile(SUPPLIER_ID)
-
-
-def call_key(op_key: str) -> str:
-    return f"{TAG}:op:{ids.checked(ids.OP_KEY_RE, op_key, 'op key')}"
-
-
-def undo_key(op_key: str) -> str:
-    return f"{TAG}:undo:{ids.checked(ids.OP_KEY_RE, op_key, 'op key')}"
-
-
-def master_key(supplier_id: str) -> str:
-    return f"{TAG}:master:{ids.checked(_SUPPLIER_ID, supplier_id, 'supplier id')}"
-
-
-def fence_key(task_id: str) -> str:
-    return f"{TAG}:fence:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
-
-
-def faults_key(task_id: str) -> str:
-    return f"{TAG}:faults:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
-
 
 ACCOUNT = r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$"  # IBAN-shaped: the workflow checks the checksum
 REFUSE = b"refuse"  # a faults hash value: that operation fails for good
@@ -328,9 +299,3 @@ class Suppliers:
                 except redis.WatchError:
                     continue
         raise DownstreamUnavailable(op_key, task_id, f"{CAS_RETRIES} concurrent writers in a row")
-
-
-# Plain WATCH/MULTI transactions, no Lua: it calls no function.
-DOWNSTREAM = Downstream(
-    "suppliers", PATTERN, ("+get", "+set", "+exists", "+watch", "+hget", "+hincrby", "+xadd", "+xrange")
-)

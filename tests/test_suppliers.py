@@ -16,7 +16,7 @@ from unit.test_onboarding_rules import SCHEDULING, at
 from wakeful.core.settings import Settings
 from wakeful.examples import bank
 from wakeful.examples import onboarding as onb
-from wakeful.examples import suppliers as register_keys
+from wakeful.examples import suppliers_keys as register_keys
 from wakeful.examples.onboarding_tools import (
     PaymentArgs,
     RegisterArgs,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import new_checkpoint
 
-from wakeful.examples import bank, suppliers
+from wakeful.examples import bank, suppliers_keys
 from wakeful.state import keys, last_step
 from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import command_keys, slot
@@ -71,12 +71,12 @@ def test_every_script_and_downstream_transaction_names_keys_of_one_slot(task_id:
             bank.LEDGER,
         ],
         "supplier register": [
-            suppliers.call_key(op),
-            suppliers.undo_key(op),
-            suppliers.master_key("S-0123456789abcdef"),
-            suppliers.fence_key(task_id),
-            suppliers.faults_key(task_id),
-            suppliers.LOG,
+            suppliers_keys.call_key(op),
+            suppliers_keys.undo_key(op),
+            suppliers_keys.master_key("S-0123456789abcdef"),
+            suppliers_keys.fence_key(task_id),
+            suppliers_keys.faults_key(task_id),
+            suppliers_keys.LOG,
         ],
     }
     for name, named in groups.items():

@@ -11,7 +11,7 @@ import pytest
 
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
-from wakeful.examples import bank, suppliers
+from wakeful.examples import bank, suppliers_keys
 from wakeful.state import acl, downstreams, library
 from wakeful.state.downstreams import Downstream
 
@@ -76,7 +76,12 @@ def test_a_bad_downstreams_setting_says_what_to_fix(planted: types.ModuleType, s
 
 
 def test_the_downstreams_keys_stay_outside_the_runtimes_keyspace() -> None:
-    for key in (bank.entry_key("REFUND:t-1:v1"), bank.LEDGER, suppliers.call_key("OP:1"), suppliers.LOG):
+    for key in (
+        bank.entry_key("REFUND:t-1:v1"),
+        bank.LEDGER,
+        suppliers_keys.call_key("OP:1"),
+        suppliers_keys.LOG,
+    ):
         assert not key.startswith("wk:")
     with pytest.raises(ValueError, match="op key"):
         bank.entry_key("a}b")

@@ -12,7 +12,7 @@ from fnmatch import fnmatchcase
 import pytest
 
 from wakeful.core import ids
-from wakeful.examples import bank, suppliers
+from wakeful.examples import bank, suppliers_keys
 from wakeful.state import acl, keys
 
 # The names of every kind of key, and the pattern that grants it (None: granted by exact name).
@@ -36,7 +36,7 @@ KINDS: dict[str, str | None] = {
     "corr": keys.PATTERN_CORR,
     "authority": keys.PATTERN_AUTHORITY,
     "bank": bank.PATTERN,
-    "suppliers": suppliers.PATTERN,
+    "suppliers": suppliers_keys.PATTERN,
     "outbox index": None,
     "deadlines": None,
 }
@@ -66,7 +66,7 @@ def every_key() -> list[tuple[str, str]]:
         *(("authority", k) for k in (keys.AUTH_APPROVERS, keys.AUTH_LIMIT, keys.AUTH_SIGNERS)),
         ("authority", keys.AUTH_POLICY),
         ("bank", bank.LEDGER),
-        ("suppliers", suppliers.LOG),
+        ("suppliers", suppliers_keys.LOG),
     ]
     for word in WORDS:
         built += [(kind, make(word)) for kind, make in TASK_KEYS.items()]
@@ -75,7 +75,7 @@ def every_key() -> list[tuple[str, str]]:
             ("tenant tokens", keys.tenant_tokens(word, "20261201")),
             ("corr", keys.corr(word)),
             ("bank", bank.fence_key(word)),
-            ("suppliers", suppliers.fence_key(word)),
+            ("suppliers", suppliers_keys.fence_key(word)),
         ]
         for event_id in EVENT_WORDS:
             built += [
