@@ -4,12 +4,10 @@ given, `task send` publishes a kind the app accepts (and sends nothing for one i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from cli_run import doc, wakeful
 from contract_app import NOTARY, SIGNED
-from helpers import start_fleet, topic_marks
+from helpers import topic_marks
 
 from wakeful.cli.client import REQUESTER, Client
 from wakeful.core import topics
@@ -19,15 +17,8 @@ from wakeful.schemas import events
 CONTRACT_APP = "contract_app:app"
 
 
-@pytest.fixture(scope="module")
-def workers(client: Client) -> Iterator[Fleet]:
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
-
-
 def test_task_new_with_a_workflow_and_fields_starts_it_awaiting_approval(
-    client: Client, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     result = wakeful(
         "task", "new", "--workflow", "refund", "--field", "amount=2500", "--field", "wait_s=600", "--json"
@@ -45,7 +36,7 @@ def test_task_new_with_a_workflow_and_fields_starts_it_awaiting_approval(
 
 
 def test_task_show_prints_the_waits_and_what_the_apps_own_tool_says_it_did(
-    client: Client, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     task_id, _ = client.new_task(2500)
     waiting = wakeful("task", "show", task_id)
@@ -65,7 +56,7 @@ def test_task_show_prints_the_waits_and_what_the_apps_own_tool_says_it_did(
     )
 
 
-def test_the_refund_shortcuts_keep_working_as_payload_fields(client: Client, workers: Fleet) -> None:
+def test_the_refund_shortcuts_keep_working_as_payload_fields(client: Client, shared_fleet: Fleet) -> None:
     result = wakeful("task", "new", "--amount", "300", "--note", "thanks")
     assert result.returncode == 0, result.stderr
     line = result.stdout.strip()
@@ -74,7 +65,9 @@ def test_the_refund_shortcuts_keep_working_as_payload_fields(client: Client, wor
     assert client.wait_settled(task_id)["amount"] == 300
 
 
-def test_task_send_publishes_the_kind_given_and_prints_its_receipt(client: Client, workers: Fleet) -> None:
+def test_task_send_publishes_the_kind_given_and_prints_its_receipt(
+    client: Client, shared_fleet: Fleet
+) -> None:
     task_id, created = client.new_task(2500)
     assert created["stage"] == "awaiting_approval", created
     result = wakeful(
@@ -86,7 +79,9 @@ def test_task_send_publishes_the_kind_given_and_prints_its_receipt(client: Clien
     assert settled["stage"] == "closed" and settled["approval"]["approver_ref"] == "alice"
 
 
-def test_task_send_exits_1_with_the_reason_when_the_event_is_refused(client: Client, workers: Fleet) -> None:
+def test_task_send_exits_1_with_the_reason_when_the_event_is_refused(
+    client: Client, shared_fleet: Fleet
+) -> None:
     task_id, _ = client.new_task(2500)
     result = wakeful(
         "task", "send", task_id, "--kind", events.APPROVE, "--field", "version=1", "--as", "mallory"
