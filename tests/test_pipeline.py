@@ -32,10 +32,12 @@ from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
 from wakeful.state import wiring
 
+LEASE_TTL_MS = 1500  # a lease held by a killed executor lapses quickly, not in the default 15 s
+
 
 @pytest.fixture(scope="module")
 def workers(client: Client) -> Iterator[Fleet]:
-    fleet = start_fleet(client, model="gullible")
+    fleet = start_fleet(client, model="gullible", lease_ttl_ms=LEASE_TTL_MS)
     yield fleet
     fleet.stop()
 
