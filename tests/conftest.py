@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[first:] = [i for i in rest if i.path in sharing] + [i for i in rest if i.path not in sharing]
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, trylast=True)  # inside output capture: a stopping fleet's lines are the test's
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
     """After the last test of the modules that share the fleet (their own fixtures torn down first),
     the fleet stops: the next module may start a fleet of its own, and one runs per state dir."""
