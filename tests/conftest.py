@@ -131,7 +131,7 @@ class SharedFleet:
     def __init__(self) -> None:
         self.fleet: Fleet | None = None
 
-    def get(self, client: BankClient) -> Fleet:
+    def get(self, client: Client) -> Fleet:
         if self.fleet is not None:
             dead = [m for m in self.fleet.members if not self.fleet.alive(m)]
             if dead:
@@ -163,7 +163,7 @@ def fleets(request: pytest.FixtureRequest) -> Iterator[SharedFleet]:
 
 
 @pytest.fixture()
-def shared_fleet(fleets: SharedFleet, client: BankClient) -> Fleet:
+def shared_fleet(fleets: SharedFleet, client: Client) -> Fleet:
     """The session's fleet (SharedFleet): for tests that need the roles running as `wakeful worker
     all` runs them. A test that needs other settings, or kills processes, starts a fleet of its own."""
     return fleets.get(client)
