@@ -10,12 +10,13 @@ while it runs is refused. Its roles stop when the process that owns it dies, eve
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -224,19 +225,30 @@ def leave_groups(settings: Settings, stopped: Iterable[str], env: Mapping[str, s
             by_group.setdefault(group, []).append(MemberToRemove(group_instance_id=static))
     if not by_group:
         return
-    try:
+    with _quiet_logins(), contextlib.suppress(KafkaError):
         admin = KafkaAdminClient(
             **kafka_auth.kafka_python_config(settings, ADMIN),
             request_timeout_ms=LEAVE_TIMEOUT_MS,
             bootstrap_timeout_ms=LEAVE_TIMEOUT_MS,
         )
-    except KafkaError:
-        return
-    with contextlib.closing(admin), contextlib.suppress(KafkaError):
-        for group, static_members in by_group.items():
-            # One that never joined, or whose session already ended, is an error for that member
-            # alone in the answer: there was nothing to remove.
-            admin.remove_group_members(group, static_members)
+        with contextlib.closing(admin):
+            for group, static_members in by_group.items():
+                # One that never joined, or whose session already ended, is an error for that
+                # member alone in the answer: there was nothing to remove.
+                admin.remove_group_members(group, static_members)
+
+
+@contextlib.contextmanager
+def _quiet_logins() -> Iterator[None]:
+    """kafka-python warns at each login over a plaintext listener (the local stack's): after every
+    fleet's stop, in the demo's or the bench's output, that is noise. Its other warnings stay."""
+    scram = logging.getLogger("kafka.net.sasl.scram")
+    level = scram.level
+    scram.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        scram.setLevel(level)
 
 
 def _logged_start(log: Path) -> bool:
