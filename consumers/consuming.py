@@ -62,7 +62,7 @@ def _membership(settings: Settings, group: str) -> dict[str, Any]:
     if settings.instance_id:
         # Static membership: a restarted process with the same identity takes its partitions back
         # at once instead of waiting out the dead member's session.
-        static = {"group.instance.id": f"{settings.instance_id}-{group}"}
+        static = {"group.instance.id": static_id(settings.instance_id, group)}
     return static | {
         "partition.assignment.strategy": "cooperative-sticky",
         # Longer than a broker restart: a session that times out while the coordinator is away
@@ -70,6 +70,11 @@ def _membership(settings: Settings, group: str) -> dict[str, Any]:
         "session.timeout.ms": CLASSIC_SESSION_S * 1000,
         "heartbeat.interval.ms": 1_000,
     }
+
+
+def static_id(instance_id: str, group: str) -> str:
+    """The group.instance.id of a process with WAKEFUL_INSTANCE_ID `instance_id` in `group`."""
+    return f"{instance_id}-{group}"
 
 
 REJOIN_S = 2 * CLASSIC_SESSION_S  # lost partitions not back by then: the client is replaced (below)

@@ -87,6 +87,16 @@ def role_of_member(name: str) -> str:
     return name.partition(REPLICA_SEP)[0]
 
 
+def instance_id(member: str, env: Mapping[str, str]) -> str:
+    """The WAKEFUL_INSTANCE_ID spawn() gives a member's process (`env`: the one it is started with).
+
+    A stable identity per host, role and replica: a restarted process resumes its partitions at
+    once, and two processes of one role never share an identity (the broker would fence one)."""
+    replica = member.partition(REPLICA_SEP)[2]
+    base = env.get("WAKEFUL_INSTANCE_ID", f"{socket.gethostname()}-supervised")
+    return f"{base}-{replica}" if replica else base
+
+
 def spawn(
     member: str,
     fault_points: Sequence[str],
@@ -100,19 +110,16 @@ def spawn(
     own_group puts it in a process group of its own: if this process dies while the role is paused
     (SIGSTOP), the kernel hangs up and continues the orphaned group, so the paused role ends too.
     """
-    role, _, replica = member.partition(REPLICA_SEP)
+    role = role_of_member(member)
     argv = [sys.executable, "-m", "wakeful.cli.main", "worker", role]
     if fault_points:
         argv += ["--fault", ",".join(fault_points)]
-    # A stable identity per host, role and replica: a restarted process resumes its partitions at
-    # once, and two processes of one role never share an identity (the broker would fence one).
+    parent = os.environ if env is None else env
     child_env = {
-        "WAKEFUL_INSTANCE_ID": f"{socket.gethostname()}-supervised",
-        **(os.environ if env is None else env),
+        **parent,
+        "WAKEFUL_INSTANCE_ID": instance_id(member, parent),
         PARENT_PID_ENV: str(os.getpid()),
     }
-    if replica:
-        child_env["WAKEFUL_INSTANCE_ID"] += f"-{replica}"
     return _forker.submit(
         subprocess.Popen,
         argv,

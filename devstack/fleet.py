@@ -9,12 +9,14 @@ while it runs is refused. Its roles stop when the process that owns it dies, eve
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,15 @@ import psutil
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
-from wakeful.consumers.consuming import CLASSIC_SESSION_S
-from wakeful.consumers.supervisor import ROLES, claim_fleet, members, role_of_member, spawn
+from wakeful.consumers.consuming import CLASSIC_SESSION_S, static_id
+from wakeful.consumers.supervisor import ROLES, claim_fleet, instance_id, members, role_of_member, spawn
 from wakeful.core import kafka_auth
 from wakeful.core.kafka_rights import ADMIN, RIGHTS
 from wakeful.core.log import librdkafka_config
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
+
+LEAVE_TIMEOUT_MS = 5_000  # for the admin's call that takes a stopped fleet out of its groups
 
 
 class Fleet:
@@ -124,10 +128,18 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self.procs:
+            self.leave_groups()
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
         return self.counters()
+
+    def leave_groups(self) -> None:
+        """Take the members, all stopped, out of their groups (leave_groups below), so that the
+        next fleet need not wait for them: stop() does, and so may whoever saw a fleet's owner die
+        without stopping it."""
+        leave_groups(Settings.from_env(self.env), self.members, self.env)
 
     def wait_started(self, timeout: float) -> list[str]:
         """Wait until every process has logged its start (a slow machine may take a while to import
@@ -188,6 +200,55 @@ def wait_for_classic_members_to_go(settings: Settings, timeout: float) -> None:
         return not any(d.type == ConsumerGroupType.CLASSIC and d.members for d in described)
 
     wait_until(classic_members_gone, timeout, interval=1.0)
+
+
+def leave_groups(settings: Settings, stopped: Iterable[str], env: Mapping[str, str]) -> None:
+    """Take members that have stopped (`gate`, `gate#2`, as spawn() started them with `env`) out of
+    their roles' groups, as the admin. A static member does not leave when it stops (KIP-345): its
+    group would keep its partitions for its session, and whatever joins next under another identity
+    (a fleet with fewer replicas, `worker all`, a member of the consumer protocol) would wait up to
+    CLASSIC_SESSION_S for them. Best effort: with the broker away, or a kafka-python without the
+    call (before 3.0), they stay until their sessions end, as they would have anyway."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    try:
+        from kafka.admin import MemberToRemove
+    except ImportError:
+        return
+    if settings.kafka_group_protocol != "classic":
+        return  # KIP-848 members have no static identity: each left its group as it closed
+    by_group: dict[str, list[Any]] = {}
+    for member in stopped:
+        for group in RIGHTS[role_of_member(member)].groups:
+            static = static_id(instance_id(member, env), group)
+            by_group.setdefault(group, []).append(MemberToRemove(group_instance_id=static))
+    if not by_group:
+        return
+    with _quiet_logins(), contextlib.suppress(KafkaError):
+        admin = KafkaAdminClient(
+            **kafka_auth.kafka_python_config(settings, ADMIN),
+            request_timeout_ms=LEAVE_TIMEOUT_MS,
+            bootstrap_timeout_ms=LEAVE_TIMEOUT_MS,
+        )
+        with contextlib.closing(admin):
+            for group, static_members in by_group.items():
+                # One that never joined, or whose session already ended, is an error for that
+                # member alone in the answer: there was nothing to remove.
+                admin.remove_group_members(group, static_members)
+
+
+@contextlib.contextmanager
+def _quiet_logins() -> Iterator[None]:
+    """kafka-python warns at each login over a plaintext listener (the local stack's): after every
+    fleet's stop, in the demo's or the bench's output, that is noise. Its other warnings stay."""
+    scram = logging.getLogger("kafka.net.sasl.scram")
+    level = scram.level
+    scram.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        scram.setLevel(level)
 
 
 def _logged_start(log: Path) -> bool:

@@ -1,26 +1,32 @@
 """Shared fixtures: the real Kafka and Redis that `wakeful dev up` starts (or that the
-environment names). A missing server is a loud failure that says how to start it, never a skip."""
+environment names), and one fleet of role processes for the modules that need no fleet of their
+own. A missing server is a loud failure that says how to start it, never a skip."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+import warnings
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import hypothesis
 import pytest
 import redis
-from helpers import BankClient
+from helpers import BankClient, start_fleet
 
 from wakeful.consumers import wiring
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
+from wakeful.devstack.client import Client
+from wakeful.devstack.fleet import Fleet
 from wakeful.state import acl
 from wakeful.state.lease import Leases
 from wakeful.state.store import Store
 
 START_HINT = "Start the local stack with `wakeful dev up` (or run `bash scripts/test`)."
 UNIT = Path(__file__).parent / "unit"
+SHARED = "shared_fleet"  # the fixture of the session's one fleet (SharedFleet)
 
 # Speed is measured by benchmarks, never by timed assertions: a property test on a loaded machine
 # is not a failure for being slow.
@@ -29,12 +35,34 @@ hypothesis.settings.load_profile("wakeful")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test under tests/unit is a `unit` test: `python -m pytest -m unit` runs the pure tier,
-    `-m "not unit"` the tests that need the stack (tests/unit/conftest.py keeps the tier pure)."""
+    `-m "not unit"` the tests that need the stack (tests/unit/conftest.py keeps the tier pure).
+
+    The modules that use the shared fleet run one after another, from where the first of them is,
+    so that it starts once; each module's tests keep their order."""
     for item in items:
         if item.path.is_relative_to(UNIT):
             item.add_marker(pytest.mark.unit)
+    sharing = {item.path for item in items if SHARED in getattr(item, "fixturenames", ())}
+    config.stash[SHARING] = sharing
+    first = next((i for i, item in enumerate(items) if item.path in sharing), len(items))
+    rest = items[first:]
+    items[first:] = [i for i in rest if i.path in sharing] + [i for i in rest if i.path not in sharing]
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)  # inside output capture: a stopping fleet's lines are the test's
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    """After the last test of the modules that share the fleet (their own fixtures torn down first),
+    the fleet stops: the next module may start a fleet of its own, and one runs per state dir."""
+    try:
+        return (yield)
+    finally:
+        shared = item.config.stash.get(FLEETS, None)
+        if shared is not None and (
+            nextitem is None or nextitem.path not in item.config.stash.get(SHARING, set())
+        ):
+            shared.stop()
 
 
 @pytest.fixture(scope="session")
@@ -93,3 +121,50 @@ def client(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator
     c.reset_authority()
     yield c
     c.close()
+
+
+class SharedFleet:
+    """One process per role with the default settings, started for the first test that asks for it
+    and kept for every module that uses it, instead of one fleet per module (each start costs
+    seconds). A test on it may stop and start a role again, as long as it leaves the fleet whole:
+    one that lost a process is replaced before the next test, with a warning that names it."""
+
+    def __init__(self) -> None:
+        self.fleet: Fleet | None = None
+
+    def get(self, client: Client) -> Fleet:
+        if self.fleet is not None:
+            dead = [m for m in self.fleet.members if not self.fleet.alive(m)]
+            if dead:
+                warnings.warn(
+                    f"the shared fleet lost {', '.join(dead)} (logs in {self.fleet.dir}): a fresh one "
+                    "takes its place",
+                    stacklevel=1,
+                )
+                self.stop()
+        if self.fleet is None:
+            self.fleet = start_fleet(client)
+        return self.fleet
+
+    def stop(self) -> None:
+        if self.fleet is not None:
+            fleet, self.fleet = self.fleet, None
+            fleet.stop()
+
+
+FLEETS = pytest.StashKey[SharedFleet]()
+SHARING = pytest.StashKey[set[Path]]()  # the modules with a test that uses the shared fleet
+
+
+@pytest.fixture(scope="session")
+def fleets(request: pytest.FixtureRequest) -> Iterator[SharedFleet]:
+    shared = request.config.stash[FLEETS] = SharedFleet()
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture()
+def shared_fleet(fleets: SharedFleet, client: Client) -> Fleet:
+    """The session's fleet (SharedFleet): for tests that need the roles running as `wakeful worker
+    all` runs them. A test that needs other settings, or kills processes, starts a fleet of its own."""
+    return fleets.get(client)

@@ -129,8 +129,12 @@ def start_fleet(
     if lease_ttl_ms is not None:
         env["WAKEFUL_LEASE_TTL_MS"] = str(lease_ttl_ms)
     fleet = Fleet(env).start()
-    warm, _ = client.new_task(10)
-    client.wait_settled(warm, 60)
+    try:
+        warm, _ = client.new_task(10)
+        client.wait_settled(warm, 60)
+    except BaseException:  # a fleet that never warmed up is stopped here: no fixture would stop it
+        fleet.stop()
+        raise
     return fleet
 
 

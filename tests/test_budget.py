@@ -14,6 +14,8 @@ from confluent_kafka import Consumer, Message, Producer
 from helpers import StandInConsumer, role_message
 from hypothesis import given
 from hypothesis import strategies as st
+from redis.backoff import NoBackoff
+from redis.retry import Retry as RedisRetry
 
 from wakeful.consumers.handling import TRANSIENT
 from wakeful.consumers.models import Proposal
@@ -274,9 +276,10 @@ def test_a_proposer_whose_redis_is_down_waits_instead_of_calling_the_model(
 ) -> None:
     model = CountingModel(tokens=1)
     proposer, sent = proposer_for(settings, model, Limits(task=100, tenant=0))
+    # Nothing listens; the client's own reconnects, backing off for seconds, are not the proposer's.
     proposer.budget.redis = redis.Redis(
-        port=1, socket_connect_timeout=0.5, socket_timeout=0.5
-    )  # nothing listens
+        port=1, socket_connect_timeout=0.5, socket_timeout=0.5, retry=RedisRetry(NoBackoff(), 0)
+    )
     with pytest.raises(redis.ConnectionError) as info:
         proposer.handle(request(settings, task_id))
     assert isinstance(info.value, TRANSIENT)

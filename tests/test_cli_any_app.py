@@ -4,30 +4,21 @@ given, `task send` publishes a kind the app accepts (and sends nothing for one i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from cli_run import doc, wakeful
 from contract_app import NOTARY, SIGNED
-from helpers import BankClient, start_fleet, topic_marks
+from helpers import BankClient, topic_marks
 
 from wakeful.core import topics
-from wakeful.devstack.client import REQUESTER
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
 
 CONTRACT_APP = "contract_app:app"
 
 
-@pytest.fixture(scope="module")
-def workers(client: BankClient) -> Iterator[Fleet]:
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
-
-
 def test_task_new_with_a_workflow_and_fields_starts_it_awaiting_approval(
-    client: BankClient, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     result = wakeful(
         "task", "new", "--workflow", "refund", "--field", "amount=2500", "--field", "wait_s=600", "--json"
@@ -45,7 +36,7 @@ def test_task_new_with_a_workflow_and_fields_starts_it_awaiting_approval(
 
 
 def test_task_show_prints_the_waits_and_what_the_apps_own_tool_says_it_did(
-    client: BankClient, workers: Fleet
+    client: BankClient, shared_fleet: Fleet
 ) -> None:
     task_id, _ = client.new_task(2500)
     waiting = wakeful("task", "show", task_id)
@@ -65,7 +56,7 @@ def test_task_show_prints_the_waits_and_what_the_apps_own_tool_says_it_did(
     )
 
 
-def test_the_refund_shortcuts_keep_working_as_payload_fields(client: BankClient, workers: Fleet) -> None:
+def test_the_refund_shortcuts_keep_working_as_payload_fields(client: Client, shared_fleet: Fleet) -> None:
     result = wakeful("task", "new", "--amount", "300", "--note", "thanks")
     assert result.returncode == 0, result.stderr
     line = result.stdout.strip()
@@ -75,7 +66,7 @@ def test_the_refund_shortcuts_keep_working_as_payload_fields(client: BankClient,
 
 
 def test_task_send_publishes_the_kind_given_and_prints_its_receipt(
-    client: BankClient, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     task_id, created = client.new_task(2500)
     assert created["stage"] == "awaiting_approval", created
@@ -89,7 +80,7 @@ def test_task_send_publishes_the_kind_given_and_prints_its_receipt(
 
 
 def test_task_send_exits_1_with_the_reason_when_the_event_is_refused(
-    client: BankClient, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     task_id, _ = client.new_task(2500)
     result = wakeful(
@@ -100,7 +91,7 @@ def test_task_send_exits_1_with_the_reason_when_the_event_is_refused(
 
 
 def test_task_send_of_a_kind_the_app_does_not_know_is_refused_before_anything_is_sent(
-    client: BankClient, kafka_bootstrap: str
+    client: Client, kafka_bootstrap: str
 ) -> None:
     task_id, _ = client.new_task(10)
     before = topic_marks(kafka_bootstrap, topics.EVENTS)
@@ -128,7 +119,7 @@ def test_task_send_of_a_kind_the_app_does_not_know_is_refused_before_anything_is
     ids=" ".join,
 )
 def test_a_bad_app_stops_the_command_in_one_line_before_it_does_anything(
-    argv: list[str], client: BankClient, kafka_bootstrap: str
+    argv: list[str], client: Client, kafka_bootstrap: str
 ) -> None:
     before = topic_marks(kafka_bootstrap, topics.EVENTS)
     result = wakeful(*argv, "--app", "not.a:module")
@@ -140,7 +131,7 @@ def test_a_bad_app_stops_the_command_in_one_line_before_it_does_anything(
     assert client.authority.signer("key-nobody") is None
 
 
-def test_a_signer_added_with_a_tenant_is_read_back_with_it(client: BankClient, unique: str) -> None:
+def test_a_signer_added_with_a_tenant_is_read_back_with_it(client: Client, unique: str) -> None:
     principal = f"crm-{unique}"
     result = wakeful(
         "authority", "signers", "add", principal, "--kinds", "task.create,task.run", "--tenant", "acme"
@@ -162,9 +153,7 @@ def test_a_signer_added_with_a_tenant_is_read_back_with_it(client: BankClient, u
         (client.keystore() / f"{principal}.key").unlink(missing_ok=True)
 
 
-def test_a_signer_for_an_apps_own_kind_is_registered_only_under_that_app(
-    client: BankClient, unique: str
-) -> None:
+def test_a_signer_for_an_apps_own_kind_is_registered_only_under_that_app(client: Client, unique: str) -> None:
     principal = f"notary-{unique}"
     refused = wakeful("authority", "signers", "add", principal, "--kinds", SIGNED)
     assert refused.returncode == 2 and "unknown event kinds" in refused.stderr, refused.stderr
@@ -179,9 +168,7 @@ def test_a_signer_for_an_apps_own_kind_is_registered_only_under_that_app(
         (client.keystore() / f"{principal}.key").unlink(missing_ok=True)
 
 
-def test_authority_init_registers_a_signer_for_each_principal_the_apps_workflows_name(
-    client: BankClient,
-) -> None:
+def test_authority_init_registers_a_signer_for_each_principal_the_apps_workflows_name(client: Client) -> None:
     client.authority.remove_signer(f"key-{NOTARY}")
     result = wakeful("authority", "init", "--app", CONTRACT_APP)
     assert result.returncode == 0, result.stderr

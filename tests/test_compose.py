@@ -2,11 +2,12 @@
 
 What a role needs is read from the code, not from a list kept here: each role's main() is run
 against settings that name no keyring and no Redis passwords, and every file it stops for is a
-secret it needs; those runs take most of a minute, too long for the unit tier. The Redis users the
-init service makes are checked by running compose/init_secrets.py and Debian's redis-server with
-the very commands, environment and volume paths of the compose file, named volumes standing in as
-directories and each service's mounts as links to them. What the file says on its own, and what
-the init service writes: tests/unit/test_compose_file.py.
+secret it needs; their Kafka clients try a broker (where nothing listens), which no test of the
+unit tier may. The Redis users the init service makes are checked by running
+compose/init_secrets.py and Debian's redis-server with the very commands, environment and volume
+paths of the compose file, named volumes standing in as directories and each service's mounts as
+links to them. What the file says on its own, and what the init service writes:
+tests/unit/test_compose_file.py.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from compose_file import (
     service_settings,
 )
 
+from wakeful.consumers import producing
 from wakeful.consumers.supervisor import ROLES
 from wakeful.core import kafka_auth, provenance
 from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
@@ -87,20 +89,25 @@ def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
     }
     main = importlib.import_module(f"wakeful.consumers.{role}").main
     asked: set[str] = set()
-    for _ in range(len(SECRETS) + 1):
-        settings = Settings.from_env(env)
-        stop = threading.Event()
-        stop.set()  # build everything, then return at once
-        try:
-            main(settings, stop)
-        except WakefulError as exc:
-            secret = asked_for(settings, exc)
-            if secret is None or secret in asked:
-                raise
-            asked.add(secret)
-            make_secret(settings, secret)
-        else:
-            return frozenset(asked)
+    with pytest.MonkeyPatch.context() as patch:
+        # The dlq's size limit, read from a broker that is not there, would be None after its
+        # 10 s timeout: None at once. It asks for no secret of its own (the role's Kafka
+        # credential is read before it, for the producer's config).
+        patch.setattr(producing, "topic_max_message_bytes", lambda *_args, **_kw: None)
+        for _ in range(len(SECRETS) + 1):
+            settings = Settings.from_env(env)
+            stop = threading.Event()
+            stop.set()  # build everything, then return at once
+            try:
+                main(settings, stop)
+            except WakefulError as exc:
+                secret = asked_for(settings, exc)
+                if secret is None or secret in asked:
+                    raise
+                asked.add(secret)
+                make_secret(settings, secret)
+            else:
+                return frozenset(asked)
     raise AssertionError(f"{role}: main() kept stopping for secrets it had been given")
 
 

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import threading
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
-from helpers import kafka_as, kcat, kcat_sasl, start_fleet, topic_marks, wait_letter
+from helpers import kafka_as, kcat, kcat_sasl, topic_marks, wait_letter
 
 from wakeful.consumers.consuming import consumer_config
 from wakeful.consumers.producing import make_producer
@@ -39,13 +38,6 @@ from wakeful.schemas.events import SignedEvent
 
 GARBAGE_BYTES = 400 * 1024
 DEADLINE_S = 90.0  # a shared 2-core machine: outcomes are waited for, generously
-
-
-@pytest.fixture(scope="module")
-def workers(client: Client) -> Iterator[Fleet]:
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
 
 
 def create_event(client: Client) -> SignedEvent:
@@ -93,7 +85,7 @@ def assert_digest(letter: dict[str, Any] | None, garbage: bytes, partition: int,
 
 
 def test_oversize_garbage_on_events_is_dead_lettered_as_a_digest_and_intake_continues(
-    client: Client, workers: Fleet, kafka_bootstrap: str
+    client: Client, shared_fleet: Fleet, kafka_bootstrap: str
 ) -> None:
     garbage = b"\xff" * GARBAGE_BYTES
     # The premise: the broker takes it (the topic's limit is the broker's 1 MiB default), and as
@@ -117,7 +109,7 @@ def test_oversize_garbage_on_events_is_dead_lettered_as_a_digest_and_intake_cont
 
 
 def test_garbage_sent_by_kcat_is_dead_lettered_and_the_partition_reads_on(
-    client: Client, workers: Fleet, kafka_bootstrap: str, tmp_path: Path
+    client: Client, shared_fleet: Fleet, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     garbage = b"\xff" * GARBAGE_BYTES + uuid.uuid4().hex.encode()  # a digest of its own
     (tmp_path / "garbage").write_bytes(garbage)
@@ -198,7 +190,7 @@ def test_an_input_whose_output_kafka_refuses_for_good_is_dead_lettered_and_the_n
 
 
 def test_a_role_stuck_retrying_stops_on_sigterm_and_loses_nothing(
-    client: Client, workers: Fleet, kafka_bootstrap: str
+    client: Client, shared_fleet: Fleet, kafka_bootstrap: str
 ) -> None:
     """Redis refuses writes (out of memory): inbound retries the rejection's receipt. SIGTERM still
     stops it at once; the restarted role reads the batch again and writes the receipt."""
@@ -209,11 +201,11 @@ def test_a_role_stuck_retrying_stops_on_sigterm_and_loses_nothing(
         task_id=f"t-dlq-old-{uuid.uuid4().hex[:8]}",
         issued_at=datetime.now(UTC) - timedelta(hours=2),
     )
-    log = workers.dir / "inbound.log"
+    log = shared_fleet.dir / "inbound.log"
     seen = log.stat().st_size if log.exists() else 0
     admin = client.admin
     limit = str(admin.config_get("maxmemory")["maxmemory"])
-    proc = workers.procs["inbound"]
+    proc = shared_fleet.procs["inbound"]
     try:
         admin.config_set("maxmemory", 1)
         publish(kafka_bootstrap, 0, (old.task_id or "").encode(), old.encode())
@@ -231,7 +223,7 @@ def test_a_role_stuck_retrying_stops_on_sigterm_and_loses_nothing(
     finally:
         admin.config_set("maxmemory", limit)
         if proc.poll() is not None:
-            workers.start_role("inbound")
+            shared_fleet.start_role("inbound")
     receipt = client.receipt(old.event_id, old.task_id, timeout=DEADLINE_S, key_id=old.key_id)
     assert receipt["status"] == "rejected" and receipt["reason"].startswith("event is too old")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -21,7 +20,6 @@ from helpers import (
     produce,
     refund_proposal,
     role_message,
-    start_fleet,
     topic_marks,
     wait_dead_letter,
     wait_letter,
@@ -44,19 +42,12 @@ from wakeful.state import acl, keys
 SETTLE_S = 90.0
 
 
-@pytest.fixture(scope="module")
-def fleet(client: Client) -> Iterator[Fleet]:
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
-
-
 def _receipt(client: Client, event: SignedEvent, task_id: str) -> dict[str, Any]:
     return client.receipt(event.event_id, task_id, timeout=SETTLE_S, key_id=event.key_id)
 
 
 def test_an_event_id_taken_by_another_signer_does_not_drop_the_genuine_event(
-    client: Client, fleet: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     task_id, created = client.new_task(2500)
     assert created["stage"] == Stage.AWAITING_APPROVAL.value
@@ -79,7 +70,7 @@ def test_an_event_id_taken_by_another_signer_does_not_drop_the_genuine_event(
 
 @pytest.mark.parametrize("forged", ["close", "approval"])
 def test_a_runtime_message_id_cannot_be_preloaded_into_a_tasks_inbox(
-    client: Client, fleet: Fleet, forged: str
+    client: Client, shared_fleet: Fleet, forged: str
 ) -> None:
     task_id, _ = client.new_task(2500)
     approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
@@ -103,7 +94,7 @@ def test_a_runtime_message_id_cannot_be_preloaded_into_a_tasks_inbox(
 
 
 def test_two_events_with_one_id_in_one_batch_apply_once_and_the_second_writes_nothing(
-    client: Client, fleet: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     bootstrap = client.settings.kafka_bootstrap
     dlq, requests = topic_marks(bootstrap, topics.DLQ), topic_marks(bootstrap, topics.PROPOSALS_REQUEST)

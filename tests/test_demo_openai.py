@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import pytest
+from test_demo import LEASE_TTL_MS
 
 from wakeful.core.settings import Settings
 from wakeful.devstack.model_server import ChatServer, Reply, Request, scripted
@@ -34,6 +35,7 @@ def demo_on_openai(*args: str) -> tuple[subprocess.CompletedProcess[str], list[d
             "WAKEFUL_MODEL": "openai",
             "WAKEFUL_MODEL_URL": server.url,
             "WAKEFUL_MODEL_NAME": "scripted",
+            "WAKEFUL_LEASE_TTL_MS": LEASE_TTL_MS,
         }
         result = subprocess.run(
             [sys.executable, "-m", "wakeful.cli.main", "demo", *args],

@@ -6,12 +6,11 @@ state. The rules themselves: tests/unit/test_ids.py."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 from confluent_kafka import Producer
-from helpers import kafka_as, start_fleet, topic_marks, wait_letter
+from helpers import kafka_as, topic_marks, wait_letter
 from unit.test_ids import attacker_event
 
 from wakeful.core import topics
@@ -28,13 +27,6 @@ def letter_of(event_id: str) -> Callable[[dict[str, Any]], bool]:
     return lambda letter: letter.get("source") == "inbound" and event_id in letter.get("raw", "")
 
 
-@pytest.fixture(scope="module")
-def workers(client: Client) -> Iterator[Fleet]:
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
-
-
 def test_redis_refuses_writes_when_full_instead_of_evicting_state(client: Client) -> None:
     config = {str(k): str(v) for k, v in client.admin.config_get("maxmemory*").items()}
     assert config["maxmemory-policy"] == "noeviction"
@@ -42,7 +34,7 @@ def test_redis_refuses_writes_when_full_instead_of_evicting_state(client: Client
 
 
 def test_outside_ids_never_name_a_redis_key_and_a_genuine_event_still_gets_its_receipt(
-    client: Client, workers: Fleet, kafka_bootstrap: str
+    client: Client, shared_fleet: Fleet, kafka_bootstrap: str
 ) -> None:
     since = topic_marks(kafka_bootstrap, topics.DLQ)
     mark = uuid.uuid4().hex

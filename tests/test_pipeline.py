@@ -22,7 +22,7 @@ from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import REQUESTER
+from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
@@ -32,10 +32,12 @@ from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
 
+LEASE_TTL_MS = 1500  # a lease held by a killed executor lapses quickly, not in the default 15 s
+
 
 @pytest.fixture(scope="module")
-def workers(client: BankClient) -> Iterator[Fleet]:
-    fleet = start_fleet(client, model="gullible")
+def workers(client: Client) -> Iterator[Fleet]:
+    fleet = start_fleet(client, model="gullible", lease_ttl_ms=LEASE_TTL_MS)
     yield fleet
     fleet.stop()
 
@@ -77,7 +79,7 @@ def publish_raw(bootstrap: str, key: str, value: bytes, copies: int = 1) -> None
 # ---- the demo's story, one test per step ----------------------------------------------------
 
 
-def test_task_that_needs_approval_is_refused_before_approval(client: BankClient, workers: Fleet) -> None:
+def test_task_that_needs_approval_is_refused_before_approval(client: Client, workers: Fleet) -> None:
     task_id, created = client.new_task(2500)
     assert created["stage"] == "awaiting_approval"
     before = client.show(task_id)
@@ -88,14 +90,14 @@ def test_task_that_needs_approval_is_refused_before_approval(client: BankClient,
     assert shown["state_version"] == before["state_version"]  # a refused event writes nothing
 
 
-def test_wrong_approver_is_rejected(client: BankClient, workers: Fleet) -> None:
+def test_wrong_approver_is_rejected(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     receipt = client.approve(task_id, "mallory", 1)
     assert (receipt["status"], receipt["reason"]) == ("rejected", "not an authorised approver")
     assert client.show(task_id)["stage"] == "awaiting_approval"
 
 
-def test_right_approval_runs_the_task_once(client: BankClient, workers: Fleet) -> None:
+def test_right_approval_runs_the_task_once(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     assert client.approve(task_id, "alice", 1)["status"] == "accepted"
     shown = client.wait_settled(task_id)
@@ -120,7 +122,7 @@ def test_no_duplicate_refund_when_executor_dies_after_downstream_call(
     assert shown["external_refs"]["ledger_entry"] == shown["ledger"][0]["entry_id"]
 
 
-def test_amended_task_rejects_its_stale_approval(client: BankClient, workers: Fleet) -> None:
+def test_amended_task_rejects_its_stale_approval(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     assert client.amend(task_id, 3000)["version"] == 2
     receipt = client.approve(task_id, "alice", 1)
@@ -131,9 +133,7 @@ def test_amended_task_rejects_its_stale_approval(client: BankClient, workers: Fl
     assert [e["amount"] for e in client.wait_settled(task_id)["ledger"]] == [3000]
 
 
-def test_instruction_planted_in_evidence_is_blocked_into_needs_review(
-    client: BankClient, workers: Fleet
-) -> None:
+def test_instruction_planted_in_evidence_is_blocked_into_needs_review(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(300, note=INJECTION)
     shown = client.wait_settled(task_id)
     assert shown["stage"] == "needs_review"
@@ -145,7 +145,7 @@ def test_instruction_planted_in_evidence_is_blocked_into_needs_review(
 
 
 def test_forged_expired_unknown_key_and_malformed_events_go_to_dlq_and_cause_no_transition(
-    client: BankClient, workers: Fleet, kafka_bootstrap: str
+    client: Client, workers: Fleet, kafka_bootstrap: str
 ) -> None:
     start = end_offsets(kafka_bootstrap, topics.DLQ)
     requester = client.signer(REQUESTER)
@@ -192,7 +192,7 @@ def test_forged_expired_unknown_key_and_malformed_events_go_to_dlq_and_cause_no_
 
 
 def test_same_event_delivered_ten_times_causes_one_transition(
-    client: BankClient, workers: Fleet, kafka_bootstrap: str
+    client: Client, workers: Fleet, kafka_bootstrap: str
 ) -> None:
     task_id, _ = client.new_task(2500)
     before = client.show(task_id)["state_version"]
@@ -207,7 +207,7 @@ def test_same_event_delivered_ten_times_causes_one_transition(
 
 
 def test_events_from_the_pure_python_publisher_reach_the_same_consumer(
-    client: BankClient, workers: Fleet
+    client: Client, workers: Fleet
 ) -> None:
     bootstrap = client.settings.kafka_bootstrap
     publisher = KafkaPythonPublisher(bootstrap, security=kafka_python_as(bootstrap, UPSTREAM))
@@ -224,7 +224,7 @@ def test_events_from_the_pure_python_publisher_reach_the_same_consumer(
 # ---- authority read live, waits that end ----------------------------------------------------
 
 
-def test_approval_for_an_old_version_is_refused(client: BankClient, workers: Fleet) -> None:
+def test_approval_for_an_old_version_is_refused(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(5000)
     client.amend(task_id, 4000)
     client.amend(task_id, 4500)
@@ -232,9 +232,7 @@ def test_approval_for_an_old_version_is_refused(client: BankClient, workers: Fle
     assert receipt["reason"] == "approval is for version 2, task is now version 3"
 
 
-def test_approver_revoked_while_the_task_waits_is_refused_at_resume(
-    client: BankClient, workers: Fleet
-) -> None:
+def test_approver_revoked_while_the_task_waits_is_refused_at_resume(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     client.authority.remove_approver("bob")
     try:
@@ -244,9 +242,7 @@ def test_approver_revoked_while_the_task_waits_is_refused_at_resume(
     assert (receipt["status"], receipt["reason"]) == ("rejected", "not an authorised approver")
 
 
-def test_approver_revoked_after_approving_is_refused_by_the_executor(
-    client: BankClient, workers: Fleet
-) -> None:
+def test_approver_revoked_after_approving_is_refused_by_the_executor(client: Client, workers: Fleet) -> None:
     workers.stop_role("executor")
     try:
         task_id, _ = client.new_task(2500)
@@ -262,7 +258,7 @@ def test_approver_revoked_after_approving_is_refused_by_the_executor(
     assert shown["ledger"] == []
 
 
-def test_passed_deadline_escalates(client: BankClient, workers: Fleet) -> None:
+def test_passed_deadline_escalates(client: Client, workers: Fleet) -> None:
     task_id, _ = client.new_task(2500, wait_s=1)
     shown = client.wait_stage(task_id, {Stage.NEEDS_REVIEW}, timeout=30)
     assert shown["stage"] == "needs_review"
@@ -274,7 +270,7 @@ def test_passed_deadline_escalates(client: BankClient, workers: Fleet) -> None:
 
 
 def test_two_gates_woken_for_the_same_task_apply_the_event_once(
-    client: BankClient, workers: Fleet, settings: Settings
+    client: Client, workers: Fleet, settings: Settings
 ) -> None:
     task_id, _ = client.new_task(2500)
     # Without an executor the task stays where the gates leave it, however long their clients take
@@ -329,7 +325,7 @@ def test_two_gates_woken_for_the_same_task_apply_the_event_once(
 
 
 def test_proposal_for_a_stale_version_is_refused(
-    client: BankClient, workers: Fleet, kafka_bootstrap: str
+    client: Client, workers: Fleet, kafka_bootstrap: str
 ) -> None:
     task_id, _ = client.new_task(2500)
     client.amend(task_id, 2400)

@@ -5,11 +5,9 @@ another tenant's task goes on. One process per role, the real Kafka and Redis.""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from helpers import start_fleet
 
 from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
@@ -22,15 +20,14 @@ TASK_TOKENS, TENANT_TOKENS = 200_000, 5_000_000  # the settings' defaults, which
 SMALL = 10  # under the approval limit: the task goes straight to a proposal
 
 
-@pytest.fixture(scope="module")
-def workers(client: Client) -> Iterator[Fleet]:
+@pytest.fixture(scope="module", autouse=True)
+def spender(client: Client) -> None:
     client.add_signer(SPENDER, (events.CREATE,), tenant="initech")
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
 
 
-def test_a_task_whose_token_budget_is_spent_is_parked_with_the_reason(client: Client, workers: Fleet) -> None:
+def test_a_task_whose_token_budget_is_spent_is_parked_with_the_reason(
+    client: Client, shared_fleet: Fleet
+) -> None:
     task_id = f"t-{uuid.uuid4().hex[:12]}"
     client.admin.xadd(keys.spent(task_id), {"n": TASK_TOKENS}, id=f"{TASK_TOKENS}-0")
     client.create({"amount": SMALL, "currency": "EUR"}, task_id=task_id)
@@ -44,7 +41,7 @@ def test_a_task_whose_token_budget_is_spent_is_parked_with_the_reason(client: Cl
 
 
 def test_a_tenant_whose_daily_budget_is_spent_is_parked_while_another_tenant_goes_on(
-    client: Client, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     account = Account.at("any", "initech", datetime.now(UTC))
     day = account.tenant_key
@@ -60,7 +57,9 @@ def test_a_tenant_whose_daily_budget_is_spent_is_parked_while_another_tenant_goe
         client.admin.delete(day)
 
 
-def test_a_task_run_by_a_model_that_reports_no_tokens_shows_none_used(client: Client, workers: Fleet) -> None:
+def test_a_task_run_by_a_model_that_reports_no_tokens_shows_none_used(
+    client: Client, shared_fleet: Fleet
+) -> None:
     task_id, _ = client.new_task(SMALL)
     shown = client.wait_settled(task_id)
     assert shown["stage"] == "closed"

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 import redis
 from helpers import CHAOS_S, bump_attempts, chaos_report, command, new_checkpoint, start_fleet
+from test_pipeline import LEASE_TTL_MS
 
 from wakeful.consumers import wiring
 from wakeful.core import process, secrets
@@ -86,7 +87,7 @@ def redis_client(settings: Settings) -> Iterator[redis.Redis]:
 
 @pytest.fixture(scope="module")
 def workers(client: Client, cluster_env: dict[str, str]) -> Iterator[Fleet]:
-    fleet = start_fleet(client, model="gullible", env=cluster_env)
+    fleet = start_fleet(client, model="gullible", lease_ttl_ms=LEASE_TTL_MS, env=cluster_env)
     yield fleet
     fleet.stop()
 

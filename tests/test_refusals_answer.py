@@ -5,12 +5,11 @@ End to end against the stack `wakeful dev up` starts."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Message, Producer
-from helpers import gate_for, inbound_wake, raw_kafka, role_message, start_fleet
+from helpers import gate_for, inbound_wake, raw_kafka, role_message
 
 from wakeful.consumers.inbound import Inbound
 from wakeful.core import topics
@@ -26,16 +25,9 @@ from wakeful.state import acl, keys
 ANSWER_S = 20.0  # far below the 30 s a sender waited before
 
 
-@pytest.fixture(scope="module")
-def fleet(client: Client) -> Iterator[Fleet]:
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
-
-
 @pytest.mark.parametrize("amount", [2**64, 10**30, 10**4000])
 def test_a_create_with_an_amount_past_64_bits_is_answered_and_makes_no_task(
-    client: Client, fleet: Fleet, amount: int
+    client: Client, shared_fleet: Fleet, amount: int
 ) -> None:
     task_id = f"t-{uuid.uuid4().hex[:12]}"
     event = client.send(REQUESTER, events.CREATE, {"amount": amount, "currency": "EUR"}, task_id=task_id)
@@ -47,7 +39,7 @@ def test_a_create_with_an_amount_past_64_bits_is_answered_and_makes_no_task(
 
 
 def test_an_amend_or_approval_carrying_a_huge_number_is_answered_and_changes_nothing(
-    client: Client, fleet: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     task_id, _ = client.new_task(2500)
     before = client.show(task_id)
@@ -121,7 +113,9 @@ def test_the_sender_of_an_event_inbound_failed_on_gets_a_rejected_receipt_and_a_
     assert not client.admin.exists(keys.receipt(forged.event_id, task_id, key_id=forged.key_id))
 
 
-def test_a_refused_approval_delivered_again_later_is_not_decided_again(client: Client, fleet: Fleet) -> None:
+def test_a_refused_approval_delivered_again_later_is_not_decided_again(
+    client: Client, shared_fleet: Fleet
+) -> None:
     # Refused because it names version 2 while the task is at version 1; after an amendment makes
     # the task version 2, the same signed wake (redelivered, or replayed by whoever can write to
     # wakeful.wake) must not approve it: a refusal leaves nothing on the task but its receipt.

@@ -5,11 +5,10 @@ task with its reason instead of being retried forever."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import orjson
 import pytest
-from helpers import new_checkpoint, start_fleet
+from helpers import new_checkpoint
 
 from wakeful.core.errors import UnreadableState
 from wakeful.core.settings import Settings
@@ -23,15 +22,8 @@ from wakeful.state.store import Store
 QUICK = 10.0  # seconds: an answer that is "immediate" for a CLI user, with room for a busy machine
 
 
-@pytest.fixture(scope="module")
-def fleet(client: Client) -> Iterator[Fleet]:
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
-
-
 def test_running_a_closed_task_again_gets_an_immediate_rejection_saying_it_is_closed(
-    client: Client, fleet: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     task_id, _ = client.new_task(300)
     assert client.wait_settled(task_id)["stage"] == "closed"
@@ -44,7 +36,7 @@ def test_running_a_closed_task_again_gets_an_immediate_rejection_saying_it_is_cl
     assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
 
 
-def test_approval_for_a_closed_task_is_rejected_and_pays_nothing(client: Client, fleet: Fleet) -> None:
+def test_approval_for_a_closed_task_is_rejected_and_pays_nothing(client: Client, shared_fleet: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     assert client.approve(task_id, "alice", 1)["status"] == "accepted"
     assert client.wait_settled(task_id)["stage"] == "closed"
@@ -55,7 +47,7 @@ def test_approval_for_a_closed_task_is_rejected_and_pays_nothing(client: Client,
 
 
 def test_refused_duplicate_create_leaves_the_existing_tasks_evidence_untouched(
-    client: Client, fleet: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     task_id, first = client.new_task(2500, note="the parcel arrived broken")
     assert first["status"] == "accepted"
@@ -95,7 +87,7 @@ def test_checkpoint_no_migration_can_read_is_quarantined_with_its_reason(
 
 
 def test_event_for_a_task_with_an_unreadable_schema_gets_a_receipt_not_endless_retries(
-    client: Client, fleet: Fleet, settings: Settings, gate_store: Store
+    client: Client, shared_fleet: Fleet, settings: Settings, gate_store: Store
 ) -> None:
     task_id, _ = client.new_task(2500)
     _reseal_with_schema(settings, gate_store, task_id, 99)
@@ -105,7 +97,7 @@ def test_event_for_a_task_with_an_unreadable_schema_gets_a_receipt_not_endless_r
     assert client.show(task_id)["stage"] == "quarantined" and client.show(task_id)["ledger"] == []
 
 
-def test_a_refusal_quoting_a_huge_input_leaves_a_small_receipt(client: Client, fleet: Fleet) -> None:
+def test_a_refusal_quoting_a_huge_input_leaves_a_small_receipt(client: Client, shared_fleet: Fleet) -> None:
     task_id = f"t-big-{uuid.uuid4().hex[:10]}"
     event = client.send(REQUESTER, events.CREATE, {"amount": "9" * 20_000}, task_id=task_id)
     receipt = client.receipt(event.event_id, task_id, timeout=QUICK, key_id=event.key_id)

@@ -11,7 +11,6 @@ or a stolen credential): the broker's ACLs (tests/test_kafka_acl.py) are not wha
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,15 +27,6 @@ from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 
 SETTLE_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def fleet(client: Client) -> Iterator[Fleet]:
-    from helpers import start_fleet
-
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
 
 
 def _awaiting(client: Client) -> tuple[str, dict[str, Any]]:
@@ -87,7 +77,7 @@ def _unchanged(client: Client, task_id: str, before: dict[str, Any]) -> None:
 
 
 def test_a_real_approval_wrapped_in_forged_wakes_approves_no_task_and_moves_no_money(
-    client: Client, fleet: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     (t1, before1), (t2, before2) = _awaiting(client), _awaiting(client)
     # Signed by a real approver, naming no task: the door refuses it, so it is wrapped by hand.
@@ -111,7 +101,7 @@ def test_a_real_approval_wrapped_in_forged_wakes_approves_no_task_and_moves_no_m
 
 
 def test_a_wake_signed_with_a_role_key_that_may_not_send_wakes_is_refused(
-    client: Client, fleet: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     task_id, before = _awaiting(client)
     approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
@@ -136,7 +126,7 @@ def test_a_wake_signed_with_a_role_key_that_may_not_send_wakes_is_refused(
     ("topic", "source"), [(topics.PROPOSALS_REQUEST, "proposer"), (topics.PROPOSALS, "executor")]
 )
 def test_forged_proposal_requests_and_proposals_write_no_task_state(
-    client: Client, fleet: Fleet, topic: str, source: str
+    client: Client, shared_fleet: Fleet, topic: str, source: str
 ) -> None:
     task_id, before = _awaiting(client)
     version = before["state_version"]
@@ -158,7 +148,7 @@ def test_forged_proposal_requests_and_proposals_write_no_task_state(
 
 
 def test_a_signature_header_sent_by_kcat_that_does_not_verify_is_refused(
-    client: Client, fleet: Fleet, tmp_path: Any
+    client: Client, shared_fleet: Fleet, tmp_path: Any
 ) -> None:
     task_id, before = _awaiting(client)
     gate_kid = provenance.load_signer(client.settings, "gate").key_id

@@ -20,12 +20,12 @@ import psutil
 import pytest
 from helpers import kill_processes, process_alive
 
-from wakeful.consumers.supervisor import FLEET_LOCK, ROLES
+from wakeful.consumers.supervisor import FLEET_LOCK, ROLES, members
 from wakeful.core import process
 from wakeful.core.errors import StackError
 from wakeful.core.process import log_tail, wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.fleet import Fleet
+from wakeful.devstack.fleet import Fleet, leave_groups
 
 START_S = 240.0  # six interpreters importing the Kafka clients, on a small shared machine
 GONE_S = 60.0
@@ -33,6 +33,15 @@ GONE_S = 60.0
 # the wait for their roles to go.
 FLEETS_S = 2 * START_S + GONE_S
 WORKER = [sys.executable, "-m", "wakeful.cli.main", "worker"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def supervised_members_leave(settings: Settings) -> Iterator[None]:
+    """The roles `worker all` ran here (two of each at most), stopped, leave their groups once the
+    file is done: as static members they would hold their partitions for their sessions, and the
+    next test's fleet, under other identities, would wait for them."""
+    yield
+    leave_groups(settings, members(ROLES, dict.fromkeys(ROLES, 2)), os.environ)
 
 
 def _events(log: Path, event: str) -> list[str]:
@@ -118,7 +127,7 @@ FLEET_OWNER = """
 import os, sys, threading
 from pathlib import Path
 import orjson
-from wakeful.devstack.fleet import Fleet
+from wakeful.devstack.fleet import Fleet, leave_groups
 from wakeful.core.process import wait_until
 
 logs = Path(sys.argv[1])
@@ -180,6 +189,8 @@ def test_fleet_roles_die_with_their_sigkilled_owner(
             [*roles.values(), psutil.Process(owner.pid)] if owner.poll() is None else list(roles.values())
         )
         owner.wait(30)
+        # The owner died without stopping its fleet: the roles it ran leave their groups here.
+        Fleet(dict(os.environ), roles=("executor", "timer", "relay"), logs=tmp_path).leave_groups()
 
 
 @pytest.mark.timeout(FLEETS_S)
@@ -206,8 +217,8 @@ def test_replicas_of_a_role_share_its_group_under_identities_of_their_own(
     last: list[tuple[str, int]] = []
 
     def shared() -> bool:
-        """One reading of the group: the two processes, and no one else, hold three partitions each.
-        (An earlier test's fleet stopped moments ago: its static member stays for its session.)"""
+        """One reading of the group: the two processes, and no one else, hold three partitions each
+        (a member of an earlier process that did not leave keeps its partitions for its session)."""
         last[:] = group()
         return [n for _, n in last] == [3, 3] and all("-supervised" in i for i, _ in last)
 

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from helpers import new_checkpoint, start_fleet
+from helpers import new_checkpoint
 
 from wakeful.core import ids
 from wakeful.core.errors import WakefulError
@@ -22,17 +22,17 @@ OUTSIDER = "eve-globex"  # an approver by name, registered for another tenant
 KINDS = (events.CREATE, events.APPROVE, events.AMEND, events.RUN, events.REOPEN)
 
 
-@pytest.fixture(scope="module")
-def workers(client: Client) -> Iterator[Fleet]:
+@pytest.fixture(scope="module", autouse=True)
+def outsider(client: Client) -> Iterator[None]:
     client.add_signer(OUTSIDER, KINDS, tenant="globex")
     client.authority.add_approver(OUTSIDER)
-    fleet = start_fleet(client)
-    yield fleet
-    fleet.stop()
+    yield
     client.authority.remove_approver(OUTSIDER)
 
 
-def test_a_task_belongs_to_the_tenant_of_the_signer_that_created_it(client: Client, workers: Fleet) -> None:
+def test_a_task_belongs_to_the_tenant_of_the_signer_that_created_it(
+    client: Client, shared_fleet: Fleet
+) -> None:
     ours, _ = client.new_task(2500)
     theirs, receipt = client.create({"amount": 2500, "currency": "EUR"}, principal=OUTSIDER)
     assert receipt["status"] == "accepted"
@@ -45,7 +45,7 @@ def test_a_task_belongs_to_the_tenant_of_the_signer_that_created_it(client: Clie
     [(events.APPROVE, {"version": 1}), (events.AMEND, {"amount": 10}), (events.RUN, {}), (events.REOPEN, {})],
 )
 def test_a_signer_of_another_tenant_is_told_the_task_does_not_exist_and_changes_nothing(
-    client: Client, workers: Fleet, kind: str, payload: dict[str, object]
+    client: Client, shared_fleet: Fleet, kind: str, payload: dict[str, object]
 ) -> None:
     task_id, _ = client.new_task(2500)
     before = client.store.load(task_id)
@@ -63,7 +63,7 @@ def test_a_signer_of_another_tenant_is_told_the_task_does_not_exist_and_changes_
     assert not client.admin.exists(keys.ops(task_id))
 
 
-def test_the_tasks_own_tenant_still_moves_it(client: Client, workers: Fleet) -> None:
+def test_the_tasks_own_tenant_still_moves_it(client: Client, shared_fleet: Fleet) -> None:
     task_id, _ = client.new_task(2500)
     assert client.approve(task_id, "alice", 1)["status"] == "accepted"
     assert client.wait_settled(task_id)["stage"] == "closed"
@@ -76,7 +76,7 @@ def correlation_of(client: Client, task_id: str) -> str:
 
 @pytest.mark.parametrize("stored", ["as the gate writes it now", "as written before tenants were stored"])
 def test_another_tenants_correlation_id_is_answered_as_an_unknown_one_without_the_task(
-    client: Client, workers: Fleet, stored: str
+    client: Client, shared_fleet: Fleet, stored: str
 ) -> None:
     task_id, _ = client.new_task(2500)
     corr = correlation_of(client, task_id)
@@ -100,7 +100,7 @@ def test_another_tenants_correlation_id_is_answered_as_an_unknown_one_without_th
 
 
 def test_a_create_over_another_tenants_id_is_a_task_of_its_own_and_claims_nothing(
-    client: Client, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     ours, _ = client.new_task(2500)
     before = client.store.load(ours)
@@ -118,7 +118,7 @@ def test_a_create_over_another_tenants_id_is_a_task_of_its_own_and_claims_nothin
     )
 
 
-def test_a_tenant_cannot_take_an_id_another_tenant_will_use(client: Client, workers: Fleet) -> None:
+def test_a_tenant_cannot_take_an_id_another_tenant_will_use(client: Client, shared_fleet: Fleet) -> None:
     predictable = f"order-{uuid.uuid4().hex[:8]}"
     squatted, _ = client.create({"amount": 10, "currency": "EUR"}, principal=OUTSIDER, task_id=predictable)
     ours, answer = client.create({"amount": 2500, "currency": "EUR"}, task_id=predictable)
@@ -129,7 +129,7 @@ def test_a_tenant_cannot_take_an_id_another_tenant_will_use(client: Client, work
 
 
 def test_a_task_made_before_the_namespaces_still_hears_its_own_tenant_and_no_other(
-    client: Client, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     """A task of a tenant other than the default one, stored under the id it was sent with."""
     legacy = f"t-{uuid.uuid4().hex[:12]}"
@@ -145,7 +145,7 @@ def test_a_task_made_before_the_namespaces_still_hears_its_own_tenant_and_no_oth
 
 
 def test_another_tenants_quarantined_task_is_no_task_to_a_stranger_not_a_reason(
-    client: Client, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     """Its checkpoint is not read, so its tenant is not known: why it cannot resume is for its own."""
     task_id, _ = client.new_task(2500)
@@ -162,7 +162,7 @@ def test_another_tenants_quarantined_task_is_no_task_to_a_stranger_not_a_reason(
 
 
 def test_a_tenants_signer_approves_its_task_by_the_id_its_tenant_gave_it(
-    client: Client, workers: Fleet
+    client: Client, shared_fleet: Fleet
 ) -> None:
     named = f"t-{uuid.uuid4().hex[:12]}"
     theirs, created = client.create({"amount": 2500, "currency": "EUR"}, principal=OUTSIDER, task_id=named)

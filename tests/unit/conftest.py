@@ -37,6 +37,7 @@ STACK_FIXTURES = (
     "executor_store",
     "leases",
     "client",
+    "shared_fleet",
 )
 # Ports below 1024 that no server of ours takes and the kernel never hands out for port 0.
 NOWHERE_PORTS = {"WAKEFUL_KAFKA_PORT": "1", "WAKEFUL_KAFKA_CONTROLLER_PORT": "2", "WAKEFUL_REDIS_PORT": "3"}
