@@ -61,7 +61,7 @@ def decide(
         return Stranger()
     if engine.terminal(engine.workflow_of(app, cp), cp.stage):
         return Refuse(f"task is {cp.stage}; it accepts no more events")
-    checked = compat.check(cp, auth, app.catalog)
+    checked = compat.check(cp, auth, app.catalog, app.legacy_catalog)
     if isinstance(checked, str):
         return Incompatible(checked)
     if event is None:

@@ -19,7 +19,7 @@ from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
 from wakeful.schemas.logs import UNDO_PREFIX
-from wakeful.sdk.tools import Tool, catalog
+from wakeful.sdk.tools import Tool, catalog, legacy_catalog
 from wakeful.sdk.workflow import RUNTIME_STAGES, Workflow
 
 DEFAULT_APP = "wakeful.examples.refund:app"
@@ -58,6 +58,11 @@ class App:
     @cached_property
     def catalog(self) -> str:
         return catalog(self.tools)
+
+    @cached_property
+    def legacy_catalog(self) -> str:
+        """What a task made before stamps of two parts was stamped with for these same tools."""
+        return legacy_catalog(self.tools)
 
     @cached_property
     def kinds(self) -> frozenset[str]:

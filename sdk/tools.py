@@ -79,7 +79,7 @@ class Tool(Generic[A]):
         return self.op_key.format(tool=self.name, task_id=task_id, version=version)
 
     def describe(self) -> dict[str, Any]:
-        """What the model is shown and what the catalog pins: any change here is a catalog change."""
+        """What the model is shown and what the catalog pins (with the op key): see catalog()."""
         return {
             "name": self.name,
             "description": self.description,
@@ -90,7 +90,35 @@ class Tool(Generic[A]):
         }
 
 
+def _digest(described: list[dict[str, Any]]) -> str:
+    ordered = sorted(described, key=lambda d: str(d["name"]))
+    return hashlib.sha256(orjson.dumps(ordered, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+# What a task was admitted under: a change here changes what a step may do, so a waiting task meets
+# its app's compatibility rule. A change of wording only (the description the model reads, the
+# egress a reviewer reads) is no reason to stop a task (workflow/compat.py).
+CONTRACT = ("name", "parameters", "stages", "reversible", "op_key")
+WORDING = ("name", "description", "egress")
+
+
 def catalog(tools: Iterable[Tool[Any]]) -> str:
-    """The tool catalog version a task is stamped with: a digest of every tool's description."""
-    described = sorted((tool.describe() for tool in tools), key=lambda d: str(d["name"]))
-    return "catalog-" + hashlib.sha256(orjson.dumps(described, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+    """The tool catalog version a task is stamped with: `catalog-<contract>.<wording>`, a digest of
+    every tool's contract (name, arguments schema, stages, reversibility, op key), then one of its
+    wording (description, egress)."""
+    described = [tool.describe() | {"op_key": tool.op_key} for tool in tools]
+    contract = _digest([{k: d[k] for k in CONTRACT} for d in described])
+    wording = _digest([{k: d[k] for k in WORDING} for d in described])
+    return f"catalog-{contract}.{wording}"
+
+
+def legacy_catalog(tools: Iterable[Tool[Any]]) -> str:
+    """The stamp a task made before the contract was told apart got for the same tools: one digest
+    of every tool's description (`describe()`). Never change: it names stored tasks' stamps."""
+    return "catalog-" + _digest([tool.describe() for tool in tools])
+
+
+def contract_of(stamp: str) -> str | None:
+    """The contract part of a catalog stamp; None for a stamp of the older, single-digest kind."""
+    head, dot, _ = stamp.partition(".")
+    return head if dot and head.startswith("catalog-") else None

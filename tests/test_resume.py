@@ -138,25 +138,48 @@ def test_policy_changed_mid_flight_applies_the_declared_rule(
 
 
 class _DescribedAnew(BankRefund):
-    """The bank tool of a later deploy: same name and call, a new description."""
+    """The bank tool of a later deploy: same name, arguments, stages and op key; a new description."""
 
     description = BankRefund.description + " It also emails the customer a receipt."
 
 
-def test_a_tool_description_changed_mid_flight_quarantines_by_default(
-    client: BankClient, fleet: Fleet, settings: Settings
-) -> None:
-    task_id, _ = client.new_task(2500)
-    redeployed = App(name="refund", workflows=[refund_workflow], tools=[_DescribedAnew()])
-    assert redeployed.catalog != refund_app.catalog
-    gate = gate_for(settings, app=redeployed)  # a gate of the new deploy takes the approval
+class _KeyedAnew(BankRefund):
+    """The bank tool of a later deploy whose op key changed: a step a task was admitted under is not
+    the step this deploy would run (the same refund under a new key could be booked twice)."""
+
+    op_key = "REFUND-V2:{task_id}:v{version}"
+
+
+def _approve_under(client: BankClient, settings: Settings, redeployed: App, task_id: str) -> None:
+    """A gate of the new deploy takes the task's approval."""
+    gate = gate_for(settings, app=redeployed)
     gate.runner = cast(Runner, SimpleNamespace(dead_letter=lambda *_: None))
     approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
     gate.handle(
         role_message(settings, "inbound", topics.WAKE, task_id, inbound_wake(approval, task_id).encode())
     )
+
+
+def test_a_tool_reworded_mid_flight_lets_the_waiting_task_finish_by_default(
+    client: BankClient, fleet: Fleet, settings: Settings
+) -> None:
+    task_id, _ = client.new_task(2500)
+    redeployed = App(name="refund", workflows=[refund_workflow], tools=[_DescribedAnew()])
+    assert redeployed.catalog != refund_app.catalog
+    _approve_under(client, settings, redeployed, task_id)
+    shown = client.wait_stage(task_id, {"closed", "quarantined", "needs_review"})
+    assert shown["stage"] == "closed", shown
+    assert len(shown["ledger"]) == 1
+
+
+def test_a_tool_whose_op_key_changed_mid_flight_quarantines_by_default(
+    client: BankClient, fleet: Fleet, settings: Settings
+) -> None:
+    task_id, _ = client.new_task(2500)
+    redeployed = App(name="refund", workflows=[refund_workflow], tools=[_KeyedAnew()])
+    _approve_under(client, settings, redeployed, task_id)
     shown = client.show(task_id)
-    assert shown["stage"] == "quarantined"
+    assert shown["stage"] == "quarantined" and shown["ledger"] == []
     assert f"tool_catalog {refund_app.catalog} -> {redeployed.catalog}" in str(shown["quarantine"])
 
 

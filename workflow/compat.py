@@ -1,7 +1,10 @@
 """Gate 4: the versions a task started with against what is deployed now, by declared rule.
 
 pin: keep running under the stamped version; migrate: re-stamp the task with the deployed version;
-quarantine: park the task for a person. Schema versions are handled where records are decoded
+quarantine: park the task for a person. A tool catalog whose contract is unchanged (only the tools'
+descriptions or egress were reworded, sdk.tools.catalog) is no change at all: the task is re-stamped
+with it whatever the rule, as is a task stamped before the contract was told apart, for tools that
+are the same. Schema versions are handled where records are decoded
 (registered migrations; a newer unknown version is refused).
 """
 
@@ -9,11 +12,15 @@ from __future__ import annotations
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk.tools import contract_of
 
 
-def check(cp: Checkpoint, auth: Snapshot, catalog: str) -> Checkpoint | str:
+def check(cp: Checkpoint, auth: Snapshot, catalog: str, legacy: str = "") -> Checkpoint | str:
     """The checkpoint to go on with (re-stamped where the rule says migrate), or why to quarantine.
-    `catalog` is the deployed tool catalog: the loaded app's (sdk.tools.catalog)."""
+    `catalog` is the deployed tool catalog: the loaded app's (sdk.tools.catalog); `legacy`, what a
+    task stamped before its two parts were told apart was stamped with for the same tools."""
+    if cp.versions.tool_catalog != catalog and same_tools(cp.versions.tool_catalog, catalog, legacy):
+        cp = cp.model_copy(update={"versions": cp.versions.model_copy(update={"tool_catalog": catalog})})
     changed = {
         name: (stamped, live)
         for name, stamped, live in (
@@ -29,3 +36,10 @@ def check(cp: Checkpoint, auth: Snapshot, catalog: str) -> Checkpoint | str:
     if not update:
         return cp
     return cp.model_copy(update={"versions": cp.versions.model_copy(update=update)})
+
+
+def same_tools(stamped: str, catalog: str, legacy: str) -> bool:
+    """Whether a task stamped `stamped` was admitted under the tools deployed as `catalog`: the same
+    contract, or (a stamp from before) the same tools exactly."""
+    contract = contract_of(stamped)
+    return contract == contract_of(catalog) if contract is not None else bool(legacy) and stamped == legacy

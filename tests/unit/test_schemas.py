@@ -527,13 +527,14 @@ def test_v2_approval_wait_leads_to_ready_once_approved() -> None:
     assert waits and all(w.then == "ready" for w in waits if w.wait_for == "approval")
 
 
-def test_v2_refund_catalog_by_name_becomes_the_refund_apps_catalog_digest() -> None:
+def test_v2_refund_catalog_by_name_becomes_the_refund_apps_catalog_digest_of_then() -> None:
     doc = v2_checkpoint()
     doc["versions"]["tool_catalog"] = "catalog-1"
-    assert Checkpoint.decode(orjson.dumps(doc)).versions.tool_catalog == refund_app.catalog
-    # If this fails, the refund's tool descriptions changed: that is a new catalog, and tasks from
+    # What the refund's tools were stamped as before a stamp had two parts: gate 4 takes it as them.
+    assert Checkpoint.decode(orjson.dumps(doc)).versions.tool_catalog == refund_app.legacy_catalog
+    # If this fails, the refund's tools changed: gate 4 no longer takes their stamp as them, and tasks from
     # before it follow the declared tool_catalog rule. Leave REFUND_CATALOG_V2 as it is.
-    assert refund_app.catalog == REFUND_CATALOG_V2
+    assert refund_app.legacy_catalog == REFUND_CATALOG_V2
 
 
 def test_v1_checkpoint_without_layers_is_a_decode_error() -> None:
