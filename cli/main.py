@@ -15,6 +15,7 @@ from wakeful.cli.app_option import app_option
 from wakeful.cli.authority_cmds import authority
 from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.output import emit, say
+from wakeful.cli.release_cmds import release
 from wakeful.cli.scaffold import new_agent
 from wakeful.cli.task_cmds import ledger, task
 from wakeful.consumers.supervisor import ROLES
@@ -430,6 +431,7 @@ def _status_table(servers: list[Any]) -> str:
 
 cli.add_command(task)
 cli.add_command(ledger)
+cli.add_command(release)
 cli.add_command(authority)
 cli.add_command(new_agent)
 dev.add_command(model_server)

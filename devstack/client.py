@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -316,20 +317,28 @@ class Client:
     def wait_settled(self, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
         return self.wait_stage(task_id, {CLOSED, QUARANTINED, NEEDS_REVIEW}, timeout)
 
-    def list_tasks(self) -> list[dict[str, Any]]:
-        """Every task's checkpoint fields, oldest first. Not `show` per task: that also reads each
-        task's action log and its downstream, which a store of many tasks cannot wait for."""
-        rows = []
+    def stored(self) -> Iterator[tuple[str, Checkpoint | WakefulError | dict[str, Any]]]:
+        """Every stored task, in no order: its verified checkpoint, the error that makes it
+        unreadable, or (a dict) the record of its quarantine. Reads only."""
         for key in self.admin.scan_iter(match=keys.PATTERN_STATE, count=1000):
             task_id = keys.task_of(key.decode())
             try:
                 quarantine = self.store.quarantine_reason(task_id)
-                if quarantine is not None:
-                    rows.append({"id": task_id, "stage": QUARANTINED, "quarantine": quarantine})
-                else:
-                    rows.append(describe(self.store.load(task_id)))
+                yield task_id, (quarantine if quarantine is not None else self.store.load(task_id))
             except WakefulError as exc:
-                rows.append({"id": task_id, "stage": "unreadable", "error": str(exc)})
+                yield task_id, exc
+
+    def list_tasks(self) -> list[dict[str, Any]]:
+        """Every task's checkpoint fields, oldest first. Not `show` per task: that also reads each
+        task's action log and its downstream, which a store of many tasks cannot wait for."""
+        rows = []
+        for task_id, found in self.stored():
+            if isinstance(found, Checkpoint):
+                rows.append(describe(found))
+            elif isinstance(found, WakefulError):
+                rows.append({"id": task_id, "stage": "unreadable", "error": str(found)})
+            else:
+                rows.append({"id": task_id, "stage": QUARANTINED, "quarantine": found})
         return sorted(rows, key=lambda r: str(r.get("updated_at", "")))
 
     def close(self) -> None:

@@ -1,0 +1,81 @@
+"""`wakeful release check`: before a deploy, what gate 4 would do to every stored task under the new
+app (workflow/release.py), read from Redis as the admin, with nothing written."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from wakeful.cli.app_option import checked_app
+from wakeful.cli.output import emit
+from wakeful.core.settings import Settings
+from wakeful.devstack.client import Client
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.workflow import release as dry_run
+
+PROGRESS_EVERY = 1000  # tasks read between progress lines on stderr
+SHOWN = 20  # tasks listed per outcome in the text output (--json lists every one)
+
+
+@click.group()
+def release() -> None:
+    """Check a new app against the stored tasks before you deploy it."""
+
+
+@release.command("check")
+@click.option("--app", "spec", required=True, metavar="MODULE:ATTR", help="The app you are about to deploy.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: counts, then every task's forecast.")
+@click.pass_obj
+def check(settings: Settings, spec: str, as_json: bool) -> None:
+    """Say what gate 4 would do to each stored task at its next wake under the app SPEC (pin,
+    migrate, quarantine...), by the live authority's rules. Writes nothing."""
+    app = checked_app(spec)
+    client = Client(settings)
+    auth = client.authority.snapshot()
+    forecasts: list[dry_run.Forecast] = []
+    unreadable: list[dict[str, str]] = []
+    for read, (task_id, found) in enumerate(client.stored(), start=1):
+        if isinstance(found, Checkpoint):
+            forecasts.append(dry_run.forecast(found, auth, app))
+        elif isinstance(found, dict):  # quarantined: no wake reaches gate 4
+            detail = f"quarantined: {found.get('reason', '')} {found.get('detail', '')}".strip()
+            forecasts.append(dry_run.Forecast(task_id, "", 0, "quarantined", "ended", detail))
+        else:
+            unreadable.append({"id": task_id, "error": str(found)})
+        if read % PROGRESS_EVERY == 0:
+            click.echo(f"read {read} tasks ...", err=True)
+    counts = dry_run.tally(forecasts)
+    data: dict[str, Any] = {
+        "app": spec,
+        "counts": [
+            {"workflow": wf, "version": version, "outcome": outcome, "tasks": n}
+            for (wf, version), by in counts.items()
+            for outcome, n in sorted(by.items())
+        ],
+        "tasks": [asdict(f) for f in sorted(forecasts, key=lambda f: f.task_id)],
+        "unreadable": unreadable,
+    }
+    emit(data, as_json, _human(counts, forecasts, unreadable))
+
+
+def _human(
+    counts: dict[tuple[str, int], Any], forecasts: list[dry_run.Forecast], unreadable: list[dict[str, str]]
+) -> str:
+    lines = [
+        (f"{wf} v{version}: " if wf else "quarantined before: ")
+        + ", ".join(f"{by[o]} {o}" for o in dry_run.OUTCOMES if by[o])
+        for (wf, version), by in counts.items()
+    ]
+    for outcome in ("quarantine", "no-workflow", "pin", "migrate"):
+        these = sorted((f for f in forecasts if f.outcome == outcome), key=lambda f: f.task_id)
+        lines += [f"  {outcome:11} {f.task_id}: {f.detail}" for f in these[:SHOWN]]
+        if len(these) > SHOWN:
+            lines.append(f"  {outcome:11} ... and {len(these) - SHOWN} more (--json lists every task)")
+    lines += [f"  unreadable  {u['id']}: {u['error']}" for u in unreadable[:SHOWN]]
+    if len(unreadable) > SHOWN:
+        lines.append(f"  unreadable  ... and {len(unreadable) - SHOWN} more (--json lists every task)")
+    total = len(forecasts) + len(unreadable)
+    lines.append(f"{total} tasks read ({len(unreadable)} unreadable); nothing was written")
+    return "\n".join(lines)

@@ -1,0 +1,75 @@
+"""A release's dry run: what gate 4 would do to each stored task at its next wake under a new app,
+computed by the very rules the gate runs (workflow/compat.py), with nothing written.
+
+Outcomes, per task:
+
+    unchanged    its stamps are the deployed ones: it goes on as it is
+    pin          a stamp differs and the rule keeps the task on the version it started with
+    migrate      a stamp is re-stamped with the deployed one (a declared "migrate", or a tool
+                 catalog whose contract is unchanged: only the tools' wording changed)
+    quarantine   a stamp differs under a "quarantine" rule: the task is parked for a person
+    no-workflow  the new app runs no workflow of the task's name: its wakes are dead-lettered, kept
+                 for a worker that runs it
+    ended        closed or quarantined already: no wake reaches gate 4
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from wakeful.authority.snapshot import Snapshot
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk.app import App
+from wakeful.workflow import compat, engine
+
+Outcome = Literal["unchanged", "pin", "migrate", "quarantine", "no-workflow", "ended"]
+OUTCOMES: tuple[Outcome, ...] = ("unchanged", "pin", "migrate", "quarantine", "no-workflow", "ended")
+_STAMPS = ("policy", "tool_catalog")
+
+
+@dataclass(frozen=True)
+class Forecast:
+    task_id: str
+    workflow: str
+    version: int  # the workflow version the task was started under
+    stage: str
+    outcome: Outcome
+    detail: str  # what differs, and by which rule; "" when nothing does
+
+
+def forecast(cp: Checkpoint, auth: Snapshot, app: App) -> Forecast:
+    """What gate 4 does to `cp` at its next wake under `app` and the live authority `auth`."""
+
+    def said(outcome: Outcome, detail: str = "") -> Forecast:
+        business = cp.business
+        return Forecast(cp.task_id, business.workflow, business.workflow_version, cp.stage, outcome, detail)
+
+    workflow = app.workflow(cp.business.workflow)
+    if workflow is None:
+        return said("no-workflow", f"the app runs no workflow {cp.business.workflow!r}")
+    if engine.terminal(workflow, cp.stage):
+        return said("ended", f"task is {cp.stage}")
+    checked = compat.check(cp, auth, app.catalog, app.legacy_catalog)
+    if isinstance(checked, str):
+        return said("quarantine", checked)
+    deployed = {"policy": auth.policy, "tool_catalog": app.catalog}
+    stamped = {name: getattr(cp.versions, name) for name in _STAMPS}
+    kept = {name: getattr(checked.versions, name) for name in _STAMPS}
+    moved = [f"{n} {stamped[n]} -> {kept[n]}" for n in _STAMPS if kept[n] != stamped[n]]
+    pinned = [f"{n} {kept[n]} (deployed {deployed[n]})" for n in _STAMPS if kept[n] != deployed[n]]
+    if pinned:
+        return said("pin", ", ".join(moved + [f"pinned {p}" for p in pinned]))
+    if moved:
+        return said("migrate", ", ".join(moved))
+    return said("unchanged")
+
+
+def tally(forecasts: Iterable[Forecast]) -> dict[tuple[str, int], Counter[Outcome]]:
+    """Counts of each outcome, by workflow and the version its tasks started under."""
+    counts: dict[tuple[str, int], Counter[Outcome]] = {}
+    for f in forecasts:
+        counts.setdefault((f.workflow, f.version), Counter())[f.outcome] += 1
+    return dict(sorted(counts.items()))
