@@ -16,7 +16,7 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import Refuse
+from wakeful.sdk.workflow import CLOSED, QUARANTINED, Refuse
 from wakeful.state.store import Keep
 from wakeful.workflow import compat, engine, wakes
 
@@ -59,9 +59,14 @@ def decide(
         # Another tenant's task (one made before the namespaces, D52, or reached through a
         # correlation id stored before its tenant was) is, to this signer, no task at all.
         return Stranger()
-    if engine.terminal(engine.workflow_of(app, cp), cp.stage):
+    if cp.stage in (CLOSED, QUARANTINED):
         return Refuse(f"task is {cp.stage}; it accepts no more events")
-    checked = compat.check(cp, auth, app.catalog, app.legacy_catalog)
+    versioned = compat.workflow_version(app, cp)  # gate 4: the workflow version it runs
+    if isinstance(versioned, str):
+        return Incompatible(versioned)
+    if engine.terminal(engine.workflow_of(app, versioned), versioned.stage):
+        return Refuse(f"task is {versioned.stage}; it accepts no more events")
+    checked = compat.check(versioned, auth, app.catalog, app.legacy_catalog)
     if isinstance(checked, str):
         return Incompatible(checked)
     if event is None:

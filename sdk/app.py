@@ -30,24 +30,34 @@ RUNTIME_KINDS = frozenset({events.CREATE, events.APPROVE, events.RUN, events.REO
 
 @dataclass(frozen=True)
 class App:
-    """Workflows and tools. `story` and `traffic` name (module:attribute) the app's demo story and
-    its load generator for `wakeful demo`, `bench` and `chaos`; roles never load them."""
+    """Workflows and tools. `retired` keeps older versions of its workflows, whose waiting tasks
+    run their own version's code ("pin") where the current version declares no migration from it.
+    `story` and `traffic` name (module:attribute) the app's demo story and its load generator for
+    `wakeful demo`, `bench` and `chaos`; roles never load them."""
 
     name: str
     workflows: Sequence[Workflow[Any]]
     tools: Sequence[Tool[Any]] = ()
     story: str | None = None
     traffic: str | None = None
+    retired: Sequence[Workflow[Any]] = ()
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
+    _by_version: dict[tuple[str, int], Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         problems = _problems(self)
         if problems:
             raise ConfigError(f"app {self.name}", "; ".join(problems))
         self._by_name.update({wf.name: wf for wf in self.workflows})
+        self._by_version.update({(wf.name, wf.version): wf for wf in (*self.retired, *self.workflows)})
 
     def workflow(self, name: str) -> Workflow[Any] | None:
+        """The deployed (current) version of the workflow `name`."""
         return self._by_name.get(name)
+
+    def workflow_at(self, name: str, version: int) -> Workflow[Any] | None:
+        """Version `version` of the workflow `name`: the current one or one the app keeps."""
+        return self._by_version.get((name, version))
 
     def tool(self, name: str) -> Tool[Any] | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -87,6 +97,21 @@ def _problems(app: App) -> list[str]:
         ]
         if not isinstance(wf.version, int) or wf.version < 1:
             found.append(f"workflow {wf.name} needs a version >= 1")
+        found += [
+            f"workflow {wf.name} v{wf.version} migrates from v{v}, not an older version"
+            for v in wf.migrate
+            if not isinstance(v, int) or not 1 <= v < wf.version
+        ]
+    current = {wf.name: wf.version for wf in app.workflows}
+    kept = [(wf.name, wf.version) for wf in app.retired]
+    found += [
+        f"retired workflow {n} v{v} is not an older version of a workflow the app runs"
+        for n, v in kept
+        if not isinstance(v, int) or v >= current.get(n, 0)
+    ]
+    found += [
+        f"retired workflow {n} v{v} is kept twice" for n, v in sorted({k for k in kept if kept.count(k) > 1})
+    ]
     for tool in app.tools:
         found += [
             f"tool {tool.name} is offered at unknown stage {s!r}" for s in tool.stages if s not in stages

@@ -179,3 +179,8 @@ class Workflow(Generic[S]):
     instructions: Mapping[str, str] = field(default_factory=dict)  # policy version -> standing text
     card: Callable[[Context[S]], dict[str, Any]] | None = None  # default: the state's own fields
     window: tuple[str, ...] = LAYERS  # the optional window layers the model is shown
+    # Older versions this one upgrades a waiting task from: version -> a pure function from the
+    # state's JSON as that version kept it to the JSON this version's `state` reads. Run at the
+    # task's next wake (gate 4); a task of a version with no migration runs that version's code if
+    # the app keeps it (App.retired), and is quarantined otherwise (docs/change.md).
+    migrate: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)

@@ -359,7 +359,7 @@ def gate_for(settings: Any, app: Any = refund_app) -> Any:
 
     producer = Producer(kafka_as(settings.kafka_bootstrap, "gate", settings))
     return Gate(
-        wiring.store_for(settings, "gate"),
+        wiring.store_for(settings, "gate", app),
         producer,
         Log(),
         app=app,

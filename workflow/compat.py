@@ -10,9 +10,13 @@ are the same. Schema versions are handled where records are decoded
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk.app import App
 from wakeful.sdk.tools import contract_of
+from wakeful.workflow import engine
 
 
 def check(cp: Checkpoint, auth: Snapshot, catalog: str, legacy: str = "") -> Checkpoint | str:
@@ -43,3 +47,39 @@ def same_tools(stamped: str, catalog: str, legacy: str) -> bool:
     contract, or (a stamp from before) the same tools exactly."""
     contract = contract_of(stamped)
     return contract == contract_of(catalog) if contract is not None else bool(legacy) and stamped == legacy
+
+
+def workflow_version(app: App, cp: Checkpoint) -> Checkpoint | str:
+    """The task under the workflow version it will run, or why to quarantine it. A task of the
+    deployed version goes on; one of an older version is migrated by the deployed version's
+    declared function (its state re-validated, the version re-stamped), else pinned to the older
+    version if the app keeps it (App.retired), else quarantined. Raises engine.UnknownWorkflow for
+    a workflow the app does not run at all (the wake is kept for a worker that runs it)."""
+    name, version = cp.business.workflow, cp.business.workflow_version
+    current = app.workflow(name)
+    if current is None:
+        raise engine.UnknownWorkflow(name)
+    label = f"workflow {name} v{version} -> v{current.version}"
+    step = current.migrate.get(version) if version != current.version else None
+    if step is None:
+        runs = app.workflow_at(name, version)  # the deployed version, or one the app keeps (pinned)
+        if runs is None:
+            return f"{label}: no migration from v{version}, and the app does not keep v{version}"
+        try:
+            runs.state.model_validate(cp.business.data, strict=False)
+        except ValidationError as exc:  # a redeploy changed the model under the same version
+            return f"workflow {name} v{version}: the task's state no longer validates: {_first(exc)}"
+        return cp
+    try:
+        migrated = step(dict(cp.business.data))
+        data = current.state.model_validate(migrated, strict=False).model_dump(mode="json")
+    except Exception as exc:  # the app's own code: whatever it raises, the task waits for a person
+        return f"{label}: the migration failed: {_first(exc)}"
+    business = cp.business.model_copy(update={"workflow_version": current.version, "data": data})
+    return cp.model_copy(update={"business": business})
+
+
+def _first(exc: Exception) -> str:
+    """An error in one bounded line, for a quarantine's reason."""
+    lines = str(exc).splitlines() or [""]
+    return f"{type(exc).__name__}: {' '.join(line.strip() for line in lines[:3])[:200]}"

@@ -74,10 +74,28 @@ class UnknownWorkflow(ConfigError):
         )
 
 
+class UnknownWorkflowVersion(UnknownWorkflow):
+    """The task's workflow version is neither the deployed one nor one the app keeps: gate 4
+    migrates or quarantines the task at its next wake (workflow/compat.py); nothing else runs it."""
+
+    def __init__(self, name: str, version: int, deployed: int) -> None:
+        ConfigError.__init__(
+            self,
+            "WAKEFUL_APP",
+            f"the task runs workflow {name} v{version}, which the loaded app neither deploys (v{deployed}) "
+            "nor keeps: its next wake migrates or quarantines it",
+        )
+
+
 def workflow_of(app: App, cp: Checkpoint) -> Workflow[Any]:
-    found = app.workflow(cp.business.workflow)
+    """The version of its workflow the task runs: the deployed one, or (pinned) one the app keeps."""
+    name, version = cp.business.workflow, cp.business.workflow_version
+    found = app.workflow_at(name, version)
     if found is None:
-        raise UnknownWorkflow(cp.business.workflow)
+        current = app.workflow(name)
+        if current is None:
+            raise UnknownWorkflow(name)
+        raise UnknownWorkflowVersion(name, version, current.version)
     return found
 
 
@@ -218,11 +236,14 @@ def may_move(wf: Workflow[Any], old: str, new: str) -> bool:
 
 
 def moves(app: App) -> Callable[[str, str, str], bool]:
-    """The store's transition check for every workflow of `app` (an unknown workflow moves nowhere)."""
+    """The store's transition check for every workflow of `app` (an unknown workflow moves nowhere):
+    a move its deployed version or a version the app keeps (a pinned task's) allows."""
+    versions: dict[str, list[Workflow[Any]]] = {}
+    for wf in (*app.workflows, *app.retired):
+        versions.setdefault(wf.name, []).append(wf)
 
     def allowed(workflow: str, old: str, new: str) -> bool:
-        wf = app.workflow(workflow)
-        return wf is not None and may_move(wf, old, new)
+        return any(may_move(wf, old, new) for wf in versions.get(workflow, ()))
 
     return allowed
 

@@ -4,10 +4,15 @@ computed by the very rules the gate runs (workflow/compat.py), with nothing writ
 Outcomes, per task:
 
     unchanged    its stamps are the deployed ones: it goes on as it is
-    pin          a stamp differs and the rule keeps the task on the version it started with
-    migrate      a stamp is re-stamped with the deployed one (a declared "migrate", or a tool
-                 catalog whose contract is unchanged: only the tools' wording changed)
-    quarantine   a stamp differs under a "quarantine" rule: the task is parked for a person
+    pin          it keeps a version it started with: a policy under the "pin" rule, a tool catalog
+                 under "pin", or a workflow version the app keeps (App.retired) and does not migrate
+    migrate      a stamp is re-stamped with the deployed one: a declared "migrate" rule, a tool
+                 catalog whose contract is unchanged (only the tools' wording changed), or a
+                 workflow version the deployed one migrates from (its migration ran without error
+                 on the task's state, here, and the result validates)
+    quarantine   a stamp differs under a "quarantine" rule, a workflow version is neither migrated
+                 nor kept, its migration fails, or its state no longer validates: the task is
+                 parked for a person
     no-workflow  the new app runs no workflow of the task's name: its wakes are dead-lettered, kept
                  for a worker that runs it
     ended        closed or quarantined already: no wake reaches gate 4
@@ -23,11 +28,11 @@ from typing import Literal
 from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
+from wakeful.sdk.workflow import CLOSED, QUARANTINED
 from wakeful.workflow import compat, engine
 
 Outcome = Literal["unchanged", "pin", "migrate", "quarantine", "no-workflow", "ended"]
 OUTCOMES: tuple[Outcome, ...] = ("unchanged", "pin", "migrate", "quarantine", "no-workflow", "ended")
-_STAMPS = ("policy", "tool_catalog")
 
 
 @dataclass(frozen=True)
@@ -47,24 +52,37 @@ def forecast(cp: Checkpoint, auth: Snapshot, app: App) -> Forecast:
         business = cp.business
         return Forecast(cp.task_id, business.workflow, business.workflow_version, cp.stage, outcome, detail)
 
-    workflow = app.workflow(cp.business.workflow)
-    if workflow is None:
+    current = app.workflow(cp.business.workflow)
+    if current is None:
         return said("no-workflow", f"the app runs no workflow {cp.business.workflow!r}")
-    if engine.terminal(workflow, cp.stage):
+    if cp.stage in (CLOSED, QUARANTINED):
         return said("ended", f"task is {cp.stage}")
-    checked = compat.check(cp, auth, app.catalog, app.legacy_catalog)
+    versioned = compat.workflow_version(app, cp)
+    if isinstance(versioned, str):
+        return said("quarantine", versioned)
+    if engine.terminal(engine.workflow_of(app, versioned), versioned.stage):
+        return said("ended", f"task is {cp.stage}")
+    checked = compat.check(versioned, auth, app.catalog, app.legacy_catalog)
     if isinstance(checked, str):
         return said("quarantine", checked)
-    deployed = {"policy": auth.policy, "tool_catalog": app.catalog}
-    stamped = {name: getattr(cp.versions, name) for name in _STAMPS}
-    kept = {name: getattr(checked.versions, name) for name in _STAMPS}
-    moved = [f"{n} {stamped[n]} -> {kept[n]}" for n in _STAMPS if kept[n] != stamped[n]]
-    pinned = [f"{n} {kept[n]} (deployed {deployed[n]})" for n in _STAMPS if kept[n] != deployed[n]]
+    stamped, kept = _stamps(cp), _stamps(checked)
+    deployed = {"policy": auth.policy, "tool_catalog": app.catalog, "workflow": f"v{current.version}"}
+    moved = [f"{n} {stamped[n]} -> {kept[n]}" for n in deployed if kept[n] != stamped[n]]
+    pinned = [f"pinned {n} {kept[n]} (deployed {deployed[n]})" for n in deployed if kept[n] != deployed[n]]
     if pinned:
-        return said("pin", ", ".join(moved + [f"pinned {p}" for p in pinned]))
+        return said("pin", ", ".join(moved + pinned))
     if moved:
         return said("migrate", ", ".join(moved))
     return said("unchanged")
+
+
+def _stamps(cp: Checkpoint) -> dict[str, str]:
+    """The versions a task runs under, as the forecast names them."""
+    return {
+        "policy": cp.versions.policy,
+        "tool_catalog": cp.versions.tool_catalog,
+        "workflow": f"v{cp.business.workflow_version}",
+    }
 
 
 def tally(forecasts: Iterable[Forecast]) -> dict[tuple[str, int], Counter[Outcome]]:
