@@ -58,7 +58,7 @@ from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.replies import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import effects, engine
+from wakeful.workflow import compat, effects, engine
 
 
 def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
@@ -138,6 +138,11 @@ class Executor:
         settled = executor_steps.settled(self.app, self.actions, cp, ops, held.lease)
         if settled is not None:
             return self.writes.close(loaded, settled, auth)
+        # Gate 4 again, before a step begins: a proposal in flight across a deploy runs only under
+        # the tools and policy its task was admitted to (a step already begun completes above).
+        incompatible = compat.check(cp, auth, self.app.catalog, self.app.legacy_catalog)
+        if isinstance(incompatible, str):
+            return self.runner.dead_letter(msg, f"proposal refused: gate 4: {incompatible}", env.task_id)
         now = datetime.now(UTC)
         decided = effects.check_proposal(
             self.app,

@@ -367,9 +367,9 @@ def gate_for(settings: Any, app: Any = refund_app) -> Any:
     )
 
 
-def executor_for(settings: Any, letters: list[str], owner: str | None = None) -> Any:
-    """An executor as its role's main() builds one, to drive with handle() in a test; the reasons
-    it dead-letters with go to `letters`."""
+def executor_for(settings: Any, letters: list[str], owner: str | None = None, app: Any = refund_app) -> Any:
+    """An executor as its role's main() builds one (for `app`, default the refund), to drive with
+    handle() in a test; the reasons it dead-letters with go to `letters`."""
     from types import SimpleNamespace
 
     from wakeful.consumers import wiring
@@ -377,17 +377,17 @@ def executor_for(settings: Any, letters: list[str], owner: str | None = None) ->
     from wakeful.core import provenance
     from wakeful.core.log import Log
 
-    for tool in refund_app.tools:
+    for tool in app.tools:
         tool.connect(settings)
     executor: Any = Executor(
-        wiring.store_for(settings, "executor"),
+        wiring.store_for(settings, "executor", app),
         wiring.leases_for(settings, "executor", owner=owner)
         if owner
         else wiring.leases_for(settings, "executor"),
         wiring.actions_for(settings, "executor"),
         Log(),
         keys=provenance.load_keys(settings, "executor"),
-        app=refund_app,
+        app=app,
     )
     executor.runner = SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
     return executor
