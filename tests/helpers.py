@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from wakeful.core import kafka_auth
 from wakeful.core.settings import Settings
+from wakeful.core.topics import WAKE
 from wakeful.devstack.client import Client
 from wakeful.examples.bank import Bank
 from wakeful.examples.refund import Stage
@@ -365,6 +366,17 @@ def gate_for(settings: Any, app: Any = refund_app) -> Any:
         app=app,
         keys=provenance.load_keys(settings, "gate"),
     )
+
+
+def deliver_under(app: Any, settings: Any, event: Any, principal: str) -> None:
+    """One signed event, as inbound wakes the gate with it, handled by a gate of `app` (a deploy
+    other than the running fleet's); what it would dead-letter is dropped."""
+    from types import SimpleNamespace
+
+    gate = gate_for(settings, app=app)
+    gate.runner = SimpleNamespace(dead_letter=lambda *_: None)
+    wake = inbound_wake(event, event.task_id, principal=principal)
+    gate.handle(role_message(settings, "inbound", WAKE, event.task_id, wake.encode()))
 
 
 def executor_for(settings: Any, letters: list[str], owner: str | None = None, app: Any = refund_app) -> Any:

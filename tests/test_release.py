@@ -3,16 +3,13 @@ each sleeping task under a new app, and a gate of that app then does exactly tha
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import redis
 from cli_run import doc, wakeful
-from helpers import BankClient, gate_for, inbound_wake, role_message
+from helpers import BankClient, deliver_under
 from release_apps import rekeyed, reworded
 
-from wakeful.consumers.runner import Runner
-from wakeful.core import topics
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import app as refund_app
@@ -29,12 +26,8 @@ def forecasts(spec: str, task_ids: set[str]) -> dict[str, dict[str, Any]]:
 
 
 def approve_under(app: App, client: BankClient, settings: Settings, task_id: str) -> None:
-    gate = gate_for(settings, app=app)
-    gate.runner = cast(Runner, SimpleNamespace(dead_letter=lambda *_: None))
     approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
-    gate.handle(
-        role_message(settings, "inbound", topics.WAKE, task_id, inbound_wake(approval, task_id).encode())
-    )
+    deliver_under(app, settings, approval, "alice")
 
 
 def test_the_dry_run_forecasts_each_sleeping_task_and_the_wake_does_what_it_said(

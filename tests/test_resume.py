@@ -15,13 +15,13 @@ from types import SimpleNamespace
 from typing import cast
 
 import pytest
+import release_apps
 from confluent_kafka import Producer
 from helpers import (
     BankClient,
     command,
+    deliver_under,
     executor_for,
-    gate_for,
-    inbound_wake,
     kafka_as,
     log_records,
     raw_get,
@@ -45,9 +45,8 @@ from wakeful.devstack import kafka, redis_server
 from wakeful.devstack.client import REQUESTER
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples import bank
-from wakeful.examples.refund import BankRefund, Stage
+from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
-from wakeful.examples.refund import refund as refund_workflow
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope
@@ -137,34 +136,17 @@ def test_policy_changed_mid_flight_applies_the_declared_rule(
         assert shown["quarantine"]["reason"] == "incompatible" and shown["ledger"] == []
 
 
-class _DescribedAnew(BankRefund):
-    """The bank tool of a later deploy: same name, arguments, stages and op key; a new description."""
-
-    description = BankRefund.description + " It also emails the customer a receipt."
-
-
-class _KeyedAnew(BankRefund):
-    """The bank tool of a later deploy whose op key changed: a step a task was admitted under is not
-    the step this deploy would run (the same refund under a new key could be booked twice)."""
-
-    op_key = "REFUND-V2:{task_id}:v{version}"
-
-
 def _approve_under(client: BankClient, settings: Settings, redeployed: App, task_id: str) -> None:
     """A gate of the new deploy takes the task's approval."""
-    gate = gate_for(settings, app=redeployed)
-    gate.runner = cast(Runner, SimpleNamespace(dead_letter=lambda *_: None))
     approval = sign_event(client.signer("alice"), events.APPROVE, {"version": 1}, task_id=task_id)
-    gate.handle(
-        role_message(settings, "inbound", topics.WAKE, task_id, inbound_wake(approval, task_id).encode())
-    )
+    deliver_under(redeployed, settings, approval, "alice")
 
 
 def test_a_tool_reworded_mid_flight_lets_the_waiting_task_finish_by_default(
     client: BankClient, fleet: Fleet, settings: Settings
 ) -> None:
     task_id, _ = client.new_task(2500)
-    redeployed = App(name="refund", workflows=[refund_workflow], tools=[_DescribedAnew()])
+    redeployed = release_apps.reworded  # the tool's description reworded
     assert redeployed.catalog != refund_app.catalog
     _approve_under(client, settings, redeployed, task_id)
     assert client.show(task_id)["stage"] == "ready"  # approved, not quarantined
@@ -177,7 +159,7 @@ def test_a_tool_whose_op_key_changed_mid_flight_quarantines_by_default(
     client: BankClient, fleet: Fleet, settings: Settings
 ) -> None:
     task_id, _ = client.new_task(2500)
-    redeployed = App(name="refund", workflows=[refund_workflow], tools=[_KeyedAnew()])
+    redeployed = release_apps.rekeyed  # the tool's op key changed
     _approve_under(client, settings, redeployed, task_id)
     shown = client.show(task_id)
     assert shown["stage"] == "quarantined" and shown["ledger"] == []

@@ -5,32 +5,19 @@ writing; then a gate of that deploy takes each task's next event and does exactl
 from __future__ import annotations
 
 import uuid
-from types import SimpleNamespace
-from typing import Any, cast
 
 import redis
 from cli_run import doc, wakeful
 from contract_app import NOTARY, SIGNED
 from contract_app import app as contract_v1
-from helpers import BankClient, gate_for, inbound_wake, role_message
+from helpers import BankClient, deliver_under
 
-from wakeful.consumers.runner import Runner
-from wakeful.core import topics
 from wakeful.core.settings import Settings
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
-from wakeful.sdk import App
 from wakeful.state import keys
 
 DEPLOYS = {"migrating": "migrate", "keeping": "pin", "dropping": "quarantine"}
-
-
-def deliver(app: App, settings: Settings, event: Any, principal: str) -> None:
-    """One signed event, as inbound wakes the gate with it, handled by a gate of `app`."""
-    gate = gate_for(settings, app=app)
-    gate.runner = cast(Runner, SimpleNamespace(dead_letter=lambda *_: None))
-    wake = inbound_wake(event, event.task_id, principal=principal)
-    gate.handle(role_message(settings, "inbound", topics.WAKE, event.task_id, wake.encode()))
 
 
 def test_each_way_to_deploy_a_new_workflow_version_is_forecast_then_done_at_the_wake(
@@ -43,7 +30,7 @@ def test_each_way_to_deploy_a_new_workflow_version_is_forecast_then_done_at_the_
     for deploy in DEPLOYS:
         task_id = f"t-{uuid.uuid4().hex[:12]}"
         created = sign_event(client.signer("svc-refunds"), events.CREATE, {"title": deploy}, task_id=task_id)
-        deliver(contract_v1, settings, created, "svc-refunds")
+        deliver_under(contract_v1, settings, created, "svc-refunds")
         assert client.store.load(task_id).stage == "awaiting_signature"
         sleeping[deploy] = task_id
     stored = {t: redis_client.get(keys.state(t)) for t in sleeping.values()}
@@ -57,7 +44,7 @@ def test_each_way_to_deploy_a_new_workflow_version_is_forecast_then_done_at_the_
 
     for deploy, task_id in sleeping.items():
         signed = sign_event(client.signer(NOTARY), SIGNED, {}, task_id=task_id)
-        deliver(getattr(contract_v2, deploy), settings, signed, NOTARY)
+        deliver_under(getattr(contract_v2, deploy), settings, signed, NOTARY)
     migrated, kept = client.store.load(sleeping["migrating"]), client.store.load(sleeping["keeping"])
     assert (migrated.stage, migrated.business.workflow_version) == ("closed", 2)
     assert migrated.business.data == {"title": "migrating", "parties": 2}

@@ -6,27 +6,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+import release_apps
 
 from wakeful.authority.snapshot import DEFAULT_COMPAT, Snapshot
 from wakeful.examples.onboarding import app as onboarding_app
-from wakeful.examples.refund import BankRefund
 from wakeful.examples.refund import app as refund_app
-from wakeful.examples.refund import refund as refund_workflow
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
 from wakeful.sdk.app import App
 from wakeful.workflow import release
 
-
-class Reworded(BankRefund):
-    description = BankRefund.description + " It also emails the customer."
-
-
-class Rekeyed(BankRefund):
-    op_key = "REFUND-V2:{task_id}:v{version}"
-
-
-REWORDED = App(name="refund", workflows=[refund_workflow], tools=[Reworded()])
-REKEYED = App(name="refund", workflows=[refund_workflow], tools=[Rekeyed()])
+REWORDED, REKEYED = release_apps.reworded, release_apps.rekeyed
 
 
 def task(
