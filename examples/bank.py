@@ -18,10 +18,9 @@ import orjson
 import redis
 from pydantic import Field
 
-from wakeful.core import ids
 from wakeful.core.errors import DownstreamUnavailable, FencedOff
 from wakeful.schemas.base import Record
-from wakeful.state.downstreams import Downstream
+from wakeful.state.downstreams import Downstream, op_record, task_record
 from wakeful.state.functions import Function, call
 
 # The bank's keyspace, its own and no role's: one hash tag ({ledger}), so that its booking names its
@@ -37,15 +36,15 @@ LEDGER = f"{TAG}:ledger"
 
 
 def entry_key(op_key: str) -> str:
-    return f"{TAG}:entry:{ids.checked(ids.OP_KEY_RE, op_key, 'op key')}"
+    return op_record(TAG, "entry", op_key)
 
 
 def fence_key(task_id: str) -> str:
-    return f"{TAG}:fence:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
+    return task_record(TAG, "fence", task_id)
 
 
 def faults_key(task_id: str) -> str:
-    return f"{TAG}:faults:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
+    return task_record(TAG, "faults", task_id)
 
 
 _PAGE = 500  # ledger entries per XRANGE round trip in entries()

@@ -25,7 +25,6 @@ from pydantic import Field
 
 from wakeful.core.errors import DownstreamRefused, DownstreamUnavailable, FencedOff
 from wakeful.examples.suppliers_keys import (
-    CAS_RETRIES,
     LOG,
     SUPPLIER_ID,
     call_key,
@@ -35,6 +34,7 @@ from wakeful.examples.suppliers_keys import (
     undo_key,
 )
 from wakeful.schemas.base import Record
+from wakeful.state.keys import CAS_RETRIES
 
 ACCOUNT = r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$"  # IBAN-shaped: the workflow checks the checksum
 REFUSE = b"refuse"  # a faults hash value: that operation fails for good

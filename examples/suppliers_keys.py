@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from wakeful.core import ids
-from wakeful.state.downstreams import Downstream
+from wakeful.state.downstreams import Downstream, op_record, task_record
 
 # The register's keyspace, its own and no role's, under one hash tag ({register}): a write names its
 # log stream beside its records in one atomic step, in one slot of a Redis Cluster.
@@ -20,16 +20,15 @@ PATTERN = "suppliers:*"
 TAG = "suppliers:{register}"
 LOG = f"{TAG}:log"
 SUPPLIER_ID = r"S-[0-9a-f]{16}"
-CAS_RETRIES = 8  # concurrent writers in a row before a call is refused as unavailable
 _SUPPLIER_ID = re.compile(SUPPLIER_ID)
 
 
 def call_key(op_key: str) -> str:
-    return f"{TAG}:op:{ids.checked(ids.OP_KEY_RE, op_key, 'op key')}"
+    return op_record(TAG, "op", op_key)
 
 
 def undo_key(op_key: str) -> str:
-    return f"{TAG}:undo:{ids.checked(ids.OP_KEY_RE, op_key, 'op key')}"
+    return op_record(TAG, "undo", op_key)
 
 
 def master_key(supplier_id: str) -> str:
@@ -37,11 +36,11 @@ def master_key(supplier_id: str) -> str:
 
 
 def fence_key(task_id: str) -> str:
-    return f"{TAG}:fence:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
+    return task_record(TAG, "fence", task_id)
 
 
 def faults_key(task_id: str) -> str:
-    return f"{TAG}:faults:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
+    return task_record(TAG, "faults", task_id)
 
 
 # Plain WATCH/MULTI transactions, no Lua: it calls no function.

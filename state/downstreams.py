@@ -20,6 +20,7 @@ from typing import Any
 
 import redis
 
+from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.state.functions import Function
 
@@ -57,6 +58,16 @@ class Downstream:
         if bad or not self.commands:
             found.append(f"{self.user}: commands {bad or '()'} must be one or more `+command` rights, no Lua")
         return found
+
+
+def op_record(tag: str, kind: str, op_key: str) -> str:
+    """A downstream's key for one operation's record: `<tag>:<kind>:<op key>`, the op key checked."""
+    return f"{tag}:{kind}:{ids.checked(ids.OP_KEY_RE, op_key, 'op key')}"
+
+
+def task_record(tag: str, kind: str, task_id: str) -> str:
+    """A downstream's key for what it keeps per task (a fence, a fault hook), the task id checked."""
+    return f"{tag}:{kind}:{ids.checked(ids.TASK_ID_RE, task_id, 'task id')}"
 
 
 @functools.lru_cache(maxsize=8)
