@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from wakeful.authority.freezes import Freeze, frozen_from
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.core.ids import DEFAULT_TENANT
@@ -50,6 +51,7 @@ class Snapshot:
     # An operator's rules for one app (`authority policy set --compat ... --app A`): they outrank
     # the app's declared ones (App.compat), which outrank `compat` (compat.rules_for).
     compat_by_app: dict[str, dict[str, str]] = field(default_factory=dict)
+    frozen: dict[str, Freeze] = field(default_factory=dict)  # the freezes in force (freezes.py)
 
 
 # The reads a Snapshot is made of, for callers that batch them with their own (snapshot_from).
@@ -57,12 +59,13 @@ SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
     ("SMEMBERS", keys.AUTH_APPROVERS),
     ("GET", keys.AUTH_LIMIT),
     ("HGETALL", keys.AUTH_POLICY),
+    ("HGETALL", keys.AUTH_FROZEN),
 )
 
 
 def snapshot_from(replies: list[Any]) -> Snapshot:
     """A Snapshot from the replies to SNAPSHOT_READS, in order (parsed or raw RESP replies)."""
-    approvers, limit, policy = replies
+    approvers, limit, policy, frozen = replies[: len(SNAPSHOT_READS)]
     fields = {k.decode(): v.decode() for k, v in hash_reply(policy).items()}
     return Snapshot(
         approvers=frozenset(a.decode() for a in approvers),  # a set (parsed) or a list (raw)
@@ -75,6 +78,7 @@ def snapshot_from(replies: list[Any]) -> Snapshot:
             for name, raw in fields.items()
             if name.startswith(APP_COMPAT)
         },
+        frozen=frozen_from(frozen),
     )
 
 

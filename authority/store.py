@@ -7,13 +7,16 @@ executor roles only read it, live, at every wake. Nothing here is ever copied in
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Collection
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 import redis
 
+from wakeful.authority import freezes
 from wakeful.authority.snapshot import (
     APP_COMPAT,
     COMPAT_RULES,
@@ -30,6 +33,8 @@ from wakeful.producers.signing import Alg, VerifyKey
 from wakeful.state import keys
 from wakeful.state.replies import hash_reply
 
+SWITCH_LOG_MAX = 10_000  # switches kept in the log (who, why, when), newest
+
 
 class AuthorityStore:
     def __init__(self, client: redis.Redis) -> None:
@@ -44,12 +49,13 @@ class AuthorityStore:
         if with_signers:
             pipe.hgetall(keys.AUTH_SIGNERS)
         replies = pipe.execute()
-        snap = snapshot_from(replies[:3])
+        reads = len(SNAPSHOT_READS)
+        snap = snapshot_from(replies[:reads])
         if not with_signers:
             return snap
         signers: dict[str, VerifyKey] = {}
         kinds: dict[str, frozenset[str]] = {}
-        for kid, raw in hash_reply(replies[3]).items():
+        for kid, raw in hash_reply(replies[reads]).items():
             key, allowed = decode_signer(kid.decode(), raw)
             signers[key.key_id] = key
             kinds[key.key_id] = allowed
@@ -104,6 +110,53 @@ class AuthorityStore:
         elif compat:
             fields[APP_COMPAT + app] = orjson.dumps({**current.compat_by_app.get(app, {}), **compat}).decode()
         self.client.hset(keys.AUTH_POLICY, mapping=fields)  # type: ignore[arg-type]
+
+    # ---- the kill path (authority/freezes.py) -------------------------------------------------
+
+    def freeze(self, scope: str, by: str, reason: str) -> int:
+        """Freeze `scope` (freezes.scope()): recorded, then the switch counter bumped. Returns the
+        counter the roles must take in for the freeze to be acknowledged (switch_acks.py)."""
+        return self._switch("freeze", scope, by, reason)
+
+    def thaw(self, scope: str, by: str, reason: str) -> tuple[int, bool, list[str]]:
+        """Lift the freeze of `scope`, and wake every task with held work (a deadline due now): its
+        held wakes run at that wake, or stay held where another freeze still holds it. Returns the
+        switch counter, whether the scope was frozen, and the tasks woken."""
+        was = bool(self.client.hexists(keys.AUTH_FROZEN, scope))
+        switched = self._switch("thaw", scope, by, reason)
+        held = sorted(t.decode() for t in self.client.smembers(keys.HELD_TASKS))  # type: ignore[union-attr]
+        now_ms = int(time.time() * 1000)
+        for start in range(0, len(held), 500):
+            self.client.zadd(
+                keys.DEADLINES, {f"{task}|{now_ms}": now_ms for task in held[start : start + 500]}
+            )
+        return switched, was, held
+
+    def frozen(self) -> dict[str, freezes.Freeze]:
+        return freezes.frozen_from(self.client.hgetall(keys.AUTH_FROZEN))
+
+    def switch_log(self, count: int = 20) -> list[dict[str, str]]:
+        """The last `count` switches thrown, newest first."""
+        entries = self.client.xrevrange(keys.AUTH_SWITCH_LOG, count=count)
+        return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in entries]  # type: ignore[union-attr]
+
+    def _switch(self, action: str, scope: str, by: str, reason: str) -> int:
+        at = datetime.now(UTC).isoformat()
+        doc = freezes.record(by, reason, at)
+        pipe = self.client.pipeline(
+            transaction=True
+        )  # one slot ({freeze}): the switch, its record, the counter
+        if action == "freeze":
+            pipe.hset(keys.AUTH_FROZEN, scope, doc)
+        else:
+            pipe.hdel(keys.AUTH_FROZEN, scope)
+        fields = {"switch": action, "scope": scope, "by": by, "reason": reason, "at": at}
+        pipe.xadd(keys.AUTH_SWITCH_LOG, fields, maxlen=SWITCH_LOG_MAX, approximate=True)  # type: ignore[arg-type]
+        pipe.incr(keys.AUTH_SWITCHED)
+        return int(pipe.execute()[-1])
+
+    def switched(self) -> int:
+        return int(self.client.get(keys.AUTH_SWITCHED) or 0)
 
     def forget_app_rules(self) -> None:
         """Drop every operator rule set for one app: each app's declared rules apply again."""

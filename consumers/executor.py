@@ -26,12 +26,13 @@ from typing import Any
 from confluent_kafka import Message
 from pydantic import ValidationError
 
+from wakeful.authority import freezes
 from wakeful.authority.snapshot import SNAPSHOT_READS, Snapshot, snapshot_from
-from wakeful.consumers import executor_steps, wiring
+from wakeful.consumers import executor_steps, switch_acks, wiring
 from wakeful.consumers.executor_writes import Loaded, Writes
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.producing import RunnerProducer
-from wakeful.consumers.role import run_role
+from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import (
@@ -53,7 +54,7 @@ from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionStatus
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
-from wakeful.state import first_step, keys
+from wakeful.state import checks, first_step, keys
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.replies import hash_reply
@@ -138,6 +139,13 @@ class Executor:
         settled = executor_steps.settled(self.app, self.actions, cp, ops, held.lease)
         if settled is not None:
             return self.writes.close(loaded, settled, auth)
+        # The kill path: a frozen task takes no new step (a step already begun completes above).
+        # The proposal is dropped, the task marked: the thaw wakes it and the gate asks again.
+        freeze = freezes.holding(auth.frozen, self.app.name, cp.security.tenant, cp.task_id)
+        if freeze is not None:
+            checks.raise_replies(cp.task_id, *loaded.pinned.batch([("SADD", keys.HELD_TASKS, cp.task_id)]))
+            self.log("executor.held", task_id=cp.task_id, scope=freeze.scope)
+            return None
         # Gate 4 again, before a step begins: a proposal in flight across a deploy runs only under
         # the tools and policy its task was admitted to (a step already begun completes above).
         incompatible = compat.check_app(self.app, cp, auth)
@@ -239,4 +247,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     def build(producer: RunnerProducer, log: Log) -> Executor:
         return Executor(store, leases, actions, log, keys=keys, app=app)
 
-    run_role(settings, stop, "executor", topics.PROPOSALS, build)
+    def hooks(executor: Executor) -> Hooks:
+        return Hooks(between_batches=switch_acks.acker(executor.store.client, "executor", executor.log))
+
+    run_role(settings, stop, "executor", topics.PROPOSALS, build, hooks=hooks)

@@ -27,8 +27,10 @@ from typing import Any
 import redis
 from confluent_kafka import Message, Producer
 
+from wakeful.authority import freezes
+from wakeful.authority.freezes import Freeze
 from wakeful.authority.store import AuthorityStore
-from wakeful.consumers import gate_create, gate_rules, gate_writes, wiring
+from wakeful.consumers import gate_create, gate_hold, gate_rules, gate_writes, switch_acks, wiring
 from wakeful.consumers.gate_wake import Taken, Untrusted, Wake, authenticate, identity, verified_event
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
@@ -55,6 +57,11 @@ from wakeful.state.store import Change, Keep, Store
 from wakeful.workflow import engine
 
 BACKLOG_ALLOWANCE = timedelta(hours=1)
+_DRAIN = "drain"  # _take(): the task has held wakes; replay them before this one
+
+
+class _StillFrozen(Exception):
+    """A held wake replayed while a freeze still holds its task: it stays where it is."""
 
 
 class Gate:
@@ -82,39 +89,58 @@ class Gate:
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
-        sender = self.role_keys.sender(topics.WAKE, msg.key() or b"", msg.value() or b"", msg.headers())
+        parts = gate_hold.parts_of(msg)
+        if self._take(parts, msg) == _DRAIN:  # held wakes first, oldest first (gate_hold.py)
+            task_id = Envelope.decode(parts[1]).task_id
+            gate_hold.drain(self.client, task_id, lambda held: self._take(held, None), self.log)
+            self._take(parts, msg, drained=True)
+
+    def _take(self, parts: gate_hold.Parts, msg: Message | None, drained: bool = False) -> str:
+        """One wake message, from Kafka (`msg`) or replayed from a held list (msg None: what it did,
+        gate_hold.REPLAYED or KEPT). _DRAIN: the task has held wakes to replay before this one."""
+        key, value, headers = parts
+        sender = self.role_keys.sender(topics.WAKE, key, value, headers)
         if isinstance(sender, Forged):
-            self._dead(msg, sender.reason)
-            return None
+            return self._dead(msg, sender.reason)
         try:
-            envelope = Envelope.decode(msg.value() or b"")
+            envelope = Envelope.decode(value)
         except DecodeError as exc:
-            self._dead(msg, f"malformed wake: {exc.reason}")
-            return None
+            return self._dead(msg, f"malformed wake: {exc.reason}")
         fault("gate.before_read")
+        lag = self.max_lag if msg is not None else gate_hold.HELD_LAG
         with self.store.pinned(envelope.task_id) as pinned:
-            taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=self.max_lag)
+            taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=lag)
             if isinstance(taken, Untrusted):
-                self._dead(msg, taken.reason)
-                return None
+                return self._dead(msg, taken.reason)
+            if taken.held and msg is not None and not drained:
+                return _DRAIN
             try:
                 fault("gate.after_read")
-                self._apply(taken)
+                self._apply(taken, gate_hold.record(parts) if msg is not None else None)
+            except _StillFrozen:
+                return gate_hold.KEPT
             except engine.UnknownWorkflow as exc:
+                if msg is None:  # kept for a worker that runs the task's app
+                    return gate_hold.KEPT
                 # Retrying would hold up every task behind it on the partition; the letter keeps the
                 # wake for a replay by a worker that runs the task's app.
-                self._dead(msg, f"task {envelope.task_id}: {exc}")
-        return None
+                return self._dead(msg, f"task {envelope.task_id}: {exc}")
+        return gate_hold.REPLAYED
 
-    def _apply(self, step: Taken) -> None:
+    def _apply(self, step: Taken, hold: bytes | None) -> None:
         """Gates 2 to 5 for one wake in one compare-and-swap (gate 3 reads and verifies the task,
-        gate_rules.decide() judges it), then the answer: the sender's receipt, a quarantine, and
-        for a task that may go on gate 6, its proposal request."""
+        gate_rules.decide() judges it), then the answer: the sender's receipt, a quarantine, a
+        hold, and for a task that may go on gate 6, its proposal request. `hold`: the wake as a
+        freeze keeps it; None for a wake replayed from a held list (_StillFrozen if it still is)."""
         wake, event = step.wake, step.wake.event
         if wake.answered:
             return self._decided_before(step)
         now = datetime.now(UTC)
         if event is not None and event.kind == events.CREATE:
+            task_id = step.wake.envelope.task_id
+            freeze = freezes.holding(wake.auth.frozen, self.app.name, wake.tenant, task_id)
+            if freeze is not None:
+                return self._held(step, freeze, None, hold)
             return gate_create.create(
                 step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
             )
@@ -128,7 +154,7 @@ class Gate:
         if change.status == "duplicate":  # applied before a crash: redo only what follows the CAS
             self.writes.finish(None, "", "", cp.task_id, cp, pinned=step.pinned)
         elif change.status == "kept":
-            return self._kept(step, judge.last, cp)
+            return self._kept(step, judge.last, cp, hold)
         else:
             fault("gate.after_cas")
             self._changed(wake, judge, cp)
@@ -177,8 +203,8 @@ class Gate:
             "gate.receipt", task_id=cp.task_id, event_id=wake.event.event_id, status=status, reason=reason
         )
 
-    def _kept(self, step: Taken, ruled: gate_rules.WakeRuling, cp: Checkpoint) -> None:
-        """Answer a ruling that wrote nothing to the task, `cp` as it was read."""
+    def _kept(self, step: Taken, ruled: gate_rules.WakeRuling, cp: Checkpoint, hold: bytes | None) -> None:
+        """Answer a ruling that wrote nothing to the task, `cp` as it was read (`hold`: _apply's)."""
         wake, event = step.wake, step.wake.event
         finish = functools.partial(self.writes.finish, event, pinned=step.pinned)
         if isinstance(ruled, gate_rules.Stranger):
@@ -191,9 +217,28 @@ class Gate:
         if isinstance(ruled, gate_rules.Incompatible):
             self._quarantine(step, ruled.detail)
             return finish("rejected", f"task quarantined: {ruled.detail}", wake.envelope.task_id, None)
+        if isinstance(ruled, gate_rules.Frozen):
+            return self._held(step, ruled.freeze, cp, hold)
         # "run" on a ready task, or a deadline not due: nothing to write
         finish("accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self.writes.follow_up(cp, wake)
+
+    def _held(self, step: Taken, freeze: Freeze, cp: Checkpoint | None, hold: bytes | None) -> None:
+        """Keep a frozen task's wake for the thaw, and tell its sender it is held, not refused."""
+        if hold is None:
+            raise _StillFrozen()
+        wake, task_id = step.wake, step.wake.envelope.task_id
+        said = f"held: task is {freeze.said()}; it runs when thawed"
+        self.writes.finish(
+            wake.event,
+            "held",
+            said,
+            task_id,
+            cp,
+            pinned=step.pinned,
+            also=gate_hold.hold_writes(task_id, hold),
+        )
+        self.log("gate.held", task_id=task_id, scope=freeze.scope)
 
     def _quarantine(self, step: Taken, detail: str) -> None:
         """Quarantine a task the deployed versions cannot run, under the WATCH of the read that
@@ -231,9 +276,15 @@ class Gate:
         _, name, doc, _, ttl = gate_writes.receipt_write(event, "rejected", said, None, named)
         self.client.set(name, doc, ex=ttl, nx=True)  # an outcome already written stands
 
-    def _dead(self, msg: Message, reason: str) -> None:
-        assert self.runner is not None
-        self.runner.dead_letter(msg, reason)
+    def _dead(self, msg: Message | None, reason: str) -> str:
+        """Dead-letter a wake from Kafka; a held one that fails is dropped, the reason logged.
+        Either way the gate is done with it (gate_hold.REPLAYED)."""
+        if msg is None:
+            self.log("gate.held_dropped", reason=reason)
+        else:
+            assert self.runner is not None
+            self.runner.dead_letter(msg, reason)
+        return gate_hold.REPLAYED
 
 
 @dataclass
@@ -280,7 +331,12 @@ def main(settings: Settings, stop: threading.Event) -> None:
     def build(producer: RunnerProducer, log: Log) -> Gate:
         return Gate(store, producer, log, keys=keys, app=app, event_max_age=settings.event_max_age)
 
-    run_role(settings, stop, "gate", topics.WAKE, build, hooks=lambda gate: Hooks(on_poison=gate.poisoned))
+    def hooks(gate: Gate) -> Hooks:
+        return Hooks(
+            on_poison=gate.poisoned, between_batches=switch_acks.acker(gate.client, "gate", gate.log)
+        )
+
+    run_role(settings, stop, "gate", topics.WAKE, build, hooks=hooks)
 
 
 def told(event: SignedEvent | None, tenant: str, task_id: str, reason: str) -> tuple[str, str]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from wakeful.authority import freezes
+from wakeful.authority.freezes import Freeze
 from wakeful.authority.snapshot import Snapshot
 from wakeful.core import ids
 from wakeful.schemas import events
@@ -27,6 +29,13 @@ class Stranger:
 
 
 @dataclass(frozen=True)
+class Frozen:
+    """A freeze holds the task (authority/freezes.py): the wake is kept for when it is thawed."""
+
+    freeze: Freeze
+
+
+@dataclass(frozen=True)
 class Incompatible:
     """Gate 4 failed: the task started under versions the declared rules do not carry forward."""
 
@@ -36,8 +45,9 @@ class Incompatible:
 # What one wake does to one task: a move (a new checkpoint to write, with any evidence it
 # attached); the task for review (written, and the sender's receipt says why); a refusal that
 # writes nothing but the sender's receipt; a stranger's event, answered as for no task; a
-# quarantine; or None (nothing to do: a deadline not due, "run" on a task that may run).
-WakeRuling = engine.Moved | engine.ForReview | Refuse | Stranger | Incompatible | None
+# quarantine; a wake held by a freeze; or None (nothing to do: a deadline not due, "run" on a task
+# that may run).
+WakeRuling = engine.Moved | engine.ForReview | Refuse | Stranger | Incompatible | Frozen | None
 
 
 def decide(
@@ -51,16 +61,19 @@ def decide(
     now: datetime,
     started: frozenset[str] = frozenset(),
 ) -> WakeRuling:
-    """Gates 2, 4 and 5 for one wake on the task as read and verified (gate 3): the tenant, the
-    versions, then the runtime's rules and the workflow's. event None is a deadline wake; tenant is
-    the event's signer's; started holds the op keys whose side effect has begun (money may have
-    moved)."""
+    """Gates 2, 4 and 5 for one wake on the task as read and verified (gate 3): the tenant, a
+    freeze, the versions, then the runtime's rules and the workflow's. event None is a deadline
+    wake; tenant is the event's signer's; started holds the op keys whose side effect has begun
+    (money may have moved)."""
     if event is not None and cp.security.tenant != tenant:
         # Another tenant's task (one made before the namespaces, D52, or reached through a
         # correlation id stored before its tenant was) is, to this signer, no task at all.
         return Stranger()
     if cp.stage in (CLOSED, QUARANTINED):
         return Refuse(f"task is {cp.stage}; it accepts no more events")
+    freeze = freezes.holding(auth.frozen, app.name, cp.security.tenant, cp.task_id)
+    if freeze is not None:  # the kill path: no new step, and the wake is kept, not refused
+        return Frozen(freeze)
     versioned = compat.workflow_version(app, cp)  # gate 4: the workflow version it runs
     if isinstance(versioned, str):
         return Incompatible(versioned)

@@ -32,6 +32,7 @@ from wakeful.state.pinned import Pinned
 from wakeful.state.replies import hash_reply
 
 WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
+HELD_RECEIPT = b'{"status":"held"'  # how a held wake's receipt begins (schemas/receipt.encode)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Wake:
     auth: Snapshot
     evidence: dict[str, str]
     answered: bool = False  # its event has a receipt: it was decided before, whatever the outcome
+    # (but "held": decided())
     tenant: str = ""  # the signer's tenant, from its registry record ("" for a deadline wake)
 
 
@@ -63,6 +65,7 @@ class Taken:
     pinned: Pinned
     first: list[Any]  # the replies to first_step.reads(task, identity): the change's first step, done
     ops: Any  # the task's action log (HGETALL), read for an amend only; else None
+    held: int = 0  # wakes a freeze held for the task, waiting to be replayed (state/keys.py)
 
     def started(self) -> frozenset[str]:
         """Op keys whose effect has started (an intent that did not fail): money may have moved.
@@ -103,7 +106,7 @@ def authenticate(
     if event is not None:  # the claimed event's: nothing read here is trusted before it verifies
         more = [
             ("HGET", keys.AUTH_SIGNERS, event.key_id),
-            ("EXISTS", keys.receipt(event.event_id, task_id, key_id=event.key_id)),
+            ("GET", keys.receipt(event.event_id, task_id, key_id=event.key_id)),
         ]
         if event.kind == events.AMEND:
             more.append(("HGETALL", keys.ops(task_id)))
@@ -112,6 +115,7 @@ def authenticate(
             *first_step.reads(task_id, identity(envelope, event)),
             *SNAPSHOT_READS,
             ("HGETALL", keys.evidence(task_id)),
+            ("LLEN", keys.held(task_id)),
             *more,
         ]
     )
@@ -120,11 +124,13 @@ def authenticate(
     if first_step.watched(first)[2] is not None:
         raise Retry("task lease is held by another worker", after=0.005)
     checks.raise_replies(task_id, *rest)
-    auth = snapshot_from(rest[:3])
-    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(rest[3]).items()}
+    reads = len(SNAPSHOT_READS)
+    auth = snapshot_from(rest[:reads])
+    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(rest[reads]).items()}
+    held, rest = int(rest[reads + 1] or 0), rest[reads + 2 :]
     if event is None:
-        return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None)
-    signer, answered, ops = rest[4], rest[5] == 1, (rest[6] if len(rest) > 6 else None)
+        return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None, held)
+    signer, answered, ops = rest[0], decided(rest[1]), (rest[2] if len(rest) > 2 else None)
     found = decode_signer(event.key_id, signer) if isinstance(signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
     verified = key is not None and key.verify(event)
@@ -141,7 +147,13 @@ def authenticate(
     if refused or key is None:
         return Untrusted(refused or "no signer")
     wake = Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
-    return Taken(wake, pinned, first, ops)
+    return Taken(wake, pinned, first, ops, held)
+
+
+def decided(receipt: bytes | None) -> bool:
+    """Whether an event's receipt says it was decided: any receipt but a freeze's "held", which
+    says only that the wake waits on the task's held list (gate_hold.py) to be decided."""
+    return receipt is not None and not receipt.startswith(HELD_RECEIPT)
 
 
 def identity(envelope: Envelope, event: SignedEvent | None) -> str:

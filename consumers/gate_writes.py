@@ -10,7 +10,7 @@ changed nothing writes them and its receipt in one round trip (D38).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,11 +48,12 @@ class FollowUps:
         cp: Checkpoint | None,
         *,
         pinned: Pinned,
+        also: Sequence[Command] = (),
     ) -> None:
         """For an outcome that changed nothing, one round trip on the task's connection: the WATCH
-        dropped, the wait's deadline and correlation id, and the sender's receipt. Everything here
-        follows from the stored state."""
-        writes: list[Command] = [("UNWATCH",), *wait_writes(cp)]
+        dropped, the wait's deadline and correlation id, `also` (a held wake), and the sender's
+        receipt. Everything here follows from the stored state."""
+        writes: list[Command] = [("UNWATCH",), *wait_writes(cp), *also]
         if event is not None:
             writes.append(receipt_write(event, status, reason, cp, task_id))
             self.log("gate.receipt", task_id=task_id, event_id=event.event_id, status=status, reason=reason)

@@ -36,11 +36,13 @@ H = TypeVar("H", bound=Handling)
 
 @dataclass(frozen=True)
 class Hooks:
-    """What a role adds to its runner: reads for a whole batch, a step once a batch is durable, and
-    whom to tell when a message is dead-lettered after the role failed on it."""
+    """What a role adds to its runner: reads for a whole batch, a step once a batch is durable, a
+    step between batches (no handler running), and whom to tell when a message is dead-lettered
+    after the role failed on it."""
 
     before_batch: Callable[[list[Message]], None] | None = None
     after_batch: Callable[[], None] | None = None
+    between_batches: Callable[[], None] | None = None
     on_poison: Callable[[Message, str], None] | None = None
 
 
@@ -73,6 +75,7 @@ def run_role(
         remake=consumer,
         before_batch=added.before_batch,
         after_batch=added.after_batch,
+        between_batches=added.between_batches,
         on_poison=added.on_poison,
     )
     handling.runner = running

@@ -49,6 +49,7 @@ class Runner(Handling):
         batch: int = 500,
         before_batch: Callable[[list[Message]], None] | None = None,
         after_batch: Callable[[], None] | None = None,
+        between_batches: Callable[[], None] | None = None,
         failures: DeliveryFailures | None = None,
         dead_letter_bytes: int | None = None,
         on_poison: Callable[[Message, str], None] | None = None,
@@ -70,6 +71,7 @@ class Runner(Handling):
         self.batch = batch
         self.before_batch = before_batch  # reads for the whole batch at once, before its handlers
         self.after_batch = after_batch  # runs once the batch's output is durable, before offsets
+        self.between_batches = between_batches  # runs before each poll, no handler running
         self.remake = remake  # a fresh client like `consumer`, for one that never got back in
         self.membership = Membership(rejoin_s, started_at=time.monotonic())
 
@@ -86,6 +88,8 @@ class Runner(Handling):
                     self._rejoin()
                 if (waited := self.membership.waited(now)) is not None:
                     self.log("runner.waiting", role=self.role, why=why_waiting(self.role, self.topic, waited))
+                if self.between_batches is not None:
+                    self.between_batches()
                 msgs = self._next_batch()
                 good = [m for m in msgs if not self._is_error(m)]
                 if good:

@@ -136,13 +136,15 @@ class Client:
     def reset_authority(self) -> None:
         """The local defaults, restored even where a test or an operator changed them: limit 1000,
         approvers alice and bob, the deployed policy and tool catalog, pin/quarantine rules, no
-        operator rules for one app."""
+        operator rules for one app, nothing frozen."""
         self.init_authority()
         self.authority.set_limit(1000)
         for approver in dev.DEFAULT_APPROVERS:
             self.authority.add_approver(approver)
         self.authority.set_policy(DEFAULT_POLICY, DEFAULT_CATALOG, dict(DEFAULT_COMPAT))
         self.authority.forget_app_rules()
+        for scope in self.authority.frozen():
+            self.authority.thaw(scope, "wakeful", "local defaults restored")
 
     # ---- upstream actions ---------------------------------------------------------------------
 

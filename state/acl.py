@@ -60,10 +60,15 @@ _OPS_WRITE = f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx
 _TOPOLOGY = "+cluster|slots +command"
 _KEYLESS = f"+ping +multi +exec +discard +unwatch {_TOPOLOGY}"
 _AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +smembers +sismember +hget +hgetall +hmget)"
-_RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set +exists)"
+_RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set +exists +get)"
 _CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
 _DEADLINE_ADD = f"(~{keys.DEADLINES} +zadd)"
 _EVIDENCE = f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall)"
+# A freeze (authority/freezes.py): the gate keeps a frozen task's wakes in its held list and replays
+# them once thawed; both Progress writers mark a task with held work, and say which switches they
+# have taken in (the freeze's acknowledgement).
+_HELD = f"(~{keys.PATTERN_HELD} +rpush +lindex +lrem +llen) (~{keys.HELD_TASKS} +sadd +srem)"
+_LIVE = f"(~{keys.HELD_TASKS} +sadd) (~{keys.LIVE} +hset)"
 # The proposer's budget: read before a model call, add what the call cost after it (a plain
 # pipeline, no MULTI: the two counters live in different slots). A counter is a stream's top id and
 # XADD is the one write: no command here can move it back or make it lapse (state/budget.py, D51).
@@ -83,10 +88,10 @@ RULES: dict[str, str] = {
         # Whether a task exists, not what it holds: a task made before the namespaces (D52).
         f"(%R~{keys.PATTERN_STATE} +exists)"
     ),
-    "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE}",
+    "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE} {_HELD} {_LIVE}",
     "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer).
-    "executor": f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD}",
+    "executor": f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_LIVE}",
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
     "relay": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "

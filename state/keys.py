@@ -53,6 +53,14 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:{T}:receipt:{K}:{E} | string | JSON outcome of key K's event E, task T | gate (in CAS), inbound |
 | wk:receipt:{K}:{E}| string | the same, refused before its task was known        | inbound                |
 | wk:authority:*    | mixed  | approvers, limit, signers, policy (authority/)     | admin only; roles read |
+| wk:authority:{freeze}:* | mixed | frozen (hash scope -> who, why, when),     | admin only; roles read |
+|                   |        | switched (a counter each freeze and thaw bumps),   |                        |
+|                   |        | log (stream: every freeze and thaw, who, why)      |                        |
+| wk:{T}:held       | list   | wakes a freeze held for the task, oldest first     | gate: push, replay, pop|
+| wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin  |
+| wk:live           | hash   | "<role>:<process>" -> "<switched seen> <ms>": which | gate, executor         |
+|                   |        | switches each live role has taken in (a freeze's   |                        |
+|                   |        | acknowledgement)                                   |                        |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
@@ -124,7 +132,15 @@ AUTH_APPROVERS = f"{AUTHORITY}:approvers"  # set of principals allowed to approv
 AUTH_LIMIT = f"{AUTHORITY}:limit"  # string int: refunds above it need an approval
 AUTH_SIGNERS = f"{AUTHORITY}:signers"  # hash key_id -> JSON {principal, alg, material, kinds}
 AUTH_POLICY = f"{AUTHORITY}:policy"  # hash: policy, tool_catalog, compat (JSON), catalog (JSON)
+# The freezes (authority/freezes.py): one hash tag, so a freeze, its record and the counter the
+# roles acknowledge are written in one MULTI on a Redis Cluster too; no `wk:{` pattern reaches it.
+_FREEZE = f"{AUTHORITY}:{{freeze}}"
+AUTH_FROZEN = f"{_FREEZE}:frozen"  # hash scope (all, app:A, tenant:T, task:T) -> JSON {by, reason, at}
+AUTH_SWITCHED = f"{_FREEZE}:switched"  # string int: bumped by every freeze and thaw
+AUTH_SWITCH_LOG = f"{_FREEZE}:log"  # stream: each freeze and thaw, who, why, when
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
+HELD_TASKS = f"{PREFIX}:held"
+LIVE = f"{PREFIX}:live"
 PATTERN_CORR = f"{PREFIX}:corr:*"
 PATTERN_SEEN = f"{PREFIX}:seen:*"
 PATTERN_RECEIPT = f"{PREFIX}:receipt:*"
@@ -185,6 +201,7 @@ PATTERN_OUTBOX = f"{PATTERN_TASK}outbox"
 PATTERN_OPS = f"{PATTERN_TASK}ops"
 PATTERN_QUARANTINE = f"{PATTERN_TASK}quarantine"
 PATTERN_EVIDENCE = f"{PATTERN_TASK}evidence"
+PATTERN_HELD = f"{PATTERN_TASK}held"
 PATTERN_TASK_RECEIPT = f"{PATTERN_TASK}receipt:*"
 PATTERN_TASK_SPENT = f"{PATTERN_TASK}spent"
 PATTERN_TASK_TOKENS = f"{PATTERN_TASK}tokens"
@@ -240,6 +257,10 @@ def quarantine(task_id: str) -> str:
 
 def evidence(task_id: str) -> str:
     return _task(task_id, "evidence")
+
+
+def held(task_id: str) -> str:
+    return _task(task_id, "held")
 
 
 def spent(task_id: str) -> str:

@@ -26,6 +26,7 @@ KINDS: dict[str, str | None] = {
     "ops": keys.PATTERN_OPS,
     "quarantine": keys.PATTERN_QUARANTINE,
     "evidence": keys.PATTERN_EVIDENCE,
+    "held": keys.PATTERN_HELD,
     "task receipt": keys.PATTERN_TASK_RECEIPT,
     "task spent": keys.PATTERN_TASK_SPENT,
     "task tokens": keys.PATTERN_TASK_TOKENS,
@@ -39,6 +40,8 @@ KINDS: dict[str, str | None] = {
     "suppliers": suppliers_keys.PATTERN,
     "outbox index": None,
     "deadlines": None,
+    "held tasks": None,
+    "live": None,
 }
 TASK_KEYS: dict[str, Callable[[str], str]] = {
     "state": keys.state,
@@ -50,6 +53,7 @@ TASK_KEYS: dict[str, Callable[[str], str]] = {
     "ops": keys.ops,
     "quarantine": keys.quarantine,
     "evidence": keys.evidence,
+    "held": keys.held,
     "task spent": keys.spent,
     "task tokens": keys.tokens,
 }
@@ -63,7 +67,10 @@ def every_key() -> list[tuple[str, str]]:
     built: list[tuple[str, str]] = [
         ("outbox index", keys.OUTBOX_DIRTY),
         ("deadlines", keys.DEADLINES),
+        ("held tasks", keys.HELD_TASKS),
+        ("live", keys.LIVE),
         *(("authority", k) for k in (keys.AUTH_APPROVERS, keys.AUTH_LIMIT, keys.AUTH_SIGNERS)),
+        *(("authority", k) for k in (keys.AUTH_FROZEN, keys.AUTH_SWITCHED, keys.AUTH_SWITCH_LOG)),
         ("authority", keys.AUTH_POLICY),
         ("bank", bank.LEDGER),
         ("suppliers", suppliers_keys.LOG),
@@ -95,5 +102,10 @@ def test_an_acl_pattern_reaches_only_keys_of_its_own_kind(kind: str, pattern: st
 
 def test_every_pattern_the_acl_grants_is_one_of_the_key_tables_kinds() -> None:
     granted = {m for rules in acl.RULES.values() for m in re.findall(r"%?R?W?~([^ )]+)", rules)} - {"*"}
-    known = {p for p in KINDS.values() if p is not None} | {keys.OUTBOX_DIRTY, keys.DEADLINES}
+    known = {p for p in KINDS.values() if p is not None} | {
+        keys.OUTBOX_DIRTY,
+        keys.DEADLINES,
+        keys.HELD_TASKS,
+        keys.LIVE,
+    }
     assert granted <= known, granted - known

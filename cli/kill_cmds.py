@@ -1,0 +1,136 @@
+"""`wakeful freeze`, `wakeful thaw`, `wakeful frozen`: the kill path (authority/freezes.py).
+
+A freeze holds a task, a tenant, an app or the whole fleet: no new step, its events kept (held,
+not refused), an effect already past its intent completed. Read live at every wake; `freeze`
+returns once every live gate and executor has taken it in. `thaw` lifts it and the held wakes run.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from wakeful.authority import freezes
+from wakeful.cli.app_option import checked_app
+from wakeful.cli.output import emit
+from wakeful.core.settings import Settings
+from wakeful.devstack import kill
+from wakeful.devstack.client import Client
+
+NOT_TAKEN_IN = 3  # exit status: the switch is thrown, but a live role has not taken it in yet
+
+
+def scoped(command: Any) -> Any:
+    for option in reversed(
+        [
+            click.option(
+                "--task", "task_id", default=None, help="One task (its id as `task list` shows it)."
+            ),
+            click.option("--tenant", default=None, help="Every task of a tenant."),
+            click.option(
+                "--app", "app_name", default=None, help="Every task of an app: its name, or MODULE:ATTR."
+            ),
+            click.option("--all", "everything", is_flag=True, help="The whole fleet."),
+            click.option("--by", required=True, help="Who throws the switch (recorded)."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _scope(task_id: str | None, tenant: str | None, app_name: str | None, everything: bool) -> str:
+    given = [(k, v) for k, v in (("task", task_id), ("tenant", tenant), ("app", app_name)) if v] + (
+        [("all", "")] if everything else []
+    )
+    if len(given) != 1:
+        raise click.UsageError("name exactly one of --task ID, --tenant T, --app A or --all")
+    kind, name = given[0]
+    if kind == "app" and ":" in name:  # MODULE:ATTR, as --app names an app elsewhere
+        name = checked_app(name).name
+    return freezes.scope(kind, name)
+
+
+@click.command("freeze")
+@scoped
+@click.option("--reason", required=True, help="Why (recorded, and told to every held sender).")
+@click.option(
+    "--wait-s",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="How long to wait for the fleet to take it in.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def freeze(
+    settings: Settings,
+    task_id: str | None,
+    tenant: str | None,
+    app_name: str | None,
+    everything: bool,
+    by: str,
+    reason: str,
+    wait_s: float,
+    as_json: bool,
+) -> None:
+    """Freeze a task, a tenant, an app or the fleet: no new step, events held for the thaw."""
+    scope = _scope(task_id, tenant, app_name, everything)
+    taken = kill.freeze(Client(settings).authority, scope, by, reason, wait_s)
+    doc: dict[str, Any] = {"frozen": scope, "by": by, "reason": reason}
+    doc |= {"taken_in_by": taken.done, "not_yet": taken.pending, "waited_ms": round(taken.waited_ms, 1)}
+    doc["acknowledged_at"] = taken.at if not taken.pending else None
+    if taken.pending:
+        said = (
+            f"frozen {scope}, but not yet taken in by {', '.join(taken.pending)} after {wait_s:g}s: "
+            "a step one of them judged before the freeze may still begin; `wakeful frozen` shows them"
+        )
+    elif taken.done:
+        said = f"frozen {scope}; taken in by {len(taken.done)} live roles in {taken.waited_ms:.0f} ms"
+    else:
+        said = f"frozen {scope}; no gate or executor is running: each takes it in when it starts"
+    emit(doc, as_json, said)
+    if taken.pending:
+        sys.exit(NOT_TAKEN_IN)
+
+
+@click.command("thaw")
+@scoped
+@click.option("--reason", default="thawed", show_default=True, help="Why (recorded).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def thaw(
+    settings: Settings,
+    task_id: str | None,
+    tenant: str | None,
+    app_name: str | None,
+    everything: bool,
+    by: str,
+    reason: str,
+    as_json: bool,
+) -> None:
+    """Lift a freeze: the held wakes of its tasks run, oldest first, and frozen steps go on."""
+    scope = _scope(task_id, tenant, app_name, everything)
+    was, woken = kill.thaw(Client(settings).authority, scope, by, reason)
+    doc = {"thawed": scope, "was_frozen": was, "woken": len(woken)}
+    said = f"thawed {scope}; woke {len(woken)} tasks with held work" if was else f"{scope} was not frozen"
+    emit(doc, as_json, said)
+
+
+@click.command("frozen")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def show_frozen(settings: Settings, as_json: bool) -> None:
+    """The freezes in force, the last switches thrown (who, why, when) and the live roles."""
+    authority = Client(settings).authority
+    frozen = {s: {"by": f.by, "reason": f.reason, "at": f.at} for s, f in authority.frozen().items()}
+    taken = kill.taken_in(authority, authority.switched(), 0)
+    log = authority.switch_log()
+    doc = {"frozen": frozen, "log": log, "live": taken.done, "behind": taken.pending}
+    lines = [f"frozen {s}: by {f['by']} at {f['at']}: {f['reason']}" for s, f in frozen.items()] or [
+        "nothing frozen"
+    ]
+    lines += [f"  {e['at']} {e['switch']} {e['scope']} by {e['by']}: {e['reason']}" for e in log]
+    lines.append(f"live roles: {', '.join(taken.done + taken.pending) or 'none'}")
+    emit(doc, as_json, "\n".join(lines))

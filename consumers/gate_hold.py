@@ -1,0 +1,89 @@
+"""A frozen task's wakes: the gate keeps each one, in order, and replays them once it is thawed.
+
+A freeze (authority/freezes.py) holds a task's wakes: the gate pushes the wake message as it came
+(key, value, headers) onto the task's held list, marks the task in `wk:held`, and answers the
+sender "held". Nothing is refused and nothing is lost: the wake's offset is stored only after the
+push is durable, like any other outcome. `wakeful thaw` wakes every marked task (a deadline due
+now, through the timer); at a task's next wake the gate replays its held wakes first, oldest first,
+each exactly as a wake from Kafka is taken: its sender's signature (the role that judged it) and
+the signed event inside verified again, and its inbox identity deduped, so a replay after a crash
+applies nothing twice. A held list is Redis, not trust: a record that does not verify is dropped
+with the reason logged. The one allowance is age: a held wake may be days old, so the backlog
+bound a wake from Kafka must meet is not asked of it (its event was fresh when the door judged it).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from confluent_kafka import Message
+
+from wakeful.core.log import Log
+from wakeful.state import keys
+from wakeful.state.pinned import Command
+
+HELD_LAG = timedelta(days=3650)  # a replayed wake's backlog allowance: see above
+REPLAYED, KEPT = "replayed", "kept"  # what a replay did: done with it (or dropped), or still frozen
+
+Parts = tuple[bytes, bytes, list[tuple[str, bytes]]]  # a wake message's key, value and headers
+
+
+def parts_of(msg: Message) -> Parts:
+    found: list[Any] = list(msg.headers() or [])  # (name, value) pairs
+    headers = [(str(h[0]), h[1] if isinstance(h[1], bytes) else str(h[1] or "").encode()) for h in found]
+    return msg.key() or b"", msg.value() or b"", headers
+
+
+def record(parts: Parts) -> bytes:
+    """A wake message as the held list keeps it."""
+    key, value, headers = parts
+    return orjson.dumps(
+        {
+            "key": base64.b64encode(key).decode(),
+            "value": base64.b64encode(value).decode(),
+            "headers": [[k, base64.b64encode(v).decode()] for k, v in headers],
+            "at": datetime.now(UTC).isoformat(),
+        }
+    )
+
+
+def parts_from(raw: bytes) -> Parts | str:
+    """The wake message a held record keeps, or why it is not one."""
+    try:
+        doc = orjson.loads(raw)
+        headers = [(str(k), base64.b64decode(v, validate=True)) for k, v in doc["headers"]]
+        return (
+            base64.b64decode(doc["key"], validate=True),
+            base64.b64decode(doc["value"], validate=True),
+            headers,
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        return f"unreadable held wake: {type(exc).__name__}: {str(exc)[:80]}"
+
+
+def hold_writes(task_id: str, held: bytes) -> list[Command]:
+    """Keep the wake on the task's held list, and mark the task for the thaw to wake."""
+    return [("RPUSH", keys.held(task_id), held), ("SADD", keys.HELD_TASKS, task_id)]
+
+
+def drain(client: Any, task_id: str, replay: Callable[[Parts], str], log: Log) -> None:
+    """Replay the task's held wakes, oldest first, until none is left or one is still frozen. A
+    record is removed only after its replay is done: a crash in between replays it again, and the
+    task's inbox makes that a duplicate."""
+    name = keys.held(task_id)
+    while True:
+        raw = client.lindex(name, 0)
+        if raw is None:
+            client.srem(keys.HELD_TASKS, task_id)  # a hold after this marks the task again
+            return
+        parts = parts_from(raw)
+        if isinstance(parts, str):
+            log("gate.held_dropped", task_id=task_id, reason=parts)
+        elif replay(parts) == KEPT:
+            return
+        client.lrem(name, 1, raw)
+        log("gate.held_replayed", task_id=task_id)

@@ -1,0 +1,139 @@
+"""The kill path on the real stack: a freeze holds a task's events (kept, not refused) and its
+steps, and a thaw lets it catch up; `freeze --all` during a run of 200 tasks is taken in by the
+fleet, after which no new intent is written and no effect is left half-done; after the thaw every
+task finishes, with exactly one booking each."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime
+
+import orjson
+import pytest
+from cli_run import doc, wakeful, with_tests_on_path
+from helpers import BankClient
+
+from wakeful.devstack.fleet import Fleet
+from wakeful.schemas import events
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
+from wakeful.state import keys
+from wakeful.state.replies import hash_reply
+
+OPS = ("--by", "ops-lead")
+
+
+def test_a_frozen_task_holds_its_events_and_catches_up_when_thawed(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    task_id, _ = client.new_task(2500)
+    assert client.wait_stage(task_id, {"awaiting_approval"})["stage"] == "awaiting_approval"
+    frozen = wakeful("freeze", "--task", task_id, *OPS, "--reason", "incident 42", "--json")
+    assert frozen.returncode == 0, frozen.stderr
+    assert doc(frozen)["not_yet"] == [] and doc(frozen)["taken_in_by"], doc(frozen)
+
+    receipt = client.approve(task_id, "alice", 1)
+    assert receipt["status"] == "held", receipt
+    assert "frozen (task:" in receipt["reason"] and "incident 42" in receipt["reason"], receipt
+    assert client.show(task_id)["stage"] == "awaiting_approval"
+    listed = doc(wakeful("frozen", "--json"))
+    assert listed["frozen"][f"task:{task_id}"]["reason"] == "incident 42"
+    assert listed["log"][0]["switch"] == "freeze" and listed["log"][0]["by"] == "ops-lead"
+
+    thawed = wakeful("thaw", "--task", task_id, *OPS, "--json")
+    assert thawed.returncode == 0 and doc(thawed)["was_frozen"], thawed.stderr
+    done = client.wait_stage(task_id, {"closed"}, timeout=30)
+    assert done["stage"] == "closed", done
+    assert len(done["ledger"]) == 1
+
+
+def test_freeze_names_exactly_one_scope_and_says_who_and_why() -> None:
+    assert "exactly one of" in wakeful("freeze", "--all", "--tenant", "t", *OPS, "--reason", "r").stderr
+    assert "--reason" in wakeful("freeze", "--all", *OPS).stderr
+    assert "--by" in wakeful("freeze", "--all", "--reason", "r").stderr
+    assert "is not a tenant name" in wakeful("freeze", "--tenant", "a b", *OPS, "--reason", "r").stderr
+
+
+@pytest.mark.timeout(300)
+def test_freeze_all_during_a_run_of_200_tasks_stops_new_intents_and_loses_nothing(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    run = f"f{uuid.uuid4().hex[:6]}"
+    task_ids = [f"{run}-{i:03d}" for i in range(200)]
+    for task_id in task_ids[:100]:  # under the limit: each runs to its booking with no one to wait for
+        client.send("svc-refunds", events.CREATE, {"amount": 100, "currency": "EUR"}, task_id=task_id)
+    deadline = time.monotonic() + 60
+    while sum(_closed(client, t) for t in task_ids[:40]) < 5:
+        assert time.monotonic() < deadline, "the run never started"
+        time.sleep(0.05)
+
+    freezing = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wakeful.cli.main",
+            "freeze",
+            "--all",
+            *OPS,
+            "--reason",
+            "stop the fleet",
+            "--json",
+        ],
+        env=with_tests_on_path(dict(os.environ)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    waiting = iter(task_ids[100:])
+    for _ in range(80):  # the run goes on while the freeze is thrown
+        if freezing.poll() is not None:
+            break
+        client.send("svc-refunds", events.CREATE, {"amount": 100, "currency": "EUR"}, task_id=next(waiting))
+        time.sleep(0.01)
+    out, err = freezing.communicate(timeout=60)
+    for task_id in waiting:  # and after it is taken in: these are held, not refused
+        client.send("svc-refunds", events.CREATE, {"amount": 100, "currency": "EUR"}, task_id=task_id)
+    assert freezing.returncode == 0, err
+    said = orjson.loads(out)
+    assert said["not_yet"] == [] and said["taken_in_by"], said
+    acknowledged = datetime.fromisoformat(said["acknowledged_at"])
+
+    # Whatever was begun before the freeze completes; nothing begins after it.
+    settled = time.monotonic() + 30
+    while any(e.status is ActionStatus.IN_FLIGHT for e in _entries(client, task_ids)):
+        assert time.monotonic() < settled, "an effect was left half-done under the freeze"
+        time.sleep(0.1)
+    begun = _entries(client, task_ids)
+    assert all(e.started_at <= acknowledged for e in begun), [
+        e.op_key for e in begun if e.started_at > acknowledged
+    ]
+    closed_at_freeze = sum(_closed(client, t) for t in task_ids)
+    assert closed_at_freeze < len(task_ids), "the run ended before the freeze: nothing was tested"
+
+    thawed = wakeful("thaw", "--all", *OPS, "--reason", "incident over")
+    assert thawed.returncode == 0, thawed.stderr
+    finish = time.monotonic() + 120
+    while not all(_closed(client, t) for t in task_ids):
+        assert time.monotonic() < finish, (
+            f"{sum(_closed(client, t) for t in task_ids)} of 200 closed after the thaw"
+        )
+        time.sleep(0.2)
+    shown = [client.show(t) for t in task_ids]
+    assert all(len(s["actions"]) == 1 for s in shown)  # one operation per task, run once
+    booked = [entry for s in shown for entry in s["ledger"]]  # by op key, no scan
+    assert len(booked) == len(task_ids) and len({b["op_key"] for b in booked}) == len(task_ids)
+
+
+def _closed(client: BankClient, task_id: str) -> bool:
+    raw = client.admin.exists(keys.state(task_id))
+    return bool(raw) and client.store.load(task_id).stage == "closed"
+
+
+def _entries(client: BankClient, task_ids: list[str]) -> list[ActionLogEntry]:
+    pipe = client.admin.pipeline(transaction=False)
+    for task_id in task_ids:
+        pipe.hgetall(keys.ops(task_id))
+    return [ActionLogEntry.decode(raw) for reply in pipe.execute() for raw in hash_reply(reply).values()]
