@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from wakeful.authority import switches
+from wakeful.authority.switches import ToolSwitch
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.core.ids import DEFAULT_TENANT
@@ -45,6 +47,12 @@ class Snapshot:
     policy: str = DEFAULT_POLICY
     tool_catalog: str = DEFAULT_CATALOG
     compat: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_COMPAT))
+    # The tools operators turned off, by switches.field_of(app, tool); none by default.
+    tool_switches: dict[str, ToolSwitch] = field(default_factory=dict)
+
+    def tool_switch(self, app: str, tool: str) -> ToolSwitch | None:
+        """The switch that turns `tool` of `app` off, or None when it is on."""
+        return switches.disabled(self.tool_switches, app, tool)
 
 
 # The reads a Snapshot is made of, for callers that batch them with their own (snapshot_from).
@@ -52,12 +60,13 @@ SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
     ("SMEMBERS", keys.AUTH_APPROVERS),
     ("GET", keys.AUTH_LIMIT),
     ("HGETALL", keys.AUTH_POLICY),
+    ("HGETALL", keys.AUTH_TOOL_SWITCHES),
 )
 
 
 def snapshot_from(replies: list[Any]) -> Snapshot:
     """A Snapshot from the replies to SNAPSHOT_READS, in order (parsed or raw RESP replies)."""
-    approvers, limit, policy = replies
+    approvers, limit, policy, tool_switches = replies
     fields = {k.decode(): v.decode() for k, v in hash_reply(policy).items()}
     return Snapshot(
         approvers=frozenset(a.decode() for a in approvers),  # a set (parsed) or a list (raw)
@@ -65,6 +74,7 @@ def snapshot_from(replies: list[Any]) -> Snapshot:
         policy=fields.get("policy", DEFAULT_POLICY),
         tool_catalog=fields.get("tool_catalog", DEFAULT_CATALOG),
         compat={**DEFAULT_COMPAT, **orjson.loads(fields.get("compat", "{}"))},
+        tool_switches=switches.switches_from(tool_switches),
     )
 
 

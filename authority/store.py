@@ -42,12 +42,13 @@ class AuthorityStore:
         if with_signers:
             pipe.hgetall(keys.AUTH_SIGNERS)
         replies = pipe.execute()
-        snap = snapshot_from(replies[:3])
+        read = len(SNAPSHOT_READS)
+        snap = snapshot_from(replies[:read])
         if not with_signers:
             return snap
         signers: dict[str, VerifyKey] = {}
         kinds: dict[str, frozenset[str]] = {}
-        for kid, raw in hash_reply(replies[3]).items():
+        for kid, raw in hash_reply(replies[read]).items():
             key, allowed = decode_signer(kid.decode(), raw)
             signers[key.key_id] = key
             kinds[key.key_id] = allowed

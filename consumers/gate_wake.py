@@ -120,11 +120,12 @@ def authenticate(
     if first_step.watched(first)[2] is not None:
         raise Retry("task lease is held by another worker", after=0.005)
     checks.raise_replies(task_id, *rest)
-    auth = snapshot_from(rest[:3])
-    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(rest[3]).items()}
+    read = len(SNAPSHOT_READS)
+    auth, rest = snapshot_from(rest[:read]), rest[read:]
+    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(rest[0]).items()}
     if event is None:
         return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None)
-    signer, answered, ops = rest[4], rest[5] == 1, (rest[6] if len(rest) > 6 else None)
+    signer, answered, ops = rest[1], rest[2] == 1, (rest[3] if len(rest) > 3 else None)
     found = decode_signer(event.key_id, signer) if isinstance(signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
     verified = key is not None and key.verify(event)

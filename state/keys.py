@@ -53,6 +53,10 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:{T}:receipt:{K}:{E} | string | JSON outcome of key K's event E, task T | gate (in CAS), inbound |
 | wk:receipt:{K}:{E}| string | the same, refused before its task was known        | inbound                |
 | wk:authority:*    | mixed  | approvers, limit, signers, policy (authority/)     | admin only; roles read |
+| wk:authority:{tools}:catalog | hash | app -> JSON: its published tool catalog | admin (tools publish) |
+| wk:authority:{tools}:switches | hash | JSON [app, tool] -> JSON: who turned    | admin (tools disable, |
+|                   |        | it off, when, why; no field: the tool is on        | enable); roles read    |
+| wk:authority:{tools}:history | stream | every publish, disable and enable      | admin: XADD only       |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
@@ -124,6 +128,13 @@ AUTH_APPROVERS = f"{AUTHORITY}:approvers"  # set of principals allowed to approv
 AUTH_LIMIT = f"{AUTHORITY}:limit"  # string int: refunds above it need an approval
 AUTH_SIGNERS = f"{AUTHORITY}:signers"  # hash key_id -> JSON {principal, alg, material, kinds}
 AUTH_POLICY = f"{AUTHORITY}:policy"  # hash: policy, tool_catalog, compat (JSON), catalog (JSON)
+# The tools' switches (authority/tool_store.py). One hash tag, so that a switch and its history
+# record are written in one MULTI on a Redis Cluster too; it starts no `wk:{`, so no per-task
+# pattern reaches it.
+_TOOLS = f"{AUTHORITY}:{{tools}}"
+AUTH_TOOL_CATALOG = f"{_TOOLS}:catalog"  # hash app -> JSON {catalog, published_at, by, tools}
+AUTH_TOOL_SWITCHES = f"{_TOOLS}:switches"  # hash JSON [app, tool] -> JSON {by, at, reason}
+AUTH_TOOL_HISTORY = f"{_TOOLS}:history"  # stream: {app, tool, action, by, reason, at}
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 PATTERN_CORR = f"{PREFIX}:corr:*"
 PATTERN_SEEN = f"{PREFIX}:seen:*"
