@@ -114,14 +114,17 @@ class ToolStore:
     def history(
         self, app: str | None = None, tool: str | None = None, count: int = 50
     ) -> list[dict[str, str]]:
-        """The last `count` changes (of `app`, of `tool`), oldest first."""
+        """The last `count` changes (of `app`; of `tool`, with the app's catalog publishes), oldest
+        first."""
         rows: list[dict[str, str]] = []
         last = "+"
         while len(rows) < count:
             page: Any = self.client.xrevrange(keys.AUTH_TOOL_HISTORY, max=last, count=200)
             for entry_id, fields in page:
                 row = {k.decode(): v.decode() for k, v in fields.items()}
-                if (app is None or row.get("app") == app) and (tool is None or row.get("tool") == tool):
+                if (app is None or row.get("app") == app) and (
+                    tool is None or row.get("tool") in (tool, "*")
+                ):
                     rows.append({"id": entry_id.decode(), **row})
             if len(page) < 200:
                 break
