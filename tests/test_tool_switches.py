@@ -11,6 +11,7 @@ import uuid
 import orjson
 import pytest
 import redis
+from change_doc import kill_path_command
 from cli_run import doc, wakeful
 from helpers import BankClient
 
@@ -27,8 +28,8 @@ UNDER_LIMIT = 300  # ready for its refund at once
 TOOL = "refund"
 
 
-def ready_with_executor_stopped(client: BankClient, fleet: Fleet) -> str:
-    """A task whose refund was proposed while no executor ran: its proposal waits in Kafka."""
+def ready_task(client: BankClient) -> str:
+    """A task ready for its refund; with the executor stopped, its proposal waits in Kafka."""
     task_id, receipt = client.new_task(UNDER_LIMIT)
     assert (receipt["status"], receipt["stage"]) == ("accepted", Stage.READY), receipt
     return task_id
@@ -37,10 +38,12 @@ def ready_with_executor_stopped(client: BankClient, fleet: Fleet) -> str:
 def test_a_tool_disabled_mid_run_parks_its_task_with_a_receipt_and_reopening_after_enable_books_once(
     client: BankClient, shared_fleet: Fleet
 ) -> None:
+    published = wakeful(*kill_path_command("tools", "publish"))
+    assert published.returncode == 0 and "tool catalog" in published.stderr, published.stderr
     shared_fleet.stop_role("executor")
     try:
-        task_id = ready_with_executor_stopped(client, shared_fleet)
-        disabled = wakeful("tools", "disable", TOOL, "--reason", "bank outage INC-7", "--by", "ops-lead")
+        task_id = ready_task(client)
+        disabled = wakeful(*kill_path_command("tools", "disable"))
         assert disabled.returncode == 0, disabled.stderr
     finally:
         shared_fleet.start_role("executor")
@@ -54,7 +57,7 @@ def test_a_tool_disabled_mid_run_parks_its_task_with_a_receipt_and_reopening_aft
     ):
         assert said in parked["last_refusal"], parked["last_refusal"]
     assert parked["actions"] == {} and client.bank.entries(task_id) == [], "an intent or a booking was made"
-    listed = doc(wakeful("tools", "list", "--json"))
+    listed = doc(wakeful(*kill_path_command("tools", "list"), "--json"))
     [row] = [t for t in listed["tools"] if t["name"] == TOOL]
     assert not row["enabled"] and row["switch"]["by"] == "ops-lead"
 
@@ -64,9 +67,9 @@ def test_a_tool_disabled_mid_run_parks_its_task_with_a_receipt_and_reopening_aft
     assert again["stage"] == Stage.NEEDS_REVIEW and "bank outage INC-7" in again["last_refusal"], again
     assert again["state_version"] > parked["state_version"] and client.bank.entries(task_id) == []
 
-    enabled = wakeful("tools", "enable", TOOL, "--by", "ops-lead", "--reason", "bank back")
+    enabled = wakeful(*kill_path_command("tools", "enable"))
     assert enabled.returncode == 0, enabled.stderr
-    reopened = wakeful("task", "reopen", task_id, "--json")
+    reopened = wakeful(*kill_path_command("task", "reopen", task_id=task_id), "--json")
     assert reopened.returncode == 0 and doc(reopened)["stage"] == Stage.READY, (
         reopened.stdout + reopened.stderr
     )
@@ -74,7 +77,9 @@ def test_a_tool_disabled_mid_run_parks_its_task_with_a_receipt_and_reopening_aft
     assert done["stage"] == Stage.CLOSED, done
     assert [e["op_key"] for e in done["ledger"]] == [f"REFUND:{task_id}:v1"]
     assert len(client.bank.entries(task_id)) == 1
-    history: list[dict[str, str]] = orjson.loads(wakeful("tools", "history", "--tool", TOOL, "--json").stdout)
+    history: list[dict[str, str]] = orjson.loads(
+        wakeful(*kill_path_command("tools", "history"), "--json").stdout
+    )
     assert [(r["action"], r["by"], r["reason"]) for r in history[-2:]] == [
         ("disable", "ops-lead", "bank outage INC-7"),
         ("enable", "ops-lead", "bank back"),
@@ -86,7 +91,7 @@ def test_a_step_whose_intent_was_written_before_the_switch_completes_once(
 ) -> None:
     shared_fleet.stop_role("executor")
     try:
-        task_id = ready_with_executor_stopped(client, shared_fleet)
+        task_id = ready_task(client)
         # What an executor that died after the intent (crash case B) leaves: the step has begun.
         cp = client.store.load(task_id)
         op = refund_app.tools_at(cp.stage)[0].key_for(task_id, cp.business.version)
