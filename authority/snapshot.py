@@ -33,6 +33,8 @@ DEFAULT_CATALOG = "catalog-1"
 #   quarantine: park the task for a person
 DEFAULT_COMPAT = {"policy": "pin", "tool_catalog": "quarantine"}
 COMPAT_RULES = ("pin", "migrate", "quarantine")
+COMPAT_STAMPS = ("policy", "tool_catalog")
+APP_COMPAT = "compat:"  # the policy hash's field of one app's operator rules: compat:<app>
 TENANT = ids.TENANT  # it names a Redis key (the tenant's token counter)
 
 
@@ -47,6 +49,9 @@ class Snapshot:
     policy: str = DEFAULT_POLICY
     tool_catalog: str = DEFAULT_CATALOG
     compat: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_COMPAT))
+    # An operator's rules for one app (`authority policy set --compat ... --app A`): they outrank
+    # the app's declared ones (App.compat), which outrank `compat` (compat.rules_for).
+    compat_by_app: dict[str, dict[str, str]] = field(default_factory=dict)
     # The tools operators turned off, by switches.field_of(app, tool); none by default.
     tool_switches: dict[str, ToolSwitch] = field(default_factory=dict)
 
@@ -73,9 +78,26 @@ def snapshot_from(replies: list[Any]) -> Snapshot:
         limit=int(limit) if limit is not None else DEFAULT_LIMIT,
         policy=fields.get("policy", DEFAULT_POLICY),
         tool_catalog=fields.get("tool_catalog", DEFAULT_CATALOG),
-        compat={**DEFAULT_COMPAT, **orjson.loads(fields.get("compat", "{}"))},
+        compat={**DEFAULT_COMPAT, **stored_rules(fields.get("compat", "{}"))},
+        compat_by_app={
+            name[len(APP_COMPAT) :]: stored_rules(raw)
+            for name, raw in fields.items()
+            if name.startswith(APP_COMPAT)
+        },
         tool_switches=switches.switches_from(tool_switches),
     )
+
+
+def stored_rules(raw: str) -> dict[str, str]:
+    """Compatibility rules as stored (JSON {stamp: rule}). Anything else read there (not JSON, not a
+    mapping of names to rules) is no rule to trust: every stamp is quarantined until it is fixed."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items()):
+        return doc
+    return dict.fromkeys(COMPAT_STAMPS, "quarantine")
 
 
 def check_signer(kinds: Collection[str], known: Collection[str], tenant: str) -> None:

@@ -15,7 +15,9 @@ import orjson
 import redis
 
 from wakeful.authority.snapshot import (
+    APP_COMPAT,
     COMPAT_RULES,
+    COMPAT_STAMPS,
     SNAPSHOT_READS,
     Snapshot,
     check_signer,
@@ -72,18 +74,36 @@ class AuthorityStore:
         self.client.set(keys.AUTH_LIMIT, amount)
 
     def set_policy(
-        self, policy: str | None = None, tool_catalog: str | None = None, compat: dict[str, str] | None = None
+        self,
+        policy: str | None = None,
+        tool_catalog: str | None = None,
+        compat: dict[str, str] | None = None,
+        *,
+        app: str | None = None,
     ) -> None:
+        """Set the deployed policy label and compatibility rules: for every app, or with `app` the
+        rules for that app alone, which outrank what it declares (App.compat)."""
         compat = compat or {}
-        for name, rule in compat.items():
-            if rule not in COMPAT_RULES:
-                raise ConfigError(f"compat.{name}", f"{rule!r} is not one of {', '.join(COMPAT_RULES)}")
+        problems = [
+            f"compat.{name}: {name!r} is not one of {', '.join(COMPAT_STAMPS)}"
+            for name in compat
+            if name not in COMPAT_STAMPS
+        ] + [
+            f"compat.{name}: {rule!r} is not one of {', '.join(COMPAT_RULES)}"
+            for name, rule in compat.items()
+            if rule not in COMPAT_RULES
+        ]
+        if problems:
+            raise ConfigError("compat", "; ".join(problems))
         current = self.snapshot()
         fields: dict[str, str] = {
             "policy": policy or current.policy,
             "tool_catalog": tool_catalog or current.tool_catalog,
-            "compat": orjson.dumps({**current.compat, **compat}).decode(),
         }
+        if app is None:
+            fields["compat"] = orjson.dumps({**current.compat, **compat}).decode()
+        elif compat:
+            fields[APP_COMPAT + app] = orjson.dumps({**current.compat_by_app.get(app, {}), **compat}).decode()
         self.client.hset(keys.AUTH_POLICY, mapping=fields)  # type: ignore[arg-type]
 
     def register_signer(
@@ -123,6 +143,7 @@ class AuthorityStore:
             "policy": snap.policy,
             "tool_catalog": snap.tool_catalog,
             "compat": snap.compat,
+            "compat_by_app": snap.compat_by_app,
             "signers": {
                 kid: {
                     "principal": key.principal,

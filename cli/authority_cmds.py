@@ -115,6 +115,7 @@ def policy() -> None:
 
 
 @policy.command("set")
+@app_option
 @click.option("--policy", "policy_version", default=None, help="Deployed policy version.")
 @click.option(
     "--tool-catalog",
@@ -125,12 +126,32 @@ def policy() -> None:
 @click.option(
     "--compat",
     multiple=True,
-    help="NAME=pin|migrate|quarantine, NAME policy or tool_catalog, e.g. policy=migrate.",
+    metavar="NAME=RULE",
+    help="NAME=pin|migrate|quarantine, NAME policy or tool_catalog, e.g. policy=migrate. Without "
+    "--this-app: for every app that declares no rule of its own (App.compat).",
+)
+@click.option(
+    "--this-app",
+    is_flag=True,
+    help="The --compat rules are for the app --app names (or the default app) alone, and outrank "
+    "the rules it declares.",
 )
 @click.pass_obj
 def policy_set(
-    settings: Settings, policy_version: str | None, tool_catalog: str | None, compat: tuple[str, ...]
+    settings: Settings,
+    policy_version: str | None,
+    tool_catalog: str | None,
+    compat: tuple[str, ...],
+    this_app: bool,
 ) -> None:
+    """Set the deployed policy label and gate 4's compatibility rules, read at the roles' next wake."""
+    malformed = [item for item in compat if "=" not in item]
+    if malformed:
+        raise click.BadParameter(
+            f"{', '.join(malformed)}: write NAME=RULE, e.g. policy=migrate", param_hint="--compat"
+        )
     rules = dict(item.split("=", 1) for item in compat)
-    Client(settings).authority.set_policy(policy_version, tool_catalog, rules)
-    say("policy updated; roles read it at their next wake")
+    client = Client(settings)
+    app = client.app.name if this_app else None
+    client.authority.set_policy(policy_version, tool_catalog, rules, app=app)
+    say(f"policy updated{f' for app {app}' if app else ''}; roles read it at their next wake")

@@ -15,7 +15,7 @@ from wakeful.cli.app_option import app_option
 from wakeful.cli.authority_cmds import authority
 from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.output import emit, say
-from wakeful.cli.release_cmds import release
+from wakeful.cli.release_cmds import release, task_release
 from wakeful.cli.scaffold import new_agent
 from wakeful.cli.task_cmds import ledger, task
 from wakeful.cli.tools_cmds import tools
@@ -449,6 +449,7 @@ def _status_table(servers: list[Any]) -> str:
 
 
 cli.add_command(task)
+task.add_command(task_release)
 cli.add_command(ledger)
 cli.add_command(release)
 cli.add_command(authority)

@@ -1,5 +1,6 @@
 """`wakeful release check`: before a deploy, what gate 4 would do to every stored task under the new
-app (workflow/release.py), read from Redis as the admin, with nothing written."""
+app (workflow/release.py), read from Redis as the admin, with nothing written. `wakeful task release`:
+after one, a person lets a task gate 4 quarantined go on (devstack/release_task.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 
 import click
 
-from wakeful.cli.app_option import checked_app
+from wakeful.cli.app_option import app_option, checked_app
 from wakeful.cli.output import emit
+from wakeful.cli.task_cmds import task_id_argument
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
+from wakeful.devstack import release_task
+from wakeful.devstack.client import Client, describe
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.workflow import release as dry_run
 
@@ -79,3 +82,36 @@ def _human(
     total = len(forecasts) + len(unreadable)
     lines.append(f"{total} tasks read ({len(unreadable)} unreadable); nothing was written")
     return "\n".join(lines)
+
+
+@click.command("release")
+@app_option
+@click.argument("task_id", callback=task_id_argument)
+@click.option(
+    "--to-version",
+    type=click.IntRange(min=1),
+    required=True,
+    help="The workflow version it goes on under: the deployed one (migrated) or its own (re-pinned).",
+)
+@click.option("--by", "by", required=True, help="The operator releasing it (holds a task.reopen signer key).")
+@click.option("--reason", required=True, help="Why it may go on; kept in the task's history.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def task_release(
+    settings: Settings, task_id: str, to_version: int, by: str, reason: str, as_json: bool
+) -> None:
+    """Let a task that gate 4 quarantined go on, after a look (`task show` reads it): migrated to the
+    deployed workflow version, or re-pinned to its own. Recorded with who and why; its next event
+    or deadline wakes it."""
+    client = Client(settings)
+    auth = client.authority.snapshot(with_signers=True)
+    cp = release_task.release(
+        client.store, client.app, auth, task_id, to_version=to_version, by=by, reason=reason
+    )
+    shown = describe(cp)
+    emit(
+        shown,
+        as_json,
+        f"released {task_id}: workflow {cp.business.workflow} v{cp.business.workflow_version}, "
+        f"stage {cp.stage}, by {by}",
+    )

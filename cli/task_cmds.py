@@ -36,7 +36,7 @@ payload_option = click.option(
 )
 
 
-def _task_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+def task_id_argument(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     """A task id is checked before anything is sent or read (the key builders would refuse it)."""
     if not re.fullmatch(ids.TASK_ID, value):
         raise click.BadParameter(f"{value[:40]!r} is not a task id ({ids.TASK_ID})")
@@ -116,7 +116,7 @@ def task_new(
 
 @task.command("send")
 @app_option
-@click.argument("task_id", callback=_task_id)
+@click.argument("task_id", callback=task_id_argument)
 @click.option(
     "--kind", required=True, help="An event kind the app accepts, e.g. its own signature.completed."
 )
@@ -146,7 +146,7 @@ def task_send(
 
 @task.command("approve")
 @app_option
-@click.argument("task_id", callback=_task_id)
+@click.argument("task_id", callback=task_id_argument)
 @click.option("--by", "principal", required=True, help="Approver; signs with this principal's key.")
 @click.option("--version", type=int, required=True, help="The task version being approved.")
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the refund.")
@@ -171,7 +171,7 @@ def task_approve(
 
 @task.command("amend")
 @app_option
-@click.argument("task_id", callback=_task_id)
+@click.argument("task_id", callback=task_id_argument)
 @click.option("--amount", type=click.IntRange(min=1), required=True)
 @click.option("--as", "principal", default=REQUESTER, show_default=True)
 @json_option
@@ -187,7 +187,7 @@ def task_amend(settings: Settings, task_id: str, amount: int, principal: str, as
 
 @task.command("run")
 @app_option
-@click.argument("task_id", callback=_task_id)
+@click.argument("task_id", callback=task_id_argument)
 @click.option("--as", "principal", default=REQUESTER, show_default=True)
 @json_option
 @click.pass_obj
@@ -198,7 +198,7 @@ def task_run(settings: Settings, task_id: str, principal: str, as_json: bool) ->
 
 @task.command("reopen")
 @app_option
-@click.argument("task_id", callback=_task_id)
+@click.argument("task_id", callback=task_id_argument)
 @click.option("--as", "principal", default="ops-lead", show_default=True, help="The person settling it.")
 @click.option("--wait-s", type=click.IntRange(min=1), default=None, help="New approval deadline in seconds.")
 @json_option
@@ -213,7 +213,7 @@ def task_reopen(settings: Settings, task_id: str, principal: str, wait_s: int | 
 
 @task.command("show")
 @app_option
-@click.argument("task_id", callback=_task_id)
+@click.argument("task_id", callback=task_id_argument)
 @json_option
 @click.pass_obj
 def task_show(settings: Settings, task_id: str, as_json: bool) -> None:

@@ -140,7 +140,7 @@ class Executor:
             return self.writes.close(loaded, settled, auth)
         # Gate 4 again, before a step begins: a proposal in flight across a deploy runs only under
         # the tools and policy its task was admitted to (a step already begun completes above).
-        incompatible = compat.check(cp, auth, self.app.catalog, self.app.legacy_catalog)
+        incompatible = compat.check_app(self.app, cp, auth)
         if isinstance(incompatible, str):
             return self.runner.dead_letter(msg, f"proposal refused: gate 4: {incompatible}", env.task_id)
         now = datetime.now(UTC)

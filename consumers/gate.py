@@ -146,7 +146,7 @@ class Gate:
                 identity(envelope, event),
                 judge.write,
                 lease=None,
-                detail=gate_writes.event_detail(event),
+                detail=gate_writes.change_detail(event),
                 restamp=True,
                 before=gate_writes.wait_writes,
                 also=judge.also,

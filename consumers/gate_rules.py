@@ -66,7 +66,7 @@ def decide(
         return Incompatible(versioned)
     if engine.terminal(engine.workflow_of(app, versioned), versioned.stage):
         return Refuse(f"task is {versioned.stage}; it accepts no more events")
-    checked = compat.check(versioned, auth, app.catalog, app.legacy_catalog)
+    checked = compat.check_app(app, versioned, auth)
     if isinstance(checked, str):
         return Incompatible(checked)
     if event is None:

@@ -10,7 +10,7 @@ changed nothing writes them and its receipt in one round trip (D38).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +26,7 @@ from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import App
 from wakeful.state import checks, keys
 from wakeful.state.pinned import Command, Pinned
-from wakeful.workflow import window
+from wakeful.workflow import compat, window
 
 
 class FollowUps:
@@ -141,3 +141,14 @@ def _evidence_writes(task_id: str, documents: Mapping[str, str]) -> list[tuple[A
 def event_detail(event: SignedEvent | None) -> dict[str, Any]:
     """The outbox record's detail for a change: the kind of event that made it, or "deadline"."""
     return {"event": event.kind if event else "deadline"}
+
+
+def change_detail(event: SignedEvent | None) -> Callable[[Checkpoint, Checkpoint], dict[str, Any]]:
+    """event_detail(), and what gate 4 migrated on the way ("migrated": each version moved, from
+    -> to), recorded on wakeful.log with the change that made it."""
+
+    def detail(old: Checkpoint, new: Checkpoint) -> dict[str, Any]:
+        moved = compat.restamped(old, new)
+        return event_detail(event) | ({"migrated": moved} if moved else {})
+
+    return detail

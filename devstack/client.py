@@ -37,7 +37,7 @@ from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.tools import published
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
-from wakeful.state import acl, budget, keys
+from wakeful.state import acl, budget, keys, parked
 from wakeful.state.replies import hash_reply
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
@@ -284,7 +284,9 @@ class Client:
         """The task as an operator reads it: its layers, its action log, what each operation's
         downstream says it did (`effects`, asked of the app's own tools) and its model tokens."""
         quarantine = self.store.quarantine_reason(task_id)
-        cp = None if quarantine is not None else self.store.load(task_id)
+        # A parked task stays readable: its sealed record, when it still verifies (gate 4 parks
+        # sound tasks; a failed integrity check leaves nothing to trust).
+        cp = parked.read(self.store, task_id)[0] if quarantine is not None else self.store.load(task_id)
         entries = {
             op.decode(): ActionLogEntry.decode(raw)
             for op, raw in hash_reply(self.admin.hgetall(keys.ops(task_id))).items()
@@ -296,9 +298,12 @@ class Client:
             "effects": self.effects(entries),
             "model_tokens": "not a number (the counter is damaged)" if used is None else used,
         }
+        if quarantine is None:
+            assert cp is not None
+            return describe(cp) | more
         if cp is None:
             return {"id": task_id, "stage": QUARANTINED, "quarantine": quarantine} | more
-        return describe(cp) | more
+        return describe(cp) | {"stage": QUARANTINED, "parked_at": cp.stage, "quarantine": quarantine} | more
 
     def effects(self, entries: dict[str, ActionLogEntry]) -> dict[str, Any]:
         """op key -> what its downstream says the call under it did (the tool's lookup: None when it

@@ -10,11 +10,12 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from wakeful.authority.snapshot import COMPAT_RULES, COMPAT_STAMPS
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
@@ -32,6 +33,9 @@ RUNTIME_KINDS = frozenset({events.CREATE, events.APPROVE, events.RUN, events.REO
 class App:
     """Workflows and tools. `retired` keeps older versions of its workflows, whose waiting tasks
     run their own version's code ("pin") where the current version declares no migration from it.
+    `compat` declares what gate 4 does to a task stamped with another policy or tool-catalog
+    contract than the deployed one: {"policy" | "tool_catalog": "pin" | "migrate" | "quarantine"}
+    (unset: policy pin, tool_catalog quarantine; an operator's rules for the app outrank these).
     `story` and `traffic` name (module:attribute) the app's demo story and its load generator for
     `wakeful demo`, `bench` and `chaos`; roles never load them."""
 
@@ -41,6 +45,7 @@ class App:
     story: str | None = None
     traffic: str | None = None
     retired: Sequence[Workflow[Any]] = ()
+    compat: Mapping[str, str] = field(default_factory=dict)
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
     _by_version: dict[tuple[str, int], Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 
@@ -58,6 +63,10 @@ class App:
     def workflow_at(self, name: str, version: int) -> Workflow[Any] | None:
         """Version `version` of the workflow `name`: the current one or one the app keeps."""
         return self._by_version.get((name, version))
+
+    def kept_versions(self) -> tuple[tuple[str, int], ...]:
+        """(workflow, version) of every workflow version the app runs: current and kept."""
+        return tuple(self._by_version)
 
     def tool(self, name: str) -> Tool[Any] | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -102,6 +111,16 @@ def _problems(app: App) -> list[str]:
             for v in wf.migrate
             if not isinstance(v, int) or not 1 <= v < wf.version
         ]
+    found += [
+        f"compat names {name!r}; the stamps gate 4 compares are {', '.join(COMPAT_STAMPS)}"
+        for name in app.compat
+        if name not in COMPAT_STAMPS
+    ]
+    found += [
+        f"compat {name}={rule!r} is not one of {', '.join(COMPAT_RULES)}"
+        for name, rule in app.compat.items()
+        if rule not in COMPAT_RULES
+    ]
     current = {wf.name: wf.version for wf in app.workflows}
     kept = [(wf.name, wf.version) for wf in app.retired]
     found += [

@@ -63,6 +63,8 @@ class Keep:
 
 
 Transition = Callable[[Checkpoint], Checkpoint | Keep]
+# An outbox record's detail, or what makes it from the task as read and as the change writes it.
+Detail = dict[str, Any] | Callable[[Checkpoint, Checkpoint], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ class Store:
         fn: Transition,
         *,
         lease: Lease | None,
-        detail: dict[str, Any] | None = None,
+        detail: Detail | None = None,
         restamp: bool = False,
         also: Also | None = None,
         before: Also | None = None,
@@ -208,6 +210,8 @@ class Store:
         it calls nothing outside Redis). Such a change requires the lease free, as WATCHed since
         the first step: a holder's work is not judged mid-way (LeaseBusy), and one taken before
         EXEC aborts it. It keeps the fence of the last writer (docs/decisions.md D49).
+        detail: the outbox record's detail (on wakeful.log, the task's history), or a function of
+        the task as read and as changed that makes it (to record a migration the change made).
         restamp: fn may change the policy and tool-catalog stamps (a declared "migrate" rule).
         before: writes outside the task, sent ahead of MULTI; each must be idempotent and safe to
         find with no transition behind it.
@@ -235,9 +239,8 @@ class Store:
                     return Change("kept", current, conn.round_trips, lost)
                 checks.guard(current, proposed, restamp, self.moves)
                 new = last_step.stamp(proposed, current.state_version + 1, fence, self.clock())
-                written = self._commit(
-                    conn, new, message_id, detail, also=also, before=before, release=release
-                )
+                said = detail(current, new) if callable(detail) else detail
+                written = self._commit(conn, new, message_id, said, also=also, before=before, release=release)
                 if written is None:
                     continue  # lost the race: re-read and re-validate
                 return Change("applied", new, conn.round_trips, lost, written)

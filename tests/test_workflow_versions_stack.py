@@ -56,3 +56,32 @@ def test_each_way_to_deploy_a_new_workflow_version_is_forecast_then_done_at_the_
     parked = client.show(sleeping["dropping"])
     assert parked["stage"] == "quarantined", parked
     assert "no migration from v1, and the app does not keep v1" in str(parked["quarantine"])
+
+    # The parked task stays readable, and an operator releases it after a look.
+    assert (parked["title"], parked["parked_at"], parked["workflow"]) == (
+        "dropping",
+        "awaiting_signature",
+        "contract",
+    )
+    task_id, release = sleeping["dropping"], ("task", "release", sleeping["dropping"], "--to-version", "2")
+    why = ("--reason", "v2 reads its state; migrated by hand")
+    refused = wakeful(*release, "--app", "contract_v2:migrating", "--by", "svc-refunds", *why)
+    assert refused.returncode != 0 and "is not an operator" in refused.stderr, refused.stderr
+    refused = wakeful(*release, "--app", "contract_v2:dropping", "--by", "ops-lead", *why)
+    assert "declares no migration from v1" in refused.stderr, refused.stderr
+    assert client.store.quarantine_reason(task_id) is not None  # nothing written by either
+
+    released = wakeful(*release, "--app", "contract_v2:migrating", "--by", "ops-lead", *why, "--json")
+    assert released.returncode == 0, released.stderr
+    assert client.store.quarantine_reason(task_id) is None
+    cp = client.store.load(task_id)
+    assert (cp.stage, cp.business.workflow_version, cp.business.data) == (
+        "awaiting_signature",
+        2,
+        {"title": "dropping", "parties": 2},
+    )
+    again = wakeful(*release, "--app", "contract_v2:migrating", "--by", "ops-lead", *why)
+    assert "is not quarantined" in again.stderr, again.stderr
+    signed = sign_event(client.signer(NOTARY), SIGNED, {}, task_id=task_id)
+    deliver_under(contract_v2.migrating, settings, signed, NOTARY)
+    assert client.store.load(task_id).stage == "closed"

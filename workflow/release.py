@@ -62,7 +62,7 @@ def forecast(cp: Checkpoint, auth: Snapshot, app: App) -> Forecast:
         return said("quarantine", versioned)
     if engine.terminal(engine.workflow_of(app, versioned), versioned.stage):
         return said("ended", f"task is {cp.stage}")
-    checked = compat.check(versioned, auth, app.catalog, app.legacy_catalog)
+    checked = compat.check_app(app, versioned, auth)
     if isinstance(checked, str):
         return said("quarantine", checked)
     stamped, kept = _stamps(cp), _stamps(checked)
