@@ -11,12 +11,16 @@ import click
 from wakeful.authority.switches import field_of
 from wakeful.cli.app_option import app_option
 from wakeful.cli.output import emit, say
+from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
 from wakeful.devstack.client import DEPLOYER, Client
+from wakeful.devstack.release_task import OPERATOR_KIND, operators
 from wakeful.sdk.tools import published
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-by_option = click.option("--by", required=True, help="Who changes it: recorded with the change.")
+by_option = click.option(
+    "--by", required=True, help="The operator who changes it (a signer that may send task.reopen): recorded."
+)
 
 
 @click.group()
@@ -73,6 +77,7 @@ def tools_disable(settings: Settings, name: str, reason: str, by: str) -> None:
     is written and parks its task in needs_review, naming the switch. A step already begun completes."""
     client = Client(settings)
     app = client.app.name
+    _operator(client, by)
     switch = client.tools.disable(app, name, by=by, reason=reason, known=client.tool_names())
     if switch is None:
         had = client.tools.switch(app, name)
@@ -92,6 +97,7 @@ def tools_enable(settings: Settings, name: str, by: str, reason: str) -> None:
     """Turn tool NAME on again. Tasks it parked stay in needs_review: `wakeful task reopen` each."""
     client = Client(settings)
     app = client.app.name
+    _operator(client, by)
     had = client.tools.enable(app, name, by=by, reason=reason, known=client.tool_names())
     if had is None:
         say(f"tool {name} of app {app} was enabled already")
@@ -113,6 +119,18 @@ def tools_history(settings: Settings, tool: str | None, limit: int, as_json: boo
     rows = client.tools.history(client.app.name, tool, limit)
     human = "\n".join(f"{r['at']}  {r['action']:8} {r['tool']:16} by {r['by']}: {r['reason']}" for r in rows)
     emit(rows, as_json, human or f"no changes to app {client.app.name}'s tools")
+
+
+def _operator(client: Client, by: str) -> None:
+    """ConfigError unless `by` is an operator: as for `task release`, a principal with a signer key
+    that may send task.reopen. A switch stops a tool for every tenant, so any tenant's will do."""
+    known = operators(client.authority.snapshot(with_signers=True))
+    if by not in known:
+        raise ConfigError(
+            "--by",
+            f"{by!r} is not an operator: no signer key of {by!r} may send {OPERATOR_KIND} "
+            f"(operators: {', '.join(sorted(known)) or 'none'})",
+        )
 
 
 def _lines(shown: dict[str, Any]) -> list[str]:

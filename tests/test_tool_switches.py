@@ -38,6 +38,9 @@ def ready_task(client: BankClient) -> str:
 def test_a_tool_disabled_mid_run_parks_its_task_with_a_receipt_and_reopening_after_enable_books_once(
     client: BankClient, shared_fleet: Fleet
 ) -> None:
+    refused = wakeful("tools", "disable", TOOL, "--reason", "not mine to stop", "--by", "mallory")
+    assert refused.returncode == 2 and "'mallory' is not an operator" in refused.stderr, refused.stderr
+    assert client.tools.switch("refund", TOOL) is None
     published = wakeful(*kill_path_command("tools", "publish"))
     assert published.returncode == 0 and "tool catalog" in published.stderr, published.stderr
     shared_fleet.stop_role("executor")
