@@ -423,19 +423,21 @@ def _need_functions(settings: Settings, roles: tuple[str, ...]) -> None:
                 client.close()
 
 
-def _publish_tools(settings: Settings) -> None:
+def _publish_tools(settings: Settings) -> bool:
     """A worker started where the admin credential is (the local stack) publishes its app's tool
     catalog, as a deploy does (D57); roles never write authority, and a worker without the
-    credential leaves it to `wakeful tools publish`."""
+    credential leaves it to `wakeful tools publish`. True if it changed what was published."""
     from wakeful.core import secrets
     from wakeful.devstack.client import DEPLOYER, Client
 
     if not secrets.exists(settings, "admin", "redis"):
-        return
+        return False
     client = Client(settings)
     try:
-        if client.publish_tools(DEPLOYER):
+        changed = client.publish_tools(DEPLOYER)
+        if changed:
             say(f"published app {client.app.name}'s tool catalog {client.app.catalog}")
+        return changed
     finally:
         client.close()
 

@@ -6,6 +6,7 @@ and their history are written by the admin only, each change recorded with who, 
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import orjson
@@ -16,13 +17,16 @@ from cli_run import doc, wakeful
 from helpers import BankClient
 
 from wakeful.authority.tool_store import ToolStore
+from wakeful.cli.main import _publish_tools
 from wakeful.consumers import wiring
 from wakeful.core.errors import ConfigError
+from wakeful.devstack.client import DEPLOYER
 from wakeful.devstack.fleet import Fleet
+from wakeful.examples.onboarding import app as onboarding
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas.logs import ActionStatus
-from wakeful.state import acl
+from wakeful.state import acl, keys
 
 UNDER_LIMIT = 300  # ready for its refund at once
 TOOL = "refund"
@@ -138,3 +142,21 @@ def test_switches_are_recorded_and_only_the_admin_writes_them(client: BankClient
         ("enable", "alice"),
     ]
     assert tools.switch(app, "pay") is None
+
+
+def test_a_deploy_publishes_its_apps_catalog_where_the_admin_credential_is(client: BankClient) -> None:
+    spec = "wakeful.examples.onboarding:app"
+    for publish in (
+        lambda: _publish_tools(dataclasses.replace(client.settings, app=spec)),  # as `wakeful worker` starts
+        lambda: wakeful("authority", "init", "--app", spec),
+    ):
+        client.admin.hdel(keys.AUTH_TOOL_CATALOG, onboarding.name)
+        publish()
+        listed = doc(wakeful("tools", "list", "--app", spec, "--json"))
+        assert listed["published"] == listed["deployed"] == onboarding.catalog, listed
+        assert sorted(t["name"] for t in listed["tools"]) == sorted(t.name for t in onboarding.tools)
+        last = client.tools.history(onboarding.name)[-1]
+        assert (last["action"], last["by"], last["tool"]) == ("publish", DEPLOYER, "*")
+    assert not _publish_tools(dataclasses.replace(client.settings, app=spec)), (
+        "a publish that changes nothing"
+    )
