@@ -106,6 +106,13 @@ class AuthorityStore:
             fields[APP_COMPAT + app] = orjson.dumps({**current.compat_by_app.get(app, {}), **compat}).decode()
         self.client.hset(keys.AUTH_POLICY, mapping=fields)  # type: ignore[arg-type]
 
+    def forget_app_rules(self) -> None:
+        """Drop every operator rule set for one app: each app's declared rules apply again."""
+        names: list[Any] = self.client.hkeys(keys.AUTH_POLICY)  # bytes: the client decodes nothing
+        fields = [f for f in names if f.startswith(APP_COMPAT.encode())]
+        if fields:
+            self.client.hdel(keys.AUTH_POLICY, *fields)
+
     def register_signer(
         self,
         key_id: str,

@@ -140,12 +140,14 @@ class Client:
 
     def reset_authority(self) -> None:
         """The local defaults, restored even where a test or an operator changed them: limit 1000,
-        approvers alice and bob, the deployed policy and tool catalog, pin/quarantine rules."""
+        approvers alice and bob, the deployed policy and tool catalog, pin/quarantine rules, no
+        operator rules for one app."""
         self.init_authority()
         self.authority.set_limit(1000)
         for approver in dev.DEFAULT_APPROVERS:
             self.authority.add_approver(approver)
         self.authority.set_policy(DEFAULT_POLICY, DEFAULT_CATALOG, dict(DEFAULT_COMPAT))
+        self.authority.forget_app_rules()
         known = self.tool_names()
         for switch in self.tools.switches().values():
             if switch.app == self.app.name:

@@ -9,15 +9,16 @@ import shlex
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs/change.md"
-SECTION = "## 3. The kill path: disable a tool"
+SECTION = re.compile(r"^## \d+\. The kill path: disable a tool$", re.MULTILINE)
 TASK = "t-..."  # the page's placeholder for the parked task's id
 
 
 def kill_path_commands() -> list[list[str]]:
     """Every `wakeful ...` line of the section's bash blocks, as argv (without `wakeful`)."""
     text = DOC.read_text()
-    assert SECTION in text, f"docs/change.md has no section {SECTION!r}"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    heading = SECTION.search(text)
+    assert heading is not None, f"docs/change.md has no section {SECTION.pattern!r}"
+    section = text[heading.end() :].split("\n## ", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
     lines = [line.split(" #")[0].strip() for block in blocks for line in block.splitlines()]
     return [shlex.split(line)[1:] for line in lines if line.startswith("wakeful ")]

@@ -68,6 +68,11 @@ def test_the_dry_run_reads_the_compatibility_rules_and_the_policy_version_live(
         said = wakeful("authority", "policy", "set", "--compat", "tool_catalog=migrate")
         assert said.returncode == 0, said.stderr
         assert forecasts("release_apps:rekeyed", {task_id})[task_id]["outcome"] == "migrate"
+        mine = ("--compat", "tool_catalog=quarantine", "--this-app", "--app", "release_apps:rekeyed")
+        said = wakeful("authority", "policy", "set", *mine)
+        assert said.returncode == 0 and "for app refund" in said.stdout + said.stderr, said.stderr
+        assert forecasts("release_apps:rekeyed", {task_id})[task_id]["outcome"] == "quarantine"  # outranks
+        client.authority.forget_app_rules()
         said = wakeful("authority", "policy", "set", "--policy", "refund-policy-2")
         assert said.returncode == 0, said.stderr
         pinned = forecasts("wakeful.examples.refund:app", {task_id})[task_id]
