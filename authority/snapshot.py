@@ -15,7 +15,9 @@ from typing import Any
 
 import orjson
 
+from wakeful.authority import switches
 from wakeful.authority.freezes import Freeze, frozen_from
+from wakeful.authority.switches import ToolSwitch
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.core.ids import DEFAULT_TENANT
@@ -52,6 +54,12 @@ class Snapshot:
     # the app's declared ones (App.compat), which outrank `compat` (compat.rules_for).
     compat_by_app: dict[str, dict[str, str]] = field(default_factory=dict)
     frozen: dict[str, Freeze] = field(default_factory=dict)  # the freezes in force (freezes.py)
+    # The tools operators turned off, by switches.field_of(app, tool); none by default.
+    tool_switches: dict[str, ToolSwitch] = field(default_factory=dict)
+
+    def tool_switch(self, app: str, tool: str) -> ToolSwitch | None:
+        """The switch that turns `tool` of `app` off, or None when it is on."""
+        return switches.disabled(self.tool_switches, app, tool)
 
 
 # The reads a Snapshot is made of, for callers that batch them with their own (snapshot_from).
@@ -60,12 +68,13 @@ SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
     ("GET", keys.AUTH_LIMIT),
     ("HGETALL", keys.AUTH_POLICY),
     ("HGETALL", keys.AUTH_FROZEN),
+    ("HGETALL", keys.AUTH_TOOL_SWITCHES),
 )
 
 
 def snapshot_from(replies: list[Any]) -> Snapshot:
     """A Snapshot from the replies to SNAPSHOT_READS, in order (parsed or raw RESP replies)."""
-    approvers, limit, policy, frozen = replies[: len(SNAPSHOT_READS)]
+    approvers, limit, policy, frozen, tool_switches = replies[: len(SNAPSHOT_READS)]
     fields = {k.decode(): v.decode() for k, v in hash_reply(policy).items()}
     return Snapshot(
         approvers=frozenset(a.decode() for a in approvers),  # a set (parsed) or a list (raw)
@@ -79,6 +88,7 @@ def snapshot_from(replies: list[Any]) -> Snapshot:
             if name.startswith(APP_COMPAT)
         },
         frozen=frozen_from(frozen),
+        tool_switches=switches.switches_from(tool_switches),
     )
 
 

@@ -203,6 +203,7 @@ class AuthorityStore:
             "tool_catalog": snap.tool_catalog,
             "compat": snap.compat,
             "compat_by_app": snap.compat_by_app,
+            "tools_disabled": [switch.as_dict() for switch in snap.tool_switches.values()],
             "signers": {
                 kid: {
                     "principal": key.principal,

@@ -19,6 +19,7 @@ from wakeful.cli.output import emit, say
 from wakeful.cli.release_cmds import release, task_release
 from wakeful.cli.scaffold import new_agent
 from wakeful.cli.task_cmds import ledger, task
+from wakeful.cli.tools_cmds import tools
 from wakeful.consumers.supervisor import ROLES
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
@@ -345,6 +346,7 @@ def worker(
     _need_stack(settings)
     wanted = ROLES if "all" in roles else tuple(dict.fromkeys(roles))
     _need_functions(settings, wanted)
+    _publish_tools(settings)
     points = fault_points or os.environ.get("WAKEFUL_FAULT")
     faults.arm(points)
     stop = threading.Event()
@@ -422,6 +424,25 @@ def _need_functions(settings: Settings, roles: tuple[str, ...]) -> None:
                 client.close()
 
 
+def _publish_tools(settings: Settings) -> bool:
+    """A worker started where the admin credential is (the local stack) publishes its app's tool
+    catalog, as a deploy does (D57); roles never write authority, and a worker without the
+    credential leaves it to `wakeful tools publish`. True if it changed what was published."""
+    from wakeful.core import secrets
+    from wakeful.devstack.client import DEPLOYER, Client
+
+    if not secrets.exists(settings, "admin", "redis"):
+        return False
+    client = Client(settings)
+    try:
+        changed = client.publish_tools(DEPLOYER)
+        if changed:
+            say(f"published app {client.app.name}'s tool catalog {client.app.catalog}")
+        return changed
+    finally:
+        client.close()
+
+
 def _status_table(servers: list[Any]) -> str:
     rows = [f"{'server':8} {'address':32} {'managed':9} {'pid':>8}  health"]
     for s in servers:
@@ -438,6 +459,7 @@ cli.add_command(authority)
 cli.add_command(freeze)
 cli.add_command(thaw)
 cli.add_command(show_frozen)
+cli.add_command(tools)
 cli.add_command(new_agent)
 dev.add_command(model_server)
 

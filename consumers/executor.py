@@ -51,7 +51,7 @@ from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
-from wakeful.schemas.logs import ActionStatus
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
 from wakeful.state import checks, first_step, keys
@@ -59,7 +59,7 @@ from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.replies import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import compat, effects, engine
+from wakeful.workflow import compat, effects, engine, switches
 
 
 def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
@@ -172,6 +172,15 @@ class Executor:
             self.log(
                 "executor.refused", task_id=cp.task_id, reason=reason, review=isinstance(decided, Review)
             )
+            return None
+        # The tool's switch, read live with this load: off, the step is refused before its intent.
+        raw = ops.get(decided.op_key.encode())
+        begun = ActionLogEntry.decode(raw).status if raw else None
+        off = switches.refused(self.app.name, decided.tool, begun, auth)
+        if off is not None:
+            parked_id = keys.runtime_id("review", decided.op_key, cp.state_version)
+            self.writes.advance(loaded, parked_id, lambda c: engine.review(c, off.reason), off.detail())
+            self.log("executor.tool_disabled", task_id=cp.task_id, tool=decided.tool, by=off.switch.by)
             return None
         done = self._once(loaded, decided, auth)
         if done is None:

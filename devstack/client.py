@@ -19,6 +19,7 @@ import orjson
 
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
+from wakeful.authority.tool_store import ToolStore
 from wakeful.consumers import wiring
 from wakeful.core import ids, kafka_auth
 from wakeful.core.errors import TaskNotFound, WakefulError
@@ -34,11 +35,13 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry
 from wakeful.sdk.app import App, load_app
+from wakeful.sdk.tools import published
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
 from wakeful.state import acl, budget, keys, parked
 from wakeful.state.replies import hash_reply
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
+DEPLOYER = "wakeful-deploy"  # who publishes an app's tool catalog when nobody names themselves
 
 
 class TimedOut(WakefulError):
@@ -54,6 +57,7 @@ class Client:
         self.settings = settings
         self.admin = acl.connect(settings, "admin")
         self.authority = AuthorityStore(self.admin)
+        self.tools = ToolStore(self.admin)
         self.store = wiring.store_for(settings, "admin")
         self._publisher: ConfluentPublisher | None = None
         self._connected: set[str] = set()  # the app's tools connected for their lookups
@@ -125,6 +129,7 @@ class Client:
             tenant, had = (found[0].tenant, found[1]) if found else (DEFAULT_TENANT, frozenset[str]())
             self.add_signer(principal, tuple(sorted(kinds)), tenant, had)
             wrote = True
+        wrote = self.publish_tools(DEPLOYER) or wrote
         if self.authority.initialised():
             return wrote
         self.authority.set_limit(1000)
@@ -145,6 +150,20 @@ class Client:
         self.authority.forget_app_rules()
         for scope in self.authority.frozen():
             self.authority.thaw(scope, "wakeful", "local defaults restored")
+        known = self.tool_names()
+        for switch in self.tools.switches().values():
+            if switch.app == self.app.name:
+                self.tools.enable(switch.app, switch.tool, by=DEPLOYER, reason="local defaults", known=known)
+
+    def publish_tools(self, by: str) -> bool:
+        """Publish the app's tool catalog to the authority store (D57); True if it changed."""
+        return self.tools.publish(self.app.name, self.app.catalog, published(self.app.tools), by)
+
+    def tool_names(self) -> frozenset[str]:
+        """The app's tools as this client loads them and as they were published (an older deploy's
+        may still run): the names a switch may name."""
+        doc = self.tools.catalog(self.app.name) or {}
+        return frozenset(t.name for t in self.app.tools) | {str(t["name"]) for t in doc.get("tools", ())}
 
     # ---- upstream actions ---------------------------------------------------------------------
 

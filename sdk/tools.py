@@ -122,3 +122,22 @@ def contract_of(stamp: str) -> str | None:
     """The contract part of a catalog stamp; None for a stamp of the older, single-digest kind."""
     head, dot, _ = stamp.partition(".")
     return head if dot and head.startswith("catalog-") else None
+
+
+def published(tools: Iterable[Tool[Any]]) -> list[dict[str, Any]]:
+    """Each tool as the authority store's catalog holds it (`wakeful tools publish`): its name, a
+    digest of its contract and one of its wording (the two parts of catalog(), for this tool
+    alone), its stages and whether it is reversible."""
+    entries = []
+    for tool in sorted(tools, key=lambda t: t.name):
+        described = tool.describe() | {"op_key": tool.op_key}
+        entries.append(
+            {
+                "name": tool.name,
+                "contract": _digest([{k: described[k] for k in CONTRACT}]),
+                "wording": _digest([{k: described[k] for k in WORDING}]),
+                "stages": list(tool.stages),
+                "reversible": tool.reversible,
+            }
+        )
+    return entries

@@ -61,6 +61,10 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:live           | hash   | "<role>:<process>" -> "<switched seen> <ms>": which | gate, executor         |
 |                   |        | switches each live role has taken in (a freeze's   |                        |
 |                   |        | acknowledgement)                                   |                        |
+| wk:authority:{tools}:catalog | hash | app -> JSON: its published tool catalog | admin (tools publish) |
+| wk:authority:{tools}:switches | hash | JSON [app, tool] -> JSON: who turned    | admin (tools disable, |
+|                   |        | it off, when, why; no field: the tool is on        | enable); roles read    |
+| wk:authority:{tools}:history | stream | every publish, disable and enable      | admin: XADD only       |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
@@ -138,6 +142,13 @@ _FREEZE = f"{AUTHORITY}:{{freeze}}"
 AUTH_FROZEN = f"{_FREEZE}:frozen"  # hash scope (all, app:A, tenant:T, task:T) -> JSON {by, reason, at}
 AUTH_SWITCHED = f"{_FREEZE}:switched"  # string int: bumped by every freeze and thaw
 AUTH_SWITCH_LOG = f"{_FREEZE}:log"  # stream: each freeze and thaw, who, why, when
+# The tools' switches (authority/tool_store.py). One hash tag, so that a switch and its history
+# record are written in one MULTI on a Redis Cluster too; it starts no `wk:{`, so no per-task
+# pattern reaches it.
+_TOOLS = f"{AUTHORITY}:{{tools}}"
+AUTH_TOOL_CATALOG = f"{_TOOLS}:catalog"  # hash app -> JSON {catalog, published_at, by, tools}
+AUTH_TOOL_SWITCHES = f"{_TOOLS}:switches"  # hash JSON [app, tool] -> JSON {by, at, reason}
+AUTH_TOOL_HISTORY = f"{_TOOLS}:history"  # stream: {app, tool, action, by, reason, at}
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
 LIVE = f"{PREFIX}:live"
