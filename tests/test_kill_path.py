@@ -14,6 +14,7 @@ from datetime import datetime
 
 import orjson
 import pytest
+from change_doc import FREEZE, kill_path_command
 from cli_run import doc, wakeful, with_tests_on_path
 from helpers import BankClient
 
@@ -31,19 +32,19 @@ def test_a_frozen_task_holds_its_events_and_catches_up_when_thawed(
 ) -> None:
     task_id, _ = client.new_task(2500)
     assert client.wait_stage(task_id, {"awaiting_approval"})["stage"] == "awaiting_approval"
-    frozen = wakeful("freeze", "--task", task_id, *OPS, "--reason", "incident 42", "--json")
+    frozen = wakeful(*kill_path_command("freeze", "--task", task_id=task_id, section=FREEZE), "--json")
     assert frozen.returncode == 0, frozen.stderr
     assert doc(frozen)["not_yet"] == [] and doc(frozen)["taken_in_by"], doc(frozen)
 
     receipt = client.approve(task_id, "alice", 1)
     assert receipt["status"] == "held", receipt
-    assert "frozen (task:" in receipt["reason"] and "incident 42" in receipt["reason"], receipt
+    assert "frozen (task:" in receipt["reason"] and "customer dispute" in receipt["reason"], receipt
     assert client.show(task_id)["stage"] == "awaiting_approval"
     listed = doc(wakeful("frozen", "--json"))
-    assert listed["frozen"][f"task:{task_id}"]["reason"] == "incident 42"
+    assert listed["frozen"][f"task:{task_id}"]["reason"] == "customer dispute"
     assert listed["log"][0]["switch"] == "freeze" and listed["log"][0]["by"] == "ops-lead"
 
-    thawed = wakeful("thaw", "--task", task_id, *OPS, "--json")
+    thawed = wakeful(*kill_path_command("thaw", "--task", task_id=task_id, section=FREEZE), "--json")
     assert thawed.returncode == 0 and doc(thawed)["was_frozen"], thawed.stderr
     done = client.wait_stage(task_id, {"closed"}, timeout=30)
     assert done["stage"] == "closed", done

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 import pytest
-from change_doc import TASK, kill_path_commands
+from change_doc import FREEZE, TASK, kill_path_commands
 
 from wakeful.cli.main import cli
 from wakeful.core.settings import Settings
@@ -48,3 +48,12 @@ def test_a_command_the_cli_does_not_know_is_caught() -> None:
         parsed(["tools", "disable", "refund", "--reasn", "typo", "--by", "ops-lead"])
     with pytest.raises(click.UsageError):
         parsed(["tools", "disable", "refund", "--by", "ops-lead"])  # no reason
+
+
+@pytest.mark.parametrize("argv", kill_path_commands(FREEZE), ids=" ".join)
+def test_every_freeze_command_on_the_page_parses(argv: list[str]) -> None:
+    assert parsed([TASK.replace("...", "1") if a == TASK else a for a in argv]).callback is not None
+
+
+def test_the_page_shows_freeze_frozen_and_thaw() -> None:
+    assert {argv[0] for argv in kill_path_commands(FREEZE)} == {"freeze", "frozen", "thaw"}
