@@ -17,6 +17,7 @@ import orjson
 
 from wakeful.authority import switches
 from wakeful.authority.freezes import Freeze, frozen_from
+from wakeful.authority.revocations import Revocation, revoked_from
 from wakeful.authority.switches import ToolSwitch
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
@@ -54,6 +55,7 @@ class Snapshot:
     # the app's declared ones (App.compat), which outrank `compat` (compat.rules_for).
     compat_by_app: dict[str, dict[str, str]] = field(default_factory=dict)
     frozen: dict[str, Freeze] = field(default_factory=dict)  # the freezes in force (freezes.py)
+    revoked: dict[str, Revocation] = field(default_factory=dict)  # revoked signers (revocations.py)
     # The tools operators turned off, by switches.field_of(app, tool); none by default.
     tool_switches: dict[str, ToolSwitch] = field(default_factory=dict)
 
@@ -68,13 +70,14 @@ SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
     ("GET", keys.AUTH_LIMIT),
     ("HGETALL", keys.AUTH_POLICY),
     ("HGETALL", keys.AUTH_FROZEN),
+    ("HGETALL", keys.AUTH_REVOKED),
     ("HGETALL", keys.AUTH_TOOL_SWITCHES),
 )
 
 
 def snapshot_from(replies: list[Any]) -> Snapshot:
     """A Snapshot from the replies to SNAPSHOT_READS, in order (parsed or raw RESP replies)."""
-    approvers, limit, policy, frozen, tool_switches = replies[: len(SNAPSHOT_READS)]
+    approvers, limit, policy, frozen, revoked, tool_switches = replies[: len(SNAPSHOT_READS)]
     fields = {k.decode(): v.decode() for k, v in hash_reply(policy).items()}
     return Snapshot(
         approvers=frozenset(a.decode() for a in approvers),  # a set (parsed) or a list (raw)
@@ -88,6 +91,7 @@ def snapshot_from(replies: list[Any]) -> Snapshot:
             if name.startswith(APP_COMPAT)
         },
         frozen=frozen_from(frozen),
+        revoked=revoked_from(revoked),
         tool_switches=switches.switches_from(tool_switches),
     )
 

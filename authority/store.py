@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import redis
 
-from wakeful.authority import freezes
+from wakeful.authority import freezes, revocations
 from wakeful.authority.snapshot import (
     APP_COMPAT,
     COMPAT_RULES,
@@ -187,9 +187,29 @@ class AuthorityStore:
             "tenant": tenant,
         }
         self.client.hset(keys.AUTH_SIGNERS, key_id, orjson.dumps(doc))
+        self.client.hdel(keys.AUTH_REVOKED, principal)  # a new key: the principal's authority again
 
     def remove_signer(self, key_id: str) -> bool:
         return bool(self.client.hdel(keys.AUTH_SIGNERS, key_id))
+
+    def revoke_signer(self, key_id: str, by: str, reason: str) -> str:
+        """Revoke a signer key: its principal's revocation is recorded (the tasks it started or
+        approved meet their app's rule, workflow/revoked.py), then the key is removed (the door
+        refuses its events). Returns the principal. Registering a new key for it lifts the record."""
+        found = self.signer(key_id)
+        if found is None:
+            known = sorted(k.decode() for k in self.client.hkeys(keys.AUTH_SIGNERS))  # type: ignore[union-attr]
+            raise ConfigError(
+                "KEY", f"no signer key {key_id!r} is registered; the keys: {', '.join(known) or 'none'}"
+            )
+        principal = found[0].principal
+        doc = revocations.record(key_id, by, reason, datetime.now(UTC).isoformat())
+        self.client.hset(keys.AUTH_REVOKED, principal, doc)
+        self.client.hdel(keys.AUTH_SIGNERS, key_id)
+        return principal
+
+    def revoked(self) -> dict[str, revocations.Revocation]:
+        return revocations.revoked_from(self.client.hgetall(keys.AUTH_REVOKED))
 
     def initialised(self) -> bool:
         return bool(self.client.exists(keys.AUTH_LIMIT))

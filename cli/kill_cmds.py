@@ -14,7 +14,7 @@ import click
 
 from wakeful.authority import freezes
 from wakeful.cli.app_option import checked_app
-from wakeful.cli.output import emit
+from wakeful.cli.output import emit, say
 from wakeful.core.settings import Settings
 from wakeful.devstack import kill
 from wakeful.devstack.client import Client
@@ -134,3 +134,16 @@ def show_frozen(settings: Settings, as_json: bool) -> None:
     lines += [f"  {e['at']} {e['switch']} {e['scope']} by {e['by']}: {e['reason']}" for e in log]
     lines.append(f"live roles: {', '.join(taken.done + taken.pending) or 'none'}")
     emit(doc, as_json, "\n".join(lines))
+
+
+@click.command("revoke")
+@click.argument("key_id", metavar="KEY")
+@click.option("--by", required=True, help="Who revokes it (recorded).")
+@click.option("--reason", required=True, help="Why (recorded, and named on every task it parks).")
+@click.pass_obj
+def revoke_signer(settings: Settings, key_id: str, by: str, reason: str) -> None:
+    """Revoke a signer key now: the door refuses its events, and each task its principal started
+    or approved meets its app's rule at its next wake or step (App.revoked_signer: review or
+    continue). Registering a new key for the principal lifts the revocation."""
+    principal = Client(settings).authority.revoke_signer(key_id, by, reason)
+    say(f"{key_id} revoked: {principal}'s tasks meet their app's rule at their next wake")

@@ -12,8 +12,8 @@ import click
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from wakeful.cli.app_option import app_option
-from wakeful.cli.authority_cmds import authority
-from wakeful.cli.kill_cmds import freeze, show_frozen, thaw
+from wakeful.cli.authority_cmds import authority, signers
+from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw
 from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.output import emit, say
 from wakeful.cli.release_cmds import release, task_release
@@ -459,6 +459,7 @@ cli.add_command(authority)
 cli.add_command(freeze)
 cli.add_command(thaw)
 cli.add_command(show_frozen)
+signers.add_command(revoke_signer)
 cli.add_command(tools)
 cli.add_command(new_agent)
 dev.add_command(model_server)

@@ -59,7 +59,7 @@ from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.replies import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import compat, effects, engine, switches
+from wakeful.workflow import compat, effects, engine, revoked, switches
 
 
 def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
@@ -145,6 +145,13 @@ class Executor:
         if freeze is not None:
             checks.raise_replies(cp.task_id, *loaded.pinned.batch([("SADD", keys.HELD_TASKS, cp.task_id)]))
             self.log("executor.held", task_id=cp.task_id, scope=freeze.scope)
+            return None
+        # A signer the task rests on was revoked: the app's rule, before any new step.
+        parked = revoked.parks(self.app, cp, auth)
+        if parked is not None:
+            parked_id = keys.runtime_id("revoked", cp.task_id, cp.state_version)
+            self.writes.advance(loaded, parked_id, lambda c: engine.review(c, parked), {"refused": parked})
+            self.log("executor.needs_review", task_id=cp.task_id, reason=parked)
             return None
         # Gate 4 again, before a step begins: a proposal in flight across a deploy runs only under
         # the tools and policy its task was admitted to (a step already begun completes above).

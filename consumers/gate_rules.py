@@ -18,9 +18,9 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import CLOSED, QUARANTINED, Refuse
+from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED, Refuse
 from wakeful.state.store import Keep
-from wakeful.workflow import compat, engine, wakes
+from wakeful.workflow import compat, engine, revoked, wakes
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,15 @@ def decide(
     checked = compat.check_app(app, versioned, auth)
     if isinstance(checked, str):
         return Incompatible(checked)
+    if event is not None and event.kind == events.REOPEN:  # a person looked: revocations cleared
+        heard = wakes.Heard(event.kind, event.payload, principal, event.correlation_id)
+        reopened = wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)
+        if isinstance(reopened, engine.Moved):
+            return engine.Moved(revoked.cleared(reopened.checkpoint, auth), reopened.evidence)
+        return reopened
+    parked = revoked.parks(app, checked, auth)
+    if parked is not None and checked.stage != NEEDS_REVIEW:  # the app's rule for a revoked signer
+        return engine.ForReview(engine.review(checked, parked), parked)
     if event is None:
         due = wakes.on_deadline(app, checked, now)
         return engine.Moved(due, {}) if due is not None else None

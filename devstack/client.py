@@ -150,6 +150,7 @@ class Client:
         self.authority.forget_app_rules()
         for scope in self.authority.frozen():
             self.authority.thaw(scope, "wakeful", "local defaults restored")
+        self.admin.delete(keys.AUTH_REVOKED)
         known = self.tool_names()
         for switch in self.tools.switches().values():
             if switch.app == self.app.name:

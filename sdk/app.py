@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from wakeful.authority.revocations import RULES as REVOKED_RULES
 from wakeful.authority.snapshot import COMPAT_RULES, COMPAT_STAMPS
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
@@ -36,6 +37,8 @@ class App:
     `compat` declares what gate 4 does to a task stamped with another policy or tool-catalog
     contract than the deployed one: {"policy" | "tool_catalog": "pin" | "migrate" | "quarantine"}
     (unset: policy pin, tool_catalog quarantine; an operator's rules for the app outrank these).
+    `revoked_signer` says what becomes of a task whose requester or approver was revoked
+    (`wakeful authority signers revoke`): "review" (parked for a person) or "continue".
     `story` and `traffic` name (module:attribute) the app's demo story and its load generator for
     `wakeful demo`, `bench` and `chaos`; roles never load them."""
 
@@ -46,6 +49,7 @@ class App:
     traffic: str | None = None
     retired: Sequence[Workflow[Any]] = ()
     compat: Mapping[str, str] = field(default_factory=dict)
+    revoked_signer: str = "review"
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
     _by_version: dict[tuple[str, int], Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 
@@ -121,6 +125,8 @@ def _problems(app: App) -> list[str]:
         for name, rule in app.compat.items()
         if rule not in COMPAT_RULES
     ]
+    if app.revoked_signer not in REVOKED_RULES:
+        found.append(f"revoked_signer={app.revoked_signer!r} is not one of {', '.join(REVOKED_RULES)}")
     current = {wf.name: wf.version for wf in app.workflows}
     kept = [(wf.name, wf.version) for wf in app.retired]
     found += [

@@ -55,7 +55,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:authority:*    | mixed  | approvers, limit, signers, policy (authority/)     | admin only; roles read |
 | wk:authority:{freeze}:* | mixed | frozen (hash scope -> who, why, when),     | admin only; roles read |
 |                   |        | switched (a counter each freeze and thaw bumps),   |                        |
-|                   |        | log (stream: every freeze and thaw, who, why)      |                        |
+|                   |        | log (stream: every freeze and thaw, who, why),     |                        |
+|                   |        | revoked (hash principal -> its revoked key, who,   |                        |
+|                   |        | why, when)                                         |                        |
 | wk:{T}:held       | list   | wakes a freeze held for the task, oldest first     | gate: push, replay, pop|
 | wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin  |
 | wk:live           | hash   | "<role>:<process>" -> "<switched seen> <ms>": which | gate, executor         |
@@ -142,6 +144,7 @@ _FREEZE = f"{AUTHORITY}:{{freeze}}"
 AUTH_FROZEN = f"{_FREEZE}:frozen"  # hash scope (all, app:A, tenant:T, task:T) -> JSON {by, reason, at}
 AUTH_SWITCHED = f"{_FREEZE}:switched"  # string int: bumped by every freeze and thaw
 AUTH_SWITCH_LOG = f"{_FREEZE}:log"  # stream: each freeze and thaw, who, why, when
+AUTH_REVOKED = f"{_FREEZE}:revoked"  # hash principal -> JSON {key, by, reason, at}: revoked signers
 # The tools' switches (authority/tool_store.py). One hash tag, so that a switch and its history
 # record are written in one MULTI on a Redis Cluster too; it starts no `wk:{`, so no per-task
 # pattern reaches it.

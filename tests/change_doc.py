@@ -10,6 +10,7 @@ from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs/change.md"
 SECTION = re.compile(r"^## \d+\. The kill path: disable a tool$", re.MULTILINE)
+REVOKE = re.compile(r"^## \d+\. The kill path: revoke a signer$", re.MULTILINE)
 FREEZE = re.compile(r"^## \d+\. The kill path: freeze a task, a tenant, an app or the fleet$", re.MULTILINE)
 TASK = "t-..."  # the page's placeholder for the parked task's id
 
@@ -19,8 +20,8 @@ def kill_path_commands(section: re.Pattern[str] = SECTION) -> list[list[str]]:
     text = DOC.read_text()
     heading = section.search(text)
     assert heading is not None, f"docs/change.md has no section {section.pattern!r}"
-    section = text[heading.end() :].split("\n## ", 1)[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
+    body = text[heading.end() :].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", body, re.DOTALL)
     lines = [line.split(" #")[0].strip() for block in blocks for line in block.splitlines()]
     return [shlex.split(line)[1:] for line in lines if line.startswith("wakeful ")]
 

@@ -1,7 +1,8 @@
 """The kill path on the real stack: a freeze holds a task's events (kept, not refused) and its
 steps, and a thaw lets it catch up; `freeze --all` during a run of 200 tasks is taken in by the
 fleet, after which no new intent is written and no effect is left half-done; after the thaw every
-task finishes, with exactly one booking each."""
+task finishes, with exactly one booking each. A signer revoked mid-flight parks the tasks it
+started (the refund app's rule) until a person reopens them."""
 
 from __future__ import annotations
 
@@ -138,3 +139,33 @@ def _entries(client: BankClient, task_ids: list[str]) -> list[ActionLogEntry]:
     for task_id in task_ids:
         pipe.hgetall(keys.ops(task_id))
     return [ActionLogEntry.decode(raw) for reply in pipe.execute() for raw in hash_reply(reply).values()]
+
+
+def test_a_signer_revoked_mid_flight_parks_the_tasks_it_started_until_a_person_reopens_them(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    requester = f"svc-{uuid.uuid4().hex[:8]}"
+    client.add_signer(requester, (events.CREATE, events.RUN))
+    task_id, created = client.new_task(2500, principal=requester)
+    assert created["status"] == "accepted", created
+    assert client.wait_stage(task_id, {"awaiting_approval"})["stage"] == "awaiting_approval"
+
+    revoked = wakeful(
+        "authority", "signers", "revoke", f"key-{requester}", *OPS, "--reason", "key leaked INC-9"
+    )
+    assert revoked.returncode == 0, revoked.stderr
+    unknown = wakeful("authority", "signers", "revoke", "key-nobody", *OPS, "--reason", "x")
+    assert unknown.returncode != 0 and "no signer key 'key-nobody' is registered" in unknown.stderr
+
+    receipt = client.approve(task_id, "alice", 1)  # a live approver: the task rests on its requester
+    assert receipt["status"] == "rejected" and "key leaked INC-9" in receipt["reason"], receipt
+    parked = client.show(task_id)
+    assert parked["stage"] == "needs_review" and f"signer {requester}" in parked["last_refusal"], parked
+
+    reopened = client.reopen(task_id, "ops-lead")
+    assert reopened["status"] == "accepted", reopened
+    again = client.wait_stage(task_id, {"awaiting_approval", "ready", "closed"})
+    if again["stage"] == "awaiting_approval":
+        assert client.approve(task_id, "alice", again["version"])["status"] == "accepted"
+    done = client.wait_stage(task_id, {"closed"}, timeout=30)
+    assert done["stage"] == "closed" and len(done["ledger"]) == 1, done

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 import pytest
-from change_doc import FREEZE, TASK, kill_path_commands
+from change_doc import FREEZE, REVOKE, TASK, kill_path_commands
 
 from wakeful.cli.main import cli
 from wakeful.core.settings import Settings
@@ -57,3 +57,8 @@ def test_every_freeze_command_on_the_page_parses(argv: list[str]) -> None:
 
 def test_the_page_shows_freeze_frozen_and_thaw() -> None:
     assert {argv[0] for argv in kill_path_commands(FREEZE)} == {"freeze", "frozen", "thaw"}
+
+
+@pytest.mark.parametrize("argv", kill_path_commands(REVOKE), ids=" ".join)
+def test_every_revoke_command_on_the_page_parses(argv: list[str]) -> None:
+    assert parsed(argv).callback is not None

@@ -94,7 +94,14 @@ def test_a_field_names_one_app_and_tool_whatever_their_names_hold() -> None:
 
 def test_the_snapshot_reads_the_switches_with_the_rest_of_authority() -> None:
     assert ("HGETALL", keys.AUTH_TOOL_SWITCHES) in SNAPSHOT_READS
-    replies: list[Any] = [set(), None, {}, {}, {field_of("refund", "refund").encode(): switches.encode(OFF)}]
+    replies: list[Any] = [
+        set(),
+        None,
+        {},
+        {},
+        {},
+        {field_of("refund", "refund").encode(): switches.encode(OFF)},
+    ]
     assert len(replies) == len(SNAPSHOT_READS)
     auth = snapshot_from(replies)
     assert auth.tool_switch("refund", "refund") == OFF and auth.tool_switch("refund", "other") is None
