@@ -93,7 +93,9 @@ class Gate:
             return None
         fault("gate.before_read")
         with self.store.pinned(envelope.task_id) as pinned:
-            taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=self.max_lag)
+            taken = authenticate(
+                envelope, sender, pinned, max_age=self.max_age, max_lag=self.max_lag, app=self.app
+            )
             if isinstance(taken, Untrusted):
                 self._dead(msg, taken.reason)
                 return None

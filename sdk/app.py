@@ -13,14 +13,18 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
+from wakeful.authority import documents
+from wakeful.authority.documents import Policy
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
 from wakeful.schemas.logs import UNDO_PREFIX
 from wakeful.sdk.tools import Tool, catalog, legacy_catalog
 from wakeful.sdk.workflow import RUNTIME_STAGES, Workflow
+from wakeful.state.keys import APP_NAME
 
 DEFAULT_APP = "wakeful.examples.refund:app"
 ENV = "WAKEFUL_APP"
@@ -33,7 +37,10 @@ class App:
     """Workflows and tools. `retired` keeps older versions of its workflows, whose waiting tasks
     run their own version's code ("pin") where the current version declares no migration from it.
     `story` and `traffic` name (module:attribute) the app's demo story and its load generator for
-    `wakeful demo`, `bench` and `chaos`; roles never load them."""
+    `wakeful demo`, `bench` and `chaos`; roles never load them. `policy` is the Cedar text the app
+    ships (a `.cedar` file beside it, read with policy_file()): `wakeful authority init` deploys it
+    as the app's first version when none is, and a task stamped before the app's policy had
+    versions is judged by it."""
 
     name: str
     workflows: Sequence[Workflow[Any]]
@@ -41,6 +48,7 @@ class App:
     story: str | None = None
     traffic: str | None = None
     retired: Sequence[Workflow[Any]] = ()
+    policy: str = ""
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
     _by_version: dict[tuple[str, int], Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 
@@ -70,6 +78,11 @@ class App:
         return catalog(self.tools)
 
     @cached_property
+    def shipped_policy(self) -> Policy | None:
+        """The app's own policy text, parsed (documents.parse), or None if it ships none."""
+        return documents.parse(self.policy) if self.policy else None
+
+    @cached_property
     def legacy_catalog(self) -> str:
         """What a task made before stamps of two parts was stamped with for these same tools."""
         return legacy_catalog(self.tools)
@@ -80,8 +93,17 @@ class App:
         return RUNTIME_KINDS | {kind for wf in self.workflows for kind in wf.events}
 
 
+def policy_file(module_file: str, name: str) -> str:
+    """The text of the policy file `name` beside the module file `module_file` (pass `__file__`)."""
+    return Path(module_file).with_name(name).read_text(encoding="utf-8")
+
+
 def _problems(app: App) -> list[str]:
     found: list[str] = []
+    if not isinstance(app.name, str) or not APP_NAME.fullmatch(app.name):
+        found.append(f"its name {app.name!r} must match {APP_NAME.pattern}")
+    if app.policy:
+        found += [f"its policy: {p}" for p in documents.problems(app.policy)]
     names = [wf.name for wf in app.workflows]
     if not names:
         found.append("it has no workflow")
