@@ -153,5 +153,11 @@ def policy_set(
     settings: Settings, policy_version: str | None, tool_catalog: str | None, compat: tuple[str, ...]
 ) -> None:
     rules = dict(item.split("=", 1) for item in compat)
-    Client(settings).authority.set_policy(policy_version, tool_catalog, rules)
+    client = Client(settings)
+    client.authority.set_policy(policy_version, tool_catalog, rules)
     say("policy updated; roles read it at their next wake")
+    if policy_version and client.policies.version(client.app.name) is not None:
+        say(
+            f"note: app {client.app.name} has policy versions: its tasks are stamped with the one in "
+            "force (`wakeful authority policy list`); --policy labels only apps with none"
+        )

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from wakeful.authority import documents
+from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import wiring
@@ -39,6 +41,8 @@ from wakeful.state import acl, budget, keys
 from wakeful.state.replies import hash_reply
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
+INIT = "wakeful authority init"  # who deployed an app's own policy as its first version
+OWN_POLICY = "the app's own policy (App.policy)"
 
 
 class TimedOut(WakefulError):
@@ -54,6 +58,7 @@ class Client:
         self.settings = settings
         self.admin = acl.connect(settings, "admin")
         self.authority = AuthorityStore(self.admin)
+        self.policies = PolicyStore(self.admin)
         self.store = wiring.store_for(settings, "admin")
         self._publisher: ConfluentPublisher | None = None
         self._connected: set[str] = set()  # the app's tools connected for their lookups
@@ -125,6 +130,9 @@ class Client:
             tenant, had = (found[0].tenant, found[1]) if found else (DEFAULT_TENANT, frozenset[str]())
             self.add_signer(principal, tuple(sorted(kinds)), tenant, had)
             wrote = True
+        if self.app.policy and self.policies.version(self.app.name) is None:
+            self.policies.deploy(self.app.name, self.app.policy, by=INIT, reason=OWN_POLICY)
+            wrote = True
         if self.authority.initialised():
             return wrote
         self.authority.set_limit(1000)
@@ -135,12 +143,18 @@ class Client:
 
     def reset_authority(self) -> None:
         """The local defaults, restored even where a test or an operator changed them: limit 1000,
-        approvers alice and bob, the deployed policy and tool catalog, pin/quarantine rules."""
+        approvers alice and bob (shared, and the app's own), the app's own policy text in force (a
+        new version if another is), the deployed tool catalog, pin/quarantine rules."""
         self.init_authority()
+        name = self.app.name
+        self.admin.delete(keys.auth_approvers(name), keys.auth_limit(name))  # back to the shared ones
         self.authority.set_limit(1000)
         for approver in dev.DEFAULT_APPROVERS:
             self.authority.add_approver(approver)
         self.authority.set_policy(DEFAULT_POLICY, DEFAULT_CATALOG, dict(DEFAULT_COMPAT))
+        current = self.policies.version(name)
+        if self.app.policy and current is not None and current.digest != documents.digest(self.app.policy):
+            self.policies.deploy(name, self.app.policy, by="wakeful reset", reason=OWN_POLICY)
 
     # ---- upstream actions ---------------------------------------------------------------------
 
