@@ -7,8 +7,8 @@ authority/policy_store.py, the evaluation authority/policy.py.
   with its sha256 digest, who deployed it, when and why. A version is never rewritten: a rollback is
   a new version carrying an older text.
 - The version in force is the highest. A task is stamped `policy-<app>-v<n>` (never change: stored
-  in checkpoints); a stamp no version of the app carries (one written before versions, such as
-  `refund-policy-1`) is evaluated under the policy the app ships (App.policy).
+  in checkpoints); a stamp no version of the app carries (a label from before versions, given by
+  `authority policy set --policy`) is evaluated under the policy the app ships (App.policy).
 - Parsing is the dominant cost of a Cedar decision, so a text is parsed once per process and kept
   by its digest: versions never change, and a digest names one text.
 """

@@ -25,7 +25,9 @@ from wakeful.state import keys
 from wakeful.state.replies import hash_reply
 
 DEFAULT_LIMIT = 1000
-DEFAULT_POLICY = "refund-policy-1"
+# The label of an app with no policy version deployed, where `authority policy set --policy` set
+# none (a store from before versions holds the label it was given, and its tasks keep their stamps).
+DEFAULT_POLICY = "policy-1"
 DEFAULT_CATALOG = "catalog-1"
 # What happens when a task's stamped version differs from what is deployed now (gate 4).
 #   pin: keep running under the version the task started with

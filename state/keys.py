@@ -128,8 +128,8 @@ OUTBOX_DIRTY = f"{PREFIX}:outbox:dirty"
 DEADLINES = f"{PREFIX}:deadlines"
 
 AUTHORITY = f"{PREFIX}:authority"
-AUTH_APPROVERS = f"{AUTHORITY}:approvers"  # set of principals allowed to approve refunds
-AUTH_LIMIT = f"{AUTHORITY}:limit"  # string int: refunds above it need an approval
+AUTH_APPROVERS = f"{AUTHORITY}:approvers"  # shared approvers: an app with none of its own reads it
+AUTH_LIMIT = f"{AUTHORITY}:limit"  # shared approval limit: an app with none of its own reads it
 AUTH_SIGNERS = f"{AUTHORITY}:signers"  # hash key_id -> JSON {principal, alg, material, kinds}
 AUTH_POLICY = f"{AUTHORITY}:policy"  # hash: policy, tool_catalog, compat (JSON), catalog (JSON)
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"

@@ -3,9 +3,11 @@ the stamp a task carries, and which text a stamp is judged by. No Redis, no Kafk
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
+from refund_rules import refund
 
 from wakeful.authority import documents
 from wakeful.authority.documents import Version
@@ -13,6 +15,9 @@ from wakeful.authority.policy import authorize
 from wakeful.authority.snapshot import Snapshot, policy_reads, snapshot_from, with_policies
 from wakeful.core.errors import ConfigError
 from wakeful.examples.refund import app
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk import Effect, Review
+from wakeful.workflow import effects
 
 pytestmark = pytest.mark.unit
 
@@ -153,3 +158,55 @@ def test_an_app_with_no_policy_at_all_lets_only_its_approvers_approve() -> None:
     assert authorize("dave", "approve", task, snap).reason == "not an authorised approver"
     assert authorize("alice", "approve", task, snap).reason == "not an authorised approver"
     assert authorize("bob", "book", task, snap).allowed
+
+
+def _ready(amount: int, policy: str, approved: bool, limit: int) -> Checkpoint:
+    """A refund task ready to run (approved, or created under `limit`), stamped with `policy`."""
+    made = refund.create(
+        "t-1",
+        "svc",
+        "default",
+        {"amount": amount, "currency": "EUR"},
+        auth=replace(OPEN, limit=limit),
+        now=NOW,
+    )
+    assert isinstance(made, Checkpoint)
+    if approved:
+        made = refund.approve(made, "alice", 1, OPEN, NOW)
+        assert isinstance(made, Checkpoint)
+    stamps = made.versions.model_copy(update={"policy": policy})
+    return made.model_copy(update={"versions": stamps})
+
+
+def _proposed(cp: Checkpoint, auth: Snapshot) -> object:
+    args = {"task_id": cp.task_id, "amount": cp.business.data["amount"], "currency": "EUR"}
+    return effects.check_proposal(app, cp, "refund", args, auth=auth, now=NOW)
+
+
+OPEN = Snapshot(approvers=frozenset({"alice", "bob"}), limit=1000)
+
+
+@pytest.mark.parametrize(
+    ("amount", "approved", "limit", "stamped", "refused"),
+    [
+        (2500, True, 1000, "policy-refund-v2", "no refund above 1200, got 2500"),
+        (2500, True, 1000, "policy-refund-v1", None),  # pinned: its own version's text
+        (2500, True, 1000, "refund-policy-1", None),  # stamped before versions: the app's own text
+        (2500, False, 5000, "policy-refund-v2", "no refund above 1200, got 2500"),
+        (2500, False, 5000, "policy-refund-v1", None),
+        (1100, True, 1000, "policy-refund-v2", None),
+    ],
+)
+def test_gate_7_judges_a_tool_by_the_policy_version_its_task_is_stamped_with(
+    amount: int, approved: bool, limit: int, stamped: str, refused: str | None
+) -> None:
+    v1, v2 = history(str(app.policy), str(app.policy) + FORBID_BIG.removeprefix(ALLOW_ALL))
+    parsed = {v.stamp: documents.parse(v.text) for v in (v1, v2)}
+    auth = replace(
+        OPEN, limit=limit, app="refund", shipped=app.shipped_policy, policies=parsed, policy=v2.stamp
+    )
+    out = _proposed(_ready(amount, stamped, approved, 0 if approved else limit), auth)
+    if refused is None:
+        assert isinstance(out, Effect), out
+    else:
+        assert isinstance(out, Review) and out.reason == refused, out
