@@ -21,12 +21,14 @@ filled from the request; an action the text never names is refused as unknown.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import cedarpy
+import orjson
 
 from wakeful.authority.documents import Policy
 from wakeful.authority.snapshot import Snapshot
@@ -68,7 +70,7 @@ def authorize(
         "principal": principal_uid(principal),
         "action": {"type": "Action", "id": action},
         "resource": {"type": "Task", "id": str(resource.get("task", ""))},
-        "context": _context(context),
+        "context": orjson.dumps(_context(context)).decode(),
     }
     result = cedarpy.is_authorized(request, policy.cedar, entities(resource, auth))
     errors = result.diagnostics.errors
@@ -95,8 +97,9 @@ def principal_uid(name: str) -> dict[str, str]:
     return {"type": "Principal", "id": name}
 
 
-def entities(resource: Mapping[str, Any], auth: Snapshot) -> list[dict[str, Any]]:
-    """The entities a request is judged with: the app, its approvers, and the task."""
+def entities(resource: Mapping[str, Any], auth: Snapshot) -> cedarpy.Entities:
+    """The entities a request is judged with: the app and its approvers (parsed once for each
+    authority read alike), and the task."""
     app = {"type": "App", "id": auth.app}
     attrs = {k: v for k, v in resource.items() if k not in _RUNTIME and _cedar(v) is not None}
     attrs["app"] = {"__entity": app}
@@ -104,10 +107,17 @@ def entities(resource: Mapping[str, Any], auth: Snapshot) -> list[dict[str, Any]
     if isinstance(requester, str):
         attrs["requester"] = {"__entity": principal_uid(requester)}
     task = {"uid": {"type": "Task", "id": str(resource.get("task", ""))}, "attrs": attrs, "parents": [app]}
-    approvers = [
-        {"uid": principal_uid(name), "attrs": {}, "parents": [APPROVERS_GROUP]} for name in auth.approvers
-    ]
-    return [{"uid": app, "attrs": {"limit": auth.limit}, "parents": []}, task, *approvers]
+    return _authority(auth.app, auth.approvers, auth.limit).with_added_json_str(orjson.dumps([task]).decode())
+
+
+@functools.lru_cache(maxsize=256)
+def _authority(app: str, approvers: frozenset[str], limit: int) -> cedarpy.Entities:
+    """The app's entity and its approvers', parsed: the same for every decision until they change."""
+    uid = {"type": "App", "id": app}
+    found = [{"uid": principal_uid(name), "attrs": {}, "parents": [APPROVERS_GROUP]} for name in approvers]
+    return cedarpy.Entities.from_json_str(
+        orjson.dumps([{"uid": uid, "attrs": {"limit": limit}, "parents": []}, *found]).decode()
+    )
 
 
 def _context(context: Mapping[str, Any]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from wakeful.state.replies import hash_reply
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
 INIT = "wakeful authority init"  # who deployed an app's own policy as its first version
-OWN_POLICY = "the app's own policy (App.policy)"
+OWN_POLICY = "the app's own policy text (App.policy)"
 
 
 class TimedOut(WakefulError):
