@@ -20,11 +20,12 @@ def authority() -> None:
 
 
 @authority.command("show")
+@app_name_option
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def show(settings: Settings, as_json: bool) -> None:
-    """Everything the roles will read at their next wake."""
-    doc = Client(settings).authority.describe()
+def show(settings: Settings, app: str | None, as_json: bool) -> None:
+    """Everything the roles of the app will read at their next wake."""
+    doc = Client(settings).authority.describe(app_name(settings, app))
     emit(doc, as_json, "\n".join(f"{k}: {v}" for k, v in doc.items()))
 
 

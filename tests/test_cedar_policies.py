@@ -103,3 +103,22 @@ def test_a_policy_that_does_not_parse_is_refused_whole_and_nothing_is_stored(
         said = wakeful("authority", "policy", "deploy", str(path), "--app", "refund", "--by", "alice")
     assert said.returncode != 0 and "line 1" in said.stderr and "line 2" in said.stderr, said.stderr
     assert wakeful("authority", "policy", "list", "--app", "refund", "--json").stdout.strip() == "[]"
+
+
+def test_an_apps_approvers_are_its_policys_group_and_change_live_for_that_app_alone(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    first, second = _approved(client, 1500), _approved(client, 1500)
+    try:
+        said = wakeful("authority", "approvers", "add", "mallory", "--app", "refund")
+        assert said.returncode == 0 and "mallory is an approver of app refund" in said.stderr, said.stderr
+        others = wakeful("authority", "approvers", "list", "--app", "supplier_onboarding", "--json")
+        assert "mallory" not in json.loads(others.stdout)
+        assert client.approve(first, "mallory", 1)["status"] == "accepted"
+        assert client.wait_stage(first, {Stage.CLOSED})["stage"] == Stage.CLOSED
+        said = wakeful("authority", "approvers", "remove", "mallory", "--app", "refund")
+        assert said.returncode == 0 and "no longer an approver of app refund" in said.stderr, said.stderr
+        refused = client.approve(second, "mallory", 1)
+        assert refused["status"] == "rejected" and refused["reason"] == "not an authorised approver", refused
+    finally:
+        client.reset_authority()
