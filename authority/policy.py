@@ -62,7 +62,10 @@ def authorize(
 ) -> Authorization:
     """May `principal` do `action` to the task `resource` (its public fields) with `context`, under
     the policy version `stamp` names (the task's; default the one in force) and live authority?"""
-    policy = auth.policy_for(stamp or auth.policy)
+    try:
+        policy = auth.policy_for(stamp or auth.policy)
+    except LookupError as exc:  # never judged by another text than its own: refused, with why
+        return Authorization(False, str(exc))
     context = context or {}
     if "*" not in policy.actions and action not in policy.actions:
         return Authorization(False, f"unknown action {action!r}")

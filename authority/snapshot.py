@@ -64,7 +64,7 @@ class Snapshot:
             return found
         named = documents.STAMP.fullmatch(stamp)
         if named and named["app"] == self.app and int(named["version"]) in self.unloaded:
-            raise LookupError(f"policy {stamp} was not loaded with the snapshot (policy_reads)")
+            raise LookupError(f"policy {stamp} is named by the app's index but could not be read")
         return self.shipped or documents.parse(documents.DEFAULT_TEXT)
 
 
@@ -145,7 +145,9 @@ def with_policies(snap: Snapshot, replies: list[Any]) -> Snapshot:
         if raw is not None:
             version = documents.Version.decode(raw)
             loaded[version.stamp] = documents.parse(version.text)
-    return replace(snap, policies=loaded, unloaded=())
+    # A version the index names but the store lacks stays unloaded: judged by nothing, refused.
+    missing = tuple(v for v in snap.unloaded if documents.stamp(snap.app, v) not in loaded)
+    return replace(snap, policies=loaded, unloaded=missing)
 
 
 def check_signer(kinds: Collection[str], known: Collection[str], tenant: str) -> None:

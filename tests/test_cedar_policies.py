@@ -90,6 +90,16 @@ def test_a_policy_deployed_while_tasks_wait_governs_new_work_and_pinned_tasks_ke
     ]
     shown = wakeful("authority", "policy", "show", "3", "--app", "refund", "--json")
     assert json.loads(shown.stdout)["text"] == refund_app.policy
+    again = wakeful(
+        "authority", "policy", "rollback", "--app", "refund", "--by", "dave", "--to", "2", "--reason", "cap"
+    )
+    assert again.returncode == 0 and "policy-refund-v4 deployed: cap" in again.stderr, again.stderr
+    in_force = wakeful("authority", "policy", "show", "--app", "refund")
+    assert in_force.stdout.startswith("# v4 ") and "by dave  (cap)" in in_force.stdout, in_force.stdout
+    assert in_force.stdout.endswith(refund_app.policy + CAP + "\n")
+    capped = _approved(client, 1500)
+    client.approve(capped, "alice", 1)
+    assert client.wait_stage(capped, {Stage.NEEDS_REVIEW, Stage.CLOSED})["stage"] == Stage.NEEDS_REVIEW
 
 
 def test_a_policy_that_does_not_parse_is_refused_whole_and_nothing_is_stored(

@@ -210,3 +210,13 @@ def test_gate_7_judges_a_tool_by_the_policy_version_its_task_is_stamped_with(
         assert isinstance(out, Effect), out
     else:
         assert isinstance(out, Review) and out.reason == refused, out
+
+
+def test_a_version_the_index_names_but_the_store_lacks_refuses_instead_of_judging_by_another_text() -> None:
+    v1, v2 = history(ALLOW_ALL, FORBID_BIG + "// never parsed before\n")
+    index = {b"1": v1.digest.encode(), b"2": v2.digest.encode()}
+    documents._parsed.pop(v2.digest, None)  # as if this process had never read v2
+    snap = with_policies(snapshot_from(_replies(index), "refund", app.shipped_policy), [[None]])
+    decision = authorize("bob", "refund", {"task": "t-1"}, snap, {"amount": 5}, stamp="policy-refund-v2")
+    assert decision.reason == "policy policy-refund-v2 is named by the app's index but could not be read"
+    assert authorize("bob", "refund", {"task": "t-1"}, snap, {"amount": 5}, stamp="policy-refund-v1").allowed
