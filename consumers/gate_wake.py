@@ -133,11 +133,11 @@ def authenticate(
     auth = snapshot_from(rest[:SNAPSHOT_LEN], app.name, app.shipped_policy)
     if policy_reads(auth):  # a policy version this process has not parsed yet: once per version
         auth = with_policies(auth, pinned.batch(policy_reads(auth)))
-    rest = rest[SNAPSHOT_LEN - 1 :]  # the reads after the snapshot, from rest[1]
-    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(rest[1]).items()}
+    after = rest[SNAPSHOT_LEN:]  # the evidence, then the claimed event's reads (`more`)
+    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(after[0]).items()}
     if event is None:
         return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None)
-    signer, answered, ops = rest[2], rest[3] == 1, (rest[4] if len(rest) > 4 else None)
+    signer, answered, ops = after[1], after[2] == 1, (after[3] if len(after) > 3 else None)
     found = decode_signer(event.key_id, signer) if isinstance(signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
     verified = key is not None and key.verify(event)
