@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -84,12 +85,25 @@ class Version:
         return {k: v for k, v in self.__dict__.items() if k != "text"}
 
 
-def new_version(app: str, existing: list[int], text: str, *, by: str, reason: str, now: datetime) -> Version:
+def new_version(
+    app: str,
+    existing: list[int],
+    text: str,
+    *,
+    by: str,
+    reason: str,
+    now: datetime,
+    check: Callable[[str], list[str]] | None = None,
+) -> Version:
     """The next version of `app`'s policy after the versions `existing`; ConfigError naming every
-    problem if `text` does not parse or `by` names no one (nothing is stored on error)."""
+    problem if `text` does not parse, breaks `check` (the app's schema, authority/schema.py) or
+    `by` names no one (nothing is stored on error)."""
     if not by.strip():
         raise ConfigError("by", "name who deploys the policy (--by)")
     parse(text)
+    wrong = check(text) if check is not None else []
+    if wrong:
+        raise ConfigError("policy", "; ".join(wrong))
     return Version(app, max(existing, default=0) + 1, text, digest(text), by, now.isoformat(), reason)
 
 

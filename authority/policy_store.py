@@ -38,13 +38,22 @@ class PolicyStore:
         raw = self.client.hget(keys.auth_policies(app), str(number))
         return Version.decode(raw) if isinstance(raw, bytes) else None
 
-    def deploy(self, app: str, text: str, *, by: str, reason: str = "") -> Version:
+    def deploy(
+        self,
+        app: str,
+        text: str,
+        *,
+        by: str,
+        reason: str = "",
+        check: Callable[[str], list[str]] | None = None,
+    ) -> Version:
         """Store `text` as `app`'s next version, in force from the roles' next wake; ConfigError,
-        storing nothing, naming every problem with the text."""
+        storing nothing, naming every problem with the text (`check`: the app's schema's)."""
+        now = datetime.now(UTC)
         return self._write(
             app,
             lambda existing: documents.new_version(
-                app, existing, text, by=by, reason=reason, now=datetime.now(UTC)
+                app, existing, text, by=by, reason=reason, now=now, check=check
             ),
         )
 

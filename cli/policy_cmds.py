@@ -23,6 +23,15 @@ from wakeful.devstack.client import Client
 F = TypeVar("F", bound=Callable[..., object])
 
 
+def schema_check(settings: Settings, given: str | None, name: str) -> Callable[[str], list[str]] | None:
+    """The schema check of the app named `name`, when it is the one `--app` loads or the loaded
+    app; None (unchecked) for an app this process cannot load by its name alone."""
+    if given is not None and ":" in given:
+        return checked_app(given).check_policy
+    loaded = checked_app(settings.app)
+    return loaded.check_policy if loaded.name == name else None
+
+
 def app_name(settings: Settings, given: str | None) -> str:
     """The app a command names: `--app` as a name (`refund`) or as the app to load (`module:attr`);
     default the loaded app ($WAKEFUL_APP, else the bundled one)."""
@@ -60,10 +69,14 @@ def register(policy: click.Group) -> None:
     @click.pass_obj
     def deploy(settings: Settings, path: str, app: str | None, by: str, reason: str) -> None:
         """Deploy FILE.cedar as the app's next policy version: in force at the roles' next wake.
-        Nothing is stored if the text does not parse; every policy that does not is named."""
+        Nothing is stored if the text does not parse or names what the app does not have (an
+        action, an attribute); every problem is named."""
         name = app_name(settings, app)
-        version = _store(settings).deploy(name, read_text(path), by=by, reason=reason)
+        check = schema_check(settings, app, name)
+        version = _store(settings).deploy(name, read_text(path), by=by, reason=reason, check=check)
         say(f"policy {version.stamp} deployed ({version.digest[:12]}); roles read it at their next wake")
+        if check is None:
+            say(f"note: not checked against app {name}'s schema; give --app MODULE:ATTR to check it")
 
     @policy.command("list")
     @app_name_option

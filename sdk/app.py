@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from wakeful.authority import documents
+from wakeful.authority import documents, schema
 from wakeful.authority.documents import Policy
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
@@ -54,6 +54,9 @@ class App:
 
     def __post_init__(self) -> None:
         problems = _problems(self)
+        if not problems and self.policy:  # its own policy, against what the app declares
+            found = documents.problems(self.policy) or self.check_policy(self.policy)
+            problems = [f"its policy: {p}" for p in found]
         if problems:
             raise ConfigError(f"app {self.name}", "; ".join(problems))
         self._by_name.update({wf.name: wf for wf in self.workflows})
@@ -83,6 +86,24 @@ class App:
         return documents.parse(self.policy) if self.policy else None
 
     @cached_property
+    def policy_schema(self) -> str:
+        """What the app's policy may name (authority/schema.py): the runtime's actions, the app's
+        own event kinds and tools, and the state fields its workflows expose, typed."""
+        fields: dict[str, str] = {}
+        for wf in (*self.retired, *self.workflows):
+            for name in wf.exposes:
+                found = wf.state.model_fields.get(name)
+                kind = _cedar_type(found.annotation) if found is not None else None
+                if kind is not None:
+                    fields[name] = kind
+        kinds = {kind for wf in self.workflows for kind in wf.events}
+        return schema.schema({*schema.RUNTIME_ACTIONS, *kinds, *(t.name for t in self.tools)}, fields)
+
+    def check_policy(self, text: str) -> list[str]:
+        """What in the Cedar `text` the app's schema does not allow (each named by its line)."""
+        return schema.invalid(text, self.policy_schema)
+
+    @cached_property
     def legacy_catalog(self) -> str:
         """What a task made before stamps of two parts was stamped with for these same tools."""
         return legacy_catalog(self.tools)
@@ -91,6 +112,12 @@ class App:
     def kinds(self) -> frozenset[str]:
         """Every event kind a signer may be registered for under this app."""
         return RUNTIME_KINDS | {kind for wf in self.workflows for kind in wf.events}
+
+
+def _cedar_type(annotation: Any) -> str | None:
+    """The Cedar type of a state field's annotation (`int`, `str`, `bool`, or one of them | None)."""
+    kinds = [a for a in get_args(annotation) if a is not type(None)] or [annotation]
+    return schema.CEDAR_TYPES.get(kinds[0]) if len(kinds) == 1 else None
 
 
 def policy_file(module_file: str, name: str) -> str:
@@ -102,8 +129,6 @@ def _problems(app: App) -> list[str]:
     found: list[str] = []
     if not isinstance(app.name, str) or not APP_NAME.fullmatch(app.name):
         found.append(f"its name {app.name!r} must match {APP_NAME.pattern}")
-    if app.policy:
-        found += [f"its policy: {p}" for p in documents.problems(app.policy)]
     names = [wf.name for wf in app.workflows]
     if not names:
         found.append("it has no workflow")

@@ -102,16 +102,28 @@ def test_a_policy_deployed_while_tasks_wait_governs_new_work_and_pinned_tasks_ke
     assert client.wait_stage(capped, {Stage.NEEDS_REVIEW, Stage.CLOSED})["stage"] == Stage.NEEDS_REVIEW
 
 
-def test_a_policy_that_does_not_parse_is_refused_whole_and_nothing_is_stored(
-    client: BankClient, no_versions: None
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        (
+            "permit (principal, action, resource) when { 1 + };\nforbid (principal action, resource);\n",
+            ["line 1: unexpected token", "line 2: unexpected token"],
+        ),
+        (
+            "permit (principal, action, resource);\n"
+            'forbid (principal, action, resource) when { resource.colour == "x" };',
+            ["line 2: attribute `colour` on entity type `Task` not found"],
+        ),
+    ],
+)
+def test_a_policy_that_does_not_parse_or_names_what_the_app_lacks_is_refused_whole_and_nothing_is_stored(
+    client: BankClient, no_versions: None, text: str, named: list[str]
 ) -> None:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "bad.cedar"
-        path.write_text(
-            "permit (principal, action, resource) when { 1 + };\nforbid (principal action, resource);\n"
-        )
+        path.write_text(text)
         said = wakeful("authority", "policy", "deploy", str(path), "--app", "refund", "--by", "alice")
-    assert said.returncode != 0 and "line 1" in said.stderr and "line 2" in said.stderr, said.stderr
+    assert said.returncode != 0 and all(n in said.stderr for n in named), said.stderr
     assert wakeful("authority", "policy", "list", "--app", "refund", "--json").stdout.strip() == "[]"
 
 

@@ -16,7 +16,7 @@ from wakeful.authority.snapshot import Snapshot, policy_reads, snapshot_from, wi
 from wakeful.core.errors import ConfigError
 from wakeful.examples.refund import app
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.sdk import Effect, Review
+from wakeful.sdk import App, Effect, Review
 from wakeful.workflow import effects
 
 pytestmark = pytest.mark.unit
@@ -220,3 +220,40 @@ def test_a_version_the_index_names_but_the_store_lacks_refuses_instead_of_judgin
     decision = authorize("bob", "refund", {"task": "t-1"}, snap, {"amount": 5}, stamp="policy-refund-v2")
     assert decision.reason == "policy policy-refund-v2 is named by the app's index but could not be read"
     assert authorize("bob", "refund", {"task": "t-1"}, snap, {"amount": 5}, stamp="policy-refund-v1").allowed
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        (
+            'permit (principal, action == Action::"refnd", resource);',
+            'line 1: unrecognized action `Action::"refnd"`',
+        ),
+        (
+            ALLOW_ALL + 'forbid (principal, action, resource) when { resource.colour == "x" };',
+            "line 2: attribute `colour` on entity type `Task` not found",
+        ),
+        ("forbid (principal, action, resource) when { context.amount > 2 };", "optional attribute `amount`"),
+        (
+            'forbid (principal, action, resource) when { resource has amount && resource.amount == "x" };',
+            "line 1",
+        ),
+    ],
+)
+def test_a_deploy_names_what_the_app_does_not_have_and_stores_nothing(text: str, named: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        documents.new_version("refund", [], text, by="alice", reason="", now=NOW, check=app.check_policy)
+    assert named in str(caught.value)
+
+
+def test_the_bundled_policies_hold_to_their_apps_and_a_wrong_one_stops_the_app_at_load() -> None:
+    from wakeful.examples.onboarding import app as onboarding
+
+    assert app.check_policy(str(app.policy)) == [] and onboarding.check_policy(str(onboarding.policy)) == []
+    with pytest.raises(ConfigError, match='its policy: line 1: unrecognized action `Action::"refnd"`'):
+        App(
+            name="refund",
+            workflows=app.workflows,
+            tools=app.tools,
+            policy='permit (principal, action == Action::"refnd", resource);',
+        )
