@@ -33,7 +33,7 @@ def schema_check(settings: Settings, given: str | None, name: str) -> Callable[[
 
 
 def app_name(settings: Settings, given: str | None) -> str:
-    """The app a command names: `--app` as a name (`refund`) or as the app to load (`module:attr`);
+    """The app a command names: `--app` as a name (`expenses`) or as the app to load (`module:attr`);
     default the loaded app ($WAKEFUL_APP, else the bundled one)."""
     if given is not None and ":" not in given:
         return given
