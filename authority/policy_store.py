@@ -69,7 +69,7 @@ class PolicyStore:
     def _write(self, app: str, make: Callable[[list[int]], Version]) -> Version:
         index = keys.auth_policy_index(app)
         for _ in range(keys.CAS_RETRIES):
-            with self.client.pipeline() as pipe:
+            with self.client.pipeline(transaction=True) as pipe:  # a cluster's too: the app's slot
                 try:
                     pipe.watch(index)  # type: ignore[no-untyped-call]  # redis-py leaves watch() untyped
                     existing = [int(k) for k in pipe.hkeys(index)]

@@ -19,7 +19,7 @@ make Redis hold a huge key for a week:
 | key id (signer) | [A-Za-z0-9_.@-]{1,128}  | wk:seen:K:E, receipt keys                 |
 | op key          | [A-Za-z0-9_.:-]{1,200}  | a downstream's records: bank:{ledger}:... |
 | tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:spent, wk:tenant:N:tokens:D   |
-| app name        | [A-Za-z0-9_-]{1,64}     | wk:authority:app:A:*                      |
+| app name        | [A-Za-z0-9_-]{1,64}     | wk:authority:app:{A}:* (a hash tag)       |
 | UTC day         | [0-9]{8} (yyyymmdd)     | wk:tenant:N:tokens:D                      |
 
 Each tenant names its tasks for itself: the runtime's id of the task a signer of tenant N calls X
@@ -137,8 +137,9 @@ APP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def auth_app(app: str) -> str:
-    """The prefix of app `app`'s own authority keys (under PATTERN_AUTHORITY: roles read them)."""
-    return f"{AUTHORITY}:app:{checked(APP_NAME, app, 'app name')}"
+    """The prefix of app `app`'s own authority keys (under PATTERN_AUTHORITY: roles read them).
+    They share the hash tag {<app>}: a policy deploy's transaction stays in one cluster slot."""
+    return f"{AUTHORITY}:app:{{{checked(APP_NAME, app, 'app name')}}}"
 
 
 def auth_approvers(app: str) -> str:

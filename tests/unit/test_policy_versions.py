@@ -127,7 +127,7 @@ def test_a_task_is_judged_by_the_version_it_is_stamped_with_and_an_old_stamp_by_
     documents._parsed.pop(v2.digest, None)  # as if this process had never read v2
     snap = snapshot_from(_replies(index), "refund", app.shipped_policy)
     assert snap.policy == "policy-refund-v2" and snap.unloaded == (2,)
-    assert policy_reads(snap) == [("HMGET", "wk:authority:app:refund:policies", "2")]
+    assert policy_reads(snap) == [("HMGET", "wk:authority:app:{refund}:policies", "2")]
     snap = with_policies(snap, [[v2.encode()]])
     task = {"task": "t-1", "requester": "alice"}
     big = {"amount": 1500, "approver": "bob"}
