@@ -88,6 +88,9 @@ def test_a_policy_deployed_while_tasks_wait_governs_new_work_and_pinned_tasks_ke
         (2, "bob", "cap refunds at 1200"),
         (3, "carol", "rollback to v1"),
     ]
+    human = wakeful("authority", "policy", "list", "--app", "refund").stdout.splitlines()
+    assert [line.split()[0] for line in human] == ["v1", "v2", "v3"]
+    assert "by bob  (cap refunds at 1200)" in human[1] and "by carol  (rollback to v1)" in human[2], human
     shown = wakeful("authority", "policy", "show", "3", "--app", "refund", "--json")
     assert json.loads(shown.stdout)["text"] == refund_app.policy
     again = wakeful(
@@ -142,5 +145,10 @@ def test_an_apps_approvers_are_its_policys_group_and_change_live_for_that_app_al
         assert said.returncode == 0 and "no longer an approver of app refund" in said.stderr, said.stderr
         refused = client.approve(second, "mallory", 1)
         assert refused["status"] == "rejected" and refused["reason"] == "not an authorised approver", refused
+        said = wakeful("authority", "limit", "set", "2000", "--app", "refund")
+        assert said.returncode == 0 and "app refund's approval limit is 2000" in said.stderr, said.stderr
+        within, _ = client.new_task(1500)  # the policy's resource.app.limit, live: no approval asked
+        done = client.wait_stage(within, {Stage.CLOSED, Stage.AWAITING_APPROVAL})
+        assert done["stage"] == Stage.CLOSED and len(done["ledger"]) == 1, done
     finally:
         client.reset_authority()
