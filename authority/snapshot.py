@@ -9,13 +9,14 @@ from __future__ import annotations
 import base64
 import functools
 import re
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
-from wakeful.authority import switches
+from wakeful.authority import documents, switches
+from wakeful.authority.documents import Policy
 from wakeful.authority.freezes import Freeze, frozen_from
 from wakeful.authority.revocations import Revocation, revoked_from
 from wakeful.authority.switches import ToolSwitch
@@ -27,7 +28,9 @@ from wakeful.state import keys
 from wakeful.state.replies import hash_reply
 
 DEFAULT_LIMIT = 1000
-DEFAULT_POLICY = "refund-policy-1"
+# The label of an app with no policy version deployed, where `authority policy set --policy` set
+# none (a store from before versions holds the label it was given, and its tasks keep their stamps).
+DEFAULT_POLICY = "policy-1"
 DEFAULT_CATALOG = "catalog-1"
 # What happens when a task's stamped version differs from what is deployed now (gate 4).
 #   pin: keep running under the version the task started with
@@ -42,7 +45,10 @@ TENANT = ids.TENANT  # it names a Redis key (the tenant's token counter)
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Authority as read at one wake."""
+    """Authority as read at one wake, for the app `app`: its approvers and approval limit, the
+    policy stamp in force (`policy`), and its policy versions parsed (`policies`, by stamp;
+    `shipped` is what a stamp no version carries runs under: the app's own text, else
+    documents.DEFAULT_TEXT)."""
 
     approvers: frozenset[str]
     limit: int
@@ -58,13 +64,28 @@ class Snapshot:
     revoked: dict[str, Revocation] = field(default_factory=dict)  # revoked signers (revocations.py)
     # The tools operators turned off, by switches.field_of(app, tool); none by default.
     tool_switches: dict[str, ToolSwitch] = field(default_factory=dict)
+    app: str = ""
+    policies: Mapping[str, Policy] = field(default_factory=dict)
+    shipped: Policy | None = None
+    unloaded: tuple[int, ...] = ()  # versions the index names whose text this process has not parsed
 
     def tool_switch(self, app: str, tool: str) -> ToolSwitch | None:
         """The switch that turns `tool` of `app` off, or None when it is on."""
         return switches.disabled(self.tool_switches, app, tool)
 
+    def policy_for(self, stamp: str) -> Policy:
+        """The parsed policy a task stamped `stamp` is judged by (see documents.py)."""
+        found = self.policies.get(stamp)
+        if found is not None:
+            return found
+        named = documents.STAMP.fullmatch(stamp)
+        if named and named["app"] == self.app and int(named["version"]) in self.unloaded:
+            raise LookupError(f"policy {stamp} is named by the app's index but could not be read")
+        return self.shipped or documents.parse(documents.DEFAULT_TEXT)
 
-# The reads a Snapshot is made of, for callers that batch them with their own (snapshot_from).
+
+# The reads a Snapshot is made of, for callers that batch them with their own (snapshot_from):
+# the shared ones, then the app's own (app_reads).
 SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
     ("SMEMBERS", keys.AUTH_APPROVERS),
     ("GET", keys.AUTH_LIMIT),
@@ -75,14 +96,48 @@ SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def snapshot_from(replies: list[Any]) -> Snapshot:
-    """A Snapshot from the replies to SNAPSHOT_READS, in order (parsed or raw RESP replies)."""
+def app_reads(app: str) -> tuple[tuple[str, ...], ...]:
+    """The app's approvers, approval limit and policy index (version -> digest)."""
+    return (
+        ("SMEMBERS", keys.auth_approvers(app)),
+        ("GET", keys.auth_limit(app)),
+        ("HGETALL", keys.auth_policy_index(app)),
+    )
+
+
+def snapshot_reads(app: str) -> tuple[tuple[str, ...], ...]:
+    return (*SNAPSHOT_READS, *app_reads(app))
+
+
+SNAPSHOT_LEN = len(SNAPSHOT_READS) + 3  # replies to snapshot_reads(app)
+
+
+def snapshot_from(replies: list[Any], app: str = "", shipped: Policy | None = None) -> Snapshot:
+    """A Snapshot from the replies to SNAPSHOT_READS (no app) or snapshot_reads(app), in order
+    (parsed or raw RESP replies). An app with no limit of its own is one whose authority was kept
+    before it was per app: it reads the shared approvers and limit."""
     approvers, limit, policy, frozen, revoked, tool_switches = replies[: len(SNAPSHOT_READS)]
     fields = {k.decode(): v.decode() for k, v in hash_reply(policy).items()}
+    deployed = fields.get("policy", DEFAULT_POLICY)
+    loaded: dict[str, Policy] = {}
+    unloaded: list[int] = []
+    if app:
+        own_approvers, own_limit, index = replies[len(SNAPSHOT_READS) : SNAPSHOT_LEN]
+        if own_limit is not None:
+            approvers, limit = own_approvers, own_limit
+        versions = {int(k): v.decode() for k, v in hash_reply(index).items()}
+        for version, key in versions.items():
+            parsed = documents.cached(key)
+            if parsed is None:
+                unloaded.append(version)
+            else:
+                loaded[documents.stamp(app, version)] = parsed
+        if versions:
+            deployed = documents.stamp(app, max(versions))
     return Snapshot(
         approvers=frozenset(a.decode() for a in approvers),  # a set (parsed) or a list (raw)
         limit=int(limit) if limit is not None else DEFAULT_LIMIT,
-        policy=fields.get("policy", DEFAULT_POLICY),
+        policy=deployed,
         tool_catalog=fields.get("tool_catalog", DEFAULT_CATALOG),
         compat={**DEFAULT_COMPAT, **stored_rules(fields.get("compat", "{}"))},
         compat_by_app={
@@ -93,6 +148,10 @@ def snapshot_from(replies: list[Any]) -> Snapshot:
         frozen=frozen_from(frozen),
         revoked=revoked_from(revoked),
         tool_switches=switches.switches_from(tool_switches),
+        app=app,
+        policies=loaded,
+        shipped=shipped,
+        unloaded=tuple(sorted(unloaded)),
     )
 
 
@@ -106,6 +165,28 @@ def stored_rules(raw: str) -> dict[str, str]:
     if isinstance(doc, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items()):
         return doc
     return dict.fromkeys(COMPAT_STAMPS, "quarantine")
+
+
+def policy_reads(snap: Snapshot) -> list[tuple[str, ...]]:
+    """What to read for the policy versions `snap` names but this process has not parsed yet:
+    nothing, once each version has been read once (a version never changes)."""
+    if not snap.unloaded:
+        return []
+    return [("HMGET", keys.auth_policies(snap.app), *map(str, snap.unloaded))]
+
+
+def with_policies(snap: Snapshot, replies: list[Any]) -> Snapshot:
+    """`snap` with the versions policy_reads() asked for parsed (and cached for the process)."""
+    if not snap.unloaded:
+        return snap
+    loaded = dict(snap.policies)
+    for raw in replies[0]:
+        if raw is not None:
+            version = documents.Version.decode(raw)
+            loaded[version.stamp] = documents.parse(version.text)
+    # A version the index names but the store lacks stays unloaded: judged by nothing, refused.
+    missing = tuple(v for v in snap.unloaded if documents.stamp(snap.app, v) not in loaded)
+    return replace(snap, policies=loaded, unloaded=missing)
 
 
 def check_signer(kinds: Collection[str], known: Collection[str], tenant: str) -> None:

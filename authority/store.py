@@ -1,14 +1,19 @@
-"""The authority store in Redis: approvers, the approval limit, registered signer keys, policy.
+"""The authority store in Redis: each app's approvers and approval limit, registered signer keys,
+the compatibility rules; each app's policy versions are authority/policy_store.py's.
 
 Operators write it (`wakeful authority ...`, as the admin Redis user); the inbound, gate and
 executor roles only read it, live, at every wake. Nothing here is ever copied into Progress.
+
+Approvers and the limit were once shared by every app (wk:authority:approvers, :limit). An app
+with no limit of its own still reads those; the first write to an app's approvers or limit copies
+them into the app's own keys first, so the app goes on from what it had.
 """
 
 from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -17,15 +22,20 @@ import orjson
 import redis
 
 from wakeful.authority import freezes, revocations
+from wakeful.authority.documents import Policy
 from wakeful.authority.snapshot import (
     APP_COMPAT,
     COMPAT_RULES,
     COMPAT_STAMPS,
+    DEFAULT_LIMIT,
     SNAPSHOT_READS,
     Snapshot,
     check_signer,
     decode_signer,
+    policy_reads,
     snapshot_from,
+    snapshot_reads,
+    with_policies,
 )
 from wakeful.core.errors import ConfigError
 from wakeful.core.ids import DEFAULT_TENANT
@@ -42,24 +52,29 @@ class AuthorityStore:
 
     # ---- read (every role, every wake) -------------------------------------------------------
 
-    def snapshot(self, with_signers: bool = False) -> Snapshot:
-        pipe = self.client.pipeline(transaction=False)
-        for command in SNAPSHOT_READS:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-        if with_signers:
-            pipe.hgetall(keys.AUTH_SIGNERS)
-        replies = pipe.execute()
-        reads = len(SNAPSHOT_READS)
-        snap = snapshot_from(replies[:reads])
+    def snapshot(self, with_signers: bool = False, app: str = "", shipped: Policy | None = None) -> Snapshot:
+        """Authority as a role of `app` reads it (no app: the shared keys only)."""
+        reads = snapshot_reads(app) if app else SNAPSHOT_READS
+        replies = self._read([*reads, *([("HGETALL", keys.AUTH_SIGNERS)] if with_signers else [])])
+        snap = snapshot_from(replies[: len(reads)], app, shipped)
+        more = policy_reads(snap)
+        if more:
+            snap = with_policies(snap, self._read(more))
         if not with_signers:
             return snap
         signers: dict[str, VerifyKey] = {}
         kinds: dict[str, frozenset[str]] = {}
-        for kid, raw in hash_reply(replies[reads]).items():
+        for kid, raw in hash_reply(replies[-1]).items():
             key, allowed = decode_signer(kid.decode(), raw)
             signers[key.key_id] = key
             kinds[key.key_id] = allowed
         return replace(snap, signers=signers, signer_kinds=kinds)
+
+    def _read(self, commands: list[tuple[str, ...]] | tuple[tuple[str, ...], ...]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        return pipe.execute()
 
     def signer(self, key_id: str) -> tuple[VerifyKey, frozenset[str]] | None:
         raw = self.client.hget(keys.AUTH_SIGNERS, key_id)
@@ -67,16 +82,31 @@ class AuthorityStore:
 
     # ---- write (operators) -------------------------------------------------------------------
 
-    def add_approver(self, principal: str) -> None:
-        self.client.sadd(keys.AUTH_APPROVERS, principal)
+    def add_approver(self, principal: str, app: str = "") -> None:
+        """`principal` joins the approvers of `app` (no app: the shared set, read by apps with no
+        authority of their own)."""
+        self.client.sadd(self._own(app, keys.auth_approvers) if app else keys.AUTH_APPROVERS, principal)
 
-    def remove_approver(self, principal: str) -> bool:
-        return bool(self.client.srem(keys.AUTH_APPROVERS, principal))
+    def remove_approver(self, principal: str, app: str = "") -> bool:
+        name = self._own(app, keys.auth_approvers) if app else keys.AUTH_APPROVERS
+        return bool(self.client.srem(name, principal))
 
-    def set_limit(self, amount: int) -> None:
+    def set_limit(self, amount: int, app: str = "") -> None:
         if amount < 0:
             raise ConfigError("limit", f"{amount} is negative; the approval limit is an amount >= 0")
-        self.client.set(keys.AUTH_LIMIT, amount)
+        self.client.set(self._own(app, keys.auth_limit) if app else keys.AUTH_LIMIT, amount)
+
+    def _own(self, app: str, key: Callable[[str], str]) -> str:
+        """`key(app)`, after giving `app` approvers and a limit of its own if it has none yet: a
+        copy of the shared ones it read until now (SET NX: a limit already its own is kept)."""
+        if not self.client.exists(keys.auth_limit(app)):
+            shared = self._read([("SMEMBERS", keys.AUTH_APPROVERS), ("GET", keys.AUTH_LIMIT)])
+            pipe = self.client.pipeline()
+            if shared[0]:
+                pipe.sadd(keys.auth_approvers(app), *shared[0])
+            pipe.set(keys.auth_limit(app), shared[1] if shared[1] is not None else DEFAULT_LIMIT, nx=True)
+            pipe.execute()
+        return key(app)
 
     def set_policy(
         self,
@@ -214,9 +244,10 @@ class AuthorityStore:
     def initialised(self) -> bool:
         return bool(self.client.exists(keys.AUTH_LIMIT))
 
-    def describe(self) -> dict[str, Any]:
-        snap = self.snapshot(with_signers=True)
+    def describe(self, app: str = "") -> dict[str, Any]:
+        snap = self.snapshot(with_signers=True, app=app)
         return {
+            **({"app": app} if app else {}),
             "approvers": sorted(snap.approvers),
             "limit": snap.limit,
             "policy": snap.policy,

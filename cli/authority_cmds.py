@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from wakeful.cli import policy_cmds
 from wakeful.cli.app_option import app_option
 from wakeful.cli.output import emit, say
+from wakeful.cli.policy_cmds import app_name, app_name_option
 from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.settings import Settings
 from wakeful.devstack.client import Client
@@ -18,11 +20,12 @@ def authority() -> None:
 
 
 @authority.command("show")
+@app_name_option
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def show(settings: Settings, as_json: bool) -> None:
-    """Everything the roles will read at their next wake."""
-    doc = Client(settings).authority.describe()
+def show(settings: Settings, app: str | None, as_json: bool) -> None:
+    """Everything the roles of the app will read at their next wake."""
+    doc = Client(settings).authority.describe(app_name(settings, app))
     emit(doc, as_json, "\n".join(f"{k}: {v}" for k, v in doc.items()))
 
 
@@ -38,44 +41,55 @@ def init(settings: Settings) -> None:
 
 @authority.group()
 def approvers() -> None:
-    """Who may approve refunds above the limit."""
+    """An app's approvers: its policy's Group::"approvers"."""
 
 
 @approvers.command("add")
 @click.argument("principal")
+@app_name_option
 @click.pass_obj
-def approvers_add(settings: Settings, principal: str) -> None:
-    Client(settings).authority.add_approver(principal)
-    say(f"{principal} may approve refunds")
+def approvers_add(settings: Settings, principal: str, app: str | None) -> None:
+    name = app_name(settings, app)
+    Client(settings).authority.add_approver(principal, name)
+    say(f"{principal} is an approver of app {name}")
 
 
 @approvers.command("remove")
 @click.argument("principal")
+@app_name_option
 @click.pass_obj
-def approvers_remove(settings: Settings, principal: str) -> None:
-    removed = Client(settings).authority.remove_approver(principal)
-    say(f"{principal} may no longer approve refunds" if removed else f"{principal} was not an approver")
+def approvers_remove(settings: Settings, principal: str, app: str | None) -> None:
+    name = app_name(settings, app)
+    removed = Client(settings).authority.remove_approver(principal, name)
+    say(
+        f"{principal} is no longer an approver of app {name}"
+        if removed
+        else f"{principal} was not an approver of app {name}"
+    )
 
 
 @approvers.command("list")
+@app_name_option
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def approvers_list(settings: Settings, as_json: bool) -> None:
-    names = sorted(Client(settings).authority.snapshot().approvers)
+def approvers_list(settings: Settings, app: str | None, as_json: bool) -> None:
+    names = sorted(Client(settings).authority.snapshot(app=app_name(settings, app)).approvers)
     emit(names, as_json, "\n".join(names) or "no approvers")
 
 
 @authority.group()
 def limit() -> None:
-    """The amount above which a refund needs an approval."""
+    """An app's approval limit: its policy's resource.app.limit."""
 
 
 @limit.command("set")
 @click.argument("amount", type=click.IntRange(min=0))
+@app_name_option
 @click.pass_obj
-def limit_set(settings: Settings, amount: int) -> None:
-    Client(settings).authority.set_limit(amount)
-    say(f"refunds above {amount} need an approval")
+def limit_set(settings: Settings, amount: int, app: str | None) -> None:
+    name = app_name(settings, app)
+    Client(settings).authority.set_limit(amount, name)
+    say(f"app {name}'s approval limit is {amount}")
 
 
 @authority.group()
@@ -110,13 +124,21 @@ def signers_remove(settings: Settings, principal: str) -> None:
 
 @authority.group()
 def policy() -> None:
-    """The deployed policy version, and the compatibility rule (gate 4) for a task whose policy or
-    tool catalog differs from what is deployed."""
+    """Each app's Cedar policy versions (deploy, list, show, rollback), and the compatibility rule
+    (gate 4) for a task whose policy or tool catalog differs from what is deployed."""
+
+
+policy_cmds.register(policy)
 
 
 @policy.command("set")
 @app_option
-@click.option("--policy", "policy_version", default=None, help="Deployed policy version.")
+@click.option(
+    "--policy",
+    "policy_version",
+    default=None,
+    help="Deprecated: the label tasks of an app with no policy version deployed are stamped with.",
+)
 @click.option(
     "--tool-catalog",
     default=None,
@@ -155,3 +177,8 @@ def policy_set(
     app = client.app.name if this_app else None
     client.authority.set_policy(policy_version, tool_catalog, rules, app=app)
     say(f"policy updated{f' for app {app}' if app else ''}; roles read it at their next wake")
+    if policy_version and client.policies.version(client.app.name) is not None:
+        say(
+            f"note: app {client.app.name} has policy versions: its tasks are stamped with the one in "
+            "force (`wakeful authority policy list`); --policy labels only apps with none"
+        )

@@ -36,7 +36,7 @@ def check(settings: Settings, spec: str, as_json: bool) -> None:
     migrate, quarantine...), by the live authority's rules. Writes nothing."""
     app = checked_app(spec)
     client = Client(settings)
-    auth = client.authority.snapshot()
+    auth = client.authority.snapshot(app=app.name, shipped=app.shipped_policy)
     forecasts: list[dry_run.Forecast] = []
     unreadable: list[dict[str, str]] = []
     for read, (task_id, found) in enumerate(client.stored(), start=1):

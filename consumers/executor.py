@@ -27,7 +27,7 @@ from confluent_kafka import Message
 from pydantic import ValidationError
 
 from wakeful.authority import freezes
-from wakeful.authority.snapshot import SNAPSHOT_READS, Snapshot, snapshot_from
+from wakeful.authority.snapshot import Snapshot, policy_reads, snapshot_from, snapshot_reads, with_policies
 from wakeful.consumers import executor_steps, switch_acks, wiring
 from wakeful.consumers.executor_writes import Loaded, Writes
 from wakeful.consumers.models import Proposal
@@ -104,7 +104,7 @@ class Executor:
                 lease, cp, replies, watched = self.store.acquire_with(
                     self.leases,
                     env.task_id,
-                    [("HGETALL", keys.ops(env.task_id)), *SNAPSHOT_READS],
+                    [("HGETALL", keys.ops(env.task_id)), *snapshot_reads(self.app.name)],
                     pinned=pinned,
                 )
             except LeaseBusy:
@@ -132,7 +132,9 @@ class Executor:
             return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
         if refused is not None:
             return self.runner.dead_letter(msg, refused, env.task_id)
-        ops, auth = hash_reply(replies[0]), snapshot_from(replies[1:])
+        ops, auth = hash_reply(replies[0]), snapshot_from(replies[1:], self.app.name, self.app.shipped_policy)
+        if policy_reads(auth):  # a policy version this process has not parsed yet: once per version
+            auth = with_policies(auth, loaded.pinned.batch(policy_reads(auth)))
         # A step of this stage may already have run (cases C and D): settle that by key first. It
         # was validated before its intent was written; re-validating it against today's authority
         # could park a task whose effect has already happened.

@@ -109,7 +109,7 @@ class Gate:
         fault("gate.before_read")
         lag = self.max_lag if msg is not None else gate_hold.HELD_LAG
         with self.store.pinned(envelope.task_id) as pinned:
-            taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=lag)
+            taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=lag, app=self.app)
             if isinstance(taken, Untrusted):
                 return self._dead(msg, taken.reason)
             if taken.held and msg is not None and not drained:

@@ -17,7 +17,15 @@ from typing import Any
 
 from confluent_kafka import Message
 
-from wakeful.authority.snapshot import SNAPSHOT_READS, Snapshot, decode_signer, snapshot_from
+from wakeful.authority.snapshot import (
+    SNAPSHOT_LEN,
+    Snapshot,
+    decode_signer,
+    policy_reads,
+    snapshot_from,
+    snapshot_reads,
+    with_policies,
+)
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_rules
 from wakeful.core import ids, topics
@@ -27,6 +35,7 @@ from wakeful.core.retry import Retry
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
+from wakeful.sdk.app import App
 from wakeful.state import checks, first_step, keys
 from wakeful.state.pinned import Pinned
 from wakeful.state.replies import hash_reply
@@ -84,6 +93,7 @@ def authenticate(
     *,
     max_age: timedelta,
     max_lag: timedelta,
+    app: App,
 ) -> Taken | Untrusted:
     """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
     only the role that judges that kind of wake may send it. One round trip on `pinned` WATCHes and
@@ -113,7 +123,7 @@ def authenticate(
     replies = pinned.batch(
         [
             *first_step.reads(task_id, identity(envelope, event)),
-            *SNAPSHOT_READS,
+            *snapshot_reads(app.name),
             ("HGETALL", keys.evidence(task_id)),
             ("LLEN", keys.held(task_id)),
             *more,
@@ -124,13 +134,15 @@ def authenticate(
     if first_step.watched(first)[2] is not None:
         raise Retry("task lease is held by another worker", after=0.005)
     checks.raise_replies(task_id, *rest)
-    reads = len(SNAPSHOT_READS)
-    auth = snapshot_from(rest[:reads])
-    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(rest[reads]).items()}
-    held, rest = int(rest[reads + 1] or 0), rest[reads + 2 :]
+    auth = snapshot_from(rest[:SNAPSHOT_LEN], app.name, app.shipped_policy)
+    if policy_reads(auth):  # a policy version this process has not parsed yet: once per version
+        auth = with_policies(auth, pinned.batch(policy_reads(auth)))
+    after = rest[SNAPSHOT_LEN:]  # the evidence, the held wakes' count, then the event's reads (`more`)
+    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(after[0]).items()}
+    held = int(after[1] or 0)
     if event is None:
         return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None, held)
-    signer, answered, ops = rest[0], decided(rest[1]), (rest[2] if len(rest) > 2 else None)
+    signer, answered, ops = after[2], decided(after[3]), (after[4] if len(after) > 4 else None)
     found = decode_signer(event.key_id, signer) if isinstance(signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
     verified = key is not None and key.verify(event)

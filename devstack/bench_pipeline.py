@@ -31,7 +31,7 @@ from wakeful.core import kafka_auth, process, topics
 from wakeful.core.log import librdkafka_config
 from wakeful.core.process import Say
 from wakeful.core.settings import Settings
-from wakeful.devstack import bench_plot, kafka, redis_server, stack
+from wakeful.devstack import bench_plot, bench_policy, kafka, redis_server, stack
 from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
@@ -152,6 +152,8 @@ def run(
         | {"total": round(sum(cpu.values()) * 1000 / max(1, done), 2)},
         # The engines' share, from the first task published to the last effect: {} when remote.
         "server_cpu_ms_per_task": {name: round(c * 1000 / max(1, done), 2) for name, c in servers.items()},
+        # One authorization decision in process (the app's own policy, parsed once): per action.
+        "policy_decision_us": bench_policy.decision_us(client.app, rounds=500),
     }
     _draw(plot, result, list(effects.values()), started, latencies, say=say)
     return result
@@ -256,5 +258,10 @@ def render(r: dict[str, Any]) -> str:
                 else []
             ),
             f"processes       : {', '.join(f'{k} {v}' for k, v in r['processes'].items())}",
+            *(
+                [f"policy decision : {', '.join(f'{k} {v}' for k, v in decided.items())} µs (in process)"]
+                if (decided := r.get("policy_decision_us"))
+                else []
+            ),
         ]
     )

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from wakeful.authority import documents
+from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
 from wakeful.authority.tool_store import ToolStore
@@ -42,6 +44,8 @@ from wakeful.state.replies import hash_reply
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
 DEPLOYER = "wakeful-deploy"  # who publishes an app's tool catalog when nobody names themselves
+INIT = "wakeful authority init"  # who deployed an app's own policy as its first version
+OWN_POLICY = "the app's own policy text (App.policy)"
 
 
 class TimedOut(WakefulError):
@@ -58,6 +62,7 @@ class Client:
         self.admin = acl.connect(settings, "admin")
         self.authority = AuthorityStore(self.admin)
         self.tools = ToolStore(self.admin)
+        self.policies = PolicyStore(self.admin)
         self.store = wiring.store_for(settings, "admin")
         self._publisher: ConfluentPublisher | None = None
         self._connected: set[str] = set()  # the app's tools connected for their lookups
@@ -130,6 +135,9 @@ class Client:
             self.add_signer(principal, tuple(sorted(kinds)), tenant, had)
             wrote = True
         wrote = self.publish_tools(DEPLOYER) or wrote
+        if self.app.policy and self.policies.version(self.app.name) is None:
+            self.policies.deploy(self.app.name, self.app.policy, by=INIT, reason=OWN_POLICY)
+            wrote = True
         if self.authority.initialised():
             return wrote
         self.authority.set_limit(1000)
@@ -140,13 +148,19 @@ class Client:
 
     def reset_authority(self) -> None:
         """The local defaults, restored even where a test or an operator changed them: limit 1000,
-        approvers alice and bob, the deployed policy and tool catalog, pin/quarantine rules, no
-        operator rules for one app, nothing frozen."""
+        approvers alice and bob (shared, and the app's own), the app's own policy text in force (a
+        new version if another is), the deployed tool catalog, pin/quarantine rules, no operator
+        rules for one app, nothing frozen or revoked."""
         self.init_authority()
+        name = self.app.name
+        self.admin.delete(keys.auth_approvers(name), keys.auth_limit(name))  # back to the shared ones
         self.authority.set_limit(1000)
         for approver in dev.DEFAULT_APPROVERS:
             self.authority.add_approver(approver)
         self.authority.set_policy(DEFAULT_POLICY, DEFAULT_CATALOG, dict(DEFAULT_COMPAT))
+        current = self.policies.version(name)
+        if self.app.policy and current is not None and current.digest != documents.digest(self.app.policy):
+            self.policies.deploy(name, self.app.policy, by="wakeful reset", reason=OWN_POLICY)
         self.authority.forget_app_rules()
         for scope in self.authority.frozen():
             self.authority.thaw(scope, "wakeful", "local defaults restored")

@@ -44,6 +44,7 @@ from wakeful.sdk import (
     Start,
     Wait,
     Workflow,
+    policy_file,
 )
 
 AWAITING_SIGNATURE, AWAITING_BANK_DETAILS = "awaiting_signature", "awaiting_bank_details"
@@ -250,12 +251,14 @@ onboarding = Workflow(
         ),
     },
     card=card,
+    exposes=("amount", "currency", "country"),
 )
 
 app = App(
     "supplier_onboarding",
     workflows=[onboarding],
     tools=[RegisterSupplier(), ScheduleFirstPayment()],
+    policy=policy_file(__file__, "onboarding.cedar"),
     story="wakeful.examples.onboarding_story:story",
     traffic="wakeful.examples.onboarding_traffic:traffic",
 )

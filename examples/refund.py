@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wakeful.authority.policy import authorize
 from wakeful.core.errors import DownstreamUnavailable, FencedOff
 from wakeful.core.settings import Settings
 from wakeful.examples.bank import Bank
@@ -40,6 +39,7 @@ from wakeful.sdk import (
     ToolUnavailable,
     Wait,
     Workflow,
+    policy_file,
 )
 from wakeful.state import acl
 
@@ -165,7 +165,8 @@ def needs_approval(ctx: Context[Refund]) -> bool:
 
 
 def check(ctx: Context[Refund], effect: Effect) -> Effect | Refuse | Review:
-    """Gate 7's business rule: the refund proposed is the refund on record."""
+    """Gate 7's business rule: the refund proposed is the refund on record. Who may refund how
+    much is the app's policy (refund.cedar), which the runtime applied before this check."""
     args, state = effect.args, ctx.state
     assert isinstance(args, RefundArgs)
     if (args.amount, args.currency, args.task_id) != (state.amount, state.currency, ctx.task_id):
@@ -173,17 +174,6 @@ def check(ctx: Context[Refund], effect: Effect) -> Effect | Refuse | Review:
             f"proposed refund of {args.amount!r} {args.currency!r} does not match the system "
             f"of record ({state.amount} {state.currency})"
         )
-    approval = ctx.approval
-    approver = approval.approver_ref if approval is not None else None
-    resource = {"task": ctx.task_id, "tenant": ctx.tenant, "requester": ctx.requester}
-    decision = authorize(
-        approver or ctx.requester,
-        "refund",
-        resource | {"amount": state.amount, "approver": approver},
-        ctx.auth,
-    )
-    if not decision.allowed:
-        return Review(decision.reason)
     return effect
 
 
@@ -208,6 +198,7 @@ refund = Workflow(
     reopen=reopen,
     needs_approval=needs_approval,
     approval_scope="refund.execute",
+    exposes=("amount", "currency"),
     instructions={
         "refund-policy-1": (
             "You propose the next action for a customer refund. Use only the tools listed. "
@@ -221,6 +212,7 @@ app = App(
     name="refund",
     workflows=[refund],
     tools=[BankRefund()],
+    policy=policy_file(__file__, "refund.cedar"),
     story="wakeful.examples.refund_story:story",
     traffic="wakeful.examples.refund_traffic:traffic",
 )

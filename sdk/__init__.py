@@ -8,7 +8,7 @@ WAKEFUL_APP). docs/agents.md builds one from scratch; `wakeful.examples.refund` 
 """
 
 from wakeful.authority.snapshot import Snapshot
-from wakeful.sdk.app import App, load_app
+from wakeful.sdk.app import App, load_app, policy_file
 from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable, catalog
 from wakeful.sdk.workflow import (
     ANYONE,
@@ -56,4 +56,5 @@ __all__ = [
     "Workflow",
     "catalog",
     "load_app",
+    "policy_file",
 ]

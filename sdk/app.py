@@ -13,8 +13,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from pathlib import Path
+from typing import Any, get_args
 
+from wakeful.authority import documents, schema
+from wakeful.authority.documents import Policy
 from wakeful.authority.revocations import RULES as REVOKED_RULES
 from wakeful.authority.snapshot import COMPAT_RULES, COMPAT_STAMPS
 from wakeful.core import ids
@@ -23,6 +26,7 @@ from wakeful.schemas import events
 from wakeful.schemas.logs import UNDO_PREFIX
 from wakeful.sdk.tools import Tool, catalog, legacy_catalog
 from wakeful.sdk.workflow import RUNTIME_STAGES, Workflow
+from wakeful.state.keys import APP_NAME
 
 DEFAULT_APP = "wakeful.examples.refund:app"
 ENV = "WAKEFUL_APP"
@@ -40,7 +44,10 @@ class App:
     `revoked_signer` says what becomes of a task whose requester or approver was revoked
     (`wakeful authority signers revoke`): "review" (parked for a person) or "continue".
     `story` and `traffic` name (module:attribute) the app's demo story and its load generator for
-    `wakeful demo`, `bench` and `chaos`; roles never load them."""
+    `wakeful demo`, `bench` and `chaos`; roles never load them. `policy` is the Cedar text the app
+    ships (a `.cedar` file beside it, read with policy_file()): `wakeful authority init` deploys it
+    as the app's first version when none is, and a task stamped before the app's policy had
+    versions is judged by it."""
 
     name: str
     workflows: Sequence[Workflow[Any]]
@@ -50,11 +57,15 @@ class App:
     retired: Sequence[Workflow[Any]] = ()
     compat: Mapping[str, str] = field(default_factory=dict)
     revoked_signer: str = "review"
+    policy: str = ""
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
     _by_version: dict[tuple[str, int], Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         problems = _problems(self)
+        if not problems and self.policy:  # its own policy, against what the app declares
+            found = documents.problems(self.policy) or self.check_policy(self.policy)
+            problems = [f"its policy: {p}" for p in found]
         if problems:
             raise ConfigError(f"app {self.name}", "; ".join(problems))
         self._by_name.update({wf.name: wf for wf in self.workflows})
@@ -83,6 +94,29 @@ class App:
         return catalog(self.tools)
 
     @cached_property
+    def shipped_policy(self) -> Policy | None:
+        """The app's own policy text, parsed (documents.parse), or None if it ships none."""
+        return documents.parse(self.policy) if self.policy else None
+
+    @cached_property
+    def policy_schema(self) -> str:
+        """What the app's policy may name (authority/schema.py): the runtime's actions, the app's
+        own event kinds and tools, and the state fields its workflows expose, typed."""
+        fields: dict[str, str] = {}
+        for wf in (*self.retired, *self.workflows):
+            for name in wf.exposes:
+                found = wf.state.model_fields.get(name)
+                kind = _cedar_type(found.annotation) if found is not None else None
+                if kind is not None:
+                    fields[name] = kind
+        kinds = {kind for wf in self.workflows for kind in wf.events}
+        return schema.schema({*schema.RUNTIME_ACTIONS, *kinds, *(t.name for t in self.tools)}, fields)
+
+    def check_policy(self, text: str) -> list[str]:
+        """What in the Cedar `text` the app's schema does not allow (each named by its line)."""
+        return schema.invalid(text, self.policy_schema)
+
+    @cached_property
     def legacy_catalog(self) -> str:
         """What a task made before stamps of two parts was stamped with for these same tools."""
         return legacy_catalog(self.tools)
@@ -93,8 +127,21 @@ class App:
         return RUNTIME_KINDS | {kind for wf in self.workflows for kind in wf.events}
 
 
+def _cedar_type(annotation: Any) -> str | None:
+    """The Cedar type of a state field's annotation (`int`, `str`, `bool`, or one of them | None)."""
+    kinds = [a for a in get_args(annotation) if a is not type(None)] or [annotation]
+    return schema.CEDAR_TYPES.get(kinds[0]) if len(kinds) == 1 else None
+
+
+def policy_file(module_file: str, name: str) -> str:
+    """The text of the policy file `name` beside the module file `module_file` (pass `__file__`)."""
+    return Path(module_file).with_name(name).read_text(encoding="utf-8")
+
+
 def _problems(app: App) -> list[str]:
     found: list[str] = []
+    if not isinstance(app.name, str) or not APP_NAME.fullmatch(app.name):
+        found.append(f"its name {app.name!r} must match {APP_NAME.pattern}")
     names = [wf.name for wf in app.workflows]
     if not names:
         found.append("it has no workflow")

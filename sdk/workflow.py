@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from wakeful.authority.policy import Authorization, authorize
 from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import PendingWait
@@ -135,6 +136,17 @@ class Context(Generic[S]):
     principal: str = ""  # the event's verified signer
     payload: Mapping[str, Any] = field(default_factory=dict)  # the event's payload, from outside
     op_key: Callable[[str], str] = field(default=lambda tool: tool, repr=False)
+    policy: str = ""  # the policy version the task is stamped with (the one in force if "")
+    resource: Mapping[str, Any] = field(default_factory=dict)  # the task as its policy sees it
+
+    def authorize(self, principal: str, action: str, **context: Any) -> Authorization:
+        """The app's policy on `principal` doing `action` (an event kind or a tool) to this task,
+        with `context` (amount, approver, version, now), in the version the task is stamped with,
+        against live authority (authority/policy.py)."""
+        facts = {"now": int(self.now.timestamp()), **context}
+        if "amount" in self.resource and "amount" not in context:
+            facts["amount"] = self.resource["amount"]
+        return authorize(principal, action, self.resource, self.auth, facts, stamp=self.policy or None)
 
     def effect(self, tool: str, args: BaseModel) -> Effect:
         """The effect of `tool` with `args` under the tool's own operation key for this task."""
@@ -184,3 +196,7 @@ class Workflow(Generic[S]):
     # task's next wake (gate 4); a task of a version with no migration runs that version's code if
     # the app keeps it (App.retired), and is quarantined otherwise (docs/change.md).
     migrate: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+    # The state's fields the app's Cedar policy reads, as attributes of the task (`resource.<field>`);
+    # one named `amount` is the request's amount too (`context.amount`). Each a whole number, text or
+    # a boolean; a field of another type is not shown. Nothing else of the state reaches the policy.
+    exposes: tuple[str, ...] = ()

@@ -19,6 +19,7 @@ make Redis hold a huge key for a week:
 | key id (signer) | [A-Za-z0-9_.@-]{1,128}  | wk:seen:K:E, receipt keys                 |
 | op key          | [A-Za-z0-9_.:-]{1,200}  | a downstream's records: bank:{ledger}:... |
 | tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:spent, wk:tenant:N:tokens:D   |
+| app name        | [A-Za-z0-9_-]{1,64}     | wk:authority:app:{A}:* (a hash tag)       |
 | UTC day         | [0-9]{8} (yyyymmdd)     | wk:tenant:N:tokens:D                      |
 
 Each tenant names its tasks for itself: the runtime's id of the task a signer of tenant N calls X
@@ -67,6 +68,11 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:authority:{tools}:switches | hash | JSON [app, tool] -> JSON: who turned    | admin (tools disable, |
 |                   |        | it off, when, why; no field: the tool is on        | enable); roles read    |
 | wk:authority:{tools}:history | stream | every publish, disable and enable      | admin: XADD only       |
+| wk:authority:app:{A}:approvers | set | app A's approvers (Group "approvers") | admin only; roles read |
+| wk:authority:app:{A}:limit | string | app A's approval limit (App A's limit)   | admin only; roles read |
+| wk:authority:app:{A}:policy | hash | app A's policy index: version -> digest   | admin only; roles read |
+| wk:authority:app:{A}:policies | hash | version -> JSON {app, version, text,  | admin only; roles read |
+|                   |        | digest, by, at, reason}: never rewritten           | (authority/documents)  |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
@@ -88,6 +94,8 @@ The example apps' downstreams (their bank and supplier register) keep keys of th
 """
 
 from __future__ import annotations
+
+import re
 
 from wakeful.core.ids import (
     CORRELATION_ID_RE as _CORRELATION_ID,
@@ -134,8 +142,8 @@ OUTBOX_DIRTY = f"{PREFIX}:outbox:dirty"
 DEADLINES = f"{PREFIX}:deadlines"
 
 AUTHORITY = f"{PREFIX}:authority"
-AUTH_APPROVERS = f"{AUTHORITY}:approvers"  # set of principals allowed to approve refunds
-AUTH_LIMIT = f"{AUTHORITY}:limit"  # string int: refunds above it need an approval
+AUTH_APPROVERS = f"{AUTHORITY}:approvers"  # shared approvers: an app with none of its own reads it
+AUTH_LIMIT = f"{AUTHORITY}:limit"  # shared approval limit: an app with none of its own reads it
 AUTH_SIGNERS = f"{AUTHORITY}:signers"  # hash key_id -> JSON {principal, alg, material, kinds}
 AUTH_POLICY = f"{AUTHORITY}:policy"  # hash: policy, tool_catalog, compat (JSON), catalog (JSON)
 # The freezes (authority/freezes.py): one hash tag, so a freeze, its record and the counter the
@@ -155,6 +163,31 @@ AUTH_TOOL_HISTORY = f"{_TOOLS}:history"  # stream: {app, tool, action, by, reaso
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
 LIVE = f"{PREFIX}:live"
+APP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def auth_app(app: str) -> str:
+    """The prefix of app `app`'s own authority keys (under PATTERN_AUTHORITY: roles read them).
+    They share the hash tag {<app>}: a policy deploy's transaction stays in one cluster slot."""
+    return f"{AUTHORITY}:app:{{{checked(APP_NAME, app, 'app name')}}}"
+
+
+def auth_approvers(app: str) -> str:
+    return f"{auth_app(app)}:approvers"
+
+
+def auth_limit(app: str) -> str:
+    return f"{auth_app(app)}:limit"
+
+
+def auth_policy_index(app: str) -> str:
+    return f"{auth_app(app)}:policy"
+
+
+def auth_policies(app: str) -> str:
+    return f"{auth_app(app)}:policies"
+
+
 PATTERN_CORR = f"{PREFIX}:corr:*"
 PATTERN_SEEN = f"{PREFIX}:seen:*"
 PATTERN_RECEIPT = f"{PREFIX}:receipt:*"

@@ -73,9 +73,8 @@ def test_the_dry_run_reads_the_compatibility_rules_and_the_policy_version_live(
         assert said.returncode == 0 and "for app refund" in said.stdout + said.stderr, said.stderr
         assert forecasts("release_apps:rekeyed", {task_id})[task_id]["outcome"] == "quarantine"  # outranks
         client.authority.forget_app_rules()
-        said = wakeful("authority", "policy", "set", "--policy", "refund-policy-2")
-        assert said.returncode == 0, said.stderr
+        deployed = client.policies.deploy("refund", refund_app.policy + "\n// next\n", by="test")
         pinned = forecasts("wakeful.examples.refund:app", {task_id})[task_id]
-        assert pinned["outcome"] == "pin" and "(deployed refund-policy-2)" in pinned["detail"], pinned
+        assert pinned["outcome"] == "pin" and f"(deployed {deployed.stamp})" in pinned["detail"], pinned
     finally:
         client.reset_authority()

@@ -113,8 +113,8 @@ def test_approve_amend_then_the_old_approval_is_refused(
 @pytest.mark.parametrize(
     ("rule", "expect_stage", "stamped"),
     [
-        ("pin", "closed", "refund-policy-1"),
-        ("migrate", "closed", "refund-policy-2"),
+        ("pin", "closed", "started"),
+        ("migrate", "closed", "deployed"),
         ("quarantine", "quarantined", None),
     ],
 )
@@ -122,15 +122,18 @@ def test_policy_changed_mid_flight_applies_the_declared_rule(
     client: BankClient, fleet: Fleet, rule: str, expect_stage: str, stamped: str | None
 ) -> None:
     task_id, _ = client.new_task(2500)
-    client.authority.set_policy("refund-policy-2", compat={"policy": rule})
+    started = client.show(task_id)["versions"]["policy"]
+    deployed = client.policies.deploy("refund", refund_app.policy + "\n// next\n", by="test", reason="next")
+    client.authority.set_policy(compat={"policy": rule})
     try:
         receipt = client.approve(task_id, "alice", 1)
         shown = client.wait_stage(task_id, {Stage.CLOSED, Stage.QUARANTINED}, timeout=30)
     finally:
-        client.authority.set_policy("refund-policy-1", compat={"policy": "pin"})
+        client.reset_authority()  # the app's own text in force again, the rule back to pin
     assert shown["stage"] == expect_stage, shown
     if stamped:
-        assert shown["versions"]["policy"] == stamped and len(shown["ledger"]) == 1
+        assert shown["versions"]["policy"] == {"started": started, "deployed": deployed.stamp}[stamped]
+        assert len(shown["ledger"]) == 1
     else:
         assert receipt["status"] == "rejected" and "quarantined" in receipt["reason"]
         assert shown["quarantine"]["reason"] == "incompatible" and shown["ledger"] == []

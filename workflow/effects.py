@@ -4,7 +4,9 @@ outcome does to the task. Pure: the executor loads, calls these, and writes what
 The runtime's checks come first and no app can skip them: the tool is offered at the task's stage,
 its arguments fit the tool's model, and, where the workflow says a step needs an approval, the
 approval binds this task version and its terms, permits this workflow's scope, has not expired or
-been used, and its approver is still an approver. Then the workflow's own check has its say.
+been used, and its approver is still an approver; and the app's policy, in the version the task is
+stamped with, permits the tool (the action) to the approver, else the requester (authority/policy.py).
+Then the workflow's own check has its say.
 """
 
 from __future__ import annotations
@@ -65,6 +67,13 @@ def check_proposal(
         unbound = _unbound(cp, wf.approval_scope or f"{wf.name}.execute", auth, now)
         if unbound is not None:
             return Review(unbound)
+    approval = b.approval
+    facts = (
+        {} if approval is None else {"approver": approval.approver_ref, "version": approval.object_version}
+    )
+    decision = ctx.authorize(approval.approver_ref if approval else ctx.requester, found.name, **facts)
+    if not decision.allowed:
+        return Review(decision.reason)
     return wf.check(ctx, Effect(found.name, parsed, found.key_for(cp.task_id, b.version)))
 
 

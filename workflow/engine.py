@@ -135,7 +135,24 @@ def context(
         principal=principal,
         payload=payload or {},
         op_key=op_key,
+        policy=cp.versions.policy,
+        resource=resource(wf, cp),
     )
+
+
+def resource(wf: Workflow[Any], cp: Checkpoint) -> dict[str, Any]:
+    """The task as its app's policy sees it (authority/policy.py): its public fields and the
+    business fields its workflow exposes."""
+    b = cp.business
+    shown = {name: b.data[name] for name in wf.exposes if name in b.data}
+    return {
+        **shown,
+        "task": cp.task_id,
+        "workflow": wf.name,
+        "tenant": cp.security.tenant,
+        "stage": b.stage,
+        "requester": requester(cp),
+    }
 
 
 def create(app: App, workflow: str, start: Start) -> Moved | Refuse:

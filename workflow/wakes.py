@@ -81,8 +81,15 @@ def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: date
     wait = _wait_for(cp, events.APPROVE)
     if wait is None:
         return Refuse(f"task is {cp.stage}, not awaiting an approval")
-    resource = {"task": cp.task_id, "tenant": cp.security.tenant, "requester": engine.requester(cp)}
-    decision = authorize(principal, "approve", resource, auth)
+    wf = engine.workflow_of(app, cp)
+    decision = authorize(
+        principal,
+        "approve",
+        engine.resource(wf, cp),
+        auth,
+        {"version": version, "now": int(now.timestamp())} if isinstance(version, int) else {},
+        stamp=cp.versions.policy,
+    )
     if not decision.allowed:
         return Refuse(decision.reason)
     if not engine.signed_by(wait.allowed_signers, principal, cp, auth):
@@ -97,7 +104,6 @@ def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: date
     late = held_to(wait, "approval", event.correlation_id, now)
     if late is not None:
         return late
-    wf = engine.workflow_of(app, cp)
     approval = Approval(
         object=wf.name,
         object_version=b.version,

@@ -1,5 +1,6 @@
-"""The authorization seam decides from the live snapshot alone: who may approve, which refunds need
-an approval, and nothing is allowed that the policy does not name. Pure: no Redis, no Kafka."""
+"""The authorization seam decides from the live snapshot alone, by the app's Cedar policy (here the
+refund app's, examples/refund.cedar): who may approve, which refunds need an approval, and nothing
+is allowed that the policy does not name. Pure: no Redis, no Kafka."""
 
 from __future__ import annotations
 
@@ -9,21 +10,37 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wakeful.authority.policy import Authorization, authorize
+from wakeful.authority import policy
+from wakeful.authority.policy import Authorization
 from wakeful.authority.snapshot import Snapshot
+from wakeful.examples.refund import app
 
 APPROVERS = frozenset({"bob", "carol"})
-LIVE = Snapshot(approvers=APPROVERS, limit=1000)
 TASK: dict[str, Any] = {"task": "t-1", "tenant": "acme", "requester": "alice"}
 PEOPLE = ("alice", "bob", "carol", "dave", "")
 
 
 def snapshot(approvers: frozenset[str] = APPROVERS, limit: int = 1000) -> Snapshot:
-    return Snapshot(approvers=approvers, limit=limit)
+    return Snapshot(approvers=approvers, limit=limit, app="refund", shipped=app.shipped_policy)
 
 
-def refund(amount: int, approver: str | None = None, requester: str = "alice") -> dict[str, Any]:
-    return {**TASK, "requester": requester, "amount": amount, "approver": approver}
+LIVE = snapshot()
+
+
+def refund(amount: object, approver: str | None = None, requester: str = "alice") -> dict[str, Any]:
+    """A refund request: the task's fields, and its context (the amount, the approval's approver)."""
+    return {"resource": {**TASK, "requester": requester}, "amount": amount, "approver": approver}
+
+
+def authorize(principal: str, action: str, request: dict[str, Any], auth: Snapshot) -> Authorization:
+    """The seam, for a task (TASK's fields) or a refund request (refund()): the amount and an
+    approver, where there is one, are the request's context."""
+    if "resource" not in request:
+        return policy.authorize(principal, action, request, auth)
+    context = {"amount": request["amount"]}
+    if request["approver"] is not None:
+        context["approver"] = request["approver"]
+    return policy.authorize(principal, action, request["resource"], auth, context)
 
 
 # ---- approve ---------------------------------------------------------------------------------
@@ -143,8 +160,7 @@ def test_an_approval_by_the_requester_never_permits_their_own_refund() -> None:
 
 @pytest.mark.parametrize("amount", [None, 0, -1, True, "5", 2.5])
 def test_a_refund_without_a_positive_whole_amount_is_denied(amount: object) -> None:
-    resource = {**TASK, "requester": "bob", "amount": amount, "approver": None}
-    decision = authorize("bob", "refund", resource, LIVE)
+    decision = authorize("bob", "refund", refund(amount, requester="bob"), LIVE)
     assert not decision.allowed and "positive whole amount" in decision.reason
 
 
@@ -157,8 +173,9 @@ def test_a_refund_without_a_positive_whole_amount_is_denied(amount: object) -> N
     )
 )
 def test_fields_the_policy_does_not_read_cannot_grant_a_refund(extra: dict[str, Any]) -> None:
-    resource = {**extra, **refund(5000, approver="dave")}
-    assert not authorize("alice", "refund", resource, LIVE).allowed
+    request = refund(5000, approver="dave")
+    request["resource"] = {**extra, **request["resource"]}
+    assert not authorize("alice", "refund", request, LIVE).allowed
 
 
 # ---- everything else -------------------------------------------------------------------------
