@@ -1,9 +1,10 @@
 """Revoked signers, as one wake reads them: whose authority ended, when, who ended it and why.
 
 `wakeful authority signers revoke KEY` removes the key (the door refuses its events from then on)
-and records its principal here. A task that principal started or approved meets the rule its app
-declares (App.revoked_signer, workflow/revoked.py): go on, or park for a person. Registering a
-new key for the principal lifts the record. Pure: the store reads and writes the hash.
+and records its principal, of its tenant, here. A task that principal started or approved meets
+the rule its app declares (App.revoked_signer, workflow/revoked.py): go on, or park for a person.
+No key is registered for a revoked principal until an operator lifts the revocation (`wakeful
+authority signers unrevoke`). Pure: the store reads and writes the hash.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from wakeful.core.errors import ConfigError
 from wakeful.state.replies import hash_reply
 
 RULES = ("review", "continue")  # what an app may declare for its tasks of a revoked signer
+
+
+def name(tenant: str, principal: str) -> str:
+    """A revocation's field: a principal of one tenant (another tenant's of that name is another)."""
+    return f"{tenant}/{principal}"
 
 
 @dataclass(frozen=True)
@@ -40,11 +46,13 @@ def record(key: str, by: str, reason: str, at: str) -> bytes:
 
 
 def revoked_from(reply: Any) -> dict[str, Revocation]:
-    """The revocations in force, from the stored hash (parsed or raw). A record that does not read
-    as one still revokes its principal: damage never restores authority."""
+    """The revocations in force by name() (tenant/principal), from the stored hash (parsed or raw).
+    A record that does not read as one still revokes its principal: damage never restores
+    authority."""
     found: dict[str, Revocation] = {}
-    for raw_principal, raw in hash_reply(reply).items():
-        principal = raw_principal.decode("utf-8", "replace")
+    for raw_name, raw in hash_reply(reply).items():
+        field = raw_name.decode("utf-8", "replace")
+        principal = field.partition("/")[2] or field
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -52,5 +60,5 @@ def revoked_from(reply: Any) -> dict[str, Revocation]:
         if not isinstance(doc, dict):
             doc = {"reason": "the revocation's record is unreadable"}
         key, by, reason, at = (str(doc.get(f, "")) for f in ("key", "by", "reason", "at"))
-        found[principal] = Revocation(principal, key or "?", by or "?", reason, at)
+        found[field] = Revocation(principal, key or "?", by or "?", reason, at)
     return found

@@ -148,19 +148,24 @@ class AuthorityStore:
         counter the roles must take in for the freeze to be acknowledged (switch_acks.py)."""
         return self._switch("freeze", scope, by, reason)
 
-    def thaw(self, scope: str, by: str, reason: str) -> tuple[int, bool, list[str]]:
-        """Lift the freeze of `scope`, and wake every task with held work (a deadline due now): its
-        held wakes run at that wake, or stay held where another freeze still holds it. Returns the
-        switch counter, whether the scope was frozen, and the tasks woken."""
+    def thaw(self, scope: str, by: str, reason: str) -> tuple[int, bool]:
+        """Lift the freeze of `scope`. Returns the switch counter the roles must take in before
+        the held tasks are woken (wake_held), and whether the scope was frozen."""
         was = bool(self.client.hexists(keys.AUTH_FROZEN, scope))
-        switched = self._switch("thaw", scope, by, reason)
+        return self._switch("thaw", scope, by, reason), was
+
+    def wake_held(self) -> list[str]:
+        """Wake every task with held work (a deadline due now, through the timer), and unmark it:
+        its held wakes run at that wake, or, where another freeze still holds it, it is marked
+        again. Call it once the roles have taken the thaw in: a hold judged before the thaw then
+        is marked already, and one judged after it is no hold."""
         held = sorted(t.decode() for t in self.client.smembers(keys.HELD_TASKS))  # type: ignore[union-attr]
         now_ms = int(time.time() * 1000)
         for start in range(0, len(held), 500):
-            self.client.zadd(
-                keys.DEADLINES, {f"{task}|{now_ms}": now_ms for task in held[start : start + 500]}
-            )
-        return switched, was, held
+            batch = held[start : start + 500]
+            self.client.zadd(keys.DEADLINES, {f"{task}|{now_ms}": now_ms for task in batch})
+            self.client.srem(keys.HELD_TASKS, *batch)
+        return held
 
     def frozen(self) -> dict[str, freezes.Freeze]:
         return freezes.frozen_from(self.client.hgetall(keys.AUTH_FROZEN))
@@ -180,8 +185,7 @@ class AuthorityStore:
             pipe.hset(keys.AUTH_FROZEN, scope, doc)
         else:
             pipe.hdel(keys.AUTH_FROZEN, scope)
-        fields = {"switch": action, "scope": scope, "by": by, "reason": reason, "at": at}
-        pipe.xadd(keys.AUTH_SWITCH_LOG, fields, maxlen=SWITCH_LOG_MAX, approximate=True)  # type: ignore[arg-type]
+        pipe.xadd(keys.AUTH_SWITCH_LOG, self._logged(action, scope, by, reason, at), maxlen=SWITCH_LOG_MAX)
         pipe.incr(keys.AUTH_SWITCHED)
         return int(pipe.execute()[-1])
 
@@ -209,6 +213,12 @@ class AuthorityStore:
         """Register (or replace) a signer key for `kinds`, each one of the `known` kinds: those of the
         app the operator runs (App.kinds). The store loads no app: its caller says what is known."""
         check_signer(kinds, known, tenant)
+        if self.client.hexists(keys.AUTH_REVOKED, revocations.name(tenant, principal)):
+            raise ConfigError(
+                "principal",
+                f"{principal} of tenant {tenant} is revoked; after a look, lift it with "
+                f"`wakeful authority signers unrevoke {principal} --tenant {tenant} --by P --reason R`",
+            )
         doc = {
             "principal": principal,
             "alg": alg,
@@ -217,7 +227,6 @@ class AuthorityStore:
             "tenant": tenant,
         }
         self.client.hset(keys.AUTH_SIGNERS, key_id, orjson.dumps(doc))
-        self.client.hdel(keys.AUTH_REVOKED, principal)  # a new key: the principal's authority again
 
     def remove_signer(self, key_id: str) -> bool:
         return bool(self.client.hdel(keys.AUTH_SIGNERS, key_id))
@@ -232,11 +241,39 @@ class AuthorityStore:
             raise ConfigError(
                 "KEY", f"no signer key {key_id!r} is registered; the keys: {', '.join(known) or 'none'}"
             )
-        principal = found[0].principal
-        doc = revocations.record(key_id, by, reason, datetime.now(UTC).isoformat())
-        self.client.hset(keys.AUTH_REVOKED, principal, doc)
+        principal, tenant = found[0].principal, found[0].tenant
+        at = datetime.now(UTC).isoformat()
+        doc = revocations.record(key_id, by, reason, at)
+        name = revocations.name(tenant, principal)
+        pipe = self.client.pipeline(transaction=True)  # one slot ({freeze}): the record and its log
+        pipe.hset(keys.AUTH_REVOKED, name, doc)  # first the tasks' rule, then the door
+        pipe.xadd(
+            keys.AUTH_SWITCH_LOG,
+            self._logged("revoke", f"signer:{name}", by, reason, at),
+            maxlen=SWITCH_LOG_MAX,
+        )
+        pipe.execute()
         self.client.hdel(keys.AUTH_SIGNERS, key_id)
         return principal
+
+    def unrevoke(self, principal: str, tenant: str, by: str, reason: str) -> bool:
+        """Lift a principal's revocation: a key may be registered for it again (its tasks parked
+        for it stay parked until a person reopens them). Recorded in the switch log."""
+        at = datetime.now(UTC).isoformat()
+        revocations.record("-", by, reason, at)  # who and why are required
+        name = revocations.name(tenant, principal)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(keys.AUTH_REVOKED, name)
+        pipe.xadd(
+            keys.AUTH_SWITCH_LOG,
+            self._logged("unrevoke", f"signer:{name}", by, reason, at),
+            maxlen=SWITCH_LOG_MAX,
+        )
+        return bool(pipe.execute()[0])
+
+    @staticmethod
+    def _logged(action: str, scope: str, by: str, reason: str, at: str) -> Any:
+        return {"switch": action, "scope": scope, "by": by, "reason": reason, "at": at}
 
     def revoked(self) -> dict[str, revocations.Revocation]:
         return revocations.revoked_from(self.client.hgetall(keys.AUTH_REVOKED))

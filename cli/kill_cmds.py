@@ -15,11 +15,13 @@ import click
 from wakeful.authority import freezes
 from wakeful.cli.app_option import checked_app
 from wakeful.cli.output import emit, say
+from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.settings import Settings
-from wakeful.devstack import kill
+from wakeful.devstack import kill, release_task
 from wakeful.devstack.client import Client
 
 NOT_TAKEN_IN = 3  # exit status: the switch is thrown, but a live role has not taken it in yet
+THAW_WAIT_S = 5.0  # how long a thaw waits for the roles to take it in before it wakes held tasks
 
 
 def scoped(command: Any) -> Any:
@@ -38,6 +40,15 @@ def scoped(command: Any) -> Any:
     ):
         command = option(command)
     return command
+
+
+def operator(client: Client, by: str) -> None:
+    """Refuse `--by` unless it names an operator: a principal with a signer key that may send
+    task.reopen (devstack/release_task.py), as for `task release` and `tools disable`."""
+    if by not in release_task.operators(client.authority.snapshot(with_signers=True)):
+        raise click.BadParameter(
+            f"{by!r} is not an operator: no signer key of {by!r} may send task.reopen", param_hint="--by"
+        )
 
 
 def _scope(task_id: str | None, tenant: str | None, app_name: str | None, everything: bool) -> str:
@@ -77,7 +88,9 @@ def freeze(
 ) -> None:
     """Freeze a task, a tenant, an app or the fleet: no new step, events held for the thaw."""
     scope = _scope(task_id, tenant, app_name, everything)
-    taken = kill.freeze(Client(settings).authority, scope, by, reason, wait_s)
+    client = Client(settings)
+    operator(client, by)
+    taken = kill.freeze(client.authority, scope, by, reason, wait_s)
     doc: dict[str, Any] = {"frozen": scope, "by": by, "reason": reason}
     doc |= {"taken_in_by": taken.done, "not_yet": taken.pending, "waited_ms": round(taken.waited_ms, 1)}
     doc["acknowledged_at"] = taken.at if not taken.pending else None
@@ -112,7 +125,9 @@ def thaw(
 ) -> None:
     """Lift a freeze: the held wakes of its tasks run, oldest first, and frozen steps go on."""
     scope = _scope(task_id, tenant, app_name, everything)
-    was, woken = kill.thaw(Client(settings).authority, scope, by, reason)
+    client = Client(settings)
+    operator(client, by)
+    was, woken, _ = kill.thaw(client.authority, scope, by, reason, THAW_WAIT_S)
     doc = {"thawed": scope, "was_frozen": was, "woken": len(woken)}
     said = f"thawed {scope}; woke {len(woken)} tasks with held work" if was else f"{scope} was not frozen"
     emit(doc, as_json, said)
@@ -144,6 +159,27 @@ def show_frozen(settings: Settings, as_json: bool) -> None:
 def revoke_signer(settings: Settings, key_id: str, by: str, reason: str) -> None:
     """Revoke a signer key now: the door refuses its events, and each task its principal started
     or approved meets its app's rule at its next wake or step (App.revoked_signer: review or
-    continue). Registering a new key for the principal lifts the revocation."""
-    principal = Client(settings).authority.revoke_signer(key_id, by, reason)
+    continue). No key is registered for the principal again until `signers unrevoke`."""
+    client = Client(settings)
+    operator(client, by)
+    principal = client.authority.revoke_signer(key_id, by, reason)
     say(f"{key_id} revoked: {principal}'s tasks meet their app's rule at their next wake")
+
+
+@click.command("unrevoke")
+@click.argument("principal")
+@click.option("--tenant", default=DEFAULT_TENANT, show_default=True, help="The tenant it signs for.")
+@click.option("--by", required=True, help="Who lifts it (recorded).")
+@click.option("--reason", required=True, help="Why (recorded).")
+@click.pass_obj
+def unrevoke_signer(settings: Settings, principal: str, tenant: str, by: str, reason: str) -> None:
+    """Lift a principal's revocation, after a look: a key may be registered for it again. Tasks it
+    parked stay parked until a person reopens each."""
+    client = Client(settings)
+    operator(client, by)
+    lifted = client.authority.unrevoke(principal, tenant, by, reason)
+    say(
+        f"{principal} of tenant {tenant} may be given a key again"
+        if lifted
+        else f"{principal} was not revoked"
+    )

@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from wakeful.cli.app_option import app_option
 from wakeful.cli.authority_cmds import authority, signers
-from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw
+from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unrevoke_signer
 from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.output import emit, say
 from wakeful.cli.release_cmds import release, task_release
@@ -460,6 +460,7 @@ cli.add_command(freeze)
 cli.add_command(thaw)
 cli.add_command(show_frozen)
 signers.add_command(revoke_signer)
+signers.add_command(unrevoke_signer)
 cli.add_command(tools)
 cli.add_command(new_agent)
 dev.add_command(model_server)

@@ -28,7 +28,6 @@ import redis
 from confluent_kafka import Message, Producer
 
 from wakeful.authority import freezes
-from wakeful.authority.freezes import Freeze
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_create, gate_hold, gate_rules, gate_writes, switch_acks, wiring
 from wakeful.consumers.gate_wake import Taken, Untrusted, Wake, authenticate, identity, verified_event
@@ -64,6 +63,21 @@ class _StillFrozen(Exception):
     """A held wake replayed while a freeze still holds its task: it stays where it is."""
 
 
+@dataclass(frozen=True)
+class _Source:
+    """Where a wake came from: Kafka (`parts`, the message as a freeze would keep it; `drained`:
+    the task's held wakes were replayed first; `behind`: some are still held, so this one is held
+    behind them, unjudged), or a held list (no parts)."""
+
+    parts: gate_hold.Parts | None
+    msg: Message | None = None  # the Kafka message (to dead-letter); None for a replay
+    drained: bool = False
+    behind: bool = False
+
+
+_REPLAY = _Source(None)
+
+
 class Gate:
     def __init__(
         self,
@@ -90,15 +104,16 @@ class Gate:
 
     def handle(self, msg: Message) -> None:
         parts = gate_hold.parts_of(msg)
-        if self._take(parts, msg) == _DRAIN:  # held wakes first, oldest first (gate_hold.py)
+        if self._take(parts, _Source(parts, msg)) == _DRAIN:  # held wakes first, oldest first (gate_hold.py)
             task_id = Envelope.decode(parts[1]).task_id
-            gate_hold.drain(self.client, task_id, lambda held: self._take(held, None), self.log)
-            self._take(parts, msg, drained=True)
+            emptied = gate_hold.drain(self.client, task_id, lambda held: self._take(held, _REPLAY), self.log)
+            self._take(parts, _Source(parts, msg, drained=True, behind=not emptied))
 
-    def _take(self, parts: gate_hold.Parts, msg: Message | None, drained: bool = False) -> str:
-        """One wake message, from Kafka (`msg`) or replayed from a held list (msg None: what it did,
-        gate_hold.REPLAYED or KEPT). _DRAIN: the task has held wakes to replay before this one."""
+    def _take(self, parts: gate_hold.Parts, source: _Source) -> str:
+        """One wake message, from Kafka or replayed from a held list (`source`): what it did,
+        gate_hold.REPLAYED or KEPT; _DRAIN when the task has held wakes to replay before this one."""
         key, value, headers = parts
+        msg = source.msg
         sender = self.role_keys.sender(topics.WAKE, key, value, headers)
         if isinstance(sender, Forged):
             return self._dead(msg, sender.reason)
@@ -107,40 +122,44 @@ class Gate:
         except DecodeError as exc:
             return self._dead(msg, f"malformed wake: {exc.reason}")
         fault("gate.before_read")
-        lag = self.max_lag if msg is not None else gate_hold.HELD_LAG
+        lag = self.max_lag if source.parts is not None else gate_hold.HELD_LAG
         with self.store.pinned(envelope.task_id) as pinned:
             taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=lag, app=self.app)
             if isinstance(taken, Untrusted):
                 return self._dead(msg, taken.reason)
-            if taken.held and msg is not None and not drained:
+            if taken.held and source.parts is not None and not source.drained:
                 return _DRAIN
             try:
                 fault("gate.after_read")
-                self._apply(taken, gate_hold.record(parts) if msg is not None else None)
+                self._apply(taken, source)
             except _StillFrozen:
                 return gate_hold.KEPT
             except engine.UnknownWorkflow as exc:
-                if msg is None:  # kept for a worker that runs the task's app
+                if source.parts is None:  # kept for a worker that runs the task's app
                     return gate_hold.KEPT
                 # Retrying would hold up every task behind it on the partition; the letter keeps the
                 # wake for a replay by a worker that runs the task's app.
                 return self._dead(msg, f"task {envelope.task_id}: {exc}")
         return gate_hold.REPLAYED
 
-    def _apply(self, step: Taken, hold: bytes | None) -> None:
+    def _apply(self, step: Taken, source: _Source) -> None:
         """Gates 2 to 5 for one wake in one compare-and-swap (gate 3 reads and verifies the task,
         gate_rules.decide() judges it), then the answer: the sender's receipt, a quarantine, a
-        hold, and for a task that may go on gate 6, its proposal request. `hold`: the wake as a
-        freeze keeps it; None for a wake replayed from a held list (_StillFrozen if it still is)."""
+        hold, and for a task that may go on gate 6, its proposal request. A replayed wake is judged
+        as of when the door judged its event: it waited on the held list, not its sender."""
         wake, event = step.wake, step.wake.event
         if wake.answered:
             return self._decided_before(step)
+        if source.behind:  # older wakes of the task are still held: this one waits behind them
+            return self._held(step, "held behind the task's earlier held wakes", source)
         now = datetime.now(UTC)
+        if source.parts is None and event is not None:
+            now = gate_rules.judged_at(wake.envelope) or now
         if event is not None and event.kind == events.CREATE:
             task_id = step.wake.envelope.task_id
             freeze = freezes.holding(wake.auth.frozen, self.app.name, wake.tenant, task_id)
             if freeze is not None:
-                return self._held(step, freeze, None, hold)
+                return self._held(step, f"task is {freeze.said()}", source)
             return gate_create.create(
                 step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
             )
@@ -154,7 +173,7 @@ class Gate:
         if change.status == "duplicate":  # applied before a crash: redo only what follows the CAS
             self.writes.finish(None, "", "", cp.task_id, cp, pinned=step.pinned)
         elif change.status == "kept":
-            return self._kept(step, judge.last, cp, hold)
+            return self._kept(step, judge.last, cp, source)
         else:
             fault("gate.after_cas")
             self._changed(wake, judge, cp)
@@ -203,8 +222,8 @@ class Gate:
             "gate.receipt", task_id=cp.task_id, event_id=wake.event.event_id, status=status, reason=reason
         )
 
-    def _kept(self, step: Taken, ruled: gate_rules.WakeRuling, cp: Checkpoint, hold: bytes | None) -> None:
-        """Answer a ruling that wrote nothing to the task, `cp` as it was read (`hold`: _apply's)."""
+    def _kept(self, step: Taken, ruled: gate_rules.WakeRuling, cp: Checkpoint, source: _Source) -> None:
+        """Answer a ruling that wrote nothing to the task, `cp` as it was read."""
         wake, event = step.wake, step.wake.event
         finish = functools.partial(self.writes.finish, event, pinned=step.pinned)
         if isinstance(ruled, gate_rules.Stranger):
@@ -218,27 +237,22 @@ class Gate:
             self._quarantine(step, ruled.detail)
             return finish("rejected", f"task quarantined: {ruled.detail}", wake.envelope.task_id, None)
         if isinstance(ruled, gate_rules.Frozen):
-            return self._held(step, ruled.freeze, cp, hold)
+            return self._held(step, f"task is {ruled.freeze.said()}", source)
         # "run" on a ready task, or a deadline not due: nothing to write
         finish("accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self.writes.follow_up(cp, wake)
 
-    def _held(self, step: Taken, freeze: Freeze, cp: Checkpoint | None, hold: bytes | None) -> None:
-        """Keep a frozen task's wake for the thaw, and tell its sender it is held, not refused."""
-        if hold is None:
+    def _held(self, step: Taken, why: str, source: _Source) -> None:
+        """Keep a frozen task's wake for the thaw, and tell its sender it is held, not refused. A
+        deadline wake is not kept: the task is marked, and the thaw's own wake checks its waits.
+        Nothing else is written (a hold re-registers no deadline: the timer would fire it again)."""
+        if source.parts is None:
             raise _StillFrozen()
         wake, task_id = step.wake, step.wake.envelope.task_id
-        said = f"held: task is {freeze.said()}; it runs when thawed"
-        self.writes.finish(
-            wake.event,
-            "held",
-            said,
-            task_id,
-            cp,
-            pinned=step.pinned,
-            also=gate_hold.hold_writes(task_id, hold),
-        )
-        self.log("gate.held", task_id=task_id, scope=freeze.scope)
+        kept = gate_hold.hold_writes(task_id, gate_hold.record(source.parts) if wake.event else None)
+        said = f"held: {why}; it runs when thawed"
+        self.writes.finish(wake.event, "held", said, task_id, None, pinned=step.pinned, also=kept)
+        self.log("gate.held", task_id=task_id, why=why)
 
     def _quarantine(self, step: Taken, detail: str) -> None:
         """Quarantine a task the deployed versions cannot run, under the WATCH of the read that

@@ -22,7 +22,9 @@ from typing import Any
 import orjson
 from confluent_kafka import Message
 
-from wakeful.core.log import Log
+from wakeful.consumers.failures import TRANSIENT_IO
+from wakeful.core.errors import Stopping
+from wakeful.core.retry import Retry
 from wakeful.state import keys
 from wakeful.state.pinned import Command
 
@@ -65,25 +67,35 @@ def parts_from(raw: bytes) -> Parts | str:
         return f"unreadable held wake: {type(exc).__name__}: {str(exc)[:80]}"
 
 
-def hold_writes(task_id: str, held: bytes) -> list[Command]:
-    """Keep the wake on the task's held list, and mark the task for the thaw to wake."""
-    return [("RPUSH", keys.held(task_id), held), ("SADD", keys.HELD_TASKS, task_id)]
+def hold_writes(task_id: str, held: bytes | None) -> list[Command]:
+    """Keep the wake on the task's held list (none for a deadline wake), and mark the task for the
+    thaw to wake."""
+    kept: list[Command] = [("RPUSH", keys.held(task_id), held)] if held is not None else []
+    return [*kept, ("SADD", keys.HELD_TASKS, task_id)]
 
 
-def drain(client: Any, task_id: str, replay: Callable[[Parts], str], log: Log) -> None:
-    """Replay the task's held wakes, oldest first, until none is left or one is still frozen. A
-    record is removed only after its replay is done: a crash in between replays it again, and the
-    task's inbox makes that a duplicate."""
+def drain(client: Any, task_id: str, replay: Callable[[Parts], str], log: Callable[..., None]) -> bool:
+    """Replay the task's held wakes, oldest first, until none is left (True) or one is still
+    frozen (False). A record is removed only after its replay is done: a crash in between replays
+    it again, and the task's inbox makes that a duplicate. A record that cannot be replayed (it does
+    not read as a wake, or judging it fails for good) is dropped, its reason logged: it must not
+    stand in front of the task's later wakes for ever. A transient failure (Retry) is raised."""
     name = keys.held(task_id)
     while True:
         raw = client.lindex(name, 0)
         if raw is None:
             client.srem(keys.HELD_TASKS, task_id)  # a hold after this marks the task again
-            return
+            return True
         parts = parts_from(raw)
         if isinstance(parts, str):
             log("gate.held_dropped", task_id=task_id, reason=parts)
-        elif replay(parts) == KEPT:
-            return
+        else:
+            try:
+                if replay(parts) == KEPT:
+                    return False
+            except (Retry, Stopping, *TRANSIENT_IO):
+                raise
+            except Exception as exc:  # the app's own code or a record no gate can judge
+                log("gate.held_dropped", task_id=task_id, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
         client.lrem(name, 1, raw)
         log("gate.held_replayed", task_id=task_id)

@@ -16,6 +16,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from wakeful.authority import freezes
 from wakeful.consumers.gate_wake import Wake
 from wakeful.core import topics
 from wakeful.core.log import Log
@@ -64,6 +65,8 @@ class FollowUps:
         """A task at a stage that offers a tool, and waits for nothing, gets one proposal request."""
         if cp.execution.pending_waits or not self.app.tools_at(cp.stage):
             return
+        if freezes.holding(wake.auth.frozen, self.app.name, cp.security.tenant, cp.task_id):
+            return  # no new step while frozen: the thaw wakes the task and asks then
         event = wake.event
         recent = [f"{event.kind} by key {event.key_id} at {event.issued_at.isoformat()}"] if event else []
         body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=[])

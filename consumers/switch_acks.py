@@ -6,7 +6,8 @@ a Progress writer reads that counter and records it in `wk:live` as "<counter> <
 role and process. From then on every handler it starts reads the switch: so once every live
 writer has recorded the new counter, no step judged before the switch is still running, and no
 new intent is written for a frozen task (`wakeful freeze` waits for that, the acknowledgement).
-Idle roles record it too, at most every TICK_S: a freeze is taken in within a second fleet-wide.
+Idle roles record it too, every TICK_S between batches: a freeze is taken in within a second
+fleet-wide unless a batch runs longer. Times are the Redis server's, so no two hosts' clocks meet.
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ def acker(client: Any, role: str, log: Log) -> Callable[[], None]:
             return
         last[0] = now
         try:
-            seen = client.get(keys.AUTH_SWITCHED)
-            client.hset(keys.LIVE, name, f"{int(seen or 0)} {int(time.time() * 1000)}")
+            pipe = client.pipeline(transaction=False)
+            pipe.get(keys.AUTH_SWITCHED)
+            pipe.time()  # the server's clock: the CLI that waits reads the same one
+            seen, (secs, micros) = pipe.execute()
+            client.hset(keys.LIVE, name, f"{int(seen or 0)} {secs * 1000 + micros // 1000}")
         except TRANSIENT_IO as exc:  # Redis away: the next tick tries again; the wakes wait anyway
             log("role.ack_failed", error=repr(exc)[:200])
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from wakeful.authority import documents
+from wakeful.authority import documents, revocations
 from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
@@ -126,10 +126,13 @@ class Client:
         the app needs, for every kind it may send (a registered one missing a kind gets it). True if
         it wrote."""
         wrote = False
+        revoked = self.authority.revoked()
         for principal, kinds in dev.dev_signers(self.app).items():
             found = self.authority.signer(f"key-{principal}")
             if found is not None and kinds <= found[1]:
                 continue
+            if revocations.name(DEFAULT_TENANT, principal) in revoked:
+                continue  # revoked: only `wakeful authority signers unrevoke` gives it a key again
             # A registered signer keeps its tenant and its kinds, even those of another app.
             tenant, had = (found[0].tenant, found[1]) if found else (DEFAULT_TENANT, frozenset[str]())
             self.add_signer(principal, tuple(sorted(kinds)), tenant, had)
@@ -164,6 +167,7 @@ class Client:
         self.authority.forget_app_rules()
         for scope in self.authority.frozen():
             self.authority.thaw(scope, "wakeful", "local defaults restored")
+        self.authority.wake_held()
         self.admin.delete(keys.AUTH_REVOKED)
         known = self.tool_names()
         for switch in self.tools.switches().values():

@@ -29,13 +29,19 @@ class Taken:
 
 
 def freeze(authority: AuthorityStore, scope: str, by: str, reason: str, wait_s: float) -> Taken:
+    """Freeze `scope`, then wait (up to wait_s) for every live gate and executor to take it in."""
     switched = authority.freeze(scope, by, reason)
     return taken_in(authority, switched, wait_s)
 
 
-def thaw(authority: AuthorityStore, scope: str, by: str, reason: str) -> tuple[bool, list[str]]:
-    _, was, woken = authority.thaw(scope, by, reason)
-    return was, woken
+def thaw(
+    authority: AuthorityStore, scope: str, by: str, reason: str, wait_s: float
+) -> tuple[bool, list[str], Taken]:
+    """Lift the freeze of `scope`; once the live roles have taken that in (up to wait_s), wake every
+    task with held work. Returns whether it was frozen, the tasks woken, and who took it in."""
+    switched, was = authority.thaw(scope, by, reason)
+    taken = taken_in(authority, switched, wait_s)
+    return was, authority.wake_held(), taken
 
 
 def taken_in(authority: AuthorityStore, switched: int, wait_s: float) -> Taken:
@@ -45,7 +51,8 @@ def taken_in(authority: AuthorityStore, switched: int, wait_s: float) -> Taken:
     while True:
         raw = authority.client.hgetall(keys.LIVE)
         live = {k.decode(): v.decode() for k, v in raw.items()}  # type: ignore[union-attr]
-        done, pending = waiting_for(live, switched, int(time.time() * 1000))
+        secs, micros = authority.client.time()  # the server's clock, as the roles record it
+        done, pending = waiting_for(live, switched, secs * 1000 + micros // 1000)
         if not pending or time.monotonic() >= deadline:
             at = datetime.now(UTC).isoformat()
             return Taken(switched, done, pending, (time.monotonic() - started) * 1000, at)

@@ -17,7 +17,7 @@ from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
-from wakeful.state import parked
+from wakeful.state import keys, parked
 from wakeful.state.store import Store
 from wakeful.workflow import compat
 
@@ -68,4 +68,9 @@ def release(
             "released": compat.restamped(old, new),
         }
 
-    return parked.release(store, task_id, released, detail).checkpoint
+    done = parked.release(store, task_id, released, detail).checkpoint
+    # Wake it now (a deadline due now, through the timer): a task that waits for nothing (a stage
+    # that offers a tool) has no event or deadline coming to ask for its next step.
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    store.client.zadd(keys.DEADLINES, {f"{task_id}|{now_ms}": now_ms})
+    return done

@@ -68,7 +68,7 @@ _EVIDENCE = f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall)"
 # them once thawed; both Progress writers mark a task with held work, and say which switches they
 # have taken in (the freeze's acknowledgement).
 _HELD = f"(~{keys.PATTERN_HELD} +rpush +lindex +lrem +llen) (~{keys.HELD_TASKS} +sadd +srem)"
-_LIVE = f"(~{keys.HELD_TASKS} +sadd) (~{keys.LIVE} +hset)"
+_LIVE = f"+time (~{keys.HELD_TASKS} +sadd) (~{keys.LIVE} +hset)"
 # The proposer's budget: read before a model call, add what the call cost after it (a plain
 # pipeline, no MULTI: the two counters live in different slots). A counter is a stream's top id and
 # XADD is the one write: no command here can move it back or make it lapse (state/budget.py, D51).

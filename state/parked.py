@@ -30,13 +30,17 @@ class NotReleasable(WakefulError):
 def read(store: Store, task_id: str) -> tuple[Checkpoint | None, dict[str, Any] | None]:
     """The task's checkpoint as sealed (None when it is missing or fails a check) and its quarantine
     marker (None when it is not quarantined). Writes nothing, not even a marker."""
-    with store.pinned(task_id) as conn:
-        blob, marker = conn.batch([("MGET", keys.state(task_id), keys.quarantine(task_id))])[0]
-        ctr = conn.batch([("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1)])[0]
+    with store.pinned(task_id) as conn:  # one batch: the blob and its counter as of one moment
+        (blob, marker), ctr = conn.batch(
+            [
+                ("MGET", keys.state(task_id), keys.quarantine(task_id)),
+                ("XREVRANGE", keys.ctr(task_id), "+", "-", "COUNT", 1),
+            ]
+        )
     found = _marker(marker)
     try:
         return checks.verified(store.sealer, task_id, blob, ctr, None), found
-    except (IntegrityError, WakefulError):
+    except IntegrityError:  # a keyring this process cannot read is raised, not taken for damage
         return None, found
 
 

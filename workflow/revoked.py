@@ -1,16 +1,18 @@
 """A task whose signer was revoked (authority/revocations.py), by the rule its app declares.
 
-The signers a task rests on are the principal that started it and the one that approved it. When
-either is revoked, the app's rule applies at the task's next wake and before its next step:
-`continue` (the revocation stops the signer's new events at the door, nothing more) or `review`
-(the default: the task is parked for a person). A person who reopens the task has looked: the
-revocations it was parked for are marked cleared on the task (its external refs,
-`revoked-cleared:<principal>` = when the revocation was made), and it goes on; a later revocation
-of the same principal parks it again. Pure.
+The signers a task rests on are the principal that started it and the one that approved it (of
+the task's tenant). When either is revoked, the app's rule applies at the task's next wake and
+before its next step: `continue` (the revocation stops the signer's new events at the door,
+nothing more) or `review` (the default: the task is parked for a person). A person who reopens the
+task has looked: the revocations it was parked for (its last refusal names them) are marked
+cleared on the task (its external refs, `revoked-cleared:<principal>` = when the revocation was
+made), and it goes on; a revocation it was not parked for, or a later one of the same principal,
+parks it again. Pure.
 """
 
 from __future__ import annotations
 
+from wakeful.authority import revocations
 from wakeful.authority.revocations import Revocation
 from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
@@ -24,7 +26,8 @@ def resting_on(cp: Checkpoint, auth: Snapshot) -> list[Revocation]:
     """The revocations of the signers `cp` rests on that a person has not cleared on it."""
     approval = cp.business.approval
     principals = [engine.requester(cp)] + ([approval.approver_ref] if approval is not None else [])
-    found = [auth.revoked[p] for p in dict.fromkeys(principals) if p in auth.revoked]
+    named = [revocations.name(cp.security.tenant, p) for p in dict.fromkeys(principals)]
+    found = [auth.revoked[n] for n in named if n in auth.revoked]
     return [r for r in found if cp.external_refs.get(CLEARED + r.principal) != r.at]
 
 
@@ -38,9 +41,12 @@ def parks(app: App, cp: Checkpoint, auth: Snapshot) -> str | None:
     return "; ".join(r.said() for r in found) + ": a person must look (`wakeful task reopen` goes on)"
 
 
-def cleared(cp: Checkpoint, auth: Snapshot) -> Checkpoint:
-    """`cp` as a person's reopen leaves it: every revocation it rests on marked seen."""
-    marks = {CLEARED + r.principal: r.at for r in resting_on(cp, auth)}
+def cleared(parked: Checkpoint, reopened: Checkpoint, auth: Snapshot) -> Checkpoint:
+    """`reopened` as a person's reopen of `parked` leaves it: each revocation the task was parked
+    for (its last refusal names it) marked seen. One it was not parked for was not looked at: it
+    parks the task again at its next wake."""
+    said = parked.business.last_refusal or ""
+    marks = {CLEARED + r.principal: r.at for r in resting_on(parked, auth) if r.said() in said}
     if not marks:
-        return cp
-    return cp.model_copy(update={"external_refs": {**cp.external_refs, **marks}})
+        return reopened
+    return reopened.model_copy(update={"external_refs": {**reopened.external_refs, **marks}})

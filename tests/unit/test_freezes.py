@@ -20,9 +20,11 @@ from wakeful.consumers import gate_hold, gate_rules
 from wakeful.consumers.gate_wake import decided
 from wakeful.consumers.switch_acks import LIVE_S, waiting_for
 from wakeful.core.errors import ConfigError
+from wakeful.core.retry import Retry
 from wakeful.examples.refund import Stage
 from wakeful.schemas import receipt
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.state import keys
 from wakeful.state.store import Keep
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -142,3 +144,64 @@ def test_a_freeze_is_taken_in_when_every_live_role_has_read_its_counter() -> Non
     rows = live(gate=(7, now), executor=(6, now - 100), old=(1, stale)) | {"junk": "x"}
     assert waiting_for(rows, 7, now) == (["gate"], ["executor"])
     assert waiting_for(rows, 6, now) == (["executor", "gate"], [])
+
+
+def test_a_held_deadline_wake_is_not_kept_only_its_task_marked() -> None:
+    assert gate_hold.hold_writes("t-1", None) == [("SADD", keys.HELD_TASKS, "t-1")]
+    assert gate_hold.hold_writes("t-1", b"w")[0] == ("RPUSH", keys.held("t-1"), b"w")
+
+
+class HeldList:
+    """A task's held list and the marked set, in memory (the drain's whole use of Redis)."""
+
+    def __init__(self, *records: bytes) -> None:
+        self.items, self.marked = list(records), {"t-1"}
+
+    def lindex(self, _name: str, index: int) -> bytes | None:
+        return self.items[index] if self.items else None
+
+    def lrem(self, _name: str, _count: int, raw: bytes) -> None:
+        self.items.remove(raw)
+
+    def srem(self, _name: str, task_id: str) -> None:
+        self.marked.discard(task_id)
+
+
+def held(value: bytes) -> bytes:
+    return gate_hold.record((b"k", value, []))
+
+
+def test_the_drain_replays_oldest_first_and_stops_where_a_freeze_still_holds() -> None:
+    seen: list[bytes] = []
+
+    def replay(parts: gate_hold.Parts) -> str:
+        seen.append(parts[1])
+        return gate_hold.KEPT if parts[1] == b"3" else gate_hold.REPLAYED
+
+    store = HeldList(held(b"1"), held(b"2"), held(b"3"), held(b"4"))
+    assert gate_hold.drain(store, "t-1", replay, lambda *_, **__: None) is False
+    assert seen == [b"1", b"2", b"3"] and [gate_hold.parts_from(r)[1] for r in store.items] == [b"3", b"4"]
+    assert store.marked == {"t-1"}
+
+
+def test_a_held_record_that_cannot_be_judged_is_dropped_not_left_in_front() -> None:
+    def replay(parts: gate_hold.Parts) -> str:
+        if parts[1] == b"bad":
+            raise ValueError("the app's code failed")
+        return gate_hold.REPLAYED
+
+    logged: list[str] = []
+    store = HeldList(b"not a record", held(b"bad"), held(b"ok"))
+    assert gate_hold.drain(store, "t-1", replay, lambda event, **_: logged.append(event)) is True
+    assert store.items == [] and store.marked == set()
+    assert logged.count("gate.held_dropped") == 2
+
+
+def test_a_transient_failure_is_raised_and_the_record_kept() -> None:
+    def replay(_parts: gate_hold.Parts) -> str:
+        raise Retry("task lease is held by another worker")
+
+    store = HeldList(held(b"1"))
+    with pytest.raises(Retry):
+        gate_hold.drain(store, "t-1", replay, lambda *_, **__: None)
+    assert len(store.items) == 1

@@ -27,7 +27,7 @@ SIGNER = Ed25519Signer("key-x", Ed25519PrivateKey.generate())
 
 
 def revoking(*principals: str, at: str = "2026-12-01T11:00:00+00:00") -> Any:
-    found = {p: Revocation(p, f"key-{p}", "ops-lead", "key leaked", at) for p in principals}
+    found = {f"default/{p}": Revocation(p, f"key-{p}", "ops-lead", "key leaked", at) for p in principals}
     return dataclasses.replace(AUTH, revoked=found)
 
 
@@ -80,13 +80,26 @@ def test_a_reopen_clears_what_the_task_was_parked_for_and_a_later_revocation_par
 
 def test_no_revocation_changes_nothing() -> None:
     cp = waiting()
-    assert revoked.parks(APP, cp, AUTH) is None and revoked.cleared(cp, AUTH) is cp
+    assert revoked.parks(APP, cp, AUTH) is None and revoked.cleared(cp, cp, AUTH) is cp
+
+
+def test_another_tenants_principal_of_the_same_name_is_not_revoked() -> None:
+    found = {"acme/svc-refunds": Revocation("svc-refunds", "key-x", "ops", "leaked", "t")}
+    assert revoked.parks(APP, waiting(), dataclasses.replace(AUTH, revoked=found)) is None
+
+
+def test_a_reopen_clears_only_the_revocations_the_task_was_parked_for() -> None:
+    parked = engine.review(waiting(), "the deadline passed: escalated to ops-lead")
+    reopened = wake(APP, parked, revoking("svc-refunds"), events.REOPEN, who="ops-lead")
+    assert isinstance(reopened, engine.Moved), reopened
+    assert revoked.parks(APP, reopened.checkpoint, revoking("svc-refunds")) is not None
 
 
 @pytest.mark.parametrize("raw", [b"{", b"[]", b"null"])
 def test_a_damaged_revocation_still_revokes(raw: bytes) -> None:
-    found = revoked_from({b"svc-refunds": raw, b"bob": record("key-bob", "ops", "left", "t")})
-    assert set(found) == {"svc-refunds", "bob"} and "unreadable" in found["svc-refunds"].reason
+    found = revoked_from({b"default/svc-refunds": raw, b"default/bob": record("key-bob", "ops", "left", "t")})
+    assert set(found) == {"default/svc-refunds", "default/bob"}
+    assert "unreadable" in found["default/svc-refunds"].reason and found["default/bob"].principal == "bob"
 
 
 @pytest.mark.parametrize(("by", "reason", "said"), [("", "x", "--by"), ("ops", "", "--reason")])
