@@ -169,3 +169,20 @@ def test_a_signer_revoked_mid_flight_parks_the_tasks_it_started_until_a_person_r
         assert client.approve(task_id, "alice", again["version"])["status"] == "accepted"
     done = client.wait_stage(task_id, {"closed"}, timeout=30)
     assert done["stage"] == "closed" and len(done["ledger"]) == 1, done
+
+
+def test_a_revoked_principal_gets_no_key_again_until_an_operator_lifts_it(client: BankClient) -> None:
+    principal = f"svc-{uuid.uuid4().hex[:8]}"
+    client.add_signer(principal, (events.CREATE,))
+    revoked = wakeful("authority", "signers", "revoke", f"key-{principal}", *OPS, "--reason", "left")
+    assert revoked.returncode == 0, revoked.stderr
+    again = wakeful("authority", "signers", "add", principal, "--kinds", events.CREATE)
+    assert again.returncode != 0 and "is revoked" in again.stderr and "unrevoke" in again.stderr, again.stderr
+    assert client.authority.signer(f"key-{principal}") is None
+    not_ops = wakeful("authority", "signers", "unrevoke", principal, "--by", "alice", "--reason", "back")
+    assert not_ops.returncode != 0 and "is not an operator" in not_ops.stderr, not_ops.stderr
+    lifted = wakeful("authority", "signers", "unrevoke", principal, *OPS, "--reason", "new key issued")
+    assert lifted.returncode == 0, lifted.stderr
+    assert wakeful("authority", "signers", "add", principal, "--kinds", events.CREATE).returncode == 0
+    log = doc(wakeful("frozen", "--json"))["log"]
+    assert [e["switch"] for e in log[:2]] == ["unrevoke", "revoke"], log[:2]
