@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import redis
 from confluent_kafka import Message, Producer
@@ -30,11 +28,13 @@ from confluent_kafka import Message, Producer
 from wakeful.authority import freezes
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_create, gate_hold, gate_rules, gate_writes, switch_acks, wiring
+from wakeful.consumers.gate_hold import Source, StillFrozen
+from wakeful.consumers.gate_judge import Judge, stranger, told
 from wakeful.consumers.gate_wake import Taken, Untrusted, Wake, authenticate, identity, verified_event
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
-from wakeful.core import ids, topics
+from wakeful.core import topics
 from wakeful.core.errors import (
     DecodeError,
     IntegrityError,
@@ -49,33 +49,15 @@ from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Refuse
-from wakeful.state.store import Change, Keep, Store
+from wakeful.state.store import Change, Store
 from wakeful.workflow import engine
 
 BACKLOG_ALLOWANCE = timedelta(hours=1)
 _DRAIN = "drain"  # _take(): the task has held wakes; replay them before this one
-
-
-class _StillFrozen(Exception):
-    """A held wake replayed while a freeze still holds its task: it stays where it is."""
-
-
-@dataclass(frozen=True)
-class _Source:
-    """Where a wake came from: Kafka (`parts`, the message as a freeze would keep it; `drained`:
-    the task's held wakes were replayed first; `behind`: some are still held, so this one is held
-    behind them, unjudged), or a held list (no parts)."""
-
-    parts: gate_hold.Parts | None
-    msg: Message | None = None  # the Kafka message (to dead-letter); None for a replay
-    drained: bool = False
-    behind: bool = False
-
-
-_REPLAY = _Source(None)
+_REPLAY = Source(None)
 
 
 class Gate:
@@ -104,12 +86,12 @@ class Gate:
 
     def handle(self, msg: Message) -> None:
         parts = gate_hold.parts_of(msg)
-        if self._take(parts, _Source(parts, msg)) == _DRAIN:  # held wakes first, oldest first (gate_hold.py)
+        if self._take(parts, Source(parts, msg)) == _DRAIN:  # held wakes first, oldest first (gate_hold.py)
             task_id = Envelope.decode(parts[1]).task_id
             emptied = gate_hold.drain(self.client, task_id, lambda held: self._take(held, _REPLAY), self.log)
-            self._take(parts, _Source(parts, msg, drained=True, behind=not emptied))
+            self._take(parts, Source(parts, msg, drained=True, behind=not emptied))
 
-    def _take(self, parts: gate_hold.Parts, source: _Source) -> str:
+    def _take(self, parts: gate_hold.Parts, source: Source) -> str:
         """One wake message, from Kafka or replayed from a held list (`source`): what it did,
         gate_hold.REPLAYED or KEPT; _DRAIN when the task has held wakes to replay before this one."""
         key, value, headers = parts
@@ -132,7 +114,7 @@ class Gate:
             try:
                 fault("gate.after_read")
                 self._apply(taken, source)
-            except _StillFrozen:
+            except StillFrozen:
                 return gate_hold.KEPT
             except engine.UnknownWorkflow as exc:
                 if source.parts is None:  # kept for a worker that runs the task's app
@@ -142,7 +124,7 @@ class Gate:
                 return self._dead(msg, f"task {envelope.task_id}: {exc}")
         return gate_hold.REPLAYED
 
-    def _apply(self, step: Taken, source: _Source) -> None:
+    def _apply(self, step: Taken, source: Source) -> None:
         """Gates 2 to 5 for one wake in one compare-and-swap (gate 3 reads and verifies the task,
         gate_rules.decide() judges it), then the answer: the sender's receipt, a quarantine, a
         hold, and for a task that may go on gate 6, its proposal request. A replayed wake is judged
@@ -164,7 +146,7 @@ class Gate:
                 step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
             )
         started = step.started() if event is not None and event.kind == events.AMEND else frozenset()
-        judge = _Judge(self.app, wake, now, started)
+        judge = Judge(self.app, wake, now, started)
         try:
             change = self._transition(step, judge)
         except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
@@ -181,7 +163,7 @@ class Gate:
         # is stale now and a ready task needs a fresh request.
         return self.writes.follow_up(cp, wake)
 
-    def _transition(self, step: Taken, judge: _Judge) -> Change:
+    def _transition(self, step: Taken, judge: Judge) -> Change:
         """The task judged and changed by compare-and-swap, from the read `step` made."""
         envelope, event = step.wake.envelope, step.wake.event
         try:
@@ -211,7 +193,7 @@ class Gate:
             said, named = told(wake.event, wake.tenant, task_id, str(exc))
         self.writes.finish(wake.event, "rejected", said, named, None, pinned=step.pinned)
 
-    def _changed(self, wake: Wake, judge: _Judge, cp: Checkpoint) -> None:
+    def _changed(self, wake: Wake, judge: Judge, cp: Checkpoint) -> None:
         """Log a change: its receipt (written in its transaction) or, for a deadline, the stage."""
         if wake.event is None:
             self.log("gate.deadline", task_id=cp.task_id, stage=cp.stage, reason=cp.business.last_refusal)
@@ -222,7 +204,7 @@ class Gate:
             "gate.receipt", task_id=cp.task_id, event_id=wake.event.event_id, status=status, reason=reason
         )
 
-    def _kept(self, step: Taken, ruled: gate_rules.WakeRuling, cp: Checkpoint, source: _Source) -> None:
+    def _kept(self, step: Taken, ruled: gate_rules.WakeRuling, cp: Checkpoint, source: Source) -> None:
         """Answer a ruling that wrote nothing to the task, `cp` as it was read."""
         wake, event = step.wake, step.wake.event
         finish = functools.partial(self.writes.finish, event, pinned=step.pinned)
@@ -242,12 +224,12 @@ class Gate:
         finish("accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self.writes.follow_up(cp, wake)
 
-    def _held(self, step: Taken, why: str, source: _Source) -> None:
+    def _held(self, step: Taken, why: str, source: Source) -> None:
         """Keep a frozen task's wake for the thaw, and tell its sender it is held, not refused. A
         deadline wake is not kept: the task is marked, and the thaw's own wake checks its waits.
         Nothing else is written (a hold re-registers no deadline: the timer would fire it again)."""
         if source.parts is None:
-            raise _StillFrozen()
+            raise StillFrozen()
         wake, task_id = step.wake, step.wake.envelope.task_id
         kept = gate_hold.hold_writes(task_id, gate_hold.record(source.parts) if wake.event else None)
         said = f"held: {why}; it runs when thawed"
@@ -301,41 +283,6 @@ class Gate:
         return gate_hold.REPLAYED
 
 
-@dataclass
-class _Judge:
-    """Judges a wake's task each time the compare-and-swap reads it (gates 2, 4 and 5:
-    gate_rules.decide()), a lost race judging it again: `last` is the ruling on the task as last
-    read, `write` what it writes, `also` the receipt and the evidence written with it."""
-
-    app: App
-    wake: Wake
-    now: datetime
-    started: frozenset[str]
-    last: gate_rules.WakeRuling = None
-
-    def write(self, cp: Checkpoint) -> Checkpoint | Keep:
-        w = self.wake
-        self.last = gate_rules.decide(
-            self.app,
-            cp,
-            w.event,
-            w.principal or "",
-            tenant=w.tenant,
-            auth=w.auth,
-            now=self.now,
-            started=self.started,
-        )
-        return gate_rules.written(self.last)
-
-    def review(self) -> str | None:
-        """Why the task went to review: the reason its sender's receipt gives."""
-        return self.last.reason if isinstance(self.last, engine.ForReview) else None
-
-    def also(self, new: Checkpoint) -> list[tuple[Any, ...]]:
-        evidence = self.last.evidence if isinstance(self.last, engine.Moved) else {}
-        return gate_writes.change_writes(self.wake.event, evidence, self.review(), new)
-
-
 def main(settings: Settings, stop: threading.Event) -> None:
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
     keys = load_keys(settings, "gate")
@@ -351,27 +298,3 @@ def main(settings: Settings, stop: threading.Event) -> None:
         )
 
     run_role(settings, stop, "gate", topics.WAKE, build, hooks=hooks)
-
-
-def told(event: SignedEvent | None, tenant: str, task_id: str, reason: str) -> tuple[str, str]:
-    """(what the sender of `event`, of `tenant`, hears, the task its receipt names) when task_id
-    could not be judged for its tenant: `reason` about a task of the sender's own namespace;
-    otherwise (a task reached through the fallback to an id as sent, D52, or through a correlation
-    id) the answer a task or wait that does not exist gets, outside that task's slot. A deadline
-    wake (no event) is the runtime's own: nobody to tell."""
-    if event is None:
-        return reason, task_id
-    if not event.correlation_id and event.task_id and ids.task_in(tenant, event.task_id) == task_id:
-        return reason, task_id
-    return stranger(event, tenant)
-
-
-def stranger(event: SignedEvent, tenant: str) -> tuple[str, str]:
-    """(what the sender of `event`, of `tenant`, hears about a task that is not its tenant's, the
-    task its receipt names): what a wait or task that does not exist gets, in the slot of the task
-    its own namespace names (none for a correlation id)."""
-    if event.correlation_id:
-        return f"unknown correlation id {event.correlation_id!r}", ""
-    assert event.task_id is not None  # the door lets no event through that names neither
-    own = ids.task_in(tenant, event.task_id)
-    return f"no task {own}", own

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,6 +33,22 @@ HELD_LAG = timedelta(days=3650)  # a replayed wake's backlog allowance: see abov
 REPLAYED, KEPT = "replayed", "kept"  # what a replay did: done with it (or dropped), or still frozen
 
 Parts = tuple[bytes, bytes, list[tuple[str, bytes]]]  # a wake message's key, value and headers
+
+
+class StillFrozen(Exception):
+    """A held wake replayed while a freeze still holds its task: it stays where it is."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a wake came from: Kafka (`parts`, the message as a freeze would keep it; `drained`:
+    the task's held wakes were replayed first; `behind`: some are still held, so this one is held
+    behind them, unjudged), or a held list (no parts)."""
+
+    parts: Parts | None
+    msg: Message | None = None  # the Kafka message (to dead-letter); None for a replay
+    drained: bool = False
+    behind: bool = False
 
 
 def parts_of(msg: Message) -> Parts:

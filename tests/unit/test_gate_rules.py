@@ -14,7 +14,7 @@ from refund_rules import APP, refund
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import gate_rules
-from wakeful.consumers.gate import told
+from wakeful.consumers.gate_judge import told
 from wakeful.consumers.gate_rules import Incompatible, Stranger
 from wakeful.examples.refund import Stage
 from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
