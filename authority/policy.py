@@ -75,14 +75,32 @@ def authorize(
         "resource": {"type": "Task", "id": str(resource.get("task", ""))},
         "context": orjson.dumps(_context(context)).decode(),
     }
-    result = cedarpy.is_authorized(request, policy.cedar, entities(resource, auth))
-    errors = result.diagnostics.errors
-    if result.allowed and not errors:
+    allowed, reasons, errors = decide(request, policy.cedar, entities(resource, auth))
+    if allowed and not errors:
         return ALLOW
-    if result.allowed:  # a policy that fails to evaluate is skipped by Cedar: a forbid may be among them
+    if allowed:  # a policy that fails to evaluate is skipped by Cedar: a forbid may be among them
         return Authorization(False, f"the policy could not be evaluated: {'; '.join(map(str, errors))}")
     facts = {"principal": principal, "action": action, "limit": auth.limit, **resource, **context}
-    return Authorization(False, refusal(policy, result.diagnostics.reasons, action, facts))
+    return Authorization(False, refusal(policy, reasons, action, facts))
+
+
+def decide(
+    request: dict[str, Any], policies: Any, found: cedarpy.Entities
+) -> tuple[bool, list[str], list[Any]]:
+    """Cedar's answer to one request: allowed, the policies that decided it, the errors. Through
+    the extension's own call where this cedarpy has it (its public wrapper copies the request and
+    parses the answer with the standard json module: a fifth of a decision's cost), else the
+    public one."""
+    if _DIRECT is not None:
+        doc = orjson.loads(_DIRECT(request, policies, found._inner, None, False))
+        diagnostics = doc.get("diagnostics") or {}
+        return (
+            doc.get("decision") == "Allow",
+            list(diagnostics.get("reason", [])),
+            list(diagnostics.get("errors", [])),
+        )
+    result = cedarpy.is_authorized(request, policies, found)
+    return result.allowed, list(result.diagnostics.reasons), list(result.diagnostics.errors)
 
 
 def refusal(policy: Policy, matched: list[str], action: str, facts: Mapping[str, Any]) -> str:
@@ -94,6 +112,11 @@ def refusal(policy: Policy, matched: list[str], action: str, facts: Mapping[str,
     if matched:
         return f"forbidden by policy {', '.join(sorted(matched))}"
     return f"no policy permits {action}"
+
+
+# cedarpy's extension call, as its public is_authorized makes it (cedarpy 4.12); None where an
+# other release moved it, and the public call is used.
+_DIRECT = getattr(getattr(cedarpy, "_internal", None), "is_authorized", None)
 
 
 def principal_uid(name: str) -> dict[str, str]:
