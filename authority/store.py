@@ -232,9 +232,10 @@ class AuthorityStore:
         return bool(self.client.hdel(keys.AUTH_SIGNERS, key_id))
 
     def revoke_signer(self, key_id: str, by: str, reason: str) -> str:
-        """Revoke a signer key: its principal's revocation is recorded (the tasks it started or
-        approved meet their app's rule, workflow/revoked.py), then the key is removed (the door
-        refuses its events). Returns the principal. Registering a new key for it lifts the record."""
+        """Revoke a signer key: its principal's revocation, in its tenant, is recorded (the tasks it
+        started or approved meet their app's rule, workflow/revoked.py), then every key of that
+        principal in that tenant is removed (the door refuses its events). Returns the principal.
+        No key is registered for it again until unrevoke()."""
         found = self.signer(key_id)
         if found is None:
             known = sorted(k.decode() for k in self.client.hkeys(keys.AUTH_SIGNERS))  # type: ignore[union-attr]
@@ -253,7 +254,12 @@ class AuthorityStore:
             maxlen=SWITCH_LOG_MAX,
         )
         pipe.execute()
-        self.client.hdel(keys.AUTH_SIGNERS, key_id)
+        same = [
+            kid
+            for kid, key in self.snapshot(with_signers=True).signers.items()
+            if (key.principal, key.tenant) == (principal, tenant)
+        ]
+        self.client.hdel(keys.AUTH_SIGNERS, key_id, *same)
         return principal
 
     def unrevoke(self, principal: str, tenant: str, by: str, reason: str) -> bool:
