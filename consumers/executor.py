@@ -1,8 +1,8 @@
 """The executor: gate 7. Re-load, validate the proposal against Progress and live Authority, then
 execute the side effect once, through the loaded app's tool.
 
-Order, each step durable before the next: intent (action log, under the tool's op key, e.g.
-REFUND:{task}:v{version}) -> the tool's call WITH the op key and the lease's fencing token ->
+Order, each step durable before the next: intent (action log, under the tool's op key, by
+default {tool}:{task}:v{version}) -> the tool's call WITH the op key and the lease's fencing token ->
 outcome recorded and stage advanced, in one transaction (its outbox record reaches wakeful.log).
 A crash anywhere resumes correctly:
   A. before the intent:          nothing happened; the redelivered proposal runs from the start.

@@ -43,7 +43,8 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 |                               |                              | limit); then it is parked for a person      |
 | WAKEFUL_MODEL_TENANT_TOKENS   | 5000000                      | model tokens a tenant's tasks may use per   |
 |                               |                              | UTC day (0: no limit)                       |
-| WAKEFUL_APP                   | wakeful.examples.refund:app  | the app the roles drive (module:attribute)  |
+| WAKEFUL_APP                   | wakeful.examples.refund:app  | the app the roles drive (module:attribute); |
+|                               |                              | the default is the bundled example app      |
 | WAKEFUL_DOWNSTREAMS           | wakeful.examples.downstreams | the downstream systems the stack's Redis    |
 |                               | :DOWNSTREAMS                 | hosts for local runs (users, Lua functions) |
 | WAKEFUL_THREADS               | 16                           | handler threads per role process            |
@@ -99,7 +100,7 @@ class Settings:
     model: str = "rules"
     model_task_tokens: int = 200_000  # 0: no limit
     model_tenant_tokens: int = 5_000_000  # per tenant per UTC day; 0: no limit
-    app: str | None = None  # module:attribute of the app the roles drive; None: the bundled refund app
+    app: str | None = None  # module:attribute of the app the roles drive; None: the bundled example
     # module:attribute of the downstream systems the stack's Redis hosts (state/downstreams.py)
     downstreams: str = "wakeful.examples.downstreams:DOWNSTREAMS"
     threads: int = 16

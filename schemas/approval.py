@@ -16,11 +16,11 @@ class Approval(Record):
     SCHEMA: ClassVar[int] = 1
     schema_version: int = SCHEMA
 
-    object: str  # what kind of thing was approved, e.g. "refund"
+    object: str  # what kind of thing was approved: the task's workflow, by name
     object_version: int  # the task version the approval is bound to
     object_digest: str  # sha256 of the approved terms; any change voids the approval
     approver_ref: str
-    scope: str  # the action it permits, e.g. "refund.execute"
+    scope: str  # the action it permits: the workflow's approval_scope, else "<workflow>.execute"
     expires_at: datetime
     single_use: bool = True
     consumed: bool = False

@@ -11,7 +11,7 @@ from wakeful.core import ids
 from wakeful.schemas.base import Record, dumps_any_int
 
 # Event kinds upstream systems may send, and what their payload holds.
-CREATE = "task.create"  # {amount, currency, note}; carries task_id
+CREATE = "task.create"  # {workflow?, then the workflow's own fields}; carries task_id
 APPROVE = "approval.granted"  # {version}; carries correlation_id (or task_id)
 AMEND = "task.amend"  # {amount}; carries task_id
 RUN = "task.run"  # {}: asks a task to run now; carries task_id

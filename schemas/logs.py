@@ -32,7 +32,7 @@ class ActionLogEntry(Record):
     SCHEMA: ClassVar[int] = 1
     schema_version: int = SCHEMA
 
-    op_key: str  # names the business operation and version, e.g. REFUND:{task}:v2; never per attempt
+    op_key: str  # names the business operation and version, e.g. {tool}:{task}:v2; never per attempt
     task_id: str
     status: ActionStatus
     fence: int

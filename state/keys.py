@@ -26,7 +26,7 @@ Each tenant names its tasks for itself: the runtime's id of the task a signer of
 is `N.X` (task_in()), and the default tenant's is X itself. An outside id holds no `.`, so no
 tenant can name a task in another's namespace, and no two tenants' ids meet (docs/decisions.md D52).
 
-Op keys (`REFUND:<task>:v<n>`) are the one part that may hold colons: they name the business
+Op keys (`<TOOL>:<task>:v<n>`) are the one part that may hold colons: they name the business
 operation, and each downstream names them behind fixed prefixes no other key of its keyspace starts
 with (`bank:{ledger}:entry:`), so a colon in one cannot reach another kind of key. Inside the task
 keyspace op keys are hash fields of wk:{T}:ops, never key names.

@@ -5,10 +5,10 @@
     FCALL wakeful_v1_library 0            executor: `wakeful worker` checks it before it starts
 
 The library holds the runtime's functions, then those of the downstreams the settings name
-(state/downstreams.py: the example bank's refund), in that order. It is persisted by Redis with the
-data (AOF and RDB), so a restarted Redis has it again. `wakeful_v1_library` answers the digest of the
-rest of the code: a server that holds a library of this name but other code (loaded by an older or
-newer build, or for other downstreams) is told apart, not called blindly.
+(state/downstreams.py: the example apps' bank and supplier register), in that order. It is persisted
+by Redis with the data (AOF and RDB), so a restarted Redis has it again. `wakeful_v1_library`
+answers the digest of the rest of the code: a server that holds a library of this name but other
+code (loaded by an older or newer build, or for other downstreams) is told apart, not called blindly.
 """
 
 from __future__ import annotations

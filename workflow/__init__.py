@@ -2,4 +2,4 @@
 clock of their own (DESIGN section 10). `engine` makes and moves tasks by each workflow's table,
 `wakes` applies events and deadlines, `effects` judges proposals and tool outcomes, `compat` is
 gate 4 and `window` builds what the model sees. The workflows themselves belong to apps, written
-with the SDK (`wakeful.sdk`); the bundled refund and onboarding are two of them."""
+with the SDK (`wakeful.sdk`); the bundled example apps (`wakeful.examples`) hold two of them."""
