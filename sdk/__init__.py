@@ -3,8 +3,8 @@
     from wakeful.sdk import App, Workflow, Tool, Next, Wait, Refuse, Review
 
 An app is an importable object; run it with `wakeful worker all --app module:attribute` (or
-WAKEFUL_APP). docs/agents.md builds one from scratch; `wakeful.examples.refund` and
-`wakeful.examples.onboarding` are two complete ones.
+WAKEFUL_APP). docs/agents.md builds one from scratch; the bundled example apps in `wakeful.examples` are
+complete ones.
 """
 
 from wakeful.authority.snapshot import Snapshot

@@ -1,8 +1,8 @@
 """An app: the workflows and tools the roles drive, loaded from `module:attribute`.
 
-Every role loads the same app: `--app module:attribute` or `WAKEFUL_APP`, else the bundled refund
-app. Loading checks the app whole, so a mistake stops the role at start with what to fix, never a
-task mid-flight.
+Every role loads the same app: `--app module:attribute` or `WAKEFUL_APP`, else the bundled example
+app (DEFAULT_APP). Loading checks the app whole, so a mistake stops the role at start with what to
+fix, never a task mid-flight.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from wakeful.sdk.tools import Tool, catalog, legacy_catalog
 from wakeful.sdk.workflow import RUNTIME_STAGES, Workflow
 from wakeful.state.keys import APP_NAME
 
+# The bundled example app: what the roles drive when neither --app nor WAKEFUL_APP names one.
 DEFAULT_APP = "wakeful.examples.refund:app"
 ENV = "WAKEFUL_APP"
 # Kinds the runtime decides for every workflow; a workflow cannot take them over.
@@ -214,7 +215,7 @@ def _op_key_problems(name: str, key_for: Callable[[str, int], str]) -> list[str]
 
 
 def load_app(spec: str | None = None) -> App:
-    """The app `spec` names (`module:attribute`), else $WAKEFUL_APP, else the bundled refund app."""
+    """The app `spec` names (`module:attribute`), else $WAKEFUL_APP, else the bundled example app."""
     spec = spec or os.environ.get(ENV) or DEFAULT_APP
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:

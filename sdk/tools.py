@@ -2,13 +2,13 @@
 
 Subclass Tool, declare what it is, and implement `call` and `lookup`:
 
-    class BankRefund(Tool[RefundArgs]):
-        name = "refund"
-        args = RefundArgs
-        description = "Refund the task's amount to the customer, once, under its op key."
+    class BookRoom(Tool[BookArgs]):
+        name = "book_room"
+        args = BookArgs
+        description = "Book the task's room for its day, once, under its op key."
         stages = ("ready",)
-        op_key = "REFUND:{task_id}:v{version}"
-        egress = ("bank",)
+        op_key = "BOOK:{task_id}:v{version}"
+        egress = ("rooms",)
 
         def connect(self, settings): ...            # open clients with the tool's own credentials
         def call(self, op_key, args, fence): ...    # do it once per op key; return what to record
