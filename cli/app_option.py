@@ -54,5 +54,5 @@ def app_option(command: F) -> F:
         default=None,
         expose_value=False,
         callback=_use_app,
-        help=f"The app to drive (default: ${ENV}, else {DEFAULT_APP}).",
+        help=f"The app to drive (default: ${ENV}, else the bundled example app, {DEFAULT_APP}).",
     )(command)

@@ -4,8 +4,8 @@ The harness starts the local stack (if none is configured) and a fleet of worker
 deliberately gullible model (or, with WAKEFUL_MODEL=openai, the chat-completions server that
 WAKEFUL_MODEL_URL names: `wakeful dev model-server --script gullible` is one), restores the local
 authority defaults (dev signers for the app), then tells the app's story (`App.story`,
-module:function): each step says what should happen and checks that it did. The bundled refund
-app's story is `examples/refund_story.py`; the onboarding app's is `examples/onboarding_story.py`.
+module:function): each step says what should happen and checks that it did. The bundled example
+apps keep theirs beside them in `examples/` (`*_story.py`).
 """
 
 from __future__ import annotations

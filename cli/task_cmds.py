@@ -81,9 +81,11 @@ def task() -> None:
 @click.option("--workflow", default=None, help="The app's workflow to start (default: its first).")
 @field_option
 @payload_option
-@click.option("--amount", type=click.IntRange(min=1), default=None, help="Refund: the amount field.")
+@click.option("--amount", type=click.IntRange(min=1), default=None, help="Shorthand for --field amount=N.")
 @click.option(
-    "--note", default=None, help="Refund: the note field, customer text kept as untrusted evidence."
+    "--note",
+    default=None,
+    help="The note field, as text (the bundled example app keeps it as untrusted evidence).",
 )
 @click.option("--as", "principal", default=REQUESTER, show_default=True, help="Signing principal.")
 @click.option("--wait-s", type=click.IntRange(min=1), default=None, help="Approval deadline in seconds.")
@@ -149,13 +151,14 @@ def task_send(
 @click.argument("task_id", callback=task_id_argument)
 @click.option("--by", "principal", required=True, help="Approver; signs with this principal's key.")
 @click.option("--version", type=int, required=True, help="The task version being approved.")
-@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the refund.")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the task to settle.")
 @json_option
 @click.pass_obj
 def task_approve(
     settings: Settings, task_id: str, principal: str, version: int, timeout: float, as_json: bool
 ) -> None:
-    """Approve a waiting task; on acceptance, wait for the refund to run and print where it ended."""
+    """Approve a waiting task; on acceptance, wait for it to settle (closed, quarantined or parked
+    for review) and print where it ended."""
     client = Client(settings)
     receipt = client.approve(task_id, principal, version)
     extra: dict[str, Any] = {}
@@ -172,12 +175,13 @@ def task_approve(
 @task.command("amend")
 @app_option
 @click.argument("task_id", callback=task_id_argument)
-@click.option("--amount", type=click.IntRange(min=1), required=True)
+@click.option("--amount", type=click.IntRange(min=1), required=True, help="The new amount field.")
 @click.option("--as", "principal", default=REQUESTER, show_default=True)
 @json_option
 @click.pass_obj
 def task_amend(settings: Settings, task_id: str, amount: int, principal: str, as_json: bool) -> None:
-    """Refund: change the amount, a new task version, and any approval is void."""
+    """Send a task.amend event with a new amount field (refused unless the loaded app accepts
+    amends; the bundled example app makes it a new task version, and any approval is void)."""
     _accepting(settings, events.AMEND)
     receipt = Client(settings).amend(task_id, amount, principal)
     if receipt["status"] == "accepted":
