@@ -2,12 +2,12 @@
 pipeline with every role as its own process.
 
 A mix of tasks, spread evenly: the first path, and `--approval-ratio` of them on the traffic's
-second path (for the refund: above the approval limit, the approval sent right behind the create on
-the same key). It prints throughput, wake-to-effect latency (from the signed timestamp of a task's
-last event to the downstream's record of its last effect, one clock), Redis round trips and Kafka
-messages per task, the peak memory of each role, and the CPU per task of each role and (when this
-machine runs them) of the Kafka broker and the Redis server, all from the first task published to
-the last effect; what the roles spent before the first task is reported apart. `with_approval`
+second path (for the bundled example: above the approval limit, the approval sent right behind the
+create on the same key). It prints throughput, wake-to-effect latency (from the signed timestamp of a
+task's last event to the downstream's record of its last effect, one clock), Redis round trips and
+Kafka messages per task, the peak memory of each role, and the CPU per task of each role and (when
+this machine runs them) of the Kafka broker and the Redis server, all from the first task published
+to the last effect; what the roles spent before the first task is reported apart. `with_approval`
 counts the second path (the key keeps its name so figures compare with older runs).
 """
 

@@ -216,7 +216,8 @@ class Client:
     def new_task(
         self, amount: int, note: str | None = None, principal: str = REQUESTER, wait_s: int | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """A refund task (the bundled app's)."""
+        """A task of the bundled example app's shape: an amount in EUR, an optional note (kept as
+        untrusted evidence) and an optional approval deadline in seconds."""
         payload: dict[str, Any] = {"amount": amount, "currency": "EUR"}
         if note:
             payload["note"] = note

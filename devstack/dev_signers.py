@@ -12,6 +12,7 @@ from wakeful.sdk.app import App
 from wakeful.sdk.workflow import ANYONE, APPROVERS
 from wakeful.sdk.workflow import REQUESTER as REQUESTER_ROLE
 
+# The dev requester of every app; the bundled example's name, kept for existing keystores and tests.
 REQUESTER = "svc-refunds"
 DEFAULT_APPROVERS = ("alice", "bob")
 DEV_SIGNERS: dict[str, tuple[str, ...]] = {

@@ -4,7 +4,7 @@ action log.
 
 An app names its traffic with `App(..., traffic="module:attribute")`; the attribute is an object
 that satisfies `Traffic`. Every task takes one of two paths: the first (the common case) or the
-second (the app's other one: for the refund, an amount above the limit and then an approval).
+second (the app's other one: for the bundled example, an amount above the limit and an approval).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def load_traffic(app: App) -> Traffic:
             "App.traffic",
             f'app {app.name!r} has no traffic generator: add App(..., traffic="module:attribute") '
             "naming an object that satisfies wakeful.devstack.traffic.Traffic "
-            "(see wakeful.examples.refund_traffic)",
+            "(the bundled example apps' traffic modules in wakeful.examples show one)",
         )
     module_name, sep, attribute = app.traffic.partition(":")
     if not sep or not module_name or not attribute:

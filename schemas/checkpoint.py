@@ -45,6 +45,7 @@ class PendingWait(Layer):
 
 
 class BusinessState(Layer):
+    # The bundled example's workflow: kept as the default that records and callers naming none have had.
     workflow: str = "refund"
     workflow_version: int = 1
     stage: str
@@ -123,14 +124,15 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-# The refund app's tool catalog when checkpoints were v2, stamped then by name ("catalog-1"); now a
-# catalog is the digest of an app's tool descriptions (sdk.tools.catalog).
+# The bundled example app's tool catalog when checkpoints were v2 (the one app then), stamped by name
+# ("catalog-1"); now a catalog is the digest of an app's tool descriptions (sdk.tools.catalog). The
+# constant keeps its name, which tests import.
 REFUND_CATALOG_V2 = "catalog-828ae75b10b1a7a6"
 
 
 @migration("checkpoint", 2)
 def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
-    """v2 held the refund's own fields in the business layer; v3 holds any workflow's in `data`."""
+    """v2 held its one workflow's own fields in the business layer; v3 holds any workflow's in `data`."""
     business = dict(data.get("business", {}))
     legacy = {name: business.pop(name) for name in ("amount", "currency") if name in business}
     if legacy:
