@@ -51,6 +51,14 @@ def operator(client: Client, by: str) -> None:
         )
 
 
+def _operated(settings: Settings, by: str, **where: Any) -> tuple[str, Client]:
+    """The scope the options name, and a client, once `by` is found to be an operator."""
+    scope = _scope(**where)
+    client = Client(settings)
+    operator(client, by)
+    return scope, client
+
+
 def _scope(task_id: str | None, tenant: str | None, app_name: str | None, everything: bool) -> str:
     given = [(k, v) for k, v in (("task", task_id), ("tenant", tenant), ("app", app_name)) if v] + (
         [("all", "")] if everything else []
@@ -75,21 +83,9 @@ def _scope(task_id: str | None, tenant: str | None, app_name: str | None, everyt
 )
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def freeze(
-    settings: Settings,
-    task_id: str | None,
-    tenant: str | None,
-    app_name: str | None,
-    everything: bool,
-    by: str,
-    reason: str,
-    wait_s: float,
-    as_json: bool,
-) -> None:
+def freeze(settings: Settings, /, by: str, reason: str, wait_s: float, as_json: bool, **where: Any) -> None:
     """Freeze a task, a tenant, an app or the fleet: no new step, events held for the thaw."""
-    scope = _scope(task_id, tenant, app_name, everything)
-    client = Client(settings)
-    operator(client, by)
+    scope, client = _operated(settings, by, **where)
     taken = kill.freeze(client.authority, scope, by, reason, wait_s)
     doc: dict[str, Any] = {"frozen": scope, "by": by, "reason": reason}
     doc |= {"taken_in_by": taken.done, "not_yet": taken.pending, "waited_ms": round(taken.waited_ms, 1)}
@@ -113,20 +109,9 @@ def freeze(
 @click.option("--reason", default="thawed", show_default=True, help="Why (recorded).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def thaw(
-    settings: Settings,
-    task_id: str | None,
-    tenant: str | None,
-    app_name: str | None,
-    everything: bool,
-    by: str,
-    reason: str,
-    as_json: bool,
-) -> None:
+def thaw(settings: Settings, /, by: str, reason: str, as_json: bool, **where: Any) -> None:
     """Lift a freeze: the held wakes of its tasks run, oldest first, and frozen steps go on."""
-    scope = _scope(task_id, tenant, app_name, everything)
-    client = Client(settings)
-    operator(client, by)
+    scope, client = _operated(settings, by, **where)
     was, woken, _ = kill.thaw(client.authority, scope, by, reason, THAW_WAIT_S)
     doc = {"thawed": scope, "was_frozen": was, "woken": len(woken)}
     said = f"thawed {scope}; woke {len(woken)} tasks with held work" if was else f"{scope} was not frozen"

@@ -7,10 +7,12 @@ follow whatever app they are given, not the bundled refund.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
 from wakeful.sdk import CLOSED, Accept, App, Context, Effect, Next, Refuse, Review, Start, Workflow
 
 SIGNED = "signature.completed"
@@ -53,3 +55,21 @@ contract = Workflow(
 )
 
 app = App(name="contract", workflows=[contract])
+
+
+def sleeping(catalog: str, data: dict[str, Any] | None = None, version: int = 1) -> Checkpoint:
+    """A contract of workflow version `version` waiting for its signature, stamped with `catalog`."""
+    return Checkpoint(
+        task_id="t-1",
+        business=BusinessState(
+            workflow="contract",
+            workflow_version=version,
+            stage="awaiting_signature",
+            data=data or {"title": "lease"},
+        ),
+        security=SecurityScope(tenant="default", principal_ref="principal:svc"),
+        versions=VersionStamps(
+            policy="p-1", tool_catalog=catalog, agent_id="contract-agent", state_version=2
+        ),
+        updated_at=datetime(2026, 3, 1, tzinfo=UTC),
+    )

@@ -8,24 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pay_tool import Pay
 from pydantic import BaseModel
 
 from wakeful.authority.snapshot import DEFAULT_COMPAT, Snapshot
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
 from wakeful.sdk.tools import Tool, catalog, contract_of, legacy_catalog
 from wakeful.workflow import compat
-
-
-class PayArgs(BaseModel):
-    amount: int
-
-
-class Pay(Tool[PayArgs]):
-    name = "pay"
-    args = PayArgs
-    description = "Pay the supplier once."
-    stages = ("ready",)
-    egress = ("bank",)
 
 
 class PayArgsWithNote(BaseModel):

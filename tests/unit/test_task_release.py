@@ -6,9 +6,9 @@ an operator (a task.reopen signer of the task's tenant) may ask."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from typing import Any
 
+import contract_app
 import contract_v2
 import pytest
 from contract_app import app as contract_v1
@@ -18,7 +18,7 @@ from wakeful.consumers import gate_writes
 from wakeful.devstack.release_task import operators
 from wakeful.producers.signing import VerifyKey
 from wakeful.schemas import events
-from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
+from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk import App
 from wakeful.workflow import compat
 
@@ -26,20 +26,7 @@ AUTH = Snapshot(approvers=frozenset(), limit=0, policy="p-2", compat=dict(DEFAUL
 
 
 def parked(version: int = 1, data: dict[str, Any] | None = None, catalog: str = "catalog-old") -> Checkpoint:
-    return Checkpoint(
-        task_id="t-1",
-        business=BusinessState(
-            workflow="contract",
-            workflow_version=version,
-            stage="awaiting_signature",
-            data=data or {"title": "x"},
-        ),
-        security=SecurityScope(tenant="default", principal_ref="principal:svc"),
-        versions=VersionStamps(
-            policy="p-1", tool_catalog=catalog, agent_id="contract-agent", state_version=4
-        ),
-        updated_at=datetime(2026, 3, 1, tzinfo=UTC),
-    )
+    return contract_app.sleeping(catalog, data or {"title": "x"}, version)
 
 
 def test_a_release_to_the_deployed_version_runs_its_declared_migration() -> None:

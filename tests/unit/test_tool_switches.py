@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from pydantic import BaseModel
+from pay_tool import Pay
 
 from wakeful.authority import switches
 from wakeful.authority.snapshot import SNAPSHOT_READS, Snapshot, snapshot_from
@@ -128,18 +128,6 @@ def test_who_and_why_are_checked_before_anything_is_written(
     with pytest.raises(ConfigError) as raised:
         checked_words(by, reason, reason_needed=needed)
     assert raised.value.setting == problem
-
-
-class PayArgs(BaseModel):
-    amount: int
-
-
-class Pay(Tool[PayArgs]):
-    name = "pay"
-    args = PayArgs
-    description = "Pay the supplier once."
-    stages = ("ready",)
-    egress = ("bank",)
 
 
 def variant(**changed: Any) -> Tool[Any]:

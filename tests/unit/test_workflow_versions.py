@@ -8,6 +8,7 @@ import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
+import contract_app
 import contract_v2
 import pytest
 from contract_app import app as contract_v1
@@ -16,7 +17,7 @@ from contract_app import contract
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import gate_rules
 from wakeful.core.errors import ConfigError
-from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
+from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk import App
 from wakeful.workflow import compat, engine, release
 
@@ -25,20 +26,7 @@ LIVE = Snapshot(approvers=frozenset(), limit=0, policy="p-1")
 
 def sleeping(app: App = contract_v1, data: dict[str, Any] | None = None, version: int = 1) -> Checkpoint:
     """A v1 contract waiting for its signature, stamped as `app` would stamp it."""
-    return Checkpoint(
-        task_id="t-1",
-        business=BusinessState(
-            workflow="contract",
-            workflow_version=version,
-            stage="awaiting_signature",
-            data=data or {"title": "lease"},
-        ),
-        security=SecurityScope(tenant="default", principal_ref="principal:svc"),
-        versions=VersionStamps(
-            policy="p-1", tool_catalog=app.catalog, agent_id="contract-agent", state_version=2
-        ),
-        updated_at=datetime(2026, 3, 1, tzinfo=UTC),
-    )
+    return contract_app.sleeping(app.catalog, data, version)
 
 
 def test_a_declared_migration_upgrades_the_state_and_restamps_the_version() -> None:
