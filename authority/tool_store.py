@@ -135,11 +135,11 @@ class ToolStore:
         """`step(pipe)` reads `key` WATCHed, then queues its writes after pipe.multi() (or writes
         nothing); a lost race is read and decided again, a bounded number of times."""
         for _ in range(keys.CAS_RETRIES):
-            with self.client.pipeline() as pipe:
+            with self.client.pipeline(transaction=True) as pipe:  # a cluster's too: one slot ({tools})
                 try:
                     pipe.watch(key)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
                     result = step(pipe)
-                    if pipe.explicit_transaction:
+                    if len(pipe):  # writes queued after MULTI (a cluster's pipeline says so no other way)
                         pipe.execute()
                     return result
                 except redis.WatchError:

@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import redis
+
 from wakeful.consumers.failures import TRANSIENT_IO
 from wakeful.core.log import Log
 from wakeful.state import keys
@@ -42,12 +44,11 @@ def acker(client: Any, role: str, log: Log) -> Callable[[], None]:
             return
         last[0] = now
         try:
-            pipe = client.pipeline(transaction=False)
-            pipe.get(keys.AUTH_SWITCHED)
-            pipe.time()  # the server's clock: the CLI that waits reads the same one
-            seen, (secs, micros) = pipe.execute()
+            seen = client.get(keys.AUTH_SWITCHED)
+            secs, micros = client.time()  # the server's clock: the CLI that waits reads the same one
             client.hset(keys.LIVE, name, f"{int(seen or 0)} {secs * 1000 + micros // 1000}")
-        except TRANSIENT_IO as exc:  # Redis away: the next tick tries again; the wakes wait anyway
+        except (*TRANSIENT_IO, redis.RedisError) as exc:  # the next tick tries again: an
+            # acknowledgement is the operator's to wait for, never a reason to stop the role
             log("role.ack_failed", error=repr(exc)[:200])
 
     return ack
