@@ -29,17 +29,24 @@ def release() -> None:
 
 @release.command("check")
 @click.option("--app", "spec", required=True, metavar="MODULE:ATTR", help="The app you are about to deploy.")
+@click.option(
+    "--task",
+    "task_ids",
+    multiple=True,
+    callback=lambda ctx, param, values: tuple(task_id_argument(ctx, param, v) for v in values),
+    help="Only this task (repeat for more); default: every stored task.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: counts, then every task's forecast.")
 @click.pass_obj
-def check(settings: Settings, spec: str, as_json: bool) -> None:
-    """Say what gate 4 would do to each stored task at its next wake under the app SPEC (pin,
-    migrate, quarantine...), by the live authority's rules. Writes nothing."""
+def check(settings: Settings, spec: str, task_ids: tuple[str, ...], as_json: bool) -> None:
+    """Say what gate 4 would do to each stored task (or each --task) at its next wake under the app
+    SPEC (pin, migrate, quarantine...), by the live authority's rules. Writes nothing."""
     app = checked_app(spec)
     client = Client(settings)
     auth = client.authority.snapshot(app=app.name, shipped=app.shipped_policy)
     forecasts: list[dry_run.Forecast] = []
     unreadable: list[dict[str, str]] = []
-    for read, (task_id, found) in enumerate(client.stored(), start=1):
+    for read, (task_id, found) in enumerate(client.stored(task_ids), start=1):
         if isinstance(found, Checkpoint):
             forecasts.append(dry_run.forecast(found, auth, app))
         elif isinstance(found, dict):  # quarantined: no wake reaches gate 4

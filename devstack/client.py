@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -365,11 +365,16 @@ class Client:
     def wait_settled(self, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
         return self.wait_stage(task_id, {CLOSED, QUARANTINED, NEEDS_REVIEW}, timeout)
 
-    def stored(self) -> Iterator[tuple[str, Checkpoint | WakefulError | dict[str, Any]]]:
-        """Every stored task, in no order: its verified checkpoint, the error that makes it
-        unreadable, or (a dict) the record of its quarantine. Reads only."""
-        for key in self.admin.scan_iter(match=keys.PATTERN_STATE, count=1000):
-            task_id = keys.task_of(key.decode())
+    def stored(
+        self, only: Sequence[str] = ()
+    ) -> Iterator[tuple[str, Checkpoint | WakefulError | dict[str, Any]]]:
+        """Every stored task (or the tasks `only` names), in no order: its verified checkpoint, the
+        error that makes it unreadable (no task of that id, for one named), or (a dict) the record
+        of its quarantine. Reads only."""
+        scanned = (
+            keys.task_of(k.decode()) for k in self.admin.scan_iter(match=keys.PATTERN_STATE, count=1000)
+        )
+        for task_id in only or scanned:
             try:
                 quarantine = self.store.quarantine_reason(task_id)
                 yield task_id, (quarantine if quarantine is not None else self.store.load(task_id))

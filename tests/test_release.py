@@ -20,9 +20,12 @@ from wakeful.state import keys
 
 
 def forecasts(spec: str, task_ids: set[str]) -> dict[str, dict[str, Any]]:
-    result = wakeful("release", "check", "--app", spec, "--json")
+    only = [arg for task_id in sorted(task_ids) for arg in ("--task", task_id)]
+    result = wakeful("release", "check", "--app", spec, *only, "--json")
     assert result.returncode == 0, result.stderr
-    return {f["task_id"]: f for f in doc(result)["tasks"] if f["task_id"] in task_ids}
+    found = {f["task_id"]: f for f in doc(result)["tasks"]}
+    assert set(found) == task_ids, found  # the tasks named, and only they
+    return found
 
 
 def approve_under(app: App, client: BankClient, settings: Settings, task_id: str) -> None:
@@ -78,3 +81,24 @@ def test_the_dry_run_reads_the_compatibility_rules_and_the_policy_version_live(
         assert pinned["outcome"] == "pin" and f"(deployed {deployed.stamp})" in pinned["detail"], pinned
     finally:
         client.reset_authority()
+
+
+def test_the_dry_run_of_named_tasks_reads_only_those_and_names_one_that_is_not_there(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    task_id = client.new_task(2500)[0]
+    result = wakeful(
+        "release",
+        "check",
+        "--app",
+        "release_apps:reworded",
+        "--task",
+        task_id,
+        "--task",
+        "t-nowhere1",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    said = doc(result)
+    assert [f["task_id"] for f in said["tasks"]] == [task_id]
+    assert said["unreadable"] == [{"id": "t-nowhere1", "error": "task t-nowhere1: no such task"}]

@@ -36,7 +36,9 @@ def test_each_way_to_deploy_a_new_workflow_version_is_forecast_then_done_at_the_
     stored = {t: redis_client.get(keys.state(t)) for t in sleeping.values()}
 
     for deploy, outcome in DEPLOYS.items():
-        result = wakeful("release", "check", "--app", f"contract_v2:{deploy}", "--json")
+        result = wakeful(
+            "release", "check", "--app", f"contract_v2:{deploy}", "--task", sleeping[deploy], "--json"
+        )
         assert result.returncode == 0, result.stderr
         [said] = [f for f in doc(result)["tasks"] if f["task_id"] == sleeping[deploy]]
         assert (said["outcome"], said["workflow"], said["version"]) == (outcome, "contract", 1), said
