@@ -70,21 +70,33 @@ def frozen_from(reply: Any) -> dict[str, Freeze]:
     found: dict[str, Freeze] = {}
     for raw_scope, raw in hash_reply(reply).items():
         name = raw_scope.decode("utf-8", "replace")
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            doc = None
-        if not isinstance(doc, dict):
-            doc = {"by": "?", "reason": "the switch's record is unreadable; it holds until thawed"}
-        by, reason, at = (str(doc.get(field, "")) for field in ("by", "reason", "at"))
-        found[name] = Freeze(name, by or "?", reason, at)
+        doc = read_record(raw, "the switch's record is unreadable; it holds until thawed")
+        found[name] = Freeze(name, doc["by"], doc["reason"], doc["at"])
     return found
 
 
 def record(by: str, reason: str, at: str) -> bytes:
     """A freeze as stored: who threw it, why, when."""
+    return checked_record(by, reason, at, why="the reason is recorded and shown to every held sender")
+
+
+def checked_record(by: str, reason: str, at: str, *, why: str, **more: str) -> bytes:
+    """An operator's act as stored (a freeze, a revocation): who, why and when, which must be said."""
     if not by.strip():
-        raise ConfigError("--by", "say who throws the switch; it is recorded")
+        raise ConfigError("--by", "say who acts; it is recorded")
     if not reason.strip():
-        raise ConfigError("--reason", "say why; the reason is recorded and shown to every held sender")
-    return orjson.dumps({"by": by, "reason": reason, "at": at})
+        raise ConfigError("--reason", f"say why; {why}")
+    return orjson.dumps({**more, "by": by, "reason": reason, "at": at})
+
+
+def read_record(raw: bytes, unreadable: str) -> dict[str, str]:
+    """A stored act's fields (by, reason, at, key) as text; one that does not read as a record
+    still stands, with `unreadable` as its reason: damage never undoes an act."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        doc = None
+    if not isinstance(doc, dict):
+        doc = {"reason": unreadable}
+    found = {f: str(doc.get(f, "")) for f in ("by", "reason", "at", "key")}
+    return found | {"by": found["by"] or "?", "key": found["key"] or "?"}

@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from wakeful.core.errors import ConfigError
+from wakeful.authority.freezes import checked_record, read_record
 from wakeful.state.replies import hash_reply
 
 RULES = ("review", "continue")  # what an app may declare for its tasks of a revoked signer
@@ -38,11 +36,7 @@ class Revocation:
 
 
 def record(key: str, by: str, reason: str, at: str) -> bytes:
-    if not by.strip():
-        raise ConfigError("--by", "say who revokes the signer; it is recorded")
-    if not reason.strip():
-        raise ConfigError("--reason", "say why; the reason is recorded and shown on every task it parks")
-    return orjson.dumps({"key": key, "by": by, "reason": reason, "at": at})
+    return checked_record(by, reason, at, why="the reason is shown on every task it parks", key=key)
 
 
 def revoked_from(reply: Any) -> dict[str, Revocation]:
@@ -53,12 +47,6 @@ def revoked_from(reply: Any) -> dict[str, Revocation]:
     for raw_name, raw in hash_reply(reply).items():
         field = raw_name.decode("utf-8", "replace")
         principal = field.partition("/")[2] or field
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            doc = None
-        if not isinstance(doc, dict):
-            doc = {"reason": "the revocation's record is unreadable"}
-        key, by, reason, at = (str(doc.get(f, "")) for f in ("key", "by", "reason", "at"))
-        found[field] = Revocation(principal, key or "?", by or "?", reason, at)
+        doc = read_record(raw, "the revocation's record is unreadable")
+        found[field] = Revocation(principal, doc["key"], doc["by"], doc["reason"], doc["at"])
     return found

@@ -254,11 +254,11 @@ class AuthorityStore:
             maxlen=SWITCH_LOG_MAX,
         )
         pipe.execute()
-        same = [
-            kid
-            for kid, key in self.snapshot(with_signers=True).signers.items()
-            if (key.principal, key.tenant) == (principal, tenant)
-        ]
+        registered = (
+            decode_signer(k.decode(), raw)[0]
+            for k, raw in hash_reply(self.client.hgetall(keys.AUTH_SIGNERS)).items()
+        )
+        same = [key.key_id for key in registered if (key.principal, key.tenant) == (principal, tenant)]
         self.client.hdel(keys.AUTH_SIGNERS, key_id, *same)
         return principal
 
