@@ -26,6 +26,7 @@ from typing import Any
 import cedarpy
 import orjson
 
+from wakeful.authority.attributes import EVERYTHING, Reads, reads
 from wakeful.core.errors import ConfigError
 
 STAMP = re.compile(r"policy-(?P<app>[A-Za-z0-9_-]{1,64})-v(?P<version>[1-9][0-9]{0,8})")
@@ -137,6 +138,7 @@ class Policy:
     actions: frozenset[str]
     order: dict[str, int]  # Cedar's policy id -> its place in the text (the first reason is told)
     reasons: dict[str, str]  # policy id -> its @reason("...") template
+    reads: Reads = EVERYTHING  # the attributes it can read: the rest is never sent to Cedar
 
 
 def split(text: str) -> list[tuple[int, str]]:
@@ -196,9 +198,11 @@ def parse(text: str) -> Policy:
         raise ConfigError("policy", "; ".join(problems(text)) or str(exc)) from exc
     if len(cedar) == 0:
         raise ConfigError("policy", "the text holds no policy")
-    doc = orjson.loads(cedarpy.policies_to_json_str(text))["staticPolicies"]
+    tree = orjson.loads(cedarpy.policies_to_json_str(text))
+    doc = tree["staticPolicies"]
     reasons = {pid: p["annotations"][REASON] for pid, p in doc.items() if REASON in p.get("annotations", {})}
-    policy = Policy(key, cedar, _actions(doc.values()), {pid: _place(pid) for pid in doc}, reasons)
+    places = {pid: _place(pid) for pid in doc}
+    policy = Policy(key, cedar, _actions(doc.values()), places, reasons, reads(tree))
     with _lock:
         return _parsed.setdefault(key, policy)
 
