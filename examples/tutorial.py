@@ -30,6 +30,7 @@ from wakeful.sdk import (
     ToolRefused,
     Wait,
     Workflow,
+    policy_file,
 )
 
 ROOMS = {"huddle": 4, "garden": 10, "boardroom": 24}  # room -> seats
@@ -136,6 +137,7 @@ rooms = Workflow(
     check=check,
     done=booked,
     needs_approval=lambda ctx: ctx.state.room == NEEDS_OK,
+    exposes=("room",),  # what its policy may read of a booking: resource.room
 )
 
-app = App(name="rooms", workflows=[rooms], tools=[BookRoom()])
+app = App(name="rooms", workflows=[rooms], tools=[BookRoom()], policy=policy_file(__file__, "tutorial.cedar"))

@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC, MODULE = ROOT / "docs/agents.md", ROOT / "examples/tutorial.py"
 NOW = datetime(2030, 6, 1, 9, 0, tzinfo=UTC)
 DAY = date(2030, 6, 3)
-AUTH = Snapshot(approvers=frozenset({"alice", "bob"}), limit=1000)
+AUTH = Snapshot(approvers=frozenset({"alice", "bob"}), limit=1000, app="rooms", shipped=app.shipped_policy)
 
 
 def code_lines(text: str) -> list[str]:
@@ -67,6 +67,11 @@ def test_the_page_shows_every_line_of_the_tutorial_module_in_order() -> None:
     blocks = re.findall(r"^```python\n(.*?)^```$", DOC.read_text(), flags=re.DOTALL | re.MULTILINE)
     assert blocks, "docs/agents.md has no python blocks"
     assert code_lines("".join(blocks)) == code_lines(MODULE.read_text())
+
+
+def test_the_page_shows_the_tutorial_policy_file_whole() -> None:
+    blocks = re.findall(r"^```cedar\n(.*?)^```$", DOC.read_text(), flags=re.DOTALL | re.MULTILINE)
+    assert blocks == [(MODULE.parent / "tutorial.cedar").read_text()]
 
 
 def test_the_agent_is_well_under_a_hundred_lines_of_code_besides_its_imports() -> None:
@@ -264,6 +269,15 @@ def test_approved_boardroom_runs_once_then_closes_and_uses_up_the_approval() -> 
     assert after.stage == CLOSED and after.external_refs == {"booking": "bk-1"}
     assert after.business.approval is not None and after.business.approval.consumed
     assert engine.terminal(rooms, after.stage)
+
+
+def test_an_approver_who_loses_the_right_before_the_booking_runs_sends_it_to_a_person() -> None:
+    moved = approved_by(created(), "alice")
+    assert isinstance(moved, engine.Moved)
+    without_alice = dataclasses.replace(AUTH, approvers=frozenset({"bob"}))
+    args = {"task_id": "t-1", "room": "boardroom", "day": "2030-06-03"}
+    ran = effects.check_proposal(app, moved.checkpoint, "book_room", args, auth=without_alice, now=NOW)
+    assert ran == Review("approver alice is no longer authorised")
 
 
 def test_a_booking_the_calendar_refuses_parks_the_task_for_a_person() -> None:
