@@ -88,7 +88,7 @@ class Gate:
         parts = gate_hold.parts_of(msg)
         if self._take(parts, Source(parts, msg)) == _DRAIN:  # held wakes first, oldest first (gate_hold.py)
             task_id = Envelope.decode(parts[1]).task_id
-            emptied = gate_hold.drain(self.client, task_id, lambda held: self._take(held, _REPLAY), self.log)
+            emptied = gate_hold.drain(self.client, task_id, self._replay, self._dead_held, self.log)
             self._take(parts, Source(parts, msg, drained=True, behind=not emptied))
 
     def _take(self, parts: gate_hold.Parts, source: Source) -> str:
@@ -98,17 +98,17 @@ class Gate:
         msg = source.msg
         sender = self.role_keys.sender(topics.WAKE, key, value, headers)
         if isinstance(sender, Forged):
-            return self._dead(msg, sender.reason)
+            return self._dead(msg, parts, sender.reason)
         try:
             envelope = Envelope.decode(value)
         except DecodeError as exc:
-            return self._dead(msg, f"malformed wake: {exc.reason}")
+            return self._dead(msg, parts, f"malformed wake: {exc.reason}")
         fault("gate.before_read")
         lag = self.max_lag if source.parts is not None else gate_hold.HELD_LAG
         with self.store.pinned(envelope.task_id) as pinned:
             taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=lag, app=self.app)
             if isinstance(taken, Untrusted):
-                return self._dead(msg, taken.reason)
+                return self._dead(msg, parts, taken.reason)
             if taken.held and source.parts is not None and not source.drained:
                 return _DRAIN
             try:
@@ -121,7 +121,7 @@ class Gate:
                     return gate_hold.KEPT
                 # Retrying would hold up every task behind it on the partition; the letter keeps the
                 # wake for a replay by a worker that runs the task's app.
-                return self._dead(msg, f"task {envelope.task_id}: {exc}")
+                return self._dead(msg, parts, f"task {envelope.task_id}: {exc}")
         return gate_hold.REPLAYED
 
     def _apply(self, step: Taken, source: Source) -> None:
@@ -272,13 +272,20 @@ class Gate:
         _, name, doc, _, ttl = gate_writes.receipt_write(event, "rejected", said, None, named)
         self.client.set(name, doc, ex=ttl, nx=True)  # an outcome already written stands
 
-    def _dead(self, msg: Message | None, reason: str) -> str:
-        """Dead-letter a wake from Kafka; a held one that fails is dropped, the reason logged.
-        Either way the gate is done with it (gate_hold.REPLAYED)."""
+    def _replay(self, held: gate_hold.Parts) -> str:
+        return self._take(held, _REPLAY)
+
+    def _dead_held(self, held: gate_hold.Parts, reason: str) -> str:
+        return self._dead(None, held, reason)
+
+    def _dead(self, msg: Message | None, parts: gate_hold.Parts, reason: str) -> str:
+        """Dead-letter a wake: the message from Kafka, or a held one (`parts`) as the message it
+        was, its bytes whole. Either way the gate is done with it (gate_hold.REPLAYED)."""
+        assert self.runner is not None
         if msg is None:
             self.log("gate.held_dropped", reason=reason)
+            self.runner.dead_letter(gate_hold.letter(parts), f"held wake: {reason}")
         else:
-            assert self.runner is not None
             self.runner.dead_letter(msg, reason)
         return gate_hold.REPLAYED
 

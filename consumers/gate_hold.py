@@ -7,9 +7,10 @@ push is durable, like any other outcome. `wakeful thaw` wakes every marked task 
 now, through the timer); at a task's next wake the gate replays its held wakes first, oldest first,
 each exactly as a wake from Kafka is taken: its sender's signature (the role that judged it) and
 the signed event inside verified again, and its inbox identity deduped, so a replay after a crash
-applies nothing twice. A held list is Redis, not trust: a record that does not verify is dropped
-with the reason logged. The one allowance is age: a held wake may be days old, so the backlog
-bound a wake from Kafka must meet is not asked of it (its event was fresh when the door judged it).
+applies nothing twice. A held list is Redis, not trust: a record that does not verify is taken
+off the list and dead-lettered with its reason, its bytes whole (letter()). The one allowance is
+age: a held wake may be days old, so the backlog bound a wake from Kafka must meet is not asked of
+it (its event was fresh when the door judged it).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import orjson
 from confluent_kafka import Message
 
 from wakeful.consumers.failures import TRANSIENT_IO
+from wakeful.core import topics
 from wakeful.core.errors import Stopping
 from wakeful.core.retry import Retry
 from wakeful.state import keys
@@ -91,12 +93,25 @@ def hold_writes(task_id: str, held: bytes | None) -> list[Command]:
     return [*kept, ("SADD", keys.HELD_TASKS, task_id)]
 
 
-def drain(client: Any, task_id: str, replay: Callable[[Parts], str], log: Callable[..., None]) -> bool:
+def letter(parts: Parts) -> Message:
+    """A held wake as the message it was, to dead-letter: its bytes whole, from no partition."""
+    key, value, headers = parts
+    return Message(topic=topics.WAKE, key=key, value=value, headers=[(k, v) for k, v in headers])
+
+
+def drain(
+    client: Any,
+    task_id: str,
+    replay: Callable[[Parts], str],
+    dead: Callable[[Parts, str], object],
+    log: Callable[..., None],
+) -> bool:
     """Replay the task's held wakes, oldest first, until none is left (True) or one is still
     frozen (False). A record is removed only after its replay is done: a crash in between replays
     it again, and the task's inbox makes that a duplicate. A record that cannot be replayed (it does
-    not read as a wake, or judging it fails for good) is dropped, its reason logged: it must not
-    stand in front of the task's later wakes for ever. A transient failure (Retry) is raised."""
+    not read as a wake, or judging it fails for good) is handed to `dead` with the reason (the
+    record itself as the value where it does not read as a wake): it must not stand in front of the
+    task's later wakes for ever. A transient failure (Retry) is raised, the record kept."""
     name = keys.held(task_id)
     while True:
         raw = client.lindex(name, 0)
@@ -105,7 +120,7 @@ def drain(client: Any, task_id: str, replay: Callable[[Parts], str], log: Callab
             return True
         parts = parts_from(raw)
         if isinstance(parts, str):
-            log("gate.held_dropped", task_id=task_id, reason=parts)
+            dead((task_id.encode(), raw, []), parts)
         else:
             try:
                 if replay(parts) == KEPT:
@@ -113,6 +128,9 @@ def drain(client: Any, task_id: str, replay: Callable[[Parts], str], log: Callab
             except (Retry, Stopping, *TRANSIENT_IO):
                 raise
             except Exception as exc:  # the app's own code or a record no gate can judge
-                log("gate.held_dropped", task_id=task_id, reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+                dead(
+                    parts,
+                    f"held wake of {task_id} could not be judged: {type(exc).__name__}: {str(exc)[:200]}",
+                )
         client.lrem(name, 1, raw)
         log("gate.held_replayed", task_id=task_id)

@@ -6,6 +6,7 @@ started (the refund app's rule) until a person reopens them."""
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -17,8 +18,9 @@ import orjson
 import pytest
 from change_doc import FREEZE, kill_path_command
 from cli_run import doc, wakeful, with_tests_on_path
-from helpers import BankClient
+from helpers import BankClient, topic_marks, wait_letter
 
+from wakeful.core import topics
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
@@ -50,6 +52,36 @@ def test_a_frozen_task_holds_its_events_and_catches_up_when_thawed(
     done = client.wait_stage(task_id, {"closed"}, timeout=30)
     assert done["stage"] == "closed", done
     assert len(done["ledger"]) == 1
+
+
+def test_a_record_planted_on_a_held_list_is_dead_lettered_whole_and_the_task_still_catches_up(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    task_id, _ = client.new_task(2500)
+    assert client.wait_stage(task_id, {"awaiting_approval"})["stage"] == "awaiting_approval"
+    frozen = wakeful("freeze", "--task", task_id, "--reason", "planted records", *OPS, "--json")
+    assert frozen.returncode == 0, frozen.stderr
+    assert client.approve(task_id, "alice", 1)["status"] == "held"
+    # Someone with write access to Redis plants two records in front of the real one: bytes that
+    # are no record, and a well-formed record of a wake nobody signed.
+    unsigned = {"key": "", "value": base64.b64encode(b'{"task_id": "x"}').decode(), "headers": []}
+    client.admin.lpush(keys.held(task_id), orjson.dumps(unsigned), b"\x00planted")
+    since = topic_marks(client.settings.kafka_bootstrap, topics.DLQ)
+
+    thawed = wakeful("thaw", "--task", task_id, *OPS, "--json")
+    assert thawed.returncode == 0, thawed.stderr
+    done = client.wait_stage(task_id, {"closed"}, timeout=30)
+    assert done["stage"] == "closed" and len(done["ledger"]) == 1, done
+    for told in ("unreadable held wake", "unsigned message"):
+        found = wait_letter(
+            client.settings.kafka_bootstrap,
+            since,
+            lambda letter, told=told: letter.get("source") == "gate" and told in letter.get("reason", ""),
+            timeout=30,
+        )
+        assert found is not None, f"no dead letter saying {told!r}"
+        assert found[0]["reason"].startswith("held wake: "), found[0]
+    assert client.admin.llen(keys.held(task_id)) == 0
 
 
 def test_freeze_names_exactly_one_scope_and_says_who_and_why() -> None:

@@ -19,6 +19,7 @@ from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import gate_hold, gate_rules
 from wakeful.consumers.gate_wake import decided
 from wakeful.consumers.switch_acks import LIVE_S, waiting_for
+from wakeful.core import topics
 from wakeful.core.errors import ConfigError
 from wakeful.core.retry import Retry
 from wakeful.examples.refund import Stage
@@ -167,6 +168,10 @@ class HeldList:
         self.marked.discard(task_id)
 
 
+def no_letter(parts: gate_hold.Parts, why: str) -> None:
+    raise AssertionError(f"dead-lettered {parts!r}: {why}")
+
+
 def held(value: bytes) -> bytes:
     return gate_hold.record((b"k", value, []))
 
@@ -179,22 +184,27 @@ def test_the_drain_replays_oldest_first_and_stops_where_a_freeze_still_holds() -
         return gate_hold.KEPT if parts[1] == b"3" else gate_hold.REPLAYED
 
     store = HeldList(held(b"1"), held(b"2"), held(b"3"), held(b"4"))
-    assert gate_hold.drain(store, "t-1", replay, lambda *_, **__: None) is False
+    assert gate_hold.drain(store, "t-1", replay, no_letter, lambda *_, **__: None) is False
     assert seen == [b"1", b"2", b"3"] and [gate_hold.parts_from(r)[1] for r in store.items] == [b"3", b"4"]
     assert store.marked == {"t-1"}
 
 
-def test_a_held_record_that_cannot_be_judged_is_dropped_not_left_in_front() -> None:
+def test_a_held_record_that_cannot_be_judged_is_dead_lettered_whole_not_left_in_front() -> None:
     def replay(parts: gate_hold.Parts) -> str:
         if parts[1] == b"bad":
             raise ValueError("the app's code failed")
         return gate_hold.REPLAYED
 
-    logged: list[str] = []
+    letters: list[tuple[gate_hold.Parts, str]] = []
     store = HeldList(b"not a record", held(b"bad"), held(b"ok"))
-    assert gate_hold.drain(store, "t-1", replay, lambda event, **_: logged.append(event)) is True
+    assert gate_hold.drain(
+        store, "t-1", replay, lambda *letter: letters.append(letter), lambda *_, **__: None
+    )
     assert store.items == [] and store.marked == set()
-    assert logged.count("gate.held_dropped") == 2
+    assert [parts[1] for parts, _ in letters] == [b"not a record", b"bad"]  # the bytes kept whole
+    assert "unreadable held wake" in letters[0][1] and "the app's code failed" in letters[1][1]
+    message = gate_hold.letter(letters[1][0])
+    assert (message.topic(), message.key(), message.value()) == (topics.WAKE, b"k", b"bad")
 
 
 def test_a_transient_failure_is_raised_and_the_record_kept() -> None:
@@ -203,5 +213,5 @@ def test_a_transient_failure_is_raised_and_the_record_kept() -> None:
 
     store = HeldList(held(b"1"))
     with pytest.raises(Retry):
-        gate_hold.drain(store, "t-1", replay, lambda *_, **__: None)
+        gate_hold.drain(store, "t-1", replay, no_letter, lambda *_, **__: None)
     assert len(store.items) == 1
