@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from datetime import datetime
+from typing import Any
 
 import orjson
 import pytest
@@ -73,12 +74,11 @@ def test_a_record_planted_on_a_held_list_is_dead_lettered_whole_and_the_task_sti
     done = client.wait_stage(task_id, {"closed"}, timeout=30)
     assert done["stage"] == "closed" and len(done["ledger"]) == 1, done
     for told in ("unreadable held wake", "unsigned message"):
-        found = wait_letter(
-            client.settings.kafka_bootstrap,
-            since,
-            lambda letter, told=told: letter.get("source") == "gate" and told in letter.get("reason", ""),
-            timeout=30,
-        )
+
+        def says(letter: dict[str, Any], told: str = told) -> bool:
+            return letter.get("source") == "gate" and told in letter.get("reason", "")
+
+        found = wait_letter(client.settings.kafka_bootstrap, since, says, timeout=30)
         assert found is not None, f"no dead letter saying {told!r}"
         assert found[0]["reason"].startswith("held wake: "), found[0]
     assert client.admin.llen(keys.held(task_id)) == 0
