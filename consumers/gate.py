@@ -231,6 +231,13 @@ class Gate:
         if source.parts is None:
             raise StillFrozen()
         wake, task_id = step.wake, step.wake.envelope.task_id
+        if wake.event and source.msg is not None and (full := gate_hold.full(task_id, step.held)):
+            # Kept whole in the dead letters instead; the receipt stays "held" (undecided), so the
+            # letter replayed after the thaw is judged then, not answered as decided.
+            assert self.runner is not None
+            self.runner.dead_letter(source.msg, full, task_id)
+            said = f"held in the dead letters: {full}"
+            return self.writes.finish(wake.event, "held", said, task_id, None, pinned=step.pinned)
         kept = gate_hold.hold_writes(task_id, gate_hold.record(source.parts) if wake.event else None)
         said = f"held: {why}; it runs when thawed"
         self.writes.finish(wake.event, "held", said, task_id, None, pinned=step.pinned, also=kept)

@@ -33,6 +33,7 @@ from wakeful.state.pinned import Command
 
 HELD_LAG = timedelta(days=3650)  # a replayed wake's backlog allowance: see above
 REPLAYED, KEPT = "replayed", "kept"  # what a replay did: done with it (or dropped), or still frozen
+HELD_MAX = 1000  # wakes one frozen task keeps; more are dead-lettered whole (full()), to replay later
 
 Parts = tuple[bytes, bytes, list[tuple[str, bytes]]]  # a wake message's key, value and headers
 
@@ -84,6 +85,17 @@ def parts_from(raw: bytes) -> Parts | str:
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         return f"unreadable held wake: {type(exc).__name__}: {str(exc)[:80]}"
+
+
+def full(task_id: str, held: int) -> str | None:
+    """Why a frozen task keeps no more wakes (its held list is at HELD_MAX), or None. A flood of
+    events to a frozen task must not fill Redis: the rest go to the dead letters, bytes whole."""
+    if held < HELD_MAX:
+        return None
+    return (
+        f"task {task_id} is frozen and already holds {held} wakes, the most a task keeps; "
+        "replay this letter once the task is thawed"
+    )
 
 
 def hold_writes(task_id: str, held: bytes | None) -> list[Command]:

@@ -21,6 +21,7 @@ from change_doc import FREEZE, kill_path_command
 from cli_run import doc, wakeful, with_tests_on_path
 from helpers import BankClient, topic_marks, wait_letter
 
+from wakeful.consumers import gate_hold
 from wakeful.core import topics
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events
@@ -82,6 +83,31 @@ def test_a_record_planted_on_a_held_list_is_dead_lettered_whole_and_the_task_sti
         assert found is not None, f"no dead letter saying {told!r}"
         assert found[0]["reason"].startswith("held wake: "), found[0]
     assert client.admin.llen(keys.held(task_id)) == 0
+
+
+def test_a_frozen_task_whose_held_list_is_full_dead_letters_further_events_whole(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    task_id, _ = client.new_task(2500)
+    assert client.wait_stage(task_id, {"awaiting_approval"})["stage"] == "awaiting_approval"
+    frozen = wakeful("freeze", "--task", task_id, "--reason", "a flood", *OPS, "--json")
+    assert frozen.returncode == 0, frozen.stderr
+    assert client.approve(task_id, "alice", 1)["status"] == "held"
+    kept = client.admin.lindex(keys.held(task_id), 0)  # a real held wake: a replay keeps it, frozen
+    assert isinstance(kept, bytes)
+    client.admin.rpush(keys.held(task_id), *[kept] * (gate_hold.HELD_MAX - 1))
+    since = topic_marks(client.settings.kafka_bootstrap, topics.DLQ)
+    receipt = client.approve(task_id, "bob", 1)
+    assert receipt["status"] == "held" and "held in the dead letters" in receipt["reason"], receipt
+
+    def says(letter: dict[str, Any]) -> bool:
+        return letter.get("task_id") == task_id and "the most a task keeps" in letter.get("reason", "")
+
+    found = wait_letter(client.settings.kafka_bootstrap, since, says, timeout=30)
+    assert found is not None and found[0]["raw"] and not found[0]["digest"], found  # bytes, to replay
+    assert client.admin.llen(keys.held(task_id)) == gate_hold.HELD_MAX
+    client.admin.delete(keys.held(task_id))
+    assert wakeful("thaw", "--task", task_id, *OPS).returncode == 0
 
 
 def test_freeze_names_exactly_one_scope_and_says_who_and_why() -> None:

@@ -207,6 +207,15 @@ def test_a_held_record_that_cannot_be_judged_is_dead_lettered_whole_not_left_in_
     assert (message.topic(), message.key(), message.value()) == (topics.WAKE, b"k", b"bad")
 
 
+@pytest.mark.parametrize(
+    ("held", "full"), [(0, False), (gate_hold.HELD_MAX - 1, False), (gate_hold.HELD_MAX, True)]
+)
+def test_a_frozen_task_keeps_at_most_held_max_wakes(held: int, full: bool) -> None:
+    said = gate_hold.full("t-1", held)
+    assert (said is not None) is full
+    assert said is None or ("t-1" in said and "replay this letter" in said)
+
+
 def test_a_transient_failure_is_raised_and_the_record_kept() -> None:
     def replay(_parts: gate_hold.Parts) -> str:
         raise Retry("task lease is held by another worker")
