@@ -195,7 +195,8 @@ class Executor:
         if done is None:
             return None
         result, first, outcome = done
-        return self.writes.close(loaded, (decided.tool, decided.op_key, result), auth, first, outcome)
+        step = (decided.tool, decided.op_key, result, decided.args.model_dump(mode="json"))
+        return self.writes.close(loaded, step, auth, first, outcome)
 
     def _once(
         self, loaded: Loaded, effect: Effect, auth: Snapshot

@@ -46,23 +46,23 @@ def call(tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease
 
 def settled(
     app: App, actions: ActionLog, cp: Checkpoint, ops: dict[bytes, bytes], lease: Lease
-) -> tuple[str, str, dict[str, Any]] | None:
-    """(tool, op key, result) of a step at this stage that already ran, recording an outcome
-    that a crash left unrecorded; None if none did."""
+) -> tuple[str, str, dict[str, Any], dict[str, Any]] | None:
+    """(tool, op key, result, args) of this stage's current step if it already ran, recording an
+    outcome that a crash left unrecorded; None if it did not."""
     for tool in app.tools_at(cp.stage):
-        op = tool.key_for(cp.task_id, cp.business.version)
+        op = tool.key_for(cp.task_id, cp.business.version, cp.execution.step)
         raw = ops.get(op.encode())
         intent = ActionLogEntry.decode(raw) if raw else None
         if intent is None or intent.status is ActionStatus.FAILED:
             continue
         if intent.status is ActionStatus.SUCCEEDED and intent.result is not None:
-            return tool.name, op, intent.result
+            return tool.name, op, intent.result, dict(intent.args or {})
         found = tool.lookup(op)
         if found is None:
             continue
         if intent.status is ActionStatus.IN_FLIGHT:
             actions.complete(cp.task_id, op, lease.fence, dict(found), intent)
-        return tool.name, op, dict(found)
+        return tool.name, op, dict(found), dict(intent.args or {})
     return None
 
 

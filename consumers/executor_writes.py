@@ -47,22 +47,23 @@ class Writes:
     def close(
         self,
         loaded: Loaded,
-        step: tuple[str, str, Mapping[str, Any]],
+        step: tuple[str, str, Mapping[str, Any], Mapping[str, Any]],
         auth: Snapshot,
         first: list[Any] | None = None,
         record: tuple[Any, ...] | None = None,
     ) -> None:
-        """Advance the task past a step that ran: (tool, op key, what the tool returned). The lease
+        """Advance the task past a step that ran: (tool, op key, what the tool returned, the
+        arguments it was called with). The lease
         goes back inside that transaction: nothing is left to do under it (D38). `first`: the
         change's first step, already read (Executor._once); `record`: the step's outcome for the action
         log, written inside the same transaction (D48)."""
-        tool, op, result = step
+        tool, op, result, args = step
         now = datetime.now(UTC)
         # One close per operation, whichever proposal (or redelivery) gets here.
         outcome = self.advance(
             loaded,
             keys.runtime_id("close", op),
-            lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now),
+            lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now, args=args),
             {"done": tool, **{k: str(v) for k, v in result.items()}},
             before=self._next_step,
             release=True,

@@ -63,10 +63,22 @@ class BusinessState(Layer):
         return value
 
 
+class StepResult(Layer):
+    """A tool call this stage visit already made, as the model is shown it at the next proposal."""
+
+    tool: str
+    op_key: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    result: dict[str, str] = Field(default_factory=dict)  # each value cut to RESULT_CHARS
+    trust: str = "untrusted"  # the tool's output_trust
+
+
 class ExecutionState(Layer):
     pending_waits: tuple[PendingWait, ...] = ()
     attempts: int = 0
     fence: int = 0  # highest lease fencing token that wrote this state
+    step: int = Field(default=0, ge=0)  # tool calls made at this stage visit: the next one's number
+    results: tuple[StepResult, ...] = ()  # the latest of them, oldest first (workflow/steps.py)
 
 
 class SecurityScope(Layer):

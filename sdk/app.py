@@ -25,7 +25,7 @@ from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
 from wakeful.schemas.logs import UNDO_PREFIX
 from wakeful.sdk.tools import Tool, catalog, legacy_catalog
-from wakeful.sdk.workflow import RUNTIME_STAGES, Workflow
+from wakeful.sdk.workflow import MAX_STEPS, RUNTIME_STAGES, Workflow
 from wakeful.state.keys import APP_NAME
 
 # The bundled example app: what the roles drive when neither --app nor WAKEFUL_APP names one.
@@ -158,6 +158,8 @@ def _problems(app: App) -> list[str]:
         ]
         if not isinstance(wf.version, int) or wf.version < 1:
             found.append(f"workflow {wf.name} needs a version >= 1")
+        if not isinstance(wf.max_steps, int) or not 1 <= wf.max_steps <= MAX_STEPS:
+            found.append(f"workflow {wf.name}'s max_steps {wf.max_steps!r} must be from 1 to {MAX_STEPS}")
         found += [
             f"workflow {wf.name} v{wf.version} migrates from v{v}, not an older version"
             for v in wf.migrate
@@ -189,6 +191,8 @@ def _problems(app: App) -> list[str]:
         found += [
             f"tool {tool.name} is offered at unknown stage {s!r}" for s in tool.stages if s not in stages
         ]
+        if tool.output_trust not in ("trusted", "untrusted"):
+            found.append(f"tool {tool.name}'s output_trust {tool.output_trust!r} is not trusted or untrusted")
         if "{task_id}" not in tool.op_key:
             found.append(f"tool {tool.name}'s op_key {tool.op_key!r} must contain {{task_id}}")
         else:
@@ -200,10 +204,10 @@ def _problems(app: App) -> list[str]:
 _LONGEST_TASK = f"{'t' * 64}.{'i' * 64}"
 
 
-def _op_key_problems(name: str, key_for: Callable[[str, int], str]) -> list[str]:
+def _op_key_problems(name: str, key_for: Callable[[str, int, int], str]) -> list[str]:
     """Why the op keys a tool forms may not name a downstream's records (or its undo's), if so."""
     try:
-        longest = UNDO_PREFIX + key_for(_LONGEST_TASK, 2**31)
+        longest = UNDO_PREFIX + key_for(_LONGEST_TASK, 2**31, MAX_STEPS)
     except (KeyError, IndexError, ValueError) as exc:
         return [f"tool {name}'s op_key cannot be formed from tool, task_id and version: {exc!r}"]
     if not re.fullmatch(ids.OP_KEY, longest):

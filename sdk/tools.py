@@ -56,6 +56,12 @@ class Tool(Generic[A]):
     reversible: ClassVar[bool] = False
     egress: ClassVar[tuple[str, ...]] = ()  # the outside systems it reaches, for review and policy
     attempts: ClassVar[int] = 3
+    # False: a read-only tool (a lookup, a search, a fetch). It runs without an approval, and uses
+    # none up, but is confined like any other (its stages, its egress, its op key).
+    effect: ClassVar[bool] = True
+    # How the model is shown what it returned: "untrusted" (text from outside, read as data, never
+    # as instructions) unless the tool vouches for its own output ("trusted").
+    output_trust: ClassVar[str] = "untrusted"
 
     def connect(self, settings: Settings) -> None:
         """Open what the tool talks to, once per executor process (nothing by default)."""
@@ -75,8 +81,11 @@ class Tool(Generic[A]):
         """The JSON schema of the tool's arguments, made once per tool (pydantic takes ~0.5 ms)."""
         return cls.args.model_json_schema()
 
-    def key_for(self, task_id: str, version: int) -> str:
-        return self.op_key.format(tool=self.name, task_id=task_id, version=version)
+    def key_for(self, task_id: str, version: int, step: int = 0) -> str:
+        """The op key of the tool's call at the task's `version`, at `step` of a stage that loops
+        (Workflow.max_steps): the first step's key is the one a stage of one step has always had."""
+        key = self.op_key.format(tool=self.name, task_id=task_id, version=version)
+        return key if step == 0 else f"{key}:s{step}"
 
     def describe(self) -> dict[str, Any]:
         """What the model is shown and what the catalog pins (with the op key): see catalog()."""
@@ -87,7 +96,7 @@ class Tool(Generic[A]):
             "stages": list(self.stages),
             "reversible": self.reversible,
             "egress": list(self.egress),
-        }
+        } | ({} if self.effect else {"effect": False})  # only a read-only tool says so: old stamps hold
 
 
 def _digest(described: list[dict[str, Any]]) -> str:
@@ -98,7 +107,7 @@ def _digest(described: list[dict[str, Any]]) -> str:
 # What a task was admitted under: a change here changes what a step may do, so a waiting task meets
 # its app's compatibility rule. A change of wording only (the description the model reads, the
 # egress a reviewer reads) is no reason to stop a task (workflow/compat.py).
-CONTRACT = ("name", "parameters", "stages", "reversible", "op_key")
+CONTRACT = ("name", "parameters", "stages", "reversible", "op_key", "effect")
 WORDING = ("name", "description", "egress")
 
 
@@ -107,7 +116,7 @@ def catalog(tools: Iterable[Tool[Any]]) -> str:
     every tool's contract (name, arguments schema, stages, reversibility, op key), then one of its
     wording (description, egress)."""
     described = [tool.describe() | {"op_key": tool.op_key} for tool in tools]
-    contract = _digest([{k: d[k] for k in CONTRACT} for d in described])
+    contract = _digest([{k: d[k] for k in CONTRACT if k in d} for d in described])
     wording = _digest([{k: d[k] for k in WORDING} for d in described])
     return f"catalog-{contract}.{wording}"
 
@@ -134,7 +143,7 @@ def published(tools: Iterable[Tool[Any]]) -> list[dict[str, Any]]:
         entries.append(
             {
                 "name": tool.name,
-                "contract": _digest([{k: described[k] for k in CONTRACT}]),
+                "contract": _digest([{k: described[k] for k in CONTRACT if k in described}]),
                 "wording": _digest([{k: described[k] for k in WORDING}]),
                 "stages": list(tool.stages),
                 "reversible": tool.reversible,

@@ -171,6 +171,9 @@ class Accept(Generic[S]):
     signers: tuple[str, ...] = (REQUESTER,)
 
 
+MAX_STEPS = 1000  # the most Workflow.max_steps may be: op keys carry the step number
+
+
 @dataclass(frozen=True)
 class Workflow(Generic[S]):
     """One kind of task. Stages: stage -> the stages it may move to (the runtime adds staying put,
@@ -200,3 +203,7 @@ class Workflow(Generic[S]):
     # one named `amount` is the request's amount too (`context.amount`). Each a whole number, text or
     # a boolean; a field of another type is not shown. Nothing else of the state reaches the policy.
     exposes: tuple[str, ...] = ()
+    # Tool calls the model may make at one visit of a stage, each result shown to the next proposal
+    # (workflow/steps.py). 1: one call, then `done` moves the task on. Above 1, a `done` that keeps
+    # the task at its stage asks the model for the next step; a spent budget parks it for a person.
+    max_steps: int = 1

@@ -22,7 +22,7 @@ from wakeful.schemas.base import cut
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
-from wakeful.workflow import engine
+from wakeful.workflow import engine, steps
 from wakeful.workflow.engine import APPROVAL_WAIT
 
 
@@ -63,7 +63,7 @@ def check_proposal(
         return Review(f"arguments for {found.name} do not fit its model: {where}: {cut(first['msg'], 120)}")
     wf = engine.workflow_of(app, cp)
     ctx = engine.context(app, cp, auth, now)
-    if wf.needs_approval(ctx):
+    if found.effect and wf.needs_approval(ctx):  # a read-only tool needs no approval
         unbound = _unbound(cp, wf.approval_scope or f"{wf.name}.execute", auth, now)
         if unbound is not None:
             return Review(unbound)
@@ -74,7 +74,7 @@ def check_proposal(
     decision = ctx.authorize(approval.approver_ref if approval else ctx.requester, found.name, **facts)
     if not decision.allowed:
         return Review(decision.reason)
-    return wf.check(ctx, Effect(found.name, parsed, found.key_for(cp.task_id, b.version)))
+    return wf.check(ctx, Effect(found.name, parsed, found.key_for(cp.task_id, b.version, cp.execution.step)))
 
 
 def _unbound(cp: Checkpoint, scope: str, auth: Snapshot, now: datetime) -> str | None:
@@ -98,13 +98,22 @@ def _unbound(cp: Checkpoint, scope: str, auth: Snapshot, now: datetime) -> str |
 
 
 def done(
-    app: App, cp: Checkpoint, tool: str, result: Mapping[str, Any], *, auth: Snapshot, now: datetime
+    app: App,
+    cp: Checkpoint,
+    tool: str,
+    result: Mapping[str, Any],
+    *,
+    auth: Snapshot,
+    now: datetime,
+    args: Mapping[str, Any] | None = None,
 ) -> Checkpoint:
-    """The task after `tool` succeeded: the workflow says where it goes; an approval that the step
-    needed is used up."""
+    """The task after `tool` (called with `args`) succeeded: the workflow says where it goes; an
+    approval that the step needed is used up (a read-only tool's uses none); a step of a stage's
+    loop is counted, its result kept for the next proposal (workflow/steps.py)."""
     wf = engine.workflow_of(app, cp)
     ctx = engine.context(app, cp, auth, now)
-    needed = wf.needs_approval(ctx)
+    found = app.tool(tool)
+    needed = (found is None or found.effect) and wf.needs_approval(ctx)
     decided = wf.done(ctx, tool, result)
     if isinstance(decided, Review):
         after = engine.review(cp, decided.reason)
@@ -114,7 +123,7 @@ def done(
     if needed and approval is not None:
         used = approval.model_copy(update={"consumed": True})
         after = after.model_copy(update={"business": after.business.model_copy(update={"approval": used})})
-    return after
+    return steps.after(app, cp, after, (tool, args or {}, result))
 
 
 def failed(

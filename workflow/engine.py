@@ -117,7 +117,9 @@ def context(
 
     def op_key(tool: str) -> str:
         found = app.tool(tool)
-        return found.key_for(cp.task_id, b.version) if found else f"{tool}:{cp.task_id}:v{b.version}"
+        if found is None:
+            return f"{tool}:{cp.task_id}:v{b.version}"
+        return found.key_for(cp.task_id, b.version, cp.execution.step)
 
     return Context(
         task_id=cp.task_id,

@@ -3,14 +3,18 @@
 Order (DESIGN section 5): standing instructions pinned to the task's policy version; the task card
 rendered from Progress fields; recent events; relevant memory; evidence needed now, in clear
 delimiters with a trust label; the tools permitted at the current stage, with their argument
-schemas. The workflow chooses which of the optional layers it needs; left out always: the
-transcript, bulky tool output, credentials, anything the stage does not need.
+schemas; and, at a stage where the model calls tools in a loop (Workflow.max_steps), the calls it
+already made there with what each returned, labelled with the tool's trust (workflow/steps.py).
+The workflow chooses which of the optional layers it needs; left out always: the transcript, bulky
+tool output, credentials, anything the stage does not need.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+import orjson
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
@@ -70,6 +74,10 @@ def build(
             }
             for t in app.tools_at(b.stage)
         ],
+        "tool_results": [
+            {"tool": r.tool, "op_key": r.op_key, "args": r.args, "result": r.result, "trust": r.trust}
+            for r in cp.execution.results
+        ],
     }
 
 
@@ -94,6 +102,14 @@ def render(window: dict[str, Any]) -> str:
             "<<<END EVIDENCE>>>",
         ]
     lines += ["## Tools", *(f"- {t['name']}: {t['description']}" for t in window["tools"])]
+    if window.get("tool_results"):
+        lines.append("## Tool results")
+    for done in window.get("tool_results") or ():
+        lines += [
+            f"<<<TOOL RESULT tool={done['tool']} trust={done['trust']}>>>",
+            inert(orjson.dumps(done["result"], option=orjson.OPT_SORT_KEYS).decode()),
+            "<<<END TOOL RESULT>>>",
+        ]
     return "\n".join(lines)
 
 

@@ -108,7 +108,8 @@ def window(
 
 
 def test_the_window_has_the_designs_layers_in_the_designs_order() -> None:
-    assert list(window()) == ["instructions", "task_card", "recent_events", "memory", "evidence", "tools"]
+    layers = ["instructions", "task_card", "recent_events", "memory", "evidence", "tools", "tool_results"]
+    assert list(window()) == layers
     text = render(window(evidence={"evidence:t-42:note": "hello"}))
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert [h.split(" (")[0] for h in headings] == [

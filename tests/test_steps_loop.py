@@ -1,0 +1,100 @@
+"""Steps within a stage on the real stack: worker processes run loop_app (a stage the model calls
+tools at in a loop) with the proposer asking a scripted chat-completions server. The model looks the
+order up, reads its parcel's tracking, then refunds it: three proposals, each shown every earlier
+call with its result, each step on its own op key, and exactly one refund."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cli_run import with_tests_on_path
+from loop_app import LEDGER
+from model_server import Script, call, serving
+
+from wakeful.consumers.model_messages import read_back
+from wakeful.core.settings import Settings
+from wakeful.devstack.client import Client
+from wakeful.devstack.fleet import Fleet
+from wakeful.devstack.model_server import Reply, Request
+from wakeful.schemas import events
+
+APP = "loop_app:app"
+DESK = "support-desk"
+FIRST_RECEIPT_S = 120.0  # the first event also waits for the fresh roles to join their groups
+SETTLE_S = 60.0
+
+
+def task_of(request: Request) -> str:
+    return str(read_back(request.body)["task_card"]["task_id"])
+
+
+def find(request: Request) -> Reply:
+    return call("find_order", {"task_id": task_of(request), "order_id": "o-1"})
+
+
+def track(request: Request) -> Reply:
+    return call("track_parcel", {"task_id": task_of(request), "parcel": "p-9"})
+
+
+def refund(request: Request) -> Reply:
+    return call("refund_order", {"task_id": task_of(request), "order_id": "o-1", "amount": 40})
+
+
+@pytest.fixture(scope="module")
+def looping(client: Client) -> Iterator[Script]:
+    client.add_signer(DESK, (events.CREATE,))
+    with serving(find, track, refund) as (server, script):
+        env = {
+            **with_tests_on_path(dict(os.environ)),
+            "WAKEFUL_APP": APP,
+            "WAKEFUL_MODEL": "openai",
+            "WAKEFUL_MODEL_URL": server.url,
+            "WAKEFUL_MODEL_NAME": "scripted",
+        }
+        fleet = Fleet(env).start()
+        try:
+            yield script
+        finally:
+            fleet.stop()
+
+
+def refunds(settings: Settings, op_key: str) -> list[dict[str, Any]]:
+    path = settings.home / LEDGER
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [row for row in rows if row["op_key"] == op_key]
+
+
+def tool_messages(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def test_a_three_step_loop_shows_each_result_to_the_next_proposal_and_refunds_once(
+    client: Client, settings: Settings, looping: Script
+) -> None:
+    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    event = client.send(DESK, events.CREATE, {"workflow": "support", "order_id": "o-1"}, task_id=task_id)
+    receipt = client.receipt(event.event_id, task_id, FIRST_RECEIPT_S, key_id=event.key_id)
+    assert receipt["status"] == "accepted", receipt
+    shown = client.wait_settled(task_id, SETTLE_S)
+    assert shown["stage"] == "closed", shown
+
+    keys = [f"find_order:{task_id}:v1", f"track_parcel:{task_id}:v1:s1", f"LOOPREFUND:{task_id}:v1:s2"]
+    assert {op: a["status"] for op, a in shown["actions"].items()} == dict.fromkeys(keys, "succeeded")
+    assert len(refunds(settings, keys[2])) == 1
+    assert shown["external_refs"] == {"refund": keys[2]}
+
+    asked = [r.body for r in looping.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id]
+    assert len(asked) == 3, [tool_messages(b) for b in asked]
+    assert tool_messages(asked[0]) == []
+    [looked_up] = tool_messages(asked[1])
+    assert '"parcel": "p-9"' in looked_up and 'trust="untrusted"' in looked_up
+    first, tracked = tool_messages(asked[2])
+    assert '"parcel": "p-9"' in first and 'tool="find_order"' in first  # each request has its own tag
+    assert "lost in transit" in tracked and 'tool="track_parcel" trust="untrusted"' in tracked
+    calls = [m["tool_calls"][0]["function"]["name"] for m in asked[2]["messages"] if m["role"] == "assistant"]
+    assert calls == ["find_order", "track_parcel"]
