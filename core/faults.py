@@ -1,7 +1,9 @@
 """Named fault points: places where a process kills itself with SIGKILL, once, on purpose.
 
 Selected by `--fault POINT` or WAKEFUL_FAULT=POINT[,POINT...] at start-up. `POINT:stop` stops the
-process with SIGSTOP instead (to test a worker paused past its lease; SIGCONT resumes it). When
+process with SIGSTOP instead (to test a worker paused past its lease; SIGCONT resumes it).
+`POINT@N` fires the N-th time the process reaches the point (the first by default): a stage's
+third step, say, in a loop of tool calls. When
 nothing is armed, `fault()` is one lookup in an empty frozenset: nothing on the hot path.
 Every point is declared here, so a typo is an error at start-up, not a silent no-op.
 """
@@ -36,6 +38,7 @@ POINTS: dict[str, str] = {
 }
 
 _armed: dict[str, signal.Signals] = {}
+_left: dict[str, int] = {}  # times a point is still to be passed before it fires
 _names: frozenset[str] = frozenset()
 
 
@@ -43,10 +46,15 @@ def arm(points: str | None) -> None:
     """Arm the comma-separated points (validated against POINTS); `NAME:stop` pauses instead."""
     global _names  # noqa: PLW0603  # one process-wide switch, set once at start-up
     armed: dict[str, signal.Signals] = {}
+    left: dict[str, int] = {}
     for item in (p.strip() for p in (points or "").split(",")):
         if not item:
             continue
-        name, _, mode = item.partition(":")
+        named, _, mode = item.partition(":")
+        name, at, nth = named.partition("@")
+        if at and not (nth.isdigit() and 1 <= int(nth) <= 1_000_000):
+            raise ConfigError("WAKEFUL_FAULT", f"{item!r}: after '@' comes the time it fires, 1 or more")
+        left[name] = int(nth) - 1 if at else 0
         if name not in POINTS:
             raise ConfigError("WAKEFUL_FAULT", f"unknown fault point {name!r}; known: {', '.join(POINTS)}")
         if mode not in ("", "kill", "stop"):
@@ -54,6 +62,8 @@ def arm(points: str | None) -> None:
         armed[name] = signal.SIGSTOP if mode == "stop" else signal.SIGKILL
     _armed.clear()
     _armed.update(armed)
+    _left.clear()
+    _left.update(left)
     _names = frozenset(armed)
 
 
@@ -64,6 +74,9 @@ def role_of(point: str) -> str:
 def fault(point: str) -> None:
     """Die (or stop) here if this point is armed: no cleanup, no flush, a real crash. Once."""
     if point in _names:
+        if _left.get(point, 0) > 0:
+            _left[point] -= 1
+            return
         sig = _armed.pop(point)
         _disarm(point)
         sys.stderr.write(f"wakeful: fault point {point} reached: {sig.name}\n")

@@ -1,14 +1,19 @@
 """Steps within a stage on the real stack: worker processes run loop_app (a stage the model calls
 tools at in a loop) with the proposer asking a scripted chat-completions server. The model looks the
 order up, reads its parcel's tracking, then refunds it: three proposals, each shown every earlier
-call with its result, each step on its own op key, and exactly one refund."""
+call with its result, each step on its own op key, and exactly one refund. Then the executor is
+killed (SIGKILL) at each of its fault points in each of the three steps, and restarted: every step
+still runs once, and the refund is made once."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -24,6 +29,16 @@ from wakeful.devstack.model_server import Reply, Request
 from wakeful.schemas import events
 
 APP = "loop_app:app"
+LEASE_TTL_MS = 1500  # so a lease held by a killed executor lapses quickly
+REACH_S = 60.0
+# Where the executor may die within a step (core/faults.py); each is armed for the 1st, 2nd, 3rd step.
+EXECUTOR_POINTS = [
+    "executor.after_consume",
+    "executor.after_intent",
+    "executor.after_downstream_call",
+    "executor.after_advance",
+    "executor.before_offsets",
+]
 DESK = "support-desk"
 FIRST_RECEIPT_S = 120.0  # the first event also waits for the fresh roles to join their groups
 SETTLE_S = 60.0
@@ -33,32 +48,37 @@ def task_of(request: Request) -> str:
     return str(read_back(request.body)["task_card"]["task_id"])
 
 
-def find(request: Request) -> Reply:
-    return call("find_order", {"task_id": task_of(request), "order_id": "o-1"})
+def next_step(request: Request) -> Reply:
+    """The model: the next call of the three, by how many it has already made (the results shown)."""
+    task_id, made = task_of(request), len(tool_messages(request.body))
+    if made == 0:
+        return call("find_order", {"task_id": task_id, "order_id": "o-1"})
+    if made == 1:
+        return call("track_parcel", {"task_id": task_id, "parcel": "p-9"})
+    return call("refund_order", {"task_id": task_id, "order_id": "o-1", "amount": 40})
 
 
-def track(request: Request) -> Reply:
-    return call("track_parcel", {"task_id": task_of(request), "parcel": "p-9"})
-
-
-def refund(request: Request) -> Reply:
-    return call("refund_order", {"task_id": task_of(request), "order_id": "o-1", "amount": 40})
+@dataclass
+class Looping:
+    script: Script
+    fleet: Fleet
 
 
 @pytest.fixture(scope="module")
-def looping(client: Client) -> Iterator[Script]:
+def looping(client: Client) -> Iterator[Looping]:
     client.add_signer(DESK, (events.CREATE,))
-    with serving(find, track, refund) as (server, script):
+    with serving(next_step) as (server, script):
         env = {
             **with_tests_on_path(dict(os.environ)),
             "WAKEFUL_APP": APP,
             "WAKEFUL_MODEL": "openai",
             "WAKEFUL_MODEL_URL": server.url,
             "WAKEFUL_MODEL_NAME": "scripted",
+            "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS),
         }
         fleet = Fleet(env).start()
         try:
-            yield script
+            yield Looping(script, fleet)
         finally:
             fleet.stop()
 
@@ -73,22 +93,33 @@ def tool_messages(body: dict[str, Any]) -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "tool"]
 
 
-def test_a_three_step_loop_shows_each_result_to_the_next_proposal_and_refunds_once(
-    client: Client, settings: Settings, looping: Script
-) -> None:
+def ask(client: Client) -> str:
     task_id = f"t-{uuid.uuid4().hex[:12]}"
     event = client.send(DESK, events.CREATE, {"workflow": "support", "order_id": "o-1"}, task_id=task_id)
     receipt = client.receipt(event.event_id, task_id, FIRST_RECEIPT_S, key_id=event.key_id)
     assert receipt["status"] == "accepted", receipt
+    return task_id
+
+
+def refunded_once(client: Client, settings: Settings, task_id: str) -> None:
+    """The task closed after its three steps, each recorded once on its own op key, one refund."""
     shown = client.wait_settled(task_id, SETTLE_S)
     assert shown["stage"] == "closed", shown
-
     keys = [f"find_order:{task_id}:v1", f"track_parcel:{task_id}:v1:s1", f"LOOPREFUND:{task_id}:v1:s2"]
     assert {op: a["status"] for op, a in shown["actions"].items()} == dict.fromkeys(keys, "succeeded")
     assert len(refunds(settings, keys[2])) == 1
     assert shown["external_refs"] == {"refund": keys[2]}
 
-    asked = [r.body for r in looping.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id]
+
+def test_a_three_step_loop_shows_each_result_to_the_next_proposal_and_refunds_once(
+    client: Client, settings: Settings, looping: Looping
+) -> None:
+    task_id = ask(client)
+    refunded_once(client, settings, task_id)
+
+    asked = [
+        r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
+    ]
     assert len(asked) == 3, [tool_messages(b) for b in asked]
     assert tool_messages(asked[0]) == []
     [looked_up] = tool_messages(asked[1])
@@ -98,3 +129,24 @@ def test_a_three_step_loop_shows_each_result_to_the_next_proposal_and_refunds_on
     assert "lost in transit" in tracked and 'tool="track_parcel" trust="untrusted"' in tracked
     calls = [m["tool_calls"][0]["function"]["name"] for m in asked[2]["messages"] if m["role"] == "assistant"]
     assert calls == ["find_order", "track_parcel"]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("step", [1, 2, 3])
+@pytest.mark.parametrize("point", EXECUTOR_POINTS)
+def test_every_step_of_a_loop_runs_once_after_a_sigkill_at(
+    client: Client, settings: Settings, looping: Looping, point: str, step: int
+) -> None:
+    proc = looping.fleet.restart("executor", fault=f"{point}@{step}")
+    task_id = ask(client)
+    deadline = time.monotonic() + REACH_S
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, f"{point} was never reached a {step}. time"
+        time.sleep(0.05)
+    assert proc.returncode == -signal.SIGKILL
+    looping.fleet.start_role("executor")
+    refunded_once(client, settings, task_id)
+    final = [
+        r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
+    ]
+    assert any(len(tool_messages(body)) == 2 for body in final)  # the refund was proposed seeing both
