@@ -250,13 +250,13 @@ class Executor:
         retried later (Retry), the lease given back meanwhile (D61); or, once the tool's attempts
         are spent, why the step failed for good."""
         cp, lease, tried = loaded.checkpoint, loaded.held.lease, intent.attempts + 1
-        decided = executor_steps.after_unavailable(tool, tried, failed.reason)
-        if isinstance(decided, str):
-            return decided
         try:
             self.actions.attempted(intent, lease.fence, attempts=tried, reason=failed.reason)
         except ActionError as exc:  # a newer holder owns the intent: this lease is gone
             raise LeaseLost(cp.task_id, lease.token, str(exc)) from exc
+        decided = executor_steps.after_unavailable(tool, tried, failed.reason)
+        if isinstance(decided, str):
+            return decided
         self.log("executor.tool_unavailable", task_id=cp.task_id, tool=tool.name, attempt=tried)
         raise Retry(f"{tool.name} unavailable (attempt {tried} of {tool.attempts}): {failed.reason}", decided)
 

@@ -166,4 +166,4 @@ def test_a_tool_unavailable_at_every_call_fails_for_good_after_its_attempts(
     assert "slowbank unavailable after 3 attempts" in (shown["last_refusal"] or ""), shown
     assert [r["event"] for r in rows_of(client, task_id)] == ["unavailable"] * 3
     [entry] = shown["actions"].values()
-    assert entry["status"] == "failed"
+    assert (entry["status"], entry["attempts"]) == ("failed", 3)
