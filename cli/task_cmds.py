@@ -270,7 +270,9 @@ def show_lines(shown: dict[str, Any]) -> list[str]:
         )
     for op, entry in shown["actions"].items():
         result = f" {entry['result']}" if entry.get("result") else ""
-        lines.append(f"action: {op} {entry['status']}{result}")
+        tried = entry.get("attempts") or 0  # calls that found the tool unavailable (D61)
+        retried = f" (tool unavailable at {tried} call{'s' if tried > 1 else ''})" if tried else ""
+        lines.append(f"action: {op} {entry['status']}{result}{retried}")
     for op, did in shown["effects"].items():
         lines.append(f"effect: {op} -> {'nothing done' if did is None else did}")
     return lines

@@ -13,6 +13,9 @@ A crash anywhere resumes correctly:
                                   call, advance.
 An ambiguous outcome is never retried blindly: it is looked up by key. A step that fails for good
 parks the task, after undoing what the workflow names (each undo once, under its own op key).
+While a tool runs, a heartbeat renews the lease (consumers/executor_heartbeat.py); a tool that is
+unavailable is tried again by retrying the message with the lease given back, the calls counted on
+the intent, through case B (docs/decisions.md D61).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pydantic import ValidationError
 from wakeful.authority import freezes
 from wakeful.authority.snapshot import Snapshot, policy_reads, snapshot_from, snapshot_reads, with_policies
 from wakeful.consumers import executor_steps, switch_acks, wiring
+from wakeful.consumers.executor_heartbeat import Heartbeats
 from wakeful.consumers.executor_writes import Loaded, Writes
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.producing import RunnerProducer
@@ -36,10 +40,12 @@ from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import (
+    ActionError,
     DecodeError,
     IntegrityError,
     KeyringError,
     LeaseBusy,
+    LeaseLost,
     TaskNotFound,
     TaskQuarantined,
 )
@@ -53,6 +59,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App, load_app
+from wakeful.sdk.tools import Tool
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
 from wakeful.state import checks, first_step, keys
 from wakeful.state.actions import ActionLog
@@ -85,6 +92,7 @@ class Executor:
         self.log = log
         self.app = app
         self.writes = Writes(store, actions, app, log)
+        self.heartbeats = Heartbeats(leases, log=log)
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
@@ -219,10 +227,14 @@ class Executor:
             return begun.entry.result or {}, first, None
         fault("executor.after_intent")
         # A fresh intent, or case B (in flight, and settled() found nothing downstream): call with
-        # the same key; the tool does it at most once.
-        outcome = executor_steps.call(
-            tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
-        )
+        # the same key; the tool does it at most once. The lease is renewed while the call runs.
+        with self.heartbeats.beating(lease) as beat:
+            outcome = executor_steps.call_once(
+                tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
+            )
+        beat.check()  # renewed at every beat, or nothing is written with this fence
+        if isinstance(outcome, executor_steps.Unavailable):
+            outcome = self._unavailable(loaded, tool, begun.entry, outcome)
         if isinstance(outcome, str):
             self._give_up(loaded, (tool.name, effect.op_key), outcome, auth)
             return None
@@ -232,6 +244,23 @@ class Executor:
         )
         return outcome, first, record
 
+    def _unavailable(
+        self, loaded: Loaded, tool: Tool[Any], intent: ActionLogEntry, failed: executor_steps.Unavailable
+    ) -> str:
+        """A call that found its tool unavailable: counted on the intent, then the message is
+        retried later (Retry), the lease given back meanwhile (D61); or, once the tool's attempts
+        are spent, why the step failed for good."""
+        cp, lease, tried = loaded.checkpoint, loaded.held.lease, intent.attempts + 1
+        try:
+            self.actions.attempted(intent, lease.fence, attempts=tried, reason=failed.reason)
+        except ActionError as exc:  # a newer holder owns the intent: this lease is gone
+            raise LeaseLost(cp.task_id, lease.token, str(exc)) from exc
+        decided = executor_steps.after_unavailable(tool, tried, failed.reason)
+        if isinstance(decided, str):
+            return decided
+        self.log("executor.tool_unavailable", task_id=cp.task_id, tool=tool.name, attempt=tried)
+        raise Retry(f"{tool.name} unavailable (attempt {tried} of {tool.attempts}): {failed.reason}", decided)
+
     def _give_up(self, loaded: Loaded, step: tuple[str, str], reason: str, auth: Snapshot) -> None:
         """The step (tool, op key) failed for good, nothing done: record it, undo what the workflow
         names, and park the task."""
@@ -240,9 +269,11 @@ class Executor:
         decided = effects.failed(self.app, cp, tool, reason, auth=auth, now=datetime.now(UTC))
         undone: dict[str, str] = {}
         if isinstance(decided, Compensate):
-            reason, undone = executor_steps.compensate(
-                self.app, self.actions, cp, decided, lease, log=self.log
-            )
+            with self.heartbeats.beating(lease) as beat:
+                reason, undone = executor_steps.compensate(
+                    self.app, self.actions, cp, decided, lease, log=self.log
+                )
+            beat.check()
 
         def park(c: Checkpoint) -> Checkpoint:
             parked = engine.review(c, reason)

@@ -1,6 +1,11 @@
 """The executor's dealings with a tool, each under an op key so that it happens at most once: the
-call (retried while the tool is unavailable), a step a crash left behind found again by its key,
-and the undo of the steps that succeeded when a workflow compensates.
+call, a step a crash left behind found again by its key, and the undo of the steps that succeeded
+when a workflow compensates.
+
+A step's call is made once per handling (`call_once`). A tool that is unavailable is not waited for
+under the lease: `after_unavailable` counts the attempt (kept on the step's action-log entry) and
+either fails the step for good, after `Tool.attempts`, or says how long the message should wait
+before it is handled again, with the lease given back meanwhile (docs/decisions.md D61).
 
 settled() and compensate() write to the action log under the lease they are given; none of these
 moves the task's stage (the executor does, after).
@@ -11,6 +16,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from wakeful.core.errors import LeaseLost
@@ -26,22 +32,53 @@ from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Lease
 
 
-def call(tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease) -> Mapping[str, Any] | str:
-    """The tool's result, retried with backoff while it is unavailable; or why it failed for good."""
-    last = ""
-    for n in range(1, tool.attempts + 1):
-        try:
-            result: Mapping[str, Any] = attempt()
-            return result
-        except ToolUnavailable as exc:
-            last = str(exc)
-            time.sleep(backoff(n))
-        except ToolRefused as exc:
-            return f"{tool.name} refused: {exc}"
-        except ToolFenced as exc:
-            raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+@dataclass(frozen=True)
+class Unavailable:
+    """The tool could not be reached this time (ToolUnavailable); it may be later."""
+
+    reason: str
+
+
+def call_once(
+    tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease
+) -> Mapping[str, Any] | Unavailable | str:
+    """One call: the tool's result, Unavailable, or why the step failed for good. A fence the
+    downstream refused is the lease lost (LeaseLost)."""
+    try:
+        result: Mapping[str, Any] = attempt()
+        return result
+    except ToolUnavailable as exc:
+        return Unavailable(str(exc))
+    except ToolRefused as exc:
+        return f"{tool.name} refused: {exc}"
+    except ToolFenced as exc:
+        raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+
+
+def after_unavailable(tool: Tool[Any], tried: int, reason: str) -> float | str:
+    """After the `tried`-th call under an op key found the tool unavailable (counted over every
+    handling of the step): the seconds to wait, without the lease, before the message is handled
+    again; or, once `tool.attempts` calls have been made, why the step failed for good."""
+    if tried < tool.attempts:
+        return backoff(tried)
     where = tool.egress[0] if tool.egress else tool.name
-    return f"{where} unavailable after {tool.attempts} attempts: {last}"
+    return f"{where} unavailable after {tried} attempts: {reason}"
+
+
+def call(tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease) -> Mapping[str, Any] | str:
+    """An undo's call, retried in place while the tool is unavailable (at most `tool.attempts`
+    calls, well under a second of backoff in all, under the executor's heartbeat); or why it
+    failed for good."""
+    tried = 0
+    while True:  # ends: after_unavailable fails the step once `tool.attempts` calls were made
+        tried += 1
+        outcome = call_once(tool, attempt, lease)
+        if not isinstance(outcome, Unavailable):
+            return outcome
+        decided = after_unavailable(tool, tried, outcome.reason)
+        if isinstance(decided, str):
+            return decided
+        time.sleep(decided)
 
 
 def settled(

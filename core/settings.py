@@ -48,7 +48,7 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_DOWNSTREAMS           | wakeful.examples.downstreams | the downstream systems the stack's Redis    |
 |                               | :DOWNSTREAMS                 | hosts for local runs (users, Lua functions) |
 | WAKEFUL_THREADS               | 16                           | handler threads per role process            |
-| WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless extended         |
+| WAKEFUL_LEASE_TTL_MS          | 15000                        | a task lease lapses unless renewed (D61)    |
 | WAKEFUL_INSTANCE_ID           | (unset)                      | stable consumer id: restarts resume at once |
 | WAKEFUL_START_TIMEOUT         | 90                           | seconds to wait for a server to be ready    |
 | WAKEFUL_LOG_LEVEL             | warning                      | lowest Kafka client log line written        |

@@ -29,7 +29,7 @@ class ActionLogEntry(Record):
     """Intent first: inserted as in_flight before the downstream call, then its outcome."""
 
     KIND: ClassVar[str] = "action"
-    SCHEMA: ClassVar[int] = 1
+    SCHEMA: ClassVar[int] = 2
     schema_version: int = SCHEMA
 
     op_key: str  # names the business operation and version, e.g. {tool}:{task}:v2; never per attempt
@@ -42,6 +42,14 @@ class ActionLogEntry(Record):
     reason: str | None = None
     tool: str | None = None  # the app's tool that runs the operation
     args: dict[str, Any] | None = None  # its validated arguments, for an undo
+    # Calls under op_key that found the tool unavailable, over every handling of the step (D61): it
+    # fails for good once they reach the tool's `attempts`. `reason` then holds the last one's.
+    attempts: int = 0
+
+
+@migration(ActionLogEntry.KIND, 1)
+def _action_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "attempts": 0}  # v1 retried in place, holding the lease: nothing was counted
 
 
 class InboxRecord(Record):

@@ -35,8 +35,9 @@ A = TypeVar("A", bound=BaseModel)
 
 
 class ToolUnavailable(Exception):
-    """The call may work later (timeout, 5xx): the executor retries it under the same op key, with
-    backoff, up to `Tool.attempts` times; then the step has failed for good."""
+    """The call may work later (timeout, 5xx): the executor gives the task's lease back and handles
+    the step again after a backoff, asking `lookup` first and calling again under the same op key,
+    up to `Tool.attempts` calls in all (counted on the action log); then the step has failed for good."""
 
 
 class ToolRefused(Exception):

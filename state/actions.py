@@ -37,7 +37,8 @@ return {1, ARGV[2]}
 """,
 )
 
-# KEYS[1] the task's ops hash; ARGV[1] op_key, ARGV[2] the final entry (JSON), ARGV[3] caller's fence.
+# KEYS[1] the task's ops hash; ARGV[1] op_key, ARGV[2] the final entry (JSON), or the intent still
+# in_flight with its unavailable calls counted (ActionLog.attempted); ARGV[3] caller's fence.
 # returns: {1, entry} recorded; {0, existing} already final (first outcome wins);
 #          {-1, false} no intent was recorded; {-2, existing} a newer lease holder owns the intent.
 FINISH = Function(
@@ -135,6 +136,15 @@ class ActionLog:
     ) -> ActionLogEntry:
         """Record success. Pass the intent begin() returned to save a round trip."""
         return self._record(task_id, op_key, fence, ActionStatus.SUCCEEDED, result=result, intent=intent)
+
+    def attempted(self, intent: ActionLogEntry, fence: int, *, attempts: int, reason: str) -> ActionLogEntry:
+        """Count a call of the intent in flight that found its tool unavailable: the entry stays in
+        flight with `attempts` and the reason (FINISH, as for an outcome: refused to a fence older
+        than the entry's, a no-op on an entry already final)."""
+        counted = intent.model_copy(update={"attempts": attempts, "reason": reason, "fence": fence})
+        argv: list[Any] = [intent.op_key, counted.encode(), fence]
+        reply = call(self.client, FINISH, [keys.ops(intent.task_id)], argv)
+        return self.recorded(intent.op_key, fence, reply)
 
     def fail(self, task_id: str, op_key: str, fence: int, reason: str) -> ActionLogEntry:
         return self._record(task_id, op_key, fence, ActionStatus.FAILED, reason=reason)

@@ -152,7 +152,10 @@ def test_task_show_gives_a_line_to_each_wait_action_and_effect() -> None:
             }
         ],
         "versions": {"policy": "p"},
-        "actions": {"BOOK:t-1:v1": {"status": "succeeded", "result": {"booking": "B-1"}}},
+        "actions": {
+            "BOOK:t-1:v1": {"status": "succeeded", "result": {"booking": "B-1"}},
+            "BOOK:t-1:v2": {"status": "in_flight", "attempts": 2},
+        },
         "effects": {"BOOK:t-1:v1": {"booking": "B-1"}, "BOOK:t-1:v2": None},
     }
     assert show_lines(shown) == [
@@ -161,6 +164,7 @@ def test_task_show_gives_a_line_to_each_wait_action_and_effect() -> None:
         "waits for: approval of version 2 by alice, bob until 2030-01-01T00:00:00+00:00, then expire "
         "(correlation id corr-1)",
         "action: BOOK:t-1:v1 succeeded {'booking': 'B-1'}",
+        "action: BOOK:t-1:v2 in_flight (tool unavailable at 2 calls)",
         "effect: BOOK:t-1:v1 -> {'booking': 'B-1'}",
         "effect: BOOK:t-1:v2 -> nothing done",
     ]
