@@ -56,6 +56,16 @@ def messages(window: dict[str, Any], tag: str) -> list[dict[str, str]]:
         "the tools offered."
     )
     parts = [_block("TASK CARD", tag, _json(window["task_card"]), 'format="json"')]
+    refusal = window.get("refused")
+    if refusal:  # the runtime refused the last proposal: the model proposes again, told why
+        said = (
+            f"Your previous proposal for this task was refused, and nothing was done. Reason: "
+            f"{refusal['reason']}\nPropose again with exactly one call to one of the tools offered."
+        )
+        attrs = (
+            f'refusals="{int(refusal["refusals"])}" asked_again_up_to="{int(refusal["asked_again_up_to"])}"'
+        )
+        parts.append(_block("REFUSED", tag, said, attrs))
     if window.get("recent_events"):
         parts.append(_block("RECENT EVENTS", tag, "\n".join(f"- {e}" for e in window["recent_events"])))
     for record in window.get("memory") or ():
