@@ -1,7 +1,8 @@
 """The window as a chat-completions request: pure, no I/O.
 
 The system message holds the standing instructions, labelled with the task's policy version. One
-user message holds the rest, each layer in its own block: the task card as JSON, the recent events,
+user message holds the rest, each layer in its own block: the task card as JSON, why the last
+proposal was refused (while the model is asked again, D62), the recent events,
 memory with its provenance, and each evidence excerpt labelled untrusted. Every block's markers
 carry a random tag made for this request alone (the nonce), and no text from a layer can open or
 close a block: runs of "<<<" in it are broken up (`window.inert`). Nothing else goes in: no

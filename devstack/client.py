@@ -434,6 +434,7 @@ def describe(cp: Checkpoint) -> dict[str, Any]:
         **b.data,
         "approval": b.approval.model_dump(mode="json") if b.approval else None,
         "last_refusal": b.last_refusal,
+        "proposals_refused": cp.execution.attempts,  # in a row at this stage: the model is asked again
         "pending_waits": [w.model_dump(mode="json") for w in cp.execution.pending_waits],
         "external_refs": cp.external_refs,
         "versions": cp.versions.model_dump(mode="json", by_alias=True),

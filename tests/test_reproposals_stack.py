@@ -142,6 +142,7 @@ def test_an_unusable_reply_then_a_refused_proposal_are_asked_again_with_their_re
     assert list(shown["actions"]) == [op_key] and shown["actions"][op_key]["status"] == "succeeded"
 
     first, second, third = script.users(task_id)  # asked three times, no more
+    assert shown["proposals_refused"] == 0  # the close started the count afresh
     assert "REFUSED" not in first
     assert "<<<REFUSED" in second and UNUSABLE in second
     assert "<<<REFUSED" in third and ON_RECORD in third and UNUSABLE not in third
