@@ -2,7 +2,9 @@
 chat-completions server: a reply with no tool call, then a proposal the workflow refuses, then the
 right one, and the task books once, the model having been shown each earlier refusal's reason; a
 model that keeps proposing the wrong booking parks the task in needs_review after the workflow's
-limit, each refusal on the task's history (wakeful.log), and `task reopen` puts it back."""
+limit, each refusal on the task's history (wakeful.log), and `task reopen` puts it back. An app's
+own change request is refused once the booking has begun (ctx.started), and `task list --stuck`
+names a task that nothing will move on."""
 
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ from cli_run import doc, wakeful, with_tests_on_path
 from confluent_kafka import Consumer, TopicPartition
 from helpers import kafka_as, new_checkpoint
 from model_server import call, text
+from retry_app import CHANGE
 from retry_app import app as retry_app
+from test_demo import LEASE_TTL_MS
 from test_relay import log_end_offsets
 from test_tutorial_stack import DESK, calendar, free_day
 
@@ -88,13 +92,14 @@ def model() -> Iterator[tuple[Model, ChatServer]]:
 @pytest.fixture(scope="module")
 def workers(client: Client, model: tuple[Model, ChatServer]) -> Iterator[Fleet]:
     assert wakeful("authority", "init", "--app", APP).returncode == 0
-    client.add_signer(DESK, (events.CREATE, events.RUN))
+    client.add_signer(DESK, (events.CREATE, events.RUN), keep=frozenset({CHANGE}))  # the app's own kind
     env = {
         **os.environ,
         "WAKEFUL_APP": APP,
         "WAKEFUL_MODEL": "openai",
         "WAKEFUL_MODEL_URL": model[1].url,
         "WAKEFUL_MODEL_NAME": "scripted",
+        "WAKEFUL_LEASE_TTL_MS": LEASE_TTL_MS,  # a killed executor's lease lapses soon
     }
     fleet = Fleet(with_tests_on_path(env)).start()
     yield fleet
@@ -181,6 +186,25 @@ def test_a_model_always_wrong_parks_the_task_after_the_limit_and_reopen_puts_it_
     assert shown["stage"] == "closed" and list(shown["actions"]) == [f"BOOK:{task_id}:v1"], shown
     asked = script.users(task_id)
     assert len(asked) == limit + 2 and "<<<REFUSED" not in asked[-1]  # a reopened task starts afresh
+
+
+def test_an_apps_own_change_request_is_refused_once_its_booking_has_started(
+    client: Client, settings: Settings, workers: Fleet, model: tuple[Model, ChatServer]
+) -> None:
+    executor = workers.restart("executor", fault="executor.after_downstream_call")
+    try:
+        task_id = book(client, model[0], ["right"], free_day(settings, ROOM))
+        executor.wait(timeout=60)  # booked, died before recording it: the intent is in flight
+        op_key = f"BOOK:{task_id}:v1"
+        assert [r["op_key"] for r in calendar(settings)].count(op_key) == 1
+        # A new head count would be version 2 under a new op key: a second booking.
+        changed = client.event(task_id, CHANGE, {"people": 2}, DESK)
+        assert changed["status"] == "rejected" and "has started" in changed["reason"], changed
+    finally:
+        workers.start_role("executor")
+    shown = client.wait_settled(task_id, SETTLE_S)
+    assert shown["stage"] == "closed" and list(shown["actions"]) == [op_key], shown
+    assert [r["op_key"] for r in calendar(settings) if task_id in r["op_key"]] == [op_key]
 
 
 def test_task_list_stuck_names_a_ready_task_nothing_asked_for_and_not_one_that_finished(
