@@ -65,7 +65,7 @@ class BusinessState(Layer):
 
 class ExecutionState(Layer):
     pending_waits: tuple[PendingWait, ...] = ()
-    attempts: int = 0
+    attempts: int = 0  # proposals refused in a row at this stage (workflow/effects.refused, D62)
     fence: int = 0  # highest lease fencing token that wrote this state
 
 
