@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from datetime import timedelta
 from typing import IO, Any
 
 import click
@@ -18,6 +19,7 @@ from wakeful.schemas import events
 from wakeful.sdk.app import load_app
 from wakeful.sdk.workflow import WORKFLOW_FIELD
 from wakeful.state import acl
+from wakeful.workflow.stuck import STUCK_AFTER_S
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 field_option = click.option(
@@ -230,17 +232,33 @@ def task_show(settings: Settings, task_id: str, as_json: bool) -> None:
 
 @task.command("list")
 @app_option
+@click.option(
+    "--stuck",
+    is_flag=True,
+    help="Only tasks that nothing will move on: a stage that waits for nothing, no proposal in flight.",
+)
+@click.option(
+    "--older-than",
+    "older_than",
+    type=click.IntRange(min=0),
+    default=STUCK_AFTER_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --stuck: how long a task must have been unchanged.",
+)
 @json_option
 @click.pass_obj
-def task_list(settings: Settings, as_json: bool) -> None:
-    """Every task with its workflow, stage, version and last refusal."""
-    rows = Client(settings).list_tasks()
+def task_list(settings: Settings, stuck: bool, older_than: int, as_json: bool) -> None:
+    """Every task with its workflow, stage, version and last refusal; with --stuck, only the stuck
+    ones, each with why (exit 0 either way)."""
+    client = Client(settings)
+    rows = client.stuck_tasks(timedelta(seconds=older_than)) if stuck else client.list_tasks()
     human = "\n".join(
         f"{r['id']:16} {r.get('workflow') or '-':12} {r['stage']:18} v{r.get('version', '-')}  "
-        f"{r.get('last_refusal') or r.get('quarantine') or r.get('error') or ''}"
+        f"{r.get('stuck') or r.get('last_refusal') or r.get('quarantine') or r.get('error') or ''}"
         for r in rows
     )
-    emit(rows, as_json, human or "no tasks")
+    emit(rows, as_json, human or ("no stuck tasks" if stuck else "no tasks"))
 
 
 @click.command("ledger")

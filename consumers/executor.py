@@ -180,16 +180,10 @@ class Executor:
             failed=proposal.failed,
         )
         if isinstance(decided, Refuse | Review):
-            reason = decided.reason
-            record = engine.review if isinstance(decided, Review) else engine.refused
             # The runtime's own id for a refusal at this version, never the proposal's message id
             # (anyone who can write to wakeful.proposals chooses that).
             refused_id = keys.runtime_id("refused", cp.task_id, cp.state_version)
-            self.writes.advance(loaded, refused_id, lambda c: record(c, reason), {"refused": reason})
-            self.log(
-                "executor.refused", task_id=cp.task_id, reason=reason, review=isinstance(decided, Review)
-            )
-            return None
+            return self._refused(loaded, refused_id, decided)
         # The tool's switch, read live with this load: off, the step is refused before its intent.
         raw = ops.get(decided.op_key.encode())
         begun = ActionLogEntry.decode(raw).status if raw else None
@@ -205,6 +199,20 @@ class Executor:
         result, first, outcome = done
         step = (decided.tool, decided.op_key, result, decided.args.model_dump(mode="json"))
         return self.writes.close(loaded, step, auth, first, outcome)
+
+    def _refused(self, loaded: Loaded, refused_id: str, decided: Refuse | Review) -> None:
+        """A Review parks the task. A Refuse records the reason and asks the model again (the
+        task is woken, and the gate's next window shows why), or, past the workflow's
+        max_reproposals, parks it too (effects.refused)."""
+        cp, reason = loaded.checkpoint, decided.reason
+        if isinstance(decided, Review):
+            self.writes.advance(loaded, refused_id, lambda c: engine.review(c, reason), {"refused": reason})
+            self.log("executor.refused", task_id=cp.task_id, reason=reason, review=True)
+            return
+        after = self.writes.ask_again(loaded, refused_id, lambda c: effects.refused(self.app, c, reason))
+        parked = after.checkpoint.stage != cp.stage
+        count = cp.execution.attempts + 1
+        self.log("executor.refused", task_id=cp.task_id, reason=reason, review=parked, refusals=count)
 
     def _once(
         self, loaded: Loaded, effect: Effect, auth: Snapshot

@@ -22,7 +22,7 @@ from wakeful.state.actions import ActionLog
 from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
 from wakeful.state.pinned import Pinned
-from wakeful.state.store import Change, Store, Transition
+from wakeful.state.store import Change, Detail, Store, Transition
 from wakeful.workflow import effects
 
 
@@ -85,6 +85,11 @@ class Writes:
             self.store.quarantine(task_id, "outcome_not_recorded", str(exc))
             self.log("executor.outcome_not_recorded", task_id=task_id, op_key=op, reason=str(exc))
 
+    def ask_again(self, loaded: Loaded, message_id: str, fn: Transition) -> Change:
+        """Record a refused proposal (fn: effects.refused) and, when the task stays at a stage
+        that offers a tool, wake it as _next_step does, so that the gate asks the model again."""
+        return self.advance(loaded, message_id, fn, effects.refusal_detail, before=self._next_step)
+
     def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
         """A task moved to another stage that offers a tool is woken at once (through the timer,
         which writes wakes) so the gate asks for its next proposal. Written ahead of the
@@ -101,7 +106,7 @@ class Writes:
         loaded: Loaded,
         message_id: str,
         fn: Transition,
-        detail: dict[str, Any],
+        detail: Detail,
         *,
         before: Also | None = None,
         release: bool = False,

@@ -145,7 +145,7 @@ class Gate:
             return gate_create.create(
                 step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
             )
-        started = step.started() if event is not None and event.kind == events.AMEND else frozenset()
+        started = step.started()  # empty unless the event's kind is decided with ctx.started
         judge = Judge(self.app, wake, now, started)
         try:
             change = self._transition(step, judge)

@@ -42,6 +42,17 @@ class Incompatible:
     detail: str
 
 
+# Kinds the runtime decides without handing the workflow a Context: a create (no task yet), an
+# approval and a run. Every other kind the gate applies (a reopen, the app's own change requests)
+# is decided with ctx.started, the op keys whose effect has begun.
+WITHOUT_CONTEXT = frozenset({events.CREATE, events.APPROVE, events.RUN})
+
+
+def needs_started(kind: str) -> bool:
+    """Whether the gate reads the task's action log for an event of `kind` (ctx.started)."""
+    return kind not in WITHOUT_CONTEXT
+
+
 # What one wake does to one task: a move (a new checkpoint to write, with any evidence it
 # attached); the task for review (written, and the sender's receipt says why); a refusal that
 # writes nothing but the sender's receipt; a stranger's event, answered as for no task; a

@@ -32,7 +32,6 @@ from wakeful.core import ids, topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.provenance import Forged, RoleKeys
 from wakeful.core.retry import Retry
-from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App
@@ -73,7 +72,7 @@ class Taken:
     wake: Wake
     pinned: Pinned
     first: list[Any]  # the replies to first_step.reads(task, identity): the change's first step, done
-    ops: Any  # the task's action log (HGETALL), read for an amend only; else None
+    ops: Any  # the task's action log (HGETALL), for an event gate_rules.needs_started(); else None
     held: int = 0  # wakes a freeze held for the task, waiting to be replayed (state/keys.py)
 
     def started(self) -> frozenset[str]:
@@ -118,7 +117,7 @@ def authenticate(
             ("HGET", keys.AUTH_SIGNERS, event.key_id),
             ("GET", keys.receipt(event.event_id, task_id, key_id=event.key_id)),
         ]
-        if event.kind == events.AMEND:
+        if gate_rules.needs_started(event.kind):
             more.append(("HGETALL", keys.ops(task_id)))
     replies = pinned.batch(
         [

@@ -1,7 +1,8 @@
 """The window as a chat-completions request: pure, no I/O.
 
 The system message holds the standing instructions, labelled with the task's policy version. One
-user message holds the rest, each layer in its own block: the task card as JSON, the recent events,
+user message holds the rest, each layer in its own block: the task card as JSON, why the last
+proposal was refused (while the model is asked again, D62), the recent events,
 memory with its provenance, and each evidence excerpt labelled untrusted. Every block's markers
 carry a random tag made for this request alone (the nonce), and no text from a layer can open or
 close a block: runs of "<<<" in it are broken up (`window.inert`). At a stage where the model
@@ -59,6 +60,18 @@ def messages(window: dict[str, Any], tag: str) -> list[dict[str, Any]]:
         "marked untrusted. Answer with exactly one call to one of the tools offered."
     )
     parts = [_block("TASK CARD", tag, _json(window["task_card"]), 'format="json"')]
+    refusal = window.get("refused")
+    if refusal:  # the runtime refused the last proposal: the model proposes again, told why
+        said = (
+            f"Your previous proposal for this task was refused, and nothing was done. Reason: "
+            f"{refusal['reason']}\nPropose again with exactly one call to one of the tools offered."
+        )
+        attrs = (
+            f'refusals="{int(refusal["refusals"])}" asked_again_up_to="{int(refusal["asked_again_up_to"])}"'
+        )
+        refused_block = _block("REFUSED", tag, said, attrs)
+        if not window.get("tool_results"):
+            parts.append(refused_block)
     if window.get("recent_events"):
         parts.append(_block("RECENT EVENTS", tag, "\n".join(f"- {e}" for e in window["recent_events"])))
     for record in window.get("memory") or ():
@@ -66,14 +79,14 @@ def messages(window: dict[str, Any], tag: str) -> list[dict[str, Any]]:
     for item in window.get("evidence") or ():
         attrs = f"ref={_attr(item['ref'])} trust={_attr(item['trust'])}"
         parts.append(_block("EVIDENCE", tag, item["excerpt"], attrs))
-    said: list[dict[str, Any]] = [
+    chat: list[dict[str, Any]] = [
         {"role": "system", "content": system},
         {"role": "user", "content": "\n\n".join(parts)},
     ]
     for n, done in enumerate(window.get("tool_results") or (), 1):
         call_id = f"call_{n}"
         call = {"name": done["tool"], "arguments": orjson.dumps(done["args"]).decode()}
-        said.append(
+        chat.append(
             {
                 "role": "assistant",
                 "content": None,
@@ -86,8 +99,10 @@ def messages(window: dict[str, Any], tag: str) -> list[dict[str, Any]]:
             _json(done["result"]),
             f"tool={_attr(done['tool'])} trust={_attr(done['trust'])}",
         )
-        said.append({"role": "tool", "tool_call_id": call_id, "content": answer})
-    return said
+        chat.append({"role": "tool", "tool_call_id": call_id, "content": answer})
+    if refusal and window.get("tool_results"):  # after the calls it answers: the latest was refused
+        chat.append({"role": "user", "content": refused_block})
+    return chat
 
 
 def request(window: dict[str, Any], model: str, tag: str, *, strict_choice: bool = True) -> dict[str, Any]:

@@ -11,9 +11,10 @@ import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -41,6 +42,7 @@ from wakeful.sdk.tools import published
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
 from wakeful.state import acl, budget, keys, parked
 from wakeful.state.replies import hash_reply
+from wakeful.workflow.stuck import stuck
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
 DEPLOYER = "wakeful-deploy"  # who publishes an app's tool catalog when nobody names themselves
@@ -394,6 +396,19 @@ class Client:
                 rows.append({"id": task_id, "stage": QUARANTINED, "quarantine": found})
         return sorted(rows, key=lambda r: str(r.get("updated_at", "")))
 
+    def stuck_tasks(self, older_than: timedelta) -> list[dict[str, Any]]:
+        """The tasks stuck for `older_than` (workflow/stuck.py), each with why, oldest first: what
+        list_tasks reads, and one read more, the tasks a freeze holds (the thaw wakes those)."""
+        held = {t.decode() for t in cast(set[bytes], self.admin.smembers(keys.HELD_TASKS))}
+        now, rows = datetime.now(UTC), []
+        for task_id, found in self.stored():
+            if not isinstance(found, Checkpoint):
+                continue  # an unreadable or quarantined task is parked with its reason, not stuck
+            why = stuck(self.app, found, now, older_than, held=task_id in held)
+            if why is not None:
+                rows.append(describe(found) | {"stuck": why})
+        return sorted(rows, key=lambda r: str(r["updated_at"]))
+
     def close(self) -> None:
         if self._publisher is not None:
             self._publisher.close()
@@ -419,6 +434,7 @@ def describe(cp: Checkpoint) -> dict[str, Any]:
         **b.data,
         "approval": b.approval.model_dump(mode="json") if b.approval else None,
         "last_refusal": b.last_refusal,
+        "proposals_refused": cp.execution.attempts,  # in a row at this stage: the model is asked again
         "pending_waits": [w.model_dump(mode="json") for w in cp.execution.pending_waits],
         "external_refs": cp.external_refs,
         "versions": cp.versions.model_dump(mode="json", by_alias=True),

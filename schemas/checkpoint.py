@@ -75,7 +75,7 @@ class StepResult(Layer):
 
 class ExecutionState(Layer):
     pending_waits: tuple[PendingWait, ...] = ()
-    attempts: int = 0
+    attempts: int = 0  # proposals refused in a row at this stage (workflow/effects.refused, D62)
     fence: int = 0  # highest lease fencing token that wrote this state
     step: int = Field(default=0, ge=0)  # tool calls made at this stage visit: the next one's number
     results: tuple[StepResult, ...] = ()  # the latest of them, oldest first (workflow/steps.py)

@@ -33,6 +33,7 @@ DEFAULT_APP = "wakeful.examples.refund:app"
 ENV = "WAKEFUL_APP"
 # Kinds the runtime decides for every workflow; a workflow cannot take them over.
 RUNTIME_KINDS = frozenset({events.CREATE, events.APPROVE, events.RUN, events.REOPEN})
+REPROPOSALS_CAP = 20  # Workflow.max_reproposals: past this, asking again is a loop, not a retry
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,8 @@ def _problems(app: App) -> list[str]:
             found.append(f"workflow {wf.name} needs a version >= 1")
         if not isinstance(wf.max_steps, int) or not 1 <= wf.max_steps <= MAX_STEPS:
             found.append(f"workflow {wf.name}'s max_steps {wf.max_steps!r} must be from 1 to {MAX_STEPS}")
+        if not isinstance(wf.max_reproposals, int) or not 0 <= wf.max_reproposals <= REPROPOSALS_CAP:
+            found.append(f"workflow {wf.name} needs max_reproposals of 0 to {REPROPOSALS_CAP}")
         found += [
             f"workflow {wf.name} v{wf.version} migrates from v{v}, not an older version"
             for v in wf.migrate

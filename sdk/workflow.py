@@ -33,6 +33,8 @@ S = TypeVar("S", bound=BaseModel)
 # Stages every workflow has: the runtime moves a task there, whatever the workflow says.
 CLOSED, NEEDS_REVIEW, QUARANTINED = "closed", "needs_review", "quarantined"
 RUNTIME_STAGES = (CLOSED, NEEDS_REVIEW, QUARANTINED)
+# How many times the model is asked again after a proposal is refused (Workflow.max_reproposals).
+MAX_REPROPOSALS = 3
 # The window's optional layers (instructions, the task card and the stage's tools are always in it).
 LAYERS = ("recent_events", "memory", "evidence")
 # Who may answer a wait or send a workflow's own event kind (Accept.signers, Wait.signers):
@@ -207,3 +209,7 @@ class Workflow(Generic[S]):
     # (workflow/steps.py). 1: one call, then `done` moves the task on. Above 1, a `done` that keeps
     # the task at its stage asks the model for the next step; a spent budget parks it for a person.
     max_steps: int = 1
+    # A proposal `check` refuses, or a model reply that is no usable proposal, is not the end: the
+    # model is asked again, shown why, up to this many times in a row at one stage; the refusal
+    # after that parks the task in needs_review with its reason. 0 parks at the first refusal.
+    max_reproposals: int = MAX_REPROPOSALS

@@ -77,6 +77,30 @@ def check_proposal(
     return wf.check(ctx, Effect(found.name, parsed, found.key_for(cp.task_id, b.version, cp.execution.step)))
 
 
+def refused(app: App, cp: Checkpoint, reason: str) -> Checkpoint:
+    """The task after its proposal was refused (its workflow's check said Refuse, or the model's
+    reply was no usable proposal): it stays, with the reason and one more refusal in a row counted
+    (execution.attempts), and the model is asked again, shown why (window.build); the refusal past
+    the workflow's max_reproposals parks it in needs_review instead. Counted in the transition
+    that records it: a proposal redelivered after it answers an older state_version and is
+    dead-lettered, never counted."""
+    wf = engine.workflow_of(app, cp)
+    count = cp.execution.attempts + 1
+    if count > wf.max_reproposals:
+        asked = f"asked again {wf.max_reproposals} times" if wf.max_reproposals else "not asked again"
+        return engine.review(cp, f"{count} proposals in a row were refused ({asked}); the last: {reason}")
+    business = cp.business.model_copy(update={"last_refusal": reason})
+    execution = cp.execution.model_copy(update={"attempts": count})
+    return cp.model_copy(update={"business": business, "execution": execution})
+
+
+def refusal_detail(old: Checkpoint, new: Checkpoint) -> dict[str, Any]:
+    """The history's record of a refused proposal (its outbox record on wakeful.log): why, which
+    refusal in a row, and whether it parked the task."""
+    count = old.execution.attempts + 1
+    return {"refused": new.business.last_refusal, "refusals": count, "parked": new.stage != old.stage}
+
+
 def _unbound(cp: Checkpoint, scope: str, auth: Snapshot, now: datetime) -> str | None:
     """Why the task's approval does not permit this step now, or None."""
     b, approval = cp.business, cp.business.approval

@@ -39,6 +39,9 @@ from wakeful.sdk.workflow import (
 )
 
 APPROVAL_WAIT = "approval"  # a pending wait's wait_for for approvals (any other wait: its event kind)
+# The runtime's external ref on a task in needs_review: the stage it was parked from. Kept in the
+# refs (no stored-schema change), dropped by the move that takes the task out of review.
+PARKED_FROM = "parked-from"
 
 
 @dataclass(frozen=True)
@@ -194,11 +197,13 @@ def advance(cp: Checkpoint, nxt: Next[Any], now: datetime) -> Checkpoint:
             "last_refusal": None,
         }
     )
+    refs = {name: ref for name, ref in {**cp.external_refs, **nxt.refs}.items() if name != PARKED_FROM}
     return cp.model_copy(
         update={
             "business": business,
-            "execution": cp.execution.model_copy(update={"pending_waits": waits}),
-            "external_refs": {**cp.external_refs, **nxt.refs},
+            # a move starts the count of refused proposals afresh (effects.refused)
+            "execution": cp.execution.model_copy(update={"pending_waits": waits, "attempts": 0}),
+            "external_refs": refs,
         }
     )
 
@@ -225,10 +230,21 @@ def terms(cp: Checkpoint) -> str:
 
 
 def review(cp: Checkpoint, reason: str) -> Checkpoint:
+    """The task parked in needs_review for a person, with why, and the stage it was parked from
+    (a reopen's default destination, wakes.reopen)."""
     business = cp.business.model_copy(update={"stage": NEEDS_REVIEW, "last_refusal": reason})
+    execution = cp.execution.model_copy(update={"pending_waits": (), "attempts": 0})
     return cp.model_copy(
-        update={"business": business, "execution": cp.execution.model_copy(update={"pending_waits": ()})}
+        update={"business": business, "execution": execution, "external_refs": parked_refs(cp)}
     )
+
+
+def parked_refs(cp: Checkpoint) -> dict[str, str]:
+    """The task's refs once parked: PARKED_FROM names the stage it leaves (kept when it is parked
+    again while in review)."""
+    if cp.stage == NEEDS_REVIEW:
+        return dict(cp.external_refs)
+    return {**cp.external_refs, PARKED_FROM: cp.stage}
 
 
 def refused(cp: Checkpoint, reason: str) -> Checkpoint:
@@ -247,11 +263,16 @@ def _targets(wf: Workflow[Any]) -> set[str]:
 
 
 def may_move(wf: Workflow[Any], old: str, new: str) -> bool:
-    """The workflow's transition table, with the runtime's moves added: staying put, and parking a
-    task that is not finished for review or quarantine."""
+    """The workflow's transition table, with the runtime's moves added: staying put, parking a task
+    that is not finished for review or quarantine, and (unless the workflow lists needs_review in
+    its table) leaving review for any of the workflow's stages: a reopen (wakes.reopen)."""
     if terminal(wf, old):
         return False
-    return new == old or new in (NEEDS_REVIEW, QUARANTINED) or new in wf.stages.get(old, ())
+    if new == old or new in (NEEDS_REVIEW, QUARANTINED):
+        return True
+    if old == NEEDS_REVIEW and NEEDS_REVIEW not in wf.stages:  # the runtime's stage: a person may
+        return new in _targets(wf) or new in wf.stages  # send the task back to any of the workflow's
+    return new in wf.stages.get(old, ())
 
 
 def moves(app: App) -> Callable[[str, str, str], bool]:

@@ -6,7 +6,8 @@ at its stage and task version, that was one step of the stage's loop: the step i
 result kept (the latest RESULTS_KEPT, each value cut to RESULT_CHARS) for the next proposal's
 window, where the model sees it as the answer to its call (workflow/window.py). Where it moves the
 task on, the count and the results start afresh. A loop whose budget is spent while `done` still
-keeps the task there is parked for a person, with the reason: never left to spin.
+keeps the task there is parked for a person, with the reason: never left to spin. A reopen puts it
+back with its count and results, and a fresh budget of max_steps calls.
 
 Each step is execute-once on its own op key (Tool.key_for with the step number: the first step's
 key is the one a stage of one step has always had), so the executor's intent-first and look-up-
@@ -49,12 +50,6 @@ def after(
     wf = engine.workflow_of(app, before)
     step = before.execution.step + 1
     asked_again = not moved.execution.pending_waits and bool(app.tools_at(moved.stage))
-    if asked_again and step >= wf.max_steps:
-        spent = (
-            f"step budget spent: {wf.max_steps} tool call(s) at stage {moved.stage}, "
-            f"the last {tool}, and the workflow keeps the task there"
-        )
-        return _with(engine.review(moved, spent), 0, ())
     found = app.tool(tool)
     kept = StepResult(
         tool=tool,
@@ -63,7 +58,15 @@ def after(
         result={str(k): str(v)[:RESULT_CHARS] for k, v in result.items()},
         trust=found.output_trust if found else "untrusted",
     )
-    return _with(moved, step, (*before.execution.results, kept)[-RESULTS_KEPT:])
+    counted = _with(moved, step, (*before.execution.results, kept)[-RESULTS_KEPT:])
+    if asked_again and step % wf.max_steps == 0:  # each visit, and each reopen, has max_steps calls
+        spent = (
+            f"step budget spent: {wf.max_steps} tool call(s) at stage {moved.stage}, "
+            f"the last {tool}, and the workflow keeps the task there"
+        )
+        # The count and the results stay: a reopen goes on from here, each step on a key not used.
+        return engine.review(counted, spent)
+    return counted
 
 
 def op_key(app: App, cp: Checkpoint, tool: str) -> str | None:

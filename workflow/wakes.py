@@ -17,7 +17,7 @@ from wakeful.schemas import events
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import Checkpoint, PendingWait
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, REQUESTER, Refuse
+from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, REQUESTER, Context, Next, Refuse
 from wakeful.workflow import engine
 from wakeful.workflow.engine import APPROVAL_WAIT, Ruling
 
@@ -53,11 +53,7 @@ def on_event(
     wf = engine.workflow_of(app, cp)
     ctx = engine.context(app, cp, auth, now, principal=principal, payload=payload, started=started)
     if kind == events.REOPEN:
-        if cp.stage != NEEDS_REVIEW:
-            return Refuse(f"task is {cp.stage}; only a task in needs_review can be reopened")
-        if wf.reopen is None:
-            return Refuse(f"workflow {wf.name} cannot be reopened; settle the task another way")
-        return engine.ruling(cp, wf.reopen(ctx), now)
+        return reopen(app, cp, ctx, now)
     accept = wf.events.get(kind)
     if accept is None:
         return Refuse(f"{kind} does not apply to an existing task")
@@ -72,6 +68,37 @@ def on_event(
         if late is not None:
             return late
     return engine.ruling(cp, accept.decide(ctx), now)
+
+
+def reopen(app: App, cp: Checkpoint, ctx: Context[Any], now: datetime) -> Ruling:
+    """A person puts a task parked in needs_review back: where the workflow's `reopen` says, or,
+    when it declares none, to the stage it was parked from if that stage offers a tool (the gate
+    then asks the model afresh). A stage that waited for an event is not guessed back: its wait
+    (who, until when) is the workflow's to make again."""
+    wf = engine.workflow_of(app, cp)
+    if cp.stage != NEEDS_REVIEW:
+        return Refuse(f"task is {cp.stage}; only a task in needs_review can be reopened")
+    if wf.reopen is not None:
+        ruled = engine.ruling(cp, wf.reopen(ctx), now)
+    else:
+        back = cp.external_refs.get(engine.PARKED_FROM)
+        if back is None:
+            return Refuse(
+                f"workflow {wf.name} declares no reopen, and the task's record does not say "
+                "where it was parked from; settle the task another way"
+            )
+        if not app.tools_at(back):
+            return Refuse(
+                f"task was parked from {back}, which waits for an event; workflow {wf.name} "
+                "declares no reopen to make that wait again"
+            )
+        ruled = engine.ruling(cp, Next(back), now)
+    if isinstance(ruled, engine.Moved) and not engine.may_move(wf, cp.stage, ruled.checkpoint.stage):
+        return Refuse(
+            f"workflow {wf.name}'s reopen sends the task to {ruled.checkpoint.stage}, which its "
+            "stage table does not allow from needs_review"
+        )
+    return ruled
 
 
 def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: datetime) -> Checkpoint | Refuse:
@@ -141,7 +168,7 @@ def on_deadline(app: App, cp: Checkpoint, now: datetime) -> Checkpoint | None:
         return None
     wait = due[0]
     action, _, owner = wait.on_deadline.partition(":")
-    cleared = cp.execution.model_copy(update={"pending_waits": ()})
+    cleared = cp.execution.model_copy(update={"pending_waits": (), "attempts": 0})
     what = "approval" if wait.wait_for == APPROVAL_WAIT else wait.wait_for
     expired = f"expired: no {what} by {wait.deadline.isoformat()}"
     if action == "expire" and engine.may_move(engine.workflow_of(app, cp), cp.stage, CLOSED):
@@ -151,7 +178,14 @@ def on_deadline(app: App, cp: Checkpoint, now: datetime) -> Checkpoint | None:
     else:
         reason = f"{what} deadline {wait.deadline.isoformat()} passed; escalated to {owner or 'ops'}"
         update = {"stage": NEEDS_REVIEW, "last_refusal": reason}
-    return cp.model_copy(update={"business": cp.business.model_copy(update=update), "execution": cleared})
+    refs = engine.parked_refs(cp) if update["stage"] == NEEDS_REVIEW else cp.external_refs
+    return cp.model_copy(
+        update={
+            "business": cp.business.model_copy(update=update),
+            "execution": cleared,
+            "external_refs": refs,
+        }
+    )
 
 
 def held_to(wait: PendingWait, noun: str, correlation_id: str | None, now: datetime) -> Refuse | None:

@@ -57,6 +57,8 @@ def build(
     return {
         "instructions": {"policy": policy, "text": wf.instructions.get(policy, GENERIC)},
         "task_card": card,
+        # only while the model is asked again: a window with no refusal is as it always was
+        **({"refused": said} if (said := refused(wf.max_reproposals, cp)) else {}),
         "recent_events": recent[-5:] if "recent_events" in wf.window else [],
         "memory": memory if "memory" in wf.window else [],
         "evidence": [
@@ -81,6 +83,16 @@ def build(
     }
 
 
+def refused(limit: int, cp: Checkpoint) -> dict[str, Any] | None:
+    """Why the model's last proposal at this stage was refused, while it is being asked again
+    (effects.refused): the runtime's own words, which may quote the model's reply, never a rule
+    for the model to follow beyond "propose again"."""
+    b, count = cp.business, cp.execution.attempts
+    if not count or b.last_refusal is None:
+        return None
+    return {"reason": b.last_refusal, "refusals": count, "asked_again_up_to": limit}
+
+
 def render(window: dict[str, Any]) -> str:
     """The window as the text a language model would read."""
     card = window["task_card"]
@@ -89,6 +101,7 @@ def render(window: dict[str, Any]) -> str:
         window["instructions"]["text"],
         "## Task card",
         *(f"- {k}: {v}" for k, v in card.items()),
+        *_refusal_lines(window.get("refused")),
         "## Recent events",
         *(f"- {e}" for e in window["recent_events"]),
         "## Memory",
@@ -111,6 +124,13 @@ def render(window: dict[str, Any]) -> str:
             "<<<END TOOL RESULT>>>",
         ]
     return "\n".join(lines)
+
+
+def _refusal_lines(refusal: dict[str, Any] | None) -> list[str]:
+    if not refusal:
+        return []
+    said = f"Your previous proposal was refused ({refusal['refusals']} of {refusal['asked_again_up_to']})"
+    return ["## Refused", f"{said}: {inert(refusal['reason'])}"]
 
 
 def inert(excerpt: str) -> str:

@@ -91,7 +91,14 @@ def test_a_spent_step_budget_parks_the_task_with_the_reason(budget: int) -> None
             assert (cp.stage, cp.execution.step) == (WORKING, n)
     assert cp.stage == NEEDS_REVIEW
     assert f"step budget spent: {budget} tool call(s) at stage {WORKING}" in (cp.business.last_refusal or "")
-    assert (cp.execution.step, cp.execution.results) == (0, ())
+    # The count stays: a reopen goes on with the next step's own op key, and a fresh budget.
+    assert cp.execution.step == budget and len(cp.execution.results) == min(budget, steps.RESULTS_KEPT)
+    back = cp.model_copy(update={"business": cp.business.model_copy(update={"stage": WORKING})})
+    for n in range(budget):
+        checked = effects.check_proposal(app, back, "find_order", ORDER, auth=AUTH, now=NOW)
+        assert isinstance(checked, Effect) and checked.op_key == f"find_order:t-1:v1:s{budget + n}"
+        back = effects.done(app, back, "find_order", {"ok": "1"}, auth=AUTH, now=NOW, args=ORDER)
+    assert back.stage == NEEDS_REVIEW and back.execution.step == 2 * budget
 
 
 def test_only_the_latest_results_are_kept_each_value_cut() -> None:
@@ -159,3 +166,16 @@ def test_a_single_step_stage_shows_no_tool_results_and_stamps_no_new_catalog() -
     assert "effect" not in RefundOrder().describe() and FindOrder().describe()["effect"] is False
     # An app of effect tools keeps the stamp its sleeping tasks carry.
     assert catalog(refund.tools) == "catalog-9c92675575be6b75.0a5cb89a59460252"
+
+
+def test_a_refusal_in_a_loop_is_told_after_the_calls_it_follows() -> None:
+    cp = step(created(), "find_order", ORDER, {"status": "shipped"})
+    built = window.build(loop_app.app, cp, AUTH, [], {}, memory=[])
+    built["refused"] = {"reason": "not that order", "refusals": 1, "asked_again_up_to": 3}
+    said = model_messages.messages(built, "0123456789abcdef")
+    assert [m["role"] for m in said] == ["system", "user", "assistant", "tool", "user"]
+    assert (
+        said[-1]["content"].startswith("<<<REFUSED 0123456789abcdef")
+        and "not that order" in said[-1]["content"]
+    )
+    assert "REFUSED" not in said[1]["content"]
