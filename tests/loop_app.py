@@ -1,13 +1,14 @@
 """A test app whose one working stage is a loop (Workflow.max_steps): the model looks an order up,
-reads its shipment (both read-only tools), then refunds it (an effect), each result shown to its
-next proposal. The refunds go to a JSON-lines file in $WAKEFUL_HOME, one line per op key."""
+reads its shipment (both read-only tools), refunds it, then tells the customer (two effects), each
+result shown to its next proposal. The refunds and notices go to a JSON-lines file in
+$WAKEFUL_HOME, one line per op key."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -66,27 +67,48 @@ class TrackParcel(Tool[ParcelArgs]):
         return None
 
 
-class RefundOrder(Tool[RefundArgs]):
-    name, args, stages = "refund_order", RefundArgs, (WORKING,)
-    description = "Refund an order, once."
-    op_key = "LOOPREFUND:{task_id}:v{version}"
+class NoticeArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_id: str
+    text: str
+
+
+class Ledger:
+    """An effect's downstream: one line per op key in $WAKEFUL_HOME/LEDGER, found again by it."""
+
+    name: ClassVar[str]
 
     def connect(self, settings: Settings) -> None:
         self.path, self.lock = settings.home / LEDGER, threading.Lock()
 
-    def call(self, op_key: str, args: RefundArgs, fence: int) -> Mapping[str, str]:
+    def once(self, op_key: str, row: dict[str, Any]) -> Mapping[str, str]:
         with self.lock:
             if (found := self.lookup(op_key)) is not None:
                 return found
             with self.path.open("a") as ledger:
-                ledger.write(
-                    json.dumps({"op_key": op_key, "order": args.order_id, "amount": args.amount}) + "\n"
-                )
-        return {"refund": op_key}
+                ledger.write(json.dumps({"op_key": op_key, "tool": self.name, **row}) + "\n")
+        return {"done": op_key}
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
         lines = self.path.read_text().splitlines() if self.path.exists() else []
-        return {"refund": op_key} if any(json.loads(line)["op_key"] == op_key for line in lines) else None
+        return {"done": op_key} if any(json.loads(line)["op_key"] == op_key for line in lines) else None
+
+
+class RefundOrder(Ledger, Tool[RefundArgs]):
+    name, args, stages = "refund_order", RefundArgs, (WORKING,)
+    description = "Refund an order, once."
+    op_key = "LOOPREFUND:{task_id}:v{version}"
+
+    def call(self, op_key: str, args: RefundArgs, fence: int) -> Mapping[str, str]:
+        return self.once(op_key, {"order": args.order_id, "amount": args.amount})
+
+
+class SendNotice(Ledger, Tool[NoticeArgs]):
+    name, args, stages = "send_notice", NoticeArgs, (WORKING,)
+    description = "Tell the customer what was done; this ends the task."
+
+    def call(self, op_key: str, args: NoticeArgs, fence: int) -> Mapping[str, str]:
+        return self.once(op_key, {"text": args.text})
 
 
 def start(s: Start) -> Next[Order] | Refuse:
@@ -102,8 +124,10 @@ def check(ctx: Context[Order], effect: Effect) -> Effect | Refuse | Review:
 
 
 def done(ctx: Context[Order], tool: str, result: Mapping[str, Any]) -> Next[Order]:
+    if tool == SendNotice.name:  # the finishing call
+        return Next(CLOSED, refs={"notice": str(result["done"])})
     if tool == RefundOrder.name:
-        return Next(CLOSED, refs={"refund": str(result["refund"])})
+        return Next(WORKING, refs={"refund": str(result["done"])})
     return Next(WORKING)  # a lookup: the loop goes on, the model reads what it returned
 
 
@@ -115,7 +139,7 @@ support = Workflow(
     start=start,
     check=check,
     done=done,
-    max_steps=4,
+    max_steps=6,
 )
 
-app = App(name="loopy", workflows=[support], tools=[FindOrder(), TrackParcel(), RefundOrder()])
+app = App(name="loopy", workflows=[support], tools=[FindOrder(), TrackParcel(), RefundOrder(), SendNotice()])

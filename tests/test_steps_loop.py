@@ -1,9 +1,9 @@
 """Steps within a stage on the real stack: worker processes run loop_app (a stage the model calls
 tools at in a loop) with the proposer asking a scripted chat-completions server. The model looks the
-order up, reads its parcel's tracking, then refunds it: three proposals, each shown every earlier
-call with its result, each step on its own op key, and exactly one refund. Then the executor is
-killed (SIGKILL) at each of its fault points in each of the three steps, and restarted: every step
-still runs once, and the refund is made once."""
+order up, reads its parcel's tracking, refunds it, then tells the customer: four proposals, each
+shown every earlier call with its result, each step on its own op key, one refund and one notice.
+Then the executor is killed (SIGKILL) at each of its fault points in each of the four steps, and
+restarted: every step still runs once, each effect once."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from wakeful.schemas import events
 APP = "loop_app:app"
 LEASE_TTL_MS = 1500  # so a lease held by a killed executor lapses quickly
 REACH_S = 60.0
-# Where the executor may die within a step (core/faults.py); each is armed for the 1st, 2nd, 3rd step.
+# Where the executor may die within a step (core/faults.py); each is armed for each of the 4 steps.
 EXECUTOR_POINTS = [
     "executor.after_consume",
     "executor.after_intent",
@@ -55,7 +55,9 @@ def next_step(request: Request) -> Reply:
         return call("find_order", {"task_id": task_id, "order_id": "o-1"})
     if made == 1:
         return call("track_parcel", {"task_id": task_id, "parcel": "p-9"})
-    return call("refund_order", {"task_id": task_id, "order_id": "o-1", "amount": 40})
+    if made == 2:
+        return call("refund_order", {"task_id": task_id, "order_id": "o-1", "amount": 40})
+    return call("send_notice", {"task_id": task_id, "text": "your parcel was lost: refunded 40"})
 
 
 @dataclass
@@ -102,13 +104,19 @@ def ask(client: Client) -> str:
 
 
 def refunded_once(client: Client, settings: Settings, task_id: str) -> None:
-    """The task closed after its three steps, each recorded once on its own op key, one refund."""
+    """The task closed after its four steps, each recorded once on its own op key; one refund and
+    one notice downstream."""
     shown = client.wait_settled(task_id, SETTLE_S)
     assert shown["stage"] == "closed", shown
-    keys = [f"find_order:{task_id}:v1", f"track_parcel:{task_id}:v1:s1", f"LOOPREFUND:{task_id}:v1:s2"]
+    keys = [
+        f"find_order:{task_id}:v1",
+        f"track_parcel:{task_id}:v1:s1",
+        f"LOOPREFUND:{task_id}:v1:s2",
+        f"send_notice:{task_id}:v1:s3",
+    ]
     assert {op: a["status"] for op, a in shown["actions"].items()} == dict.fromkeys(keys, "succeeded")
-    assert len(refunds(settings, keys[2])) == 1
-    assert shown["external_refs"] == {"refund": keys[2]}
+    assert len(refunds(settings, keys[2])) == 1 and len(refunds(settings, keys[3])) == 1
+    assert shown["external_refs"] == {"refund": keys[2], "notice": keys[3]}
 
 
 def test_a_three_step_loop_shows_each_result_to_the_next_proposal_and_refunds_once(
@@ -120,19 +128,19 @@ def test_a_three_step_loop_shows_each_result_to_the_next_proposal_and_refunds_on
     asked = [
         r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
     ]
-    assert len(asked) == 3, [tool_messages(b) for b in asked]
+    assert len(asked) == 4, [tool_messages(b) for b in asked]
     assert tool_messages(asked[0]) == []
     [looked_up] = tool_messages(asked[1])
     assert '"parcel": "p-9"' in looked_up and 'trust="untrusted"' in looked_up
     first, tracked = tool_messages(asked[2])
     assert '"parcel": "p-9"' in first and 'tool="find_order"' in first  # each request has its own tag
     assert "lost in transit" in tracked and 'tool="track_parcel" trust="untrusted"' in tracked
-    calls = [m["tool_calls"][0]["function"]["name"] for m in asked[2]["messages"] if m["role"] == "assistant"]
-    assert calls == ["find_order", "track_parcel"]
+    calls = [m["tool_calls"][0]["function"]["name"] for m in asked[3]["messages"] if m["role"] == "assistant"]
+    assert calls == ["find_order", "track_parcel", "refund_order"]
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("step", [1, 2, 3])
+@pytest.mark.parametrize("step", [1, 2, 3, 4])
 @pytest.mark.parametrize("point", EXECUTOR_POINTS)
 def test_every_step_of_a_loop_runs_once_after_a_sigkill_at(
     client: Client, settings: Settings, looping: Looping, point: str, step: int
@@ -149,4 +157,4 @@ def test_every_step_of_a_loop_runs_once_after_a_sigkill_at(
     final = [
         r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
     ]
-    assert any(len(tool_messages(body)) == 2 for body in final)  # the refund was proposed seeing both
+    assert any(len(tool_messages(body)) == 3 for body in final)  # the notice was proposed seeing all

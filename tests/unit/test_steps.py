@@ -73,7 +73,9 @@ def test_each_step_has_its_own_op_key_and_the_first_keeps_the_one_a_single_step_
 
 def test_moving_on_starts_the_count_and_the_results_afresh() -> None:
     cp = step(created(), "find_order", ORDER, {"status": "shipped"})
-    closed = step(cp, "refund_order", {**ORDER, "amount": 40}, {"refund": "r-1"})
+    paid = step(cp, "refund_order", {**ORDER, "amount": 40}, {"done": "r-1"})
+    assert (paid.stage, paid.execution.step) == (WORKING, 2)
+    closed = step(paid, "send_notice", {"task_id": "t-1", "text": "refunded"}, {"done": "n-1"})
     assert (closed.stage, closed.execution.step, closed.execution.results) == (CLOSED, 0, ())
 
 
@@ -136,7 +138,7 @@ def test_a_read_only_tool_needs_no_approval_and_uses_none_up() -> None:
     cp = cp.model_copy(update={"business": cp.business.model_copy(update={"approval": approval})})
     looked = step(cp, "find_order", ORDER, {"status": "shipped"}, app=needing)
     assert looked.business.approval is not None and not looked.business.approval.consumed
-    paid = step(looked, "refund_order", {**ORDER, "amount": 40}, {"refund": "r-1"}, app=needing)
+    paid = step(looked, "refund_order", {**ORDER, "amount": 40}, {"done": "r-1"}, app=needing)
     assert paid.business.approval is not None and paid.business.approval.consumed
 
 
