@@ -142,7 +142,6 @@ def start_fleet(
 def refund_proposal(task_id: str, state_version: int, amount: int) -> Any:
     """The envelope a proposer would publish: refund `amount` EUR, decided on `state_version`."""
     from wakeful.consumers.models import Proposal
-    from wakeful.schemas.events import Envelope
 
     body = Proposal(
         tool="refund",
@@ -150,6 +149,13 @@ def refund_proposal(task_id: str, state_version: int, amount: int) -> Any:
         rationale=f"decided on state_version {state_version}",
         model="rules",
     )
+    return proposal_envelope(task_id, state_version, body)
+
+
+def proposal_envelope(task_id: str, state_version: int, body: Any) -> Any:
+    """The envelope a proposer publishes for the Proposal `body`, decided on `state_version`."""
+    from wakeful.schemas.events import Envelope
+
     return Envelope(
         message_id=f"proposal:{task_id}:{state_version}",
         task_id=task_id,

@@ -5,10 +5,8 @@ asked again, and the refusal past the limit parks it in needs_review."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
-from helpers import BankClient, executor_for, role_message
+from helpers import BankClient, executor_for, proposal_envelope, role_message
 from test_executor_outcome import ready_task
 from test_round_trips import warmed
 
@@ -25,16 +23,8 @@ UNUSABLE = "the model answered without a tool call"
 def unusable(task_id: str, state_version: int) -> Envelope:
     """What the proposer publishes for a reply that is no proposal, decided on `state_version`."""
     body = Proposal(tool="none", args={}, rationale="", model="openai", unusable=UNUSABLE)
-    return Envelope(
-        message_id=f"proposal:{task_id}:{state_version}",
-        task_id=task_id,
-        task_version=state_version,
-        kind="proposal",
-        created_at=datetime.now(UTC),
-        trace_id=f"test:{task_id}",
-        payload=body.model_dump(mode="json"),
-        in_reply_to=f"propreq:{task_id}:{state_version}",
-    )
+    envelope: Envelope = proposal_envelope(task_id, state_version, body)
+    return envelope
 
 
 def wakes_due(client: BankClient, task_id: str) -> int:
