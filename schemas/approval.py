@@ -24,6 +24,10 @@ class Approval(Record):
     expires_at: datetime
     single_use: bool = True
     consumed: bool = False
+    # Under a workflow's Plan (workflow/plans.py): the covered tools already run under it, and the
+    # sum of their `total` argument so far.
+    used: tuple[str, ...] = ()
+    spent: int = 0
 
     def binds(self, version: int, digest: str) -> bool:
         return self.object_version == version and self.object_digest == digest

@@ -159,6 +159,7 @@ def _problems(app: App) -> list[str]:
         ]
         if not isinstance(wf.version, int) or wf.version < 1:
             found.append(f"workflow {wf.name} needs a version >= 1")
+        found += _plan_problems(app, wf)
         if not isinstance(wf.max_steps, int) or not 1 <= wf.max_steps <= MAX_STEPS:
             found.append(f"workflow {wf.name}'s max_steps {wf.max_steps!r} must be from 1 to {MAX_STEPS}")
         if not isinstance(wf.max_reproposals, int) or not 0 <= wf.max_reproposals <= REPROPOSALS_CAP:
@@ -200,6 +201,28 @@ def _problems(app: App) -> list[str]:
             found.append(f"tool {tool.name}'s op_key {tool.op_key!r} must contain {{task_id}}")
         else:
             found += _op_key_problems(tool.name, tool.key_for)
+    return found
+
+
+def _plan_problems(app: App, wf: Workflow[Any]) -> list[str]:
+    """Why the workflow's approval plan cannot be followed, if so: it names no tool, a tool the app
+    lacks, or a read-only one (which needs no approval)."""
+    plan = wf.approval_plan
+    if plan is None:
+        return []
+    if not plan.tools:
+        return [f"workflow {wf.name}'s approval_plan names no tool"]
+    tools = {t.name: t for t in app.tools}
+    found = [
+        f"workflow {wf.name}'s approval_plan names unknown tool {n!r}" for n in plan.tools if n not in tools
+    ]
+    found += [
+        f"workflow {wf.name}'s approval_plan names read-only tool {n!r}: it needs no approval"
+        for n in plan.tools
+        if n in tools and not tools[n].effect
+    ]
+    if plan.total and plan.total not in wf.state.model_fields:
+        found.append(f"workflow {wf.name}'s approval_plan total {plan.total!r} is not a field of its state")
     return found
 
 

@@ -160,6 +160,21 @@ Handler = Callable[[Context[S]], "Next[S] | Refuse | Review | None"]
 
 
 @dataclass(frozen=True)
+class Plan:
+    """What one approval covers, when it is more than the first step that needs it.
+
+    `tools`: the effect tools the approval permits at this task version. Without `total`, each runs
+    once under it, and the approval is used up once all have run. With `total`, the name of an
+    argument every covered tool takes and a whole-number field of the state (an amount, say), they
+    run while the sum of that argument over the steps already run stays within the state's value as
+    approved; the step that would pass it is refused, and the approval is used up once it is spent.
+    """
+
+    tools: tuple[str, ...]
+    total: str = ""
+
+
+@dataclass(frozen=True)
 class Accept(Generic[S]):
     """A workflow's own event kind: who may send it, and what it does.
 
@@ -193,6 +208,9 @@ class Workflow(Generic[S]):
     failed: Callable[[Context[S], str, str], Compensate | Review] | None = None
     needs_approval: Callable[[Context[S]], bool] = lambda ctx: False
     approval_scope: str = ""  # what an approval of this workflow permits; default "<name>.execute"
+    # An approval covers its first step, then is used up; a Plan makes it cover several steps (or a
+    # total across them), and single use means one use of the plan (workflow/plans.py).
+    approval_plan: Plan | None = None
     instructions: Mapping[str, str] = field(default_factory=dict)  # policy version -> standing text
     card: Callable[[Context[S]], dict[str, Any]] | None = None  # default: the state's own fields
     window: tuple[str, ...] = LAYERS  # the optional window layers the model is shown

@@ -22,7 +22,7 @@ from wakeful.schemas.base import cut
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
-from wakeful.workflow import engine, steps
+from wakeful.workflow import engine, plans, steps
 from wakeful.workflow.engine import APPROVAL_WAIT
 
 
@@ -67,6 +67,9 @@ def check_proposal(
         unbound = _unbound(cp, wf.approval_scope or f"{wf.name}.execute", auth, now)
         if unbound is not None:
             return Review(unbound)
+        beyond = plans.refused(wf, cp, found.name, parsed.model_dump(mode="json"))
+        if beyond is not None:  # the model may propose another step: told why, nothing spent
+            return Refuse(beyond)
     approval = b.approval
     facts = (
         {} if approval is None else {"approver": approval.approver_ref, "version": approval.object_version}
@@ -145,7 +148,7 @@ def done(
         after = engine.advance(cp, decided, now)
     approval = after.business.approval
     if needed and approval is not None:
-        used = approval.model_copy(update={"consumed": True})
+        used = plans.used(wf, cp, approval, tool, args or {})
         after = after.model_copy(update={"business": after.business.model_copy(update={"approval": used})})
     return steps.after(app, cp, after, (tool, args or {}, result))
 
