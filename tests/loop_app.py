@@ -1,21 +1,38 @@
-"""A test app whose one working stage is a loop (Workflow.max_steps): the model looks an order up,
-reads its shipment (both read-only tools), refunds it, then tells the customer (two effects), each
-result shown to its next proposal. The refunds and notices go to a JSON-lines file in
-$WAKEFUL_HOME, one line per op key."""
+"""A test app of loops (Workflow.max_steps). `support`: the model looks an order up, reads its
+shipment (both read-only tools), refunds it, then tells the customer (two effects), each result
+shown to its next proposal. `payout`: after an approver's OK, the model posts to a ledger and pays,
+two money steps under the one approval, whose plan caps their sum at the approved amount
+(Workflow.approval_plan). Effects go to a JSON-lines file in $WAKEFUL_HOME, one line per op key."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from wakeful.core.settings import Settings
-from wakeful.sdk import CLOSED, App, Context, Effect, Next, Refuse, Review, Start, Tool, Workflow
+from wakeful.schemas import events
+from wakeful.sdk import (
+    APPROVERS,
+    CLOSED,
+    App,
+    Context,
+    Effect,
+    Next,
+    Plan,
+    Refuse,
+    Review,
+    Start,
+    Tool,
+    Wait,
+    Workflow,
+)
 
-RECEIVED, WORKING = "received", "working"
+RECEIVED, WORKING, AWAITING, PAYING = "received", "working", "awaiting_approval", "paying"
 ORDERS = {"o-1": {"status": "shipped", "parcel": "p-9", "paid": "40"}}
 PARCELS = {"p-9": {"carrier": "acme post", "state": "lost in transit"}}
 LEDGER = "loop-refunds.jsonl"
@@ -67,6 +84,12 @@ class TrackParcel(Tool[ParcelArgs]):
         return None
 
 
+class MoneyArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_id: str
+    amount: int
+
+
 class NoticeArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task_id: str
@@ -111,12 +134,28 @@ class SendNotice(Ledger, Tool[NoticeArgs]):
         return self.once(op_key, {"text": args.text})
 
 
+class PostLedger(Ledger, Tool[MoneyArgs]):
+    name, args, stages = "post_ledger", MoneyArgs, (PAYING,)
+    description = "Post the payout to the ledger, once."
+
+    def call(self, op_key: str, args: MoneyArgs, fence: int) -> Mapping[str, str]:
+        return self.once(op_key, {"amount": args.amount})
+
+
+class PayBank(Ledger, Tool[MoneyArgs]):
+    name, args, stages = "pay_bank", MoneyArgs, (PAYING,)
+    description = "Pay the payout through the bank, once; this ends the task."
+
+    def call(self, op_key: str, args: MoneyArgs, fence: int) -> Mapping[str, str]:
+        return self.once(op_key, {"amount": args.amount})
+
+
 def start(s: Start) -> Next[Order] | Refuse:
     order = s.payload.get("order_id")
     return Next(WORKING, Order(order_id=order)) if isinstance(order, str) else Refuse("no order_id")
 
 
-def check(ctx: Context[Order], effect: Effect) -> Effect | Refuse | Review:
+def check(ctx: Context[Any], effect: Effect) -> Effect | Refuse | Review:
     args: Any = effect.args
     if args.task_id != ctx.task_id:
         return Review(f"the proposal names task {args.task_id}")
@@ -142,4 +181,39 @@ support = Workflow(
     max_steps=6,
 )
 
-app = App(name="loopy", workflows=[support], tools=[FindOrder(), TrackParcel(), RefundOrder(), SendNotice()])
+
+class Payout(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    amount: int
+
+
+def start_payout(s: Start) -> Next[Payout] | Refuse:
+    amount = s.payload.get("amount")
+    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
+        return Refuse("a payout needs a positive whole amount")
+    ok = Wait(events.APPROVE, (APPROVERS,), timedelta(hours=8), on_deadline="expire", then=PAYING)
+    return Next(AWAITING, Payout(amount=amount), wait=ok)
+
+
+def paid(ctx: Context[Payout], tool: str, result: Mapping[str, Any]) -> Next[Payout]:
+    return Next(CLOSED) if tool == PayBank.name else Next(PAYING)
+
+
+payout = Workflow(
+    name="payout",
+    version=1,
+    state=Payout,
+    stages={RECEIVED: (AWAITING, PAYING), AWAITING: (PAYING, CLOSED), PAYING: (CLOSED,)},
+    start=start_payout,
+    check=check,
+    done=paid,
+    needs_approval=lambda ctx: True,
+    approval_plan=Plan((PostLedger.name, PayBank.name), total="amount"),
+    max_steps=4,
+)
+
+app = App(
+    name="loopy",
+    workflows=[support, payout],
+    tools=[FindOrder(), TrackParcel(), RefundOrder(), SendNotice(), PostLedger(), PayBank()],
+)

@@ -49,8 +49,15 @@ def task_of(request: Request) -> str:
 
 
 def next_step(request: Request) -> Reply:
-    """The model: the next call of the three, by how many it has already made (the results shown)."""
+    """The model: the next call, by how many it has already made at the stage (the results shown).
+    A payout: post 60 to the ledger, then pay 50, which its approval's plan refuses (100 approved),
+    then, told why, pay 40."""
     task_id, made = task_of(request), len(tool_messages(request.body))
+    if read_back(request.body)["task_card"].get("stage") == "paying":
+        if made == 0:
+            return call("post_ledger", {"task_id": task_id, "amount": 60})
+        told = any("<<<REFUSED" in str(m.get("content") or "") for m in request.body["messages"])
+        return call("pay_bank", {"task_id": task_id, "amount": 40 if told else 50})
     if made == 0:
         return call("find_order", {"task_id": task_id, "order_id": "o-1"})
     if made == 1:
@@ -158,3 +165,31 @@ def test_every_step_of_a_loop_runs_once_after_a_sigkill_at(
         r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
     ]
     assert any(len(tool_messages(body)) == 3 for body in final)  # the notice was proposed seeing all
+
+
+def test_two_money_steps_run_under_one_approval_and_the_one_beyond_it_is_refused_then_asked_again(
+    client: Client, settings: Settings, looping: Looping
+) -> None:
+    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    event = client.send(DESK, events.CREATE, {"workflow": "payout", "amount": 100}, task_id=task_id)
+    created = client.receipt(event.event_id, task_id, FIRST_RECEIPT_S, key_id=event.key_id)
+    assert (created["status"], created["stage"]) == ("accepted", "awaiting_approval"), created
+    assert client.approve(task_id, "alice", 1)["status"] == "accepted"
+    shown = client.wait_settled(task_id, SETTLE_S)
+    assert shown["stage"] == "closed", shown
+
+    keys = [f"post_ledger:{task_id}:v1", f"pay_bank:{task_id}:v1:s1"]
+    assert {op: a["status"] for op, a in shown["actions"].items()} == dict.fromkeys(keys, "succeeded")
+    assert [r["amount"] for r in refunds(settings, keys[0])] == [60]
+    assert [r["amount"] for r in refunds(settings, keys[1])] == [40]  # the 50 never ran
+    approval = shown["approval"]
+    assert (approval["spent"], approval["used"], approval["consumed"]) == (
+        100,
+        ["post_ledger", "pay_bank"],
+        True,
+    )
+    asked = [
+        r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
+    ]
+    told = [m["content"] for b in asked for m in b["messages"] if "<<<REFUSED" in str(m.get("content") or "")]
+    assert told and "pay_bank of 50 would bring the approved plan to 110, beyond the 100 approved" in told[-1]
