@@ -14,6 +14,7 @@ from loop_app import WORKING, FindOrder, RefundOrder, TrackParcel, support
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import model_messages
+from wakeful.consumers.models import RulesModel
 from wakeful.examples.refund import app as refund
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import Checkpoint
@@ -181,3 +182,12 @@ def test_a_refusal_in_a_loop_is_told_after_the_calls_it_follows() -> None:
         and "not that order" in said[-1]["content"]
     )
     assert "REFUSED" not in said[1]["content"]
+
+
+def test_the_rules_model_loops_through_the_stages_tools_reading_earlier_results() -> None:
+    cp = created()
+    first = RulesModel().propose(window.build(loop_app.app, cp, AUTH, [], {}, memory=[]))
+    assert (first.tool, first.args) == ("find_order", ORDER)
+    cp = step(cp, "find_order", ORDER, {"status": "shipped", "parcel": "p-9"})
+    second = RulesModel().propose(window.build(loop_app.app, cp, AUTH, [], {}, memory=[]))
+    assert (second.tool, second.args) == ("track_parcel", {"task_id": "t-1", "parcel": "p-9"})
