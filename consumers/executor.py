@@ -193,12 +193,12 @@ class Executor:
             self.writes.advance(loaded, parked_id, lambda c: engine.review(c, off.reason), off.detail())
             self.log("executor.tool_disabled", task_id=cp.task_id, tool=decided.tool, by=off.switch.by)
             return None
-        done = self._once(loaded, decided, auth)
+        args = decided.args.model_dump(mode="json")  # once: for the intent, and for the loop's record
+        done = self._once(loaded, decided, args, auth)
         if done is None:
             return None
         result, first, outcome = done
-        step = (decided.tool, decided.op_key, result, decided.args.model_dump(mode="json"))
-        return self.writes.close(loaded, step, auth, first, outcome)
+        return self.writes.close(loaded, (decided.tool, decided.op_key, result, args), auth, first, outcome)
 
     def _refused(self, loaded: Loaded, refused_id: str, decided: Refuse | Review) -> None:
         """A Review parks the task. A Refuse records the reason and asks the model again (the
@@ -215,15 +215,15 @@ class Executor:
         self.log("executor.refused", task_id=cp.task_id, reason=reason, review=parked, refusals=count)
 
     def _once(
-        self, loaded: Loaded, effect: Effect, auth: Snapshot
+        self, loaded: Loaded, effect: Effect, args: dict[str, Any], auth: Snapshot
     ) -> tuple[Mapping[str, Any], list[Any], tuple[Any, ...] | None] | None:
-        """The tool's call, at most one effect per op key. Returns what it returned, the close's
+        """The tool's call (`args`: the effect's arguments as JSON), at most one effect per op
+        key. Returns what it returned, the close's
         first step (its inbox check rides with the intent) and the outcome's record for the close
         to carry (None when it is recorded already); None if the task went to review."""
         cp, lease = loaded.checkpoint, loaded.held.lease
         tool = self.app.tool(effect.tool)
         assert tool is not None  # check_proposal found it
-        args = effect.args.model_dump(mode="json")
         intent = self.actions.begin_command(
             cp.task_id, effect.op_key, lease.fence, lease.token, tool=tool.name, args=args
         )

@@ -53,10 +53,9 @@ class Writes:
         record: tuple[Any, ...] | None = None,
     ) -> None:
         """Advance the task past a step that ran: (tool, op key, what the tool returned, the
-        arguments it was called with). The lease
-        goes back inside that transaction: nothing is left to do under it (D38). `first`: the
-        change's first step, already read (Executor._once); `record`: the step's outcome for the action
-        log, written inside the same transaction (D48)."""
+        arguments it was called with). The lease goes back inside that transaction: nothing is left
+        to do under it (D38). `first`: the change's first step, already read (Executor._once);
+        `record`: the step's outcome for the action log, written inside the same transaction (D48)."""
         tool, op, result, args = step
         now = datetime.now(UTC)
         # One close per operation, whichever proposal (or redelivery) gets here.

@@ -67,9 +67,10 @@ def check_proposal(
         unbound = _unbound(cp, wf.approval_scope or f"{wf.name}.execute", auth, now)
         if unbound is not None:
             return Review(unbound)
-        beyond = plans.refused(wf, cp, found.name, parsed.model_dump(mode="json"))
-        if beyond is not None:  # the model may propose another step: told why, nothing spent
-            return Refuse(beyond)
+        if wf.approval_plan is not None:  # the model may propose another step: told why, nothing spent
+            beyond = plans.refused(wf, cp, found.name, parsed.model_dump(mode="json"))
+            if beyond is not None:
+                return Refuse(beyond)
     approval = b.approval
     facts = (
         {} if approval is None else {"approver": approval.approver_ref, "version": approval.object_version}
@@ -150,7 +151,7 @@ def done(
     if needed and approval is not None:
         used = plans.used(wf, cp, approval, tool, args or {})
         after = after.model_copy(update={"business": after.business.model_copy(update={"approval": used})})
-    return steps.after(app, cp, after, (tool, args or {}, result))
+    return steps.after(app, wf, cp, after, (tool, args or {}, result))
 
 
 def failed(

@@ -21,7 +21,7 @@ from typing import Any
 
 from wakeful.schemas.checkpoint import Checkpoint, StepResult
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import NEEDS_REVIEW
+from wakeful.sdk.workflow import NEEDS_REVIEW, Workflow
 from wakeful.workflow import engine
 
 RESULTS_KEPT = 8  # results the next proposal is shown: the latest, oldest first
@@ -30,13 +30,14 @@ RESULT_CHARS = 2000  # of any one value a tool returned, as kept and shown
 
 def after(
     app: App,
+    wf: Workflow[Any],
     before: Checkpoint,
     moved: Checkpoint,
     call: tuple[str, Mapping[str, Any], Mapping[str, Any]],
 ) -> Checkpoint:
-    """The task `moved` (what `done` made of `before` once the call (tool, args, result) had
-    succeeded), with the step counted and its result kept, the loop's count started afresh, or the
-    task parked because its budget is spent."""
+    """The task `moved` (what `wf`'s `done` made of `before` once the call (tool, args, result)
+    had succeeded), with the step counted and its result kept, the loop's count started afresh,
+    or the task parked because its budget is spent."""
     tool, args, result = call
     stays = (
         moved.stage == before.stage
@@ -47,13 +48,13 @@ def after(
         if moved.execution.step == 0 and not moved.execution.results:
             return moved
         return _with(moved, 0, ())
-    wf = engine.workflow_of(app, before)
     step = before.execution.step + 1
     asked_again = not moved.execution.pending_waits and bool(app.tools_at(moved.stage))
     found = app.tool(tool)
+    b = before.business
     kept = StepResult(
         tool=tool,
-        op_key=op_key(app, before, tool) or tool,
+        op_key=found.key_for(before.task_id, b.version, before.execution.step) if found else tool,
         args=dict(args),
         result={str(k): str(v)[:RESULT_CHARS] for k, v in result.items()},
         trust=found.output_trust if found else "untrusted",
@@ -67,12 +68,6 @@ def after(
         # The count and the results stay: a reopen goes on from here, each step on a key not used.
         return engine.review(counted, spent)
     return counted
-
-
-def op_key(app: App, cp: Checkpoint, tool: str) -> str | None:
-    """The op key of `tool`'s call at the task's current step, or None for a tool the app lacks."""
-    found = app.tool(tool)
-    return found.key_for(cp.task_id, cp.business.version, cp.execution.step) if found else None
 
 
 def _with(cp: Checkpoint, step: int, results: tuple[StepResult, ...]) -> Checkpoint:
