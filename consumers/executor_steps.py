@@ -17,6 +17,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.core.errors import LeaseLost
@@ -26,10 +27,11 @@ from wakeful.core.retry import backoff
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App
-from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable
+from wakeful.sdk.tools import Pending, Tool, ToolFenced, ToolRefused, ToolUnavailable
 from wakeful.sdk.workflow import Compensate
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Lease
+from wakeful.workflow import pending
 
 
 @dataclass(frozen=True)
@@ -40,12 +42,15 @@ class Unavailable:
 
 
 def call_once(
-    tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease
+    tool: Tool[Any], attempt: Callable[[], Mapping[str, Any] | Pending], lease: Lease
 ) -> Mapping[str, Any] | Unavailable | str:
-    """One call: the tool's result, Unavailable, or why the step failed for good. A fence the
+    """One call: the tool's result (for an answer that comes later, the marker the action log
+    records: workflow/pending.py), Unavailable, or why the step failed for good. A fence the
     downstream refused is the lease lost (LeaseLost)."""
     try:
-        result: Mapping[str, Any] = attempt()
+        result = attempt()
+        if isinstance(result, Pending):
+            return pending.recorded(tool, result, datetime.now(UTC))
         return result
     except ToolUnavailable as exc:
         return Unavailable(str(exc))
@@ -94,8 +99,11 @@ def settled(
             continue
         if intent.status is ActionStatus.SUCCEEDED and intent.result is not None:
             return tool.name, op, intent.result, dict(intent.args or {})
-        found = tool.lookup(op)
-        if found is None:
+        looked = tool.lookup(op)
+        if looked is None:
+            continue
+        found = pending.recorded(tool, looked, datetime.now(UTC)) if isinstance(looked, Pending) else looked
+        if isinstance(found, str):  # not recordable: the call again under the key says so, and fails
             continue
         if intent.status is ActionStatus.IN_FLIGHT:
             actions.complete(cp.task_id, op, lease.fence, dict(found), intent)

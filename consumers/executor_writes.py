@@ -94,8 +94,14 @@ class Writes:
         which writes wakes) so the gate asks for its next proposal. Written ahead of the
         transaction, under this lease (wk:deadlines is in another Redis Cluster slot than the
         task): the gate takes the wake only once the lease is free, when the move has landed or
-        never will; a wake with no move behind it finds nothing due and changes nothing."""
-        if new.execution.pending_waits or not self.app.tools_at(new.stage):
+        never will; a wake with no move behind it finds nothing due and changes nothing. A task
+        put to sleep on a tool's completion (workflow/pending.py) gets its wait's deadline there."""
+        if new.execution.pending_waits:
+            return [
+                ("ZADD", keys.DEADLINES, ms, f"{new.task_id}|{ms}")
+                for ms in (int(w.deadline.timestamp() * 1000) for w in new.execution.pending_waits)
+            ]
+        if not self.app.tools_at(new.stage):
             return []
         due_ms = int(new.updated_at.timestamp() * 1000)
         return [("ZADD", keys.DEADLINES, due_ms, f"{new.task_id}|{due_ms}")]

@@ -38,7 +38,7 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry
 from wakeful.sdk.app import App, load_app
-from wakeful.sdk.tools import published
+from wakeful.sdk.tools import Pending, published
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
 from wakeful.state import acl, budget, keys, parked
 from wakeful.state.replies import hash_reply
@@ -348,7 +348,10 @@ class Client:
             except Exception as exc:  # whatever the downstream's client raises: shown, never fatal
                 found[op] = f"cannot ask {tool.name}: {type(exc).__name__}: {exc}"
                 continue
-            found[op] = dict(did) if did is not None else None
+            if isinstance(did, Pending):  # under way downstream: its answer comes later
+                found[op] = {"pending": did.handle}
+            else:
+                found[op] = dict(did) if did is not None else None
         return found
 
     def wait_stage(self, task_id: str, stages: set[str], timeout: float = 30.0) -> dict[str, Any]:

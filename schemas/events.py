@@ -16,7 +16,10 @@ APPROVE = "approval.granted"  # {version}; carries correlation_id (or task_id)
 AMEND = "task.amend"  # {amount}; carries task_id
 RUN = "task.run"  # {}: asks a task to run now; carries task_id
 REOPEN = "task.reopen"  # {wait_s?}: a person puts a reviewed task back into the flow; carries task_id
-KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN)
+# {handle, result: {name: value}} or {handle, failed: reason}: an asynchronous tool's call is done
+# (Tool.completed_by signs it); carries task_id.
+COMPLETE = "tool.completed"
+KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN, COMPLETE)
 
 MAX_EVENT_BYTES = 64 * 1024
 FUTURE_SKEW = timedelta(seconds=30)  # how far ahead of the door's clock a sender's clock may run

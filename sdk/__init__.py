@@ -9,7 +9,7 @@ complete ones.
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.sdk.app import App, load_app, policy_file
-from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable, catalog
+from wakeful.sdk.tools import Pending, Tool, ToolFenced, ToolRefused, ToolUnavailable, catalog
 from wakeful.sdk.workflow import (
     ANYONE,
     APPROVERS,
@@ -47,6 +47,7 @@ __all__ = [
     "Context",
     "Effect",
     "Next",
+    "Pending",
     "Plan",
     "Refuse",
     "Review",

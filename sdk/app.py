@@ -25,14 +25,14 @@ from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
 from wakeful.schemas.logs import UNDO_PREFIX
 from wakeful.sdk.tools import Tool, catalog, legacy_catalog
-from wakeful.sdk.workflow import MAX_STEPS, RUNTIME_STAGES, Workflow
+from wakeful.sdk.workflow import ANYONE, APPROVERS, MAX_STEPS, REQUESTER, RUNTIME_STAGES, Workflow
 from wakeful.state.keys import APP_NAME
 
 # The bundled example app: what the roles drive when neither --app nor WAKEFUL_APP names one.
 DEFAULT_APP = "wakeful.examples.refund:app"
 ENV = "WAKEFUL_APP"
 # Kinds the runtime decides for every workflow; a workflow cannot take them over.
-RUNTIME_KINDS = frozenset({events.CREATE, events.APPROVE, events.RUN, events.REOPEN})
+RUNTIME_KINDS = frozenset({events.CREATE, events.APPROVE, events.RUN, events.REOPEN, events.COMPLETE})
 REPROPOSALS_CAP = 20  # Workflow.max_reproposals: past this, asking again is a loop, not a retry
 
 
@@ -197,10 +197,30 @@ def _problems(app: App) -> list[str]:
         ]
         if tool.output_trust not in ("trusted", "untrusted"):
             found.append(f"tool {tool.name}'s output_trust {tool.output_trust!r} is not trusted or untrusted")
+        found += _completion_problems(tool)
         if "{task_id}" not in tool.op_key:
             found.append(f"tool {tool.name}'s op_key {tool.op_key!r} must contain {{task_id}}")
         else:
             found += _op_key_problems(tool.name, tool.key_for)
+    return found
+
+
+def _completion_problems(tool: Tool[Any]) -> list[str]:
+    """What is wrong with who may complete an asynchronous tool's call, and its deadline rule."""
+    if not tool.completed_by:
+        return []
+    if isinstance(tool.completed_by, str):
+        return [f"tool {tool.name}'s completed_by must be a tuple of signers, not one string"]
+    found = [
+        f"tool {tool.name}'s completed_by names {who!r}: a signer is principal:<name>, "
+        f"{REQUESTER}, {APPROVERS} or {ANYONE}"
+        for who in tool.completed_by
+        if who not in (REQUESTER, APPROVERS, ANYONE)
+        and not (isinstance(who, str) and who.startswith("principal:") and len(who) > len("principal:"))
+    ]
+    rule = tool.on_deadline if isinstance(tool.on_deadline, str) else ""
+    if not (rule == "expire" or re.fullmatch(r"escalate(:[a-z0-9_.-]{1,40})?", rule)):
+        found.append(f"tool {tool.name}'s on_deadline {tool.on_deadline!r} is expire or escalate:<owner>")
     return found
 
 

@@ -17,6 +17,11 @@ Subclass Tool, declare what it is, and implement `call` and `lookup`:
 The executor writes an intent before `call`, passes the op key and the lease's fencing token, and
 records the outcome; after a crash it asks `lookup` instead of calling blindly. A reversible tool
 also implements `undo`, which a workflow can ask for (Compensate) when a later step fails for good.
+
+A tool whose answer comes later (a payment that settles, a human task, an MCP task) returns
+`Pending(handle, deadline)` from `call` (and from `lookup`) and names who may complete it
+(`completed_by`): the task then sleeps until a `tool.completed` event signed by one of them carries
+the result for that handle, or until the deadline (docs/agents.md, "A tool that answers later").
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
@@ -48,6 +55,17 @@ class ToolFenced(Exception):
     """The downstream saw a newer fencing token: this worker's lease is gone; nothing is retried."""
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A call's answer that comes later: `handle` is the downstream's name for the work under way
+    (a payment id, a human task's id, an MCP task id: 1-200 of A-Z a-z 0-9 _ . : @ / -), and
+    `deadline` how long from now (or until when) the task waits for its completion before the
+    tool's `on_deadline` rule applies."""
+
+    handle: str
+    deadline: timedelta | datetime
+
+
 class Tool(Generic[A]):
     name: ClassVar[str]
     args: ClassVar[type[BaseModel]]
@@ -63,14 +81,19 @@ class Tool(Generic[A]):
     # How the model is shown what it returned: "untrusted" (text from outside, read as data, never
     # as instructions) unless the tool vouches for its own output ("trusted").
     output_trust: ClassVar[str] = "untrusted"
+    # An asynchronous tool: its call may return Pending, and its result then comes in a
+    # `tool.completed` event from one of these (as Wait.signers: "principal:<name>", REQUESTER,
+    # APPROVERS, ANYONE). `on_deadline` says what a completion that never comes does, as Wait's.
+    completed_by: ClassVar[tuple[str, ...]] = ()
+    on_deadline: ClassVar[str] = "escalate:ops"
 
     def connect(self, settings: Settings) -> None:
         """Open what the tool talks to, once per executor process (nothing by default)."""
 
-    def call(self, op_key: str, args: A, fence: int) -> Mapping[str, str]:
+    def call(self, op_key: str, args: A, fence: int) -> Mapping[str, str] | Pending:
         raise NotImplementedError(f"tool {self.name} has no call()")
 
-    def lookup(self, op_key: str) -> Mapping[str, str] | None:
+    def lookup(self, op_key: str) -> Mapping[str, str] | Pending | None:
         raise NotImplementedError(f"tool {self.name} has no lookup(): an ambiguous outcome cannot be settled")
 
     def undo(self, op_key: str, args: A, fence: int) -> Mapping[str, str]:
@@ -97,7 +120,15 @@ class Tool(Generic[A]):
             "stages": list(self.stages),
             "reversible": self.reversible,
             "egress": list(self.egress),
-        } | ({} if self.effect else {"effect": False})  # only a read-only tool says so: old stamps hold
+        } | self._unusual()
+
+    def _unusual(self) -> dict[str, Any]:
+        """What only a read-only or an asynchronous tool says of itself: the stamps of tools that
+        are neither stay as they were."""
+        said: dict[str, Any] = {} if self.effect else {"effect": False}
+        if self.completed_by:
+            said |= {"completed_by": list(self.completed_by), "on_deadline": self.on_deadline}
+        return said
 
 
 def _digest(described: list[dict[str, Any]]) -> str:
@@ -108,7 +139,7 @@ def _digest(described: list[dict[str, Any]]) -> str:
 # What a task was admitted under: a change here changes what a step may do, so a waiting task meets
 # its app's compatibility rule. A change of wording only (the description the model reads, the
 # egress a reviewer reads) is no reason to stop a task (workflow/compat.py).
-CONTRACT = ("name", "parameters", "stages", "reversible", "op_key", "effect")
+CONTRACT = ("name", "parameters", "stages", "reversible", "op_key", "effect", "completed_by", "on_deadline")
 WORDING = ("name", "description", "egress")
 
 

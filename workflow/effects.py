@@ -21,8 +21,8 @@ from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.base import cut
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
-from wakeful.workflow import engine, plans, steps
+from wakeful.sdk.workflow import Compensate, Effect, Next, Refuse, Review
+from wakeful.workflow import engine, pending, plans, steps
 from wakeful.workflow.engine import APPROVAL_WAIT
 
 
@@ -137,21 +137,49 @@ def done(
 ) -> Checkpoint:
     """The task after `tool` (called with `args`) succeeded: the workflow says where it goes; an
     approval that the step needed is used up (a read-only tool's uses none); a step of a stage's
-    loop is counted, its result kept for the next proposal (workflow/steps.py)."""
+    loop is counted, its result kept for the next proposal (workflow/steps.py). A call whose answer
+    comes later (its result a pending marker) puts the task to sleep on its completion instead
+    (workflow/pending.py), the approval used up all the same: the call was made."""
     wf = engine.workflow_of(app, cp)
     ctx = engine.context(app, cp, auth, now)
     found = app.tool(tool)
     needed = (found is None or found.effect) and wf.needs_approval(ctx)
-    decided = wf.done(ctx, tool, result)
-    if isinstance(decided, Review):
-        after = engine.review(cp, decided.reason)
+    later = pending.due(result, now)
+    if later is not None and found is not None:
+        op_key = found.key_for(cp.task_id, cp.business.version, cp.execution.step)
+        after = pending.waiting(cp, found, op_key, args or {}, later)
     else:
-        after = engine.advance(cp, decided, now)
+        after = _decided(cp, wf.done(ctx, tool, result), now)
     approval = after.business.approval
     if needed and approval is not None:
         used = plans.used(wf, cp, approval, tool, args or {})
         after = after.model_copy(update={"business": after.business.model_copy(update={"approval": used})})
+    if later is not None:
+        return after
     return steps.after(app, wf, cp, after, (tool, args or {}, result))
+
+
+def completed(
+    app: App,
+    cp: Checkpoint,
+    tool: str,
+    result: Mapping[str, Any],
+    *,
+    auth: Snapshot,
+    now: datetime,
+    args: Mapping[str, Any],
+) -> Checkpoint:
+    """The task after the completion of `tool`'s call (made with `args`, its approval used up when
+    it was made) brought `result`: as done() after a call that answered at once."""
+    wf = engine.workflow_of(app, cp)
+    after = _decided(cp, wf.done(engine.context(app, cp, auth, now), tool, result), now)
+    return steps.after(app, wf, cp, after, (tool, args, result))
+
+
+def _decided(cp: Checkpoint, decided: Next[Any] | Review, now: datetime) -> Checkpoint:
+    if isinstance(decided, Review):
+        return engine.review(cp, decided.reason)
+    return engine.advance(cp, decided, now)
 
 
 def failed(

@@ -18,7 +18,7 @@ from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import Checkpoint, PendingWait
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, REQUESTER, Context, Next, Refuse
-from wakeful.workflow import engine
+from wakeful.workflow import effects, engine, pending
 from wakeful.workflow.engine import APPROVAL_WAIT, Ruling
 
 APPROVAL_TTL = timedelta(hours=24)
@@ -50,6 +50,8 @@ def on_event(
         return approved if isinstance(approved, Refuse) else engine.Moved(approved, {})
     if kind == events.RUN:
         return run(app, cp)
+    if kind == events.COMPLETE:
+        return complete(app, cp, event, auth=auth, now=now)
     wf = engine.workflow_of(app, cp)
     ctx = engine.context(app, cp, auth, now, principal=principal, payload=payload, started=started)
     if kind == events.REOPEN:
@@ -99,6 +101,30 @@ def reopen(app: App, cp: Checkpoint, ctx: Context[Any], now: datetime) -> Ruling
             "stage table does not allow from needs_review"
         )
     return ruled
+
+
+def complete(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: datetime) -> Ruling:
+    """An asynchronous tool's completion (workflow/pending.py): from a signer its wait names, for
+    the handle the task waits on, before the deadline. It applies as the call's answer would have
+    (effects.completed); a failure downstream parks the task for a person."""
+    wait = _wait_for(cp, events.COMPLETE)
+    if wait is None:
+        return Refuse(f"task is {cp.stage}; no tool call of it waits for a completion")
+    if not engine.signed_by(wait.allowed_signers, event.principal, cp, auth):
+        return Refuse(f"{event.principal} may not complete this task's tool call")
+    late = held_to(wait, "completion", event.correlation_id, now)
+    if late is not None:
+        return late
+    answered = pending.answer(cp, event.payload)
+    if isinstance(answered, Refuse):
+        return answered
+    if answered.failed is not None:
+        return engine.ForReview(engine.review(answered.cleared, answered.failed), answered.failed)
+    call = answered.call
+    moved = effects.completed(
+        app, answered.cleared, call.tool, answered.result, auth=auth, now=now, args=call.args
+    )
+    return engine.Moved(moved, {})
 
 
 def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: datetime) -> Checkpoint | Refuse:
@@ -170,6 +196,9 @@ def on_deadline(app: App, cp: Checkpoint, now: datetime) -> Checkpoint | None:
     action, _, owner = wait.on_deadline.partition(":")
     cleared = cp.execution.model_copy(update={"pending_waits": (), "attempts": 0})
     what = "approval" if wait.wait_for == APPROVAL_WAIT else wait.wait_for
+    call = pending.awaited(cp)
+    if wait.wait_for == events.COMPLETE and call is not None:
+        what = f"completion of {call.tool} (handle {call.result.get('handle')})"
     expired = f"expired: no {what} by {wait.deadline.isoformat()}"
     if action == "expire" and engine.may_move(engine.workflow_of(app, cp), cp.stage, CLOSED):
         update = {"stage": CLOSED, "last_refusal": expired}

@@ -1,0 +1,164 @@
+"""A tool whose answer comes later, on the real stack: worker processes run async_app, the model
+(a scripted chat-completions server) asks the bank to pay an invoice, the bank books it once and
+answers with a handle, and the task sleeps until the bank's settlement hook sends `tool.completed`.
+A completion for a handle the task does not wait on is refused with a receipt, the right one moves
+the task on (the next proposal is shown the settlement), and the same completion sent again is
+refused: one payment. An executor killed around the call (SIGKILL) still books it once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from async_app import HOOK, handle_of
+from cli_run import with_tests_on_path
+from loop_app import LEDGER
+from model_server import Script, call, serving
+
+from wakeful.consumers.model_messages import read_back
+from wakeful.core.settings import Settings
+from wakeful.devstack.client import Client
+from wakeful.devstack.fleet import Fleet
+from wakeful.devstack.model_server import Reply, Request
+from wakeful.schemas import events
+
+DESK = "payables-desk"
+FIRST_RECEIPT_S = 120.0  # the first event also waits for the fresh roles to join their groups
+SETTLE_S = 60.0
+LEASE_TTL_MS = 1500  # so a lease held by a killed executor lapses quickly
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def task_of(request: Request) -> str:
+    return str(read_back(request.body)["task_card"]["task_id"])
+
+
+def tool_messages(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def next_step(request: Request) -> Reply:
+    """The model: pay the invoice, then, once its settlement is shown, tell the supplier."""
+    task_id = task_of(request)
+    if not tool_messages(request.body):
+        return call("pay_invoice", {"task_id": task_id, "invoice": "inv-7", "amount": 120})
+    return call("send_notice", {"task_id": task_id, "text": "your invoice inv-7 is paid"})
+
+
+@dataclass
+class Settling:
+    script: Script
+    fleet: Fleet
+
+
+@pytest.fixture(scope="module")
+def settling(client: Client) -> Iterator[Settling]:
+    client.add_signer(DESK, (events.CREATE,))
+    client.add_signer(HOOK, (events.COMPLETE,))
+    with serving(next_step) as (server, script):
+        env = {
+            **with_tests_on_path(dict(os.environ)),
+            "WAKEFUL_APP": "async_app:app",
+            "WAKEFUL_MODEL": "openai",
+            "WAKEFUL_MODEL_URL": server.url,
+            "WAKEFUL_MODEL_NAME": "scripted",
+            "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS),
+        }
+        fleet = Fleet(env).start()
+        try:
+            yield Settling(script, fleet)
+        finally:
+            fleet.stop()
+
+
+def booked(settings: Settings, op_key: str) -> list[dict[str, Any]]:
+    path = settings.home / LEDGER
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [row for row in rows if row["op_key"] == op_key]
+
+
+def order(client: Client) -> str:
+    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    payload = {"invoice": "inv-7", "amount": 120}
+    event = client.send(DESK, events.CREATE, payload, task_id=task_id)
+    receipt = client.receipt(event.event_id, task_id, FIRST_RECEIPT_S, key_id=event.key_id)
+    assert receipt["status"] == "accepted", receipt
+    return task_id
+
+
+def asleep(client: Client, task_id: str) -> dict[str, Any]:
+    """The task once it waits for the payment's completion."""
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline:
+        shown = client.show(task_id)
+        if any(w["wait_for"] == events.COMPLETE for w in shown["pending_waits"]):
+            return shown
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} never waited for a completion: {client.show(task_id)}")
+
+
+def complete(client: Client, task_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return client.event(task_id, events.COMPLETE, payload, HOOK)
+
+
+def test_a_completion_applies_once_and_one_for_another_handle_is_refused_with_a_receipt(
+    client: Client, settings: Settings, settling: Settling
+) -> None:
+    task_id = order(client)
+    op_key = f"pay_invoice:{task_id}:v1"
+    shown = asleep(client, task_id)
+    assert shown["stage"] == "paying" and len(booked(settings, op_key)) == 1
+
+    unknown = complete(client, task_id, {"handle": "pay-0000", "result": {"settlement": "set-x"}})
+    assert unknown["status"] == "rejected" and "waits under handle 'pay-0000'" in unknown["reason"], unknown
+    settled = {"handle": handle_of(op_key), "result": {"settlement": "set-1"}}
+    first = complete(client, task_id, settled)
+    assert first["status"] == "accepted", first
+    again = complete(client, task_id, settled)  # the hook fires twice: a new event, the same news
+    # Refused either way: the wait it answered is gone, or (the notice sent by now) the task closed.
+    told = ("no tool call of it waits", "it accepts no more events")
+    assert again["status"] == "rejected" and any(why in again["reason"] for why in told), again
+
+    closed = client.wait_settled(task_id, SETTLE_S)
+    assert closed["stage"] == "closed", closed
+    assert closed["external_refs"] == {"settlement": "set-1"}
+    assert len(booked(settings, op_key)) == 1
+    assert len(booked(settings, f"send_notice:{task_id}:v1:s1")) == 1
+    asked = [
+        r.body for r in settling.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
+    ]
+    assert len(asked) == 2, [tool_messages(b) for b in asked]
+    [settlement] = tool_messages(asked[1])
+    assert '"settlement": "set-1"' in settlement and 'tool="pay_invoice"' in settlement
+
+
+@pytest.mark.parametrize(
+    "point", ["executor.after_intent", "executor.after_downstream_call", "executor.after_advance"]
+)
+def test_an_asynchronous_call_is_made_once_across_an_executor_killed_at(
+    point: str, client: Client, settings: Settings, settling: Settling
+) -> None:
+    proc = settling.fleet.restart("executor", fault=f"{point}@1")
+    task_id = order(client)
+    deadline = time.monotonic() + SETTLE_S
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, f"{point} was never reached"
+        time.sleep(0.05)
+    assert proc.returncode == -signal.SIGKILL
+    settling.fleet.start_role("executor")
+    op_key = f"pay_invoice:{task_id}:v1"
+    asleep(client, task_id)
+    assert (
+        complete(client, task_id, {"handle": handle_of(op_key), "result": {"settlement": "s"}})["status"]
+        == "accepted"
+    )
+    assert client.wait_settled(task_id, SETTLE_S)["stage"] == "closed"
+    assert len(booked(settings, op_key)) == 1
