@@ -51,7 +51,7 @@ def call_once(
         result = attempt()
         if isinstance(result, Pending):
             return pending.recorded(tool, result, datetime.now(UTC))
-        return result
+        return pending.plain(tool, result)
     except ToolUnavailable as exc:
         return Unavailable(str(exc))
     except ToolRefused as exc:
@@ -102,7 +102,12 @@ def settled(
         looked = tool.lookup(op)
         if looked is None:
             continue
-        found = pending.recorded(tool, looked, datetime.now(UTC)) if isinstance(looked, Pending) else looked
+        now = datetime.now(UTC)
+        found = (
+            pending.recorded(tool, looked, now)
+            if isinstance(looked, Pending)
+            else pending.plain(tool, looked)
+        )
         if isinstance(found, str):  # not recordable: the call again under the key says so, and fails
             continue
         if intent.status is ActionStatus.IN_FLIGHT:

@@ -30,6 +30,7 @@ from wakeful.devstack.model_server import Reply, Request
 from wakeful.schemas import events
 
 DESK = "payables-desk"
+OTHER_HOOK = "other-bank-hook"
 FIRST_RECEIPT_S = 120.0  # the first event also waits for the fresh roles to join their groups
 SETTLE_S = 60.0
 LEASE_TTL_MS = 1500  # so a lease held by a killed executor lapses quickly
@@ -63,6 +64,7 @@ class Settling:
 def settling(client: Client) -> Iterator[Settling]:
     client.add_signer(DESK, (events.CREATE,))
     client.add_signer(HOOK, (events.COMPLETE,))
+    client.add_signer(OTHER_HOOK, (events.COMPLETE,))
     with serving(next_step) as (server, script):
         env = {
             **with_tests_on_path(dict(os.environ)),
@@ -120,6 +122,9 @@ def test_a_completion_applies_once_and_one_for_another_handle_is_refused_with_a_
     unknown = complete(client, task_id, {"handle": "pay-0000", "result": {"settlement": "set-x"}})
     assert unknown["status"] == "rejected" and "waits under handle 'pay-0000'" in unknown["reason"], unknown
     settled = {"handle": handle_of(op_key), "result": {"settlement": "set-1"}}
+    # a signer the door lets send completions, but not the one this tool names
+    forged = client.event(task_id, events.COMPLETE, settled, OTHER_HOOK)
+    assert forged["status"] == "rejected" and "may not complete" in forged["reason"], forged
     first = complete(client, task_id, settled)
     assert first["status"] == "accepted", first
     again = complete(client, task_id, settled)  # the hook fires twice: a new event, the same news

@@ -144,7 +144,7 @@ def done(
     ctx = engine.context(app, cp, auth, now)
     found = app.tool(tool)
     needed = (found is None or found.effect) and wf.needs_approval(ctx)
-    later = pending.due(result, now)
+    later = pending.due(result, now) if found is not None and found.completed_by else None
     if later is not None and found is not None:
         op_key = found.key_for(cp.task_id, cp.business.version, cp.execution.step)
         after = pending.waiting(cp, found, op_key, args or {}, later)

@@ -51,6 +51,14 @@ def recorded(tool: Tool[Any], later: Pending, now: datetime) -> dict[str, str] |
     return {MARK: handle, DUE: due.isoformat(), WITHIN: str(int((due - now).total_seconds()))}
 
 
+def plain(tool: Tool[Any], result: Mapping[str, Any]) -> Mapping[str, Any] | str:
+    """A result a call returned at once, or why the step fails for good: it may not carry the
+    runtime's marker (a downstream echoing outside text could otherwise pass for a pending call)."""
+    if any(name in result for name in (MARK, DUE, WITHIN)):
+        return f"{tool.name} returned a result with the runtime's names {MARK}, {DUE} or {WITHIN}"
+    return result
+
+
 def due(result: Mapping[str, Any], now: datetime) -> tuple[str, datetime] | None:
     """(handle, deadline) if `result` is a pending call's marker, else None. The deadline is the
     one the call set; once it has passed (the task was parked, then reopened, and waits again on
