@@ -27,7 +27,8 @@ from wakeful.core.provenance import RoleSigner, load_signer
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state import acl, keys
-from wakeful.state.outbox import Malformed, Outbox
+from wakeful.state.index import Index
+from wakeful.state.outbox import Malformed, Outbox, Pending
 
 BATCH_TARGET = 100  # records per claim worth publishing without waiting
 
@@ -40,8 +41,11 @@ class Relay:
         log: Log,
         topic: str = topics.LOG,
         signer: RoleSigner | None = None,
+        *,
+        index: Index | None = None,
     ) -> None:
         self.outbox = outbox
+        self.index = index  # the task index it keeps (state/index.py), if any
         self.producer = producer
         self.log = log
         self.topic = topic
@@ -75,6 +79,7 @@ class Relay:
             failed.update(task_ids)
         fault("relay.after_publish")
         done = [p for p in pending if p.task_id not in failed]
+        self._index(done)  # before the trim: a crash between the two applies them again, harmlessly
         self.outbox.trim(done, [m for m in [*malformed, *unfit] if m.task_id not in failed])
         self.outbox.requeue(sorted(failed))
         if failed:
@@ -83,6 +88,16 @@ class Relay:
         self.published += count
         self.messages += len(messages)
         return count
+
+    def _index(self, done: list[Pending]) -> None:
+        """Each published task's latest record into its tenant's task index (state/index.py). A
+        record that cannot be applied is logged and left: the log has it, and the task's next
+        change brings the index up to date."""
+        if self.index is None or not done:
+            return
+        applied = self.index.apply([p.records[-1] for p in done])
+        for reason in applied.skipped:
+            self.log("relay.index_skipped", reason=reason)
 
     def _partition_of(self, task_id: str) -> int:
         """The partition of wakeful.log that a message keyed by this task id goes to (murmur2, as
@@ -159,11 +174,14 @@ class Relay:
 
 def main(settings: Settings, stop: threading.Event) -> None:
     """Run the relay as its own process until stop is set."""
-    outbox = Outbox(acl.connect(settings, "relay"))
+    client = acl.connect(settings, "relay")
+    outbox = Outbox(client)
     # Every producer shares one configuration (acks=all, idempotent, murmur2 keys); the log is off
     # every task's critical path, so the relay lingers longer for bigger batches.
     producer = Producer(producer_config(settings, "relay") | {"linger.ms": 5})
-    relay = Relay(outbox, producer, Log(role="relay"), signer=load_signer(settings, "relay"))
+    relay = Relay(
+        outbox, producer, Log(role="relay"), signer=load_signer(settings, "relay"), index=Index(client)
+    )
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
     relay.run(stop)
     relay.log(

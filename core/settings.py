@@ -61,7 +61,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 from pydantic import SecretStr
 
@@ -103,6 +103,8 @@ class Settings:
     app: str | None = None  # module:attribute of the app the roles drive; None: the bundled example
     # module:attribute of the downstream systems the stack's Redis hosts (state/downstreams.py)
     downstreams: str = "wakeful.examples.downstreams:DOWNSTREAMS"
+    # Where upstream systems reach the read door (`wakeful ingress`, wakeful.client).
+    ingress_url: str = "http://127.0.0.1:18080"
     threads: int = 16
     lease_ttl_ms: int = 15_000
     instance_id: str | None = None
@@ -238,6 +240,7 @@ class Settings:
             ),  # state/budget.py DAY_SPAN
             app=env.get("WAKEFUL_APP") or None,
             downstreams=env.get("WAKEFUL_DOWNSTREAMS") or "wakeful.examples.downstreams:DOWNSTREAMS",
+            ingress_url=_ingress_url(env.get("WAKEFUL_INGRESS_URL")),
             threads=_int(env, "WAKEFUL_THREADS", 16, 1, 256),
             lease_ttl_ms=_int(env, "WAKEFUL_LEASE_TTL_MS", 15_000, 100, 3_600_000),
             instance_id=env.get("WAKEFUL_INSTANCE_ID") or None,
@@ -347,3 +350,13 @@ def _model_key(env: Mapping[str, str]) -> SecretStr | None:
         return SecretStr(key)
     key = env.get("OPENAI_API_KEY", "").strip()
     return SecretStr(key) if key else None
+
+
+def _ingress_url(raw: str | None) -> str:
+    """WAKEFUL_INGRESS_URL: http(s)://host:port of the read door, no path."""
+    if not raw:
+        return Settings.ingress_url
+    parsed = urlsplit(raw)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in ("", "/"):
+        raise ConfigError("WAKEFUL_INGRESS_URL", f"{raw!r} is not http(s)://host[:port]")
+    return raw.rstrip("/")

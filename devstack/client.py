@@ -23,6 +23,7 @@ from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
 from wakeful.authority.tool_store import ToolStore
+from wakeful.client import Upstream, keystore
 from wakeful.consumers import wiring
 from wakeful.core import ids, kafka_auth
 from wakeful.core.errors import TaskNotFound, WakefulError
@@ -33,7 +34,7 @@ from wakeful.devstack import dev_signers as dev
 from wakeful.devstack import stack
 from wakeful.producers.keys import generate_signer, load_signer, public_bytes
 from wakeful.producers.publish import ConfluentPublisher
-from wakeful.producers.signing import Ed25519Signer, sign_event
+from wakeful.producers.signing import Ed25519Signer
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry
@@ -68,6 +69,7 @@ class Client:
         self.store = wiring.store_for(settings, "admin")
         self._publisher: ConfluentPublisher | None = None
         self._connected: set[str] = set()  # the app's tools connected for their lookups
+        self._upstreams: dict[str, Upstream] = {}
 
     @property
     def publisher(self) -> ConfluentPublisher:
@@ -86,7 +88,7 @@ class Client:
     # ---- operator setup -----------------------------------------------------------------------
 
     def keystore(self) -> Path:
-        return self.settings.home / "signers"
+        return keystore(self.settings)
 
     def signer(self, principal: str) -> Ed25519Signer:
         path = self.keystore() / f"{principal}.key"
@@ -197,11 +199,17 @@ class Client:
         task_id: str | None = None,
         correlation_id: str | None = None,
     ) -> events.SignedEvent:
-        event = sign_event(
-            self.signer(principal), kind, payload, task_id=task_id, correlation_id=correlation_id
-        )
-        self.publisher.publish(event)
-        return event
+        return self.upstream(principal).send(kind, payload, task_id=task_id, correlation_id=correlation_id)
+
+    def upstream(self, principal: str) -> Upstream:
+        """`principal` as an upstream system (wakeful.client), with its key from the keystore,
+        sending on this client's publisher."""
+        if principal not in self._upstreams:
+            signer = self.signer(principal)
+            self._upstreams[principal] = Upstream(
+                signer, publisher=self.publisher, url=self.settings.ingress_url
+            )
+        return self._upstreams[principal]
 
     def create(
         self, payload: dict[str, Any], principal: str = REQUESTER, task_id: str | None = None
@@ -413,6 +421,8 @@ class Client:
         return sorted(rows, key=lambda r: str(r["updated_at"]))
 
     def close(self) -> None:
+        for upstream in self._upstreams.values():
+            upstream.close()  # its HTTP client; the publisher is this client's, closed below
         if self._publisher is not None:
             self._publisher.close()
 

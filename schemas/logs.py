@@ -66,11 +66,26 @@ class InboxRecord(Record):
     at: datetime
 
 
+class WaitSummary(Record):
+    """A pending wait as the task index and an upstream reader see it: what it waits for, until
+    when, and the correlation id an answer may name."""
+
+    KIND: ClassVar[str] = "wait_summary"
+    SCHEMA: ClassVar[int] = 1
+    schema_version: int = Field(default=1, exclude=True)
+
+    wait_for: str
+    deadline: datetime
+    correlation_id: str
+
+
 class OutboxRecord(Record):
-    """One Progress change, published on wakeful.log. record_id is the readers' dedupe key."""
+    """One Progress change, published on wakeful.log. record_id is the readers' dedupe key. From
+    schema 2 it says whose task it is and what the task now waits for: the task index is kept
+    from these (state/index.py), never by unsealing a task."""
 
     KIND: ClassVar[str] = "outbox"
-    SCHEMA: ClassVar[int] = 1
+    SCHEMA: ClassVar[int] = 2
     schema_version: int = SCHEMA
 
     # Dedupe key format, never change: "<task_id>:<state_version>".
@@ -82,6 +97,14 @@ class OutboxRecord(Record):
     task_version: int
     at: datetime
     detail: dict[str, Any] = Field(default_factory=dict)
+    tenant: str = ""  # "" in a record of schema 1
+    workflow: str = ""
+    waits: tuple[WaitSummary, ...] = ()
+
+
+@migration(OutboxRecord.KIND, 1)
+def _outbox_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "tenant": "", "workflow": "", "waits": []}  # v1 did not say
 
 
 # A wakeful.log message carries a batch of OutboxRecords (D47): this head, the records' JSON joined by

@@ -26,13 +26,13 @@ from redis.cluster import RedisCluster
 from wakeful.core import secrets
 from wakeful.core.errors import MissingCredential
 from wakeful.core.settings import Settings
-from wakeful.state import downstreams, keys
+from wakeful.state import downstreams, index, keys
 from wakeful.state.downstreams import Downstream
 
 # The runtime's users. A downstream an app's tools call (state/downstreams.py: the example apps'
 # bank and supplier register) is a user of its own beside these, which reaches its own keys only;
 # no role but the executor is given its credential.
-ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "admin")
+ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "ingress", "admin")
 
 _FUNCTIONS = "+fcall"
 _STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set)"
@@ -74,6 +74,10 @@ _LIVE = f"+time (~{keys.HELD_TASKS} +sadd) (~{keys.LIVE} +hset)"
 # XADD is the one write: no command here can move it back or make it lapse (state/budget.py, D51).
 _TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinfo|stream)"
 
+# The task index (state/index.py): the relay keeps it, through its one function, which moves a task
+# between a tenant's sets (all under the tenant's hash tag) and never back to an older version.
+_INDEX_WRITE = f"(~{index.PATTERN} {_FUNCTIONS} +hget +hset +zadd +zrem)"
+
 # The two roles that write Progress (through state.store). Only the executor holds task leases:
 # the gate reads and WATCHes the lease (_TASK_READ) and needs it free (docs/decisions.md D49).
 _PROGRESS_WRITER = (
@@ -95,7 +99,13 @@ RULES: dict[str, str] = {
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
     "relay": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "
-        f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard)"
+        f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard) {_INDEX_WRITE}"
+    ),
+    # The read door (consumers/ingress.py): a signer's key, its own receipts, its tenant's index.
+    "ingress": (
+        f"resetkeys -@all {_KEYLESS} (%R~{keys.AUTH_SIGNERS} +hget) "
+        f"(%R~{keys.PATTERN_TASK_RECEIPT} %R~{keys.PATTERN_RECEIPT} +get) "
+        f"(%R~{index.PATTERN} +hget +hmget +zrange +zrevrange)"
     ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }

@@ -18,7 +18,10 @@ make Redis hold a huge key for a week:
 | correlation id  | [A-Za-z0-9_.-]{1,128}   | wk:corr:C                                 |
 | key id (signer) | [A-Za-z0-9_.@-]{1,128}  | wk:seen:K:E, receipt keys                 |
 | op key          | [A-Za-z0-9_.:-]{1,200}  | a downstream's records: bank:{ledger}:... |
-| tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:spent, wk:tenant:N:tokens:D   |
+| tenant          | [A-Za-z0-9_.-]{1,64}    | wk:tenant:N:spent, wk:tenant:N:tokens:D,  |
+|                 |                         | wk:index:{N}:* (a hash tag)               |
+| stage           | [a-z][a-z0-9_]{0,39}    | wk:index:{N}:stage:S                      |
+| wait kind       | [A-Za-z0-9_.-]{1,64}    | wk:index:{N}:wait:K                       |
 | app name        | [A-Za-z0-9_-]{1,64}     | wk:authority:app:{A}:* (a hash tag)       |
 | UTC day         | [0-9]{8} (yyyymmdd)     | wk:tenant:N:tokens:D                      |
 
@@ -73,6 +76,10 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:authority:app:{A}:policy | hash | app A's policy index: version -> digest   | admin only; roles read |
 | wk:authority:app:{A}:policies | hash | version -> JSON {app, version, text,  | admin only; roles read |
 |                   |        | digest, by, at, reason}: never rewritten           | (authority/documents)  |
+| wk:index:{N}:tasks | hash  | tenant N's task id -> its summary: stage, versions, | relay (index function) |
+|                   |        | waits; never the task's fields (state/index.py)    | ingress reads          |
+| wk:index:{N}:stage:{S} | zset | tenant N's tasks at stage S, by last change  | relay; ingress reads   |
+| wk:index:{N}:wait:{K} | zset | tenant N's tasks waiting for K, by deadline   | relay; ingress reads   |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
@@ -323,3 +330,26 @@ def task_of(key: str) -> str:
     """The task id inside a per-task key name."""
     start, end = key.index("{") + 1, key.index("}")
     return key[start:end]
+
+
+# The task index (state/index.py): each tenant's under its own hash tag, so that one function call
+# moves a task between the tenant's sets on a Redis Cluster too.
+PATTERN_INDEX = f"{PREFIX}:index:*"
+STAGE_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+WAIT_KIND_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _index(tenant: str) -> str:
+    return f"{PREFIX}:index:{{{checked(_TENANT, tenant, 'tenant')}}}:"
+
+
+def index_tasks(tenant: str) -> str:
+    return f"{_index(tenant)}tasks"
+
+
+def index_stage(tenant: str, stage: str) -> str:
+    return f"{_index(tenant)}stage:{checked(STAGE_RE, stage, 'stage')}"
+
+
+def index_wait(tenant: str, kind: str) -> str:
+    return f"{_index(tenant)}wait:{checked(WAIT_KIND_RE, kind, 'wait kind')}"

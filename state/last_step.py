@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.logs import OutboxRecord
+from wakeful.schemas.logs import OutboxRecord, WaitSummary
 from wakeful.state import keys
 from wakeful.state.seal import Sealer
 
@@ -48,6 +48,12 @@ def commands(
         task_version=new.business.version,
         at=new.updated_at,
         detail=detail or {},
+        tenant=new.security.tenant,
+        workflow=new.business.workflow,
+        waits=tuple(
+            WaitSummary(wait_for=w.wait_for, deadline=w.deadline, correlation_id=w.correlation_id)
+            for w in new.execution.pending_waits
+        ),
     )
     return [
         *(before(new) if before else ()),

@@ -36,6 +36,7 @@ KINDS: dict[str, str | None] = {
     "seen": keys.PATTERN_SEEN,
     "corr": keys.PATTERN_CORR,
     "authority": keys.PATTERN_AUTHORITY,
+    "task index": keys.PATTERN_INDEX,
     "bank": bank.PATTERN,
     "suppliers": suppliers_keys.PATTERN,
     "outbox index": None,
@@ -81,6 +82,8 @@ def every_key() -> list[tuple[str, str]]:
             ("tenant spent", keys.tenant_spent(word)),
             ("tenant tokens", keys.tenant_tokens(word, "20261201")),
             ("corr", keys.corr(word)),
+            *(("task index", k) for k in (keys.index_tasks(word), keys.index_stage(word, "closed"))),
+            ("task index", keys.index_wait(word, word)),
             ("bank", bank.fence_key(word)),
             ("suppliers", suppliers_keys.fence_key(word)),
         ]
@@ -107,5 +110,6 @@ def test_every_pattern_the_acl_grants_is_one_of_the_key_tables_kinds() -> None:
         keys.DEADLINES,
         keys.HELD_TASKS,
         keys.LIVE,
+        keys.AUTH_SIGNERS,  # the read door reads this one authority key only
     }
     assert granted <= known, granted - known

@@ -1,0 +1,172 @@
+"""wakeful's client for upstream systems: sign and send events with a key of your own, wait for
+their receipts, and read the tasks your tenant may see.
+
+    from wakeful.client import Upstream
+
+    with Upstream.local("billing") as up:            # the key and login `wakeful dev up` made here
+        event = up.send("task.create", {"amount": 4200, "currency": "EUR"}, task_id="inv-7")
+        receipt = up.receipt(event)                    # {"status": "accepted", "stage": ..., ...}
+        task = up.task("inv-7")                        # its stage, versions and waits, or None
+        for t in up.tasks(waiting="approval"):         # the tenant's tasks waiting for an approval
+            ...
+
+Sending publishes the signed event to wakeful.events (the publisher SDK, wakeful.producers, with a
+Kafka login that may write that topic only). Reading asks `wakeful ingress` over HTTP, each request
+signed with the same key (wakeful.producers.reads): the door answers this key's own receipts and
+its tenant's tasks, as the task index has them (stage, versions, waits: never the task's own
+fields). The CLI sends every upstream event through this class.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+
+from wakeful.core import kafka_auth
+from wakeful.core.errors import WakefulError
+from wakeful.core.kafka_rights import UPSTREAM
+from wakeful.core.settings import Settings
+from wakeful.producers import reads
+from wakeful.producers.keys import load_signer
+from wakeful.producers.publish import ConfluentPublisher, Publisher
+from wakeful.producers.signing import Signer, sign_event
+from wakeful.schemas.events import SignedEvent
+
+__all__ = ["NotAnswered", "ReadRefused", "Upstream"]
+
+
+class ReadRefused(WakefulError):
+    """The door refused a read: a signature it cannot verify (an unknown or revoked key, a clock far
+    off), or a request it cannot answer (a bad id or filter). The message says which."""
+
+
+class NotAnswered(WakefulError):
+    """No receipt came within the time given: the event may still be on its way (are the workers
+    and the ingress running?)."""
+
+
+class Upstream:
+    """One principal's client: `signer` signs what it sends and every read; `publisher` sends
+    (None: this client only reads); `url` is where `wakeful ingress` listens."""
+
+    def __init__(
+        self, signer: Signer, *, publisher: Publisher | None = None, url: str, timeout: float = 10.0
+    ) -> None:
+        self.signer = signer
+        self.publisher = publisher
+        self.url = url.rstrip("/")
+        self.http = httpx.Client(base_url=self.url, timeout=timeout)
+        self._own_publisher = False
+
+    @classmethod
+    def local(cls, principal: str, settings: Settings | None = None) -> Upstream:
+        """A client for `principal` with the key `wakeful authority signers add` made in this
+        machine's keystore ($WAKEFUL_HOME/signers), the upstream Kafka login, and WAKEFUL_INGRESS_URL."""
+        settings = settings or Settings.from_env()
+        path = keystore(settings) / f"{principal}.key"
+        if not path.exists():
+            raise WakefulError(
+                f"no signing key for {principal!r} in {path.parent}: add one with "
+                f"`wakeful authority signers add {principal} --kinds <event kinds>`"
+            )
+        security = kafka_auth.client_config(settings, UPSTREAM)
+        publisher = ConfluentPublisher(settings.kafka_bootstrap, security=security)
+        client = cls(load_signer(f"key-{principal}", path), publisher=publisher, url=settings.ingress_url)
+        client._own_publisher = True
+        return client
+
+    # ---- sending ------------------------------------------------------------------------------
+
+    def send(
+        self,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> SignedEvent:
+        """Sign one event and publish it; returns once the broker has it (acks=all). `task_id` is
+        the task as your tenant names it."""
+        if self.publisher is None:
+            raise WakefulError("this client was made without a publisher: it can only read")
+        event = sign_event(self.signer, kind, payload or {}, task_id=task_id, correlation_id=correlation_id)
+        self.publisher.publish(event)
+        return event
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def receipt(
+        self, event: SignedEvent | str, *, task_id: str | None = None, timeout: float = 30.0
+    ) -> dict[str, Any]:
+        """The outcome of this key's event (the event, or its id and the task it names), polled
+        until it is there or `timeout` seconds have passed (NotAnswered)."""
+        event_id, named = (
+            (event.event_id, event.task_id) if isinstance(event, SignedEvent) else (event, task_id)
+        )
+        query = {"task_id": named} if named else {}
+        deadline = time.monotonic() + timeout
+        pause = 0.02
+        while True:
+            found = self._get(f"/v1/receipts/{event_id}", query)
+            if found is not None:
+                return found
+            if time.monotonic() >= deadline:
+                raise NotAnswered(f"no receipt for event {event_id} after {timeout:.0f}s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def task(self, task_id: str) -> dict[str, Any] | None:
+        """Your tenant's task `task_id` as the index has it, or None (no such task of your tenant)."""
+        return self._get(f"/v1/tasks/{task_id}", {})
+
+    def tasks(
+        self, *, stage: str | None = None, waiting: str | None = None, page: int = 100
+    ) -> Iterator[dict[str, Any]]:
+        """Your tenant's tasks at `stage` (latest change first) or waiting for `waiting` (an event
+        kind, or "approval"; soonest deadline first), page by page."""
+        query: dict[str, Any] = {k: v for k, v in (("stage", stage), ("waiting", waiting)) if v is not None}
+        after: int | None = 0
+        while after is not None:
+            found = self._get("/v1/tasks", {**query, "limit": page, "after": after})
+            assert found is not None  # a list is never a 404
+            yield from found["tasks"]
+            after = found["next"]
+
+    def _get(self, path: str, query: dict[str, Any]) -> dict[str, Any] | None:
+        target = path + (f"?{urlencode(query)}" if query else "")
+        signed = reads.sign(self.signer, "GET", target)
+        try:
+            answer = self.http.get(target, headers={reads.HEADER: signed})
+        except httpx.TransportError as exc:
+            raise WakefulError(
+                f"cannot reach wakeful ingress at {self.url}: {exc}; is `wakeful ingress` running?"
+            ) from exc
+        if answer.status_code == 404:
+            return None
+        body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
+        if answer.status_code != 200:
+            raise ReadRefused(f"{answer.status_code}: {body.get('error', answer.text[:200])}")
+        result: dict[str, Any] = body
+        return result
+
+    def close(self) -> None:
+        self.http.close()
+        if self._own_publisher and self.publisher is not None:
+            self.publisher.close()
+
+    def __enter__(self) -> Upstream:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+
+def keystore(settings: Settings) -> Path:
+    """Where this machine keeps its principals' signing keys (`wakeful authority signers add`)."""
+    return settings.home / "signers"

@@ -1,0 +1,198 @@
+"""The task index: each tenant's tasks by stage and by what they wait for, kept from the records on
+their way to wakeful.log, so that a reader lists tasks without unsealing one.
+
+The relay applies the latest record of each task it publishes (`Index.apply`, after the broker
+acknowledged it and before the outbox is trimmed: a crash between the two applies it again, which
+changes nothing). Each tenant's index lives under one hash tag, so one function call moves a task
+between stages at once, on a Redis Cluster too, and never moves it back to an older state_version.
+
+Its keys (state/keys.py's table): wk:index:{N}:tasks, a hash of tenant N's task ids to their
+summaries; wk:index:{N}:stage:{S}, N's tasks at stage S by last change (ms); wk:index:{N}:wait:{K},
+N's tasks waiting for K by deadline (ms).
+
+A summary holds what the log record says, never the task's own fields: its id as its tenant names
+it, workflow, stage, task version, state_version, when it last changed, and each wait (what for,
+the deadline, the correlation id an answer names). Records are not trusted for being in Redis: one
+whose parts cannot name a key is skipped and counted, and a summary is read back only if it parses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+import redis
+
+from wakeful.core import ids
+from wakeful.state import functions, keys
+from wakeful.state.functions import Function
+
+PAGE = 100  # the most tasks one read returns
+
+# KEYS[1] the tenant's tasks hash, KEYS[2] the task's new stage set, KEYS[3..] its new wait sets
+# (all under the tenant's hash tag); ARGV[1] task id, ARGV[2] state_version, ARGV[3] summary JSON,
+# ARGV[4] last change (ms), ARGV[5..] each wait's deadline (ms), in KEYS[3..]'s order.
+# returns: 1 applied, 0 the index holds this or a later state_version already.
+# The sets the task leaves are named from its stored summary: keys of the same hash tag as KEYS[1].
+APPLY = Function(
+    "index_apply",
+    """
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'tasks')
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if old then
+  local ok, was = pcall(cjson.decode, old)
+  if ok and type(was) == 'table' then
+    if (tonumber(was['state_version']) or -1) >= tonumber(ARGV[2]) then return 0 end
+    if type(was['stage']) == 'string' then
+      redis.call('ZREM', prefix .. 'stage:' .. was['stage'], ARGV[1])
+    end
+    if type(was['waits']) == 'table' then
+      for _, w in ipairs(was['waits']) do
+        if type(w) == 'table' and type(w['wait_for']) == 'string' then
+          redis.call('ZREM', prefix .. 'wait:' .. w['wait_for'], ARGV[1])
+        end
+      end
+    end
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+for i = 3, #KEYS do redis.call('ZADD', KEYS[i], ARGV[i + 2], ARGV[1]) end
+return 1
+""",
+)
+FUNCTIONS = (APPLY,)
+
+
+tasks_key, stage_key, wait_key, PATTERN = (
+    keys.index_tasks,
+    keys.index_stage,
+    keys.index_wait,
+    keys.PATTERN_INDEX,
+)
+
+
+def tenant_of(record: dict[str, Any]) -> str:
+    """The tenant a log record names; a record of schema 1 did not say: its task id's namespace."""
+    tenant = record.get("tenant")
+    if isinstance(tenant, str) and tenant:
+        return tenant
+    head, dot, _ = str(record.get("task_id", "")).rpartition(".")
+    return head if dot else ids.DEFAULT_TENANT
+
+
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """What the index keeps of a log record (a decoded OutboxRecord)."""
+    tenant, task_id = tenant_of(record), str(record["task_id"])
+    return {
+        "task_id": ids.named_by(tenant, task_id),
+        "workflow": record.get("workflow", ""),
+        "stage": record["stage"],
+        "task_version": record["task_version"],
+        "state_version": record["state_version"],
+        "updated_at": record["at"],
+        "waits": [
+            {"wait_for": w["wait_for"], "deadline": w["deadline"], "correlation_id": w["correlation_id"]}
+            for w in record.get("waits", ())
+        ],
+    }
+
+
+def _ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso).timestamp() * 1000)
+
+
+def command(raw: bytes) -> tuple[Any, ...]:
+    """The FCALL that applies one log record (its JSON) to its tenant's index. ValueError (or
+    KeyError, TypeError) for a record whose parts cannot name a key or are not what a record holds."""
+    record = orjson.loads(raw)
+    task_id = ids.checked(ids.TASK_ID_RE, str(record["task_id"]), "task id")
+    tenant, kept = tenant_of(record), summary(record)
+    waits = kept["waits"]
+    names = [
+        tasks_key(tenant),
+        stage_key(tenant, kept["stage"]),
+        *(wait_key(tenant, w["wait_for"]) for w in waits),
+    ]
+    version = record["state_version"]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise TypeError(f"state_version {version!r} is not a whole number")
+    args: list[functions.Arg] = [task_id, version, orjson.dumps(kept), _ms(kept["updated_at"])]
+    args += [_ms(w["deadline"]) for w in waits]
+    return functions.command(APPLY, names, args)
+
+
+@dataclass(frozen=True)
+class Applied:
+    applied: int  # tasks whose summary moved forward
+    skipped: list[str]  # why a record could not be applied (its task stays as the index had it)
+
+
+class Index:
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def apply(self, latest: Sequence[bytes]) -> Applied:
+        """Apply each task's latest record (one per task), in one round trip."""
+        skipped: list[str] = []
+        pipe = self.client.pipeline(transaction=False)
+        for raw in latest:
+            try:
+                pipe.execute_command(*command(raw))  # type: ignore[no-untyped-call]
+            except (ValueError, KeyError, TypeError, orjson.JSONDecodeError) as exc:
+                skipped.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+        replies = pipe.execute(raise_on_error=False) if len(pipe) else []
+        for reply in replies:
+            if isinstance(reply, Exception):
+                functions.reply(APPLY, reply)  # the library missing is raised; any other is counted
+                skipped.append(f"index function failed: {str(reply)[:200]}")
+        return Applied(sum(1 for r in replies if r == 1), skipped)
+
+    def task(self, tenant: str, task_id: str) -> dict[str, Any] | None:
+        """The summary of tenant's task `task_id` (the runtime's id), or None."""
+        raw = self.client.hget(tasks_key(tenant), task_id)
+        return _parsed(raw)
+
+    def listed(
+        self,
+        tenant: str,
+        *,
+        stage: str | None = None,
+        waiting: str | None = None,
+        limit: int = PAGE,
+        after: int = 0,
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """Tenant's tasks at `stage` (latest change first) or waiting for `waiting` (soonest
+        deadline first; with `stage` too, those of them at that stage), `limit` of them from
+        position `after`; and the position of the next page, or None."""
+        if waiting is not None:
+            name, newest_first = wait_key(tenant, waiting), False
+        elif stage is not None:
+            name, newest_first = stage_key(tenant, stage), True
+        else:
+            raise ValueError("name a stage or a wait to list by")
+        limit = max(1, min(limit, PAGE))
+        found: list[bytes] = self.client.zrange(name, after, after + limit - 1, desc=newest_first)  # type: ignore[assignment]
+        rows = self.client.hmget(tasks_key(tenant), found) if found else []
+        out = []
+        for raw in rows:
+            doc = _parsed(raw)
+            if doc is None or (stage is not None and doc.get("stage") != stage):
+                continue  # moved on since (the set is behind its summary for a moment), or stage filtered
+            if waiting is not None and not any(w.get("wait_for") == waiting for w in doc.get("waits", ())):
+                continue
+            out.append(doc)
+        return out, (after + limit if len(found) == limit else None)
+
+
+def _parsed(raw: Any) -> dict[str, Any] | None:
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return doc if isinstance(doc, dict) else None
