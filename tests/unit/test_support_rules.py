@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from wakeful.authority.policy import authorize
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import model_messages
 from wakeful.consumers.models import GullibleModel, RulesModel
@@ -23,7 +24,8 @@ from wakeful.workflow import effects, engine, wakes, window
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-AUTH = Snapshot(approvers=frozenset({"alice"}), limit=1000)
+# Live authority with the app's own policy text (examples/support.cedar) in force.
+AUTH = Snapshot(approvers=frozenset({"alice"}), limit=1000, app="support", shipped=sup.app.shipped_policy)
 TOOLS = {tool.name: tool for tool in sup.app.tools}
 ORDER = {
     "found": "yes", "order_id": "O-1", "item": "kettle", "amount": "400", "currency": "EUR",
@@ -162,6 +164,29 @@ def test_each_result_keeps_the_loop_going_moves_it_on_or_goes_to_a_person(
 ) -> None:
     decided = sup.done(at(refs), tool, result)
     assert (decided.stage if isinstance(decided, Next) else NEEDS_REVIEW) == stage
+
+
+@pytest.mark.parametrize(
+    ("principal", "action", "context", "why"),
+    [
+        ("svc", "find_order", {}, None),
+        ("svc", "track_parcel", {}, None),
+        ("svc", "remedy_order", {"amount": 400}, None),
+        ("svc", "remedy_order", {"amount": 2500}, "a remedy of 2500 needs an approval (limit 1000)"),
+        ("alice", "remedy_order", {"amount": 2500, "approver": "alice"}, None),
+        ("mallory", "remedy_order", {"amount": 2500, "approver": "mallory"}, "approver mallory is no longer"),
+        ("svc", "send_notice", {"amount": 2500}, None),
+        ("mallory", "approve", {"version": 1}, "not an authorised approver"),
+        ("svc", "approve", {"version": 1}, "not an authorised approver"),
+        ("alice", "approve", {"version": 1}, None),
+    ],
+)
+def test_the_shipped_policy_lets_the_lookups_run_and_holds_a_remedy_above_the_limit_for_an_approver(
+    principal: str, action: str, context: dict[str, Any], why: str | None
+) -> None:
+    task = {"task": "t-1", "workflow": "support", "stage": "working", "requester": "svc", "amount": 2500}
+    decided = authorize(principal, action, task, AUTH, context)
+    assert decided.allowed == (why is None) and decided.reason.startswith(why or "")
 
 
 # ---- the loop, as the runtime's pure rules run it with the rules model -----------------------
