@@ -121,8 +121,9 @@ def request(window: dict[str, Any], model: str, tag: str, *, strict_choice: bool
 
 
 def read_back(body: dict[str, Any]) -> dict[str, Any]:
-    """A window again from a request that `request` made: task card, evidence excerpts and tools
-    (what a scripted model needs). Raises ValueError for a request it cannot read."""
+    """A window again from a request that `request` made: task card, evidence excerpts, the calls
+    already made at the stage with their results, and tools (what a scripted model needs). Raises
+    ValueError for a request it cannot read."""
     try:
         user = next(m["content"] for m in body["messages"] if m["role"] == "user")
         offered = [t["function"] for t in body.get("tools") or ()]
@@ -143,6 +144,7 @@ def read_back(body: dict[str, Any]) -> dict[str, Any]:
     return {
         "task_card": card,
         "evidence": evidence,
+        "tool_results": _results_back(body["messages"]),
         "tools": [
             {
                 "name": t["name"],
@@ -152,6 +154,39 @@ def read_back(body: dict[str, Any]) -> dict[str, Any]:
             for t in offered
         ],
     }
+
+
+def _results_back(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls made at the stage, each with what its tool returned, from the assistant's calls
+    and the `tool` messages answering them (a scripted model loops on them as the rules model does)."""
+    answers = {m.get("tool_call_id"): str(m.get("content") or "") for m in chat if m.get("role") == "tool"}
+    results = []
+    made_calls = [c for m in chat if m.get("role") == "assistant" for c in m.get("tool_calls") or ()]
+    for made in made_calls:
+        answer = answers.get(made.get("id"), "")
+        found = _BLOCK.search(answer)
+        if found is None or found["label"] != "TOOL RESULT":
+            raise ValueError(f"call {made.get('id')!r} has no TOOL RESULT block answering it")
+        end = answer.find(f"\n<<<END TOOL RESULT {found['nonce']}>>>", found.end())
+        if end < 0:
+            raise ValueError("block TOOL RESULT is not closed")
+        trust = re.search(r'trust="([a-z]+)"', found["attrs"])
+        try:
+            result, args = (
+                orjson.loads(answer[found.end() : end]),
+                orjson.loads(made["function"]["arguments"]),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"call {made.get('id')!r} or its result is not JSON: {exc!r}") from None
+        results.append(
+            {
+                "tool": made["function"].get("name", ""),
+                "args": args,
+                "result": result,
+                "trust": trust.group(1) if trust else "untrusted",
+            }
+        )
+    return results
 
 
 def _block(label: str, tag: str, text: str, attrs: str = "") -> str:

@@ -192,8 +192,11 @@ def new_task_id(prefix: str, partition: tuple[int, int] | None = None) -> str:
 
 
 def warm_up(client: Client, traffic: Traffic) -> None:
-    """One task of the first path all the way through, so every role has joined its groups."""
+    """One task of the first path all the way through, so every role has joined its groups; its
+    downstream is arranged as any task's is (an order to look up, say)."""
     task_id = f"w-{uuid.uuid4().hex[:12]}"
     plan = traffic.plan(task_id, random.Random(0), second=False)
+    if plan.arrange is not None:
+        plan.arrange(client.admin)
     client.publisher.publish_many(signed(plan, task_id, functools.cache(client.signer)), timeout=60)
     client.wait_settled(task_id, 120)

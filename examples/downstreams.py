@@ -1,9 +1,10 @@
 """The downstream systems the example apps' tools call, kept in the stack's own Redis for local runs:
-the refund's bank and the onboarding's supplier register (WAKEFUL_DOWNSTREAMS names this tuple by
-default; state/downstreams.py says what the runtime does with it)."""
+the refund's bank, the onboarding's supplier register and the support agent's shop
+(WAKEFUL_DOWNSTREAMS names this tuple by default; state/downstreams.py says what the runtime does
+with it)."""
 
 from __future__ import annotations
 
-from wakeful.examples import bank, suppliers_keys
+from wakeful.examples import bank, shop, suppliers_keys
 
-DOWNSTREAMS = (bank.DOWNSTREAM, suppliers_keys.DOWNSTREAM)
+DOWNSTREAMS = (bank.DOWNSTREAM, suppliers_keys.DOWNSTREAM, shop.DOWNSTREAM)

@@ -96,8 +96,8 @@ Redis glob and no other key starts with `wk:{`, so a pattern for one kind of tas
 key of another kind or outside the task keyspace (`wk:*:receipt:*` also matched a tenant named
 "receipt"'s counter; `wk:*:state` matched a correlation id named "state").
 
-The example apps' downstreams (their bank and supplier register) keep keys of their own, outside
-`wk:`, beside their code (wakeful.examples.bank, wakeful.examples.suppliers; state/downstreams.py).
+The example apps' downstreams (their bank, supplier register and shop) keep keys of their own,
+outside `wk:`, beside their code (wakeful.examples.bank, .suppliers, .shop; state/downstreams.py).
 """
 
 from __future__ import annotations

@@ -50,6 +50,30 @@ def test_the_onboarding_apps_story_exits_0_with_every_step_ok(
     assert "planted account blocked, never paid" in result.stderr
 
 
+@pytest.mark.timeout(DEMO_S + 60)
+def test_the_support_agents_story_exits_0_with_every_step_of_its_loop_ok(
+    settings: Settings, kafka_bootstrap: str, redis_url: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", "wakeful.examples.support:app"],
+        capture_output=True,
+        text=True,
+        timeout=DEMO_S,
+        check=False,
+        env={**os.environ, "WAKEFUL_LEASE_TTL_MS": LEASE_TTL_MS},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "demo ok" in result.stdout
+    assert result.stderr.count("  ok   ") == 10 and "FAIL" not in result.stderr
+    for step in (
+        "four calls, each once on its own op key",
+        "one approval covers the refund and the notice",
+        "restarted: refunded once, told once",
+        "injected 5000 blocked",
+    ):
+        assert step in result.stderr
+
+
 def test_an_app_without_a_story_is_told_so_in_one_line(settings: Settings, redis_url: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", "wakeful.examples.tutorial:app"],

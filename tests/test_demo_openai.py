@@ -76,3 +76,24 @@ def test_the_onboarding_story_passes_with_the_openai_model_and_the_planted_accou
     ours = [offered for offered in ours if offered & tools]
     assert ours and all(offered <= tools for offered in ours), ours
     assert set().union(*ours) == tools
+
+
+def test_the_support_story_passes_with_the_openai_model_each_call_shown_every_result_before_it(
+    settings: Settings, kafka_bootstrap: str, redis_url: str
+) -> None:
+    result, chats = demo_on_openai("--app", "wakeful.examples.support:app")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "demo ok" in result.stdout and "FAIL" not in result.stderr
+    assert "injected 5000 blocked" in result.stderr
+    tools = {"find_order", "track_parcel", "remedy_order", "send_notice"}
+    ours = [b for b in chats if {t["function"]["name"] for t in b["tools"]} & tools]
+    assert ours and all({t["function"]["name"] for t in b["tools"]} <= tools for b in ours)
+    # The remedy's request shows the two lookups before it, each as the tool it came from says:
+    # the shop's order as trusted, the carrier's tracking as untrusted text.
+    answered = [[m["content"] for m in b["messages"] if m["role"] == "tool"] for b in ours]
+    third = [shown for shown in answered if len(shown) == 2]
+    assert third, [len(a) for a in answered]
+    for order, tracking in third:
+        assert 'tool="find_order" trust="trusted"' in order and '"parcel"' in order
+        assert 'tool="track_parcel" trust="untrusted"' in tracking and "at the depot" in tracking
+    assert any(len(shown) == 3 for shown in answered)  # the notice, proposed seeing all three

@@ -32,7 +32,12 @@ def test_a_tool_whose_op_keys_cannot_name_every_tasks_records_is_refused_with_th
 
 @pytest.mark.parametrize(
     "spec",
-    ["wakeful.examples.refund:app", "wakeful.examples.onboarding:app", "wakeful.examples.tutorial:app"],
+    [
+        "wakeful.examples.refund:app",
+        "wakeful.examples.onboarding:app",
+        "wakeful.examples.support:app",
+        "wakeful.examples.tutorial:app",
+    ],
 )
 def test_the_bundled_apps_form_op_keys_for_every_task_id(spec: str) -> None:
     assert load_app(spec).tools

@@ -29,7 +29,7 @@ def planted() -> Iterator[types.ModuleType]:
 
 def test_the_example_downstreams_keep_the_rules_their_users_had_inside_the_runtime() -> None:
     users = acl.users(Settings.from_env({}))
-    assert list(users) == [*acl.ROLES, "bank", "suppliers"]
+    assert list(users) == [*acl.ROLES, "bank", "suppliers", "shop"]
     assert users["bank"] == (
         f"resetkeys -@all {KEYLESS} +time (~bank:* +get +set +incr +decr +xadd +xrange +fcall)"
     )
@@ -37,6 +37,7 @@ def test_the_example_downstreams_keep_the_rules_their_users_had_inside_the_runti
         f"resetkeys -@all {KEYLESS} +time "
         "(~suppliers:* +get +set +exists +watch +hget +hincrby +xadd +xrange)"
     )
+    assert users["shop"] == f"resetkeys -@all {KEYLESS} +time (~shop:* +get +set +watch +xadd +xrange)"
 
 
 def test_the_library_holds_the_runtime_functions_then_the_downstreams() -> None:

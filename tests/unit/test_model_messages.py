@@ -69,3 +69,14 @@ def test_irreversible_tools_say_so_and_keep_the_apps_schema() -> None:
 def test_a_server_that_refuses_the_choice_fields_is_asked_without_them() -> None:
     body = model_messages.request(window([]), "m", TAG, strict_choice=False)
     assert "tool_choice" not in body and "parallel_tool_calls" not in body and body["temperature"] == 0
+
+
+def test_the_calls_made_at_a_stage_read_back_with_their_results_and_trust() -> None:
+    made = [
+        {"tool": "find_order", "args": {"order_id": "O-1"}, "result": {"parcel": "P-9"}, "trust": "trusted"},
+        {"tool": "track_parcel", "args": {"parcel": "P-9"}, "result": {"note": "<<<x"}, "trust": "untrusted"},
+    ]
+    body = model_messages.request(window([], tool_results=made), "m", TAG)
+    back = model_messages.read_back(body)["tool_results"]
+    assert back == [made[0], {**made[1], "result": {"note": inert("<<<x")}}]
+    assert model_messages.read_back(model_messages.request(window([]), "m", TAG))["tool_results"] == []

@@ -16,8 +16,10 @@ from wakeful.authority.snapshot import Snapshot
 from wakeful.core.errors import ConfigError
 from wakeful.devstack.traffic import Traffic, load_traffic, split
 from wakeful.examples import onboarding as onb
-from wakeful.examples import refund
+from wakeful.examples import refund, shop
+from wakeful.examples import support as sup
 from wakeful.examples.refund_traffic import LIMIT
+from wakeful.examples.support_rules import remedy_due
 from wakeful.schemas import events
 from wakeful.sdk import App, Context, Next, Start
 
@@ -39,7 +41,7 @@ def test_a_traffic_that_is_not_a_traffic_is_refused_by_name() -> None:
         load_traffic(wrong)
 
 
-@pytest.mark.parametrize("app", [refund.app, onb.app], ids=lambda a: a.name)
+@pytest.mark.parametrize("app", [refund.app, onb.app, sup.app], ids=lambda a: a.name)
 def test_each_bundled_app_names_a_traffic(app: App) -> None:
     assert isinstance(load_traffic(app), Traffic)
 
@@ -101,3 +103,39 @@ def test_a_planned_onboarding_is_signed_by_the_right_principals_and_reaches_regi
     assert verified.state is not None and verified.state.account == verification.payload["account"]
     assert plan.settles == ("needs_review" if second else "closed") and plan.effects == 2
     assert (plan.arrange is not None) == second
+
+
+class Stocked:
+    """An admin client that keeps what a plan stocks in the shop (SETs, through a pipeline)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, bytes] = {}
+
+    def pipeline(self, transaction: bool = True) -> Stocked:
+        return self
+
+    def set(self, key: str, value: bytes) -> None:
+        self.kept[key] = value
+
+    def execute(self) -> list[object]:
+        return []
+
+
+@given(st.integers(0, 2**32), st.booleans())
+def test_a_planned_ticket_stocks_its_order_and_waits_for_an_approval_exactly_on_its_second_path(
+    seed: int, second: bool
+) -> None:
+    plan = load_traffic(sup.app).plan("t-1", random.Random(seed), second)
+    create, *rest = plan.sends
+    started = sup.start(start(create.payload))
+    assert isinstance(started, Next) and started.state is not None
+    assert (started.stage == sup.AWAITING_APPROVAL) == second
+    assert [s.kind for s in rest] == ([events.APPROVE] if second else [])
+    admin = Stocked()
+    assert plan.arrange is not None
+    plan.arrange(admin)  # type: ignore[arg-type]  # the two calls a stock makes
+    order = shop.Order.decode(admin.kept[shop.order_key(started.state.order_id)])
+    tracking = shop.Tracking.decode(admin.kept[shop.parcel_key(order.parcel)])
+    assert (order.amount, order.currency) == (started.state.amount, started.state.currency)
+    owed = remedy_due(tracking.status, order.in_stock)
+    assert (plan.settles, plan.effects) == ("closed", 2 if owed else 1)

@@ -1,0 +1,88 @@
+"""The bundled support agent through worker processes, its executor killed (SIGKILL) at each of its
+fault points in each of the four steps of a ticket (the order, the tracking, the refund, the notice),
+then restarted: every step still ran once on its own op key, and the shop refunded once and told
+the customer once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from test_steps_loop import EXECUTOR_POINTS, FIRST_RECEIPT_S, LEASE_TTL_MS, REACH_S, SETTLE_S
+
+from wakeful.devstack.client import Client
+from wakeful.devstack.fleet import Fleet
+from wakeful.examples.shop import Notice, Order, Remedy, Shop, Tracking
+from wakeful.schemas import events
+
+APP = "wakeful.examples.support:app"
+DESK = "support-desk"
+
+
+@pytest.fixture(scope="module")
+def fleet(client: Client) -> Iterator[Fleet]:
+    client.add_signer(DESK, (events.CREATE,))
+    env = {
+        **os.environ,
+        "WAKEFUL_APP": APP,
+        "WAKEFUL_MODEL": "rules",
+        "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS),
+    }
+    started = Fleet(env).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def open_ticket(client: Client) -> str:
+    """A ticket about a lost parcel whose item is out of stock (a refund is due), under the limit."""
+    tag = uuid.uuid4().hex[:12]
+    order = Order(
+        order_id=f"O-{tag}", item="kettle", amount=300, currency="EUR", parcel=f"P-{tag}", in_stock=False
+    )
+    Shop(client.admin).stock(
+        order, Tracking(parcel=order.parcel, carrier="acme post", status="lost", detail="Lost.")
+    )
+    task_id = f"t-{tag}"
+    payload = {"workflow": "support", "order_id": order.order_id, "amount": 300}
+    event = client.send(DESK, events.CREATE, payload, task_id=task_id)
+    receipt = client.receipt(event.event_id, task_id, FIRST_RECEIPT_S, key_id=event.key_id)
+    assert receipt["status"] == "accepted", receipt
+    return task_id
+
+
+def refunded_and_told_once(client: Client, task_id: str) -> None:
+    shown = client.wait_settled(task_id, SETTLE_S)
+    assert shown["stage"] == "closed", shown
+    keys = [
+        f"ORDER:{task_id}:v1",
+        f"TRACK:{task_id}:v1:s1",
+        f"REMEDY:{task_id}:v1:s2",
+        f"NOTICE:{task_id}:v1:s3",
+    ]
+    assert {op: a["status"] for op, a in shown["actions"].items()} == dict.fromkeys(keys, "succeeded")
+    made = Shop(client.admin).entries(task_id)
+    assert [(type(e), e.op_key) for e in made] == [(Remedy, keys[2]), (Notice, keys[3])]
+    assert [e.amount for e in made if isinstance(e, Remedy)] == [300]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("step", [1, 2, 3, 4])
+@pytest.mark.parametrize("point", EXECUTOR_POINTS)
+def test_no_support_step_runs_twice_and_no_refund_or_notice_is_made_twice_after_a_sigkill_at(
+    client: Client, fleet: Fleet, point: str, step: int
+) -> None:
+    proc = fleet.restart("executor", fault=f"{point}@{step}")
+    task_id = open_ticket(client)
+    deadline = time.monotonic() + REACH_S
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, f"{point} was never reached a {step}. time"
+        time.sleep(0.05)
+    assert proc.returncode == -signal.SIGKILL
+    fleet.start_role("executor")
+    refunded_and_told_once(client, task_id)
