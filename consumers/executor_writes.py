@@ -17,7 +17,7 @@ from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
-from wakeful.state import keys
+from wakeful.state import keys, last_step
 from wakeful.state.actions import ActionLog
 from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
@@ -95,12 +95,11 @@ class Writes:
         transaction, under this lease (wk:deadlines is in another Redis Cluster slot than the
         task): the gate takes the wake only once the lease is free, when the move has landed or
         never will; a wake with no move behind it finds nothing due and changes nothing. A task
-        put to sleep on a tool's completion (workflow/pending.py) gets its wait's deadline there."""
+        that now waits (a Wait its workflow's `done` returned, or a tool's completion:
+        workflow/pending.py) gets its wait's deadline there and its correlation id, as the gate's
+        moves do."""
         if new.execution.pending_waits:
-            return [
-                ("ZADD", keys.DEADLINES, ms, f"{new.task_id}|{ms}")
-                for ms in (int(w.deadline.timestamp() * 1000) for w in new.execution.pending_waits)
-            ]
+            return last_step.wait_writes(new)  # its deadline for the timer, its correlation id for the door
         if not self.app.tools_at(new.stage):
             return []
         due_ms = int(new.updated_at.timestamp() * 1000)

@@ -52,6 +52,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Refuse
+from wakeful.state import last_step
 from wakeful.state.store import Change, Store
 from wakeful.workflow import engine
 
@@ -175,7 +176,7 @@ class Gate:
                 lease=None,
                 detail=gate_writes.change_detail(event),
                 restamp=True,
-                before=gate_writes.wait_writes,
+                before=last_step.wait_writes,
                 also=judge.also,
                 pinned=step.pinned,
                 first=step.first,

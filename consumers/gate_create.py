@@ -15,6 +15,7 @@ from wakeful.core.log import Log
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import WORKFLOW_FIELD, Refuse, Start
+from wakeful.state import last_step
 from wakeful.state.store import Store
 from wakeful.workflow import engine
 
@@ -47,7 +48,7 @@ def create(
             identity(wake.envelope, event),
             gate_writes.event_detail(event),
             also=also,
-            before=gate_writes.wait_writes,
+            before=last_step.wait_writes,
             pinned=step.pinned,
             first=step.first,
         )

@@ -26,6 +26,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import App
 from wakeful.state import checks, keys
+from wakeful.state.last_step import wait_writes
 from wakeful.state.pinned import Command, Pinned
 from wakeful.workflow import compat, window
 
@@ -80,22 +81,6 @@ class FollowUps:
             payload={"window": body, "tenant": cp.security.tenant},  # whose token budget it spends
         )
         self.producer.produce(topics.PROPOSALS_REQUEST, key=cp.task_id.encode(), value=request.encode())
-
-
-def wait_writes(cp: Checkpoint | None) -> list[tuple[Any, ...]]:
-    """Each pending wait's deadline (for the timer) and correlation id (for inbound). Idempotent,
-    and harmless with no change behind them: the timer's wake finds nothing due, and a reply to a
-    correlation id the task does not wait on is refused."""
-    writes: list[tuple[Any, ...]] = []
-    if cp is None:
-        return writes
-    for wait in cp.execution.pending_waits:
-        due_ms = int(wait.deadline.timestamp() * 1000)
-        writes.append(("ZADD", keys.DEADLINES, due_ms, f"{cp.task_id}|{due_ms}"))
-        writes.append(
-            ("SET", keys.corr(wait.correlation_id), keys.corr_value(cp.security.tenant, cp.task_id))
-        )
-    return writes
 
 
 def receipt_write(

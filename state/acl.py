@@ -94,8 +94,9 @@ RULES: dict[str, str] = {
     ),
     "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE} {_HELD} {_LIVE}",
     "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
-    # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer).
-    "executor": f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_LIVE}",
+    # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer),
+    # and indexes a wait its close made (a workflow's `done` returned one, or a tool's call is pending).
+    "executor": f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE}",
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
     "relay": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "

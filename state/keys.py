@@ -49,8 +49,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:{T}:quarantine | string | JSON {reason, detail, at}: the task never resumes  | gate, executor, admin  |
 | wk:{T}:evidence   | hash   | evidence ref -> untrusted text (e.g. the note)     | gate                   |
 | wk:outbox:dirty   | set    | task ids whose outbox may hold records             | gate, executor; relay  |
-| wk:deadlines      | zset   | "<task_id>|<deadline ms>" scored by deadline ms    | gate; timer removes    |
-| wk:corr:{C}       | string | correlation id C -> "<tenant>|<task id>" of the    | gate                   |
+| wk:deadlines      | zset   | "<task_id>|<deadline ms>" scored by deadline ms    | gate, executor; timer  |
+|                   |        |                                                    | removes                |
+| wk:corr:{C}       | string | correlation id C -> "<tenant>|<task id>" of the    | gate, executor         |
 |                   |        | wait it answers (a bare task id: written before    |                        |
 |                   |        | the tenant was; corr_target())                     |                        |
 | wk:seen:{K}:{E}   | string | key K's event E was accepted at the door (replay)  | inbound (TTL)          |

@@ -77,3 +77,19 @@ def stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> Ch
             "updated_at": now,
         }
     )
+
+
+def wait_writes(cp: Checkpoint | None) -> list[tuple[Any, ...]]:
+    """Each pending wait's deadline (for the timer) and correlation id (for inbound). Idempotent,
+    and harmless with no change behind them: the timer's wake finds nothing due, and a reply to a
+    correlation id the task does not wait on is refused."""
+    writes: list[tuple[Any, ...]] = []
+    if cp is None:
+        return writes
+    for wait in cp.execution.pending_waits:
+        due_ms = int(wait.deadline.timestamp() * 1000)
+        writes.append(("ZADD", keys.DEADLINES, due_ms, f"{cp.task_id}|{due_ms}"))
+        writes.append(
+            ("SET", keys.corr(wait.correlation_id), keys.corr_value(cp.security.tenant, cp.task_id))
+        )
+    return writes

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.model_server import Reply, Request
 from wakeful.schemas import events
+from wakeful.state import keys
 
 DESK = "payables-desk"
 OTHER_HOOK = "other-bank-hook"
@@ -118,6 +120,11 @@ def test_a_completion_applies_once_and_one_for_another_handle_is_refused_with_a_
     op_key = f"pay_invoice:{task_id}:v1"
     shown = asleep(client, task_id)
     assert shown["stage"] == "paying" and len(booked(settings, op_key)) == 1
+    # the wait the executor's close made is indexed as the gate's are: the timer's and the door's
+    [wait] = shown["pending_waits"]
+    due_ms = int(datetime.fromisoformat(wait["deadline"]).timestamp() * 1000)
+    assert client.admin.zscore(keys.DEADLINES, f"{task_id}|{due_ms}") == due_ms
+    assert client.admin.get(keys.corr(wait["correlation_id"])) == keys.corr_value("default", task_id).encode()
 
     unknown = complete(client, task_id, {"handle": "pay-0000", "result": {"settlement": "set-x"}})
     assert unknown["status"] == "rejected" and "waits under handle 'pay-0000'" in unknown["reason"], unknown
