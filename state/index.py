@@ -111,6 +111,12 @@ def command(raw: bytes) -> tuple[Any, ...]:
     record = orjson.loads(raw)
     task_id = ids.checked(ids.TASK_ID_RE, str(record["task_id"]), "task id")
     tenant, kept = tenant_of(record), summary(record)
+    head, dot, _ = task_id.rpartition(".")
+    if (head if dot else ids.DEFAULT_TENANT) not in (tenant, ids.DEFAULT_TENANT) or (
+        dot and tenant == ids.DEFAULT_TENANT
+    ):  # a record that files one tenant's task under another's (a bare id may be a task of any
+        # tenant made before the namespaces, D52)
+        raise ValueError(f"record files task {task_id} under tenant {tenant}")
     waits = kept["waits"]
     names = [
         tasks_key(tenant),

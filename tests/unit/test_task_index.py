@@ -71,8 +71,15 @@ def test_a_record_from_before_the_tenant_was_named_is_indexed_under_its_ids_name
         {"waits": [{"wait_for": "a b", "deadline": "2030-06-01T10:00:00Z", "correlation_id": "c"}]},
         {"state_version": "4"},
         {"at": "yesterday"},
+        {"tenant": "initech"},  # globex.t-1 filed under another tenant
+        {"tenant": "default"},
+        {"task_id": "initech.t-1"},
     ],
 )
 def test_a_record_whose_parts_cannot_name_a_key_is_refused_before_any_call(over: dict[str, Any]) -> None:
     with pytest.raises((ValueError, KeyError, TypeError)):
         index.command(record(**over))
+
+
+def test_a_bare_task_id_may_be_any_tenants_made_before_the_namespaces() -> None:
+    assert index.command(record(task_id="t-1"))[6] == "t-1"
