@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from confluent_kafka import Message
 from pydantic import ValidationError
 
@@ -66,7 +67,7 @@ from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.replies import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import compat, effects, engine, revoked, switches
+from wakeful.workflow import batch, compat, effects, engine, revoked, switches
 
 
 def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
@@ -102,7 +103,7 @@ class Executor:
             return self.runner.dead_letter(msg, sender.reason)
         try:
             env = Envelope.decode(msg.value() or b"")
-            proposal = Proposal.model_validate(env.payload)
+            proposal = Proposal.decode(orjson.dumps(env.payload))  # its schema's migrations run
         except (DecodeError, ValidationError) as exc:
             return self.runner.dead_letter(msg, f"malformed proposal: {exc!r}")
         with self.store.pinned(env.task_id) as pinned:
@@ -193,12 +194,37 @@ class Executor:
             self.writes.advance(loaded, parked_id, lambda c: engine.review(c, off.reason), off.detail())
             self.log("executor.tool_disabled", task_id=cp.task_id, tool=decided.tool, by=off.switch.by)
             return None
+        more = self._more(loaded, decided, proposal, auth, now)
+        if more is None:
+            return None
         args = decided.args.model_dump(mode="json")  # once: for the intent, and for the loop's record
         done = self._once(loaded, decided, args, auth)
         if done is None:
             return None
         result, first, outcome = done
-        return self.writes.close(loaded, (decided.tool, decided.op_key, result, args), auth, first, outcome)
+        with self.heartbeats.beating(loaded.held.lease) as beat:
+            extra = executor_steps.call_more(self.app, more, loaded.held.lease)
+        beat.check()
+        step = (decided.tool, decided.op_key, result, args)
+        return self.writes.close(loaded, step, auth, first, outcome, more=extra)
+
+    def _more(
+        self, loaded: Loaded, decided: Effect, proposal: Proposal, auth: Snapshot, now: datetime
+    ) -> list[Effect] | None:
+        """The read-only calls that share the proposal's turn (D68), each judged at its own step;
+        None if the proposal may not share its turn (recorded, and the model asked again)."""
+        if not proposal.more:
+            return []
+        cp = loaded.checkpoint
+        calls = [(c.tool, c.args) for c in proposal.more]
+        judged = batch.check(self.app, cp, decided, calls, auth=auth, now=now)
+        if isinstance(judged, list):
+            off = next((e.tool for e in judged if switches.refused(self.app.name, e.tool, None, auth)), None)
+            judged = Refuse(f"{off} is switched off: propose without it") if off else judged
+        if isinstance(judged, Refuse):
+            self._refused(loaded, keys.runtime_id("refused", cp.task_id, cp.state_version), judged)
+            return None
+        return judged
 
     def _refused(self, loaded: Loaded, refused_id: str, decided: Refuse | Review) -> None:
         """A Review parks the task. A Refuse records the reason and asks the model again (the

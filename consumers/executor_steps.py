@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +28,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App
 from wakeful.sdk.tools import Pending, Tool, ToolFenced, ToolRefused, ToolUnavailable
-from wakeful.sdk.workflow import Compensate
+from wakeful.sdk.workflow import Compensate, Effect
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Lease
 from wakeful.workflow import pending
@@ -58,6 +58,25 @@ def call_once(
         return f"{tool.name} refused: {exc}"
     except ToolFenced as exc:
         raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+
+
+def call_more(
+    app: App, more: Sequence[Effect], lease: Lease
+) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+    """The read-only calls that share a turn with its first (D68), in order: (tool, op key, what it
+    returned, its arguments) for each that answered, up to the first that did not (unavailable,
+    refused, or an answer that comes later): the model sees what came back and may ask again."""
+    made = []
+    for effect in more:
+        tool = app.tool(effect.tool)
+        assert tool is not None and not tool.effect  # batch.check judged it
+        outcome = call_once(
+            tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
+        )
+        if isinstance(outcome, Unavailable | str) or pending.due(outcome, datetime.now(UTC)) is not None:
+            break
+        made.append((tool.name, effect.op_key, dict(outcome), effect.args.model_dump(mode="json")))
+    return made
 
 
 def after_unavailable(tool: Tool[Any], tried: int, reason: str) -> float | str:

@@ -5,7 +5,7 @@ step parked for review)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +23,7 @@ from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
 from wakeful.state.pinned import Pinned
 from wakeful.state.store import Change, Detail, Store, Transition
-from wakeful.workflow import effects
+from wakeful.workflow import batch, effects
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ class Writes:
         auth: Snapshot,
         first: list[Any] | None = None,
         record: tuple[Any, ...] | None = None,
+        *,
+        more: Sequence[tuple[str, str, Mapping[str, Any], Mapping[str, Any]]] = (),
     ) -> None:
         """Advance the task past a step that ran: (tool, op key, what the tool returned, the
         arguments it was called with). The lease goes back inside that transaction: nothing is left
@@ -58,16 +60,30 @@ class Writes:
         `record`: the step's outcome for the action log, written inside the same transaction (D48)."""
         tool, op, result, args = step
         now = datetime.now(UTC)
+        calls = [(tool, result, args), *((t, r, a) for t, _, r, a in more)]
+        applied = [1]  # how many of the turn's calls the last try of the change applied
+
+        def moved(c: Checkpoint) -> Checkpoint:
+            after, applied[0] = batch.done(self.app, c, calls, auth=auth, now=now)
+            return after
+
+        def records(_new: Checkpoint) -> list[Any]:
+            # The first call's outcome (its intent was written before it ran); then each read-only
+            # call that shared its turn and was applied, recorded as done (it wrote no intent).
+            task_id, fence = loaded.checkpoint.task_id, loaded.held.lease.fence
+            done = [self.actions.read_command(task_id, call, fence, now) for call in more]
+            return [*([record] if record is not None else []), *done[: applied[0] - 1]]
+
         # One close per operation, whichever proposal (or redelivery) gets here.
         outcome = self.advance(
             loaded,
             keys.runtime_id("close", op),
-            lambda c: effects.done(self.app, c, tool, result, auth=auth, now=now, args=args),
-            {"done": tool, **{k: str(v) for k, v in result.items()}},
+            moved,
+            {"done": tool, **{k: str(v) for k, v in result.items()}, **({"more": len(more)} if more else {})},
             before=self._next_step,
             release=True,
             first=first,
-            also=None if record is None else (lambda _new: [record]),
+            also=records if record is not None or more else None,
         )
         if record is not None and outcome.status == "applied":
             self._check_recorded(loaded, op, outcome.also[0])

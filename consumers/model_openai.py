@@ -31,7 +31,7 @@ from jsonschema.exceptions import best_match
 from pydantic import SecretStr
 
 from wakeful.consumers import model_messages
-from wakeful.consumers.models import Proposal
+from wakeful.consumers.models import MAX_CALLS, Call, Proposal
 from wakeful.core.log import Log
 from wakeful.core.retry import backoff
 from wakeful.schemas.base import cut
@@ -194,7 +194,8 @@ def retry_after(value: str | None, now: datetime) -> float | None:
 
 
 def read_reply(reply: dict[str, Any], window: dict[str, Any], name: str) -> Proposal:
-    """The proposal in a chat completion: one call to an offered tool with arguments that fit."""
+    """The proposal in a chat completion: one call to an offered tool with arguments that fit, or
+    several, each to an offered read-only tool (D68)."""
     try:
         message = reply["choices"][0]["message"]
         if not isinstance(message, dict):
@@ -211,36 +212,57 @@ def read_reply(reply: dict[str, Any], window: dict[str, Any], name: str) -> Prop
         return _nothing(
             name, unusable="the model answered without a tool call", rationale=rationale, tokens=tokens
         )
-    if len(calls) > 1:
-        return _nothing(
-            name, unusable=f"the model made {len(calls)} tool calls; one is allowed", tokens=tokens
-        )
-    call = calls[0].get("function") if isinstance(calls[0], dict) else None
-    tool = call.get("name") if isinstance(call, dict) else None
     offered = {t["name"]: t for t in window["tools"]}
-    if not isinstance(tool, str) or tool not in offered:
+    if len(calls) > MAX_CALLS:
+        return _nothing(
+            name, unusable=f"the model made {len(calls)} tool calls; at most {MAX_CALLS}", tokens=tokens
+        )
+    read = [_call(c, offered) for c in calls]
+    for found in read:
+        if isinstance(found, str):
+            return _nothing(name, unusable=found, tokens=tokens)
+    made = [c for c in read if not isinstance(c, str)]
+    if len(made) > 1 and not all(offered[tool].get("read_only") for tool, _ in made):
+        effects = ", ".join(tool for tool, _ in made if not offered[tool].get("read_only"))
         why = (
+            f"the model made {len(made)} tool calls; several are allowed only of read-only tools, "
+            f"not {effects}"
+        )
+        return _nothing(name, unusable=why, tokens=tokens)
+    (tool, args), more = made[0], made[1:]
+    return Proposal(
+        tool=tool,
+        args=args,
+        rationale=rationale,
+        model=name,
+        tokens=tokens,
+        more=tuple(Call(tool=t, args=a) for t, a in more),
+    )
+
+
+def _call(made: Any, offered: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]] | str:
+    """One tool call of a reply: (tool, arguments) to an offered tool with arguments that fit its
+    schema, or why it is not one."""
+    call = made.get("function") if isinstance(made, dict) else None
+    tool = call.get("name") if isinstance(call, dict) else None
+    if not isinstance(tool, str) or tool not in offered:
+        return (
             f"the model called {cut(repr(tool), 64)}, which is not offered at this stage "
             f"(offered: {', '.join(offered)})"
         )
-        return _nothing(name, unusable=why, tokens=tokens)
     assert isinstance(call, dict)
     raw = call.get("arguments", "{}")
     try:
         args = orjson.loads(raw) if isinstance(raw, str | bytes) else raw
     except orjson.JSONDecodeError as exc:
-        return _nothing(name, unusable=f"arguments for {tool} are not JSON: {exc}", tokens=tokens)
+        return f"arguments for {tool} are not JSON: {exc}"
     if not isinstance(args, dict):
-        return _nothing(name, unusable=f"arguments for {tool} are not a JSON object", tokens=tokens)
+        return f"arguments for {tool} are not a JSON object"
     error = best_match(_validator(orjson.dumps(offered[tool]["parameters"])).iter_errors(args))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "arguments"
-        return _nothing(
-            name,
-            unusable=f"arguments for {tool} do not fit its schema: {where}: {cut(error.message, 160)}",
-            tokens=tokens,
-        )
-    return Proposal(tool=tool, args=args, rationale=rationale, model=name, tokens=tokens)
+        return f"arguments for {tool} do not fit its schema: {where}: {cut(error.message, 160)}"
+    return tool, args
 
 
 @functools.lru_cache(maxsize=256)

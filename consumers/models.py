@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import Field
 
 from wakeful.core.settings import Settings
-from wakeful.schemas.base import Record
+from wakeful.schemas.base import Record, migration
 
 _PAY = re.compile(r"\b[a-z]+\s+(?:of\s+)?(\d+)\s+now\b", re.IGNORECASE)  # "pay 5000 now"
 _SET = re.compile(
@@ -28,11 +28,26 @@ _SET = re.compile(
 )
 
 
+MAX_CALLS = 8  # the most calls one proposal carries (read-only ones, D68)
+
+
+class Call(Record):
+    """One more call a proposal carries beside its first: only read-only tools share a turn (D68)."""
+
+    KIND: ClassVar[str] = "call"
+    SCHEMA: ClassVar[int] = 1
+    schema_version: int = Field(default=1, exclude=True)
+
+    tool: str = Field(min_length=1, max_length=64)
+    args: dict[str, Any]
+
+
 class Proposal(Record):
-    """The only shape a proposer may emit."""
+    """The only shape a proposer may emit. `tool` and `args` are its call; `more`, calls to make
+    in the same turn after it, each read-only, as a model's parallel tool calls (D68)."""
 
     KIND: ClassVar[str] = "proposal"
-    SCHEMA: ClassVar[int] = 1
+    SCHEMA: ClassVar[int] = 2
     schema_version: int = SCHEMA
 
     tool: str = Field(min_length=1, max_length=64)
@@ -44,6 +59,12 @@ class Proposal(Record):
     unusable: str | None = Field(default=None, max_length=500)
     failed: str | None = Field(default=None, max_length=500)
     tokens: int = Field(default=0, ge=0)  # what the model call cost, prompt and completion
+    more: tuple[Call, ...] = Field(default=(), max_length=MAX_CALLS - 1)
+
+
+@migration(Proposal.KIND, 1)
+def _proposal_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "more": []}  # one call per proposal before D68
 
 
 class Model(Protocol):
@@ -65,8 +86,13 @@ class RulesModel:
         tool = next((t for t in tools if t["name"] not in called), tools[0])
         known = {k: v for done in window.get("tool_results") or () for k, v in done["result"].items()} | card
         args = {name: known[name] for name in _parameters(tool) if name in known}
+        more = _alongside(tool, [t for t in tools if t["name"] not in called], known)
         return Proposal(
-            tool=tool["name"], args=args, rationale="the step the task card describes", model=self.name
+            tool=tool["name"],
+            args=args,
+            rationale="the step the task card describes",
+            model=self.name,
+            more=tuple(Call(tool=t["name"], args={n: known[n] for n in _parameters(t)}) for t in more),
         )
 
 
@@ -93,6 +119,22 @@ class GullibleModel(RulesModel):
                 if field is not None:
                     return _obeyed(proposal, {field: said.group(2)}, said.group(0))
         return proposal
+
+
+def _alongside(
+    first: dict[str, Any], uncalled: list[dict[str, Any]], known: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The read-only tools to call in the same turn as `first` (itself read-only): the next ones
+    not called yet, in order, each of whose arguments is known (not one that needs what another
+    call will return)."""
+    if not first.get("read_only"):
+        return []
+    batch = []
+    for tool in uncalled[1:]:
+        if not tool.get("read_only") or any(known.get(n) is None for n in _parameters(tool)):
+            break
+        batch.append(tool)
+    return batch[: MAX_CALLS - 1]
 
 
 def _parameters(tool: dict[str, Any]) -> dict[str, dict[str, Any]]:

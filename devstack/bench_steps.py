@@ -70,7 +70,8 @@ class Step(Tool[JobArgs]):
 
 
 def step(name: str, effect: bool) -> Step:
-    return type(name, (Step,), {"name": name, "effect": effect})()
+    made: Step = type(name, (Step,), {"name": name, "effect": effect})()
+    return made
 
 
 def start(s: Start) -> Next[Job] | Refuse:

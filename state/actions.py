@@ -10,7 +10,9 @@ task) re-arms it under the same key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -159,6 +161,30 @@ class ActionLog:
         """complete() as a command, to ride in a caller's batch; its reply goes to recorded()."""
         names, args = self._finish(task_id, op_key, fence, ActionStatus.SUCCEEDED, intent, result=result)
         return functions.command(FINISH, names, args)
+
+    def read_command(
+        self,
+        task_id: str,
+        call: tuple[str, str, Mapping[str, Any], Mapping[str, Any]],
+        fence: int,
+        now: datetime,
+    ) -> tuple[Any, ...]:
+        """A read-only call (tool, op key, what it returned, its arguments) that shared its turn
+        with another (D68), recorded as done, as a command for the close's transaction: it wrote
+        no intent, because calling it again after a crash changes nothing."""
+        tool, op_key, result, args = call
+        entry = ActionLogEntry(
+            op_key=op_key,
+            task_id=task_id,
+            status=ActionStatus.SUCCEEDED,
+            fence=fence,
+            started_at=now,
+            finished_at=now,
+            result=dict(result),
+            tool=tool,
+            args=dict(args),
+        )
+        return ("HSET", keys.ops(task_id), op_key, entry.encode())
 
     def recorded(self, op_key: str, fence: int, reply: Any) -> ActionLogEntry:
         """The entry a batched complete_command() left, raising what complete() would have raised."""

@@ -74,6 +74,7 @@ def build(
                 "irreversible": not t.reversible,
                 "parameters": t.parameters(),
             }
+            | ({} if t.effect else {"read_only": True})  # only a read-only tool says so (D68)
             for t in app.tools_at(b.stage)
         ],
         "tool_results": [

@@ -158,7 +158,10 @@ def test_a_call_that_follows_planted_evidence_is_carried_and_the_executor_blocks
         (call("refund", "[1, 2]"), "arguments for refund are not a JSON object"),
         (call("refund", {**GOOD, "amount": "300"}), "do not fit its schema: amount"),
         (call("refund", {**GOOD, "to": "GB33"}), "do not fit its schema"),
-        (calls(("refund", GOOD), ("refund", GOOD)), "2 tool calls; one is allowed"),
+        (
+            calls(("refund", GOOD), ("refund", GOOD)),
+            "2 tool calls; several are allowed only of read-only tools, not refund",
+        ),
         (
             call("wire_transfer", GOOD),
             "'wire_transfer', which is not offered at this stage (offered: refund)",
