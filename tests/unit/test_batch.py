@@ -17,7 +17,7 @@ from wakeful.consumers.model_openai import read_reply
 from wakeful.consumers.models import MAX_CALLS, Call, Proposal, RulesModel
 from wakeful.devstack import bench_steps
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.sdk import CLOSED, App, Effect, Refuse, Start
+from wakeful.sdk import CLOSED, App, Effect, Next, Refuse, Start
 from wakeful.workflow import batch, effects, engine, window
 
 NOW = datetime(2030, 6, 1, 9, 0, tzinfo=UTC)
@@ -140,7 +140,7 @@ def test_the_calls_of_a_turn_are_applied_in_order_each_counted_and_kept() -> Non
 
 def test_a_call_whose_done_moves_the_task_on_ends_the_turn() -> None:
     app = bench_steps.reads
-    wf = dataclasses.replace(app.workflows[0], done=lambda ctx, tool, result: bench_steps.Next(CLOSED))
+    wf = dataclasses.replace(app.workflows[0], done=lambda ctx, tool, result: Next(CLOSED))
     moving = App(name="steps-moving", workflows=[wf], tools=app.tools)
     calls = [(f"read_{n}", {"seen": "t-1"}, REF) for n in (1, 2, 3)]
     after, count = batch.done(moving, created(moving), calls, auth=AUTH, now=NOW)
