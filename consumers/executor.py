@@ -55,7 +55,6 @@ from wakeful.core.log import Log
 from wakeful.core.provenance import Forged, RoleKeys, load_keys
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
-from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
@@ -67,19 +66,7 @@ from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.replies import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import batch, compat, effects, engine, revoked, switches
-
-
-def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
-    """Why a proposal answers no request the task has outstanding, or None. The gate asks once per
-    state_version, and only of a task at a stage that offers a tool and waits for nothing."""
-    if env.task_version != cp.state_version:
-        return f"stale proposal: decided on state_version {env.task_version}, task is at {cp.state_version}"
-    if cp.execution.pending_waits or not app.tools_at(cp.stage):
-        return f"no proposal is outstanding: task {cp.task_id} is {cp.stage}"
-    if env.in_reply_to != events.request_id(cp.task_id, cp.state_version):
-        return f"proposal answers {env.in_reply_to!r}, not the task's outstanding request"
-    return None
+from wakeful.workflow import compat, effects, engine, revoked, switches
 
 
 class Executor:
@@ -135,7 +122,7 @@ class Executor:
         assert self.runner is not None
         cp, replies, held = loaded.checkpoint, loaded.replies, loaded.held
         try:
-            refused = unanswered(self.app, cp, env)
+            refused = executor_steps.unanswered(self.app, cp, env)
             engine.workflow_of(self.app, cp)
         except engine.UnknownWorkflow as exc:
             return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
@@ -211,16 +198,10 @@ class Executor:
     def _more(
         self, loaded: Loaded, decided: Effect, proposal: Proposal, auth: Snapshot, now: datetime
     ) -> list[Effect] | None:
-        """The read-only calls that share the proposal's turn (D68), each judged at its own step;
-        None if the proposal may not share its turn (recorded, and the model asked again)."""
-        if not proposal.more:
-            return []
+        """The read-only calls that share the proposal's turn (D68); None if it may not share it
+        (recorded, and the model asked again)."""
         cp = loaded.checkpoint
-        calls = [(c.tool, c.args) for c in proposal.more]
-        judged = batch.check(self.app, cp, decided, calls, auth=auth, now=now)
-        if isinstance(judged, list):
-            off = next((e.tool for e in judged if switches.refused(self.app.name, e.tool, None, auth)), None)
-            judged = Refuse(f"{off} is switched off: propose without it") if off else judged
+        judged = executor_steps.judge_more(self.app, cp, decided, proposal.more, auth=auth, now=now)
         if isinstance(judged, Refuse):
             self._refused(loaded, keys.runtime_id("refused", cp.task_id, cp.state_version), judged)
             return None

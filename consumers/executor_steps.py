@@ -20,18 +20,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from wakeful.authority.snapshot import Snapshot
+from wakeful.consumers.models import Call
 from wakeful.core.errors import LeaseLost
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.retry import backoff
+from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App
 from wakeful.sdk.tools import Pending, Tool, ToolFenced, ToolRefused, ToolUnavailable
-from wakeful.sdk.workflow import Compensate, Effect
+from wakeful.sdk.workflow import Compensate, Effect, Refuse
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Lease
-from wakeful.workflow import pending
+from wakeful.workflow import batch, pending, switches
 
 
 @dataclass(frozen=True)
@@ -170,3 +174,29 @@ def compensate(
     names = ", ".join(key.removeprefix("undone:") for key in undone)
     said = "; ".join(failures) or f"undid {names or 'nothing: nothing had been done'}"
     return f"{decided.reason} ({said})", undone
+
+
+def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
+    """Why a proposal answers no request the task has outstanding, or None. The gate asks once per
+    state_version, and only of a task at a stage that offers a tool and waits for nothing."""
+    if env.task_version != cp.state_version:
+        return f"stale proposal: decided on state_version {env.task_version}, task is at {cp.state_version}"
+    if cp.execution.pending_waits or not app.tools_at(cp.stage):
+        return f"no proposal is outstanding: task {cp.task_id} is {cp.stage}"
+    if env.in_reply_to != events.request_id(cp.task_id, cp.state_version):
+        return f"proposal answers {env.in_reply_to!r}, not the task's outstanding request"
+    return None
+
+
+def judge_more(
+    app: App, cp: Checkpoint, first: Effect, more: Sequence[Call], *, auth: Snapshot, now: datetime
+) -> list[Effect] | Refuse:
+    """The read-only calls a proposal carries after its first (D68), each judged at its own step,
+    none switched off; or why the proposal may not share its turn."""
+    if not more:
+        return []
+    judged = batch.check(app, cp, first, [(c.tool, c.args) for c in more], auth=auth, now=now)
+    if isinstance(judged, Refuse):
+        return judged
+    off = next((e.tool for e in judged if switches.refused(app.name, e.tool, None, auth)), None)
+    return Refuse(f"{off} is switched off: propose without it") if off else judged
