@@ -101,6 +101,10 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
         ("gate", "action_begin", [keys.ops(task), keys.lease(task)]),
         # The bank's credential holds no lease.
         ("bank", "lease_acquire", [keys.lease(task), keys.fence(task)]),
+        # The relay keeps the task index, and reaches no lease or action log with its function right.
+        ("relay", "lease_acquire", [keys.lease(task), keys.fence(task)]),
+        ("relay", "action_begin", [keys.ops(task), keys.lease(task)]),
+        ("relay", "index_apply", [keys.ops(task), keys.lease(task)]),
         # The executor reaches the bank only through the bank's credential.
         (
             "executor",
@@ -113,7 +117,7 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
             settings, role, "FCALL", f"{library.LIBRARY}_{name}", str(len(names)), *names, "1", "{}", ""
         )
         assert answer.startswith("NOPERM"), (role, name, answer)
-    for role in ("inbound", "gate", "proposer", "timer", "relay"):  # no FCALL at all, not even keyless
+    for role in ("inbound", "gate", "proposer", "timer", "ingress"):  # no FCALL at all, not even keyless
         answer = redis_cli(settings, role, "FCALL", library.of(settings).identity.qualified, "0")
         assert answer.startswith("NOPERM"), (role, answer)
     touched = [bank.entry_key(op), bank.fence_key(task), keys.ops(task), keys.lease(task), keys.fence(task)]
