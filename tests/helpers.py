@@ -461,3 +461,19 @@ class BankClient(Client):
             found = (self.bank.lookup(op) for op in shown["actions"] if not op.startswith(UNDO_PREFIX))
             entries = [e for e in found if e is not None]
         return shown | {"ledger": [e.model_dump(mode="json") for e in entries]}
+
+
+def killed_at(fleet: Any, role: str, fault: str, start: Callable[[], str], within: float) -> str:
+    """Restart `role` of `fleet` armed to die at `fault` (core/faults.py, POINT@N), start a task
+    with `start`, wait for the role's SIGKILL there, and start the role again: the task's id."""
+    import signal
+
+    proc = fleet.restart(role, fault=fault)
+    task_id = start()
+    deadline = time.monotonic() + within
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, f"{fault} was never reached"
+        time.sleep(0.05)
+    assert proc.returncode == -signal.SIGKILL, proc.returncode
+    fleet.start_role(role)
+    return task_id

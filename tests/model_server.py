@@ -59,3 +59,29 @@ def calls(*made: tuple[str, Any]) -> Reply:
 def text(said: str) -> Reply:
     """A 200 reply that only talks."""
     return Reply(body=completion("m", said, None))
+
+
+@contextmanager
+def scripted_fleet(steps: Step, app: str, **env: str) -> Iterator[tuple[Script, Any]]:
+    """Worker processes of `app` whose proposer asks a scripted chat-completions server answering
+    with `steps`, with `env` besides (e.g. WAKEFUL_LEASE_TTL_MS): the server's script and the fleet."""
+    import os
+
+    from cli_run import with_tests_on_path
+
+    from wakeful.devstack.fleet import Fleet
+
+    with serving(steps) as (server, script):
+        settings = {
+            **with_tests_on_path(dict(os.environ)),
+            "WAKEFUL_APP": app,
+            "WAKEFUL_MODEL": "openai",
+            "WAKEFUL_MODEL_URL": server.url,
+            "WAKEFUL_MODEL_NAME": "scripted",
+            **env,
+        }
+        fleet = Fleet(settings).start()
+        try:
+            yield script, fleet
+        finally:
+            fleet.stop()

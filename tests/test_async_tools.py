@@ -8,8 +8,6 @@ refused: one payment. An executor killed around the call (SIGKILL) still books i
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,9 +17,9 @@ from typing import Any
 
 import pytest
 from async_app import HOOK, handle_of
-from cli_run import with_tests_on_path
+from helpers import killed_at
 from loop_app import LEDGER
-from model_server import Script, call, serving
+from model_server import Script, call, scripted_fleet
 
 from wakeful.consumers.model_messages import read_back
 from wakeful.core.settings import Settings
@@ -67,20 +65,11 @@ def settling(client: Client) -> Iterator[Settling]:
     client.add_signer(DESK, (events.CREATE,))
     client.add_signer(HOOK, (events.COMPLETE,))
     client.add_signer(OTHER_HOOK, (events.COMPLETE,))
-    with serving(next_step) as (server, script):
-        env = {
-            **with_tests_on_path(dict(os.environ)),
-            "WAKEFUL_APP": "async_app:app",
-            "WAKEFUL_MODEL": "openai",
-            "WAKEFUL_MODEL_URL": server.url,
-            "WAKEFUL_MODEL_NAME": "scripted",
-            "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS),
-        }
-        fleet = Fleet(env).start()
-        try:
-            yield Settling(script, fleet)
-        finally:
-            fleet.stop()
+    with scripted_fleet(next_step, "async_app:app", WAKEFUL_LEASE_TTL_MS=str(LEASE_TTL_MS)) as (
+        script,
+        fleet,
+    ):
+        yield Settling(script, fleet)
 
 
 def booked(settings: Settings, op_key: str) -> list[dict[str, Any]]:
@@ -158,14 +147,7 @@ def test_a_completion_applies_once_and_one_for_another_handle_is_refused_with_a_
 def test_an_asynchronous_call_is_made_once_across_an_executor_killed_at(
     point: str, client: Client, settings: Settings, settling: Settling
 ) -> None:
-    proc = settling.fleet.restart("executor", fault=f"{point}@1")
-    task_id = order(client)
-    deadline = time.monotonic() + SETTLE_S
-    while proc.poll() is None:
-        assert time.monotonic() < deadline, f"{point} was never reached"
-        time.sleep(0.05)
-    assert proc.returncode == -signal.SIGKILL
-    settling.fleet.start_role("executor")
+    task_id = killed_at(settling.fleet, "executor", f"{point}@1", lambda: order(client), SETTLE_S)
     op_key = f"pay_invoice:{task_id}:v1"
     asleep(client, task_id)
     assert (

@@ -6,12 +6,11 @@ an executor killed around the turn (SIGKILL) still leaves one effect and every r
 from __future__ import annotations
 
 import os
-import signal
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import killed_at
 
 from wakeful.core.settings import Settings
 from wakeful.devstack import bench_steps
@@ -82,12 +81,5 @@ def test_three_read_only_calls_share_one_turn_and_each_is_recorded_on_its_own_ke
 def test_a_shared_turn_killed_in_the_middle_still_records_every_read_and_one_effect(
     point: str, client: Client, settings: Settings, fleet: Fleet
 ) -> None:
-    proc = fleet.restart("executor", fault=f"{point}@1")
-    task_id = run(client)
-    deadline = time.monotonic() + SETTLE_S
-    while proc.poll() is None:
-        assert time.monotonic() < deadline, f"{point} was never reached"
-        time.sleep(0.05)
-    assert proc.returncode == -signal.SIGKILL
-    fleet.start_role("executor")
+    task_id = killed_at(fleet, "executor", f"{point}@1", lambda: run(client), SETTLE_S)
     closed_once(client, settings, task_id)

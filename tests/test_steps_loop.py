@@ -8,18 +8,15 @@ restarted: every step still runs once, each effect once."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from cli_run import with_tests_on_path
+from helpers import killed_at
 from loop_app import LEDGER
-from model_server import Script, call, serving
+from model_server import Script, call, scripted_fleet
 
 from wakeful.consumers.model_messages import read_back
 from wakeful.core.settings import Settings
@@ -76,20 +73,8 @@ class Looping:
 @pytest.fixture(scope="module")
 def looping(client: Client) -> Iterator[Looping]:
     client.add_signer(DESK, (events.CREATE,))
-    with serving(next_step) as (server, script):
-        env = {
-            **with_tests_on_path(dict(os.environ)),
-            "WAKEFUL_APP": APP,
-            "WAKEFUL_MODEL": "openai",
-            "WAKEFUL_MODEL_URL": server.url,
-            "WAKEFUL_MODEL_NAME": "scripted",
-            "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS),
-        }
-        fleet = Fleet(env).start()
-        try:
-            yield Looping(script, fleet)
-        finally:
-            fleet.stop()
+    with scripted_fleet(next_step, APP, WAKEFUL_LEASE_TTL_MS=str(LEASE_TTL_MS)) as (script, fleet):
+        yield Looping(script, fleet)
 
 
 def refunds(settings: Settings, op_key: str) -> list[dict[str, Any]]:
@@ -152,14 +137,7 @@ def test_a_three_step_loop_shows_each_result_to_the_next_proposal_and_refunds_on
 def test_every_step_of_a_loop_runs_once_after_a_sigkill_at(
     client: Client, settings: Settings, looping: Looping, point: str, step: int
 ) -> None:
-    proc = looping.fleet.restart("executor", fault=f"{point}@{step}")
-    task_id = ask(client)
-    deadline = time.monotonic() + REACH_S
-    while proc.poll() is None:
-        assert time.monotonic() < deadline, f"{point} was never reached a {step}. time"
-        time.sleep(0.05)
-    assert proc.returncode == -signal.SIGKILL
-    looping.fleet.start_role("executor")
+    task_id = killed_at(looping.fleet, "executor", f"{point}@{step}", lambda: ask(client), REACH_S)
     refunded_once(client, settings, task_id)
     final = [
         r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id

@@ -6,12 +6,11 @@ the customer once."""
 from __future__ import annotations
 
 import os
-import signal
-import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from helpers import killed_at
 from test_steps_loop import EXECUTOR_POINTS, FIRST_RECEIPT_S, LEASE_TTL_MS, REACH_S, SETTLE_S
 
 from wakeful.devstack.client import Client
@@ -77,12 +76,5 @@ def refunded_and_told_once(client: Client, task_id: str) -> None:
 def test_no_support_step_runs_twice_and_no_refund_or_notice_is_made_twice_after_a_sigkill_at(
     client: Client, fleet: Fleet, point: str, step: int
 ) -> None:
-    proc = fleet.restart("executor", fault=f"{point}@{step}")
-    task_id = open_ticket(client)
-    deadline = time.monotonic() + REACH_S
-    while proc.poll() is None:
-        assert time.monotonic() < deadline, f"{point} was never reached a {step}. time"
-        time.sleep(0.05)
-    assert proc.returncode == -signal.SIGKILL
-    fleet.start_role("executor")
+    task_id = killed_at(fleet, "executor", f"{point}@{step}", lambda: open_ticket(client), REACH_S)
     refunded_and_told_once(client, task_id)
