@@ -5,6 +5,25 @@ with it)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from wakeful.core.errors import DownstreamRefused, DownstreamUnavailable, FencedOff
 from wakeful.examples import bank, shop, suppliers_keys
+from wakeful.sdk import ToolFenced, ToolRefused, ToolUnavailable
 
 DOWNSTREAMS = (bank.DOWNSTREAM, suppliers_keys.DOWNSTREAM, shop.DOWNSTREAM)
+
+
+@contextmanager
+def as_tool_errors() -> Iterator[None]:
+    """A reference downstream's errors as the executor reads a tool's: try again later, failed for
+    good, or stop (the lease has passed to another worker)."""
+    try:
+        yield
+    except DownstreamUnavailable as exc:
+        raise ToolUnavailable(str(exc)) from exc
+    except DownstreamRefused as exc:
+        raise ToolRefused(str(exc)) from exc
+    except FencedOff as exc:
+        raise ToolFenced(str(exc)) from exc

@@ -3,15 +3,14 @@ with its own credential, each under its own operation key."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wakeful.core.errors import DownstreamRefused, DownstreamUnavailable, FencedOff
 from wakeful.core.settings import Settings
+from wakeful.examples.downstreams import as_tool_errors
 from wakeful.examples.suppliers import Payment, Registration, Suppliers
-from wakeful.sdk import Tool, ToolFenced, ToolRefused, ToolUnavailable
+from wakeful.sdk import Tool
 from wakeful.state import acl
 
 
@@ -29,19 +28,6 @@ class PaymentArgs(BaseModel):
     account: str = Field(max_length=34)
     amount: int
     currency: str = Field(max_length=3)
-
-
-@contextmanager
-def _downstream() -> Iterator[None]:
-    """The register's errors as the executor's: retry, fail for good, or stop (lease lost)."""
-    try:
-        yield
-    except DownstreamUnavailable as exc:
-        raise ToolUnavailable(str(exc)) from exc
-    except DownstreamRefused as exc:
-        raise ToolRefused(str(exc)) from exc
-    except FencedOff as exc:
-        raise ToolFenced(str(exc)) from exc
 
 
 class _OnRegister:
@@ -64,7 +50,7 @@ class RegisterSupplier(_OnRegister, Tool[RegisterArgs]):
     egress = ("suppliers",)
 
     def call(self, op_key: str, args: RegisterArgs, fence: int) -> Mapping[str, str]:
-        with _downstream():
+        with as_tool_errors():
             made = self.register.register(
                 op_key, args.task_id, fence, legal_name=args.legal_name, account=args.account
             )
@@ -75,7 +61,7 @@ class RegisterSupplier(_OnRegister, Tool[RegisterArgs]):
         return {"supplier_id": found.supplier_id} if isinstance(found, Registration) else None
 
     def undo(self, op_key: str, args: RegisterArgs, fence: int) -> Mapping[str, str]:
-        with _downstream():
+        with as_tool_errors():
             removed = self.register.undo(op_key, args.task_id, fence)
         return {"removed": removed.supplier_id or "nothing had been registered"}
 
@@ -92,7 +78,7 @@ class ScheduleFirstPayment(_OnRegister, Tool[PaymentArgs]):
     egress = ("suppliers",)
 
     def call(self, op_key: str, args: PaymentArgs, fence: int) -> Mapping[str, str]:
-        with _downstream():
+        with as_tool_errors():
             paid = self.register.schedule(
                 op_key, args.task_id, fence, supplier_id=args.supplier_id, account=args.account,
                 amount=args.amount, currency=args.currency,

@@ -4,16 +4,15 @@ effects (a refund or a replacement, a notice to the customer)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wakeful.core.errors import DownstreamRefused, DownstreamUnavailable, FencedOff
 from wakeful.core.settings import Settings
+from wakeful.examples.downstreams import as_tool_errors
 from wakeful.examples.shop import REF, Answer, Notice, Remedy, Shop
-from wakeful.sdk import Tool, ToolFenced, ToolRefused, ToolUnavailable
+from wakeful.sdk import Tool
 from wakeful.state import acl
 
 WORKING, NOTIFYING = "working", "notifying"
@@ -48,19 +47,6 @@ class NoticeArgs(BaseModel):
     message: str = Field(min_length=1, max_length=1000)
 
 
-@contextmanager
-def _downstream() -> Iterator[None]:
-    """The shop's errors as the executor's: retry, fail for good, or stop (lease lost)."""
-    try:
-        yield
-    except DownstreamUnavailable as exc:
-        raise ToolUnavailable(str(exc)) from exc
-    except DownstreamRefused as exc:
-        raise ToolRefused(str(exc)) from exc
-    except FencedOff as exc:
-        raise ToolFenced(str(exc)) from exc
-
-
 class _AtShop:
     shop: Shop
 
@@ -83,7 +69,7 @@ class FindOrder(_AtShop, Tool[OrderArgs]):
     output_trust = "trusted"  # the shop's own order records, not outside text
 
     def call(self, op_key: str, args: OrderArgs, fence: int) -> Mapping[str, str]:
-        with _downstream():
+        with as_tool_errors():
             return self.shop.order(op_key, args.task_id, args.order_id)
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
@@ -100,7 +86,7 @@ class TrackParcel(_AtShop, Tool[ParcelArgs]):
     effect = False  # output_trust stays "untrusted": the carrier's text is outside text
 
     def call(self, op_key: str, args: ParcelArgs, fence: int) -> Mapping[str, str]:
-        with _downstream():
+        with as_tool_errors():
             return self.shop.tracking(op_key, args.task_id, args.parcel)
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
@@ -119,7 +105,7 @@ class RemedyOrder(_AtShop, Tool[RemedyArgs]):
     egress = ("shop",)
 
     def call(self, op_key: str, args: RemedyArgs, fence: int) -> Mapping[str, str]:
-        with _downstream():
+        with as_tool_errors():
             made = self.shop.remedy(
                 op_key, args.task_id, fence, remedy=args.remedy, order_id=args.order_id,
                 amount=args.amount, currency=args.currency,
@@ -140,7 +126,7 @@ class SendNotice(_AtShop, Tool[NoticeArgs]):
     egress = ("shop",)
 
     def call(self, op_key: str, args: NoticeArgs, fence: int) -> Mapping[str, str]:
-        with _downstream():
+        with as_tool_errors():
             sent = self.shop.notify(op_key, args.task_id, fence, order_id=args.order_id, message=args.message)
         return _noticed(sent)
 

@@ -16,6 +16,21 @@ DEMO_S = 300  # the whole story, with a fleet of its own, on a small shared mach
 LEASE_TTL_MS = "1500"
 
 
+def story(app: str) -> subprocess.CompletedProcess[str]:
+    """`wakeful demo --app APP` as a user runs it, with the stories' short lease; it passed."""
+    result = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", app],
+        capture_output=True,
+        text=True,
+        timeout=DEMO_S,
+        check=False,
+        env={**os.environ, "WAKEFUL_LEASE_TTL_MS": LEASE_TTL_MS},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "demo ok" in result.stdout and "FAIL" not in result.stderr
+    return result
+
+
 @pytest.mark.timeout(DEMO_S + 60)
 def test_readme_first_command_wakeful_demo_exits_0(
     settings: Settings, kafka_bootstrap: str, redis_url: str
@@ -36,16 +51,7 @@ def test_readme_first_command_wakeful_demo_exits_0(
 def test_the_onboarding_apps_story_exits_0_with_every_step_ok(
     settings: Settings, kafka_bootstrap: str, redis_url: str
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", "wakeful.examples.onboarding:app"],
-        capture_output=True,
-        text=True,
-        timeout=DEMO_S,
-        check=False,
-        env={**os.environ, "WAKEFUL_LEASE_TTL_MS": LEASE_TTL_MS},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "demo ok" in result.stdout
+    result = story("wakeful.examples.onboarding:app")
     assert result.stderr.count("  ok   ") == 15 and "FAIL" not in result.stderr
     assert "planted account blocked, never paid" in result.stderr
 
@@ -54,16 +60,7 @@ def test_the_onboarding_apps_story_exits_0_with_every_step_ok(
 def test_the_support_agents_story_exits_0_with_every_step_of_its_loop_ok(
     settings: Settings, kafka_bootstrap: str, redis_url: str
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "wakeful.cli.main", "demo", "--app", "wakeful.examples.support:app"],
-        capture_output=True,
-        text=True,
-        timeout=DEMO_S,
-        check=False,
-        env={**os.environ, "WAKEFUL_LEASE_TTL_MS": LEASE_TTL_MS},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "demo ok" in result.stdout
+    result = story("wakeful.examples.support:app")
     assert result.stderr.count("  ok   ") == 10 and "FAIL" not in result.stderr
     for step in (
         "four calls, each once on its own op key",
