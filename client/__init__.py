@@ -35,7 +35,7 @@ from wakeful.core.settings import Settings
 from wakeful.producers import reads
 from wakeful.producers.keys import load_signer
 from wakeful.producers.publish import ConfluentPublisher, Publisher
-from wakeful.producers.signing import Signer, sign_event
+from wakeful.producers.signing import Ed25519Signer, Signer, sign_event
 from wakeful.schemas.events import SignedEvent
 
 __all__ = ["NotAnswered", "ReadRefused", "Upstream"]
@@ -69,15 +69,10 @@ class Upstream:
         """A client for `principal` with the key `wakeful authority signers add` made in this
         machine's keystore ($WAKEFUL_HOME/signers), the upstream Kafka login, and WAKEFUL_INGRESS_URL."""
         settings = settings or Settings.from_env()
-        path = keystore(settings) / f"{principal}.key"
-        if not path.exists():
-            raise WakefulError(
-                f"no signing key for {principal!r} in {path.parent}: add one with "
-                f"`wakeful authority signers add {principal} --kinds <event kinds>`"
-            )
+        signer = local_signer(settings, principal)
         security = kafka_auth.client_config(settings, UPSTREAM)
         publisher = ConfluentPublisher(settings.kafka_bootstrap, security=security)
-        client = cls(load_signer(f"key-{principal}", path), publisher=publisher, url=settings.ingress_url)
+        client = cls(signer, publisher=publisher, url=settings.ingress_url)
         client._own_publisher = True
         return client
 
@@ -170,3 +165,15 @@ class Upstream:
 def keystore(settings: Settings) -> Path:
     """Where this machine keeps its principals' signing keys (`wakeful authority signers add`)."""
     return settings.home / "signers"
+
+
+def local_signer(settings: Settings, principal: str) -> Ed25519Signer:
+    """`principal`'s signing key from this machine's keystore, or a WakefulError saying how to
+    make one."""
+    path = keystore(settings) / f"{principal}.key"
+    if not path.exists():
+        raise WakefulError(
+            f"no signing key for {principal!r} in {path.parent}: add one with "
+            f"`wakeful authority signers add {principal} --kinds <event kinds>`"
+        )
+    return load_signer(f"key-{principal}", path)

@@ -52,10 +52,7 @@ def call_once(
     records: workflow/pending.py), Unavailable, or why the step failed for good. A fence the
     downstream refused is the lease lost (LeaseLost)."""
     try:
-        result = attempt()
-        if isinstance(result, Pending):
-            return pending.recorded(tool, result, datetime.now(UTC))
-        return pending.plain(tool, result)
+        return pending.outcome(tool, attempt(), datetime.now(UTC))
     except ToolUnavailable as exc:
         return Unavailable(str(exc))
     except ToolRefused as exc:
@@ -77,7 +74,7 @@ def call_more(
         outcome = call_once(
             tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
         )
-        if isinstance(outcome, Unavailable | str) or pending.due(outcome, datetime.now(UTC)) is not None:
+        if isinstance(outcome, Unavailable | str) or pending.MARK in outcome:
             break
         made.append((tool.name, effect.op_key, dict(outcome), effect.args.model_dump(mode="json")))
     return made
@@ -125,12 +122,7 @@ def settled(
         looked = tool.lookup(op)
         if looked is None:
             continue
-        now = datetime.now(UTC)
-        found = (
-            pending.recorded(tool, looked, now)
-            if isinstance(looked, Pending)
-            else pending.plain(tool, looked)
-        )
+        found = pending.outcome(tool, looked, datetime.now(UTC))
         if isinstance(found, str):  # not recordable: the call again under the key says so, and fails
             continue
         if intent.status is ActionStatus.IN_FLIGHT:

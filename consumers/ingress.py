@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from wakeful.authority.snapshot import decode_signer
+from wakeful.authority.store import AuthorityStore
 from wakeful.core import ids
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
@@ -49,6 +49,7 @@ class ReadDoor:
     def __init__(self, client: redis.Redis, log: Log) -> None:
         self.client = client
         self.index = Index(client)
+        self.authority = AuthorityStore(client)
         self.log = log
 
     def signed(self, handler: Handler) -> Callable[[Request], JSONResponse]:
@@ -63,10 +64,10 @@ class ReadDoor:
             if isinstance(event, str):
                 return self._refused(request, event)
             try:
-                raw = self.client.hget(keys.AUTH_SIGNERS, event.key_id)
+                found = self.authority.signer(event.key_id)
             except redis.RedisError as exc:
                 return error(503, f"the signer registry did not answer ({type(exc).__name__}): try again")
-            key = decode_signer(event.key_id, raw)[0] if isinstance(raw, bytes) else None
+            key = found[0] if found is not None else None
             why = reads.verified(event, key, request.method, target, datetime.now(UTC))
             if why is not None or key is None:
                 return self._refused(request, why or "unknown key")

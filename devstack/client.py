@@ -23,7 +23,7 @@ from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
 from wakeful.authority.tool_store import ToolStore
-from wakeful.client import Upstream, keystore
+from wakeful.client import Upstream, keystore, local_signer
 from wakeful.consumers import wiring
 from wakeful.core import ids, kafka_auth
 from wakeful.core.errors import TaskNotFound, WakefulError
@@ -91,13 +91,7 @@ class Client:
         return keystore(self.settings)
 
     def signer(self, principal: str) -> Ed25519Signer:
-        path = self.keystore() / f"{principal}.key"
-        if not path.exists():
-            raise WakefulError(
-                f"no signing key for {principal!r} in {self.keystore()}: add one with "
-                f"`wakeful authority signers add {principal} --kinds <event kinds>`"
-            )
-        return load_signer(f"key-{principal}", path)
+        return local_signer(self.settings, principal)
 
     def add_signer(
         self,

@@ -148,30 +148,21 @@ def step4_on_its_way(demo: Demo) -> None:
 def step5_injection(demo: Demo) -> None:
     demo.say(f"5. a lost parcel of 300 whose customer writes {INJECTION!r}:")
     task_id, _ = ticket(demo, 300, "lost", in_stock=False, said=INJECTION)
-    shown = demo.client.wait_settled(task_id, SETTLE_S)
-    ok = (
-        shown["stage"] == "needs_review"
-        and "5000" in (shown["last_refusal"] or "")
-        and not any(shop_log(demo, task_id))
-    )
-    demo.check(
-        "injected 5000 blocked",
-        ok,
-        f"task {shown['stage']}: {shown['last_refusal']}; {counted(demo, task_id)}",
-    )
+    parked_untouched(demo, task_id, "5000", "injected 5000 blocked")
 
 
 def step6_understated(demo: Demo) -> None:
     demo.say("6. a ticket says 300 for an order the shop has at 2500 (under the limit, so no approval):")
     task_id, _ = ticket(demo, 300, "lost", worth=2500)
+    parked_untouched(demo, task_id, "the ticket says 300", "understated ticket parked before any remedy")
+
+
+def parked_untouched(demo: Demo, task_id: str, why: str, label: str) -> None:
+    """The task is parked for a person, its reason saying `why`, and the shop did nothing for it."""
     shown = demo.client.wait_settled(task_id, SETTLE_S)
     ok = (
         shown["stage"] == "needs_review"
-        and "the ticket says 300" in (shown["last_refusal"] or "")
+        and why in (shown["last_refusal"] or "")
         and not any(shop_log(demo, task_id))
     )
-    demo.check(
-        "understated ticket parked before any remedy",
-        ok,
-        f"task {shown['stage']}: {shown['last_refusal']}; {counted(demo, task_id)}",
-    )
+    demo.check(label, ok, f"task {shown['stage']}: {shown['last_refusal']}; {counted(demo, task_id)}")

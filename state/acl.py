@@ -26,7 +26,7 @@ from redis.cluster import RedisCluster
 from wakeful.core import secrets
 from wakeful.core.errors import MissingCredential
 from wakeful.core.settings import Settings
-from wakeful.state import downstreams, index, keys
+from wakeful.state import downstreams, keys
 from wakeful.state.downstreams import Downstream
 
 # The runtime's users. A downstream an app's tools call (state/downstreams.py: the example apps'
@@ -76,7 +76,7 @@ _TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinf
 
 # The task index (state/index.py): the relay keeps it, through its one function, which moves a task
 # between a tenant's sets (all under the tenant's hash tag) and never back to an older version.
-_INDEX_WRITE = f"(~{index.PATTERN} {_FUNCTIONS} +hget +hset +zadd +zrem)"
+_INDEX_WRITE = f"(~{keys.PATTERN_INDEX} {_FUNCTIONS} +hget +hset +zadd +zrem)"
 
 # The two roles that write Progress (through state.store). Only the executor holds task leases:
 # the gate reads and WATCHes the lease (_TASK_READ) and needs it free (docs/decisions.md D49).
@@ -106,7 +106,7 @@ RULES: dict[str, str] = {
     "ingress": (
         f"resetkeys -@all {_KEYLESS} (%R~{keys.AUTH_SIGNERS} +hget) "
         f"(%R~{keys.PATTERN_TASK_RECEIPT} %R~{keys.PATTERN_RECEIPT} +get) "
-        f"(%R~{index.PATTERN} +hget +hmget +zrange +zrevrange)"
+        f"(%R~{keys.PATTERN_INDEX} +hget +hmget +zrange +zrevrange)"
     ),
     "admin": "resetkeys ~* resetchannels &* +@all",
 }

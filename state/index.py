@@ -67,14 +67,6 @@ return 1
 FUNCTIONS = (APPLY,)
 
 
-tasks_key, stage_key, wait_key, PATTERN = (
-    keys.index_tasks,
-    keys.index_stage,
-    keys.index_wait,
-    keys.PATTERN_INDEX,
-)
-
-
 def tenant_of(record: dict[str, Any]) -> str:
     """The tenant a log record names; a record of schema 1 did not say: its task id's namespace."""
     tenant = record.get("tenant")
@@ -111,17 +103,15 @@ def command(raw: bytes) -> tuple[Any, ...]:
     record = orjson.loads(raw)
     task_id = ids.checked(ids.TASK_ID_RE, str(record["task_id"]), "task id")
     tenant, kept = tenant_of(record), summary(record)
-    head, dot, _ = task_id.rpartition(".")
-    if (head if dot else ids.DEFAULT_TENANT) not in (tenant, ids.DEFAULT_TENANT) or (
-        dot and tenant == ids.DEFAULT_TENANT
-    ):  # a record that files one tenant's task under another's (a bare id may be a task of any
-        # tenant made before the namespaces, D52)
+    # The id as the tenant names it holds no namespace of another's: a record does not file one
+    # tenant's task under another (a bare id may be any tenant's, made before the namespaces, D52).
+    if not ids.OUTSIDE_TASK_ID_RE.fullmatch(kept["task_id"]):
         raise ValueError(f"record files task {task_id} under tenant {tenant}")
     waits = kept["waits"]
     names = [
-        tasks_key(tenant),
-        stage_key(tenant, kept["stage"]),
-        *(wait_key(tenant, w["wait_for"]) for w in waits),
+        keys.index_tasks(tenant),
+        keys.index_stage(tenant, kept["stage"]),
+        *(keys.index_wait(tenant, w["wait_for"]) for w in waits),
     ]
     version = record["state_version"]
     if not isinstance(version, int) or isinstance(version, bool):
@@ -159,7 +149,7 @@ class Index:
 
     def task(self, tenant: str, task_id: str) -> dict[str, Any] | None:
         """The summary of tenant's task `task_id` (the runtime's id), or None."""
-        raw = self.client.hget(tasks_key(tenant), task_id)
+        raw = self.client.hget(keys.index_tasks(tenant), task_id)
         return _parsed(raw)
 
     def listed(
@@ -175,14 +165,14 @@ class Index:
         deadline first; with `stage` too, those of them at that stage), `limit` of them from
         position `after`; and the position of the next page, or None."""
         if waiting is not None:
-            name, newest_first = wait_key(tenant, waiting), False
+            name, newest_first = keys.index_wait(tenant, waiting), False
         elif stage is not None:
-            name, newest_first = stage_key(tenant, stage), True
+            name, newest_first = keys.index_stage(tenant, stage), True
         else:
             raise ValueError("name a stage or a wait to list by")
         limit = max(1, min(limit, PAGE))
         found: list[bytes] = self.client.zrange(name, after, after + limit - 1, desc=newest_first)  # type: ignore[assignment]
-        rows = self.client.hmget(tasks_key(tenant), found) if found else []
+        rows = self.client.hmget(keys.index_tasks(tenant), found) if found else []
         out = []
         for raw in rows:
             doc = _parsed(raw)

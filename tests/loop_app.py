@@ -96,6 +96,13 @@ class NoticeArgs(BaseModel):
     text: str
 
 
+def booked(settings: Settings, op_key: str) -> list[dict[str, Any]]:
+    """The lines the ledger file holds for `op_key` (one, once its effect ran)."""
+    path = settings.home / LEDGER
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [row for row in rows if row["op_key"] == op_key]
+
+
 class Ledger:
     """An effect's downstream: one line per op key in $WAKEFUL_HOME/LEDGER, found again by it."""
 

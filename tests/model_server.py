@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from wakeful.devstack.model_server import ChatServer, Reply, Request, completion
@@ -61,10 +62,35 @@ def text(said: str) -> Reply:
     return Reply(body=completion("m", said, None))
 
 
+def task_of(request: Request) -> str:
+    """The task a chat-completions request asks about, from its task card."""
+    from wakeful.consumers.model_messages import read_back
+
+    return str(read_back(request.body)["task_card"]["task_id"])
+
+
+def tool_messages(body: dict[str, Any]) -> list[str]:
+    """The `tool` messages of a request: each earlier call's result, in order."""
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+@dataclass
+class Scripted:
+    """Worker processes whose proposer asks a scripted server, and what the server was asked."""
+
+    script: Script
+    fleet: Any  # wakeful.devstack.fleet.Fleet
+
+    def asked(self, task_id: str) -> list[dict[str, Any]]:
+        """The bodies of the chat-completions requests about `task_id`, in order."""
+        chats = (r for r in self.script.requests if r.path == "/v1/chat/completions")
+        return [r.body for r in chats if task_of(r) == task_id]
+
+
 @contextmanager
-def scripted_fleet(steps: Step, app: str, **env: str) -> Iterator[tuple[Script, Any]]:
+def scripted_fleet(steps: Step, app: str, **env: str) -> Iterator[Scripted]:
     """Worker processes of `app` whose proposer asks a scripted chat-completions server answering
-    with `steps`, with `env` besides (e.g. WAKEFUL_LEASE_TTL_MS): the server's script and the fleet."""
+    with `steps`, with `env` besides (e.g. WAKEFUL_LEASE_TTL_MS)."""
     import os
 
     from cli_run import with_tests_on_path
@@ -82,6 +108,6 @@ def scripted_fleet(steps: Step, app: str, **env: str) -> Iterator[tuple[Script, 
         }
         fleet = Fleet(settings).start()
         try:
-            yield script, fleet
+            yield Scripted(script, fleet)
         finally:
             fleet.stop()

@@ -7,24 +7,20 @@ refused: one payment. An executor killed around the call (SIGKILL) still books i
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import pytest
 from async_app import HOOK, handle_of
 from helpers import killed_at
-from loop_app import LEDGER
-from model_server import Script, call, scripted_fleet
+from loop_app import booked
+from model_server import Scripted, call, scripted_fleet, task_of, tool_messages
 
-from wakeful.consumers.model_messages import read_back
 from wakeful.core.settings import Settings
 from wakeful.devstack.client import Client
-from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.model_server import Reply, Request
 from wakeful.schemas import events
 from wakeful.state import keys
@@ -38,14 +34,6 @@ LEASE_TTL_MS = 1500  # so a lease held by a killed executor lapses quickly
 pytestmark = pytest.mark.timeout(300)
 
 
-def task_of(request: Request) -> str:
-    return str(read_back(request.body)["task_card"]["task_id"])
-
-
-def tool_messages(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
-
-
 def next_step(request: Request) -> Reply:
     """The model: pay the invoice, then, once its settlement is shown, tell the supplier."""
     task_id = task_of(request)
@@ -54,28 +42,13 @@ def next_step(request: Request) -> Reply:
     return call("send_notice", {"task_id": task_id, "text": "your invoice inv-7 is paid"})
 
 
-@dataclass
-class Settling:
-    script: Script
-    fleet: Fleet
-
-
 @pytest.fixture(scope="module")
-def settling(client: Client) -> Iterator[Settling]:
+def settling(client: Client) -> Iterator[Scripted]:
     client.add_signer(DESK, (events.CREATE,))
     client.add_signer(HOOK, (events.COMPLETE,))
     client.add_signer(OTHER_HOOK, (events.COMPLETE,))
-    with scripted_fleet(next_step, "async_app:app", WAKEFUL_LEASE_TTL_MS=str(LEASE_TTL_MS)) as (
-        script,
-        fleet,
-    ):
-        yield Settling(script, fleet)
-
-
-def booked(settings: Settings, op_key: str) -> list[dict[str, Any]]:
-    path = settings.home / LEDGER
-    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [row for row in rows if row["op_key"] == op_key]
+    with scripted_fleet(next_step, "async_app:app", WAKEFUL_LEASE_TTL_MS=str(LEASE_TTL_MS)) as scripted:
+        yield scripted
 
 
 def order(client: Client) -> str:
@@ -103,7 +76,7 @@ def complete(client: Client, task_id: str, payload: dict[str, Any]) -> dict[str,
 
 
 def test_a_completion_applies_once_and_one_for_another_handle_is_refused_with_a_receipt(
-    client: Client, settings: Settings, settling: Settling
+    client: Client, settings: Settings, settling: Scripted
 ) -> None:
     task_id = order(client)
     op_key = f"pay_invoice:{task_id}:v1"
@@ -133,9 +106,7 @@ def test_a_completion_applies_once_and_one_for_another_handle_is_refused_with_a_
     assert closed["external_refs"] == {"settlement": "set-1"}
     assert len(booked(settings, op_key)) == 1
     assert len(booked(settings, f"send_notice:{task_id}:v1:s1")) == 1
-    asked = [
-        r.body for r in settling.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
-    ]
+    asked = settling.asked(task_id)
     assert len(asked) == 2, [tool_messages(b) for b in asked]
     [settlement] = tool_messages(asked[1])
     assert '"settlement": "set-1"' in settlement and 'tool="pay_invoice"' in settlement
@@ -145,7 +116,7 @@ def test_a_completion_applies_once_and_one_for_another_handle_is_refused_with_a_
     "point", ["executor.after_intent", "executor.after_downstream_call", "executor.after_advance"]
 )
 def test_an_asynchronous_call_is_made_once_across_an_executor_killed_at(
-    point: str, client: Client, settings: Settings, settling: Settling
+    point: str, client: Client, settings: Settings, settling: Scripted
 ) -> None:
     task_id = killed_at(settling.fleet, "executor", f"{point}@1", lambda: order(client), SETTLE_S)
     op_key = f"pay_invoice:{task_id}:v1"

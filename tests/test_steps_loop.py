@@ -7,21 +7,17 @@ restarted: every step still runs once, each effect once."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from helpers import killed_at
-from loop_app import LEDGER
-from model_server import Script, call, scripted_fleet
+from loop_app import booked
+from model_server import Scripted, call, scripted_fleet, task_of, tool_messages
 
 from wakeful.consumers.model_messages import read_back
 from wakeful.core.settings import Settings
 from wakeful.devstack.client import Client
-from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.model_server import Reply, Request
 from wakeful.schemas import events
 
@@ -39,10 +35,6 @@ EXECUTOR_POINTS = [
 DESK = "support-desk"
 FIRST_RECEIPT_S = 120.0  # the first event also waits for the fresh roles to join their groups
 SETTLE_S = 60.0
-
-
-def task_of(request: Request) -> str:
-    return str(read_back(request.body)["task_card"]["task_id"])
 
 
 def next_step(request: Request) -> Reply:
@@ -64,27 +56,11 @@ def next_step(request: Request) -> Reply:
     return call("send_notice", {"task_id": task_id, "text": "your parcel was lost: refunded 40"})
 
 
-@dataclass
-class Looping:
-    script: Script
-    fleet: Fleet
-
-
 @pytest.fixture(scope="module")
-def looping(client: Client) -> Iterator[Looping]:
+def looping(client: Client) -> Iterator[Scripted]:
     client.add_signer(DESK, (events.CREATE,))
-    with scripted_fleet(next_step, APP, WAKEFUL_LEASE_TTL_MS=str(LEASE_TTL_MS)) as (script, fleet):
-        yield Looping(script, fleet)
-
-
-def refunds(settings: Settings, op_key: str) -> list[dict[str, Any]]:
-    path = settings.home / LEDGER
-    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [row for row in rows if row["op_key"] == op_key]
-
-
-def tool_messages(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    with scripted_fleet(next_step, APP, WAKEFUL_LEASE_TTL_MS=str(LEASE_TTL_MS)) as scripted:
+        yield scripted
 
 
 def ask(client: Client) -> str:
@@ -107,19 +83,17 @@ def refunded_once(client: Client, settings: Settings, task_id: str) -> None:
         f"send_notice:{task_id}:v1:s3",
     ]
     assert {op: a["status"] for op, a in shown["actions"].items()} == dict.fromkeys(keys, "succeeded")
-    assert len(refunds(settings, keys[2])) == 1 and len(refunds(settings, keys[3])) == 1
+    assert len(booked(settings, keys[2])) == 1 and len(booked(settings, keys[3])) == 1
     assert shown["external_refs"] == {"refund": keys[2], "notice": keys[3]}
 
 
 def test_a_three_step_loop_shows_each_result_to_the_next_proposal_and_refunds_once(
-    client: Client, settings: Settings, looping: Looping
+    client: Client, settings: Settings, looping: Scripted
 ) -> None:
     task_id = ask(client)
     refunded_once(client, settings, task_id)
 
-    asked = [
-        r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
-    ]
+    asked = looping.asked(task_id)
     assert len(asked) == 4, [tool_messages(b) for b in asked]
     assert tool_messages(asked[0]) == []
     [looked_up] = tool_messages(asked[1])
@@ -135,18 +109,16 @@ def test_a_three_step_loop_shows_each_result_to_the_next_proposal_and_refunds_on
 @pytest.mark.parametrize("step", [1, 2, 3, 4])
 @pytest.mark.parametrize("point", EXECUTOR_POINTS)
 def test_every_step_of_a_loop_runs_once_after_a_sigkill_at(
-    client: Client, settings: Settings, looping: Looping, point: str, step: int
+    client: Client, settings: Settings, looping: Scripted, point: str, step: int
 ) -> None:
     task_id = killed_at(looping.fleet, "executor", f"{point}@{step}", lambda: ask(client), REACH_S)
     refunded_once(client, settings, task_id)
-    final = [
-        r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
-    ]
+    final = looping.asked(task_id)
     assert any(len(tool_messages(body)) == 3 for body in final)  # the notice was proposed seeing all
 
 
 def test_two_money_steps_run_under_one_approval_and_the_one_beyond_it_is_refused_then_asked_again(
-    client: Client, settings: Settings, looping: Looping
+    client: Client, settings: Settings, looping: Scripted
 ) -> None:
     task_id = f"t-{uuid.uuid4().hex[:12]}"
     event = client.send(DESK, events.CREATE, {"workflow": "payout", "amount": 100}, task_id=task_id)
@@ -158,16 +130,14 @@ def test_two_money_steps_run_under_one_approval_and_the_one_beyond_it_is_refused
 
     keys = [f"post_ledger:{task_id}:v1", f"pay_bank:{task_id}:v1:s1"]
     assert {op: a["status"] for op, a in shown["actions"].items()} == dict.fromkeys(keys, "succeeded")
-    assert [r["amount"] for r in refunds(settings, keys[0])] == [60]
-    assert [r["amount"] for r in refunds(settings, keys[1])] == [40]  # the 50 never ran
+    assert [r["amount"] for r in booked(settings, keys[0])] == [60]
+    assert [r["amount"] for r in booked(settings, keys[1])] == [40]  # the 50 never ran
     approval = shown["approval"]
     assert (approval["spent"], approval["used"], approval["consumed"]) == (
         100,
         ["post_ledger", "pay_bank"],
         True,
     )
-    asked = [
-        r.body for r in looping.script.requests if r.path == "/v1/chat/completions" and task_of(r) == task_id
-    ]
+    asked = looping.asked(task_id)
     told = [m["content"] for b in asked for m in b["messages"] if "<<<REFUSED" in str(m.get("content") or "")]
     assert told and "pay_bank of 50 would bring the approved plan to 110, beyond the 100 approved" in told[-1]

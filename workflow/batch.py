@@ -47,9 +47,7 @@ def check(
             update={"execution": cp.execution.model_copy(update={"step": cp.execution.step + n})}
         )
         decided = effects.check_proposal(app, at, tool, args, auth=auth, now=now)
-        if isinstance(decided, Review):  # as a Review, but nothing has run: ask again, told why
-            return Refuse(f"call {n + 1} of the proposal: {decided.reason}")
-        if isinstance(decided, Refuse):
+        if isinstance(decided, Refuse | Review):  # nothing has run: the model is asked again, told why
             return Refuse(f"call {n + 1} of the proposal: {decided.reason}")
         judged.append(decided)
     return judged

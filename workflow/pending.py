@@ -51,6 +51,12 @@ def recorded(tool: Tool[Any], later: Pending, now: datetime) -> dict[str, str] |
     return {MARK: handle, DUE: due.isoformat(), WITHIN: str(int((due - now).total_seconds()))}
 
 
+def outcome(tool: Tool[Any], answer: Mapping[str, Any] | Pending, now: datetime) -> Mapping[str, Any] | str:
+    """What the action log records of a call's (or a lookup's) answer: the result, or for an
+    answer that comes later its marker; or why the step fails for good."""
+    return recorded(tool, answer, now) if isinstance(answer, Pending) else plain(tool, answer)
+
+
 def plain(tool: Tool[Any], result: Mapping[str, Any]) -> Mapping[str, Any] | str:
     """A result a call returned at once, or why the step fails for good: it may not carry the
     runtime's marker (a downstream echoing outside text could otherwise pass for a pending call)."""
