@@ -30,6 +30,7 @@ from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_create, gate_hold, gate_rules, gate_writes, switch_acks, wiring
 from wakeful.consumers.gate_hold import Source, StillFrozen
 from wakeful.consumers.gate_judge import Judge, stranger, told
+from wakeful.consumers.gate_memory import Recaller
 from wakeful.consumers.gate_wake import Taken, Untrusted, Wake, authenticate, identity, verified_event
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
@@ -82,7 +83,7 @@ class Gate:
         self.authority = AuthorityStore(store.client)
         self.producer = producer
         self.log = log
-        self.writes = gate_writes.FollowUps(producer, app, log)
+        self.writes = gate_writes.FollowUps(producer, app, log, recall=Recaller(store.client, app, log))
         self.runner: Runner | None = None
 
     def handle(self, msg: Message) -> None:
@@ -174,7 +175,7 @@ class Gate:
                 identity(envelope, event),
                 judge.write,
                 lease=None,
-                detail=gate_writes.change_detail(event),
+                detail=judge.detail,
                 restamp=True,
                 before=last_step.wait_writes,
                 also=judge.also,

@@ -7,7 +7,7 @@ import functools
 from datetime import datetime
 from typing import Any
 
-from wakeful.consumers import gate_writes
+from wakeful.consumers import gate_memory, gate_writes
 from wakeful.consumers.gate_wake import Taken, Wake, identity
 from wakeful.core.errors import TaskExists
 from wakeful.core.faults import fault
@@ -42,11 +42,15 @@ def create(
     def also(new: Checkpoint) -> list[tuple[Any, ...]]:
         return gate_writes.create_writes(event, task_id, decided.evidence, new)
 
+    first = decided.checkpoint.model_copy(
+        update={"versions": decided.checkpoint.versions.model_copy(update={"state_version": 1})}
+    )  # as the create writes it: its state_version names the records it remembers
+    who = gate_memory.writer(event, wake.principal)
     try:
         created = store.create(
             decided.checkpoint,
             identity(wake.envelope, event),
-            gate_writes.event_detail(event),
+            gate_writes.event_detail(event) | gate_memory.detail(app, decided, who, first, now),
             also=also,
             before=last_step.wait_writes,
             pinned=step.pinned,

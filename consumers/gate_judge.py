@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from wakeful.consumers import gate_rules, gate_writes
+from wakeful.consumers import gate_memory, gate_rules, gate_writes
 from wakeful.consumers.gate_wake import Wake
 from wakeful.core import ids
 from wakeful.schemas.checkpoint import Checkpoint
@@ -42,6 +42,14 @@ class Judge:
             started=self.started,
         )
         return gate_rules.written(self.last)
+
+    def detail(self, old: Checkpoint, new: Checkpoint) -> dict[str, Any]:
+        """The change's outbox detail: what made it, and what its decision remembered."""
+        w = self.wake
+        said = gate_writes.change_detail(w.event)(old, new)
+        return said | gate_memory.detail(
+            self.app, self.last, gate_memory.writer(w.event, w.principal), new, self.now
+        )
 
     def review(self) -> str | None:
         """Why the task went to review: the reason its sender's receipt gives."""

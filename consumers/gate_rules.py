@@ -97,7 +97,9 @@ def decide(
         heard = wakes.Heard(event.kind, event.payload, principal, event.correlation_id)
         reopened = wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)
         if isinstance(reopened, engine.Moved):
-            return engine.Moved(revoked.cleared(checked, reopened.checkpoint, auth), reopened.evidence)
+            return engine.Moved(
+                revoked.cleared(checked, reopened.checkpoint, auth), reopened.evidence, reopened.remember
+            )
         return reopened
     parked = revoked.parks(app, checked, auth)
     if parked is not None and checked.stage != NEEDS_REVIEW:  # the app's rule for a revoked signer

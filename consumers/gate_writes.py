@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from wakeful.authority import freezes
+from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers.gate_wake import Wake
 from wakeful.core import topics
 from wakeful.core.log import Log
@@ -30,16 +31,20 @@ from wakeful.state.last_step import wait_writes
 from wakeful.state.pinned import Command, Pinned
 from wakeful.workflow import compat, window
 
+# The read door (gate_memory.Recaller): the memory a task's window shows, as window items.
+Recall = Callable[[Checkpoint, Snapshot, datetime], list[dict[str, Any]]]
+
 
 class FollowUps:
     """The writes that follow a decision: for an outcome that wrote nothing, one round trip for the
     waits and the receipt (a change writes those with its transaction: `wait_writes` ahead of it);
     then the task's proposal request."""
 
-    def __init__(self, producer: Producer, app: App, log: Log) -> None:
+    def __init__(self, producer: Producer, app: App, log: Log, *, recall: Recall | None = None) -> None:
         self.producer = producer
         self.app = app
         self.log = log
+        self.recall = recall  # the read door (consumers/gate_memory.py); None: no memory layer
 
     def finish(
         self,
@@ -70,7 +75,8 @@ class FollowUps:
             return  # no new step while frozen: the thaw wakes the task and asks then
         event = wake.event
         recent = [f"{event.kind} by key {event.key_id} at {event.issued_at.isoformat()}"] if event else []
-        body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=[])
+        memory = self.recall(cp, wake.auth, datetime.now(UTC)) if self.recall is not None else []
+        body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=memory)
         request = Envelope(
             message_id=events.request_id(cp.task_id, cp.state_version),
             task_id=cp.task_id,

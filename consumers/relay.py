@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from wakeful.consumers import kafka_client, relay_batches
+from wakeful.consumers import kafka_client, relay_batches, relay_memory
 from wakeful.consumers.failures import TRANSIENT_IO, forever
 from wakeful.consumers.producing import DEAD_LETTER_MAX_BYTES, producer_config
 from wakeful.core import topics
@@ -28,6 +28,7 @@ from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state import acl, keys
 from wakeful.state.index import Index
+from wakeful.state.memory import MemoryStore
 from wakeful.state.outbox import Malformed, Outbox, Pending
 
 BATCH_TARGET = 100  # records per claim worth publishing without waiting
@@ -43,9 +44,11 @@ class Relay:
         signer: RoleSigner | None = None,
         *,
         index: Index | None = None,
+        memory: MemoryStore | None = None,
     ) -> None:
         self.outbox = outbox
         self.index = index  # the task index it keeps (state/index.py), if any
+        self.memory = memory  # memory's write door (state/memory.py), if it keeps memory
         self.producer = producer
         self.log = log
         self.topic = topic
@@ -80,6 +83,8 @@ class Relay:
         fault("relay.after_publish")
         done = [p for p in pending if p.task_id not in failed]
         self._index(done)  # before the trim: a crash between the two applies them again, harmlessly
+        if self.memory is not None:
+            relay_memory.apply(self.memory, done, self.log)  # the same: a record is written once
         self.outbox.trim(done, [m for m in [*malformed, *unfit] if m.task_id not in failed])
         self.outbox.requeue(sorted(failed))
         if failed:
@@ -180,7 +185,12 @@ def main(settings: Settings, stop: threading.Event) -> None:
     # every task's critical path, so the relay lingers longer for bigger batches.
     producer = Producer(producer_config(settings, "relay") | {"linger.ms": 5})
     relay = Relay(
-        outbox, producer, Log(role="relay"), signer=load_signer(settings, "relay"), index=Index(client)
+        outbox,
+        producer,
+        Log(role="relay"),
+        signer=load_signer(settings, "relay"),
+        index=Index(client),
+        memory=MemoryStore(client),
     )
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
     relay.run(stop)

@@ -5,6 +5,7 @@ short reason that quotes the input bounded; a decision wrapped in `refusing` ret
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -112,3 +113,27 @@ def window(raw: Any, default: timedelta) -> timedelta:
     if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
         return timedelta(seconds=min(raw, int(MAX_WAIT.total_seconds())))
     raise Invalid(f"a wait must be a whole number of seconds above 0, got {shown(raw)}")
+
+
+_ACCOUNT_IN_TEXT = re.compile(r"\b[A-Z]{2}[0-9]{2}[A-Z0-9]{8,30}\b")
+
+
+def accounts_named(text: str) -> list[str]:
+    """The valid IBANs a document names (compact, upper-case), each once, in order: what a document
+    may ask the supplier to be paid to. Data, never an instruction."""
+    found: list[str] = []
+    for raw in _ACCOUNT_IN_TEXT.findall(text):
+        try:
+            account = iban(raw)
+        except Invalid:
+            continue
+        if account not in found:
+            found.append(account)
+    return found
+
+
+def subject(legal_name: str) -> str:
+    """The memory subject of a supplier: `supplier:<slug of its legal name>` (a digest where the
+    name has no latin letters or digits), the same for every task that onboards it."""
+    slug = re.sub(r"[^a-z0-9]+", "-", legal_name.casefold()).strip("-")[:64]
+    return f"supplier:{slug or hashlib.sha256(legal_name.encode()).hexdigest()[:32]}"

@@ -9,6 +9,7 @@ complete ones.
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.sdk.app import App, load_app, policy_file
+from wakeful.sdk.memory import Fact, Recall, Remember
 from wakeful.sdk.tools import Pending, Tool, ToolFenced, ToolRefused, ToolUnavailable, catalog
 from wakeful.sdk.workflow import (
     ANYONE,
@@ -46,10 +47,13 @@ __all__ = [
     "Compensate",
     "Context",
     "Effect",
+    "Fact",
     "Next",
     "Pending",
     "Plan",
+    "Recall",
     "Refuse",
+    "Remember",
     "Review",
     "Snapshot",
     "Start",

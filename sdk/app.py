@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any, get_args
@@ -24,6 +25,8 @@ from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.schemas import events
 from wakeful.schemas.logs import UNDO_PREFIX
+from wakeful.schemas.memory import FACT
+from wakeful.sdk.memory import Fact
 from wakeful.sdk.tools import Tool, catalog, legacy_catalog
 from wakeful.sdk.workflow import ANYONE, APPROVERS, MAX_STEPS, REQUESTER, RUNTIME_STAGES, Workflow
 from wakeful.state.keys import APP_NAME
@@ -60,6 +63,7 @@ class App:
     compat: Mapping[str, str] = field(default_factory=dict)
     revoked_signer: str = "review"
     policy: str = ""
+    facts: Sequence[Fact] = ()  # the classes of fact its decisions may remember (sdk/memory.py)
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
     _by_version: dict[tuple[str, int], Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 
@@ -87,6 +91,11 @@ class App:
 
     def tool(self, name: str) -> Tool[Any] | None:
         return next((t for t in self.tools if t.name == name), None)
+
+    @cached_property
+    def fact_table(self) -> dict[str, Fact]:
+        """The app's facts by name."""
+        return {f.name: f for f in self.facts}
 
     def tools_at(self, stage: str) -> tuple[Tool[Any], ...]:
         return tuple(t for t in self.tools if stage in t.stages)
@@ -160,6 +169,7 @@ def _problems(app: App) -> list[str]:
         if not isinstance(wf.version, int) or wf.version < 1:
             found.append(f"workflow {wf.name} needs a version >= 1")
         found += _plan_problems(app, wf)
+        found += _recall_problems(app, wf)
         if not isinstance(wf.max_steps, int) or not 1 <= wf.max_steps <= MAX_STEPS:
             found.append(f"workflow {wf.name}'s max_steps {wf.max_steps!r} must be from 1 to {MAX_STEPS}")
         if not isinstance(wf.max_reproposals, int) or not 0 <= wf.max_reproposals <= REPROPOSALS_CAP:
@@ -191,6 +201,7 @@ def _problems(app: App) -> list[str]:
     found += [
         f"retired workflow {n} v{v} is kept twice" for n, v in sorted({k for k in kept if kept.count(k) > 1})
     ]
+    found += _fact_problems(app)
     for tool in app.tools:
         found += [
             f"tool {tool.name} is offered at unknown stage {s!r}" for s in tool.stages if s not in stages
@@ -202,6 +213,39 @@ def _problems(app: App) -> list[str]:
             found.append(f"tool {tool.name}'s op_key {tool.op_key!r} must contain {{task_id}}")
         else:
             found += _op_key_problems(tool.name, tool.key_for)
+    return found
+
+
+def _fact_problems(app: App) -> list[str]:
+    found: list[str] = []
+    names = [f.name for f in app.facts]
+    found += [f"two facts are named {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+    for fact in app.facts:
+        if not isinstance(fact.name, str) or not re.fullmatch(FACT, fact.name):
+            found.append(f"fact {fact.name!r} must match {FACT}")
+        found += [
+            f"fact {fact.name}'s verifier {v!r} must be 'principal:<name>'"
+            for v in fact.verifiers
+            if not isinstance(v, str) or not re.fullmatch(r"principal:[A-Za-z0-9_.@-]{1,128}", v)
+        ]
+        if not isinstance(fact.keep, timedelta) or fact.keep <= timedelta(0):
+            found.append(f"fact {fact.name} needs a positive keep (a timedelta)")
+    return found
+
+
+def _recall_problems(app: App, wf: Workflow[Any]) -> list[str]:
+    recall = wf.recall
+    if recall is None:
+        return []
+    found = [
+        f"workflow {wf.name} recalls fact {f!r}, which the app does not declare"
+        for f in recall.facts
+        if f not in {fact.name for fact in app.facts}
+    ]
+    if not recall.facts:
+        found.append(f"workflow {wf.name} recalls no fact")
+    if not callable(recall.subjects):
+        found.append(f"workflow {wf.name}'s recall needs a subjects function of the task's context")
     return found
 
 

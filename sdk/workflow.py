@@ -27,6 +27,7 @@ from wakeful.authority.policy import Authorization, authorize
 from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import PendingWait
+from wakeful.sdk.memory import Recall, Remember
 
 S = TypeVar("S", bound=BaseModel)
 
@@ -63,7 +64,8 @@ class Wait:
 class Next(Generic[S]):
     """The task moves to `stage`, with `state` (None keeps it). `amended` makes a new task version:
     any approval of the old one is void. `refs` are references into other systems to record;
-    `evidence` are documents from outside, kept as untrusted input (name -> text)."""
+    `evidence` are documents from outside, kept as untrusted input (name -> text); `remember` are
+    memory candidates the runtime writes through memory's write door (sdk/memory.py)."""
 
     stage: str
     state: S | None = None
@@ -71,6 +73,7 @@ class Next(Generic[S]):
     amended: bool = False
     refs: Mapping[str, str] = field(default_factory=dict)
     evidence: Mapping[str, str] = field(default_factory=dict)
+    remember: tuple[Remember, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -231,3 +234,6 @@ class Workflow(Generic[S]):
     # model is asked again, shown why, up to this many times in a row at one stage; the refusal
     # after that parks the task in needs_review with its reason. 0 parks at the first refusal.
     max_reproposals: int = MAX_REPROPOSALS
+    # What the window shows of memory: records of these facts about these subjects (sdk/memory.py).
+    # None: the memory layer stays empty.
+    recall: Recall | None = None

@@ -78,6 +78,15 @@ _TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinf
 # between a tenant's sets (all under the tenant's hash tag) and never back to an older version.
 _INDEX_WRITE = f"(~{keys.PATTERN_INDEX} {_FUNCTIONS} +hget +hset +zadd +zrem)"
 
+# Memory (state/memory.py): the relay is its write door, through its one function, which adds a
+# record to a subject's hash (and drops expired or revoked ones to make room); the gate reads a
+# subject's records for the window (the read door).
+_MEMORY_WRITE = (
+    f"(~{keys.PATTERN_MEMORY} {_FUNCTIONS} +hexists +hlen +hgetall +hdel +hset) "
+    f"(~{keys.PATTERN_MEMORY_REFUSED} +xadd)"
+)
+_MEMORY_READ = f"(%R~{keys.PATTERN_MEMORY} +hgetall)"
+
 # The two roles that write Progress (through state.store). Only the executor holds task leases:
 # the gate reads and WATCHes the lease (_TASK_READ) and needs it free (docs/decisions.md D49).
 _PROGRESS_WRITER = (
@@ -92,7 +101,10 @@ RULES: dict[str, str] = {
         # Whether a task exists, not what it holds: a task made before the namespaces (D52).
         f"(%R~{keys.PATTERN_STATE} +exists)"
     ),
-    "gate": f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE} {_HELD} {_LIVE}",
+    "gate": (
+        f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE} {_HELD} {_LIVE} "
+        f"{_MEMORY_READ}"
+    ),
     "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer),
     # and indexes a wait its close made (a workflow's `done` returned one, or a tool's call is pending).
@@ -100,7 +112,7 @@ RULES: dict[str, str] = {
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
     "relay": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "
-        f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard) {_INDEX_WRITE}"
+        f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard) {_INDEX_WRITE} {_MEMORY_WRITE}"
     ),
     # The read door (consumers/ingress.py): a signer's key, its own receipts, its tenant's index.
     "ingress": (

@@ -81,6 +81,10 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | waits; never the task's fields (state/index.py)    | ingress reads          |
 | wk:index:{N}:stage:{S} | zset | tenant N's tasks at stage S, by last change  | relay; ingress reads   |
 | wk:index:{N}:wait:{K} | zset | tenant N's tasks waiting for K, by deadline   | relay; ingress reads   |
+| wk:mem:{N.D}:records | hash | tenant N's memory about one subject (D: digest | relay (memory function)|
+|                   |        | of the subject): record id -> MemoryRecord JSON    | admin (status, forget) |
+|                   |        | (state/memory.py)                                  | gate reads (read door) |
+| wk:mem:{N}:refused | stream | candidates the write door refused, and why  | relay: XADD only       |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
@@ -103,6 +107,7 @@ outside `wk:`, beside their code (wakeful.examples.bank, .suppliers, .shop; stat
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from wakeful.core.ids import (
@@ -354,3 +359,22 @@ def index_stage(tenant: str, stage: str) -> str:
 
 def index_wait(tenant: str, kind: str) -> str:
     return f"{_index(tenant)}wait:{checked(WAIT_KIND_RE, kind, 'wait kind')}"
+
+
+# Memory (state/memory.py): one hash per tenant and subject, under its own hash tag, so that the
+# write door's function reads and writes one subject's records at once on a Redis Cluster too. The
+# subject is named by a digest, so no outside text is ever part of a key name.
+PATTERN_MEMORY = f"{PREFIX}:mem:{{*}}:records"
+PATTERN_MEMORY_REFUSED = f"{PREFIX}:mem:{{*}}:refused"
+MEMORY_PER_SUBJECT = 64  # records one subject may hold; the write door refuses past it
+MEMORY_RECORD_BYTES = 4096  # of one record's JSON; the write door refuses past it
+MEMORY_REFUSED_KEPT = 10_000  # refusals kept per tenant (the stream is trimmed to about this)
+
+
+def memory(tenant: str, subject: str) -> str:
+    digest = hashlib.sha256(subject.encode()).hexdigest()[:32]
+    return f"{PREFIX}:mem:{{{checked(_TENANT, tenant, 'tenant')}.{digest}}}:records"
+
+
+def memory_refused(tenant: str) -> str:
+    return f"{PREFIX}:mem:{{{checked(_TENANT, tenant, 'tenant')}}}:refused"

@@ -22,6 +22,7 @@ from wakeful.schemas.approval import terms_digest
 from wakeful.schemas.base import cut
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, PendingWait, SecurityScope, VersionStamps
 from wakeful.sdk.app import App
+from wakeful.sdk.memory import Remember
 from wakeful.sdk.workflow import (
     ANYONE,
     APPROVERS,
@@ -60,6 +61,7 @@ class Moved:
 
     checkpoint: Checkpoint
     evidence: Mapping[str, str]
+    remember: tuple[Remember, ...] = ()  # memory candidates, for the write door (workflow/memory.py)
 
 
 # What the runtime makes of one decision for a task: a move, a refusal that writes nothing but the
@@ -179,7 +181,7 @@ def create(app: App, workflow: str, start: Start) -> Moved | Refuse:
         ),
         updated_at=start.now,
     )
-    return Moved(advance(first, decided, start.now), kept(decided.evidence))
+    return Moved(advance(first, decided, start.now), kept(decided.evidence), tuple(decided.remember))
 
 
 def advance(cp: Checkpoint, nxt: Next[Any], now: datetime) -> Checkpoint:
@@ -304,7 +306,7 @@ def ruling(cp: Checkpoint, decided: Next[Any] | Refuse | Review | None, now: dat
     if isinstance(decided, Review):
         return ForReview(review(cp, decided.reason), decided.reason)
     if isinstance(decided, Next):
-        return Moved(advance(cp, decided, now), kept(decided.evidence))
+        return Moved(advance(cp, decided, now), kept(decided.evidence), tuple(decided.remember))
     return decided
 
 

@@ -106,7 +106,15 @@ def render(window: dict[str, Any]) -> str:
         "## Recent events",
         *(f"- {e}" for e in window["recent_events"]),
         "## Memory",
-        *(f"- {m}" for m in window["memory"]),
+    ]
+    for m in window["memory"]:
+        lines += [
+            f"<<<MEMORY fact={m['fact']} subject={m['subject']} writer={m['writer']} source={m['source']} "
+            f"verified_by={m['verified_by']} expires={m['expires']}>>>",
+            inert(str(m["value"])),
+            "<<<END MEMORY>>>",
+        ]
+    lines += [
         "## Evidence",
     ]
     for item in window["evidence"]:

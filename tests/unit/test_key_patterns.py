@@ -37,6 +37,8 @@ KINDS: dict[str, str | None] = {
     "corr": keys.PATTERN_CORR,
     "authority": keys.PATTERN_AUTHORITY,
     "task index": keys.PATTERN_INDEX,
+    "memory": keys.PATTERN_MEMORY,
+    "memory refused": keys.PATTERN_MEMORY_REFUSED,
     "bank": bank.PATTERN,
     "suppliers": suppliers_keys.PATTERN,
     "outbox index": None,
@@ -84,6 +86,8 @@ def every_key() -> list[tuple[str, str]]:
             ("corr", keys.corr(word)),
             *(("task index", k) for k in (keys.index_tasks(word), keys.index_stage(word, "closed"))),
             ("task index", keys.index_wait(word, word)),
+            ("memory", keys.memory(word, f"supplier:{word}")),
+            ("memory refused", keys.memory_refused(word)),
             ("bank", bank.fence_key(word)),
             ("suppliers", suppliers_keys.fence_key(word)),
         ]

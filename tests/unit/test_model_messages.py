@@ -45,10 +45,18 @@ def test_no_evidence_text_or_ref_can_open_or_close_a_block(excerpts: list[str], 
 
 
 def test_memory_is_shown_with_its_provenance_and_recent_events_in_their_own_block() -> None:
-    memory = [{"fact": "prefers email", "writer": "crm", "provenance": "ticket 12", "status": "active"}]
+    memory = [
+        {"fact": "contact", "subject": "customer:c-1", "value": "prefers email", "writer": "principal:crm",
+         "source": "event:crm:evt-00000012", "verified_by": "principal:crm", "trust": "memory"}
+    ]  # fmt: skip
     user = model_messages.messages(window([], memory=memory, recent_events=["task.create accepted"]), TAG)[1]
-    assert f'<<<MEMORY {TAG} trust="medium" format="json">>>' in user["content"]
-    assert '"provenance": "ticket 12"' in user["content"] and '"writer": "crm"' in user["content"]
+    head = f'<<<MEMORY {TAG} fact="contact" source="event:crm:evt-00000012" trust="memory" format="json">>>'
+    assert head in user["content"]
+    assert '"writer": "principal:crm"' in user["content"] and '"value": "prefers email"' in user["content"]
+    assert (
+        model_messages.read_back({"messages": [{"role": "user", "content": user["content"]}]})["memory"]
+        == memory
+    )
     assert (
         f"<<<RECENT EVENTS {TAG}>>>\n- task.create accepted\n<<<END RECENT EVENTS {TAG}>>>" in user["content"]
     )

@@ -158,10 +158,19 @@ def test_only_the_five_most_recent_events_are_kept_newest_last() -> None:
 
 
 def test_memory_is_passed_with_its_provenance() -> None:
-    record = {"fact": "prefers email", "writer": "crm-sync", "provenance": "crm:case-9", "status": "active"}
+    record = {
+        "id": "m-" + "0" * 24, "subject": "customer:c-9", "fact": "contact", "value": "prefers email",
+        "writer": "principal:crm", "source": "event:crm:evt-00000009", "verified_by": None,
+        "learned": "2026-12-01T00:00:00+00:00", "expires": "2027-03-01T00:00:00+00:00", "trust": "memory",
+    }  # fmt: skip
     built = window(memory=[record])
     assert built["memory"] == [record]
-    assert "crm:case-9" in render(built)
+    shown = render(built)
+    assert (
+        "<<<MEMORY fact=contact subject=customer:c-9 writer=principal:crm source=event:crm:evt-00000009"
+        in shown
+    )
+    assert "prefers email\n<<<END MEMORY>>>" in shown
 
 
 # ---- tools -----------------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+"""A memory record as the store keeps it (state/memory.py) and the operator sees it.
+
+Never trusted for being in Redis: each is decoded strictly, and the read door shows only records
+that decode, belong to the tenant and subject asked for, and are active and unexpired.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, ClassVar
+
+from pydantic import Field
+
+from wakeful.schemas.base import Record
+
+SUBJECT = r"^[a-z][a-z0-9_]{0,31}:[A-Za-z0-9_.@-]{1,128}$"  # "<kind>:<id>", e.g. supplier:acme-gmbh
+FACT = r"^[a-z][a-z0-9_]{0,63}$"
+RECORD_ID = r"^m-[0-9a-f]{24}$"
+# What a record's provenance names: a signed event (by its signer's key and its id), an evidence
+# document (by content digest), a tool's answer (by its op key), or the runtime's own deadline.
+SOURCE = (
+    r"^(event:[A-Za-z0-9_.@-]{1,128}:[A-Za-z0-9_.-]{8,128}|evidence:sha256:[0-9a-f]{64}"
+    r"|op:[A-Za-z0-9_.:-]{1,200}|deadline)$"
+)
+WRITER = r"^(principal:[A-Za-z0-9_.@-]{1,128}|role:[a-z]{1,16})$"
+VALUE_CHARS = 1000  # the most characters one record's value may hold
+
+
+class Status(StrEnum):
+    QUARANTINED = "quarantined"
+    ACTIVE = "active"
+    REVOKED = "revoked"
+
+
+class Change(Record):
+    """One status change an operator (or the write door) made: who, why, when."""
+
+    KIND: ClassVar[str] = "memory_change"
+    SCHEMA: ClassVar[int] = 1
+    schema_version: int = Field(default=1, exclude=True)
+
+    status: Status
+    by: str = Field(max_length=200)
+    reason: str = Field(max_length=400)
+    at: datetime
+
+
+class MemoryRecord(Record):
+    """One durable fact: what, about whom, who wrote it, where from, and whether it may be shown."""
+
+    KIND: ClassVar[str] = "memory"
+    SCHEMA: ClassVar[int] = 1
+    schema_version: int = SCHEMA
+
+    id: str = Field(pattern=RECORD_ID)
+    tenant: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    subject: str = Field(pattern=SUBJECT)
+    fact: str = Field(pattern=FACT)
+    value: str = Field(max_length=VALUE_CHARS)
+    writer: str = Field(pattern=WRITER)
+    provenance: str = Field(pattern=SOURCE)  # where the words came from
+    derived_from: tuple[Annotated[str, Field(pattern=RECORD_ID)], ...] = Field(
+        default=(), max_length=16
+    )  # records it was derived from
+    task_id: str = Field(max_length=200)  # the task whose decision remembered it
+    status: Status
+    verified_by: str | None = None  # the verifier whose signed event made it active
+    created_at: datetime
+    expires_at: datetime
+    history: tuple[Change, ...] = Field(default=(), max_length=64)
+
+    def lineage(self) -> frozenset[str]:
+        """Every source this record came from: its provenance and the records it was derived from."""
+        return frozenset({self.provenance, *self.derived_from})

@@ -1,0 +1,187 @@
+"""The memory store: durable facts by tenant and subject, behind one write door.
+
+    MemoryStore(relay).put(records)        the write door: only the relay calls it, with the
+                                           records a change's outbox record carries
+    MemoryStore(gate).recall(tenant, subjects)   the read door's read (workflow/memory.py filters)
+    MemoryStore(admin).every() / .set_status() / .forget()   the operator's commands
+
+Keys (state/keys.py's table): wk:mem:{N.D}:records, a hash of record id -> MemoryRecord JSON for
+tenant N's subject with digest D; wk:mem:{N}:refused, a stream of refused candidates. A record is
+written once and never overwritten by the door: replays of a change find it there. Only the admin
+changes a status or deletes one, each change recorded in the record's history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import redis
+
+from wakeful.core.errors import DecodeError
+from wakeful.schemas.memory import Change, MemoryRecord, Status
+from wakeful.state import functions, keys
+from wakeful.state.functions import Function
+
+# KEYS[1] a subject's records hash; ARGV[1] record id, ARGV[2] its JSON, ARGV[3] the most records a
+# subject may hold, ARGV[4] now (ISO 8601 UTC, as records write their expiry).
+# returns: 1 written, 0 there already (a replay), -1 refused: the subject holds its most records,
+# even after records that expired, were revoked or cannot be read were dropped to make room.
+PUT = Function(
+    "memory_put",
+    """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+local most = tonumber(ARGV[3])
+local held = redis.call('HLEN', KEYS[1])
+if held >= most then
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    local ok, r = pcall(cjson.decode, all[i + 1])
+    if not ok or type(r) ~= 'table' or r['status'] == 'revoked' or type(r['expires_at']) ~= 'string'
+        or r['expires_at'] <= ARGV[4] then
+      redis.call('HDEL', KEYS[1], all[i])
+      held = held - 1
+    end
+  end
+  if held >= most then return -1 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+""",
+)
+FUNCTIONS = (PUT,)
+
+
+@dataclass(frozen=True)
+class Put:
+    written: int
+    refused: list[tuple[MemoryRecord, str]]  # each record the door refused, and why
+
+
+class MemoryStore:
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def put(self, records: Sequence[MemoryRecord], now: datetime) -> Put:
+        """The write door: each record into its subject's hash unless there already, one round
+        trip; refusals (too big, the subject full) go on the tenant's refused stream."""
+        refused: list[tuple[MemoryRecord, str]] = []
+        sent: list[MemoryRecord] = []
+        pipe = self.client.pipeline(transaction=False)
+        stamp = now.isoformat().replace("+00:00", "Z")
+        for record in records:
+            raw = record.encode()
+            if len(raw) > keys.MEMORY_RECORD_BYTES:
+                refused.append(
+                    (record, f"{len(raw)} bytes, past the {keys.MEMORY_RECORD_BYTES} a record may hold")
+                )
+                continue
+            name = keys.memory(record.tenant, record.subject)
+            pipe.execute_command(  # type: ignore[no-untyped-call]
+                *functions.command(PUT, [name], [record.id, raw, keys.MEMORY_PER_SUBJECT, stamp])
+            )
+            sent.append(record)
+        replies = pipe.execute(raise_on_error=False) if len(pipe) else []
+        written = 0
+        for record, reply in zip(sent, replies, strict=True):
+            value = functions.reply(PUT, reply)
+            if isinstance(value, Exception):
+                raise value
+            if value == -1:
+                refused.append((record, f"subject holds its {keys.MEMORY_PER_SUBJECT} records"))
+            written += value == 1
+        self.refuse([(r.tenant, r.id, r.subject, r.fact, r.writer, why) for r, why in refused])
+        return Put(written, refused)
+
+    def refuse(self, refusals: Iterable[tuple[str, str, str, str, str, str]]) -> None:
+        """Record why candidates were not written: (tenant, id, subject, fact, writer, reason)."""
+        pipe = self.client.pipeline(transaction=False)
+        for tenant, rid, subject, fact, writer, reason in refusals:
+            fields = {"id": rid, "subject": subject, "fact": fact, "writer": writer, "reason": reason}
+            pipe.xadd(keys.memory_refused(tenant), fields, maxlen=keys.MEMORY_REFUSED_KEPT, approximate=True)  # type: ignore[arg-type]
+        if len(pipe):
+            pipe.execute()
+
+    def recall(self, tenant: str, subjects: Sequence[str]) -> list[MemoryRecord]:
+        """Every readable record of tenant's `subjects`, one round trip (one per node on a
+        cluster). A field that does not decode, or is filed under another subject or tenant, is
+        left out: a key in Redis is not trusted for being there."""
+        if not subjects:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for subject in subjects:
+            pipe.hgetall(keys.memory(tenant, subject))
+        out: list[MemoryRecord] = []
+        for subject, found in zip(subjects, pipe.execute(), strict=True):
+            out += [r for r in _decoded(found.values()) if r.tenant == tenant and r.subject == subject]
+        return out
+
+    def every(self) -> Iterator[MemoryRecord]:
+        """Every readable record of every tenant (the operator's commands; a SCAN)."""
+        for name in self.client.scan_iter(match=keys.PATTERN_MEMORY, count=1000):
+            found: dict[bytes, bytes] = self.client.hgetall(name)  # type: ignore[assignment]
+            yield from (
+                r for r in _decoded(found.values()) if keys.memory(r.tenant, r.subject) == _text(name)
+            )
+
+    def set_status(
+        self, record: MemoryRecord, status: Status, by: str, reason: str, now: datetime
+    ) -> MemoryRecord | None:
+        """Move one record to `status`, with who and why in its history, by compare-and-swap on its
+        subject's hash; None when the record is gone (forgotten) meanwhile."""
+        name = keys.memory(record.tenant, record.subject)
+        with self.client.pipeline(transaction=True) as pipe:
+            for _ in range(keys.CAS_RETRIES):
+                try:
+                    pipe.watch(name)  # type: ignore[no-untyped-call]
+                    raw = pipe.hget(name, record.id)
+                    if raw is None:
+                        pipe.unwatch()
+                        return None
+                    current = MemoryRecord.decode(raw)  # type: ignore[arg-type]
+                    change = Change(status=status, by=by, reason=reason, at=now)
+                    updated = current.model_copy(
+                        update={"status": status, "history": (*current.history, change)[-64:]}
+                    )
+                    pipe.multi()
+                    pipe.hset(name, record.id, updated.encode())
+                    pipe.execute()
+                    return updated
+                except redis.WatchError:
+                    continue
+        raise redis.WatchError(f"memory record {record.id} kept changing under {keys.CAS_RETRIES} tries")
+
+    def delete(self, records: Iterable[MemoryRecord]) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        for r in records:
+            pipe.hdel(keys.memory(r.tenant, r.subject), r.id)
+        return sum(pipe.execute()) if len(pipe) else 0
+
+
+def derived(records: Sequence[MemoryRecord], source: str) -> list[MemoryRecord]:
+    """The records that come from `source` (an event, an evidence digest, a record id): those whose
+    provenance is it, and every record derived from one of them, transitively."""
+    gone: set[str] = {source}
+    out: dict[str, MemoryRecord] = {}
+    grew = True
+    while grew:
+        grew = False
+        for r in records:
+            if r.id not in out and (r.lineage() & gone or r.id == source):
+                out[r.id] = r
+                gone.add(r.id)
+                grew = True
+    return list(out.values())
+
+
+def _text(name: bytes | str) -> str:
+    return name.decode() if isinstance(name, bytes) else name
+
+
+def _decoded(raws: Iterable[bytes]) -> Iterator[MemoryRecord]:
+    for raw in raws:
+        try:
+            yield MemoryRecord.decode(raw)
+        except DecodeError:
+            continue

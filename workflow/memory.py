@@ -1,0 +1,177 @@
+"""Memory's two doors as pure rules: what a decision's `Remember` candidates become (`admitted`),
+and which stored records may reach a window (`shown`). state/memory.py keeps the records; the gate
+and the executor put candidates on their change's outbox record, and the relay writes them.
+
+The write door: every candidate gets a writer (the principal whose signed event was judged, or the
+role whose own work it was), a provenance (that event, the evidence document it was read from by
+content digest, or the tool answer by op key), its tenant and subject, its fact's expiry, and a
+status: quarantined, unless its writer is one of the fact's verifiers, and for a high-impact fact
+only when the words are the verifier's own event, never a document.
+
+The read door: active, unexpired records of the facts a workflow recalls, about the subjects it
+names, of the task's own tenant; of a fact kept `one` per subject, the newest only. Each is shown
+as data with its provenance, never as an instruction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from wakeful.schemas.base import _first_errors, cut
+from wakeful.schemas.memory import FACT, SUBJECT, VALUE_CHARS, Change, MemoryRecord, Status
+from wakeful.sdk.memory import Fact, Remember
+
+MAX_PER_CHANGE = 8  # candidates one decision may return
+MAX_SHOWN = 8  # records one window shows
+_SUBJECT, _FACT = re.compile(SUBJECT), re.compile(FACT)
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who writes a change's candidates, and where their words came from when no document is named."""
+
+    name: str  # "principal:<signer>" or "role:<role>"
+    source: str  # "event:<key id>:<event id>", "op:<op key>" or "deadline"
+
+
+def subject_ok(subject: str) -> bool:
+    return bool(_SUBJECT.fullmatch(subject))
+
+
+def evidence_ref(text: str) -> str:
+    """An evidence document's reference: its content digest."""
+    return "evidence:sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def record_id(task_id: str, state_version: int, index: int) -> str:
+    """The id of a change's index-th candidate: the same on every replay of the change."""
+    return "m-" + hashlib.sha256(f"{task_id}:{state_version}:{index}".encode()).hexdigest()[:24]
+
+
+def admitted(
+    facts: Mapping[str, Fact],
+    candidates: Sequence[Remember],
+    *,
+    writer: Writer,
+    tenant: str,
+    task_id: str,
+    state_version: int,
+    evidence: Mapping[str, str],
+    now: datetime,
+) -> tuple[list[MemoryRecord], list[str]]:
+    """The records a change's candidates become, and why any was refused (it is not written)."""
+    records: list[MemoryRecord] = []
+    refused: list[str] = []
+    if len(candidates) > MAX_PER_CHANGE:
+        refused.append(
+            f"{len(candidates) - MAX_PER_CHANGE} candidates past the {MAX_PER_CHANGE} a change may hold"
+        )
+    for i, wish in enumerate(candidates[:MAX_PER_CHANGE]):
+        said = _problem(facts, wish, evidence)
+        if said:
+            refused.append(cut(f"candidate {i}: {said}", 300))
+            continue
+        fact = facts[wish.fact]
+        provenance = evidence_ref(evidence[wish.source]) if wish.source else writer.source
+        verified = writer.name in fact.verifiers and not (fact.high_impact and wish.source)
+        status = Status.ACTIVE if verified else Status.QUARANTINED
+        why = f"written by verifier {writer.name}" if verified else _quarantined(fact, wish, writer)
+        try:
+            records.append(
+                MemoryRecord(
+                    id=record_id(task_id, state_version, i),
+                    tenant=tenant,
+                    subject=wish.subject,
+                    fact=wish.fact,
+                    value=wish.value,
+                    writer=writer.name,
+                    provenance=provenance,
+                    derived_from=tuple(wish.derived_from),
+                    task_id=task_id,
+                    status=status,
+                    verified_by=writer.name if verified else None,
+                    created_at=now,
+                    expires_at=now + fact.keep,
+                    history=(Change(status=status, by="write door", reason=why, at=now),),
+                )
+            )
+        except ValidationError as exc:
+            refused.append(cut(f"candidate {i}: {_first_errors(exc)}", 300))
+    return records, refused
+
+
+def _problem(facts: Mapping[str, Fact], wish: Remember, evidence: Mapping[str, str]) -> str:
+    if not isinstance(wish, Remember):
+        return f"not a Remember: {type(wish).__name__}"
+    if wish.fact not in facts:
+        return f"the app declares no fact {cut(repr(wish.fact), 70)}"
+    if not isinstance(wish.subject, str) or not _SUBJECT.fullmatch(wish.subject):
+        return f"subject {cut(repr(wish.subject), 70)} is not <kind>:<id>"
+    if not isinstance(wish.value, str) or not wish.value.strip():
+        return "an empty value"
+    if len(wish.value) > VALUE_CHARS:
+        return f"a value of {len(wish.value)} characters, past the {VALUE_CHARS} a record may hold"
+    if wish.source and wish.source not in evidence:
+        return f"source {cut(repr(wish.source), 70)} is no evidence document of this decision"
+    return ""
+
+
+def _quarantined(fact: Fact, wish: Remember, writer: Writer) -> str:
+    if fact.high_impact and wish.source and writer.name in fact.verifiers:
+        return (
+            f"high-impact fact {fact.name} read from a document: only a verifier's own event makes it active"
+        )
+    return f"new record: {writer.name} is not a verifier of {fact.name}"
+
+
+def shown(
+    records: Iterable[MemoryRecord],
+    *,
+    tenant: str,
+    subjects: Iterable[str],
+    facts: Mapping[str, Fact],
+    now: datetime,
+) -> list[MemoryRecord]:
+    """What the read door lets through, newest first: active, unexpired, the tenant's, about the
+    subjects asked for, of the facts asked for (a fact kept `one` per subject: its newest only)."""
+    wanted = set(subjects)
+    fit = [
+        r
+        for r in records
+        if r.tenant == tenant
+        and r.subject in wanted
+        and r.fact in facts
+        and r.status is Status.ACTIVE
+        and r.expires_at > now
+    ]
+    fit.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+    out, seen = [], set()
+    for r in fit:
+        if facts[r.fact].one and (r.subject, r.fact) in seen:
+            continue
+        seen.add((r.subject, r.fact))
+        out.append(r)
+    return out[:MAX_SHOWN]
+
+
+def window_item(record: MemoryRecord) -> dict[str, Any]:
+    """A record as the window shows it: the fact, its value, and where it came from."""
+    return {
+        "id": record.id,
+        "subject": record.subject,
+        "fact": record.fact,
+        "value": record.value,
+        "writer": record.writer,
+        "source": record.provenance,
+        "verified_by": record.verified_by,
+        "learned": record.created_at.isoformat(),
+        "expires": record.expires_at.isoformat(),
+        "trust": "memory",
+    }
