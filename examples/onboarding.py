@@ -107,12 +107,17 @@ def start(s: Start) -> Next[Onboarding] | Refuse:
     evidence = {f"document.{label}": text for label, text in documents.items()}
     # An account a document names is remembered as what it is: the document's say-so, written by
     # the requester, so quarantined; it never becomes the account paid (docs/onboarding.md).
-    planted = tuple(
-        Remember(rules.subject(state.legal_name), REMITTANCE, account, source=ref)
+    planted = _named(state.legal_name, evidence)
+    return Next(AWAITING_SIGNATURE, state, wait=_signature_wait(p), evidence=evidence, remember=planted)
+
+
+def _named(legal_name: str, evidence: Mapping[str, str]) -> tuple[Remember, ...]:
+    """The accounts documents name, as memory candidates read from them: a document's say-so."""
+    return tuple(
+        Remember(rules.subject(legal_name), REMITTANCE, account, source=ref)
         for ref, text in evidence.items()
         for account in rules.accounts_named(text)
     )
-    return Next(AWAITING_SIGNATURE, state, wait=_signature_wait(p), evidence=evidence, remember=planted)
 
 
 @rules.refusing
@@ -125,7 +130,10 @@ def signed(ctx: Context[Onboarding]) -> Next[Onboarding] | Refuse:
     evidence = {"signed_contract": rules.text(document, "document")} if document is not None else {}
     state = ctx.state.model_copy(update={"envelope": envelope})
     refs = {"envelope": envelope}
-    return Next(AWAITING_BANK_DETAILS, state, wait=_bank_wait(), refs=refs, evidence=evidence)
+    return Next(
+        AWAITING_BANK_DETAILS, state, wait=_bank_wait(), refs=refs, evidence=evidence,
+        remember=_named(ctx.state.legal_name, evidence),
+    )  # fmt: skip
 
 
 @rules.refusing

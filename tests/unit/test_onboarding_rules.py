@@ -15,7 +15,9 @@ from wakeful.authority.snapshot import Snapshot
 from wakeful.examples import onboarding as onb
 from wakeful.examples import onboarding_rules as rules
 from wakeful.examples.onboarding_tools import PaymentArgs, RegisterArgs
+from wakeful.schemas.memory import Status
 from wakeful.sdk import CLOSED, Compensate, Context, Effect, Next, Refuse, Review, Start, load_app
+from wakeful.workflow import memory
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AUTH = Snapshot(approvers=frozenset({"alice"}), limit=1000)
@@ -277,6 +279,27 @@ def test_a_planted_account_change_in_a_document_never_reaches_a_payment() -> Non
     assert isinstance(
         onb.check(c, c.effect("register_supplier", register_args(account=PLANTED_ACCOUNT))), Review
     )
+    # Memory keeps what each said: the documents' account only as a quarantined candidate read
+    # from them, the verifier's as active (workflow/memory.py decides the status).
+    subject = rules.subject("Acme Tools GmbH")
+    assert [(r.subject, r.value, r.source) for r in created.remember] == [
+        (subject, PLANTED_ACCOUNT, "document.letter")
+    ]
+    assert [(r.value, r.source) for r in waiting.remember] == [(PLANTED_ACCOUNT, "signed_contract")]
+    assert [(r.value, r.source) for r in registering.remember] == [(VERIFIED_ACCOUNT, "")]
+    facts = onb.app.fact_table
+    for decided, who, status in (
+        (created, "principal:svc", Status.QUARANTINED),
+        (waiting, "principal:esign", Status.QUARANTINED),
+        (waiting, "principal:verifier", Status.QUARANTINED),  # even the verifier: not from a document
+        (registering, "principal:verifier", Status.ACTIVE),
+    ):
+        writer = memory.Writer(who, "event:key-x:evt-00000001")
+        (record,), _ = memory.admitted(
+            facts, decided.remember, writer=writer, tenant="default", task_id="t-1", state_version=2,
+            evidence=decided.evidence, now=NOW,
+        )  # fmt: skip
+        assert record.status is status, (who, record)
     scheduling = moved(onb.done(c, "register_supplier", {"supplier_id": SUPPLIER}))
     assert scheduling.state is not None
     c = ctx(scheduling.stage, scheduling.state)

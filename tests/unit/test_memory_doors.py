@@ -1,0 +1,210 @@
+"""Memory's two doors as pure rules (workflow/memory.py), the relay's reading of what a change
+carries (consumers/relay_memory.py), and the app's declarations (sdk/app.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wakeful.consumers import relay_memory
+from wakeful.core.errors import ConfigError
+from wakeful.examples import onboarding_rules
+from wakeful.examples.onboarding import app as onboarding
+from wakeful.schemas.logs import OutboxRecord
+from wakeful.schemas.memory import MemoryRecord, Status
+from wakeful.sdk import App, Fact, Recall, Remember
+from wakeful.workflow import memory
+from wakeful.workflow.memory import Writer
+
+NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+PAYEE = Fact("payee", high_impact=True, verifiers=("principal:verifier",), keep=timedelta(days=30))
+LIKES = Fact("likes", verifiers=("principal:crm",), one=False)
+FACTS = {f.name: f for f in (PAYEE, LIKES)}
+VERIFIER = Writer("principal:verifier", "event:key-verifier:evt-00000001")
+REQUESTER = Writer("principal:desk", "event:key-desk:evt-00000002")
+LETTER = "remit to GB33BUKB20201555555555"
+
+
+def admit(
+    *wishes: Remember, writer: Writer = VERIFIER, evidence: dict[str, str] | None = None
+) -> tuple[list[MemoryRecord], list[str]]:
+    return memory.admitted(
+        FACTS,
+        wishes,
+        writer=writer,
+        tenant="default",
+        task_id="t-1",
+        state_version=3,
+        evidence=evidence or {},
+        now=NOW,
+    )
+
+
+@pytest.mark.parametrize(
+    ("writer", "source", "fact", "status"),
+    [
+        (VERIFIER, "", "payee", Status.ACTIVE),  # the verifier's own event
+        (VERIFIER, "document.letter", "payee", Status.QUARANTINED),  # high-impact: never from a document
+        (REQUESTER, "", "payee", Status.QUARANTINED),  # not a verifier
+        (REQUESTER, "document.letter", "payee", Status.QUARANTINED),
+        (Writer("principal:crm", "event:key-crm:evt-00000003"), "document.letter", "likes", Status.ACTIVE),
+        (REQUESTER, "", "likes", Status.QUARANTINED),
+        (Writer("role:gate", "deadline"), "", "likes", Status.QUARANTINED),
+    ],
+)
+def test_a_record_is_active_only_when_a_verifier_wrote_it_and_a_high_impact_one_never_from_a_document(
+    writer: Writer, source: str, fact: str, status: Status
+) -> None:
+    (record,), refused = admit(
+        Remember("supplier:acme", fact, "GB33", source=source),
+        writer=writer,
+        evidence={"document.letter": LETTER},
+    )
+    assert refused == [] and record.status is status and record.writer == writer.name
+    assert record.verified_by == (writer.name if status is Status.ACTIVE else None)
+    assert record.provenance == (memory.evidence_ref(LETTER) if source else writer.source)
+    assert record.expires_at == NOW + FACTS[fact].keep and record.history[0].status is status
+
+
+@pytest.mark.parametrize(
+    ("wish", "why"),
+    [
+        (Remember("supplier:acme", "iban", "x"), "declares no fact"),
+        (Remember("Acme Inc", "payee", "x"), "is not <kind>:<id>"),
+        (Remember("supplier:acme", "payee", " "), "an empty value"),
+        (Remember("supplier:acme", "payee", "x" * 1001), "past the 1000"),
+        (Remember("supplier:acme", "payee", "x", source="document.other"), "no evidence document"),
+        (Remember("supplier:acme", "payee", "x", derived_from=("not-an-id",)), "derived_from"),
+    ],
+)
+def test_a_candidate_that_does_not_fit_is_refused_with_its_reason_and_the_rest_are_kept(
+    wish: Remember, why: str
+) -> None:
+    records, refused = admit(wish, Remember("supplier:acme", "payee", "DE89"))
+    assert [r.value for r in records] == ["DE89"] and len(refused) == 1 and why in refused[0], refused
+
+
+def test_a_change_keeps_at_most_its_candidates_limit_and_says_how_many_it_dropped() -> None:
+    records, refused = admit(
+        *(Remember("supplier:acme", "likes", f"v{i}") for i in range(memory.MAX_PER_CHANGE + 3))
+    )
+    assert len(records) == memory.MAX_PER_CHANGE and "3 candidates past" in refused[0]
+    assert len({r.id for r in records}) == len(records)  # each its own id, the same on every replay
+    assert [r.id for r in records] == [
+        r.id for r in admit(*(Remember("supplier:acme", "likes", f"v{i}") for i in range(8)))[0]
+    ]
+
+
+def _stored(value: str, **change: object) -> MemoryRecord:
+    (record,), _ = admit(Remember("supplier:acme", "payee", value))
+    return record.model_copy(update=change)
+
+
+def test_the_read_door_shows_only_active_unexpired_records_of_the_tenant_subject_and_facts_asked() -> None:
+    ok = _stored("ok")
+    hidden = [
+        _stored("quarantined", status=Status.QUARANTINED, id="m-" + "1" * 24),
+        _stored("revoked", status=Status.REVOKED, id="m-" + "2" * 24),
+        _stored("expired", expires_at=NOW, id="m-" + "3" * 24),
+        _stored("other tenant", tenant="acme", id="m-" + "4" * 24),
+        _stored("other subject", subject="supplier:other", id="m-" + "5" * 24),
+        _stored("other fact", fact="likes", id="m-" + "6" * 24),
+    ]
+    newer = [r.model_copy(update={"created_at": NOW + timedelta(seconds=1)}) for r in hidden]
+    shown = memory.shown(
+        [ok, *newer], tenant="default", subjects=["supplier:acme"], facts={"payee": PAYEE}, now=NOW
+    )
+    assert [r.value for r in shown] == ["ok"]
+
+
+@given(st.lists(st.sampled_from(list(Status)), min_size=1, max_size=12))
+def test_a_fact_kept_one_per_subject_shows_only_its_newest_active_record(statuses: list[Status]) -> None:
+    records = [
+        _stored(f"v{i}", id=f"m-{i:024x}", status=s, created_at=NOW - timedelta(hours=i))
+        for i, s in enumerate(statuses)
+    ]
+    shown = memory.shown(
+        records, tenant="default", subjects=["supplier:acme"], facts={"payee": PAYEE}, now=NOW
+    )
+    active = [r for r in records if r.status is Status.ACTIVE]
+    assert [r.value for r in shown] == ([active[0].value] if active else [])
+
+
+def _outbox(detail: dict[str, object], tenant: str = "default", task_id: str = "t-1") -> bytes:
+    return OutboxRecord(
+        record_id=f"{task_id}:3",
+        task_id=task_id,
+        state_version=3,
+        message_id="ev:k:evt-00000001",
+        stage="registering",
+        task_version=1,
+        at=NOW,
+        detail=detail,
+        tenant=tenant,
+    ).encode()
+
+
+def test_the_relay_writes_only_records_filed_under_the_changes_own_task_and_tenant() -> None:
+    record = _stored("DE89")
+    raw = record.model_dump(mode="json")
+    assert relay_memory.carried(_outbox({"event": "x"})) == ([], [])  # no memory: not even decoded
+    assert relay_memory.carried(_outbox({"remember": [raw]}))[0] == [record]
+    for forged in (_outbox({"remember": [raw]}, tenant="acme"), _outbox({"remember": [raw]}, task_id="t-2")):
+        found, bad = relay_memory.carried(forged)
+        assert found == [] and "under another task or tenant" in bad[0][1]
+    found, bad = relay_memory.carried(_outbox({"remember": [{**raw, "status": "trusted"}, raw]}))
+    assert found == [record] and "memory 0" in bad[0][1]
+    assert relay_memory.carried(b'{"remember": [') == (
+        [],
+        [("default", relay_memory.carried(b'{"remember": [')[1][0][1])],
+    )
+
+
+def test_an_app_names_every_problem_of_its_facts_and_recalls_at_once() -> None:
+    wf = onboarding.workflows[0]
+    import dataclasses
+
+    bad = dataclasses.replace(wf, recall=Recall(("payee", "unknown"), lambda ctx: ()))
+    with pytest.raises(ConfigError) as raised:
+        App(
+            "bad",
+            workflows=[bad],
+            tools=list(onboarding.tools),
+            facts=[
+                Fact("payee"),
+                Fact("payee"),
+                Fact("Bad Name"),
+                Fact("x", verifiers=("verifier",)),
+                Fact("y", keep=timedelta(0)),
+            ],
+        )
+    said = str(raised.value)
+    for part in (
+        "two facts are named 'payee'",
+        "fact 'Bad Name' must match",
+        "verifier 'verifier'",
+        "fact y needs a positive keep",
+        "recalls fact 'unknown'",
+    ):
+        assert part in said, said
+
+
+def test_the_onboarding_remembers_a_documents_account_quarantined_and_names_one_subject_per_supplier() -> (
+    None
+):
+    assert onboarding_rules.accounts_named(
+        f"{LETTER} or GB00BUKB20201555555555, again GB33BUKB20201555555555"
+    ) == ["GB33BUKB20201555555555"]  # an IBAN whose checksum fails is no account; each once
+    assert (
+        onboarding_rules.subject("Acme Tools GmbH")
+        == onboarding_rules.subject("ACME tools  gmbh")
+        == "supplier:acme-tools-gmbh"
+    )
+    assert memory.subject_ok(onboarding_rules.subject("株式会社"))
+    assert orjson.loads(orjson.dumps(onboarding.fact_table["remittance_account"].verifiers)) == [
+        "principal:verifier"
+    ]
