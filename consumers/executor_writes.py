@@ -17,13 +17,14 @@ from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
+from wakeful.sdk.memory import Remember
 from wakeful.state import keys, last_step
 from wakeful.state.actions import ActionLog
 from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
 from wakeful.state.pinned import Pinned
 from wakeful.state.store import Change, Detail, Store, Transition
-from wakeful.workflow import batch, effects
+from wakeful.workflow import batch, effects, memory
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,34 @@ class Writes:
         now = datetime.now(UTC)
         calls = [(tool, result, args), *((t, r, a) for t, _, r, a in more)]
         applied = [1]  # how many of the turn's calls the last try of the change applied
+        learned: list[list[Remember]] = []  # what each applied call's `done` remembered, last try
 
         def moved(c: Checkpoint) -> Checkpoint:
-            after, applied[0] = batch.done(self.app, c, calls, auth=auth, now=now)
+            learned.clear()
+            after, applied[0] = batch.done(self.app, c, calls, auth=auth, now=now, learned=learned)
             return after
+
+        said = {
+            "done": tool,
+            **{k: str(v) for k, v in result.items()},
+            **({"more": len(more)} if more else {}),
+        }
+        ops = [op, *(o for _, o, _, _ in more)]
+
+        def detail(_old: Checkpoint, new: Checkpoint) -> dict[str, Any]:
+            # Remembered on a tool's word: the executor writes it, the call's op key is its source.
+            groups: list[memory.Group] = [
+                (memory.Writer("role:executor", f"op:{o}"), wishes, {})
+                for o, wishes in zip(ops, learned, strict=False)
+            ]
+            return said | memory.detail(
+                self.app.fact_table,
+                [g for g in groups if g[1]],
+                tenant=new.security.tenant,
+                task_id=new.task_id,
+                state_version=new.state_version,
+                now=now,
+            )
 
         def records(_new: Checkpoint) -> list[Any]:
             # The first call's outcome (its intent was written before it ran); then each read-only
@@ -79,7 +104,7 @@ class Writes:
             loaded,
             keys.runtime_id("close", op),
             moved,
-            {"done": tool, **{k: str(v) for k, v in result.items()}, **({"more": len(more)} if more else {})},
+            detail,
             before=self._next_step,
             release=True,
             first=first,

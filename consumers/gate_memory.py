@@ -35,27 +35,18 @@ def writer(event: SignedEvent | None, principal: str | None) -> memory.Writer:
 
 
 def detail(app: App, ruling: object, who: memory.Writer, new: Checkpoint, now: datetime) -> dict[str, Any]:
-    """What a change's outbox record carries of memory: the records its candidates became, and why
-    any was refused ({} when the decision remembered nothing). `new`: the task as the change
-    writes it (its state_version names the records)."""
+    """What a change's outbox record carries of memory (workflow/memory.detail). `new`: the task as
+    the change writes it (its state_version names the records)."""
     if not isinstance(ruling, engine.Moved) or not ruling.remember:
         return {}
-    records, refused = memory.admitted(
+    return memory.detail(
         app.fact_table,
-        ruling.remember,
-        writer=who,
+        [(who, ruling.remember, ruling.evidence)],
         tenant=new.security.tenant,
         task_id=new.task_id,
         state_version=new.state_version,
-        evidence=ruling.evidence,
         now=now,
     )
-    out: dict[str, Any] = {}
-    if records:
-        out["remember"] = [r.model_dump(mode="json") for r in records]
-    if refused:
-        out["forgot"] = refused
-    return out
 
 
 class Recaller:

@@ -19,6 +19,7 @@ from typing import Any
 from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
+from wakeful.sdk.memory import Remember
 from wakeful.sdk.workflow import NEEDS_REVIEW, Effect, Refuse, Review
 from wakeful.workflow import effects, engine
 
@@ -54,17 +55,30 @@ def check(
 
 
 def done(
-    app: App, cp: Checkpoint, calls: Sequence[Done], *, auth: Snapshot, now: datetime
+    app: App,
+    cp: Checkpoint,
+    calls: Sequence[Done],
+    *,
+    auth: Snapshot,
+    now: datetime,
+    learned: list[list[Remember]] | None = None,
 ) -> tuple[Checkpoint, int]:
     """The task after the calls of one turn, each applied as effects.done applies one, in order,
     while the task stays at its stage and task version waiting for nothing; and how many were
-    applied (what the others returned is not: they only read)."""
+    applied (what the others returned is not: they only read). `learned` gets, per call applied,
+    what its `done` remembered."""
+    out: list[list[Remember]] = [] if learned is None else learned
+    out.append([])
     tool, result, args = calls[0]
-    current, count = effects.done(app, cp, tool, result, auth=auth, now=now, args=args), 1
+    current, count = effects.done(app, cp, tool, result, auth=auth, now=now, args=args, learned=out[-1]), 1
     for tool, result, args in calls[1:]:
         if not goes_on(cp, current):
             break
-        cp, current = current, effects.done(app, current, tool, result, auth=auth, now=now, args=args)
+        out.append([])
+        cp, current = (
+            current,
+            effects.done(app, current, tool, result, auth=auth, now=now, args=args, learned=out[-1]),
+        )
         count += 1
     return current, count
 

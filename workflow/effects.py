@@ -21,6 +21,7 @@ from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.base import cut
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
+from wakeful.sdk.memory import Remember
 from wakeful.sdk.workflow import Compensate, Effect, Next, Refuse, Review
 from wakeful.workflow import engine, pending, plans, steps
 from wakeful.workflow.engine import APPROVAL_WAIT
@@ -134,12 +135,14 @@ def done(
     auth: Snapshot,
     now: datetime,
     args: Mapping[str, Any] | None = None,
+    learned: list[Remember] | None = None,
 ) -> Checkpoint:
     """The task after `tool` (called with `args`) succeeded: the workflow says where it goes; an
     approval that the step needed is used up (a read-only tool's uses none); a step of a stage's
     loop is counted, its result kept for the next proposal (workflow/steps.py). A call whose answer
     comes later (its result a pending marker) puts the task to sleep on its completion instead
-    (workflow/pending.py), the approval used up all the same: the call was made."""
+    (workflow/pending.py), the approval used up all the same: the call was made. What the
+    workflow's `done` remembers is added to `learned` (the caller writes it: workflow/memory.py)."""
     wf = engine.workflow_of(app, cp)
     ctx = engine.context(app, cp, auth, now)
     found = app.tool(tool)
@@ -149,7 +152,7 @@ def done(
         op_key = found.key_for(cp.task_id, cp.business.version, cp.execution.step)
         after = pending.waiting(cp, found, op_key, args or {}, later)
     else:
-        after = _decided(cp, wf.done(ctx, tool, result), now)
+        after = _decided(cp, wf.done(ctx, tool, result), now, learned)
     approval = after.business.approval
     if needed and approval is not None:
         used = plans.used(wf, cp, approval, tool, args or {})
@@ -168,17 +171,22 @@ def completed(
     auth: Snapshot,
     now: datetime,
     args: Mapping[str, Any],
+    learned: list[Remember] | None = None,
 ) -> Checkpoint:
     """The task after the completion of `tool`'s call (made with `args`, its approval used up when
     it was made) brought `result`: as done() after a call that answered at once."""
     wf = engine.workflow_of(app, cp)
-    after = _decided(cp, wf.done(engine.context(app, cp, auth, now), tool, result), now)
+    after = _decided(cp, wf.done(engine.context(app, cp, auth, now), tool, result), now, learned)
     return steps.after(app, wf, cp, after, (tool, args, result))
 
 
-def _decided(cp: Checkpoint, decided: Next[Any] | Review, now: datetime) -> Checkpoint:
+def _decided(
+    cp: Checkpoint, decided: Next[Any] | Review, now: datetime, learned: list[Remember] | None
+) -> Checkpoint:
     if isinstance(decided, Review):
         return engine.review(cp, decided.reason)
+    if learned is not None:
+        learned.extend(decided.remember)
     return engine.advance(cp, decided, now)
 
 

@@ -65,15 +65,17 @@ def admitted(
     state_version: int,
     evidence: Mapping[str, str],
     now: datetime,
+    first: int = 0,
 ) -> tuple[list[MemoryRecord], list[str]]:
-    """The records a change's candidates become, and why any was refused (it is not written)."""
+    """The records a change's candidates become, and why any was refused (it is not written).
+    `first`: the number of the change's first candidate here, when its candidates come in groups
+    of different writers (a turn of several calls), so that each keeps an id of its own."""
     records: list[MemoryRecord] = []
     refused: list[str] = []
-    if len(candidates) > MAX_PER_CHANGE:
-        refused.append(
-            f"{len(candidates) - MAX_PER_CHANGE} candidates past the {MAX_PER_CHANGE} a change may hold"
-        )
-    for i, wish in enumerate(candidates[:MAX_PER_CHANGE]):
+    room = max(0, MAX_PER_CHANGE - first)
+    if len(candidates) > room:
+        refused.append(f"{len(candidates) - room} candidates past the {MAX_PER_CHANGE} a change may hold")
+    for i, wish in enumerate(candidates[:room], start=first):
         said = _problem(facts, wish, evidence)
         if said:
             refused.append(cut(f"candidate {i}: {said}", 300))
@@ -105,6 +107,47 @@ def admitted(
         except ValidationError as exc:
             refused.append(cut(f"candidate {i}: {_first_errors(exc)}", 300))
     return records, refused
+
+
+Group = tuple[Writer, Sequence[Remember], Mapping[str, str]]  # who, what, the evidence it may cite
+
+
+def detail(
+    facts: Mapping[str, Fact],
+    groups: Sequence[Group],
+    *,
+    tenant: str,
+    task_id: str,
+    state_version: int,
+    now: datetime,
+) -> dict[str, Any]:
+    """What a change's outbox record carries of memory: the records its candidates became
+    ("remember"), and why any was refused ("forgot"); {} when it remembered nothing. The relay
+    writes the records through the write door once the log holds the change (consumers/relay_memory.py)."""
+    records: list[MemoryRecord] = []
+    refused: list[str] = []
+    first = 0
+    for writer, wishes, evidence in groups:
+        got, why = admitted(
+            facts,
+            wishes,
+            writer=writer,
+            tenant=tenant,
+            task_id=task_id,
+            state_version=state_version,
+            evidence=evidence,
+            now=now,
+            first=first,
+        )
+        records += got
+        refused += why
+        first += len(wishes)
+    out: dict[str, Any] = {}
+    if records:
+        out["remember"] = [r.model_dump(mode="json") for r in records]
+    if refused:
+        out["forgot"] = refused
+    return out
 
 
 def _problem(facts: Mapping[str, Fact], wish: Remember, evidence: Mapping[str, str]) -> str:

@@ -17,6 +17,7 @@ from wakeful.schemas import events
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import Checkpoint, PendingWait
 from wakeful.sdk.app import App
+from wakeful.sdk.memory import Remember
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, REQUESTER, Context, Next, Refuse
 from wakeful.workflow import effects, engine, pending
 from wakeful.workflow.engine import APPROVAL_WAIT, Ruling
@@ -120,11 +121,11 @@ def complete(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: dat
         return answered
     if answered.failed is not None:
         return engine.ForReview(engine.review(answered.cleared, answered.failed), answered.failed)
-    call = answered.call
+    call, learned = answered.call, list[Remember]()
     moved = effects.completed(
-        app, answered.cleared, call.tool, answered.result, auth=auth, now=now, args=call.args
+        app, answered.cleared, call.tool, answered.result, auth=auth, now=now, args=call.args, learned=learned
     )
-    return engine.Moved(moved, {})
+    return engine.Moved(moved, {}, tuple(learned))  # remembered on the completion's word: its signer's
 
 
 def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: datetime) -> Checkpoint | Refuse:

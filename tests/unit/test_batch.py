@@ -17,8 +17,9 @@ from wakeful.consumers.model_openai import read_reply
 from wakeful.consumers.models import MAX_CALLS, Call, Proposal, RulesModel
 from wakeful.devstack import bench_steps
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.sdk import CLOSED, App, Effect, Next, Refuse, Start
-from wakeful.workflow import batch, effects, engine, window
+from wakeful.schemas.memory import MemoryRecord, Status
+from wakeful.sdk import CLOSED, App, Effect, Fact, Next, Refuse, Remember, Start
+from wakeful.workflow import batch, effects, engine, memory, window
 
 NOW = datetime(2030, 6, 1, 9, 0, tzinfo=UTC)
 AUTH = Snapshot(approvers=frozenset({"alice"}), limit=0)
@@ -159,3 +160,33 @@ def test_a_proposal_from_before_it_could_carry_more_calls_reads_as_one_call() ->
         "tokens": 0,
     }
     assert Proposal.decode(orjson.dumps(old)).more == ()
+
+
+def test_what_each_call_of_a_turn_remembers_is_kept_per_call_with_that_calls_op_key_as_source() -> None:
+    app = bench_steps.reads
+    base = app.workflows[0]
+
+    def done(ctx: Any, tool: str, result: Any) -> Any:
+        said = base.done(ctx, tool, result)
+        assert isinstance(said, Next)
+        return dataclasses.replace(said, remember=(Remember("vendor:v-1", "seen", f"by {tool}"),))
+
+    wf = dataclasses.replace(base, done=done)
+    learning = App(name="steps-learning", workflows=[wf], tools=app.tools, facts=[Fact("seen")])
+    calls = [(f"read_{n}", {"seen": "t-1"}, REF) for n in (1, 2)]
+    learned: list[list[Remember]] = []
+    after, count = batch.done(learning, created(learning), calls, auth=AUTH, now=NOW, learned=learned)
+    assert count == 2 and [[w.value for w in got] for got in learned] == [["by read_1"], ["by read_2"]]
+    ops = [r.op_key for r in after.execution.results]
+    groups: list[memory.Group] = [
+        (memory.Writer("role:executor", f"op:{o}"), got, {}) for o, got in zip(ops, learned, strict=True)
+    ]
+    said = memory.detail(
+        learning.fact_table, groups, tenant="default", task_id="t-1", state_version=4, now=NOW
+    )
+    records = [MemoryRecord.model_validate(r, strict=False) for r in said["remember"]]
+    assert [(r.provenance, r.writer, r.status) for r in records] == [
+        ("op:read_1:t-1:v1", "role:executor", Status.QUARANTINED),
+        ("op:read_2:t-1:v1:s1", "role:executor", Status.QUARANTINED),
+    ]
+    assert len({r.id for r in records}) == 2  # each its own id in the one change
