@@ -53,7 +53,6 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Refuse
-from wakeful.state import last_step
 from wakeful.state.store import Change, Store
 from wakeful.workflow import engine
 
@@ -177,7 +176,7 @@ class Gate:
                 lease=None,
                 detail=judge.detail,
                 restamp=True,
-                before=last_step.wait_writes,
+                before=judge.before,
                 also=judge.also,
                 pinned=step.pinned,
                 first=step.first,

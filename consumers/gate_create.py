@@ -42,6 +42,9 @@ def create(
     def also(new: Checkpoint) -> list[tuple[Any, ...]]:
         return gate_writes.create_writes(event, task_id, decided.evidence, new)
 
+    def before(new: Checkpoint) -> list[tuple[Any, ...]]:
+        return [*last_step.wait_writes(new), *gate_writes.evidence_ahead(event, new, decided.evidence)]
+
     first = decided.checkpoint.model_copy(
         update={"versions": decided.checkpoint.versions.model_copy(update={"state_version": 1})}
     )  # as the create writes it: its state_version names the records it remembers
@@ -52,7 +55,7 @@ def create(
             identity(wake.envelope, event),
             gate_writes.event_detail(event) | gate_memory.detail(app, decided, who, first, now),
             also=also,
-            before=last_step.wait_writes,
+            before=before,
             pinned=step.pinned,
             first=step.first,
         )

@@ -3,6 +3,7 @@ task it may not see. Pure but for the ruling it remembers: gate.py loads and wri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,6 +14,7 @@ from wakeful.core import ids
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import SignedEvent
 from wakeful.sdk.app import App
+from wakeful.state.last_step import wait_writes
 from wakeful.state.store import Keep
 from wakeful.workflow import engine
 
@@ -56,8 +58,14 @@ class Judge:
         return self.last.reason if isinstance(self.last, engine.ForReview) else None
 
     def also(self, new: Checkpoint) -> list[tuple[Any, ...]]:
-        evidence = self.last.evidence if isinstance(self.last, engine.Moved) else {}
-        return gate_writes.change_writes(self.wake.event, evidence, self.review(), new)
+        return gate_writes.change_writes(self.wake.event, self._evidence(), self.review(), new)
+
+    def before(self, new: Checkpoint) -> list[tuple[Any, ...]]:
+        """Ahead of the transaction: the waits' deadlines and correlation ids, and the documents."""
+        return [*wait_writes(new), *gate_writes.evidence_ahead(self.wake.event, new, self._evidence())]
+
+    def _evidence(self) -> Mapping[str, str]:
+        return self.last.evidence if isinstance(self.last, engine.Moved) else {}
 
 
 def told(event: SignedEvent | None, tenant: str, task_id: str, reason: str) -> tuple[str, str]:

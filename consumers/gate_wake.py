@@ -36,6 +36,7 @@ from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import App
 from wakeful.state import checks, first_step, keys
+from wakeful.state.evidence import excerpt
 from wakeful.state.pinned import Pinned
 from wakeful.state.replies import hash_reply
 
@@ -137,7 +138,7 @@ def authenticate(
     if policy_reads(auth):  # a policy version this process has not parsed yet: once per version
         auth = with_policies(auth, pinned.batch(policy_reads(auth)))
     after = rest[SNAPSHOT_LEN:]  # the evidence, the held wakes' count, then the event's reads (`more`)
-    evidence = {k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(after[0]).items()}
+    evidence = {k.decode(): excerpt(v.decode("utf-8", "replace")) for k, v in hash_reply(after[0]).items()}
     held = int(after[1] or 0)
     if event is None:
         return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None, held)

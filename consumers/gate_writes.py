@@ -27,6 +27,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import App
 from wakeful.state import checks, keys
+from wakeful.state import evidence as stored_evidence
 from wakeful.state.last_step import wait_writes
 from wakeful.state.pinned import Command, Pinned
 from wakeful.workflow import compat, window
@@ -104,9 +105,10 @@ def receipt_write(
 def change_writes(
     event: SignedEvent | None, evidence: Mapping[str, str], review: str | None, new: Checkpoint
 ) -> list[tuple[Any, ...]]:
-    """The sender's receipt and any evidence the event attached, written in the same transaction
-    as the change they belong to. `review`: why the task went to review, the receipt's reason."""
-    writes = _evidence_writes(new.task_id, evidence)
+    """The sender's receipt and the references to any evidence the event attached, written in the
+    same transaction as the change they belong to (the documents themselves go ahead of it:
+    `evidence_ahead`). `review`: why the task went to review, the receipt's reason."""
+    writes = _evidence_writes(event, new, evidence)
     if event is None:
         return writes
     if review is not None:
@@ -117,20 +119,42 @@ def change_writes(
 def create_writes(
     event: SignedEvent, task_id: str, evidence: Mapping[str, str], new: Checkpoint
 ) -> list[tuple[Any, ...]]:
-    """The evidence and the receipt, in the transaction that creates the task: a create that loses
-    (the task exists) writes neither."""
-    writes = _evidence_writes(task_id, evidence)
+    """The evidence references and the receipt, in the transaction that creates the task: a create
+    that loses (the task exists) writes neither."""
+    writes = _evidence_writes(event, new, evidence)
     return [*writes, receipt_write(event, "accepted", f"task is {new.stage}", new)]
 
 
+def evidence_ahead(
+    event: SignedEvent | None, new: Checkpoint, evidence: Mapping[str, str]
+) -> list[tuple[Any, ...]]:
+    """The documents a change attached, each stored once by its digest (state/evidence.py), ahead
+    of the change's transaction: one the change does not land is only a document no task cites
+    yet, and it expires."""
+    if not evidence:
+        return []
+    return stored_evidence.writes(new.security.tenant, new.task_id, evidence, _source(event), new.updated_at)[
+        0
+    ]
+
+
 def evidence_fields(task_id: str, documents: Mapping[str, str]) -> dict[str, str]:
-    """Evidence documents as the task's evidence hash holds them: field `evidence:<task>:<name>`."""
-    return {f"evidence:{task_id}:{name}": text for name, text in documents.items()}
+    """Evidence documents under the names a task's window shows them by (field `evidence:<task>:<name>`)."""
+    return {stored_evidence.field(task_id, name): text for name, text in documents.items()}
 
 
-def _evidence_writes(task_id: str, documents: Mapping[str, str]) -> list[tuple[Any, ...]]:
-    fields = evidence_fields(task_id, documents)
-    return [("HSET", keys.evidence(task_id), *kv) for kv in fields.items()]
+def _evidence_writes(
+    event: SignedEvent | None, new: Checkpoint, evidence: Mapping[str, str]
+) -> list[tuple[Any, ...]]:
+    if not evidence:
+        return []
+    return stored_evidence.writes(new.security.tenant, new.task_id, evidence, _source(event), new.updated_at)[
+        1
+    ]
+
+
+def _source(event: SignedEvent | None) -> str:
+    return f"event:{event.key_id}:{event.event_id}" if event is not None else "deadline"
 
 
 def event_detail(event: SignedEvent | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ that decode, belong to the tenant and subject asked for, and are active and unex
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar
@@ -25,6 +26,13 @@ SOURCE = (
 )
 WRITER = r"^(principal:[A-Za-z0-9_.@-]{1,128}|role:[a-z]{1,16})$"
 VALUE_CHARS = 1000  # the most characters one record's value may hold
+EVIDENCE_REF = "evidence:sha256:"  # + the content digest of the document (state/evidence.py)
+
+
+def evidence_ref(text: str) -> str:
+    """An evidence document's reference: its content digest. Memory records read from a document
+    cite it; `wakeful memory forget --lineage` takes it."""
+    return EVIDENCE_REF + hashlib.sha256(text.encode()).hexdigest()
 
 
 class Status(StrEnum):

@@ -63,7 +63,10 @@ _AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +smembers +sismember +hget
 _RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set +exists +get)"
 _CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
 _DEADLINE_ADD = f"(~{keys.DEADLINES} +zadd)"
-_EVIDENCE = f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall)"
+_EVIDENCE = (
+    f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall) "
+    f"(~{keys.PATTERN_EVIDENCE_DOC} +set +expire) (~{keys.PATTERN_EVIDENCE_TASKS} +sadd)"
+)
 # A freeze (authority/freezes.py): the gate keeps a frozen task's wakes in its held list and replays
 # them once thawed; both Progress writers mark a task with held work, and say which switches they
 # have taken in (the freeze's acknowledgement).

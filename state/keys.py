@@ -47,7 +47,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:{T}:outbox     | stream | outbox records not yet on wakeful.log              | gate, executor; relay  |
 | wk:{T}:ops        | hash   | op_key -> action-log entry (intent first)          | executor               |
 | wk:{T}:quarantine | string | JSON {reason, detail, at}: the task never resumes  | gate, executor, admin  |
-| wk:{T}:evidence   | hash   | evidence ref -> untrusted text (e.g. the note)     | gate                   |
+| wk:{T}:evidence   | hash   | evidence name -> JSON {ref, source, excerpt}: a   | gate; admin (forget)   |
+|                   |        | reference to the document and a short excerpt      |                        |
+|                   |        | (plain untrusted text before D69)                  |                        |
 | wk:outbox:dirty   | set    | task ids whose outbox may hold records             | gate, executor; relay  |
 | wk:deadlines      | zset   | "<task_id>|<deadline ms>" scored by deadline ms    | gate, executor; timer  |
 |                   |        |                                                    | removes                |
@@ -84,6 +86,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:mem:{N.D}:records | hash | tenant N's memory about one subject (D: digest | relay (memory function)|
 |                   |        | of the subject): record id -> MemoryRecord JSON    | admin (status, forget) |
 |                   |        | (state/memory.py)                                  | gate reads (read door) |
+| wk:ev:{N.D}:doc   | string | tenant N's evidence document with content digest  | gate (SET NX, EXPIRE   |
+|                   |        | D: JSON {text, source, at}, EVIDENCE_TTL_S        | GT); admin (forget)    |
+| wk:ev:{N.D}:tasks | set    | the tasks that hold an excerpt of it               | gate; admin (forget)   |
 | wk:mem:{N}:refused | stream | candidates the write door refused, and why  | relay: XADD only       |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
@@ -378,3 +383,25 @@ def memory(tenant: str, subject: str) -> str:
 
 def memory_refused(tenant: str) -> str:
     return f"{PREFIX}:mem:{{{checked(_TENANT, tenant, 'tenant')}}}:refused"
+
+
+# Evidence documents (state/evidence.py): each stored once per tenant by its content digest, under a
+# hash tag of its own, with the tasks that hold an excerpt of it; a task keeps the reference and
+# the excerpt (wk:{T}:evidence). The document expires; the excerpt lives as long as its task.
+PATTERN_EVIDENCE_DOC = f"{PREFIX}:ev:{{*}}:doc"
+PATTERN_EVIDENCE_TASKS = f"{PREFIX}:ev:{{*}}:tasks"
+EVIDENCE_TTL_S = 90 * 24 * 3600  # a document is kept this long after the last task that cited it
+EXCERPT_CHARS = 2000  # of a document, kept in the task (and shown in its window)
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def evidence_doc(tenant: str, digest: str) -> str:
+    return f"{_evidence(tenant, digest)}:doc"
+
+
+def evidence_tasks(tenant: str, digest: str) -> str:
+    return f"{_evidence(tenant, digest)}:tasks"
+
+
+def _evidence(tenant: str, digest: str) -> str:
+    return f"{PREFIX}:ev:{{{checked(_TENANT, tenant, 'tenant')}.{checked(_DIGEST, digest, 'digest')}}}"

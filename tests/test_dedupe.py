@@ -37,7 +37,7 @@ from wakeful.examples.refund import app as refund_app
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
-from wakeful.state import acl, keys
+from wakeful.state import acl, evidence, keys
 
 SETTLE_S = 90.0
 
@@ -115,8 +115,9 @@ def test_two_events_with_one_id_in_one_batch_apply_once_and_the_second_writes_no
     assert letter is not None and letter[0]["reason"].startswith(f"duplicate event {event_id}")
     shown = client.wait_settled(task_id, SETTLE_S)
     assert shown["stage"] == Stage.CLOSED.value and len(shown["ledger"]) == 1
-    assert client.admin.hgetall(keys.evidence(task_id)) == {
-        f"evidence:{task_id}:note".encode(): f"first note {task_id}".encode()
+    stored: dict[bytes, bytes] = client.admin.hgetall(keys.evidence(task_id))  # type: ignore[assignment]
+    assert {k: evidence.excerpt(v.decode()) for k, v in stored.items()} == {
+        f"evidence:{task_id}:note".encode(): f"first note {task_id}"
     }
     windows = _records(bootstrap, requests, task_id)
     assert windows and all(f"second note {task_id}" not in w for w in windows)

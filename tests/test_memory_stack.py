@@ -30,9 +30,8 @@ from wakeful.devstack.model_server import Reply, Request
 from wakeful.examples import onboarding_rules
 from wakeful.examples.onboarding import REMITTANCE, SIGNED, VERIFIED
 from wakeful.examples.suppliers import Payment, Suppliers
-from wakeful.schemas.memory import Change, MemoryRecord, Status
+from wakeful.schemas.memory import Change, MemoryRecord, Status, evidence_ref
 from wakeful.state.memory import MemoryStore
-from wakeful.workflow import memory
 
 SPEC = "wakeful.examples.onboarding:app"
 VERIFIED_ACCOUNT = "DE89370400440532013000"
@@ -131,7 +130,7 @@ def test_a_planted_account_stays_quarantined_and_a_later_task_sees_only_the_veri
         Status.QUARANTINED,
         "principal:svc-refunds",
     )
-    assert planted.provenance == memory.evidence_ref(LETTER) and planted.verified_by is None
+    assert planted.provenance == evidence_ref(LETTER) and planted.verified_by is None
     assert (verified.value, verified.status, verified.verified_by) == (
         VERIFIED_ACCOUNT,
         Status.ACTIVE,

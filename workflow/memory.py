@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from wakeful.schemas.base import _first_errors, cut
-from wakeful.schemas.memory import FACT, SUBJECT, VALUE_CHARS, Change, MemoryRecord, Status
+from wakeful.schemas.memory import FACT, SUBJECT, VALUE_CHARS, Change, MemoryRecord, Status, evidence_ref
 from wakeful.sdk.memory import Fact, Remember
 
 MAX_PER_CHANGE = 8  # candidates one decision may return
@@ -43,11 +43,6 @@ class Writer:
 
 def subject_ok(subject: str) -> bool:
     return bool(_SUBJECT.fullmatch(subject))
-
-
-def evidence_ref(text: str) -> str:
-    """An evidence document's reference: its content digest."""
-    return "evidence:sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def record_id(task_id: str, state_version: int, index: int) -> str:

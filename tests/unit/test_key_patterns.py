@@ -38,6 +38,8 @@ KINDS: dict[str, str | None] = {
     "authority": keys.PATTERN_AUTHORITY,
     "task index": keys.PATTERN_INDEX,
     "memory": keys.PATTERN_MEMORY,
+    "evidence doc": keys.PATTERN_EVIDENCE_DOC,
+    "evidence tasks": keys.PATTERN_EVIDENCE_TASKS,
     "memory refused": keys.PATTERN_MEMORY_REFUSED,
     "bank": bank.PATTERN,
     "suppliers": suppliers_keys.PATTERN,
@@ -88,6 +90,8 @@ def every_key() -> list[tuple[str, str]]:
             ("task index", keys.index_wait(word, word)),
             ("memory", keys.memory(word, f"supplier:{word}")),
             ("memory refused", keys.memory_refused(word)),
+            ("evidence doc", keys.evidence_doc(word, "ab" * 32)),
+            ("evidence tasks", keys.evidence_tasks(word, "ab" * 32)),
             ("bank", bank.fence_key(word)),
             ("suppliers", suppliers_keys.fence_key(word)),
         ]

@@ -15,7 +15,7 @@ from wakeful.core.errors import ConfigError
 from wakeful.examples import onboarding_rules
 from wakeful.examples.onboarding import app as onboarding
 from wakeful.schemas.logs import OutboxRecord
-from wakeful.schemas.memory import MemoryRecord, Status
+from wakeful.schemas.memory import MemoryRecord, Status, evidence_ref
 from wakeful.sdk import App, Fact, Recall, Remember
 from wakeful.workflow import memory
 from wakeful.workflow.memory import Writer
@@ -66,7 +66,7 @@ def test_a_record_is_active_only_when_a_verifier_wrote_it_and_a_high_impact_one_
     )
     assert refused == [] and record.status is status and record.writer == writer.name
     assert record.verified_by == (writer.name if status is Status.ACTIVE else None)
-    assert record.provenance == (memory.evidence_ref(LETTER) if source else writer.source)
+    assert record.provenance == (evidence_ref(LETTER) if source else writer.source)
     assert record.expires_at == NOW + FACTS[fact].keep and record.history[0].status is status
 
 
