@@ -20,7 +20,7 @@ SINCE, UNTIL = "2026-03-02T09:00:00Z", "2026-03-02T10:00:00Z"
 
 
 def record(n: int = 0, *, status: Status = Status.ACTIVE, at: datetime = AT, **fields: str) -> MemoryRecord:
-    base = {
+    base: dict[str, object] = {
         "id": f"m-{n:024x}",
         "tenant": "default",
         "subject": "supplier:acme",
@@ -30,7 +30,8 @@ def record(n: int = 0, *, status: Status = Status.ACTIVE, at: datetime = AT, **f
         "provenance": "deadline",
         "task_id": "t-1",
     }
-    return MemoryRecord(**(base | fields), status=status, created_at=at, expires_at=at + timedelta(days=1))
+    times = {"status": status, "created_at": at, "expires_at": at + timedelta(days=1)}
+    return MemoryRecord.model_validate(base | times | fields)
 
 
 def test_a_time_is_read_as_iso_8601_and_kept_in_utc() -> None:
