@@ -42,7 +42,7 @@ def memory() -> None:
 @click.option("--writer", default=None, help="Only this writer (principal:<name> or role:<role>).")
 @json_option
 @click.pass_obj
-def memory_list(settings: Settings, as_json: bool, **wanted: str | None) -> None:
+def memory_list(settings: Settings, /, as_json: bool, **wanted: str | None) -> None:
     """Every record the options pick, newest first: one line each."""
     records = picked(MemoryStore(Client(settings).admin).every(), **wanted)
     now = datetime.now(UTC)
