@@ -15,6 +15,7 @@ from wakeful.cli.app_option import app_option
 from wakeful.cli.authority_cmds import authority, signers
 from wakeful.cli.ingress_cmd import ingress
 from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unrevoke_signer
+from wakeful.cli.memory_cmds import memory
 from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.output import emit, say
 from wakeful.cli.release_cmds import release, task_release
@@ -463,6 +464,7 @@ cli.add_command(show_frozen)
 signers.add_command(revoke_signer)
 signers.add_command(unrevoke_signer)
 cli.add_command(tools)
+cli.add_command(memory)
 cli.add_command(new_agent)
 cli.add_command(ingress)
 dev.add_command(model_server)

@@ -7,23 +7,7 @@ from __future__ import annotations
 import click
 import pytest
 from change_doc import FREEZE, REVOKE, TASK, kill_path_commands
-
-from wakeful.cli.main import cli
-from wakeful.core.settings import Settings
-
-
-def parsed(argv: list[str]) -> click.Command:
-    """The command argv names, parsed as the CLI would (usage errors raised), run by nobody."""
-    command: click.Command = cli
-    ctx, rest = click.Context(cli, info_name="wakeful", obj=Settings.from_env()), list(argv)
-    while isinstance(command, click.Group):  # the groups on the page take no options of their own
-        sub = command.get_command(ctx, rest[0])
-        if sub is None:
-            raise click.UsageError(f"no command {rest[0]!r} under {ctx.command_path!r}")
-        command, ctx, rest = sub, click.Context(sub, info_name=rest[0], parent=ctx), rest[1:]
-    assert ctx.parent is not None
-    command.make_context(str(ctx.info_name), rest, parent=ctx.parent)
-    return command
+from cli_run import parsed
 
 
 @pytest.mark.parametrize("argv", kill_path_commands(), ids=" ".join)

@@ -1,0 +1,206 @@
+"""`wakeful memory ...`: what memory holds, and the operator's hands on it (docs/memory.md).
+
+`list` and `show` read every tenant's records as the admin; `quarantine` (by writer or by time
+window) and `revoke` take records out of every window; `release` lets a verifier make a quarantined
+record of a fact that is not high-impact active; `forget` deletes whatever came from a source,
+following lineage to derived copies. Each change is made by compare-and-swap on the record's
+subject (state/memory.py) and kept in its history with who and why.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import click
+
+from wakeful.cli.app_option import app_option
+from wakeful.cli.kill_cmds import operator
+from wakeful.cli.memory_view import TIME_HELP, caught, chosen, line, picked, principal, shown, stamp
+from wakeful.cli.output import emit
+from wakeful.core.settings import Settings
+from wakeful.devstack.client import Client
+from wakeful.schemas.memory import RECORD_ID, SOURCE, MemoryRecord, Status
+from wakeful.state.memory import MemoryStore, derived
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+operator_option = click.option(
+    "--by", required=True, help="The operator (a signer that may send task.reopen): recorded."
+)
+
+
+@click.group()
+def memory() -> None:
+    """What memory holds, every tenant's: list, show, quarantine, release, revoke, forget."""
+
+
+@memory.command("list")
+@click.option("--tenant", default=None, help="Only this tenant's records.")
+@click.option("--subject", default=None, help="Only records about this subject (<kind>:<id>).")
+@click.option("--status", type=click.Choice([s.value for s in Status]), default=None)
+@click.option("--fact", "--class", "fact", default=None, help="Only this fact (class of fact).")
+@click.option("--writer", default=None, help="Only this writer (principal:<name> or role:<role>).")
+@json_option
+@click.pass_obj
+def memory_list(settings: Settings, /, as_json: bool, **wanted: str | None) -> None:
+    """Every record the options pick, newest first: one line each."""
+    records = picked(MemoryStore(Client(settings).admin).every(), **wanted)
+    now = datetime.now(UTC)
+    human = "\n".join(line(r, now) for r in records) or "no memory records match"
+    emit([r.model_dump(mode="json") for r in records], as_json, human)
+
+
+@memory.command("show")
+@click.argument("record_id", metavar="ID")
+@json_option
+@click.pass_obj
+def memory_show(settings: Settings, record_id: str, as_json: bool) -> None:
+    """One record whole, with its history (every status it had, who set it and why)."""
+    record = _found(MemoryStore(Client(settings).admin), record_id)
+    emit(record.model_dump(mode="json"), as_json, shown(record))
+
+
+@memory.command("quarantine")
+@click.option(
+    "--writer", default=None, help="Every active record of this writer (principal:<name> or role:<role>)."
+)
+@click.option("--since", default=None, help=f"With --until: records written from this time on ({TIME_HELP}).")
+@click.option("--until", default=None, help=f"With --since: records written before this time ({TIME_HELP}).")
+@click.option("--reason", required=True, help="Why: kept in each record's history.")
+@operator_option
+@json_option
+@click.pass_obj
+def memory_quarantine(
+    settings: Settings,
+    writer: str | None,
+    since: str | None,
+    until: str | None,
+    reason: str,
+    by: str,
+    as_json: bool,
+) -> None:
+    """Take every active record of a writer, or written in [--since, --until), out of every
+    window: it is quarantined, with the reason and who. Records already quarantined or revoked are
+    left as they are."""
+    who, window = chosen(writer, since, until)
+    client = Client(settings)
+    operator(client, by)
+    store, now = MemoryStore(client.admin), datetime.now(UTC)
+    moved = [
+        store.set_status(r, Status.QUARANTINED, by, reason, now)
+        for r in store.every()
+        if caught(r, who, window)
+    ]
+    done = sorted(r.id for r in moved if r is not None)
+    scope = f"writer {who}" if window is None else f"written in [{stamp(window[0])}, {stamp(window[1])})"
+    doc = {"quarantined": done, "writer": who, "since": since, "until": until, "by": by, "reason": reason}
+    emit(doc, as_json, "\n".join([f"quarantined {len(done)} active records of {scope}", *done]))
+
+
+@memory.command("release")
+@click.argument("record_id", metavar="ID")
+@click.option("--by", required=True, help="A verifier of the record's fact (principal:<name> or <name>).")
+@app_option
+@json_option
+@click.pass_obj
+def memory_release(settings: Settings, record_id: str, by: str, as_json: bool) -> None:
+    """Make a quarantined record active, as one of its fact's verifiers in the app. Never a record
+    of a high-impact fact: that becomes active only through a verifier's own signed event."""
+    client = Client(settings)
+    store = MemoryStore(client.admin)
+    record, app, who = _found(store, record_id), client.app, principal(by)
+    fact = app.fact_table.get(record.fact)
+    if fact is None:
+        raise click.ClickException(
+            f"app {app.name} declares no fact {record.fact!r}: name the app that does with --app MODULE:ATTR"
+        )
+    if fact.high_impact:
+        raise click.ClickException(
+            f"{record.fact} is high-impact: a high-impact record becomes active only through a "
+            f"verification event signed by one of {', '.join(fact.verifiers) or 'its verifiers'}, "
+            "never by a release"
+        )
+    if who not in fact.verifiers:
+        raise click.ClickException(
+            f"{who} is not a verifier of {record.fact}: "
+            f"only {', '.join(fact.verifiers) or 'nobody'} may release it"
+        )
+    if record.status is not Status.QUARANTINED:
+        raise click.ClickException(
+            f"{record.id} is {record.status.value}: only a quarantined record is released"
+        )
+    updated = _changed(
+        store.set_status(record, Status.ACTIVE, who, f"released by {who}", datetime.now(UTC)), record
+    )
+    emit(updated.model_dump(mode="json"), as_json, f"{record.id} is active: released by {who}")
+
+
+@memory.command("revoke")
+@click.argument("record_id", metavar="ID")
+@click.option("--reason", required=True, help="Why: kept in its history.")
+@operator_option
+@json_option
+@click.pass_obj
+def memory_revoke(settings: Settings, record_id: str, reason: str, by: str, as_json: bool) -> None:
+    """Revoke a record, whatever its status: no window shows it again, and no release brings it back."""
+    client = Client(settings)
+    operator(client, by)
+    store = MemoryStore(client.admin)
+    record = _found(store, record_id)
+    if record.status is Status.REVOKED:
+        emit(record.model_dump(mode="json"), as_json, f"{record.id} was revoked already")
+        return
+    updated = _changed(store.set_status(record, Status.REVOKED, by, reason, datetime.now(UTC)), record)
+    emit(updated.model_dump(mode="json"), as_json, f"{record.id} is revoked (it was {record.status.value})")
+
+
+@memory.command("forget")
+@click.option(
+    "--lineage",
+    "source",
+    required=True,
+    help="The source: evidence:sha256:<hex>, event:<key id>:<event id>, op:<op key>, or a record id.",
+)
+@operator_option
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
+@json_option
+@click.pass_obj
+def memory_forget(settings: Settings, source: str, by: str, dry_run: bool, as_json: bool) -> None:
+    """Delete every record that came from SOURCE, and every record derived from one of them,
+    transitively. Nothing else is deleted."""
+    if not (re.fullmatch(SOURCE, source) or re.fullmatch(RECORD_ID, source)):
+        raise click.BadParameter(
+            f"{source!r} names no source: evidence:sha256:<hex>, event:<key id>:<event id>, "
+            "op:<op key>, deadline, or a record id m-<24 hex>",
+            param_hint="--lineage",
+        )
+    client = Client(settings)
+    operator(client, by)
+    store = MemoryStore(client.admin)
+    gone = derived(list(store.every()), source)
+    if not dry_run:
+        store.delete(gone)
+    ids = sorted(r.id for r in gone)
+    # One list per kind of thing a source can leave behind; evidence is kept with its task today.
+    doc = {"source": source, "dry_run": dry_run, "by": by, "deleted": {"memory": ids, "evidence": []}}
+    verb = "would delete" if dry_run else "deleted"
+    emit(doc, as_json, "\n".join([f"{verb} {len(ids)} memory records from {source}", *ids]))
+
+
+def _found(store: MemoryStore, record_id: str) -> MemoryRecord:
+    if not re.fullmatch(RECORD_ID, record_id):
+        raise click.BadParameter(
+            f"{record_id!r} is no record id (m-<24 hex>, as `wakeful memory list` shows)"
+        )
+    for record in store.every():
+        if record.id == record_id:
+            return record
+    raise click.ClickException(
+        f"no memory record {record_id}: `wakeful memory list` shows the ones there are"
+    )
+
+
+def _changed(updated: MemoryRecord | None, record: MemoryRecord) -> MemoryRecord:
+    if updated is None:
+        raise click.ClickException(f"{record.id} was forgotten meanwhile: nothing changed")
+    return updated
