@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 
@@ -20,7 +21,8 @@ from wakeful.cli.memory_view import TIME_HELP, caught, chosen, line, picked, pri
 from wakeful.cli.output import emit
 from wakeful.core.settings import Settings
 from wakeful.devstack.client import Client
-from wakeful.schemas.memory import RECORD_ID, SOURCE, MemoryRecord, Status
+from wakeful.schemas.memory import EVIDENCE_REF, RECORD_ID, SOURCE, MemoryRecord, Status
+from wakeful.state.evidence import Evidence
 from wakeful.state.memory import MemoryStore, derived
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -87,7 +89,7 @@ def memory_quarantine(
     operator(client, by)
     store, now = MemoryStore(client.admin), datetime.now(UTC)
     moved = [
-        store.set_status(r, Status.QUARANTINED, by, reason, now)
+        store.set_status(r, Status.QUARANTINED, by, reason, now, only_from=frozenset({Status.ACTIVE}))
         for r in store.every()
         if caught(r, who, window)
     ]
@@ -130,7 +132,15 @@ def memory_release(settings: Settings, record_id: str, by: str, as_json: bool) -
             f"{record.id} is {record.status.value}: only a quarantined record is released"
         )
     updated = _changed(
-        store.set_status(record, Status.ACTIVE, who, f"released by {who}", datetime.now(UTC)), record
+        store.set_status(
+            record,
+            Status.ACTIVE,
+            who,
+            f"released by {who}",
+            datetime.now(UTC),
+            only_from=frozenset({Status.QUARANTINED}),
+        ),
+        record,
     )
     emit(updated.model_dump(mode="json"), as_json, f"{record.id} is active: released by {who}")
 
@@ -150,7 +160,17 @@ def memory_revoke(settings: Settings, record_id: str, reason: str, by: str, as_j
     if record.status is Status.REVOKED:
         emit(record.model_dump(mode="json"), as_json, f"{record.id} was revoked already")
         return
-    updated = _changed(store.set_status(record, Status.REVOKED, by, reason, datetime.now(UTC)), record)
+    updated = _changed(
+        store.set_status(
+            record,
+            Status.REVOKED,
+            by,
+            reason,
+            datetime.now(UTC),
+            only_from=frozenset(Status) - {Status.REVOKED},
+        ),
+        record,
+    )
     emit(updated.model_dump(mode="json"), as_json, f"{record.id} is revoked (it was {record.status.value})")
 
 
@@ -167,7 +187,8 @@ def memory_revoke(settings: Settings, record_id: str, reason: str, by: str, as_j
 @click.pass_obj
 def memory_forget(settings: Settings, source: str, by: str, dry_run: bool, as_json: bool) -> None:
     """Delete every record that came from SOURCE, and every record derived from one of them,
-    transitively. Nothing else is deleted."""
+    transitively; for an evidence document, the document too, in every tenant that holds it, and
+    every task's excerpt of it. Nothing else is deleted. Each forget is kept on wk:mem:forgotten."""
     if not (re.fullmatch(SOURCE, source) or re.fullmatch(RECORD_ID, source)):
         raise click.BadParameter(
             f"{source!r} names no source: evidence:sha256:<hex>, event:<key id>:<event id>, "
@@ -178,13 +199,39 @@ def memory_forget(settings: Settings, source: str, by: str, dry_run: bool, as_js
     operator(client, by)
     store = MemoryStore(client.admin)
     gone = derived(list(store.every()), source)
+    documents = _documents(Evidence(client.admin), source, dry_run)
     if not dry_run:
         store.delete(gone)
     ids = sorted(r.id for r in gone)
-    # One list per kind of thing a source can leave behind; evidence is kept with its task today.
-    doc = {"source": source, "dry_run": dry_run, "by": by, "deleted": {"memory": ids, "evidence": []}}
+    excerpts = [f"{task_id} {name}" for d in documents for task_id, name in d["excerpts"]]
+    if not dry_run:
+        tenants = [d["tenant"] for d in documents if d["document"]]
+        store.forgotten(
+            source, by, ids, [*(f"document of {t}" for t in tenants), *excerpts], datetime.now(UTC)
+        )
+    doc = {"source": source, "dry_run": dry_run, "by": by, "deleted": {"memory": ids, "evidence": documents}}
     verb = "would delete" if dry_run else "deleted"
-    emit(doc, as_json, "\n".join([f"{verb} {len(ids)} memory records from {source}", *ids]))
+    said = [
+        f"{verb} {len(ids)} memory records, {sum(d['document'] for d in documents)} documents and "
+        f"{len(excerpts)} excerpts from {source}",
+        *ids,
+        *(f"excerpt: {e}" for e in excerpts),
+    ]
+    emit(doc, as_json, "\n".join(said))
+
+
+def _documents(evidence: Evidence, source: str, dry_run: bool) -> list[dict[str, Any]]:
+    """For an evidence reference: in each tenant that holds it, whether the document was there and
+    the (task, field) of each excerpt of it, deleted unless dry_run."""
+    if not source.startswith(EVIDENCE_REF):
+        return []
+    out = []
+    for tenant in evidence.tenants(source):
+        gone = evidence.forget(tenant, source, dry_run=dry_run)
+        out.append(
+            {"tenant": tenant, "document": gone.document, "excerpts": [list(e) for e in gone.excerpts]}
+        )
+    return out
 
 
 def _found(store: MemoryStore, record_id: str) -> MemoryRecord:

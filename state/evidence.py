@@ -112,6 +112,17 @@ class Evidence:
         members: set[bytes] = self.client.smembers(keys.evidence_tasks(tenant, digest_of(ref)))  # type: ignore[assignment]
         return sorted(m.decode() for m in members if ids.TASK_ID_RE.fullmatch(m.decode()))
 
+    def tenants(self, ref: str) -> list[str]:
+        """The tenants that hold the document `ref` names, or an excerpt of it."""
+        digest = digest_of(ref)
+        found: set[str] = set()
+        for pattern in (keys.PATTERN_EVIDENCE_DOC, keys.PATTERN_EVIDENCE_TASKS):
+            match = pattern.replace("{*}", f"{{*.{digest}}}")
+            for name in self.client.scan_iter(match=match, count=1000):
+                text = name.decode() if isinstance(name, bytes) else str(name)
+                found.add(text[text.index("{") + 1 : text.rindex(".")])
+        return sorted(t for t in found if ids.TENANT_RE.fullmatch(t))
+
     def forget(self, tenant: str, ref: str, *, dry_run: bool = False) -> Forgotten:
         """The document and every task's excerpt of it, deleted (or, with dry_run, only found)."""
         digest = digest_of(ref)

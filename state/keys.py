@@ -89,6 +89,7 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:ev:{N.D}:doc   | string | tenant N's evidence document with content digest  | gate (SET NX, EXPIRE   |
 |                   |        | D: JSON {text, source, at}, EVIDENCE_TTL_S        | GT); admin (forget)    |
 | wk:ev:{N.D}:tasks | set    | the tasks that hold an excerpt of it               | gate; admin (forget)   |
+| wk:mem:forgotten  | stream | each forget: its source, who, when, what it took  | admin: XADD only       |
 | wk:mem:{N}:refused | stream | candidates the write door refused, and why  | relay: XADD only       |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
@@ -373,7 +374,8 @@ PATTERN_MEMORY = f"{PREFIX}:mem:{{*}}:records"
 PATTERN_MEMORY_REFUSED = f"{PREFIX}:mem:{{*}}:refused"
 MEMORY_PER_SUBJECT = 64  # records one subject may hold; the write door refuses past it
 MEMORY_RECORD_BYTES = 4096  # of one record's JSON; the write door refuses past it
-MEMORY_REFUSED_KEPT = 10_000  # refusals kept per tenant (the stream is trimmed to about this)
+MEMORY_REFUSED_KEPT = 10_000  # refusals kept per tenant, forgets kept (trimmed to about this)
+MEMORY_FORGOTTEN = f"{PREFIX}:mem:forgotten"  # stream: each `memory forget`: source, by, at, what went
 
 
 def memory(tenant: str, subject: str) -> str:

@@ -126,10 +126,18 @@ class MemoryStore:
             )
 
     def set_status(
-        self, record: MemoryRecord, status: Status, by: str, reason: str, now: datetime
+        self,
+        record: MemoryRecord,
+        status: Status,
+        by: str,
+        reason: str,
+        now: datetime,
+        *,
+        only_from: frozenset[Status] = frozenset(Status),
     ) -> MemoryRecord | None:
         """Move one record to `status`, with who and why in its history, by compare-and-swap on its
-        subject's hash; None when the record is gone (forgotten) meanwhile."""
+        subject's hash, only from a status in `only_from` as the record stands when read under
+        WATCH; None when it is gone (forgotten) or was moved meanwhile to a status not in it."""
         name = keys.memory(record.tenant, record.subject)
         with self.client.pipeline(transaction=True) as pipe:
             for _ in range(keys.CAS_RETRIES):
@@ -140,6 +148,9 @@ class MemoryStore:
                         pipe.unwatch()
                         return None
                     current = MemoryRecord.decode(raw)  # type: ignore[arg-type]
+                    if current.status not in only_from:
+                        pipe.unwatch()
+                        return None
                     change = Change(status=status, by=by, reason=reason, at=now)
                     updated = current.model_copy(
                         update={"status": status, "history": (*current.history, change)[-64:]}
@@ -151,6 +162,19 @@ class MemoryStore:
                 except redis.WatchError:
                     continue
         raise redis.WatchError(f"memory record {record.id} kept changing under {keys.CAS_RETRIES} tries")
+
+    def forgotten(
+        self, source: str, by: str, ids: Sequence[str], evidence: Sequence[str], now: datetime
+    ) -> None:
+        """Keep a trace of a forget: the records are gone with their history, this stays."""
+        doc = {
+            "source": source,
+            "by": by,
+            "at": now.isoformat(),
+            "memory": " ".join(ids),
+            "evidence": " ".join(evidence),
+        }
+        self.client.xadd(keys.MEMORY_FORGOTTEN, doc, maxlen=keys.MEMORY_REFUSED_KEPT, approximate=True)  # type: ignore[arg-type]
 
     def delete(self, records: Iterable[MemoryRecord]) -> int:
         pipe = self.client.pipeline(transaction=False)

@@ -23,9 +23,8 @@ from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.examples.onboarding import REMITTANCE, VERIFIER
 from wakeful.examples.onboarding_story import PLANTED as LETTER
 from wakeful.examples.onboarding_story import PLANTED_ACCOUNT, VERIFIED_ACCOUNT
-from wakeful.schemas.memory import Change, MemoryRecord, Status
+from wakeful.schemas.memory import Change, MemoryRecord, Status, evidence_ref
 from wakeful.state.memory import MemoryStore
-from wakeful.workflow.memory import evidence_ref
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from cli_run import wakeful
+from cli_run import doc, wakeful
 from model_server import Scripted, call, scripted_fleet
 
 from wakeful.consumers.model_messages import read_back
@@ -31,6 +31,7 @@ from wakeful.examples import onboarding_rules
 from wakeful.examples.onboarding import REMITTANCE, SIGNED, VERIFIED
 from wakeful.examples.suppliers import Payment, Suppliers
 from wakeful.schemas.memory import Change, MemoryRecord, Status, evidence_ref
+from wakeful.state import evidence, keys
 from wakeful.state.memory import MemoryStore
 
 SPEC = "wakeful.examples.onboarding:app"
@@ -200,3 +201,38 @@ def _record(
             "history": (Change(status=status, by="test", reason="seeded", at=at),),
         }
     )
+
+
+def test_forgetting_a_document_takes_its_derived_records_and_every_excerpt_of_it(
+    onboarding: tuple[Client, Scripted],
+) -> None:
+    client, _ = onboarding
+    name = f"Memo {uuid.uuid4().hex[:8]} SA"
+    subject = onboarding_rules.subject(name)
+    letter = f"{LETTER} ({name})"
+    first = onboard(client, name, {"letter": letter})
+    planted, verified = sorted(remembered(client, subject, first, 2), key=lambda r: r.writer)
+    ref = evidence.ref_of(letter)
+    documents = evidence.Evidence(client.admin)
+    kept = documents.fetch("default", ref)  # stored once, with the create event as its source
+    assert planted.provenance == ref and kept is not None and kept["text"] == letter
+    assert kept["source"].startswith("event:key-svc-refunds:")
+    assert _excerpts(client, first) == {f"evidence:{first}:document.letter": letter}
+
+    forgot = wakeful("memory", "forget", "--lineage", ref, "--by", "ops-lead", "--json")
+    assert forgot.returncode == 0, forgot.stderr
+    said = doc(forgot)["deleted"]
+    assert said["memory"] == [planted.id]
+    assert said["evidence"] == [
+        {"tenant": "default", "document": True, "excerpts": [[first, f"evidence:{first}:document.letter"]]}
+    ]
+    assert [r.id for r in stored(client, subject) if r.task_id == first] == [verified.id]  # not derived
+    assert documents.fetch("default", ref) is None and _excerpts(client, first) == {}
+    last: list[tuple[bytes, dict[bytes, bytes]]] = client.admin.xrevrange(keys.MEMORY_FORGOTTEN, count=1)  # type: ignore[assignment]
+    trace = last[0][1]
+    assert trace[b"source"] == ref.encode() and trace[b"by"] == b"ops-lead"
+
+
+def _excerpts(client: Client, task_id: str) -> dict[str, str]:
+    found: dict[bytes, bytes] = client.admin.hgetall(keys.evidence(task_id))  # type: ignore[assignment]
+    return {k.decode(): evidence.excerpt(v.decode()) for k, v in found.items()}

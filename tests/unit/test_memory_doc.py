@@ -14,9 +14,9 @@ from wakeful.examples.onboarding import app as onboarding
 from wakeful.examples.onboarding_rules import subject
 from wakeful.examples.onboarding_story import PLANTED as LETTER
 from wakeful.examples.onboarding_story import PLANTED_ACCOUNT, SUPPLIER, VERIFIED_ACCOUNT
-from wakeful.schemas.memory import VALUE_CHARS
+from wakeful.schemas.memory import VALUE_CHARS, evidence_ref
 from wakeful.state import keys
-from wakeful.workflow.memory import MAX_PER_CHANGE, evidence_ref
+from wakeful.workflow.memory import MAX_PER_CHANGE
 
 
 @pytest.mark.parametrize("argv", commands(), ids=" ".join)
