@@ -65,9 +65,9 @@ class Recaller:
         if isinstance(subjects, str):
             self.log("gate.recall_failed", task_id=cp.task_id, reason=subjects)
             return []
-        found = self.store.recall(cp.security.tenant, subjects)
+        found = self.store.recall_docs(cp.security.tenant, subjects)
         facts = {name: self.app.fact_table[name] for name in wf.recall.facts}
-        kept = memory.shown(found, tenant=cp.security.tenant, subjects=subjects, facts=facts, now=now)
+        kept = memory.shown_from(found, tenant=cp.security.tenant, subjects=subjects, facts=facts, now=now)
         return [memory.window_item(r) for r in kept]
 
 

@@ -10,20 +10,34 @@ step checked:
 4. a supplier document asks to change the remittance account; the gullible model proposes it; the
    executor parks the task for a person and no payment is ever made to the planted account;
 5. the first payment fails for good: the registration is undone once, and the task waits for a
-   person.
+   person;
+6. memory: the letter's account was kept only as a quarantined record, read from the document; the
+   verified account is what a later task of the same supplier is shown, with its source; once the
+   verifier's records are quarantined (its key taken for stolen), no later window shows them.
 """
 
 from __future__ import annotations
 
 import signal
+from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.cli.demo import Demo, line
 from wakeful.core.process import wait_until
 from wakeful.devstack.fleet import Fleet
-from wakeful.examples import suppliers_keys
-from wakeful.examples.onboarding import AWAITING_BANK_DETAILS, AWAITING_SIGNATURE, SIGNED, VERIFIED
+from wakeful.examples import onboarding_rules, suppliers_keys
+from wakeful.examples.onboarding import (
+    AWAITING_BANK_DETAILS,
+    AWAITING_SIGNATURE,
+    REMITTANCE,
+    SIGNED,
+    VERIFIED,
+    onboarding,
+)
 from wakeful.examples.suppliers import REFUSE, Payment, Registration, Removal, Suppliers
+from wakeful.schemas.memory import MemoryRecord, Status, evidence_ref
+from wakeful.state.memory import MemoryStore
+from wakeful.workflow import memory
 
 SUPPLIER = "Acme Tools GmbH"
 VERIFIED_ACCOUNT = "DE89370400440532013000"
@@ -40,6 +54,7 @@ def story(demo: Demo, fleet: Fleet) -> None:
     step3_crash_after_register_call(demo, fleet)
     step4_planted_account(demo)
     step5_compensation(demo)
+    step6_memory(demo)
 
 
 def create(demo: Demo, documents: dict[str, str] | None = None) -> str:
@@ -185,4 +200,44 @@ def step5_compensation(demo: Demo) -> None:
         "registration undone once, task waits for a person",
         ok,
         f"task {shown['stage']}: {shown['last_refusal']}; {counted(demo, task_id)}",
+    )
+
+
+def shown_later(demo: Demo, store: MemoryStore) -> list[MemoryRecord]:
+    """What memory's read door lets into the window of a later task of the supplier (the gate's
+    own filter over the store, consumers/gate_memory.py)."""
+    subject = onboarding_rules.subject(SUPPLIER)
+    facts = {REMITTANCE: demo.client.app.fact_table[REMITTANCE]}
+    assert onboarding.recall is not None and onboarding.recall.facts == (REMITTANCE,)
+    found = store.recall("default", [subject])
+    return memory.shown(found, tenant="default", subjects=[subject], facts=facts, now=datetime.now(UTC))
+
+
+def step6_memory(demo: Demo) -> None:
+    demo.say("6. memory: what the letter and the verifier left about the supplier:")
+    store, subject = MemoryStore(demo.client.admin), onboarding_rules.subject(SUPPLIER)
+    letter = evidence_ref(PLANTED)
+    wait_until(lambda: any(r.provenance == letter for r in store.recall("default", [subject])), 30, 0.05)
+    records = store.recall("default", [subject])
+    planted = [r for r in records if r.value == PLANTED_ACCOUNT]
+    demo.check(
+        "the letter's account kept only quarantined, read from the document",
+        bool(planted) and all(r.status is Status.QUARANTINED and r.provenance == letter for r in planted),
+        ", ".join(f"{r.id} {r.status.value} from {r.provenance[:30]}..." for r in planted) or "no record",
+    )
+    later = shown_later(demo, store)
+    demo.check(
+        "a later task is shown the verified account, with its source",
+        [(r.value, r.verified_by) for r in later] == [(VERIFIED_ACCOUNT, "principal:verifier")],
+        ", ".join(f"{r.value} verified by {r.verified_by} from {r.provenance}" for r in later) or "nothing",
+    )
+    now = datetime.now(UTC)
+    for r in records:
+        if r.writer == "principal:verifier" and r.status is Status.ACTIVE:
+            store.set_status(r, Status.QUARANTINED, "ops-lead", "verifier key taken for stolen (demo)", now)
+    after = shown_later(demo, store)
+    demo.check(
+        "the verifier's records quarantined: no later window shows them",
+        after == [],
+        f"{len(after)} records shown (`wakeful memory quarantine --writer principal:verifier`)",
     )

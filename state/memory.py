@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+import orjson
 import redis
 
 from wakeful.core.errors import DecodeError
@@ -115,6 +117,24 @@ class MemoryStore:
         out: list[MemoryRecord] = []
         for subject, found in zip(subjects, pipe.execute(), strict=True):
             out += [r for r in _decoded(found.values()) if r.tenant == tenant and r.subject == subject]
+        return out
+
+    def recall_docs(self, tenant: str, subjects: Sequence[str]) -> list[Any]:
+        """The records of tenant's `subjects` as stored, each parsed as JSON but not checked (the
+        read door's filter decodes strictly what it may show: workflow/memory.shown_from); one
+        round trip (one per node on a cluster)."""
+        if not subjects:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for subject in subjects:
+            pipe.hgetall(keys.memory(tenant, subject))
+        out: list[Any] = []
+        for found in pipe.execute():
+            for raw in found.values():
+                try:
+                    out.append(orjson.loads(raw))
+                except orjson.JSONDecodeError:
+                    continue
         return out
 
     def every(self) -> Iterator[MemoryRecord]:

@@ -52,8 +52,14 @@ def test_the_onboarding_apps_story_exits_0_with_every_step_ok(
     settings: Settings, kafka_bootstrap: str, redis_url: str
 ) -> None:
     result = story("wakeful.examples.onboarding:app")
-    assert result.stderr.count("  ok   ") == 15 and "FAIL" not in result.stderr
+    assert result.stderr.count("  ok   ") == 18 and "FAIL" not in result.stderr
     assert "planted account blocked, never paid" in result.stderr
+    for step in (
+        "the letter's account kept only quarantined, read from the document",
+        "a later task is shown the verified account, with its source",
+        "the verifier's records quarantined: no later window shows them",
+    ):
+        assert f"  ok   {step}" in result.stderr, step
 
 
 @pytest.mark.timeout(DEMO_S + 60)

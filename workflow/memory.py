@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
+from wakeful.core.errors import DecodeError
 from wakeful.schemas.base import _first_errors, cut
 from wakeful.schemas.memory import FACT, SUBJECT, VALUE_CHARS, Change, MemoryRecord, Status, evidence_ref
 from wakeful.sdk.memory import Fact, Remember
@@ -197,6 +199,49 @@ def shown(
         seen.add((r.subject, r.fact))
         out.append(r)
     return out[:MAX_SHOWN]
+
+
+def shown_from(
+    docs: Iterable[Any], *, tenant: str, subjects: Iterable[str], facts: Mapping[str, Fact], now: datetime
+) -> list[MemoryRecord]:
+    """`shown` over records as stored (each a JSON object), decoding strictly only those it may
+    show: a subject full of records costs one cheap look at each, and a full decode of at most
+    MAX_SHOWN (and of any that would be shown but does not decode: it is skipped, never shown)."""
+    wanted = set(subjects)
+    fit: list[tuple[datetime, str, dict[str, Any]]] = []
+    for doc in docs:
+        if not isinstance(doc, dict) or doc.get("status") != Status.ACTIVE.value:
+            continue
+        if doc.get("tenant") != tenant or doc.get("subject") not in wanted or doc.get("fact") not in facts:
+            continue
+        try:
+            expires, created = _when(doc["expires_at"]), _when(doc["created_at"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if expires > now:
+            fit.append((created, str(doc.get("id")), doc))
+    fit.sort(key=lambda c: (c[0], c[1]), reverse=True)
+    picked: list[MemoryRecord] = []
+    taken: set[tuple[str, str]] = set()
+    for _, _, doc in fit:
+        if len(picked) == MAX_SHOWN:
+            break
+        key = (doc["subject"], doc["fact"])
+        if facts[doc["fact"]].one and key in taken:
+            continue
+        try:
+            record = MemoryRecord.decode(orjson.dumps(doc))  # as every stored record is decoded
+        except DecodeError:
+            continue
+        taken.add(key)
+        picked.append(record)
+    return shown(picked, tenant=tenant, subjects=wanted, facts=facts, now=now)
+
+
+def _when(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError("not a time")
+    return datetime.fromisoformat(value)
 
 
 def window_item(record: MemoryRecord) -> dict[str, Any]:

@@ -208,3 +208,40 @@ def test_the_onboarding_remembers_a_documents_account_quarantined_and_names_one_
     assert orjson.loads(orjson.dumps(onboarding.fact_table["remittance_account"].verifiers)) == [
         "principal:verifier"
     ]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(list(Status)),
+            st.integers(-3, 3),  # hours from now it expires
+            st.integers(0, 5),  # hours ago it was written
+            st.sampled_from(["payee", "likes"]),
+            st.sampled_from(["supplier:acme", "supplier:other"]),
+            st.booleans(),  # stored unreadable (a forged field)
+        ),
+        max_size=20,
+    )
+)
+def test_the_read_door_over_stored_json_shows_what_it_shows_over_decoded_records(
+    rows: list[tuple[Status, int, int, str, str, bool]],
+) -> None:
+    records, docs = [], []
+    for n, (status, expires, age, fact, subject, broken) in enumerate(rows):
+        record = _stored(
+            f"v{n}",
+            id=f"m-{n:024x}",
+            status=status,
+            fact=fact,
+            subject=subject,
+            expires_at=NOW + timedelta(hours=expires),
+            created_at=NOW - timedelta(hours=age),
+        )
+        doc = orjson.loads(record.encode())
+        if broken:
+            doc["writer"] = "the model"  # no writer a record may name: never decoded, never shown
+        else:
+            records.append(record)
+        docs.append(doc)
+    where = {"tenant": "default", "subjects": ["supplier:acme"], "facts": FACTS, "now": NOW}
+    assert memory.shown_from(docs, **where) == memory.shown(records, **where)  # type: ignore[arg-type]
