@@ -288,3 +288,15 @@ from test_store import (  # noqa: E402, F401
     test_v1_checkpoint_is_upgraded_by_its_migration_on_load,
     test_worker_whose_lease_expired_cannot_write,
 )
+
+# ---- memory and evidence documents, on the cluster ----------------------------------------------
+# Each subject's records, and each document, live under a hash tag of their own: the write door's
+# function, a status change's compare-and-swap, the scans of the operator's commands and a
+# document's forget, all through the cluster.
+from test_memory_store import (  # noqa: E402, F401
+    test_a_document_is_stored_once_and_forgotten_with_every_excerpt_of_it,
+    test_a_status_moves_only_from_the_statuses_its_command_names,
+    test_the_read_door_reads_only_records_filed_under_their_own_tenant_and_subject,
+    test_the_write_door_makes_room_by_dropping_expired_and_revoked_records,
+    test_the_write_door_writes_once_and_refuses_past_a_subjects_limit_with_a_reason,
+)
