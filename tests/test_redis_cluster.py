@@ -253,10 +253,20 @@ def test_random_kills_on_a_redis_cluster_lose_no_task_and_duplicate_no_effect(
     assert report["stages"] == {"closed": 20} and report["effects"] == 20
 
 
-# ---- the pipeline's core flows, on the cluster --------------------------------------------------
+# ---- the pipeline's core flows, and memory's store, on the cluster ------------------------------
 
 # Imported last, so they run after the chaos run: its fleet and this module's `workers` may not
-# meet (one fleet per state dir). Collected here, they run against this module's fixtures.
+# meet (one fleet per state dir). Collected here, they run against this module's fixtures. Memory's:
+# each subject's records, and each evidence document, live under a hash tag of their own; the write
+# door's function, a status change's compare-and-swap, the scans of the operator's commands and a
+# document's forget all go through the cluster.
+from test_memory_store import (  # noqa: E402, F401
+    test_a_document_is_stored_once_and_forgotten_with_every_excerpt_of_it,
+    test_a_status_moves_only_from_the_statuses_its_command_names,
+    test_the_read_door_reads_only_records_filed_under_their_own_tenant_and_subject,
+    test_the_write_door_makes_room_by_dropping_expired_and_revoked_records,
+    test_the_write_door_writes_once_and_refuses_past_a_subjects_limit_with_a_reason,
+)
 from test_pipeline import (  # noqa: E402, F401
     test_amended_task_rejects_its_stale_approval,
     test_instruction_planted_in_evidence_is_blocked_into_needs_review,
@@ -287,16 +297,4 @@ from test_store import (  # noqa: E402, F401
     test_stale_expected_version_is_refused_and_writes_nothing,
     test_v1_checkpoint_is_upgraded_by_its_migration_on_load,
     test_worker_whose_lease_expired_cannot_write,
-)
-
-# ---- memory and evidence documents, on the cluster ----------------------------------------------
-# Each subject's records, and each document, live under a hash tag of their own: the write door's
-# function, a status change's compare-and-swap, the scans of the operator's commands and a
-# document's forget, all through the cluster.
-from test_memory_store import (  # noqa: E402, F401
-    test_a_document_is_stored_once_and_forgotten_with_every_excerpt_of_it,
-    test_a_status_moves_only_from_the_statuses_its_command_names,
-    test_the_read_door_reads_only_records_filed_under_their_own_tenant_and_subject,
-    test_the_write_door_makes_room_by_dropping_expired_and_revoked_records,
-    test_the_write_door_writes_once_and_refuses_past_a_subjects_limit_with_a_reason,
 )
