@@ -249,5 +249,8 @@ def _found(store: MemoryStore, record_id: str) -> MemoryRecord:
 
 def _changed(updated: MemoryRecord | None, record: MemoryRecord) -> MemoryRecord:
     if updated is None:
-        raise click.ClickException(f"{record.id} was forgotten meanwhile: nothing changed")
+        raise click.ClickException(
+            f"{record.id} was forgotten or moved by another operator meanwhile: nothing changed; "
+            f"`wakeful memory show {record.id}` shows where it stands"
+        )
     return updated

@@ -83,7 +83,7 @@ class Writes:
                 (memory.Writer("role:executor", f"op:{o}"), wishes, {})
                 for o, wishes in zip(ops, learned, strict=False)
             ]
-            return said | memory.detail(
+            taught, refused = memory.all_admitted(
                 self.app.fact_table,
                 [g for g in groups if g[1]],
                 tenant=new.security.tenant,
@@ -91,6 +91,9 @@ class Writes:
                 state_version=new.state_version,
                 now=now,
             )
+            # on the outbox record: the relay writes them quarantined, whatever they say (D69)
+            kept = {"learned": [r.model_dump(mode="json") for r in taught]} if taught else {}
+            return said | kept | ({"forgot": refused} if refused else {})
 
         def records(_new: Checkpoint) -> list[Any]:
             # The first call's outcome (its intent was written before it ran); then each read-only

@@ -40,7 +40,10 @@ def create(
         wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence, tenant=wake.tenant)
 
     def also(new: Checkpoint) -> list[tuple[Any, ...]]:
-        return gate_writes.create_writes(event, task_id, decided.evidence, new)
+        return [
+            *gate_writes.create_writes(event, task_id, decided.evidence, new),
+            *gate_memory.writes(records),
+        ]
 
     def before(new: Checkpoint) -> list[tuple[Any, ...]]:
         return [*last_step.wait_writes(new), *gate_writes.evidence_ahead(event, new, decided.evidence)]
@@ -48,12 +51,14 @@ def create(
     first = decided.checkpoint.model_copy(
         update={"versions": decided.checkpoint.versions.model_copy(update={"state_version": 1})}
     )  # as the create writes it: its state_version names the records it remembers
-    who = gate_memory.writer(event, wake.principal)
+    records, refused = gate_memory.admitted(
+        app, decided, gate_memory.writer(event, wake.principal), first, now
+    )
     try:
         created = store.create(
             decided.checkpoint,
             identity(wake.envelope, event),
-            gate_writes.event_detail(event) | gate_memory.detail(app, decided, who, first, now),
+            gate_writes.event_detail(event) | gate_memory.detail(records, refused),
             also=also,
             before=before,
             pinned=step.pinned,

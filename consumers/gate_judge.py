@@ -13,6 +13,7 @@ from wakeful.consumers.gate_wake import Wake
 from wakeful.core import ids
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import SignedEvent
+from wakeful.schemas.memory import MemoryRecord
 from wakeful.sdk.app import App
 from wakeful.state.last_step import wait_writes
 from wakeful.state.store import Keep
@@ -47,18 +48,23 @@ class Judge:
 
     def detail(self, old: Checkpoint, new: Checkpoint) -> dict[str, Any]:
         """The change's outbox detail: what made it, and what its decision remembered."""
-        w = self.wake
-        said = gate_writes.change_detail(w.event)(old, new)
-        return said | gate_memory.detail(
-            self.app, self.last, gate_memory.writer(w.event, w.principal), new, self.now
-        )
+        said = gate_writes.change_detail(self.wake.event)(old, new)
+        return said | gate_memory.detail(*self._remembered(new))
+
+    def _remembered(self, new: Checkpoint) -> tuple[list[MemoryRecord], list[str]]:
+        who = gate_memory.writer(self.wake.event, self.wake.principal)
+        return gate_memory.admitted(self.app, self.last, who, new, self.now)
 
     def review(self) -> str | None:
         """Why the task went to review: the reason its sender's receipt gives."""
         return self.last.reason if isinstance(self.last, engine.ForReview) else None
 
     def also(self, new: Checkpoint) -> list[tuple[Any, ...]]:
-        return gate_writes.change_writes(self.wake.event, self._evidence(), self.review(), new)
+        remembered = gate_memory.writes(self._remembered(new)[0])
+        return [
+            *gate_writes.change_writes(self.wake.event, self._evidence(), self.review(), new),
+            *remembered,
+        ]
 
     def before(self, new: Checkpoint) -> list[tuple[Any, ...]]:
         """Ahead of the transaction: the waits' deadlines and correlation ids, and the documents."""

@@ -9,7 +9,7 @@ when the change is; the relay puts them through the write door once the log hold
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +19,9 @@ from wakeful.authority.snapshot import Snapshot
 from wakeful.core.log import Log
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import SignedEvent
+from wakeful.schemas.memory import MemoryRecord
 from wakeful.sdk.app import App
+from wakeful.state import keys
 from wakeful.state.memory import MemoryStore
 from wakeful.workflow import engine, memory
 
@@ -34,12 +36,15 @@ def writer(event: SignedEvent | None, principal: str | None) -> memory.Writer:
     return memory.Writer(f"principal:{principal}", f"event:{event.key_id}:{event.event_id}")
 
 
-def detail(app: App, ruling: object, who: memory.Writer, new: Checkpoint, now: datetime) -> dict[str, Any]:
-    """What a change's outbox record carries of memory (workflow/memory.detail). `new`: the task as
-    the change writes it (its state_version names the records)."""
+def admitted(
+    app: App, ruling: object, who: memory.Writer, new: Checkpoint, now: datetime
+) -> tuple[list[MemoryRecord], list[str]]:
+    """The records a change's decision remembered, and why any candidate was refused. `new`: the
+    task as the change writes it (its state_version names the records). Pure: the change's detail
+    and its writes each ask, on every try of its compare-and-swap."""
     if not isinstance(ruling, engine.Moved) or not ruling.remember:
-        return {}
-    return memory.detail(
+        return [], []
+    return memory.all_admitted(
         app.fact_table,
         [(who, ruling.remember, ruling.evidence)],
         tenant=new.security.tenant,
@@ -47,6 +52,20 @@ def detail(app: App, ruling: object, who: memory.Writer, new: Checkpoint, now: d
         state_version=new.state_version,
         now=now,
     )
+
+
+def detail(records: Sequence[MemoryRecord], refused: Sequence[str]) -> dict[str, Any]:
+    """What the change's log record says of memory: the ids of the records it remembered (the
+    relay's mark to read them from wk:{T}:memory) and why any candidate was refused."""
+    return ({"memory": [r.id for r in records]} if records else {}) | (
+        {"forgot": list(refused)} if refused else {}
+    )
+
+
+def writes(records: Sequence[MemoryRecord]) -> list[tuple[Any, ...]]:
+    """The records, for the write door, in the change's own transaction: only the gate may add to
+    a task's memory stream, so only a decision the gate judged can ask for an active record."""
+    return [("XADD", keys.task_memory(r.task_id), "*", "r", r.encode()) for r in records]
 
 
 class Recaller:
@@ -58,6 +77,16 @@ class Recaller:
         self.log = log
 
     def __call__(self, cp: Checkpoint, auth: Snapshot, now: datetime) -> list[dict[str, Any]]:
+        """The window's memory layer; empty, and said, when it cannot be read: a record in Redis
+        is not trusted for being there, and no record can keep a task from its next step."""
+        try:
+            return self._recalled(cp, auth, now)
+        except (redis.ResponseError, ValueError, TypeError, KeyError) as exc:
+            said = f"{type(exc).__name__}: {str(exc)[:200]}"
+            self.log("gate.recall_failed", task_id=cp.task_id, reason=said)
+            return []
+
+    def _recalled(self, cp: Checkpoint, auth: Snapshot, now: datetime) -> list[dict[str, Any]]:
         wf = engine.workflow_of(self.app, cp)
         if wf.recall is None or "memory" not in wf.window:
             return []
@@ -66,7 +95,8 @@ class Recaller:
             self.log("gate.recall_failed", task_id=cp.task_id, reason=subjects)
             return []
         found = self.store.recall_docs(cp.security.tenant, subjects)
-        facts = {name: self.app.fact_table[name] for name in wf.recall.facts}
+        # (a kept workflow version may recall a fact the app no longer declares: not shown)
+        facts = {name: self.app.fact_table[name] for name in wf.recall.facts if name in self.app.fact_table}
         kept = memory.shown_from(found, tenant=cp.security.tenant, subjects=subjects, facts=facts, now=now)
         return [memory.window_item(r) for r in kept]
 
@@ -80,4 +110,6 @@ def _subjects(fn: Callable[[Any], Any], ctx: Any) -> list[str] | str:
     usable = [s for s in named if isinstance(s, str) and memory.subject_ok(s)]
     if len(usable) != len(named):
         return f"recall named subjects that are not <kind>:<id>: {str(named)[:200]}"
-    return usable[:MAX_SUBJECTS]
+    if len(usable) > MAX_SUBJECTS:
+        return f"recall named {len(usable)} subjects, past the {MAX_SUBJECTS} a window reads"
+    return usable

@@ -209,8 +209,8 @@ def shown_later(demo: Demo, store: MemoryStore) -> list[MemoryRecord]:
     subject = onboarding_rules.subject(SUPPLIER)
     facts = {REMITTANCE: demo.client.app.fact_table[REMITTANCE]}
     assert onboarding.recall is not None and onboarding.recall.facts == (REMITTANCE,)
-    found = store.recall("default", [subject])
-    return memory.shown(found, tenant="default", subjects=[subject], facts=facts, now=datetime.now(UTC))
+    found = store.recall_docs("default", [subject])
+    return memory.shown_from(found, tenant="default", subjects=[subject], facts=facts, now=datetime.now(UTC))
 
 
 def step6_memory(demo: Demo) -> None:

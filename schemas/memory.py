@@ -7,11 +7,11 @@ that decode, belong to the tenant and subject asked for, and are active and unex
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from pydantic import Field
+from pydantic import AfterValidator, AwareDatetime, Field, PlainSerializer
 
 from wakeful.schemas.base import Record
 
@@ -41,6 +41,19 @@ class Status(StrEnum):
     REVOKED = "revoked"
 
 
+def stamp(at: datetime) -> str:
+    """A time as records store it: UTC, to the microsecond, always the same length, so the write
+    door's Lua compares two by their text (state/memory.py)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _utc(at: datetime) -> datetime:
+    return at.astimezone(UTC)
+
+
+When = Annotated[AwareDatetime, AfterValidator(_utc), PlainSerializer(stamp, return_type=str)]
+
+
 class Change(Record):
     """One status change an operator (or the write door) made: who, why, when."""
 
@@ -51,7 +64,7 @@ class Change(Record):
     status: Status
     by: str = Field(max_length=200)
     reason: str = Field(max_length=400)
-    at: datetime
+    at: When
 
 
 class MemoryRecord(Record):
@@ -73,9 +86,9 @@ class MemoryRecord(Record):
     )  # records it was derived from
     task_id: str = Field(max_length=200)  # the task whose decision remembered it
     status: Status
-    verified_by: str | None = None  # the verifier whose signed event made it active
-    created_at: datetime
-    expires_at: datetime
+    verified_by: str | None = Field(default=None, pattern=WRITER)  # whose signed event made it active
+    created_at: When
+    expires_at: When
     history: tuple[Change, ...] = Field(default=(), max_length=64)
 
     def lineage(self) -> frozenset[str]:

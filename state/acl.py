@@ -65,8 +65,12 @@ _CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
 _DEADLINE_ADD = f"(~{keys.DEADLINES} +zadd)"
 _EVIDENCE = (
     f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall) "
-    f"(~{keys.PATTERN_EVIDENCE_DOC} +set +expire) (~{keys.PATTERN_EVIDENCE_TASKS} +sadd)"
+    f"(~{keys.PATTERN_EVIDENCE_DOC} +set +expire) (~{keys.PATTERN_EVIDENCE_TASKS} +sadd +expire)"
 )
+# What a gate's change remembered, for the write door: only the gate adds to it, so only a
+# decision the gate judged (on a signed event) can ask for an active record; what the executor's
+# close remembers rides on its outbox record and is written quarantined (consumers/relay_memory.py).
+_MEMORY_CANDIDATES = f"(~{keys.PATTERN_TASK_MEMORY} +xadd)"
 # A freeze (authority/freezes.py): the gate keeps a frozen task's wakes in its held list and replays
 # them once thawed; both Progress writers mark a task with held work, and say which switches they
 # have taken in (the freeze's acknowledgement).
@@ -85,8 +89,8 @@ _INDEX_WRITE = f"(~{keys.PATTERN_INDEX} {_FUNCTIONS} +hget +hset +zadd +zrem)"
 # record to a subject's hash (and drops expired or revoked ones to make room); the gate reads a
 # subject's records for the window (the read door).
 _MEMORY_WRITE = (
-    f"(~{keys.PATTERN_MEMORY} {_FUNCTIONS} +hexists +hlen +hgetall +hdel +hset) "
-    f"(~{keys.PATTERN_MEMORY_REFUSED} +xadd)"
+    f"(~{keys.PATTERN_MEMORY} ~{keys.PATTERN_MEMORY_GONE} {_FUNCTIONS} +hget +hlen +hgetall +hdel +hset "
+    f"+sismember +sadd) (~{keys.PATTERN_MEMORY_REFUSED} +xadd) (~{keys.PATTERN_TASK_MEMORY} +xrange +xdel)"
 )
 _MEMORY_READ = f"(%R~{keys.PATTERN_MEMORY} +hgetall)"
 
@@ -106,7 +110,7 @@ RULES: dict[str, str] = {
     ),
     "gate": (
         f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE} {_HELD} {_LIVE} "
-        f"{_MEMORY_READ}"
+        f"{_MEMORY_READ} {_MEMORY_CANDIDATES}"
     ),
     "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer),

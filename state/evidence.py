@@ -9,8 +9,8 @@ the source it came from; a task holds the reference and a short excerpt.
         every excerpt of it (`wakeful memory forget --lineage`)
 
 Keys (state/keys.py's table): wk:ev:{N.D}:doc, wk:ev:{N.D}:tasks, wk:{T}:evidence. A field written
-before references (plain text) is read as its own excerpt; `wakeful dev up` moves it into a
-document and a reference (state/upgrades.py).
+before references (plain text, the whole document) is read as its own excerpt until `wakeful dev
+up` moves it into a document and a reference (state/upgrades.py: `upgrade`).
 """
 
 from __future__ import annotations
@@ -63,10 +63,26 @@ def writes(
             ("SET", keys.evidence_doc(tenant, digest), doc, "NX", "EX", keys.EVIDENCE_TTL_S),
             ("EXPIRE", keys.evidence_doc(tenant, digest), keys.EVIDENCE_TTL_S, "GT"),
             ("SADD", keys.evidence_tasks(tenant, digest), task_id),
+            ("EXPIRE", keys.evidence_tasks(tenant, digest), keys.EVIDENCE_TTL_S),  # lives as the document
         ]
         held = {"ref": ref, "source": source, "excerpt": text[: keys.EXCERPT_CHARS], "chars": len(text)}
         inside.append(("HSET", keys.evidence(task_id), field(task_id, name), orjson.dumps(held)))
     return ahead, inside
+
+
+def upgrade(admin: redis.Redis, task_id: str, name: str, text: str, at: datetime) -> None:
+    """A field written before references (the whole document, as plain text) moved into a
+    document and a reference, as the admin (state/upgrades.py)."""
+    head, dot, _ = task_id.rpartition(".")
+    tenant = head if dot else ids.DEFAULT_TENANT
+    ahead, inside = writes(tenant, task_id, {name.rpartition(":")[2]: text}, "upgrade", at)
+    pipe = admin.pipeline(transaction=False)
+    for command in [*ahead, *inside]:
+        pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+    if inside[0][2] != name:  # a field under another name than field() makes: keep that name
+        pipe.hset(keys.evidence(task_id), name, inside[0][3])
+        pipe.hdel(keys.evidence(task_id), inside[0][2])
+    pipe.execute()
 
 
 def held(value: str) -> dict[str, Any]:
@@ -77,7 +93,7 @@ def held(value: str) -> dict[str, Any]:
             doc = orjson.loads(value)
         except orjson.JSONDecodeError:
             doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("excerpt"), str):
+        if isinstance(doc, dict) and isinstance(doc.get("excerpt"), str) and isinstance(doc.get("ref"), str):
             return doc
     return {"ref": None, "source": None, "excerpt": value[: keys.EXCERPT_CHARS], "chars": len(value)}
 

@@ -78,6 +78,13 @@ def reply(function: Function, value: Any) -> Any:
     return value
 
 
+def raise_if_missing(function: Function, value: Any) -> None:
+    """FunctionsMissing if a batched FCALL's reply says the library is not there (a Retry: the
+    caller waits for an operator to load it); any other reply, error or not, is the caller's."""
+    if isinstance(value, redis.ResponseError) and str(value).startswith(_NOT_FOUND):
+        raise _missing(function, value)
+
+
 def _missing(function: Function, exc: redis.ResponseError) -> Exception:
     if str(exc).startswith(_NOT_FOUND):
         return FunctionsMissing(LIBRARY, f"Redis has no function {function.qualified}; {FIX}")

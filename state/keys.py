@@ -47,6 +47,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:{T}:outbox     | stream | outbox records not yet on wakeful.log              | gate, executor; relay  |
 | wk:{T}:ops        | hash   | op_key -> action-log entry (intent first)          | executor               |
 | wk:{T}:quarantine | string | JSON {reason, detail, at}: the task never resumes  | gate, executor, admin  |
+| wk:{T}:memory     | stream | memory records the gate's changes remembered, for  | gate (XADD in CAS);    |
+|                   |        | the write door (state/memory.py)                   | relay reads, deletes   |
 | wk:{T}:evidence   | hash   | evidence name -> JSON {ref, source, excerpt}: a   | gate; admin (forget)   |
 |                   |        | reference to the document and a short excerpt      |                        |
 |                   |        | (plain untrusted text before D69)                  |                        |
@@ -90,6 +92,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | D: JSON {text, source, at}, EVIDENCE_TTL_S        | GT); admin (forget)    |
 | wk:ev:{N.D}:tasks | set    | the tasks that hold an excerpt of it               | gate; admin (forget)   |
 | wk:mem:forgotten  | stream | each forget: its source, who, when, what it took  | admin: XADD only       |
+| wk:mem:{N.D}:gone | set   | ids of records forgotten or dropped: never written | admin, relay (memory   |
+|                   |        | again by a late replay                             | function)              |
 | wk:mem:{N}:refused | stream | candidates the write door refused, and why  | relay: XADD only       |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
@@ -267,6 +271,7 @@ PATTERN_OUTBOX = f"{PATTERN_TASK}outbox"
 PATTERN_OPS = f"{PATTERN_TASK}ops"
 PATTERN_QUARANTINE = f"{PATTERN_TASK}quarantine"
 PATTERN_EVIDENCE = f"{PATTERN_TASK}evidence"
+PATTERN_TASK_MEMORY = f"{PATTERN_TASK}memory"
 PATTERN_HELD = f"{PATTERN_TASK}held"
 PATTERN_TASK_RECEIPT = f"{PATTERN_TASK}receipt:*"
 PATTERN_TASK_SPENT = f"{PATTERN_TASK}spent"
@@ -325,6 +330,10 @@ def evidence(task_id: str) -> str:
     return _task(task_id, "evidence")
 
 
+def task_memory(task_id: str) -> str:
+    return _task(task_id, "memory")
+
+
 def held(task_id: str) -> str:
     return _task(task_id, "held")
 
@@ -372,6 +381,7 @@ def index_wait(tenant: str, kind: str) -> str:
 # subject is named by a digest, so no outside text is ever part of a key name.
 PATTERN_MEMORY = f"{PREFIX}:mem:{{*}}:records"
 PATTERN_MEMORY_REFUSED = f"{PREFIX}:mem:{{*}}:refused"
+PATTERN_MEMORY_GONE = f"{PREFIX}:mem:{{*}}:gone"
 MEMORY_PER_SUBJECT = 64  # records one subject may hold; the write door refuses past it
 MEMORY_RECORD_BYTES = 4096  # of one record's JSON; the write door refuses past it
 MEMORY_REFUSED_KEPT = 10_000  # refusals kept per tenant, forgets kept (trimmed to about this)
@@ -379,8 +389,16 @@ MEMORY_FORGOTTEN = f"{PREFIX}:mem:forgotten"  # stream: each `memory forget`: so
 
 
 def memory(tenant: str, subject: str) -> str:
+    return f"{_subject(tenant, subject)}:records"
+
+
+def memory_gone(tenant: str, subject: str) -> str:
+    return f"{_subject(tenant, subject)}:gone"
+
+
+def _subject(tenant: str, subject: str) -> str:
     digest = hashlib.sha256(subject.encode()).hexdigest()[:32]
-    return f"{PREFIX}:mem:{{{checked(_TENANT, tenant, 'tenant')}.{digest}}}:records"
+    return f"{PREFIX}:mem:{{{checked(_TENANT, tenant, 'tenant')}.{digest}}}"
 
 
 def memory_refused(tenant: str) -> str:

@@ -21,37 +21,63 @@ from typing import Any
 import orjson
 import redis
 
+from wakeful.core import ids
 from wakeful.core.errors import DecodeError
-from wakeful.schemas.memory import Change, MemoryRecord, Status
+from wakeful.schemas.memory import Change, MemoryRecord, Status, stamp
 from wakeful.state import functions, keys
 from wakeful.state.functions import Function
 
-# KEYS[1] a subject's records hash; ARGV[1] record id, ARGV[2] its JSON, ARGV[3] the most records a
-# subject may hold, ARGV[4] now (ISO 8601 UTC, as records write their expiry).
-# returns: 1 written, 0 there already (a replay), -1 refused: the subject holds its most records,
-# even after records that expired, were revoked or cannot be read were dropped to make room.
+# KEYS[1] a subject's records hash, KEYS[2] its gone set (ids forgotten or dropped); ARGV[1] the
+# record's id, ARGV[2] its JSON, ARGV[3] the most records a subject may hold, ARGV[4] now, ARGV[5]
+# its status, ARGV[6] its task, ARGV[7] when it was written (times as schemas/memory.stamp writes
+# them, so that their text compares as they do).
+# returns: 1 written; 0 there already (a replay of the change that wrote it); -1 refused: the
+# subject holds its most records, even after dropping what expired, was revoked or cannot be read
+# (and, for an active record, the oldest quarantined one); -2 refused: another record holds its id;
+# -3 refused: a record of this id was forgotten or dropped (a late replay never brings it back).
 PUT = Function(
     "memory_put",
     """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return -3 end
+local held = redis.call('HGET', KEYS[1], ARGV[1])
+if held then
+  local ok, r = pcall(cjson.decode, held)
+  if ok and type(r) == 'table' and r['task_id'] == ARGV[6] and r['created_at'] == ARGV[7] then return 0 end
+  return -2
+end
 local most = tonumber(ARGV[3])
-local held = redis.call('HLEN', KEYS[1])
-if held >= most then
+local count = redis.call('HLEN', KEYS[1])
+if count >= most then
   local all = redis.call('HGETALL', KEYS[1])
+  local oldest, oldest_at = nil, nil
   for i = 1, #all, 2 do
     local ok, r = pcall(cjson.decode, all[i + 1])
     if not ok or type(r) ~= 'table' or r['status'] == 'revoked' or type(r['expires_at']) ~= 'string'
         or r['expires_at'] <= ARGV[4] then
       redis.call('HDEL', KEYS[1], all[i])
-      held = held - 1
+      redis.call('SADD', KEYS[2], all[i])
+      count = count - 1
+    elseif r['status'] == 'quarantined' and type(r['created_at']) == 'string'
+        and (oldest_at == nil or r['created_at'] < oldest_at) then
+      oldest, oldest_at = all[i], r['created_at']
     end
   end
-  if held >= most then return -1 end
+  if count >= most and ARGV[5] == 'active' and oldest then
+    redis.call('HDEL', KEYS[1], oldest)
+    redis.call('SADD', KEYS[2], oldest)
+    count = count - 1
+  end
+  if count >= most then return -1 end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """,
 )
+_REFUSED = {
+    -1: f"the subject holds its {keys.MEMORY_PER_SUBJECT} records",
+    -2: "another record holds its id",
+    -3: "a record of this id was forgotten or dropped: it is not written again",
+}
 FUNCTIONS = (PUT,)
 
 
@@ -66,12 +92,13 @@ class MemoryStore:
         self.client = client
 
     def put(self, records: Sequence[MemoryRecord], now: datetime) -> Put:
-        """The write door: each record into its subject's hash unless there already, one round
-        trip; refusals (too big, the subject full) go on the tenant's refused stream."""
+        """The write door: each record into its subject's hash unless it is there, or was
+        forgotten; one round trip. A refusal (too big, the subject full, an id taken or gone)
+        goes on the tenant's refused stream, and so does a reply that is an error for one record
+        (the others are written). The library missing is raised (FunctionsMissing: a Retry)."""
         refused: list[tuple[MemoryRecord, str]] = []
         sent: list[MemoryRecord] = []
         pipe = self.client.pipeline(transaction=False)
-        stamp = now.isoformat().replace("+00:00", "Z")
         for record in records:
             raw = record.encode()
             if len(raw) > keys.MEMORY_RECORD_BYTES:
@@ -79,27 +106,51 @@ class MemoryStore:
                     (record, f"{len(raw)} bytes, past the {keys.MEMORY_RECORD_BYTES} a record may hold")
                 )
                 continue
-            name = keys.memory(record.tenant, record.subject)
-            pipe.execute_command(  # type: ignore[no-untyped-call]
-                *functions.command(PUT, [name], [record.id, raw, keys.MEMORY_PER_SUBJECT, stamp])
-            )
+            named = [
+                keys.memory(record.tenant, record.subject),
+                keys.memory_gone(record.tenant, record.subject),
+            ]
+            args: list[functions.Arg] = [record.id, raw, keys.MEMORY_PER_SUBJECT, stamp(now)]
+            args += [record.status.value, record.task_id, stamp(record.created_at)]
+            pipe.execute_command(*functions.command(PUT, named, args))  # type: ignore[no-untyped-call]
             sent.append(record)
         replies = pipe.execute(raise_on_error=False) if len(pipe) else []
         written = 0
         for record, reply in zip(sent, replies, strict=True):
-            value = functions.reply(PUT, reply)
-            if isinstance(value, Exception):
-                raise value
-            if value == -1:
-                refused.append((record, f"subject holds its {keys.MEMORY_PER_SUBJECT} records"))
-            written += value == 1
+            functions.raise_if_missing(PUT, reply)
+            if isinstance(reply, redis.ResponseError):
+                refused.append((record, f"the write door failed: {str(reply)[:200]}"))
+            elif reply in _REFUSED:
+                refused.append((record, _REFUSED[reply]))
+            else:
+                written += reply == 1
         self.refuse([(r.tenant, r.id, r.subject, r.fact, r.writer, why) for r, why in refused])
         return Put(written, refused)
+
+    def candidates(self, task_ids: Sequence[str]) -> dict[str, list[tuple[bytes, bytes]]]:
+        """The records each task's gate changes remembered, still to be written: (entry id, JSON)."""
+        pipe = self.client.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.xrange(keys.task_memory(task_id))
+        return {
+            task_id: [(e, f.get(b"r", b"")) for e, f in entries]
+            for task_id, entries in zip(task_ids, pipe.execute(), strict=True)
+        }
+
+    def consumed(self, entries: dict[str, list[bytes]]) -> None:
+        """Drop what the door has taken (written or refused) from the tasks' memory streams."""
+        pipe = self.client.pipeline(transaction=False)
+        for task_id, done in entries.items():
+            if done:
+                pipe.xdel(keys.task_memory(task_id), *done)
+        if len(pipe):
+            pipe.execute()
 
     def refuse(self, refusals: Iterable[tuple[str, str, str, str, str, str]]) -> None:
         """Record why candidates were not written: (tenant, id, subject, fact, writer, reason)."""
         pipe = self.client.pipeline(transaction=False)
-        for tenant, rid, subject, fact, writer, reason in refusals:
+        for named, rid, subject, fact, writer, reason in refusals:
+            tenant = named if ids.TENANT_RE.fullmatch(named) else ids.DEFAULT_TENANT
             fields = {"id": rid, "subject": subject, "fact": fact, "writer": writer, "reason": reason}
             pipe.xadd(keys.memory_refused(tenant), fields, maxlen=keys.MEMORY_REFUSED_KEPT, approximate=True)  # type: ignore[arg-type]
         if len(pipe):
@@ -197,10 +248,15 @@ class MemoryStore:
         self.client.xadd(keys.MEMORY_FORGOTTEN, doc, maxlen=keys.MEMORY_REFUSED_KEPT, approximate=True)  # type: ignore[arg-type]
 
     def delete(self, records: Iterable[MemoryRecord]) -> int:
+        """Forget records: each deleted, and its id kept in its subject's gone set, so that a late
+        replay of the change that wrote it never writes it again."""
         pipe = self.client.pipeline(transaction=False)
+        count = 0
         for r in records:
             pipe.hdel(keys.memory(r.tenant, r.subject), r.id)
-        return sum(pipe.execute()) if len(pipe) else 0
+            pipe.sadd(keys.memory_gone(r.tenant, r.subject), r.id)
+            count += 1
+        return sum(pipe.execute()[0::2]) if count else 0
 
 
 def derived(records: Sequence[MemoryRecord], source: str) -> list[MemoryRecord]:

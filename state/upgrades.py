@@ -6,19 +6,39 @@ up` and `dev acl --apply`, beside the function library and the users (a second r
   to its stream (`wk:{T}:spent`, `wk:tenant:<N>:spent` in that day's window), then the string is
   deleted, so a task asleep across the upgrade keeps what it spent and the proposer reads only the
   streams. A count that is not a number is kept where it is, and said.
+- Evidence kept whole in its task (before D69): each document is stored once by its digest, and
+  the task keeps the reference and an excerpt (state/evidence.py).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import redis
 
-from wakeful.state import keys
+from wakeful.state import evidence, keys
 from wakeful.state.budget import DAY_SPAN, Account, Counter, NotAdded, add_to
 
 
 def run(admin: redis.Redis) -> list[str]:
     """Every upgrade, as the admin; what was moved or kept, a line each (nothing when nothing was)."""
-    return token_counts(admin)
+    return token_counts(admin) + evidence_references(admin)
+
+
+def evidence_references(admin: redis.Redis) -> list[str]:
+    """Evidence kept whole in a task's hash (before D69) moved into a document stored once by its
+    digest, the task keeping the reference and an excerpt (state/evidence.py), so that a forget
+    by lineage finds every copy."""
+    moved = 0
+    now = datetime.now(UTC)
+    for key in _scan(admin, keys.PATTERN_EVIDENCE):
+        found: dict[bytes, bytes] = admin.hgetall(key)  # type: ignore[assignment]
+        for name, value in found.items():
+            text = value.decode("utf-8", "replace")
+            if evidence.held(text)["ref"] is None:
+                evidence.upgrade(admin, keys.task_of(key), name.decode(), text, now)
+                moved += 1
+    return [f"moved {moved} evidence documents kept in their tasks into references (D69)"] if moved else []
 
 
 def token_counts(admin: redis.Redis) -> list[str]:

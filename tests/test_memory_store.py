@@ -14,7 +14,7 @@ import redis
 
 from wakeful.core.settings import Settings
 from wakeful.schemas.memory import Change, MemoryRecord, Status
-from wakeful.state import acl, evidence, keys
+from wakeful.state import acl, evidence, keys, upgrades
 from wakeful.state.memory import MemoryStore
 
 NOW = datetime.now(UTC)
@@ -129,3 +129,55 @@ def test_a_document_is_stored_once_and_forgotten_with_every_excerpt_of_it(settin
     assert gone.document and sorted(t for t, _ in gone.excerpts) == sorted(tasks)
     assert documents.fetch("default", ref) is None
     assert all(not admin.hgetall(keys.evidence(t)) for t in tasks)
+
+
+def test_evidence_kept_whole_before_references_is_moved_into_a_document_and_a_reference(
+    settings: Settings,
+) -> None:
+    admin = acl.connect(settings, "admin")
+    task_id, text = f"t-{uuid.uuid4().hex[:10]}", f"an old note kept whole {uuid.uuid4().hex}"
+    admin.hset(keys.evidence(task_id), f"evidence:{task_id}:note", text)
+    said = upgrades.run(admin)
+    assert any("evidence documents kept in their tasks" in line for line in said), said
+    stored: dict[bytes, bytes] = admin.hgetall(keys.evidence(task_id))  # type: ignore[assignment]
+    kept = evidence.held(stored[f"evidence:{task_id}:note".encode()].decode())
+    assert kept["ref"] == evidence.ref_of(text) and kept["excerpt"] == text
+    document = evidence.Evidence(admin).fetch("default", evidence.ref_of(text))
+    assert document is not None and document["text"] == text and document["source"] == "upgrade"
+    assert not any("evidence" in line for line in upgrades.run(admin))  # a second run finds nothing
+
+
+def test_a_forgotten_record_is_never_written_again_by_a_late_replay(settings: Settings) -> None:
+    door, admin, who = (
+        MemoryStore(acl.connect(settings, "relay")),
+        MemoryStore(acl.connect(settings, "admin")),
+        subject(),
+    )
+    assert door.put([record(1, who)], NOW).written == 1
+    assert admin.delete([record(1, who)]) == 1
+    late = door.put([record(1, who)], NOW)
+    assert late.written == 0 and "forgotten or dropped" in late.refused[0][1]
+    taken = door.put([record(2, who)], NOW)
+    other = door.put([record(2, who, task_id="t-other")], NOW)  # another record under a taken id
+    assert taken.written == 1 and "another record holds its id" in other.refused[0][1]
+
+
+def test_a_flood_of_quarantined_records_never_keeps_a_verified_one_out(settings: Settings) -> None:
+    door, who = MemoryStore(acl.connect(settings, "relay")), subject()
+    flood = [
+        record(n, who, created_at=NOW - timedelta(minutes=100 - n)) for n in range(keys.MEMORY_PER_SUBJECT)
+    ]
+    assert door.put(flood, NOW).written == keys.MEMORY_PER_SUBJECT
+    assert "holds its 64 records" in door.put([record(900, who)], NOW).refused[0][1]  # another quarantined
+    verified = record(
+        901, who, status=Status.ACTIVE, writer="principal:verifier", verified_by="principal:verifier"
+    )
+    assert door.put([verified], NOW).written == 1
+    held = {r.id for r in MemoryStore(acl.connect(settings, "admin")).recall("default", [who])}
+    assert verified.id in held and flood[0].id not in held  # the oldest quarantined one made room
+
+
+@pytest.mark.parametrize("role", ["executor", "proposer", "inbound", "timer", "relay", "ingress"])
+def test_only_the_gate_adds_to_a_tasks_memory_stream(settings: Settings, role: str) -> None:
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        acl.connect(settings, role).xadd(keys.task_memory("t-1"), {"r": record(1, subject()).encode()})

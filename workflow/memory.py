@@ -109,7 +109,7 @@ def admitted(
 Group = tuple[Writer, Sequence[Remember], Mapping[str, str]]  # who, what, the evidence it may cite
 
 
-def detail(
+def all_admitted(
     facts: Mapping[str, Fact],
     groups: Sequence[Group],
     *,
@@ -117,10 +117,9 @@ def detail(
     task_id: str,
     state_version: int,
     now: datetime,
-) -> dict[str, Any]:
-    """What a change's outbox record carries of memory: the records its candidates became
-    ("remember"), and why any was refused ("forgot"); {} when it remembered nothing. The relay
-    writes the records through the write door once the log holds the change (consumers/relay_memory.py)."""
+) -> tuple[list[MemoryRecord], list[str]]:
+    """`admitted` over a change's groups of candidates (each with its own writer), numbered across
+    the change so that each record keeps an id of its own."""
     records: list[MemoryRecord] = []
     refused: list[str] = []
     first = 0
@@ -139,12 +138,7 @@ def detail(
         records += got
         refused += why
         first += len(wishes)
-    out: dict[str, Any] = {}
-    if records:
-        out["remember"] = [r.model_dump(mode="json") for r in records]
-    if refused:
-        out["forgot"] = refused
-    return out
+    return records, refused
 
 
 def _problem(facts: Mapping[str, Fact], wish: Remember, evidence: Mapping[str, str]) -> str:
@@ -212,7 +206,10 @@ def shown_from(
     for doc in docs:
         if not isinstance(doc, dict) or doc.get("status") != Status.ACTIVE.value:
             continue
-        if doc.get("tenant") != tenant or doc.get("subject") not in wanted or doc.get("fact") not in facts:
+        subject, fact = doc.get("subject"), doc.get("fact")
+        if doc.get("tenant") != tenant or not isinstance(subject, str) or not isinstance(fact, str):
+            continue
+        if subject not in wanted or fact not in facts:
             continue
         try:
             expires, created = _when(doc["expires_at"]), _when(doc["created_at"])
@@ -239,9 +236,13 @@ def shown_from(
 
 
 def _when(value: Any) -> datetime:
+    """A stored time; TypeError or ValueError for anything but one with its offset."""
     if not isinstance(value, str):
         raise TypeError("not a time")
-    return datetime.fromisoformat(value)
+    found = datetime.fromisoformat(value)
+    if found.tzinfo is None:
+        raise ValueError("a time without its offset")
+    return found
 
 
 def window_item(record: MemoryRecord) -> dict[str, Any]:

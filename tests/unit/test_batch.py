@@ -17,7 +17,7 @@ from wakeful.consumers.model_openai import read_reply
 from wakeful.consumers.models import MAX_CALLS, Call, Proposal, RulesModel
 from wakeful.devstack import bench_steps
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.memory import MemoryRecord, Status
+from wakeful.schemas.memory import Status
 from wakeful.sdk import CLOSED, App, Effect, Fact, Next, Refuse, Remember, Start
 from wakeful.workflow import batch, effects, engine, memory, window
 
@@ -181,10 +181,10 @@ def test_what_each_call_of_a_turn_remembers_is_kept_per_call_with_that_calls_op_
     groups: list[memory.Group] = [
         (memory.Writer("role:executor", f"op:{o}"), got, {}) for o, got in zip(ops, learned, strict=True)
     ]
-    said = memory.detail(
+    records, refused = memory.all_admitted(
         learning.fact_table, groups, tenant="default", task_id="t-1", state_version=4, now=NOW
     )
-    records = [MemoryRecord.model_validate(r, strict=False) for r in said["remember"]]
+    assert refused == []
     assert [(r.provenance, r.writer, r.status) for r in records] == [
         ("op:read_1:t-1:v1", "role:executor", Status.QUARANTINED),
         ("op:read_2:t-1:v1:s1", "role:executor", Status.QUARANTINED),

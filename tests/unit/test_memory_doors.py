@@ -148,20 +148,30 @@ def _outbox(detail: dict[str, object], tenant: str = "default", task_id: str = "
     ).encode()
 
 
-def test_the_relay_writes_only_records_filed_under_the_changes_own_task_and_tenant() -> None:
-    record = _stored("DE89")
-    raw = record.model_dump(mode="json")
-    assert relay_memory.carried(_outbox({"event": "x"})) == ([], [])  # no memory: not even decoded
-    assert relay_memory.carried(_outbox({"remember": [raw]}))[0] == [record]
-    for forged in (_outbox({"remember": [raw]}, tenant="acme"), _outbox({"remember": [raw]}, task_id="t-2")):
-        found, bad = relay_memory.carried(forged)
-        assert found == [] and "under another task or tenant" in bad[0][1]
-    found, bad = relay_memory.carried(_outbox({"remember": [{**raw, "status": "trusted"}, raw]}))
-    assert found == [record] and "memory 0" in bad[0][1]
-    assert relay_memory.carried(b'{"remember": [') == (
-        [],
-        [("default", relay_memory.carried(b'{"remember": [')[1][0][1])],
+def test_what_a_close_learned_is_written_quarantined_by_the_executor_whatever_it_claims() -> None:
+    (taught,), _ = admit(
+        Remember("supplier:acme", "payee", "DE89"), writer=Writer("role:executor", "op:LOOKUP:t-1:v1")
     )
+    claimed = taught.model_copy(update={"status": Status.ACTIVE, "verified_by": "principal:verifier"})
+    raw = claimed.model_dump(mode="json")
+    assert relay_memory.learned(_outbox({"event": "x"})) == ([], [])  # nothing learned: not even decoded
+    (found,), bad = relay_memory.learned(_outbox({"learned": [raw]}))
+    assert bad == [] and (found.status, found.verified_by, found.writer) == (
+        Status.QUARANTINED,
+        None,
+        "role:executor",
+    )
+    assert [c.status for c in found.history] == [Status.QUARANTINED]
+    for forged in (_outbox({"learned": [raw]}, tenant="acme"), _outbox({"learned": [raw]}, task_id="t-2")):
+        found_none, said = relay_memory.learned(forged)
+        assert found_none == [] and "under another task or tenant" in said[0][1]
+    posing = _stored("DE89").model_dump(mode="json")  # a verifier's record, on an executor's close
+    none, said = relay_memory.learned(_outbox({"learned": [posing]}))
+    assert none == [] and "the executor's, from a call" in said[0][1]
+    none, said = relay_memory.learned(_outbox({"learned": [{**raw, "status": "trusted"}]}))
+    assert none == [] and "memory 0" in said[0][1]
+    none, said = relay_memory.learned(b'{"learned":[')
+    assert none == [] and "outbox record unreadable" in said[0][1]
 
 
 def test_an_app_names_every_problem_of_its_facts_and_recalls_at_once() -> None:
@@ -218,13 +228,13 @@ def test_the_onboarding_remembers_a_documents_account_quarantined_and_names_one_
             st.integers(0, 5),  # hours ago it was written
             st.sampled_from(["payee", "likes"]),
             st.sampled_from(["supplier:acme", "supplier:other"]),
-            st.booleans(),  # stored unreadable (a forged field)
+            st.sampled_from(["", "writer", "subject", "naive", "when"]),  # how it was forged, if it was
         ),
         max_size=20,
     )
 )
 def test_the_read_door_over_stored_json_shows_what_it_shows_over_decoded_records(
-    rows: list[tuple[Status, int, int, str, str, bool]],
+    rows: list[tuple[Status, int, int, str, str, str]],
 ) -> None:
     records, docs = [], []
     for n, (status, expires, age, fact, subject, broken) in enumerate(rows):
@@ -238,8 +248,14 @@ def test_the_read_door_over_stored_json_shows_what_it_shows_over_decoded_records
             created_at=NOW - timedelta(hours=age),
         )
         doc = orjson.loads(record.encode())
-        if broken:
-            doc["writer"] = "the model"  # no writer a record may name: never decoded, never shown
+        forged = {
+            "writer": {"writer": "the model"},  # no writer a record may name: never decoded, never shown
+            "subject": {"subject": ["supplier:acme"]},
+            "naive": {"expires_at": "2099-01-01T00:00:00"},
+            "when": {"created_at": 17},
+        }.get(broken)
+        if forged:
+            doc.update(forged)
         else:
             records.append(record)
         docs.append(doc)
