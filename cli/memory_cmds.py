@@ -19,6 +19,7 @@ from wakeful.cli.app_option import app_option
 from wakeful.cli.kill_cmds import operator
 from wakeful.cli.memory_view import TIME_HELP, caught, chosen, line, picked, principal, shown, stamp
 from wakeful.cli.output import emit
+from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.settings import Settings
 from wakeful.devstack.client import Client
 from wakeful.schemas.memory import EVIDENCE_REF, RECORD_ID, SOURCE, MemoryRecord, Status
@@ -33,7 +34,8 @@ operator_option = click.option(
 
 @click.group()
 def memory() -> None:
-    """What memory holds, every tenant's: list, show, quarantine, release, revoke, forget."""
+    """What memory holds, every tenant's: list, show, quarantine, release, revoke, forget; and the
+    evidence documents records cite (document)."""
 
 
 @memory.command("list")
@@ -232,6 +234,29 @@ def _documents(evidence: Evidence, source: str, dry_run: bool) -> list[dict[str,
             {"tenant": tenant, "document": gone.document, "excerpts": [list(e) for e in gone.excerpts]}
         )
     return out
+
+
+@memory.command("document")
+@click.argument("ref", metavar="REF")
+@click.option("--tenant", default=DEFAULT_TENANT, show_default=True, help="Whose document.")
+@json_option
+@click.pass_obj
+def memory_document(settings: Settings, ref: str, tenant: str, as_json: bool) -> None:
+    """An evidence document again, whole, by its reference (evidence:sha256:<hex>, as a record's
+    provenance or a task's evidence names it): its text, its source and when it was stored."""
+    try:
+        found = Evidence(Client(settings).admin).fetch(tenant, ref)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="REF") from None
+    if found is None:
+        raise click.ClickException(
+            f"tenant {tenant} holds no document {ref}: it expired, was forgotten, or is another tenant's"
+        )
+    emit(
+        found | {"ref": ref, "tenant": tenant},
+        as_json,
+        f"{ref} from {found['source']} at {found['at']}\n{found['text']}",
+    )
 
 
 def _found(store: MemoryStore, record_id: str) -> MemoryRecord:

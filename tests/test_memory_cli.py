@@ -24,7 +24,7 @@ from wakeful.examples.onboarding import REMITTANCE, VERIFIER
 from wakeful.examples.onboarding_story import PLANTED as LETTER
 from wakeful.examples.onboarding_story import PLANTED_ACCOUNT, VERIFIED_ACCOUNT
 from wakeful.schemas.memory import Change, MemoryRecord, Status, evidence_ref
-from wakeful.state import keys
+from wakeful.state import evidence, keys
 from wakeful.state.evidence import Evidence
 from wakeful.state.memory import MemoryStore
 
@@ -177,6 +177,20 @@ def test_every_command_docs_memory_shows_does_what_the_page_says(
     assert ours(doc(run(forget, "--json"))["deleted"]["memory"]) == sorted([DERIVED, PLANTED])
     assert documents.tenants(source) == [], "the document stays nowhere"
     assert {r.id for r in store.every()} & set(WALK) == {VERIFIED, IN_WINDOW, AT_END}
+
+    [read] = shown("document")
+    assert wakeful(*read).returncode == 1  # forgotten just now: nothing to read
+    ahead, _ = evidence.writes(
+        DEFAULT_TENANT, "t-page", {"letter": LETTER}, "event:key-svc-refunds:ev-page", START
+    )
+    for command in ahead:
+        store.client.execute_command(*command)  # type: ignore[no-untyped-call]
+    again = doc(run(read))
+    assert (again["text"], again["source"], again["tenant"]) == (
+        LETTER,
+        "event:key-svc-refunds:ev-page",
+        "default",
+    )
     assert ran == memory_commands(), "every `wakeful memory` command on the page was run, in page order"
 
 

@@ -1,0 +1,186 @@
+"""What makes an app whole: every problem of its declarations, found at once when it is loaded, so
+a mistake stops a role at start with what to fix, never a task mid-flight (sdk/app.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from wakeful.authority.revocations import RULES as REVOKED_RULES
+from wakeful.authority.snapshot import COMPAT_RULES, COMPAT_STAMPS
+from wakeful.core import ids
+from wakeful.schemas import events
+from wakeful.schemas.logs import UNDO_PREFIX
+from wakeful.schemas.memory import FACT
+from wakeful.sdk.tools import Tool
+from wakeful.sdk.workflow import ANYONE, APPROVERS, MAX_STEPS, REQUESTER, RUNTIME_STAGES, Workflow
+from wakeful.state.keys import APP_NAME
+
+if TYPE_CHECKING:
+    from wakeful.sdk.app import App
+
+# Kinds the runtime decides for every workflow; a workflow cannot take them over.
+RUNTIME_KINDS = frozenset({events.CREATE, events.APPROVE, events.RUN, events.REOPEN, events.COMPLETE})
+REPROPOSALS_CAP = 20  # Workflow.max_reproposals: past this, asking again is a loop, not a retry
+
+
+def problems(app: App) -> list[str]:
+    """Every problem of the app's declarations (its own policy aside), each a line."""
+    found: list[str] = []
+    if not isinstance(app.name, str) or not APP_NAME.fullmatch(app.name):
+        found.append(f"its name {app.name!r} must match {APP_NAME.pattern}")
+    names = [wf.name for wf in app.workflows]
+    if not names:
+        found.append("it has no workflow")
+    found += [f"two workflows are named {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+    tools = [t.name for t in app.tools]
+    found += [f"two tools are named {n!r}" for n in sorted({n for n in tools if tools.count(n) > 1})]
+    stages = set(RUNTIME_STAGES)
+    for wf in app.workflows:
+        declared = set(wf.stages) | {to for targets in wf.stages.values() for to in targets}
+        stages |= declared
+        found += [
+            f"workflow {wf.name} takes over runtime event kind {k!r}" for k in set(wf.events) & RUNTIME_KINDS
+        ]
+        if not isinstance(wf.version, int) or wf.version < 1:
+            found.append(f"workflow {wf.name} needs a version >= 1")
+        found += _plan_problems(app, wf)
+        found += _recall_problems(app, wf)
+        if not isinstance(wf.max_steps, int) or not 1 <= wf.max_steps <= MAX_STEPS:
+            found.append(f"workflow {wf.name}'s max_steps {wf.max_steps!r} must be from 1 to {MAX_STEPS}")
+        if not isinstance(wf.max_reproposals, int) or not 0 <= wf.max_reproposals <= REPROPOSALS_CAP:
+            found.append(f"workflow {wf.name} needs max_reproposals of 0 to {REPROPOSALS_CAP}")
+        found += [
+            f"workflow {wf.name} v{wf.version} migrates from v{v}, not an older version"
+            for v in wf.migrate
+            if not isinstance(v, int) or not 1 <= v < wf.version
+        ]
+    found += [
+        f"compat names {name!r}; the stamps gate 4 compares are {', '.join(COMPAT_STAMPS)}"
+        for name in app.compat
+        if name not in COMPAT_STAMPS
+    ]
+    found += [
+        f"compat {name}={rule!r} is not one of {', '.join(COMPAT_RULES)}"
+        for name, rule in app.compat.items()
+        if rule not in COMPAT_RULES
+    ]
+    if app.revoked_signer not in REVOKED_RULES:
+        found.append(f"revoked_signer={app.revoked_signer!r} is not one of {', '.join(REVOKED_RULES)}")
+    current = {wf.name: wf.version for wf in app.workflows}
+    kept = [(wf.name, wf.version) for wf in app.retired]
+    found += [
+        f"retired workflow {n} v{v} is not an older version of a workflow the app runs"
+        for n, v in kept
+        if not isinstance(v, int) or v >= current.get(n, 0)
+    ]
+    found += [
+        f"retired workflow {n} v{v} is kept twice" for n, v in sorted({k for k in kept if kept.count(k) > 1})
+    ]
+    found += _fact_problems(app)
+    for tool in app.tools:
+        found += [
+            f"tool {tool.name} is offered at unknown stage {s!r}" for s in tool.stages if s not in stages
+        ]
+        if tool.output_trust not in ("trusted", "untrusted"):
+            found.append(f"tool {tool.name}'s output_trust {tool.output_trust!r} is not trusted or untrusted")
+        found += _completion_problems(tool)
+        if "{task_id}" not in tool.op_key:
+            found.append(f"tool {tool.name}'s op_key {tool.op_key!r} must contain {{task_id}}")
+        else:
+            found += _op_key_problems(tool.name, tool.key_for)
+    return found
+
+
+def _fact_problems(app: App) -> list[str]:
+    found: list[str] = []
+    names = [f.name for f in app.facts]
+    found += [f"two facts are named {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+    for fact in app.facts:
+        if not isinstance(fact.name, str) or not re.fullmatch(FACT, fact.name):
+            found.append(f"fact {fact.name!r} must match {FACT}")
+        found += [
+            f"fact {fact.name}'s verifier {v!r} must be 'principal:<name>'"
+            for v in fact.verifiers
+            if not isinstance(v, str) or not re.fullmatch(r"principal:[A-Za-z0-9_.@-]{1,128}", v)
+        ]
+        if not isinstance(fact.keep, timedelta) or fact.keep <= timedelta(0):
+            found.append(f"fact {fact.name} needs a positive keep (a timedelta)")
+    return found
+
+
+def _recall_problems(app: App, wf: Workflow[Any]) -> list[str]:
+    recall = wf.recall
+    if recall is None:
+        return []
+    found = [
+        f"workflow {wf.name} recalls fact {f!r}, which the app does not declare"
+        for f in recall.facts
+        if f not in {fact.name for fact in app.facts}
+    ]
+    if not recall.facts:
+        found.append(f"workflow {wf.name} recalls no fact")
+    if not callable(recall.subjects):
+        found.append(f"workflow {wf.name}'s recall needs a subjects function of the task's context")
+    return found
+
+
+def _completion_problems(tool: Tool[Any]) -> list[str]:
+    """What is wrong with who may complete an asynchronous tool's call, and its deadline rule."""
+    if not tool.completed_by:
+        return []
+    if isinstance(tool.completed_by, str):
+        return [f"tool {tool.name}'s completed_by must be a tuple of signers, not one string"]
+    found = [
+        f"tool {tool.name}'s completed_by names {who!r}: a signer is principal:<name>, "
+        f"{REQUESTER}, {APPROVERS} or {ANYONE}"
+        for who in tool.completed_by
+        if who not in (REQUESTER, APPROVERS, ANYONE)
+        and not (isinstance(who, str) and who.startswith("principal:") and len(who) > len("principal:"))
+    ]
+    rule = tool.on_deadline if isinstance(tool.on_deadline, str) else ""
+    if not (rule == "expire" or re.fullmatch(r"escalate(:[a-z0-9_.-]{1,40})?", rule)):
+        found.append(f"tool {tool.name}'s on_deadline {tool.on_deadline!r} is expire or escalate:<owner>")
+    return found
+
+
+def _plan_problems(app: App, wf: Workflow[Any]) -> list[str]:
+    """Why the workflow's approval plan cannot be followed, if so: it names no tool, a tool the app
+    lacks, or a read-only one (which needs no approval)."""
+    plan = wf.approval_plan
+    if plan is None:
+        return []
+    if not plan.tools:
+        return [f"workflow {wf.name}'s approval_plan names no tool"]
+    tools = {t.name: t for t in app.tools}
+    found = [
+        f"workflow {wf.name}'s approval_plan names unknown tool {n!r}" for n in plan.tools if n not in tools
+    ]
+    found += [
+        f"workflow {wf.name}'s approval_plan names read-only tool {n!r}: it needs no approval"
+        for n in plan.tools
+        if n in tools and not tools[n].effect
+    ]
+    if plan.total and plan.total not in wf.state.model_fields:
+        found.append(f"workflow {wf.name}'s approval_plan total {plan.total!r} is not a field of its state")
+    return found
+
+
+# The longest task id (a tenant's name and its own id, D52) at a version no task reaches.
+_LONGEST_TASK = f"{'t' * 64}.{'i' * 64}"
+
+
+def _op_key_problems(name: str, key_for: Callable[[str, int, int], str]) -> list[str]:
+    """Why the op keys a tool forms may not name a downstream's records (or its undo's), if so."""
+    try:
+        longest = UNDO_PREFIX + key_for(_LONGEST_TASK, 2**31, MAX_STEPS)
+    except (KeyError, IndexError, ValueError) as exc:
+        return [f"tool {name}'s op_key cannot be formed from tool, task_id and version: {exc!r}"]
+    if not re.fullmatch(ids.OP_KEY, longest):
+        return [
+            f"tool {name}'s op keys must match {ids.OP_KEY} behind {UNDO_PREFIX!r} for every task id: "
+            f"one is {len(longest)} characters ({longest[:40]}...); use a shorter op_key or tool name"
+        ]
+    return []
