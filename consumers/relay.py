@@ -84,10 +84,12 @@ class Relay:
         done = [p for p in pending if p.task_id not in failed]
         self._index(done)  # before the trim: a crash between the two applies them again, harmlessly
         if self.memory is not None:  # the same: a record is written once
-            held = relay_memory.apply(self.memory, done, self.log)
+            held, written = relay_memory.apply(self.memory, done, self.log)
             if held:  # their records wait: not trimmed, so the next claim tries them again
                 failed |= held
                 done = [p for p in done if p.task_id not in held]
+            if written:
+                fault("relay.after_memory")
         self.outbox.trim(done, [m for m in [*malformed, *unfit] if m.task_id not in failed])
         self.outbox.requeue(sorted(failed))
         if failed:

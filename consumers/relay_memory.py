@@ -88,9 +88,10 @@ def _checked(item: Any, tenant: str, task_id: str, where: str) -> tuple[MemoryRe
     return found, ""
 
 
-def apply(store: MemoryStore, done: Sequence[Pending], log: Log) -> set[str]:
+def apply(store: MemoryStore, done: Sequence[Pending], log: Log) -> tuple[set[str], int]:
     """Write what the published changes remembered; returns the tasks whose records must wait
-    (a failure that may pass): their outbox stays for the next claim."""
+    (a failure that may pass: their outbox stays for the next claim), and how many records were
+    newly written."""
     records: list[MemoryRecord] = []
     bad: list[Refusal] = []
     marked: dict[str, str] = {}  # task id -> its tenant, for each task a gate's change remembered for
@@ -116,12 +117,12 @@ def apply(store: MemoryStore, done: Sequence[Pending], log: Log) -> set[str]:
         store.consumed({t: [e for e, _ in entries] for t, entries in streams.items()})
     except (FunctionsMissing, *TRANSIENT_IO) as exc:
         log("relay.memory_held", tasks=len(marked), error=repr(exc)[:200])
-        return set(marked) | {p.task_id for p in done if any(LEARNED_MARK in raw for raw in p.records)}
+        return set(marked) | {p.task_id for p in done if any(LEARNED_MARK in raw for raw in p.records)}, 0
     for _, reason in bad:
         log("relay.memory_refused", reason=reason)
     for record, reason in put.refused if put else ():
         log("relay.memory_refused", task_id=record.task_id, memory_id=record.id, reason=reason)
-    return set()
+    return set(), put.written if put else 0
 
 
 def _tenant(raw: bytes) -> str:

@@ -35,7 +35,10 @@ POINTS: dict[str, str] = {
     "timer.after_publish": "deadline wakes are on Kafka; the deadlines are not yet removed",
     "relay.mid_batch": "the relay published part of a batch to wakeful.log and trimmed none of it",
     "relay.after_publish": "the relay's batch is acknowledged by Kafka but not yet trimmed from Redis",
+    "relay.after_memory": "memory's write door wrote a batch's records; the batch is not trimmed from Redis",
 }
+# Points only an app that remembers reaches (the crash suite walks the others for every app).
+MEMORY_POINTS = frozenset({"relay.after_memory"})
 
 _armed: dict[str, signal.Signals] = {}
 _left: dict[str, int] = {}  # times a point is still to be passed before it fires

@@ -272,7 +272,9 @@ def pays_or_undoes_once_after_a_sigkill(s: Stack, second: bool, point: str) -> N
 
 # One fleet per app and process count (module scope), not one per point.
 @pytest.mark.parametrize("app_spec", list(PATHS), ids=NAMES.get, indirect=True, scope="module")
-@pytest.mark.parametrize("point", sorted(set(faults.POINTS) - {UNDO_POINT}))  # no refund undoes
+@pytest.mark.parametrize(
+    "point", sorted(set(faults.POINTS) - {UNDO_POINT} - faults.MEMORY_POINTS)
+)  # no refund undoes
 def test_every_task_settles_with_one_effect_per_op_key_after_a_sigkill_at(
     app_spec: str, point: str, stack: Stack
 ) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from cli_run import doc, wakeful
+from helpers import killed_at
 from model_server import Scripted, call, scripted_fleet
 
 from wakeful.consumers.model_messages import read_back
@@ -176,9 +177,15 @@ def test_quarantined_revoked_and_expired_records_never_reach_the_model(
         learned, "m-" + "b" * 24, "EXPIRED-ACCOUNT", Status.ACTIVE, at=now, until=now - timedelta(seconds=1)
     )
     assert store.put([revoked, expired], now).written == 2
-    for record in [r for r in store.recall("default", [subject]) if r.writer == "principal:verifier"]:
-        if record.status is Status.ACTIVE:
-            store.set_status(record, Status.QUARANTINED, "ops-lead", "verifier key compromised", now)
+    kill = wakeful(
+        "memory", "quarantine", "--writer", "principal:verifier", "--reason", "verifier key compromised",
+        "--by", "ops-lead", "--json",
+    )  # fmt: skip
+    assert kill.returncode == 0, kill.stderr
+    assert learned.id in doc(kill)["quarantined"]
+    assert [r.status for r in store.recall("default", [subject]) if r.id == learned.id] == [
+        Status.QUARANTINED
+    ]
 
     later = onboard(client, name)
     said = text_of(scripted, later)
@@ -236,3 +243,35 @@ def test_forgetting_a_document_takes_its_derived_records_and_every_excerpt_of_it
 def _excerpts(client: Client, task_id: str) -> dict[str, str]:
     found: dict[bytes, bytes] = client.admin.hgetall(keys.evidence(task_id))  # type: ignore[assignment]
     return {k.decode(): evidence.excerpt(v.decode()) for k, v in found.items()}
+
+
+def test_a_relay_killed_after_the_write_door_writes_each_record_once_on_its_restart(
+    onboarding: tuple[Client, Scripted],
+) -> None:
+    client, scripted = onboarding
+    name = f"Memo {uuid.uuid4().hex[:8]} KG"
+    subject = onboarding_rules.subject(name)
+
+    def start() -> str:  # the create remembers the letter's account: the relay dies once it is written
+        task_id, receipt = client.create(
+            {
+                "legal_name": name,
+                "country": "DE",
+                "amount": 120_000,
+                "currency": "EUR",
+                "documents": {"l": LETTER},
+            }
+        )
+        assert receipt["status"] == "accepted", receipt
+        return task_id
+
+    task_id = killed_at(scripted.fleet, "relay", "relay.after_memory", start, SETTLE_S)
+    signed = client.event(task_id, SIGNED, {"envelope_id": f"env-{task_id}"}, principal="esign")
+    details = {"account": VERIFIED_ACCOUNT, "holder": name, "verification_id": f"ver-{task_id}"}
+    verified = client.event(task_id, VERIFIED, details, principal="verifier")
+    assert signed["status"] == verified["status"] == "accepted"
+    records = remembered(client, subject, task_id, 2)
+    assert sorted(r.status for r in records) == [Status.ACTIVE, Status.QUARANTINED]
+    assert wait_until(lambda: not client.admin.xlen(keys.task_memory(task_id)), SETTLE_S, interval=0.05)
+    refused: list[tuple[bytes, dict[bytes, bytes]]] = client.admin.xrange(keys.memory_refused("default"))  # type: ignore[assignment]
+    assert not [f for _, f in refused if f[b"id"] in {r.id.encode() for r in records}], "a replay was refused"

@@ -12,11 +12,13 @@ from hypothesis import strategies as st
 
 from wakeful.consumers import relay_memory
 from wakeful.core.errors import ConfigError
+from wakeful.core.retry import FunctionsMissing
 from wakeful.examples import onboarding_rules
 from wakeful.examples.onboarding import app as onboarding
 from wakeful.schemas.logs import OutboxRecord
 from wakeful.schemas.memory import MemoryRecord, Status, evidence_ref
 from wakeful.sdk import App, Fact, Recall, Remember
+from wakeful.state.outbox import Pending
 from wakeful.workflow import memory
 from wakeful.workflow.memory import Writer
 
@@ -261,3 +263,27 @@ def test_the_read_door_over_stored_json_shows_what_it_shows_over_decoded_records
         docs.append(doc)
     where = {"tenant": "default", "subjects": ["supplier:acme"], "facts": FACTS, "now": NOW}
     assert memory.shown_from(docs, **where) == memory.shown(records, **where)  # type: ignore[arg-type]
+
+
+class _Missing:
+    """A store whose write door finds its function library gone (a fake: pure logic only)."""
+
+    def candidates(self, task_ids: list[str]) -> dict[str, list[tuple[bytes, bytes]]]:
+        return {t: [(b"1-0", _stored("DE89").encode())] for t in task_ids}
+
+    def refuse(self, refusals: object) -> None:
+        pass
+
+    def put(self, records: object, now: object) -> None:
+        raise FunctionsMissing("wakeful_v3", "Redis has no function wakeful_v3_memory_put")
+
+    def consumed(self, entries: object) -> None:
+        raise AssertionError("nothing is taken off the stream when nothing was written")
+
+
+def test_the_relay_holds_a_tasks_memory_back_when_the_write_door_is_not_loaded() -> None:
+    gate = Pending("t-1", [b"1-0"], ["t-1:3"], [_outbox({"event": "x", "memory": ["m-" + "0" * 24]})])
+    other = Pending("t-2", [b"1-0"], ["t-2:3"], [_outbox({"event": "x"}, task_id="t-2")])
+    said: list[str] = []
+    held, written = relay_memory.apply(_Missing(), [gate, other], lambda event, **_: said.append(event))  # type: ignore[arg-type]
+    assert (held, written) == ({"t-1"}, 0) and said == ["relay.memory_held"]
