@@ -39,26 +39,25 @@ def create(
     if evidence:
         wake = Wake(wake.envelope, event, wake.principal, wake.auth, evidence, tenant=wake.tenant)
 
-    def also(new: Checkpoint) -> list[tuple[Any, ...]]:
-        return [
-            *gate_writes.create_writes(event, task_id, decided.evidence, new),
-            *gate_memory.writes(records),
-        ]
-
-    def before(new: Checkpoint) -> list[tuple[Any, ...]]:
-        return [*last_step.wait_writes(new), *gate_writes.evidence_ahead(event, new, decided.evidence)]
-
     first = decided.checkpoint.model_copy(
         update={"versions": decided.checkpoint.versions.model_copy(update={"state_version": 1})}
     )  # as the create writes it: its state_version names the records it remembers
-    records, refused = gate_memory.admitted(
-        app, decided, gate_memory.writer(event, wake.principal), first, now
-    )
+    remembered = gate_memory.admitted(app, decided, gate_memory.writer(event, wake.principal), first, now)
+    attached = gate_writes.PerTry(lambda new: gate_writes.attached(event, new, decided.evidence, remembered))
+
+    def also(new: Checkpoint) -> list[tuple[Any, ...]]:
+        """The evidence references, the memory records and the receipt, in the transaction that
+        creates the task: a create that loses (the task exists) writes none of them."""
+        return [*attached(new).inside, *gate_writes.change_receipt(event, None, new)]
+
+    def before(new: Checkpoint) -> list[tuple[Any, ...]]:
+        return [*last_step.wait_writes(new), *attached(new).ahead]
+
     try:
         created = store.create(
             decided.checkpoint,
             identity(wake.envelope, event),
-            gate_writes.event_detail(event) | gate_memory.detail(records, refused),
+            gate_writes.event_detail(event) | gate_memory.detail(*remembered),
             also=also,
             before=before,
             pinned=step.pinned,

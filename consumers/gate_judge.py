@@ -3,7 +3,6 @@ task it may not see. Pure but for the ruling it remembers: gate.py loads and wri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,7 +12,6 @@ from wakeful.consumers.gate_wake import Wake
 from wakeful.core import ids
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import SignedEvent
-from wakeful.schemas.memory import MemoryRecord
 from wakeful.sdk.app import App
 from wakeful.state.last_step import wait_writes
 from wakeful.state.store import Keep
@@ -46,32 +44,30 @@ class Judge:
         )
         return gate_rules.written(self.last)
 
+    def __post_init__(self) -> None:
+        self.attached = gate_writes.PerTry(self._attached)
+
     def detail(self, old: Checkpoint, new: Checkpoint) -> dict[str, Any]:
         """The change's outbox detail: what made it, and what its decision remembered."""
-        said = gate_writes.change_detail(self.wake.event)(old, new)
-        return said | gate_memory.detail(*self._remembered(new))
-
-    def _remembered(self, new: Checkpoint) -> tuple[list[MemoryRecord], list[str]]:
-        who = gate_memory.writer(self.wake.event, self.wake.principal)
-        return gate_memory.admitted(self.app, self.last, who, new, self.now)
+        return gate_writes.change_detail(self.wake.event)(old, new) | self.attached(new).detail
 
     def review(self) -> str | None:
         """Why the task went to review: the reason its sender's receipt gives."""
         return self.last.reason if isinstance(self.last, engine.ForReview) else None
 
     def also(self, new: Checkpoint) -> list[tuple[Any, ...]]:
-        remembered = gate_memory.writes(self._remembered(new)[0])
-        return [
-            *gate_writes.change_writes(self.wake.event, self._evidence(), self.review(), new),
-            *remembered,
-        ]
+        """In the transaction: the evidence references, the memory records, the sender's receipt."""
+        return [*self.attached(new).inside, *gate_writes.change_receipt(self.wake.event, self.review(), new)]
 
     def before(self, new: Checkpoint) -> list[tuple[Any, ...]]:
         """Ahead of the transaction: the waits' deadlines and correlation ids, and the documents."""
-        return [*wait_writes(new), *gate_writes.evidence_ahead(self.wake.event, new, self._evidence())]
+        return [*wait_writes(new), *self.attached(new).ahead]
 
-    def _evidence(self) -> Mapping[str, str]:
-        return self.last.evidence if isinstance(self.last, engine.Moved) else {}
+    def _attached(self, new: Checkpoint) -> gate_writes.Attached:
+        moved = self.last if isinstance(self.last, engine.Moved) else None
+        who = gate_memory.writer(self.wake.event, self.wake.principal)
+        remembered = gate_memory.admitted(self.app, moved, who, new, self.now)
+        return gate_writes.attached(self.wake.event, new, moved.evidence if moved else {}, remembered)
 
 
 def told(event: SignedEvent | None, tenant: str, task_id: str, reason: str) -> tuple[str, str]:

@@ -40,8 +40,8 @@ def admitted(
     app: App, ruling: object, who: memory.Writer, new: Checkpoint, now: datetime
 ) -> tuple[list[MemoryRecord], list[str]]:
     """The records a change's decision remembered, and why any candidate was refused. `new`: the
-    task as the change writes it (its state_version names the records). Pure: the change's detail
-    and its writes each ask, on every try of its compare-and-swap."""
+    task as the change writes it (its state_version names the records). Pure: made once per try of
+    the change's compare-and-swap (gate_writes.PerTry)."""
     if not isinstance(ruling, engine.Moved) or not ruling.remember:
         return [], []
     return memory.all_admitted(

@@ -1,16 +1,18 @@
-"""What the gate writes beside the checkpoint: receipts, evidence, and what follows a decision.
+"""What the gate writes beside the checkpoint: receipts, evidence, memory, and what follows.
 
-The sender's receipt and any evidence the event attached go in the transaction of the change they
-belong to (`change_writes`, `create_writes`). What to do after the CAS (register a wait's
-deadline and correlation id, publish a ProposalRequest, write the receipt) is derived from the
-stored state, so a wake redelivered after a crash between the CAS and these steps does them again;
-everything downstream dedupes. A change writes the waits ahead of its transaction; an outcome that
-changed nothing writes them and its receipt in one round trip (D38).
+The sender's receipt, the references to any evidence the event attached and what its decision
+remembered go in the transaction of the change they belong to (`change_receipt`, `attached`).
+What to do after the CAS (register a wait's deadline and correlation id, publish a
+ProposalRequest, write the receipt) is derived from the stored state, so a wake redelivered after
+a crash between the CAS and these steps does them again; everything downstream dedupes. A change
+writes the waits ahead of its transaction; an outcome that changed nothing writes them and its
+receipt in one round trip (D38).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +20,7 @@ from confluent_kafka import Producer
 
 from wakeful.authority import freezes
 from wakeful.authority.snapshot import Snapshot
+from wakeful.consumers import gate_memory
 from wakeful.consumers.gate_wake import Wake
 from wakeful.core import topics
 from wakeful.core.log import Log
@@ -25,6 +28,7 @@ from wakeful.schemas import events
 from wakeful.schemas import receipt as receipts
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.schemas.memory import MemoryRecord
 from wakeful.sdk.app import App
 from wakeful.state import checks, keys
 from wakeful.state import evidence as stored_evidence
@@ -102,55 +106,60 @@ def receipt_write(
     return ("SET", keys.receipt(event.event_id, task, key_id=event.key_id), doc, "EX", keys.RECEIPT_TTL_S)
 
 
-def change_writes(
-    event: SignedEvent | None, evidence: Mapping[str, str], review: str | None, new: Checkpoint
-) -> list[tuple[Any, ...]]:
-    """The sender's receipt and the references to any evidence the event attached, written in the
-    same transaction as the change they belong to (the documents themselves go ahead of it:
-    `evidence_ahead`). `review`: why the task went to review, the receipt's reason."""
-    writes = _evidence_writes(event, new, evidence)
+def change_receipt(event: SignedEvent | None, review: str | None, new: Checkpoint) -> list[tuple[Any, ...]]:
+    """The sender's receipt, written in the same transaction as the change it answers. `review`:
+    why the task went to review, the receipt's reason; a deadline (no event) has nobody to tell."""
     if event is None:
-        return writes
-    if review is not None:
-        return [*writes, receipt_write(event, "rejected", review, new)]
-    return [*writes, receipt_write(event, "accepted", f"task is {new.stage}", new)]
-
-
-def create_writes(
-    event: SignedEvent, task_id: str, evidence: Mapping[str, str], new: Checkpoint
-) -> list[tuple[Any, ...]]:
-    """The evidence references and the receipt, in the transaction that creates the task: a create
-    that loses (the task exists) writes neither."""
-    writes = _evidence_writes(event, new, evidence)
-    return [*writes, receipt_write(event, "accepted", f"task is {new.stage}", new)]
-
-
-def evidence_ahead(
-    event: SignedEvent | None, new: Checkpoint, evidence: Mapping[str, str]
-) -> list[tuple[Any, ...]]:
-    """The documents a change attached, each stored once by its digest (state/evidence.py), ahead
-    of the change's transaction: one the change does not land is only a document no task cites
-    yet, and it expires."""
-    if not evidence:
         return []
-    return stored_evidence.writes(new.security.tenant, new.task_id, evidence, _source(event), new.updated_at)[
-        0
-    ]
+    if review is not None:
+        return [receipt_write(event, "rejected", review, new)]
+    return [receipt_write(event, "accepted", f"task is {new.stage}", new)]
+
+
+@dataclass(frozen=True)
+class Attached:
+    """What a change writes beside its checkpoint: the documents its decision attached, stored once
+    by their digest ahead of the transaction (one the change does not land is a document no task
+    cites yet, and it expires: state/evidence.py); and inside it, their references and excerpts
+    and the memory records the decision remembered (consumers/gate_memory.py)."""
+
+    ahead: list[tuple[Any, ...]]
+    inside: list[tuple[Any, ...]]
+    detail: dict[str, Any]  # what the change's log record says of its memory
+
+
+def attached(
+    event: SignedEvent | None,
+    new: Checkpoint,
+    evidence: Mapping[str, str],
+    remembered: tuple[list[MemoryRecord], list[str]],
+) -> Attached:
+    records, refused = remembered
+    ahead, inside = (
+        stored_evidence.writes(new.security.tenant, new.task_id, evidence, _source(event), new.updated_at)
+        if evidence
+        else ([], [])
+    )
+    return Attached(ahead, [*inside, *gate_memory.writes(records)], gate_memory.detail(records, refused))
+
+
+class PerTry:
+    """`make(new)` once per try of a compare-and-swap: the store asks for a change's detail, the
+    writes ahead of its transaction and those in it separately, each with the same `new`."""
+
+    def __init__(self, make: Callable[[Checkpoint], Attached]) -> None:
+        self.make = make
+        self._last: tuple[Checkpoint, Attached] | None = None
+
+    def __call__(self, new: Checkpoint) -> Attached:
+        if self._last is None or self._last[0] is not new:
+            self._last = (new, self.make(new))
+        return self._last[1]
 
 
 def evidence_fields(task_id: str, documents: Mapping[str, str]) -> dict[str, str]:
     """Evidence documents under the names a task's window shows them by (field `evidence:<task>:<name>`)."""
     return {stored_evidence.field(task_id, name): text for name, text in documents.items()}
-
-
-def _evidence_writes(
-    event: SignedEvent | None, new: Checkpoint, evidence: Mapping[str, str]
-) -> list[tuple[Any, ...]]:
-    if not evidence:
-        return []
-    return stored_evidence.writes(new.security.tenant, new.task_id, evidence, _source(event), new.updated_at)[
-        1
-    ]
 
 
 def _source(event: SignedEvent | None) -> str:

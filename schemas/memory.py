@@ -13,18 +13,16 @@ from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, AwareDatetime, Field, PlainSerializer
 
+from wakeful.core import ids
 from wakeful.schemas.base import Record
 
-SUBJECT = r"^[a-z][a-z0-9_]{0,31}:[A-Za-z0-9_.@-]{1,128}$"  # "<kind>:<id>", e.g. supplier:acme-gmbh
+SUBJECT = rf"^[a-z][a-z0-9_]{{0,31}}:{ids.KEY_ID}$"  # "<kind>:<id>", e.g. supplier:acme-gmbh
 FACT = r"^[a-z][a-z0-9_]{0,63}$"
 RECORD_ID = r"^m-[0-9a-f]{24}$"
 # What a record's provenance names: a signed event (by its signer's key and its id), an evidence
 # document (by content digest), a tool's answer (by its op key), or the runtime's own deadline.
-SOURCE = (
-    r"^(event:[A-Za-z0-9_.@-]{1,128}:[A-Za-z0-9_.-]{8,128}|evidence:sha256:[0-9a-f]{64}"
-    r"|op:[A-Za-z0-9_.:-]{1,200}|deadline)$"
-)
-WRITER = r"^(principal:[A-Za-z0-9_.@-]{1,128}|role:[a-z]{1,16})$"
+SOURCE = rf"^(event:{ids.KEY_ID}:{ids.EVENT_ID}|evidence:sha256:[0-9a-f]{{64}}|op:{ids.OP_KEY}|deadline)$"
+WRITER = rf"^(principal:{ids.KEY_ID}|role:[a-z]{{1,16}})$"
 VALUE_CHARS = 1000  # the most characters one record's value may hold
 EVIDENCE_REF = "evidence:sha256:"  # + the content digest of the document (state/evidence.py)
 
@@ -75,7 +73,7 @@ class MemoryRecord(Record):
     schema_version: int = SCHEMA
 
     id: str = Field(pattern=RECORD_ID)
-    tenant: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    tenant: str = Field(pattern=rf"^{ids.TENANT}$")
     subject: str = Field(pattern=SUBJECT)
     fact: str = Field(pattern=FACT)
     value: str = Field(max_length=VALUE_CHARS)
@@ -84,7 +82,7 @@ class MemoryRecord(Record):
     derived_from: tuple[Annotated[str, Field(pattern=RECORD_ID)], ...] = Field(
         default=(), max_length=16
     )  # records it was derived from
-    task_id: str = Field(max_length=200)  # the task whose decision remembered it
+    task_id: str = Field(pattern=rf"^{ids.TASK_ID}$")  # the task whose decision remembered it
     status: Status
     verified_by: str | None = Field(default=None, pattern=WRITER)  # whose signed event made it active
     created_at: When

@@ -104,7 +104,7 @@ def _fact_problems(app: App) -> list[str]:
         found += [
             f"fact {fact.name}'s verifier {v!r} must be 'principal:<name>'"
             for v in fact.verifiers
-            if not isinstance(v, str) or not re.fullmatch(r"principal:[A-Za-z0-9_.@-]{1,128}", v)
+            if not isinstance(v, str) or not re.fullmatch(rf"principal:{ids.KEY_ID}", v)
         ]
         if not isinstance(fact.keep, timedelta) or fact.keep <= timedelta(0):
             found.append(f"fact {fact.name} needs a positive keep (a timedelta)")

@@ -157,36 +157,37 @@ class MemoryStore:
             pipe.execute()
 
     def recall(self, tenant: str, subjects: Sequence[str]) -> list[MemoryRecord]:
-        """Every readable record of tenant's `subjects`, one round trip (one per node on a
-        cluster). A field that does not decode, or is filed under another subject or tenant, is
-        left out: a key in Redis is not trusted for being there."""
-        if not subjects:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for subject in subjects:
-            pipe.hgetall(keys.memory(tenant, subject))
-        out: list[MemoryRecord] = []
-        for subject, found in zip(subjects, pipe.execute(), strict=True):
-            out += [r for r in _decoded(found.values()) if r.tenant == tenant and r.subject == subject]
-        return out
+        """Every readable record of tenant's `subjects`. A field that does not decode, or is filed
+        under another subject or tenant, is left out: a key in Redis is not trusted for being there."""
+        return [
+            r
+            for subject, raws in self._subjects(tenant, subjects)
+            for r in _decoded(raws)
+            if r.tenant == tenant and r.subject == subject
+        ]
 
     def recall_docs(self, tenant: str, subjects: Sequence[str]) -> list[Any]:
         """The records of tenant's `subjects` as stored, each parsed as JSON but not checked (the
-        read door's filter decodes strictly what it may show: workflow/memory.shown_from); one
-        round trip (one per node on a cluster)."""
-        if not subjects:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for subject in subjects:
-            pipe.hgetall(keys.memory(tenant, subject))
+        read door's filter decodes strictly what it may show: workflow/memory.shown_from)."""
         out: list[Any] = []
-        for found in pipe.execute():
-            for raw in found.values():
+        for _, raws in self._subjects(tenant, subjects):
+            for raw in raws:
                 try:
                     out.append(orjson.loads(raw))
                 except orjson.JSONDecodeError:
                     continue
         return out
+
+    def _subjects(self, tenant: str, subjects: Sequence[str]) -> list[tuple[str, list[bytes]]]:
+        """(subject, its records as stored) for each of tenant's `subjects`: one round trip (one
+        per node on a cluster)."""
+        if not subjects:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for subject in subjects:
+            pipe.hgetall(keys.memory(tenant, subject))
+        found = pipe.execute()
+        return [(subject, list(held.values())) for subject, held in zip(subjects, found, strict=True)]
 
     def every(self) -> Iterator[MemoryRecord]:
         """Every readable record of every tenant (the operator's commands; a SCAN)."""
