@@ -25,6 +25,7 @@ SOURCE = rf"^(event:{ids.KEY_ID}:{ids.EVENT_ID}|evidence:sha256:[0-9a-f]{{64}}|o
 WRITER = rf"^(principal:{ids.KEY_ID}|role:[a-z]{{1,16}})$"
 VALUE_CHARS = 1000  # the most characters one record's value may hold
 EVIDENCE_REF = "evidence:sha256:"  # + the content digest of the document (state/evidence.py)
+EXCERPT_CHARS = 2000  # of an evidence document, kept in its task and shown in its window
 
 
 def evidence_ref(text: str) -> str:

@@ -24,7 +24,7 @@ import orjson
 import redis
 
 from wakeful.core import ids
-from wakeful.schemas.memory import EVIDENCE_REF, evidence_ref
+from wakeful.schemas.memory import EVIDENCE_REF, EXCERPT_CHARS, evidence_ref
 from wakeful.state import keys
 
 Command = tuple[Any, ...]
@@ -65,7 +65,7 @@ def writes(
             ("SADD", keys.evidence_tasks(tenant, digest), task_id),
             ("EXPIRE", keys.evidence_tasks(tenant, digest), keys.EVIDENCE_TTL_S),  # lives as the document
         ]
-        held = {"ref": ref, "source": source, "excerpt": text[: keys.EXCERPT_CHARS], "chars": len(text)}
+        held = {"ref": ref, "source": source, "excerpt": text[:EXCERPT_CHARS], "chars": len(text)}
         inside.append(("HSET", keys.evidence(task_id), field(task_id, name), orjson.dumps(held)))
     return ahead, inside
 
@@ -95,7 +95,7 @@ def held(value: str) -> dict[str, Any]:
             doc = None
         if isinstance(doc, dict) and isinstance(doc.get("excerpt"), str) and isinstance(doc.get("ref"), str):
             return doc
-    return {"ref": None, "source": None, "excerpt": value[: keys.EXCERPT_CHARS], "chars": len(value)}
+    return {"ref": None, "source": None, "excerpt": value[:EXCERPT_CHARS], "chars": len(value)}
 
 
 def excerpt(value: str) -> str:

@@ -411,7 +411,6 @@ def memory_refused(tenant: str) -> str:
 PATTERN_EVIDENCE_DOC = f"{PREFIX}:ev:{{*}}:doc"
 PATTERN_EVIDENCE_TASKS = f"{PREFIX}:ev:{{*}}:tasks"
 EVIDENCE_TTL_S = 90 * 24 * 3600  # a document is kept this long after the last task that cited it
-EXCERPT_CHARS = 2000  # of a document, kept in the task (and shown in its window)
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
