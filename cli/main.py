@@ -18,6 +18,7 @@ from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unre
 from wakeful.cli.memory_cmds import memory
 from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.output import emit, say
+from wakeful.cli.recover_cmd import CHANGES_AUTHORITY, backup, journal, recover
 from wakeful.cli.release_cmds import release, task_release
 from wakeful.cli.scaffold import new_agent
 from wakeful.cli.task_cmds import ledger, task
@@ -32,6 +33,14 @@ from wakeful.core.settings import Settings
 def cli(ctx: click.Context) -> None:
     """wakeful: durable, safe long-running agent tasks on Kafka and Redis."""
     ctx.obj = Settings.from_env()
+
+
+@cli.result_callback()
+@click.pass_context
+def _after(ctx: click.Context, *_: Any, **__: Any) -> None:
+    """After a command that may have changed authority: its sealed copy on Kafka (D70)."""
+    if ctx.invoked_subcommand in CHANGES_AUTHORITY:
+        journal(ctx.obj)
 
 
 @cli.group()
@@ -440,6 +449,7 @@ def _publish_tools(settings: Settings) -> bool:
         changed = client.publish_tools(DEPLOYER)
         if changed:
             say(f"published app {client.app.name}'s tool catalog {client.app.catalog}")
+            journal(settings)
         return changed
     finally:
         client.close()
@@ -458,6 +468,8 @@ task.add_command(task_release)
 cli.add_command(ledger)
 cli.add_command(release)
 cli.add_command(authority)
+authority.add_command(backup)
+cli.add_command(recover)
 cli.add_command(freeze)
 cli.add_command(thaw)
 cli.add_command(show_frozen)

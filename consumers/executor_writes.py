@@ -99,7 +99,8 @@ class Writes:
             # The first call's outcome (its intent was written before it ran); then each read-only
             # call that shared its turn and was applied, recorded as done (it wrote no intent).
             task_id, fence = loaded.checkpoint.task_id, loaded.held.lease.fence
-            done = [self.actions.read_command(task_id, call, fence, now) for call in more[: applied[0] - 1]]
+            calls = more[: applied[0] - 1]
+            done = [c for call in calls for c in self.actions.read_command(task_id, call, fence, now)]
             return [*([record] if record is not None else []), *done]
 
         # One close per operation, whichever proposal (or redelivery) gets here.

@@ -105,7 +105,7 @@ class Relay:
         change brings the index up to date."""
         if self.index is None or not done:
             return
-        applied = self.index.apply([p.records[-1] for p in done])
+        applied = self.index.apply([p.changes[-1] for p in done if p.changes])
         for reason in applied.skipped:
             self.log("relay.index_skipped", reason=reason)
 

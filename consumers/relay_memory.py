@@ -96,7 +96,7 @@ def apply(store: MemoryStore, done: Sequence[Pending], log: Log) -> tuple[set[st
     bad: list[Refusal] = []
     marked: dict[str, str] = {}  # task id -> its tenant, for each task a gate's change remembered for
     for pending in done:
-        for raw in pending.records:
+        for raw in pending.changes:
             found, why = learned(raw)
             records += found
             bad += why

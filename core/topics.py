@@ -13,9 +13,18 @@ PROPOSALS_REQUEST = "wakeful.proposals.request"
 PROPOSALS = "wakeful.proposals"
 LOG = "wakeful.log"
 DLQ = "wakeful.dlq"
+# The admin's sealed copy of the authority keyspace, keyed "authority": the newest is what a lost
+# Redis gets back (authority/backup.py, D70). Only the admin (a super user) writes or reads it.
+AUTHORITY = "wakeful.authority"
 
-ALL = (EVENTS, WAKE, PROPOSALS_REQUEST, PROPOSALS, LOG, DLQ)
+ALL = (EVENTS, WAKE, PROPOSALS_REQUEST, PROPOSALS, LOG, DLQ, AUTHORITY)
 
 # The audit/recovery log and the dead letters are evidence: keep them until an operator trims them.
 _KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
-TOPIC_CONFIG: dict[str, dict[str, str]] = {LOG: _KEEP_FOREVER, DLQ: _KEEP_FOREVER}
+TOPIC_CONFIG: dict[str, dict[str, str]] = {
+    LOG: _KEEP_FOREVER,
+    DLQ: _KEEP_FOREVER,
+    AUTHORITY: {"cleanup.policy": "compact", "retention.ms": "-1", "min.compaction.lag.ms": "3600000"},
+}
+# Topics one partition serves: their order matters more than their rate.
+SINGLE_PARTITION = frozenset({AUTHORITY})

@@ -11,7 +11,7 @@ from wakeful.core import kafka_auth
 from wakeful.core.errors import ServerUnavailable
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
-from wakeful.core.topics import ALL, TOPIC_CONFIG
+from wakeful.core.topics import ALL, SINGLE_PARTITION, TOPIC_CONFIG
 
 
 def ensure_topics(
@@ -37,7 +37,12 @@ def _create_missing(
             "Kafka", bootstrap, "Start it with `wakeful dev up` or fix WAKEFUL_KAFKA_BOOTSTRAP."
         ) from exc
     wanted = [
-        NewTopic(name, num_partitions=partitions, replication_factor=1, config=TOPIC_CONFIG.get(name, {}))
+        NewTopic(
+            name,
+            num_partitions=1 if name in SINGLE_PARTITION else partitions,
+            replication_factor=1,
+            config=TOPIC_CONFIG.get(name, {}),
+        )
         for name in names
         if name not in existing
     ]

@@ -82,10 +82,14 @@ class WaitSummary(Record):
 class OutboxRecord(Record):
     """One Progress change, published on wakeful.log. record_id is the readers' dedupe key. From
     schema 2 it says whose task it is and what the task now waits for: the task index is kept
-    from these (state/index.py), never by unsealing a task."""
+    from these (state/index.py), never by unsealing a task. From schema 3 it carries what a lost
+    Redis is rebuilt from (D70): the sealed checkpoint exactly as stored (`sealed`, base64; the
+    keyring opens it, the log's reader learns nothing from it) and the task-slot writes its
+    transaction made beside it that recovery needs (`writes`: the sender's receipt, evidence
+    references), each as [command, key, field or value, ...] in UTF-8 text."""
 
     KIND: ClassVar[str] = "outbox"
-    SCHEMA: ClassVar[int] = 2
+    SCHEMA: ClassVar[int] = 3
     schema_version: int = SCHEMA
 
     # Dedupe key format, never change: "<task_id>:<state_version>".
@@ -100,11 +104,18 @@ class OutboxRecord(Record):
     tenant: str = ""  # "" in a record of schema 1
     workflow: str = ""
     waits: tuple[WaitSummary, ...] = ()
+    sealed: str = ""  # "" in a record before schema 3: such a change cannot be restored
+    writes: tuple[tuple[str, ...], ...] = ()
 
 
 @migration(OutboxRecord.KIND, 1)
 def _outbox_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "tenant": "", "workflow": "", "waits": []}  # v1 did not say
+
+
+@migration(OutboxRecord.KIND, 2)
+def _outbox_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "sealed": "", "writes": []}  # v2 did not carry them
 
 
 # A wakeful.log message carries a batch of OutboxRecords (D47): this head, the records' JSON joined by
@@ -116,10 +127,14 @@ LOG_BATCH_HEAD = b'{"schema_version":%d,"kind":"%s","records":[' % (LOG_BATCH_SC
 LOG_BATCH_TAIL = b"]}"
 
 
-def log_records(value: bytes) -> tuple[list[OutboxRecord], list[str]]:
-    """The Progress records one wakeful.log message carries, in write order, and why any of them
-    could not be read (a batch is read record by record: one bad record costs only itself).
-    Raises DecodeError when the message itself is unreadable."""
+# The records on wakeful.log beside the changes (schemas/changelog.py) are told apart by these keys.
+ACTION_FIELD = "action"
+QUARANTINE_FIELD = "quarantine"
+
+
+def batch_items(value: bytes) -> list[Any]:
+    """The records one wakeful.log message carries, as parsed JSON, in write order. Raises
+    DecodeError when the message itself is unreadable."""
     try:
         data = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
@@ -127,14 +142,25 @@ def log_records(value: bytes) -> tuple[list[OutboxRecord], list[str]]:
     if not isinstance(data, dict):
         raise DecodeError(LOG_BATCH_KIND, value, "not a JSON object")
     if data.get("kind") != LOG_BATCH_KIND:
-        return [OutboxRecord.decode(value)], []  # one record, as written before D47
+        return [data]  # one record, as written before D47
     if data.get("schema_version") != LOG_BATCH_SCHEMA or not isinstance(data.get("records"), list):
         raise DecodeError(
             LOG_BATCH_KIND, value, f"not a version-{LOG_BATCH_SCHEMA} batch with a list of records"
         )
+    items: list[Any] = data["records"]
+    return items
+
+
+def log_records(value: bytes) -> tuple[list[OutboxRecord], list[str]]:
+    """The Progress changes one wakeful.log message carries, in write order, and why any of them
+    could not be read (a batch is read record by record: one bad record costs only itself). The
+    action-log records beside them are skipped (schemas/changelog.py reads both).
+    Raises DecodeError when the message itself is unreadable."""
     records: list[OutboxRecord] = []
     problems: list[str] = []
-    for i, item in enumerate(data["records"]):
+    for i, item in enumerate(batch_items(value)):
+        if isinstance(item, dict) and (ACTION_FIELD in item or QUARANTINE_FIELD in item):
+            continue
         try:
             records.append(OutboxRecord.decode(orjson.dumps(item)))
         except DecodeError as exc:

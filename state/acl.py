@@ -52,8 +52,13 @@ _TASK_READ = (
 _INBOX = f"(~{keys.PATTERN_INBOX} +sadd +sismember)"
 _OUTBOX_WRITE = f"(~{keys.PATTERN_OUTBOX} ~{keys.OUTBOX_DIRTY} +xadd +sadd)"
 _OPS_READ = f"(~{keys.PATTERN_OPS} +hget +hgetall)"
-# The begin function reads the task's lease beside its ops hash, so both patterns share the selector.
-_OPS_WRITE = f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get {_FUNCTIONS})"
+# The begin function reads the task's lease beside its ops hash, and both action functions add their
+# record to the task's outbox (D70): FCALL names all three, so they share one selector that may only
+# call functions; each command inside is then checked on its own.
+_OPS_WRITE = (
+    f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} ~{keys.PATTERN_OUTBOX} {_FUNCTIONS}) "
+    f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get)"
+)
 # A Redis Cluster client learns which node serves which slot with CLUSTER SLOTS, and where each
 # command names its keys with COMMAND: topology and the command table, no data. A client of one
 # Redis never sends either.

@@ -18,16 +18,19 @@ from typing import Any
 import redis
 
 from wakeful.core.errors import ActionError, LeaseLost
+from wakeful.schemas.changelog import action_record
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.state import functions, keys
 from wakeful.state.functions import Function, call
 from wakeful.state.store import Clock, utcnow
 
-# KEYS[1] the task's ops hash, KEYS[2] the task's lease; ARGV[1] op_key, ARGV[2] the in_flight
-# entry (JSON), ARGV[3] the caller's lease token ("" to skip the lease check).
+# KEYS[1] the task's ops hash, KEYS[2] the task's lease, KEYS[3] the task's outbox; ARGV[1] op_key,
+# ARGV[2] the in_flight entry (JSON), ARGV[3] the caller's lease token ("" to skip the lease check),
+# ARGV[4] the entry's ActionRecord (JSON) and ARGV[5] its record id, for wakeful.log (D70).
 # returns: {1, entry} this call recorded the intent (new, or re-armed after a failure, which by
-#          definition booked nothing); {0, existing entry} an intent or outcome is there;
-#          {-3, false} the caller no longer holds the lease: it must not start a side effect.
+#          definition booked nothing), and put its record on the outbox; {0, existing entry} an
+#          intent or outcome is there; {-3, false} the caller no longer holds the lease: it must not
+#          start a side effect.
 BEGIN = Function(
     "action_begin",
     """
@@ -35,14 +38,17 @@ if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[3] then return {-3, fals
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur and cjson.decode(cur)['status'] ~= 'failed' then return {0, cur} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XADD', KEYS[3], '*', 'id', ARGV[5], 'r', ARGV[4], 'k', 'a')
 return {1, ARGV[2]}
 """,
 )
 
-# KEYS[1] the task's ops hash; ARGV[1] op_key, ARGV[2] the final entry (JSON), or the intent still
-# in_flight with its unavailable calls counted (ActionLog.attempted); ARGV[3] caller's fence.
-# returns: {1, entry} recorded; {0, existing} already final (first outcome wins);
-#          {-1, false} no intent was recorded; {-2, existing} a newer lease holder owns the intent.
+# KEYS[1] the task's ops hash, KEYS[2] the task's outbox; ARGV[1] op_key, ARGV[2] the final entry
+# (JSON), or the intent still in_flight with its unavailable calls counted (ActionLog.attempted);
+# ARGV[3] caller's fence; ARGV[4] the entry's ActionRecord (JSON), ARGV[5] its record id (D70).
+# returns: {1, entry} recorded, and its record put on the outbox; {0, existing} already final
+#          (first outcome wins); {-1, false} no intent was recorded; {-2, existing} a newer lease
+#          holder owns the intent.
 FINISH = Function(
     "action_finish",
     """
@@ -52,6 +58,7 @@ local entry = cjson.decode(cur)
 if entry['status'] ~= 'in_flight' then return {0, cur} end
 if tonumber(ARGV[3]) < tonumber(entry['fence']) then return {-2, cur} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XADD', KEYS[2], '*', 'id', ARGV[5], 'r', ARGV[4], 'k', 'a')
 return {1, ARGV[2]}
 """,
 )
@@ -119,7 +126,9 @@ class ActionLog:
             tool=tool,
             args=args,
         )
-        return [keys.ops(task_id), keys.lease(task_id)], [op_key, entry.encode(), lease_token]
+        logged = action_record(entry)
+        names = [keys.ops(task_id), keys.lease(task_id), keys.outbox(task_id)]
+        return names, [op_key, entry.encode(), lease_token, logged.encode(), logged.record_id]
 
     def begun(self, task_id: str, lease_token: str, reply: Any) -> Begun:
         """What a batched begin_command() did, raising what begin() would have raised."""
@@ -144,8 +153,9 @@ class ActionLog:
         flight with `attempts` and the reason (FINISH, as for an outcome: refused to a fence older
         than the entry's, a no-op on an entry already final)."""
         counted = intent.model_copy(update={"attempts": attempts, "reason": reason, "fence": fence})
-        argv: list[Any] = [intent.op_key, counted.encode(), fence]
-        reply = call(self.client, FINISH, [keys.ops(intent.task_id)], argv)
+        logged = action_record(counted)
+        argv: list[Any] = [intent.op_key, counted.encode(), fence, logged.encode(), logged.record_id]
+        reply = call(self.client, FINISH, [keys.ops(intent.task_id), keys.outbox(intent.task_id)], argv)
         return self.recorded(intent.op_key, fence, reply)
 
     def fail(self, task_id: str, op_key: str, fence: int, reason: str) -> ActionLogEntry:
@@ -168,10 +178,11 @@ class ActionLog:
         call: tuple[str, str, Mapping[str, Any], Mapping[str, Any]],
         fence: int,
         now: datetime,
-    ) -> tuple[Any, ...]:
+    ) -> list[tuple[Any, ...]]:
         """A read-only call (tool, op key, what it returned, its arguments) that shared its turn
-        with another (D68), recorded as done, as a command for the close's transaction: it wrote
-        no intent, because calling it again after a crash changes nothing."""
+        with another (D68), recorded as done, as commands for the close's transaction (the entry,
+        and its record on the outbox): it wrote no intent, because calling it again after a crash
+        changes nothing."""
         tool, op_key, result, args = call
         entry = ActionLogEntry(
             op_key=op_key,
@@ -184,7 +195,11 @@ class ActionLog:
             tool=tool,
             args=dict(args),
         )
-        return ("HSET", keys.ops(task_id), op_key, entry.encode())
+        logged = action_record(entry)
+        return [
+            ("HSET", keys.ops(task_id), op_key, entry.encode()),
+            ("XADD", keys.outbox(task_id), "*", "id", logged.record_id, "r", logged.encode(), "k", "a"),
+        ]
 
     def recorded(self, op_key: str, fence: int, reply: Any) -> ActionLogEntry:
         """The entry a batched complete_command() left, raising what complete() would have raised."""
@@ -234,4 +249,11 @@ class ActionLog:
                 "fence": fence,
             }
         )
-        return [keys.ops(task_id)], [op_key, final.encode(), fence]
+        logged = action_record(final)
+        return [keys.ops(task_id), keys.outbox(task_id)], [
+            op_key,
+            final.encode(),
+            fence,
+            logged.encode(),
+            logged.record_id,
+        ]

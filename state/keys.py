@@ -69,6 +69,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | why, when)                                         |                        |
 | wk:{T}:held       | list   | wakes a freeze held for the task, oldest first     | gate: push, replay, pop|
 | wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin  |
+| wk:journal:authority | string | digest of the authority copy last put on        | admin only             |
+|                   |        | wakeful.authority (devstack/recovery.py)           |                        |
 | wk:live           | hash   | "<role>:<process>" -> "<switched seen> <ms>": which | gate, executor         |
 |                   |        | switches each live role has taken in (a freeze's   |                        |
 |                   |        | acknowledgement)                                   |                        |
@@ -185,6 +187,8 @@ AUTH_TOOL_SWITCHES = f"{_TOOLS}:switches"  # hash JSON [app, tool] -> JSON {by, 
 AUTH_TOOL_HISTORY = f"{_TOOLS}:history"  # stream: {app, tool, action, by, reason, at}
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
+# The digest of the authority copy last published on wakeful.authority (devstack/recovery.py): admin only.
+JOURNAL_AUTHORITY = f"{PREFIX}:journal:authority"
 LIVE = f"{PREFIX}:live"
 APP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -257,6 +261,11 @@ def receipt(event_id: str, task_id: str | None = None, *, key_id: str) -> str:
     signer's key id is part of it: another signer's event with the same id has its own receipt."""
     name = f"receipt:{checked(_KEY_ID, key_id, 'key id')}:{checked(_EVENT_ID, event_id, 'event id')}"
     return _task(task_id, name) if task_id else f"{PREFIX}:{name}"
+
+
+def task_receipt_prefix(task_id: str) -> str:
+    """What every receipt key in the task's slot starts with."""
+    return _task(task_id, "receipt:")
 
 
 # ACL key patterns, one per per-task key kind (used by state.acl). Braces are literal in a Redis

@@ -8,6 +8,7 @@ first step (state/first_step.py).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -54,6 +55,8 @@ def commands(
             WaitSummary(wait_for=w.wait_for, deadline=w.deadline, correlation_id=w.correlation_id)
             for w in new.execution.pending_waits
         ),
+        sealed=base64.b64encode(blob).decode("ascii"),
+        writes=logged(task_id, also),
     )
     return [
         *(before(new) if before else ()),
@@ -66,6 +69,29 @@ def commands(
         ("EXEC",),
         ("SADD", keys.OUTBOX_DIRTY, task_id),
     ]
+
+
+def logged(task_id: str, also: Sequence[Command]) -> tuple[tuple[str, ...], ...]:
+    """The writes of `also` that a rebuilt Redis needs and only this change holds (D70): the
+    sender's receipt (SET of the task's receipt key; its TTL is counted again from the record's
+    time), the evidence references (HSET of the task's evidence) and a release's lifting of the
+    quarantine marker (DEL). Everything else inside the transaction is on the log another way, or
+    is not Progress (a lease's release)."""
+    receipts, evidence = keys.task_receipt_prefix(task_id), keys.evidence(task_id)
+    kept: list[tuple[str, ...]] = []
+    for command in also:
+        name, key = str(command[0]).upper(), _text(command[1]) if len(command) > 1 else ""
+        if name == "SET" and key.startswith(receipts):
+            kept.append(("SET", key, _text(command[2])))
+        elif name == "HSET" and key == evidence:
+            kept.append(("HSET", key, *(_text(part) for part in command[2:])))
+        elif name == "DEL" and key == keys.quarantine(task_id):
+            kept.append(("DEL", key))
+    return tuple(kept)
+
+
+def _text(part: Any) -> str:
+    return part.decode("utf-8") if isinstance(part, bytes) else str(part)
 
 
 def stamp(checkpoint: Checkpoint, version: int, fence: int, now: datetime) -> Checkpoint:

@@ -15,6 +15,8 @@ import redis
 
 from wakeful.state import keys
 
+ACTION = b"a"  # an outbox entry's `k` field when it holds an action record, not a change
+
 
 @dataclass(frozen=True)
 class Malformed:
@@ -30,8 +32,9 @@ class Malformed:
 class Pending:
     task_id: str
     entry_ids: list[bytes]
-    record_ids: list[str]  # the readers' dedupe keys, "<task_id>:<state_version>"
-    records: list[bytes]  # OutboxRecord JSON, in write order
+    record_ids: list[str]  # the readers' dedupe keys, "<task_id>:<state_version>" for a change
+    records: list[bytes]  # OutboxRecord or ActionRecord JSON (schemas/changelog.py), in write order
+    changes: list[bytes]  # the OutboxRecords among them (an action record's entry has k=a)
 
 
 class Outbox:
@@ -61,6 +64,7 @@ class Outbox:
                         [e[0] for e in good],
                         [e[1][b"id"].decode() for e in good],
                         [e[1][b"r"] for e in good],
+                        [e[1][b"r"] for e in good if e[1].get(b"k") != ACTION],
                     )
                 )
             if len(entries) == self.batch:  # more behind this page: keep the task indexed

@@ -42,6 +42,7 @@ from wakeful.core.errors import (
     TamperedState,
     TaskExists,
 )
+from wakeful.schemas.changelog import quarantine_record
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.state import checks, first_step, keys, last_step
 from wakeful.state.checks import Moves
@@ -247,8 +248,13 @@ class Store:
         raise Contention(task_id, keys.CAS_RETRIES)
 
     def quarantine(self, task_id: str, reason: str, detail: str) -> None:
-        """Park the task for good with a recorded reason (first reason wins)."""
-        self.client.set(keys.quarantine(task_id), self._marker(reason, detail), nx=True)
+        """Park the task for good with a recorded reason (first reason wins), and put the marker on
+        wakeful.log through the task's outbox (D70): a Redis rebuilt from the log keeps it parked."""
+        with self.pinned(task_id) as conn:
+            replies = conn.batch(
+                [("MULTI",), *self._quarantine_writes(task_id, reason, detail), ("EXEC",), *_dirty(task_id)]
+            )
+        checks.raise_replies(task_id, *replies)
 
     def quarantine_watched(self, conn: Pinned, task_id: str, reason: str, detail: str) -> bool:
         """quarantine(), judged on a read that still holds: in a transaction on `conn`, whose WATCH
@@ -256,13 +262,19 @@ class Store:
         when the task, its lease or its marker moved since: a change that takes no lease must not
         park a task in the middle of a holder's step (D49)."""
         replies = conn.batch(
-            [("MULTI",), ("SET", keys.quarantine(task_id), self._marker(reason, detail), "NX"), ("EXEC",)]
+            [("MULTI",), *self._quarantine_writes(task_id, reason, detail), ("EXEC",), *_dirty(task_id)]
         )
-        checks.raise_replies(task_id, *replies[:-1])
-        return replies[-1] is not None
+        checks.raise_replies(task_id, *replies[:-2])
+        return replies[-2] is not None
 
-    def _marker(self, reason: str, detail: str) -> bytes:
-        return orjson.dumps({"reason": reason, "detail": detail, "at": self.clock().isoformat()})
+    def _quarantine_writes(self, task_id: str, reason: str, detail: str) -> list[tuple[Any, ...]]:
+        """The marker (first reason wins) and its record on the task's outbox, for one MULTI."""
+        marker = orjson.dumps({"reason": reason, "detail": detail, "at": self.clock().isoformat()})
+        logged = quarantine_record(task_id, marker)
+        return [
+            ("SET", keys.quarantine(task_id), marker, "NX"),
+            ("XADD", keys.outbox(task_id), "*", "id", logged.record_id, "r", logged.encode(), "k", "q"),
+        ]
 
     # ---- internals ---------------------------------------------------------------------------
 
@@ -309,6 +321,11 @@ def _first_step(conn: Pinned, task_id: str, message_id: str, first: Sequence[Any
     replies = first if first is not None else conn.batch(first_step.reads(task_id, message_id))
     checks.raise_replies(task_id, *replies)
     return replies
+
+
+def _dirty(task_id: str) -> list[tuple[Any, ...]]:
+    """After a write to the task's outbox outside a change: the outbox index (state/outbox.py)."""
+    return [("SADD", keys.OUTBOX_DIRTY, task_id)]
 
 
 def _sent(held: Held | None) -> None:

@@ -28,6 +28,7 @@ WRITERS = {
     topics.PROPOSALS: {"proposer"},
     topics.LOG: {"relay"},
     topics.DLQ: {"inbound", "gate", "proposer", "executor", "relay"},
+    topics.AUTHORITY: set(),  # the admin's sealed copy of authority: no role writes it
 }
 READERS = {
     topics.EVENTS: {"inbound"},
@@ -36,6 +37,7 @@ READERS = {
     topics.PROPOSALS: {"executor"},
     topics.LOG: set(),  # the audit log is read by operators, as the admin
     topics.DLQ: set(),
+    topics.AUTHORITY: set(),
 }
 
 

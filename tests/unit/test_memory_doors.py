@@ -282,8 +282,10 @@ class _Missing:
 
 
 def test_the_relay_holds_a_tasks_memory_back_when_the_write_door_is_not_loaded() -> None:
-    gate = Pending("t-1", [b"1-0"], ["t-1:3"], [_outbox({"event": "x", "memory": ["m-" + "0" * 24]})])
-    other = Pending("t-2", [b"1-0"], ["t-2:3"], [_outbox({"event": "x"}, task_id="t-2")])
+    marked = [_outbox({"event": "x", "memory": ["m-" + "0" * 24]})]
+    gate = Pending("t-1", [b"1-0"], ["t-1:3"], marked, marked)
+    plain = [_outbox({"event": "x"}, task_id="t-2")]
+    other = Pending("t-2", [b"1-0"], ["t-2:3"], plain, plain)
     said: list[str] = []
     held, written = relay_memory.apply(_Missing(), [gate, other], lambda event, **_: said.append(event))  # type: ignore[arg-type]
     assert (held, written) == ({"t-1"}, 0) and said == ["relay.memory_held"]

@@ -34,7 +34,7 @@ def record(task_id: str, version: int, detail: str = "") -> bytes:
 
 def pending(task_id: str, records: list[bytes]) -> Pending:
     ids = [f"{task_id}:{i}" for i in range(len(records))]
-    return Pending(task_id, [f"{i}-0".encode() for i in range(len(records))], ids, records)
+    return Pending(task_id, [f"{i}-0".encode() for i in range(len(records))], ids, records, records)
 
 
 def by_hash(partitions: int):  # type: ignore[no-untyped-def]

@@ -1,0 +1,95 @@
+"""`wakeful recover` (rebuild a lost Redis from Kafka) and `wakeful authority backup` (D70)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from wakeful.cli.app_option import app_option
+from wakeful.cli.output import emit, say
+from wakeful.core.errors import WakefulError
+from wakeful.core.settings import Settings
+
+# The commands that may change authority: each publishes a fresh sealed copy when it did.
+CHANGES_AUTHORITY = frozenset({"authority", "tools", "freeze", "thaw", "demo", "release"})
+
+
+def journal(settings: Settings, *, always: bool = False) -> bool:
+    """Put a sealed copy of authority on wakeful.authority if it changed since the last one. A
+    failure is said, not raised: the command itself did its work, and the next one (or `wakeful
+    authority backup`) publishes the copy."""
+    from wakeful.core import secrets
+    from wakeful.devstack import recovery, stack
+    from wakeful.devstack.client import Client
+
+    if not secrets.exists(settings, "admin", "redis"):
+        return False
+    try:
+        stack.require_redis(settings)
+        stack.require_kafka(settings)
+        client = Client(settings)
+        try:
+            return recovery.journal_authority(settings, client.admin, client.store.sealer, always=always)
+        finally:
+            client.close()
+    except Exception as exc:  # best effort after the command's own work: said below
+        if always:
+            raise
+        print(
+            f"warning: authority changed but its copy is not on Kafka yet ({exc}); "
+            "run `wakeful authority backup`",
+            file=sys.stderr,
+        )
+        return False
+
+
+@click.command("backup")
+@click.pass_obj
+def backup(settings: Settings) -> None:
+    """Publish a sealed copy of every authority key on wakeful.authority now (the commands that
+    change authority do it themselves; `wakeful recover` puts the newest copy back)."""
+    journal(settings, always=True)
+    say("authority copy published on wakeful.authority")
+
+
+@click.command("recover")
+@app_option
+@click.option("--force", is_flag=True, help="Run even though leases or live workers are found.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_obj
+def recover(settings: Settings, force: bool, as_json: bool) -> None:
+    """Rebuild wakeful's Redis keys from Kafka after Redis lost them: authority from its newest
+    sealed copy, then every task's checkpoint, counters, inbox, action log, receipts, waits and
+    timers from wakeful.log. Stop the workers first. Safe to run twice."""
+    from wakeful.devstack import recovery, stack
+    from wakeful.devstack.client import Client
+
+    stack.require_redis(settings)
+    stack.require_kafka(settings)
+    client = Client(settings)
+    try:
+        report = recovery.recover(settings, client.app, client.admin, client.store.sealer, say, force=force)
+    finally:
+        client.close()
+    doc = report.as_dict()
+    emit(doc, as_json, _human(doc))
+    if report.done.failed:
+        raise WakefulError(f"{len(report.done.failed)} task(s) could not be restored: see above")
+
+
+def _human(doc: dict[str, Any]) -> str:
+    lines = [
+        f"read {doc['messages']} log messages: {doc['records']} records ({doc['duplicates']} repeated), "
+        f"{doc['tasks_on_log']} tasks",
+        f"restored {doc['restored']} tasks, woke {doc['woken']}; left {len(doc['left'])} "
+        f"(Redis holds them at or past the log); could not restore {len(doc['failed'])}",
+        f"authority: copy {doc['authority']['copy']}, {len(doc['authority']['written'])} keys written, "
+        f"{len(doc['authority']['left'])} left",
+    ]
+    lines += [f"  not restored: {task}: {why}" for task, why in sorted(doc["failed"].items())]
+    lines += [f"  skipped on the log: {why}" for why in doc["refused_messages"]]
+    lines += [f"  index: {why}" for why in doc["index_skipped"]]
+    lines += [f"  not on the log: {what}" for what in doc["not_on_the_log"]]
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""Reading wakeful.log from its first offset to where it ended when the read began, as the admin:
+what `wakeful recover` folds (D70). Every message must carry the relay's channel tag
+(core/provenance.py): one that does not is named and skipped, never folded in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from wakeful.core import kafka_auth, kafka_rights, provenance, topics
+from wakeful.core.errors import DecodeError
+from wakeful.core.settings import Settings
+from wakeful.schemas.changelog import LogItem, log_items
+
+Progress = Callable[[int, int], None]  # (messages read, messages to read)
+PROGRESS_EVERY_S = 2.0
+STALL_S = 60.0  # no message for this long while the partition has more: the read fails, loudly
+
+
+@dataclass
+class Read:
+    """What a read of the log found besides its records: messages it skipped, and why."""
+
+    messages: int = 0
+    total: int = 0
+    refused: list[str] = field(default_factory=list)  # "<partition>:<offset>: why"
+
+
+def read_log(
+    settings: Settings, read: Read, progress: Progress | None = None, topic: str = topics.LOG
+) -> Iterator[list[LogItem]]:
+    """The records of each message of `topic`, partition by partition, in offset order (one task's
+    records are in one partition, in commit order). `read` collects what was skipped."""
+    role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
+    config = kafka_auth.client_config(settings, kafka_rights.ADMIN) | {
+        "group.id": f"wakeful-log-reader-{time.time_ns()}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }
+    consumer = Consumer(config)
+    try:
+        meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise KafkaException(f"cannot read {topic}: {meta.error if meta else 'no such topic'}")
+        spans = []
+        for p in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if high > low:
+                spans.append((p, low, high))
+        read.total = sum(high - low for _, low, high in spans)
+        said = [time.monotonic()]
+        for partition, low, high in spans:
+            for msg in _messages(consumer, topic, partition, low, high):
+                read.messages += 1
+                items = _items(role_keys, topic, msg, read)
+                if items:
+                    yield items
+                if progress is not None and time.monotonic() - said[0] >= PROGRESS_EVERY_S:
+                    progress(read.messages, read.total)
+                    said[0] = time.monotonic()
+        if progress is not None:
+            progress(read.messages, read.total)
+    finally:
+        consumer.close()
+
+
+def _messages(consumer: Consumer, topic: str, partition: int, low: int, high: int) -> Iterator[Message]:
+    """The partition's messages from `low` up to (not including) `high`."""
+    consumer.assign([TopicPartition(topic, partition, low)])
+    position, stalled = low, time.monotonic() + STALL_S
+    while position < high:
+        if time.monotonic() > stalled:
+            raise KafkaException(
+                f"{topic} partition {partition} gave nothing past offset {position} of {high} "
+                f"for {STALL_S:.0f} s: is the broker up?"
+            )
+        for msg in consumer.consume(500, 1.0):
+            if msg.error() is not None:
+                raise KafkaException(msg.error())
+            stalled = time.monotonic() + STALL_S
+            offset = msg.offset() or 0
+            position = offset + 1
+            if offset < high:
+                yield msg
+
+
+def _items(role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read) -> list[LogItem]:
+    where = f"{msg.partition()}:{msg.offset()}"
+    value: bytes = msg.value() or b""
+    signer = role_keys.sender(topic, msg.key() or b"", value, msg.headers())
+    if isinstance(signer, provenance.Forged) or signer != "relay":
+        if not isinstance(signer, provenance.Forged):
+            signer = provenance.Forged(f"signed by {signer}, not the relay")
+        read.refused.append(f"{where}: {signer.reason}")
+        return []
+    try:
+        items, problems = log_items(value)
+    except DecodeError as exc:
+        read.refused.append(f"{where}: {exc.reason}")
+        return []
+    read.refused += [f"{where}: {problem}" for problem in problems]
+    return items

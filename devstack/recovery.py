@@ -1,0 +1,205 @@
+"""`wakeful recover`: rebuild a lost Redis from Kafka, and keep authority's copy on Kafka (D70).
+
+Order: refuse while workers hold leases or report alive (unless forced); put back authority from
+the newest sealed copy on wakeful.authority; read wakeful.log from its first offset and fold it
+(state/rebuild.py); restore every task Redis lacks or holds behind the log (state/restore.py), in
+batches, saying how far it got. Run twice, the second run restores nothing: every task is left.
+
+What the log does not hold is named in the report, never passed over: memory records, evidence
+documents (each task's excerpt of them is restored), receipts of events refused without a change,
+and wakes a freeze held.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from wakeful.authority import backup
+from wakeful.consumers import log_reader
+from wakeful.consumers.producing import producer_config
+from wakeful.consumers.switch_acks import LIVE_S
+from wakeful.core import kafka_auth, kafka_rights, topics
+from wakeful.core.errors import DecodeError, IntegrityError, WakefulError
+from wakeful.core.settings import Settings
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk.app import App
+from wakeful.sdk.workflow import RUNTIME_STAGES
+from wakeful.state import keys
+from wakeful.state.rebuild import Fold
+from wakeful.state.restore import Restored, Restorer
+from wakeful.state.seal import Sealer
+from wakeful.workflow import engine
+
+BATCH = 200  # tasks restored between two progress lines
+NOT_ON_THE_LOG = (
+    "memory records (wk:mem:*): re-verify and re-remember what the tasks need",
+    "evidence documents (wk:ev:*): each task's reference and excerpt are restored",
+    "receipts of events refused without a change, and door dedupe marks (wk:seen:*, a 2-hour TTL)",
+    "wakes held by a freeze (wk:{T}:held): the frozen tasks are woken instead",
+)
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Report:
+    messages: int = 0
+    records: int = 0
+    duplicates: int = 0
+    refused: list[str] = field(default_factory=list)
+    tasks: int = 0
+    done: Restored = field(default_factory=Restored)
+    authority_written: list[str] = field(default_factory=list)
+    authority_left: list[str] = field(default_factory=list)
+    authority_copy: str = "none on wakeful.authority"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "records": self.records,
+            "duplicates": self.duplicates,
+            "refused_messages": self.refused,
+            "tasks_on_log": self.tasks,
+            "restored": len(self.done.restored),
+            "woken": len(self.done.woken),
+            "left": self.done.left,
+            "failed": self.done.failed,
+            "index_skipped": self.done.index_skipped,
+            "authority": {
+                "copy": self.authority_copy,
+                "written": self.authority_written,
+                "left": self.authority_left,
+            },
+            "not_on_the_log": list(NOT_ON_THE_LOG),
+        }
+
+
+def busy(admin: redis.Redis) -> list[str]:
+    """Why recovery must not run now: leases held, or roles that reported alive lately."""
+    found = [k.decode() for k in admin.scan_iter(match=keys.PATTERN_LEASE, count=1000)]
+    why = [f"{len(found)} task lease(s) held, e.g. {found[0]}"] if found else []
+    now_ms = int(time.time() * 1000)
+    live: dict[bytes, bytes] = admin.hgetall(keys.LIVE)  # type: ignore[assignment]
+    for name, raw in live.items():
+        parts = raw.decode().split()
+        if len(parts) == 2 and parts[1].isdigit() and now_ms - int(parts[1]) < LIVE_S * 1000:
+            why.append(f"worker {name.decode()} reported alive {now_ms - int(parts[1])} ms ago")
+    return why
+
+
+def recover(
+    settings: Settings, app: App, admin: redis.Redis, sealer: Sealer, say: Say, *, force: bool
+) -> Report:
+    reasons = busy(admin)
+    if reasons and not force:
+        raise WakefulError(
+            "workers are running: " + "; ".join(reasons[:5]) + ". Stop them (a restored task must not "
+            "be written under a worker's feet), or pass --force if these are left from before the loss"
+        )
+    report = Report()
+    _authority(settings, admin, sealer, report, say)
+    fold = Fold()
+    read = log_reader.Read()
+
+    def progress(done: int, total: int) -> None:
+        say(f"recover: read {done} of {total} log messages ({len(fold.tasks)} tasks so far)")
+
+    for items in log_reader.read_log(settings, read, progress):
+        fold.add(items)
+    report.messages, report.records, report.duplicates = read.messages, fold.records, fold.duplicates
+    report.refused, report.tasks = read.refused, len(fold.tasks)
+    restorer = Restorer(admin, sealer, _wakes(app), datetime.now(UTC))
+    tasks = list(fold.tasks.values())
+    for start in range(0, len(tasks), BATCH):
+        report.done.merge(restorer.restore(tasks[start : start + BATCH]))
+        say(
+            f"recover: restored {len(report.done.restored)}, left {len(report.done.left)}, "
+            f"failed {len(report.done.failed)} of {len(tasks)} tasks"
+        )
+    for task in tasks:
+        for problem in task.problems:
+            report.refused.append(f"task {task.task_id}: {problem}")
+    return report
+
+
+def _wakes(app: App) -> Callable[[Checkpoint], bool]:
+    def wakes(cp: Checkpoint) -> bool:
+        if cp.stage in RUNTIME_STAGES or cp.execution.pending_waits:
+            return False
+        try:
+            return not engine.terminal(engine.workflow_of(app, cp), cp.stage)
+        except engine.UnknownWorkflow:
+            return False  # not this app's: its own fleet's recovery wakes it
+
+    return wakes
+
+
+def _authority(settings: Settings, admin: redis.Redis, sealer: Sealer, report: Report, say: Say) -> None:
+    newest = newest_copy(settings)
+    if newest is None:
+        say("recover: no copy of authority on wakeful.authority: authority is left as Redis has it")
+        return
+    try:
+        at_ms, found = backup.unseal(sealer, newest)
+    except (IntegrityError, DecodeError) as exc:
+        report.authority_copy = f"refused: {exc}"
+        say(f"recover: the newest authority copy does not verify, nothing of it written: {exc}")
+        return
+    report.authority_copy = datetime.fromtimestamp(at_ms / 1000, UTC).isoformat()
+    report.authority_written, report.authority_left = backup.put_back(admin, found)
+    say(
+        f"recover: authority copy of {report.authority_copy}: {len(report.authority_written)} keys "
+        f"written, {len(report.authority_left)} left as Redis has them"
+    )
+
+
+def newest_copy(settings: Settings) -> bytes | None:
+    """The last message on wakeful.authority, or None."""
+    config = kafka_auth.client_config(settings, kafka_rights.ADMIN) | {
+        "group.id": f"wakeful-authority-reader-{time.time_ns()}",
+        "enable.auto.commit": False,
+    }
+    consumer = Consumer(config)
+    try:
+        part = TopicPartition(topics.AUTHORITY, 0)
+        low, high = consumer.get_watermark_offsets(part, timeout=30)
+        if high <= low:
+            return None
+        consumer.assign([TopicPartition(topics.AUTHORITY, 0, high - 1)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(10, 1.0):
+                if msg.error() is None and msg.offset() == high - 1:
+                    return msg.value()
+        raise KafkaException(f"{topics.AUTHORITY} did not give its offset {high - 1} within 30 s")
+    finally:
+        consumer.close()
+
+
+def journal_authority(
+    settings: Settings, admin: redis.Redis, sealer: Sealer, *, always: bool = False
+) -> bool:
+    """Publish a sealed copy of authority when it changed since the last one (or `always`); True
+    when one was published. Acknowledged by the broker (acks=all) before the digest is kept."""
+    found = backup.copy(admin)
+    digest = backup.digest(found)
+    kept: bytes | None = admin.get(keys.JOURNAL_AUTHORITY)  # type: ignore[assignment]
+    if not always and (kept or b"").decode() == digest:
+        return False
+    producer = Producer(producer_config(settings, kafka_rights.ADMIN))
+    failed: list[Any] = []
+    blob = backup.seal(sealer, found, int(time.time() * 1000))
+    producer.produce(
+        topics.AUTHORITY, key=b"authority", value=blob, on_delivery=lambda e, _m: failed.append(e)
+    )
+    if producer.flush(30) != 0 or any(e is not None for e in failed):
+        raise WakefulError(f"the authority copy was not acknowledged by Kafka: {failed}; run it again")
+    admin.set(keys.JOURNAL_AUTHORITY, digest)
+    return True

@@ -1,0 +1,82 @@
+"""What wakeful.log carries besides each Progress change: the action log's records and the
+quarantine markers (D70).
+
+A change (OutboxRecord) holds its task's sealed checkpoint, its inbox mark (the message id) and the
+receipt and evidence its transaction wrote. The action log is written outside those transactions
+(the intent must be durable before a tool is called, docs/crashes.md), so each write to it adds an
+ActionRecord to the task's outbox in the same Lua call; a quarantine marker, set outside any change,
+adds a QuarantineRecord in the same transaction. The relay publishes them in order with the task's
+changes. `log_items` reads every kind from a wakeful.log message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import ClassVar
+
+import orjson
+
+from wakeful.core.errors import DecodeError
+from wakeful.schemas.base import Record
+from wakeful.schemas.logs import ACTION_FIELD, QUARANTINE_FIELD, ActionLogEntry, OutboxRecord, batch_items
+
+
+class ActionRecord(Record):
+    """One write to a task's action log (wk:{T}:ops), as it landed: the entry under its op key."""
+
+    KIND: ClassVar[str] = "action_record"
+    SCHEMA: ClassVar[int] = 1
+    schema_version: int = SCHEMA
+
+    # Dedupe key, never change: "<task_id>:op:<op_key>:<status>:<fence>:<attempts>".
+    record_id: str
+    task_id: str
+    action: ActionLogEntry
+
+
+def action_record(entry: ActionLogEntry) -> ActionRecord:
+    record_id = f"{entry.task_id}:op:{entry.op_key}:{entry.status}:{entry.fence}:{entry.attempts}"
+    return ActionRecord(record_id=record_id, task_id=entry.task_id, action=entry)
+
+
+class QuarantineRecord(Record):
+    """A task quarantined outside any change: the marker's JSON as stored (the first one stands).
+    Its release is a change whose writes delete the marker."""
+
+    KIND: ClassVar[str] = "quarantine_record"
+    SCHEMA: ClassVar[int] = 1
+    schema_version: int = SCHEMA
+
+    # Dedupe key, never change: "<task_id>:quarantine:<first 16 hex of the marker's sha256>".
+    record_id: str
+    task_id: str
+    quarantine: str
+
+
+def quarantine_record(task_id: str, marker: bytes) -> QuarantineRecord:
+    digest = hashlib.sha256(marker).hexdigest()[:16]
+    return QuarantineRecord(
+        record_id=f"{task_id}:quarantine:{digest}", task_id=task_id, quarantine=marker.decode("utf-8")
+    )
+
+
+LogItem = OutboxRecord | ActionRecord | QuarantineRecord
+
+
+def log_items(value: bytes) -> tuple[list[LogItem], list[str]]:
+    """Every record one wakeful.log message carries, changes and action records, in write order,
+    and why any of them could not be read (one bad record costs only itself). Raises DecodeError
+    when the message itself is unreadable."""
+    items: list[LogItem] = []
+    problems: list[str] = []
+    for i, item in enumerate(batch_items(value)):
+        kind: type[LogItem] = OutboxRecord
+        if isinstance(item, dict) and ACTION_FIELD in item:
+            kind = ActionRecord
+        elif isinstance(item, dict) and QUARANTINE_FIELD in item:
+            kind = QuarantineRecord
+        try:
+            items.append(kind.decode(orjson.dumps(item)))
+        except DecodeError as exc:
+            problems.append(f"record {i}: {exc.reason}")
+    return items, problems

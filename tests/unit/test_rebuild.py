@@ -1,0 +1,150 @@
+"""What `wakeful recover` folds from wakeful.log (state/rebuild.py) and what a change puts on it
+(state/last_step.logged): the newest checkpoint stands, every inbox mark and the last write to each
+op key are kept, a relay's republished suffix changes nothing, and a record that names a write
+recovery does not replay, or another task, is named instead of applied."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wakeful.schemas.changelog import ActionRecord, LogItem, action_record, quarantine_record
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus, OutboxRecord
+from wakeful.state import keys, last_step
+from wakeful.state.rebuild import FENCE_MARGIN, Fold, fence_after
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+TASK = "t-1"
+
+
+def change(version: int, *, sealed: bool = True, writes: tuple[tuple[str, ...], ...] = ()) -> OutboxRecord:
+    return OutboxRecord(
+        record_id=f"{TASK}:{version}",
+        task_id=TASK,
+        state_version=version,
+        message_id=f"m-{version}",
+        stage="ready",
+        task_version=1,
+        at=T0,
+        sealed=base64.b64encode(f"blob-{version}".encode()).decode() if sealed else "",
+        writes=writes,
+    )
+
+
+def action(status: ActionStatus, fence: int = 1, attempts: int = 0, task_id: str = TASK) -> ActionRecord:
+    entry = ActionLogEntry(
+        op_key=f"REFUND:{task_id}:v1",
+        task_id=task_id,
+        status=status,
+        fence=fence,
+        started_at=T0,
+        attempts=attempts,
+    )
+    return action_record(entry)
+
+
+def folded(items: list[LogItem]) -> Fold:
+    fold = Fold()
+    fold.add(items)
+    return fold
+
+
+def test_the_newest_checkpoint_stands_and_every_inbox_mark_is_kept() -> None:
+    task = folded([change(1), change(3), change(2)]).tasks[TASK]
+    assert task.last is not None and task.last.state_version == 3
+    assert task.blob == b"blob-3"
+    assert task.inbox == {"m-1", "m-2", "m-3"}
+    assert task.unrestorable() is None
+
+
+def test_the_last_write_to_an_op_key_stands() -> None:
+    task = folded(
+        [change(1), action(ActionStatus.IN_FLIGHT), action(ActionStatus.IN_FLIGHT, attempts=1)]
+    ).tasks[TASK]
+    assert task.ops["REFUND:t-1:v1"].attempts == 1
+    task = folded([action(ActionStatus.IN_FLIGHT), action(ActionStatus.SUCCEEDED), change(2)]).tasks[TASK]
+    assert task.ops["REFUND:t-1:v1"].status is ActionStatus.SUCCEEDED
+
+
+@given(st.integers(min_value=1, max_value=8), st.integers(min_value=0, max_value=8))
+def test_a_republished_suffix_changes_nothing(versions: int, cut: int) -> None:
+    items: list[LogItem] = []
+    for v in range(1, versions + 1):
+        items += [change(v), action(ActionStatus.IN_FLIGHT, fence=v), action(ActionStatus.SUCCEEDED, fence=v)]
+    again = items + items[min(cut, len(items)) :]
+    once, twice = folded(items), folded(again)
+    assert twice.duplicates == len(again) - len(items)
+    a, b = once.tasks[TASK], twice.tasks[TASK]
+    assert (a.last, a.inbox, a.ops, a.writes) == (b.last, b.inbox, b.ops, b.writes)
+
+
+def test_a_newest_change_without_a_checkpoint_is_not_restored_from_an_older_one() -> None:
+    task = folded([change(1), change(2, sealed=False)]).tasks[TASK]
+    why = task.unrestorable()
+    assert why is not None and "version 2" in why
+
+
+def test_a_task_with_only_action_records_is_named_not_restored() -> None:
+    assert folded([action(ActionStatus.IN_FLIGHT)]).tasks[TASK].unrestorable() is not None
+
+
+def test_receipts_and_evidence_are_kept_with_their_time_and_other_writes_are_named() -> None:
+    receipt = keys.receipt("ev-12345678", TASK, key_id="key-a")
+    writes = (
+        ("SET", receipt, '{"status":"accepted"}'),
+        ("HSET", keys.evidence(TASK), "note", '{"ref":"r"}'),
+        ("SET", keys.state(TASK), "forged"),  # the state comes from `sealed` only
+        ("SET", keys.receipt("ev-12345678", "t-2", key_id="key-a"), "{}"),  # another task's key
+        ("DEL", keys.ops(TASK)),
+    )
+    task = folded([change(1, writes=writes)]).tasks[TASK]
+    assert task.writes == {
+        (receipt, ""): ('{"status":"accepted"}', T0),
+        (keys.evidence(TASK), "note"): ('{"ref":"r"}', T0),
+    }
+    assert len(task.problems) == 3
+
+
+def test_a_quarantine_stands_until_a_release_lifts_it() -> None:
+    marker = b'{"reason":"incompatible","detail":"d","at":"x"}'
+    held = folded([change(1), quarantine_record(TASK, marker)]).tasks[TASK]
+    assert held.quarantine == marker.decode()
+    lifted = folded(
+        [change(1), quarantine_record(TASK, marker), change(2, writes=(("DEL", keys.quarantine(TASK)),))]
+    )
+    assert lifted.tasks[TASK].quarantine is None
+
+
+def test_records_that_disagree_with_their_task_are_named() -> None:
+    wrong_id = change(1).model_copy(update={"record_id": f"{TASK}:9"})
+    task = folded([wrong_id, change(2)]).tasks[TASK]
+    assert task.inbox == {"m-2"} and len(task.problems) == 1
+    other = action(ActionStatus.IN_FLIGHT, task_id="t-2").model_copy(update={"task_id": TASK})
+    task = folded([change(1), other]).tasks[TASK]
+    assert task.ops == {} and len(task.problems) == 1
+
+
+def test_a_restored_fence_outranks_every_lease_the_log_may_have_missed() -> None:
+    task = folded([change(1), action(ActionStatus.IN_FLIGHT, fence=7)]).tasks[TASK]
+    assert fence_after(3, task) == 7 + FENCE_MARGIN
+    assert fence_after(9, task) == 9 + FENCE_MARGIN
+
+
+def test_a_change_logs_only_the_writes_recovery_needs() -> None:
+    receipt = keys.receipt("ev-12345678", TASK, key_id="key-a")
+    also = [
+        ("SET", receipt, b'{"status":"accepted"}', "EX", 60),
+        ("HSET", keys.evidence(TASK), "note", b'{"ref":"r"}'),
+        ("DEL", keys.quarantine(TASK)),
+        ("DEL", keys.lease(TASK)),
+        ("XADD", keys.task_memory(TASK), "*", "r", b"{}"),
+        ("FCALL", "wakeful_v4_action_finish", 2, keys.ops(TASK), keys.outbox(TASK), "op", "{}", 1),
+    ]
+    assert last_step.logged(TASK, also) == (
+        ("SET", receipt, '{"status":"accepted"}'),
+        ("HSET", keys.evidence(TASK), "note", '{"ref":"r"}'),
+        ("DEL", keys.quarantine(TASK)),
+    )
