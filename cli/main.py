@@ -301,14 +301,36 @@ def bench(
 @click.option("--kills", default=10, show_default=True, help="Random worker kills (SIGKILL, then restart).")
 @click.option("--seed", type=int, default=None, help="Seed for a repeatable run.")
 @REPLICAS
+@click.option(
+    "--lose-redis",
+    type=click.Choice(["wipe", "fresh"]),
+    default=None,
+    help="Instead of kills: lose Redis mid-workload (wipe: delete every wakeful key; fresh: move to a "
+    "new, empty Redis), rebuild it with `wakeful recover`, and check nothing was lost or done twice.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def chaos(
-    settings: Settings, *, tasks: int, kills: int, seed: int | None, replicas: str | None, as_json: bool
+    settings: Settings,
+    *,
+    tasks: int,
+    kills: int,
+    seed: int | None,
+    replicas: str | None,
+    lose_redis: str | None,
+    as_json: bool,
 ) -> None:
     """Run tasks while killing random workers, then check the invariants; exit 1 if one broke."""
     from wakeful.devstack import chaos as chaos_run
 
+    if lose_redis is not None:
+        from wakeful.devstack import drill
+
+        report = drill.run(settings, tasks, lose_redis, seed, say)
+        emit(report, as_json, drill.render(report))
+        if not report["ok"]:
+            sys.exit(1)
+        return
     counts = _replicas(settings, replicas, ROLES)
     report = chaos_run.run(settings, tasks, kills, seed, say, replicas=counts)
     emit(report, as_json, chaos_run.render(report))

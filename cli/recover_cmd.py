@@ -57,9 +57,14 @@ def backup(settings: Settings) -> None:
 @click.command("recover")
 @app_option
 @click.option("--force", is_flag=True, help="Run even though leases or live workers are found.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing: say whether the log could give back every task Redis holds now.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_obj
-def recover(settings: Settings, force: bool, as_json: bool) -> None:
+def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None:
     """Rebuild wakeful's Redis keys from Kafka after Redis lost them: authority from its newest
     sealed copy, then every task's checkpoint, counters, inbox, action log, receipts, waits and
     timers from wakeful.log. Stop the workers first. Safe to run twice."""
@@ -69,6 +74,29 @@ def recover(settings: Settings, force: bool, as_json: bool) -> None:
     stack.require_redis(settings)
     stack.require_kafka(settings)
     client = Client(settings)
+    if check:
+        try:
+            fold, _ = recovery.fold_log(settings, say)
+            missing = recovery.uncovered(client.admin, fold)
+        finally:
+            client.close()
+        lines = [f"  {task}: {why}" for task, why in sorted(missing.items())[:50]]
+        held = f"{len(fold.tasks)} tasks on the log"
+        emit(
+            {"tasks_on_log": len(fold.tasks), "uncovered": missing},
+            as_json,
+            "\n".join(
+                [
+                    f"{held}; the log could give back every task Redis holds"
+                    if not missing
+                    else f"{held}; {len(missing)} task(s) Redis holds it could not give back as they are:",
+                    *lines,
+                ]
+            ),
+        )
+        if missing:
+            raise WakefulError(f"{len(missing)} task(s) are not covered by the log")
+        return
     try:
         report = recovery.recover(settings, client.app, client.admin, client.store.sealer, say, force=force)
     finally:

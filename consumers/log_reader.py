@@ -53,38 +53,38 @@ def read_log(
                 spans.append((p, low, high))
         read.total = sum(high - low for _, low, high in spans)
         said = [time.monotonic()]
-        for partition, low, high in spans:
-            for msg in _messages(consumer, topic, partition, low, high):
-                read.messages += 1
-                items = _items(role_keys, topic, msg, read)
-                if items:
-                    yield items
-                if progress is not None and time.monotonic() - said[0] >= PROGRESS_EVERY_S:
-                    progress(read.messages, read.total)
-                    said[0] = time.monotonic()
+        for msg in _messages(consumer, topic, spans):
+            read.messages += 1
+            items = _items(role_keys, topic, msg, read)
+            if items:
+                yield items
+            if progress is not None and time.monotonic() - said[0] >= PROGRESS_EVERY_S:
+                progress(read.messages, read.total)
+                said[0] = time.monotonic()
         if progress is not None:
             progress(read.messages, read.total)
     finally:
         consumer.close()
 
 
-def _messages(consumer: Consumer, topic: str, partition: int, low: int, high: int) -> Iterator[Message]:
-    """The partition's messages from `low` up to (not including) `high`."""
-    consumer.assign([TopicPartition(topic, partition, low)])
-    position, stalled = low, time.monotonic() + STALL_S
-    while position < high:
+def _messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]]) -> Iterator[Message]:
+    """Every partition's messages from its `low` up to (not including) its `high`, read together:
+    each partition's in offset order (a task's records are in one partition)."""
+    consumer.assign([TopicPartition(topic, p, low) for p, low, _ in spans])
+    ends = {p: high for p, _, high in spans}
+    left = {p: low for p, low, _ in spans}  # the next offset still to read, per partition
+    stalled = time.monotonic() + STALL_S
+    while any(left[p] < ends[p] for p in ends):
         if time.monotonic() > stalled:
-            raise KafkaException(
-                f"{topic} partition {partition} gave nothing past offset {position} of {high} "
-                f"for {STALL_S:.0f} s: is the broker up?"
-            )
-        for msg in consumer.consume(500, 1.0):
+            behind = {p: f"{left[p]}/{ends[p]}" for p in ends if left[p] < ends[p]}
+            raise KafkaException(f"{topic} gave nothing for {STALL_S:.0f} s at {behind}: is the broker up?")
+        for msg in consumer.consume(500, 0.5):
             if msg.error() is not None:
                 raise KafkaException(msg.error())
             stalled = time.monotonic() + STALL_S
-            offset = msg.offset() or 0
-            position = offset + 1
-            if offset < high:
+            partition, offset = msg.partition() or 0, msg.offset() or 0
+            left[partition] = max(left[partition], offset + 1)
+            if offset < ends[partition]:
                 yield msg
 
 

@@ -31,7 +31,7 @@ from wakeful.core import kafka_auth, process, topics
 from wakeful.core.log import librdkafka_config
 from wakeful.core.process import Say
 from wakeful.core.settings import Settings
-from wakeful.devstack import bench_plot, bench_policy, kafka, redis_server, stack
+from wakeful.devstack import bench_log, bench_plot, bench_policy, kafka, redis_server, stack
 from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
@@ -94,28 +94,9 @@ def run(
         say(f"warm; publishing the {client.app.name} tasks ...")
         mark = traffic.mark(client.admin)  # first: a traffic may arrange the store (bench_memory)
         before = _offsets(settings), _redis_commands(client), server_cpu(settings), fleet.cpu_now()
-        rng, signer = random.Random(0), functools.cache(client.signer)
-        plans: dict[str, Plan] = {}
-        batch: list[events.SignedEvent] = []
-        woken: dict[str, float] = {}
-        chunk = max(1, int(rate / 100)) if rate else 200  # with a rate, send every ~10 ms
+        log_since = bench_log.marks(settings)  # the log's own figures: after the run, once drained
         started = time.time()
-        for i, second in enumerate(split(tasks, approval_ratio)):
-            task_id = f"b-{uuid.uuid4().hex[:12]}"
-            plan = traffic.plan(task_id, rng, second)
-            if plan.arrange is not None:
-                plan.arrange(client.admin)
-            sent = signed(plan, task_id, signer)
-            batch += sent
-            woken[task_id] = sent[-1].issued_at.timestamp()  # the last event wakes it to its effects
-            plans[task_id] = plan
-            if len(batch) >= chunk or i == tasks - 1:
-                client.publisher.publish_many(batch, timeout=60)
-                batch = []
-            if rate:
-                ahead = started + (i + 1) / rate - time.time()
-                if ahead > 0:
-                    time.sleep(ahead)
+        plans, woken = _publish(client, traffic, split(tasks, approval_ratio), rate)
         say(f"published {tasks} tasks in {time.time() - started:.1f}s; waiting for the effects ...")
         effects = _wait_effects(client, traffic, mark, plans, timeout=max(120.0, tasks / 20), say=say)
         finished = max((b for b in effects.values()), default=time.time())
@@ -124,6 +105,7 @@ def run(
         kafka_msgs = _offsets(settings) - before[0]
         redis_cmds = _redis_commands(client) - before[1]
         tokens = _model_tokens(client, list(effects))
+        log = bench_log.cost(settings, client.admin, log_since, len(effects))
     finally:
         stats = fleet.stop()
         client.close()
@@ -142,6 +124,8 @@ def run(
         "redis_round_trips_per_task": round(rtts / max(1, done), 1),
         "redis_commands_per_task": round(redis_cmds / max(1, done), 1),
         "kafka_messages_per_task": round(kafka_msgs / max(1, done), 2),
+        # wakeful.log's share: what a Redis is rebuilt from and an audit reads (D70).
+        "log_per_task": log,
         "model_tokens_per_task": round(tokens / max(1, done), 1),
         "processes": dict(Counter(role_of_member(m) for m in fleet.members)),
         "peak_rss_mb": {role: round(b / 2**20, 1) for role, b in fleet.peak_by_role().items()},
@@ -157,6 +141,36 @@ def run(
     }
     _draw(plot, result, list(effects.values()), started, latencies, say=say)
     return result
+
+
+def _publish(
+    client: Client, traffic: Any, paths: list[bool], rate: float | None
+) -> tuple[dict[str, Plan], dict[str, float]]:
+    """Sign and publish a task per path (True: the traffic's second path), at `rate` tasks a second
+    or flat out; the plans, and when each task's last event was issued (it wakes it to its effects)."""
+    rng, signer = random.Random(0), functools.cache(client.signer)
+    plans: dict[str, Plan] = {}
+    batch: list[events.SignedEvent] = []
+    woken: dict[str, float] = {}
+    chunk = max(1, int(rate / 100)) if rate else 200  # with a rate, send every ~10 ms
+    started = time.time()
+    for i, second in enumerate(paths):
+        task_id = f"b-{uuid.uuid4().hex[:12]}"
+        plan = traffic.plan(task_id, rng, second)
+        if plan.arrange is not None:
+            plan.arrange(client.admin)
+        sent = signed(plan, task_id, signer)
+        batch += sent
+        woken[task_id] = sent[-1].issued_at.timestamp()
+        plans[task_id] = plan
+        if len(batch) >= chunk or i == len(paths) - 1:
+            client.publisher.publish_many(batch, timeout=60)
+            batch = []
+        if rate:
+            ahead = started + (i + 1) / rate - time.time()
+            if ahead > 0:
+                time.sleep(ahead)
+    return plans, woken
 
 
 def _draw(
@@ -242,6 +256,14 @@ def render(r: dict[str, Any]) -> str:
             f"redis per task  : {r['redis_round_trips_per_task']} round trips "
             f"({r['redis_commands_per_task']} commands)",
             f"kafka per task  : {r['kafka_messages_per_task']} messages",
+            *(
+                [
+                    f"log per task    : {log['bytes']} bytes in {log['messages']} messages "
+                    f"({log['changes']} changes, {log['action_records']} action records)"
+                ]
+                if (log := r.get("log_per_task"))
+                else []
+            ),
             # The built-in models report none; a model behind an API reports its usage.
             *(
                 [f"model per task  : {r['model_tokens_per_task']} tokens"]

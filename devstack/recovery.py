@@ -105,14 +105,7 @@ def recover(
         )
     report = Report()
     _authority(settings, admin, sealer, report, say)
-    fold = Fold()
-    read = log_reader.Read()
-
-    def progress(done: int, total: int) -> None:
-        say(f"recover: read {done} of {total} log messages ({len(fold.tasks)} tasks so far)")
-
-    for items in log_reader.read_log(settings, read, progress):
-        fold.add(items)
+    fold, read = fold_log(settings, say)
     report.messages, report.records, report.duplicates = read.messages, fold.records, fold.duplicates
     report.refused, report.tasks = read.refused, len(fold.tasks)
     restorer = Restorer(admin, sealer, _wakes(app), datetime.now(UTC))
@@ -127,6 +120,42 @@ def recover(
         for problem in task.problems:
             report.refused.append(f"task {task.task_id}: {problem}")
     return report
+
+
+def fold_log(settings: Settings, say: Say) -> tuple[Fold, log_reader.Read]:
+    """wakeful.log folded (state/rebuild.py), saying how far the read got."""
+    fold = Fold()
+    read = log_reader.Read()
+
+    def progress(done: int, total: int) -> None:
+        say(f"recover: read {done} of {total} log messages ({len(fold.tasks)} tasks so far)")
+
+    for items in log_reader.read_log(settings, read, progress):
+        fold.add(items)
+    return fold, read
+
+
+def uncovered(admin: redis.Redis, fold: Fold) -> dict[str, str]:
+    """The tasks Redis holds that the log could not give back as they are now: the log is behind
+    them (the relay's lag, or a change made before the log carried checkpoints), or cannot restore
+    them at all. Empty: a loss of Redis now would lose no task's progress."""
+    names = [k.decode() for k in admin.scan_iter(match=keys.PATTERN_CTR, count=1000)]
+    found: dict[str, str] = {}
+    for start in range(0, len(names), 1000):
+        chunk = names[start : start + 1000]
+        pipe = admin.pipeline(transaction=False)
+        for name in chunk:
+            pipe.xrevrange(name, "+", "-", count=1)
+        for name, top in zip(chunk, pipe.execute(), strict=True):
+            task_id = keys.task_of(name)
+            held = int(top[0][0].split(b"-")[0]) if top else 0
+            task = fold.tasks.get(task_id)
+            why = "the log holds nothing of it" if task is None else task.unrestorable()
+            if why is None and task is not None and task.last is not None and task.last.state_version < held:
+                why = f"Redis is at version {held}, the log at {task.last.state_version}"
+            if why is not None:
+                found[task_id] = why
+    return found
 
 
 def _wakes(app: App) -> Callable[[Checkpoint], bool]:
