@@ -6,6 +6,7 @@ waived. Real Ed25519 signatures; no Kafka, no Redis, a fixed clock."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -42,7 +43,7 @@ def inner(issued: datetime = STALE, signer: Ed25519Signer = CRM) -> SignedEvent:
 
 
 def wrapper(
-    of: SignedEvent | None = None, signer: Ed25519Signer = OPS, issued: datetime = NOW, **payload: object
+    of: SignedEvent | None = None, signer: Ed25519Signer = OPS, issued: datetime = NOW, **payload: Any
 ) -> SignedEvent:
     event = of or inner()
     made = replays.wrap(signer, event, event.encode().decode(), "0:42", now=issued)
@@ -130,7 +131,7 @@ def test_an_operator_of_another_tenant_may_not_vouch() -> None:
         ({"event": "{}"}, "not a signed event"),
     ],
 )
-def test_a_malformed_wrapper_is_refused(payload: dict[str, object], said: str) -> None:
+def test_a_malformed_wrapper_is_refused(payload: dict[str, Any], said: str) -> None:
     assert said in refused(judged(wrapper(**payload)))
 
 
