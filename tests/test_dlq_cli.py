@@ -57,12 +57,12 @@ def listed(*options: str) -> list[dict[str, Any]]:
     return found
 
 
-def letter_of(task: str, timeout: float = 60) -> dict[str, Any]:
-    """The door's letter about `task`, as `wakeful dlq list` shows it."""
+def letter_of(task: str, timeout: float = 60, source: str = "inbound") -> dict[str, Any]:
+    """`source`'s letter about `task`, as `wakeful dlq list` shows it."""
     found: list[dict[str, Any]] = []
 
     def seen() -> bool:
-        found[:] = listed("--task", task, "--source", "inbound")
+        found[:] = listed("--task", task, "--source", source)
         return bool(found)
 
     assert wait_until(seen, timeout), f"no letter about {task} on {topics.DLQ}"
@@ -169,6 +169,33 @@ def test_an_event_past_its_max_age_is_replayed_inside_the_operators_wrapper(
     marker = client.send(principal, events.CREATE, {"amount": 5, "currency": "EUR"}, task_id=task)
     assert client.receipt(marker.event_id, task, 30, key_id=marker.key_id)["status"] == "rejected"
     assert client.show(task)["state_version"] == version
+
+
+def test_an_event_the_door_took_and_the_gate_dead_lettered_goes_back_wrapped(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    """The door accepted it (its identity is in the seen set), then its signer was removed before
+    the gate judged it: the gate's letter is replayed inside the wrapper, once the signer is back."""
+    principal, signer = unregistered(client)
+    client.add_signer(principal, (events.CREATE,))
+    task = f"t-{uuid.uuid4().hex[:12]}"
+    event = create(signer, task)
+    shared_fleet.stop_role("gate")
+    try:
+        client.publisher.publish(event)
+        assert wait_until(lambda: bool(client.admin.exists(keys.seen(event.key_id, event.event_id))), 30)
+        client.authority.remove_signer(event.key_id)
+    finally:
+        shared_fleet.start_role("gate")
+    letter = letter_of(task, source="gate")
+    assert "signature does not verify" in letter["reason"] and letter["replayable"] == "event"
+    client.add_signer(principal, (events.CREATE,))
+
+    done = replay(letter["id"], "--json")
+    assert done.returncode == 0, done.stderr
+    assert doc(done)["action"] == "wrapped"
+    assert client.wait_settled(task, SETTLE_S)["stage"] == "closed"
+    assert client.receipt(event.event_id, task, 10, key_id=event.key_id)["status"] == "accepted"
 
 
 def test_a_wrapper_from_a_principal_not_allowed_to_replay_is_refused_at_the_door(
