@@ -14,7 +14,6 @@ from wakeful.core.settings import Settings
 from wakeful.devstack.client import Client
 from wakeful.devstack.dlq import Replayer
 from wakeful.devstack.dlq_read import DlqReader, Letter
-from wakeful.schemas.base import cut
 from wakeful.state.replays import Replay, ReplayStore
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -144,9 +143,15 @@ def _line(doc: dict[str, Any]) -> str:
     can = doc["replayable"] if not doc["replayable"].startswith("no:") else "no"
     when = (doc["written"] or "-")[:19]
     return (
-        f"{doc['id']:>10}  {when:19}  {doc['source'] or '?':9} {doc['task'] or '-':24} "
-        f"{cut(doc['reason'] or '', REASON_CHARS):{REASON_CHARS}}  replay: {can}; {last}"
+        f"{doc['id']:<10}  {when:19}  {doc['source'] or '?':9} {doc['task'] or '-':24} "
+        f"{_short(doc['reason'] or ''):{REASON_CHARS}}  replay: {can}; {last}"
     )
+
+
+def _short(text: str) -> str:
+    """One line of at most REASON_CHARS characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
 
 
 def _shown(doc: dict[str, Any]) -> str:

@@ -248,6 +248,38 @@ def test_a_letter_forged_onto_the_topic_is_refused_with_its_reason_and_writes_no
     assert doc(shown)["plan"]["action"] == "none" and "does not verify" in doc(shown)["plan"]["why"]
 
 
+def test_a_runtime_messages_letter_wakes_its_task_for_the_gate_to_judge_afresh(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    """Nobody may forge a role's channel signature, so a proposal is never re-sent: its task is
+    woken through the timer, and the gate judges it from its stored state (a closed task: nothing)."""
+    task, _ = client.new_task(100)
+    before = client.wait_settled(task, SETTLE_S)
+    assert before["stage"] == "closed"
+    letter = forge_letter(
+        client,
+        DeadLetter(
+            source="executor",
+            reason="stale proposal",
+            task_id=task,
+            raw=_proposal(task),
+            at=datetime.now(UTC),
+        ),
+    )
+    marks = topic_marks(client.settings.kafka_bootstrap, topics.WAKE)
+    done = replay(letter, "--json")
+    assert done.returncode == 0, done.stderr
+    assert (doc(done)["action"], doc(done)["task"], doc(done)["event"]) == ("woke task", task, "")
+    woke = wait_letter(
+        client.settings.kafka_bootstrap,
+        marks,
+        lambda d: d.get("task_id") == task and d.get("payload", {}).get("reason") == "deadline",
+    )
+    assert woke is not None, "the timer never woke the task"
+    after = client.show(task)
+    assert (after["stage"], after["state_version"]) == ("closed", before["state_version"])
+
+
 def test_bad_ids_and_missing_keys_are_refused_with_what_to_do(client: BankClient) -> None:
     before = replays_kept(client)
     for argv, said in [
