@@ -57,18 +57,17 @@ class ReplayStore:
     def of(self, letter: str) -> list[Replay]:
         return self.history().get(letter, [])
 
+    def check(self, letter: str, *, again: bool) -> None:
+        """ReplayedAlready unless `letter` was never replayed, or `again` (claim() checks it again)."""
+        unclaimed(self.of(letter), again=again)
+
     def claim(self, replay: Replay, *, again: bool) -> None:
         """Add `replay` unless its letter was replayed before (ReplayedAlready), or `again`."""
         for _ in range(CAS_RETRIES):
             with self.client.pipeline(transaction=True) as pipe:
                 try:
                     pipe.watch(keys.DLQ_REPLAYS)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-                    before = [r for r in self._all(pipe) if r.letter == replay.letter]
-                    if before and _done(before[-1]) and not again:
-                        raise ReplayedAlready(
-                            f"letter {replay.letter} was replayed already ({before[-1].said()}): a replay's "
-                            "event is deduped, so a second one only helps after a failed first; say --again"
-                        )
+                    unclaimed([r for r in self._all(pipe) if r.letter == replay.letter], again=again)
                     pipe.multi()
                     self._add(pipe, replay)
                     pipe.execute()
@@ -90,6 +89,15 @@ class ReplayStore:
     def _all(client: redis.Redis | redis.client.Pipeline) -> list[Replay]:
         entries: Any = client.xrange(keys.DLQ_REPLAYS)  # redis-py types the reply loosely
         return [_replay(fields) for _, fields in entries]
+
+
+def unclaimed(before: list[Replay], *, again: bool) -> None:
+    """ReplayedAlready when a letter whose records are `before` was replayed, unless `again`."""
+    if before and _done(before[-1]) and not again:
+        raise ReplayedAlready(
+            f"letter {before[-1].letter} was replayed already ({before[-1].said()}): a replay's event is "
+            "deduped, so a second one only helps after a failed first; say --again"
+        )
 
 
 def _done(replay: Replay) -> bool:
