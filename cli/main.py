@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from wakeful.cli.app_option import app_option
 from wakeful.cli.authority_cmds import authority, signers
+from wakeful.cli.dlq_cmds import dlq
 from wakeful.cli.ingress_cmd import ingress
 from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unrevoke_signer
 from wakeful.cli.memory_cmds import memory
@@ -502,6 +503,7 @@ cli.add_command(memory)
 cli.add_command(new_agent)
 cli.add_command(ingress)
 dev.add_command(model_server)
+cli.add_command(dlq)
 
 
 def main() -> None:

@@ -129,9 +129,12 @@ def misaddressed(
     max_age: timedelta,
     max_lag: timedelta,
     now: datetime,
+    issued: datetime | None = None,
 ) -> str | None:
     """Why a wake must not be trusted, or None: a signed event only authorizes what it names, and
-    the door's verdict the wake carries (when it judged the event) must be one the door could give."""
+    the door's verdict the wake carries (when it judged the event) must be one the door could give.
+    `issued`: when the operator's replay that vouches for the event was signed (D71), held to the
+    max age in the event's place; None for an event as sent."""
     if not verified:
         return f"wake carries an event whose signature does not verify ({event.key_id})"
     if event.event_id != envelope.message_id:
@@ -145,7 +148,8 @@ def misaddressed(
     judged = judged_at(envelope)
     if judged is None:
         return "wake does not say when the door judged its event"
-    issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
+    issued = issued or event.issued_at
+    issued = issued if issued.tzinfo else issued.replace(tzinfo=UTC)
     if issued < judged - max_age or issued > judged + FUTURE_SKEW:
         return f"wake carries an event issued {issued.isoformat()}: the door refuses it at {judged:%H:%M:%S}"
     if judged < now - max_lag or judged > now + FUTURE_SKEW:

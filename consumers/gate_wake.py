@@ -27,7 +27,7 @@ from wakeful.authority.snapshot import (
     with_policies,
 )
 from wakeful.authority.store import AuthorityStore
-from wakeful.consumers import gate_rules
+from wakeful.consumers import gate_rules, replays
 from wakeful.core import ids, topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.provenance import Forged, RoleKeys
@@ -104,9 +104,11 @@ def authenticate(
     event: SignedEvent | None = None
     if WAKE_SENDER.get(str(reason)) not in (None, sender):
         return Untrusted(f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
+    replay: SignedEvent | None = None  # an operator's replay that vouches for the event (D71)
     if reason == "event":
         try:
             event = _event_in(envelope)
+            replay = _replay_in(envelope)
         except DecodeError as exc:
             return Untrusted(f"wake carries a malformed event: {exc.reason}")
     elif reason != "deadline":  # a deadline wake is trusted only as far as the stored deadline
@@ -120,6 +122,8 @@ def authenticate(
         ]
         if gate_rules.needs_started(event.kind):
             more.append(("HGETALL", keys.ops(task_id)))
+        if replay is not None:  # its signer's record, last
+            more.append(("HGET", keys.AUTH_SIGNERS, replay.key_id))
     replies = pinned.batch(
         [
             *first_step.reads(task_id, identity(envelope, event)),
@@ -142,10 +146,14 @@ def authenticate(
     held = int(after[1] or 0)
     if event is None:
         return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None, held)
-    signer, answered, ops = after[2], decided(after[3]), (after[4] if len(after) > 4 else None)
+    signer, answered = after[2], decided(after[3])
+    ops = after[4] if gate_rules.needs_started(event.kind) else None
     found = decode_signer(event.key_id, signer) if isinstance(signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
     verified = key is not None and key.verify(event)
+    vouched = _vouched(envelope, replay, after[-1], key.tenant if key else ids.DEFAULT_TENANT)
+    if isinstance(vouched, str):
+        return Untrusted(vouched)
     refused = gate_rules.misaddressed(
         event,
         envelope,
@@ -155,9 +163,13 @@ def authenticate(
         max_age=max_age,
         max_lag=max_lag,
         now=datetime.now(UTC),
+        issued=vouched.issued_at if vouched is not None else None,
     )
     if refused or key is None:
         return Untrusted(refused or "no signer")
+    # A replay is judged afresh: a receipt (a refusal writes nothing else) does not make it decided;
+    # the task's inbox, in the change's compare-and-swap, keeps an applied event from applying twice.
+    answered = answered and vouched is None
     wake = Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
     return Taken(wake, pinned, first, ops, held)
 
@@ -195,6 +207,29 @@ def verified_event(
     if signer is None or not signer[0].verify(event):
         return None
     return event, envelope.task_id, signer[0].tenant
+
+
+def _replay_in(envelope: Envelope) -> SignedEvent | None:
+    """The operator's replay a wake carries beside its event, if any; DecodeError if it is no event."""
+    text = envelope.payload.get("replay")
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise DecodeError("event", b"", "the wake's replay is not the signed replay's JSON text")
+    return SignedEvent.decode(text.encode())
+
+
+def _vouched(
+    envelope: Envelope, replay: SignedEvent | None, signer: Any, tenant: str
+) -> SignedEvent | str | None:
+    """The replay that vouches for the wake's event, verified against its signer's live record
+    (`signer`); None for a wake that carries none; a reason when it does not vouch."""
+    if replay is None:
+        return None
+    found = decode_signer(replay.key_id, signer) if isinstance(signer, bytes) else None
+    key, kinds = found if found else (None, frozenset[str]())
+    text, event = str(envelope.payload["replay"]), str(envelope.payload["event"])
+    return replays.vouched(text, event, key, kinds, tenant=tenant)
 
 
 def _event_in(envelope: Envelope) -> SignedEvent:

@@ -1,8 +1,9 @@
 """Inbound: the door. Verify, decode once, dedupe, authorize the signer, resolve the task, wake it.
 
-`judge()` is the pure part: raw bytes + the signer's registered key + now -> Accepted or Refused.
-The handler adds what needs Redis (seen-set, correlation lookup, receipts) and publishes a Wake
-keyed by task id. A refused event goes to wakeful.dlq with its reason and never crashes the role.
+`judge()` is the pure part (consumers/door.py): raw bytes + the signer's registered key + now ->
+Accepted or Refused; `judge_replay()` the same for an operator's replay of a dead letter. The
+handler adds what needs Redis (seen-set, correlation lookup, receipts) and publishes a Wake keyed
+by task id. A refused event goes to wakeful.dlq with its reason and never crashes the role.
 
 An event's dedupe identity is (key id, event id): another signer cannot squat an id. The first
 message with an identity in a batch wins; a later one in the same batch is a duplicate before
@@ -12,7 +13,6 @@ anything is written, as it is in a later batch once the first is marked seen.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,11 +20,12 @@ import redis
 from confluent_kafka import Message, Producer
 
 from wakeful.authority.snapshot import decode_signer
+from wakeful.consumers import replays
+from wakeful.consumers.door import Accepted, Refused, Vouched, judge, judge_replay, parse
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
 from wakeful.core import ids, topics
-from wakeful.core.errors import DecodeError
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
@@ -35,72 +36,8 @@ from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.app import load_app
 from wakeful.state import acl, keys
 
-
-@dataclass(frozen=True)
-class Accepted:
-    event: SignedEvent
-    principal: str
-    tenant: str  # the signer's, from its registry record
-
-
-@dataclass(frozen=True)
-class Refused:
-    """Refused at the door: dead-lettered with `reason`, and its sender told in a receipt."""
-
-    reason: str
-    event: SignedEvent | None = None
-    # Set when its signature verified, to its key's tenant: only then does a receipt tell its sender.
-    tenant: str | None = None
-
-    @property
-    def task_id(self) -> str | None:
-        """The task it names as its signer's tenant names it (never another tenant's task of that id)."""
-        named = self.event.task_id if self.event else None
-        return ids.task_in(self.tenant, named) if named and self.tenant else named
-
-
+__all__ = ["Accepted", "Inbound", "Refused", "claim", "judge", "lookups", "main", "parse"]
 Position = tuple[str, int, int]
-
-
-def parse(raw: bytes) -> SignedEvent | Refused:
-    if len(raw) > events.MAX_EVENT_BYTES:
-        return Refused(f"malformed event: {len(raw)} bytes is over the {events.MAX_EVENT_BYTES}-byte limit")
-    try:
-        return SignedEvent.decode(raw)
-    except DecodeError as exc:
-        return Refused(f"malformed event: {exc.reason}")
-
-
-def judge(
-    event: SignedEvent,
-    key: VerifyKey | None,
-    kinds: frozenset[str],
-    now: datetime,
-    max_age: timedelta,
-    *,
-    known: frozenset[str],
-) -> Accepted | Refused:
-    """Gate 1 for one decoded event: signature by key id, freshness, and the signer's allowed kinds."""
-    if key is None:
-        return Refused(f"unknown key id {event.key_id!r}", event)
-    if not key.verify(event):
-        return Refused(f"bad signature for key id {event.key_id!r}", event)
-    tenant = key.tenant
-    issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
-    if issued < now - max_age:
-        age = max_age.total_seconds()
-        return Refused(f"event is too old: issued {issued.isoformat()}, max age {age:.0f}s", event, tenant)
-    if issued > now + events.FUTURE_SKEW:
-        return Refused(f"event is from the future: issued {issued.isoformat()}", event, tenant)
-    if event.kind not in known:  # the runtime's kinds and the loaded app's own
-        return Refused(f"unknown event kind {event.kind!r}", event, tenant)
-    if event.kind not in kinds:
-        return Refused(f"key {event.key_id!r} ({key.principal}) may not send {event.kind}", event, tenant)
-    if event.kind != events.APPROVE and not event.task_id:
-        return Refused(f"{event.kind} must name its task_id", event, tenant)
-    if event.kind == events.APPROVE and not (event.correlation_id or event.task_id):
-        return Refused("an approval must carry the correlation id of the wait it answers", event, tenant)
-    return Accepted(event, key.principal, key.tenant)
 
 
 def claim(claims: dict[str, Position], identity: str, position: Position) -> bool:
@@ -164,22 +101,25 @@ class Inbound:
             if isinstance(parsed, Refused):
                 return self._refuse(msg, parsed)
             read = (parsed, self._lookups([parsed])[0])
-        event, (signer_raw, seen, *found) = read
-        corr = found[0] if found else None
-        key, kinds = _signer(event.key_id, signer_raw)
+        sent, (signer_raw, seen, *found) = read
+        corr = found[0] if sent.correlation_id else None
+        key, kinds = _signer(sent.key_id, signer_raw)
         judged = datetime.now(UTC)  # one clock reading: the verdict the wake carries is this one
-        verdict = judge(event, key, kinds, judged, self.max_age, known=self.kinds)
+        verdict = self._judge(sent, key, kinds, judged, found[-1] if found else None)
         if isinstance(verdict, Refused):
             return self._refuse(msg, verdict)
+        # A replay's event is the one applied, under its own identity (D71); its wrapper only vouches:
+        # the task's inbox, in the gate's compare-and-swap, keeps an applied event from applying twice.
+        event = verdict.event
         # The receipt under this identity is the first message's: a duplicate writes nothing.
-        duplicate = Refused(f"duplicate event {event.event_id} from key {event.key_id}", event)
+        duplicate = Refused(f"duplicate event {sent.event_id} from key {sent.key_id}", sent)
         if seen:
             return self._refuse(msg, duplicate, receipt=False)
         if event.correlation_id:
             # Another tenant's wait is, to this signer, no wait at all: the same answer, no task id.
             owner, task_id = keys.corr_target(corr) if isinstance(corr, bytes) else (None, "")
             if not task_id or owner not in (None, verdict.tenant):
-                unknown = Refused(f"unknown correlation id {event.correlation_id!r}", event, verdict.tenant)
+                unknown = Refused(f"unknown correlation id {event.correlation_id!r}", sent, verdict.tenant)
                 return self._refuse(msg, unknown)
         else:
             assert event.task_id is not None  # judge() made sure an event names its task or its wait
@@ -188,6 +128,10 @@ class Inbound:
             first = claim(self._claims, keys.event_identity(event.key_id, event.event_id), _position(msg))
         if not first:
             return self._refuse(msg, duplicate, receipt=False)
+        text = (msg.value() or b"").decode()
+        # The event exactly as it arrived (the gate verifies it again): no re-encoding. A replay's
+        # wake carries its wrapper beside it, which the gate verifies too.
+        carried = {"event": text} if event is sent else {"event": _inner_text(sent), "replay": text}
         wake = Envelope(
             message_id=event.event_id,
             task_id=task_id,
@@ -199,15 +143,44 @@ class Inbound:
                 "reason": "event",
                 "principal": verdict.principal,
                 "judged_at": judged.isoformat(),  # the door's verdict: the gate holds the event to it
-                # The event exactly as it arrived (the gate verifies it again): no re-encoding.
-                "event": (msg.value() or b"").decode(),
+                **carried,
             },
         )
         self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
         fault("inbound.after_publish")
         with self._lock:
-            self._accepted.append((event.key_id, event.event_id))
+            self._accepted += list(
+                dict.fromkeys([(sent.key_id, sent.event_id), (event.key_id, event.event_id)])
+            )
         return None
+
+    def _judge(
+        self,
+        event: SignedEvent,
+        key: VerifyKey | None,
+        kinds: frozenset[str],
+        now: datetime,
+        inner_raw: object,
+    ) -> Accepted | Refused:
+        """judge() for an event; judge_replay() for an operator's replay, whose inner event's signer
+        record lookups() read last (`inner_raw`): the Accepted is then the inner event's."""
+        if event.kind != events.REPLAY:
+            return judge(event, key, kinds, now, self.max_age, known=self.kinds)
+        inner = replays.unwrap(event)
+        inner_key = (
+            _signer(inner[0].key_id, inner_raw) if not isinstance(inner, str) else (None, frozenset[str]())
+        )
+        vouched = judge_replay(event, key, kinds, inner_key, now=now, max_age=self.max_age, known=self.kinds)
+        if isinstance(vouched, Vouched):
+            self.log(
+                "inbound.replay",
+                event_id=vouched.inner.event.event_id,
+                by=vouched.wrapper.principal,
+                letter=vouched.letter,
+                key_id=vouched.inner.event.key_id,
+            )
+            return vouched.inner
+        return vouched
 
     def after_batch(self) -> None:
         """The wakes are on Kafka now: remember the events as seen (a replay guard, not the dedupe),
@@ -271,7 +244,15 @@ def lookups(event: SignedEvent) -> list[tuple[str, ...]]:
     reads = [("HGET", keys.AUTH_SIGNERS, event.key_id), ("EXISTS", keys.seen(event.key_id, event.event_id))]
     if event.correlation_id:
         reads.append(("GET", keys.corr(event.correlation_id)))
+    inner = replays.unwrap(event) if event.kind == events.REPLAY else None
+    if inner is not None and not isinstance(inner, str):  # a replay: its event's signer, last
+        reads.append(("HGET", keys.AUTH_SIGNERS, inner[0].key_id))
     return reads
+
+
+def _inner_text(sent: SignedEvent) -> str:
+    """The text of the event inside a replay that judge_replay() accepted (`sent` is the wrapper)."""
+    return str(sent.payload["event"])
 
 
 def _position(msg: Message) -> Position:

@@ -21,6 +21,7 @@ DEV_SIGNERS: dict[str, tuple[str, ...]] = {
     "bob": (events.APPROVE,),
     "mallory": (events.APPROVE,),  # a registered signer who is not an approver
     "ops-lead": (events.REOPEN,),  # the person deadlines escalate to
+    "ops-oncall": (events.REPLAY,),  # the operator who replays dead letters (`wakeful dlq replay`)
 }
 PRINCIPAL = "principal:"
 

@@ -20,6 +20,10 @@ REOPEN = "task.reopen"  # {wait_s?}: a person puts a reviewed task back into the
 # (Tool.completed_by signs it); carries task_id.
 COMPLETE = "tool.completed"
 KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN, COMPLETE)
+# {letter: "<partition>:<offset>", event: "<the dead-lettered event's JSON text>"}: an operator vouches
+# for an event replayed from wakeful.dlq (`wakeful dlq replay`, docs/decisions.md D71). The door
+# verifies it, then the event inside against the signer registry as it is now; it carries no task_id.
+REPLAY = "event.replay"
 
 MAX_EVENT_BYTES = 64 * 1024
 FUTURE_SKEW = timedelta(seconds=30)  # how far ahead of the door's clock a sender's clock may run

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from wakeful.sdk.app import App
 
 # Kinds the runtime decides for every workflow; a workflow cannot take them over.
-RUNTIME_KINDS = frozenset({events.CREATE, events.APPROVE, events.RUN, events.REOPEN, events.COMPLETE})
+RUNTIME_KINDS = frozenset(
+    {events.CREATE, events.APPROVE, events.RUN, events.REOPEN, events.COMPLETE, events.REPLAY}
+)
 REPROPOSALS_CAP = 20  # Workflow.max_reproposals: past this, asking again is a loop, not a retry
 
 

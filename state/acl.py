@@ -132,6 +132,7 @@ RULES: dict[str, str] = {
         f"(%R~{keys.PATTERN_TASK_RECEIPT} %R~{keys.PATTERN_RECEIPT} +get) "
         f"(%R~{keys.PATTERN_INDEX} +hget +hmget +zrange +zrevrange)"
     ),
+    # The admin alone reaches the record of dead-letter replays (keys.DLQ_REPLAYS): no role's pattern does.
     "admin": "resetkeys ~* resetchannels &* +@all",
 }
 # The built-in default user may run everything, but only with a password nobody is given: an

@@ -97,6 +97,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:mem:{N.D}:gone | set   | ids of records forgotten or dropped: never written | admin, relay (memory   |
 |                   |        | again by a late replay                             | function)              |
 | wk:mem:{N}:refused | stream | candidates the write door refused, and why  | relay: XADD only       |
+| wk:dlq:replays    | stream | each `wakeful dlq replay`: letter, by, reason, at, | admin: XADD only       |
+|                   |        | what it did, the event identity (state/replays.py) | (no role reaches it)   |
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
@@ -433,3 +435,11 @@ def evidence_tasks(tenant: str, digest: str) -> str:
 
 def _evidence(tenant: str, digest: str) -> str:
     return f"{PREFIX}:ev:{{{checked(_TENANT, tenant, 'tenant')}.{checked(_DIGEST, digest, 'digest')}}}"
+
+
+# Replays of dead letters (state/replays.py, docs/decisions.md D71): the admin's record of each, read
+# back by `wakeful dlq list` and `show`. It starts no `wk:{` and no pattern of a role's reaches it.
+DLQ_REPLAYS = f"{PREFIX}:dlq:replays"
+DLQ_REPLAYS_KEPT = (
+    100_000  # replays kept (trimmed to about this): a letter replayed long ago may be replayed again
+)

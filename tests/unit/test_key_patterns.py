@@ -49,6 +49,7 @@ KINDS: dict[str, str | None] = {
     "deadlines": None,
     "held tasks": None,
     "live": None,
+    "dlq replays": None,  # the admin's alone: no role's pattern may reach it
 }
 TASK_KEYS: dict[str, Callable[[str], str]] = {
     "state": keys.state,
@@ -77,6 +78,7 @@ def every_key() -> list[tuple[str, str]]:
         ("deadlines", keys.DEADLINES),
         ("held tasks", keys.HELD_TASKS),
         ("live", keys.LIVE),
+        ("dlq replays", keys.DLQ_REPLAYS),
         *(("authority", k) for k in (keys.AUTH_APPROVERS, keys.AUTH_LIMIT, keys.AUTH_SIGNERS)),
         *(("authority", k) for k in (keys.AUTH_FROZEN, keys.AUTH_SWITCHED, keys.AUTH_SWITCH_LOG)),
         ("authority", keys.AUTH_POLICY),

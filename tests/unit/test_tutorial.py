@@ -92,7 +92,14 @@ def test_the_agent_is_well_under_a_hundred_lines_of_code_besides_its_imports() -
 def test_the_app_the_page_runs_loads_as_the_roles_load_it() -> None:
     assert load_app("wakeful.examples.tutorial:app") is app
     assert [wf.name for wf in app.workflows] == ["room_booking"]
-    assert app.kinds == {events.CREATE, events.APPROVE, events.RUN, events.REOPEN, events.COMPLETE}
+    assert app.kinds == {
+        events.CREATE,
+        events.APPROVE,
+        events.RUN,
+        events.REOPEN,
+        events.COMPLETE,
+        events.REPLAY,
+    }
 
 
 # ---- the decisions --------------------------------------------------------------------------
