@@ -43,6 +43,7 @@ NOT_ON_THE_LOG = (
     "evidence documents (wk:ev:*): each task's reference and excerpt are restored",
     "receipts of events refused without a change, and door dedupe marks (wk:seen:*, a 2-hour TTL)",
     "wakes held by a freeze (wk:{T}:held): the frozen tasks are woken instead",
+    "the record of dead-letter replays (wk:dlq:replays)",
 )
 
 Say = Callable[[str], None]

@@ -1,0 +1,43 @@
+"""docs/recovery.md held to the code: every command its bash blocks show is one the CLI parses, and
+what it says the log does not hold is what `wakeful recover` reports (tests/test_recovery_drill.py
+runs the drill on a real stack)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from cli_run import parsed
+
+from wakeful.devstack.recovery import NOT_ON_THE_LOG
+from wakeful.state.rebuild import FENCE_MARGIN
+
+pytestmark = pytest.mark.timeout(30)
+
+PAGE = (Path(__file__).resolve().parents[2] / "docs/recovery.md").read_text()
+
+
+def commands() -> list[list[str]]:
+    blocks = re.findall(r"```bash\n(.*?)```", PAGE, re.DOTALL)
+    lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
+    return [shlex.split(line)[1:] for line in lines if line.startswith("wakeful ")]
+
+
+@pytest.mark.parametrize("argv", commands(), ids=" ".join)
+def test_every_command_on_the_page_parses(argv: list[str]) -> None:
+    assert parsed(argv).callback is not None
+
+
+def test_the_page_names_everything_the_log_does_not_hold() -> None:
+    for what in NOT_ON_THE_LOG:
+        key = re.search(r"\((wk:[^ ,)]*)", what)
+        assert key is not None and f"`{key.group(1)}`" in PAGE, what
+    assert len(re.findall(r"^- ", PAGE.split("what the log does not hold:")[1].split("##")[0], re.M)) == len(
+        NOT_ON_THE_LOG
+    )
+
+
+def test_the_page_states_the_fence_margin() -> None:
+    assert f"{FENCE_MARGIN:,}" in PAGE
