@@ -11,6 +11,7 @@ import pytest
 import redis
 from helpers import bump_attempts, new_checkpoint
 
+from wakeful.authority import backup
 from wakeful.core.errors import TaskQuarantined
 from wakeful.core.settings import Settings
 from wakeful.schemas.changelog import ActionRecord, LogItem, QuarantineRecord
@@ -165,3 +166,28 @@ def test_an_intent_in_flight_comes_back_in_flight(
     )
     entry = ActionLog(admin).lookup(task_id, f"REFUND:{task_id}:v1")
     assert entry is not None and entry.status is ActionStatus.IN_FLIGHT
+
+
+def test_an_authority_copy_gives_back_every_kind_of_key_and_only_authority_keys(
+    admin: redis.Redis, unique: str
+) -> None:
+    base = f"wk:authority:test-{unique}"
+    admin.set(f"{base}:s", b"\x00raw")
+    admin.hset(f"{base}:h", mapping={"a": "1", "b": "2"})
+    admin.sadd(f"{base}:set", "x", "y")
+    admin.zadd(f"{base}:z", {"m": 1.5})
+    admin.rpush(f"{base}:l", "1", "2")
+    admin.xadd(f"{base}:x", {"f": "v"}, id="5-1")
+    mine = {k: v for k, v in backup.copy(admin).items() if k.startswith(base)}
+    assert len(mine) == 6
+    admin.delete(*admin.scan_iter(match=f"{base}:*"))
+    planted = {**mine, f"wk:{{t-{unique}}}:state": mine[f"{base}:s"]}  # a copy may name authority only
+    written, left = backup.put_back(admin, planted)
+    try:
+        assert sorted(written) == sorted(mine) and left == [f"wk:{{t-{unique}}}:state"]
+        assert not admin.exists(f"wk:{{t-{unique}}}:state")
+        again = backup.copy(admin)
+        assert {name: again[name] for name in mine} == mine  # every kind, exactly as it was
+        assert backup.put_back(admin, mine) == ([], sorted(mine))  # Redis holds them: left as they are
+    finally:
+        admin.delete(*(k for k in admin.scan_iter(match=f"{base}:*")))
