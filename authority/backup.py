@@ -36,7 +36,7 @@ def _u(text: str) -> bytes:
 
 def copy(client: redis.Redis) -> dict[str, Any]:
     """Every authority key, by name: its type and contents (bytes as base64), in a stable order."""
-    names = sorted(client.scan_iter(match=keys.PATTERN_AUTHORITY, count=1000))
+    names = sorted(client.scan_iter(match=keys.PATTERN_AUTHORITY, count=10_000))
     pipe = client.pipeline(transaction=False)
     for name in names:
         pipe.type(name)
