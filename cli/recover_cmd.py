@@ -28,7 +28,6 @@ def journal(settings: Settings, *, always: bool = False) -> bool:
         return False
     try:
         stack.require_redis(settings)
-        stack.require_kafka(settings)
         client = Client(settings)
         try:
             return recovery.journal_authority(settings, client.admin, client.store.sealer, always=always)

@@ -28,6 +28,7 @@ from wakeful.consumers.switch_acks import LIVE_S
 from wakeful.core import kafka_auth, kafka_rights, topics
 from wakeful.core.errors import DecodeError, IntegrityError, WakefulError
 from wakeful.core.settings import Settings
+from wakeful.devstack import stack
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import RUNTIME_STAGES
@@ -223,6 +224,7 @@ def journal_authority(
     kept: bytes | None = admin.get(keys.JOURNAL_AUTHORITY)  # type: ignore[assignment]
     if not always and (kept or b"").decode() == digest:
         return False
+    stack.require_kafka(settings)  # in one line, not after a producer's time-out
     producer = Producer(producer_config(settings, kafka_rights.ADMIN))
     failed: list[Any] = []
     blob = backup.seal(sealer, found, int(time.time() * 1000))

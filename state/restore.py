@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 
-from wakeful.core.errors import IntegrityError, TamperedState
+from wakeful.core.errors import IntegrityError, KeyringError, TamperedState
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.state import checks, keys, last_step
 from wakeful.state.index import Index
@@ -74,6 +74,9 @@ class Restorer:
                 cp = self._one(task, done)
             except IntegrityError as exc:
                 done.failed[task.task_id] = f"its sealed checkpoint on the log does not verify: {exc.detail}"
+                continue
+            except KeyringError as exc:  # sealed under a key this keyring lacks: add it back, run again
+                done.failed[task.task_id] = str(exc)
                 continue
             if cp is None:
                 continue

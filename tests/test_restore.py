@@ -60,7 +60,7 @@ def forget(admin: redis.Redis, task_id: str) -> None:
 
 
 def held(admin: redis.Redis, task_id: str) -> int:
-    return int(admin.exists(*(name(task_id) for name in KINDS_OF_KEY)))  # type: ignore[arg-type]
+    return int(admin.exists(*(name(task_id) for name in KINDS_OF_KEY)))
 
 
 @pytest.fixture()
