@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from wakeful.schemas.changelog import ActionRecord, LogItem, QuarantineRecord
-from wakeful.schemas.logs import ActionLogEntry, OutboxRecord
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus, OutboxRecord
 from wakeful.state import keys
 
 
@@ -91,7 +91,17 @@ def _action(task: Folded, item: ActionRecord) -> None:
     if item.action.task_id != task.task_id:
         task.problems.append(f"{item.record_id}: its entry names task {item.action.task_id!r}")
         return
-    task.ops[item.action.op_key] = item.action  # commit order: the last write stands
+    held = task.ops.get(item.action.op_key)
+    if held is None or _rank(item.action) >= _rank(held):
+        task.ops[item.action.op_key] = item.action
+
+
+def _rank(entry: ActionLogEntry) -> tuple[int, int, int]:
+    """Where an entry stands in its op key's history, whatever order the log gives them in (a task's
+    records split over partitions added later): a newer lease's write (fence) beats an older's, an
+    outcome beats its intent, a call counted beats the one before. Every write the action log's
+    functions allow moves this forward; on a tie, the later record on the log stands."""
+    return entry.fence, 0 if entry.status is ActionStatus.IN_FLIGHT else 1, entry.attempts
 
 
 def _change(task: Folded, item: OutboxRecord) -> None:

@@ -69,6 +69,19 @@ def test_the_last_write_to_an_op_key_stands() -> None:
     assert task.ops["REFUND:t-1:v1"].status is ActionStatus.SUCCEEDED
 
 
+@given(st.permutations(range(5)))
+def test_the_action_log_folds_to_its_last_write_in_any_order(order: list[int]) -> None:
+    history = [
+        action(ActionStatus.IN_FLIGHT, fence=3),
+        action(ActionStatus.IN_FLIGHT, fence=3, attempts=1),  # a call that found the tool away
+        action(ActionStatus.FAILED, fence=4, attempts=1),
+        action(ActionStatus.IN_FLIGHT, fence=6, attempts=1),  # re-armed under a newer lease
+        action(ActionStatus.SUCCEEDED, fence=6, attempts=1),
+    ]
+    task = folded([change(1), *(history[i] for i in order)]).tasks[TASK]
+    assert task.ops["REFUND:t-1:v1"] == history[-1].action
+
+
 @given(st.integers(min_value=1, max_value=8), st.integers(min_value=0, max_value=8))
 def test_a_republished_suffix_changes_nothing(versions: int, cut: int) -> None:
     items: list[LogItem] = []
