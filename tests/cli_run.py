@@ -4,6 +4,8 @@ a command line parsed as the CLI would parse it, run by nobody (for the pages th
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +53,11 @@ def parsed(argv: list[str]) -> click.Command:
     assert ctx.parent is not None
     command.make_context(str(ctx.info_name), rest, parent=ctx.parent)
     return command
+
+
+def page_commands(page: str) -> list[list[str]]:
+    """The `wakeful ...` command lines of a page's bash blocks, as argv after `wakeful` (a comment
+    after two spaces and a `#` is not part of the command)."""
+    blocks = re.findall(r"```bash\n(.*?)```", page, re.DOTALL)
+    lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
+    return [shlex.split(line)[1:] for line in lines if line.startswith("wakeful ")]

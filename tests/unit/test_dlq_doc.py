@@ -4,12 +4,10 @@ every `wakeful dlq` command, and the operator and the kind it names are the ones
 
 from __future__ import annotations
 
-import re
-import shlex
 from pathlib import Path
 
 import pytest
-from cli_run import parsed
+from cli_run import page_commands, parsed
 
 from wakeful.cli.dlq_cmds import dlq
 from wakeful.devstack.dev_signers import DEV_SIGNERS
@@ -21,9 +19,7 @@ PAGE = (Path(__file__).resolve().parents[2] / "docs/dlq.md").read_text()
 
 
 def commands() -> list[list[str]]:
-    blocks = re.findall(r"```bash\n(.*?)```", PAGE, re.DOTALL)
-    lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
-    return [shlex.split(line)[1:] for line in lines if line.startswith("wakeful ")]
+    return page_commands(PAGE)
 
 
 @pytest.mark.parametrize("argv", commands(), ids=" ".join)

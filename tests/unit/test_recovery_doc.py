@@ -5,11 +5,10 @@ runs the drill on a real stack)."""
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 import pytest
-from cli_run import parsed
+from cli_run import page_commands, parsed
 
 from wakeful.devstack.recovery import NOT_ON_THE_LOG
 from wakeful.state.rebuild import FENCE_MARGIN
@@ -20,9 +19,7 @@ PAGE = (Path(__file__).resolve().parents[2] / "docs/recovery.md").read_text()
 
 
 def commands() -> list[list[str]]:
-    blocks = re.findall(r"```bash\n(.*?)```", PAGE, re.DOTALL)
-    lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
-    return [shlex.split(line)[1:] for line in lines if line.startswith("wakeful ")]
+    return page_commands(PAGE)
 
 
 @pytest.mark.parametrize("argv", commands(), ids=" ".join)
