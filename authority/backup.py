@@ -5,7 +5,8 @@ is written by the admin only, outside any task, so no task's log record carries 
 every `wk:authority:*` key, whatever its type, exactly; the admin seals the copy with the keyring
 (AES-GCM bound to the name "authority" and the copy's time, state/seal.py), since it holds upstream
 HMAC secrets, and publishes it keyed "authority" on a compacted topic: the newest copy is what a
-lost Redis gets back. `put_back()` writes a copy's keys that Redis lacks, and leaves any it has.
+lost Redis gets back. `put_back()` merges a copy into Redis: what Redis lacks is written (a key, a
+hash's field, a set's member, a stream's later entries), what it has is left as it is.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from wakeful.core.errors import DecodeError
 from wakeful.state import keys
 from wakeful.state.seal import Sealer
 
-SEALED_AS = "authority"  # the name a copy is sealed under (a task id can hold no such plain name)
+SEALED_AS = "@authority"  # the name a copy is sealed under: no task id holds an `@`
 SCHEMA = 1
 _TYPES = ("string", "hash", "set", "zset", "list", "stream")
 
@@ -106,40 +107,45 @@ def unseal(sealer: Sealer, blob: bytes) -> tuple[int, dict[str, Any]]:
 
 
 def put_back(client: redis.Redis, found: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """Write the copy's keys that Redis lacks; (written, left because Redis holds them)."""
-    names = sorted(found)
-    pipe = client.pipeline(transaction=False)
-    for name in names:
-        pipe.exists(name)
-    there = pipe.execute()
+    """Merge the copy into Redis: each key, field, member or entry Redis lacks is written, what it
+    holds is left (a signer added, a tool switched or a catalog published since the loss stands).
+    Returns (the keys something was written to, the keys left whole)."""
     written, left = [], []
-    pipe = client.pipeline(transaction=False)
-    for name, exists in zip(names, there, strict=True):
+    for name in sorted(found):
         if not name.startswith(f"{keys.PREFIX}:authority:"):
             left.append(name)  # a copy names only authority keys; anything else is not written
             continue
-        if exists:
+        pipe = client.pipeline(transaction=False)
+        if _merge(client, pipe, name, found[name]) and any(pipe.execute(raise_on_error=False)):
+            written.append(name)
+        else:
             left.append(name)
-            continue
-        _write(pipe, name, found[name])
-        written.append(name)
-    if written:
-        pipe.execute()
     return written, left
 
 
-def _write(pipe: Any, name: str, entry: dict[str, Any]) -> None:
+def _merge(client: redis.Redis, pipe: Any, name: str, entry: dict[str, Any]) -> bool:
+    """Queue on `pipe` the writes that add what Redis lacks of `name`; False when there are none."""
     kind, value = entry["type"], entry["value"]
     if kind == "string":
-        pipe.set(name, _u(value))
-    elif kind == "hash" and value:
-        pipe.hset(name, mapping={_u(k): _u(v) for k, v in value})
+        pipe.set(name, _u(value), nx=True)
+    elif kind == "hash":
+        for k, v in value:
+            pipe.hsetnx(name, _u(k), _u(v))
     elif kind == "set" and value:
         pipe.sadd(name, *(_u(m) for m in value))
     elif kind == "zset" and value:
-        pipe.zadd(name, {_u(m): float(score) for m, score in value})
-    elif kind == "list" and value:
+        pipe.zadd(name, {_u(m): float(score) for m, score in value}, nx=True)
+    elif kind == "list" and value and not client.exists(name):  # a list has no members to merge by
         pipe.rpush(name, *(_u(item) for item in value))
     elif kind == "stream":
+        top: list[Any] = client.xrevrange(name, count=1)  # type: ignore[assignment]
+        last = _stream_id(top[0][0].decode()) if top else (0, 0)
         for entry_id, fields in value:
-            pipe.xadd(name, {_u(k): _u(v) for k, v in fields}, id=entry_id)
+            if _stream_id(entry_id) > last:
+                pipe.xadd(name, {_u(k): _u(v) for k, v in fields}, id=entry_id)
+    return len(pipe) > 0
+
+
+def _stream_id(text: str) -> tuple[int, int]:
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)

@@ -34,14 +34,11 @@ from wakeful.core.settings import Settings
 def cli(ctx: click.Context) -> None:
     """wakeful: durable, safe long-running agent tasks on Kafka and Redis."""
     ctx.obj = Settings.from_env()
-
-
-@cli.result_callback()
-@click.pass_context
-def _after(ctx: click.Context, *_: Any, **__: Any) -> None:
-    """After a command that may have changed authority: its sealed copy on Kafka (D70)."""
     if ctx.invoked_subcommand in CHANGES_AUTHORITY:
-        journal(ctx.obj)
+        # After a command that may have changed authority, however it ends (a freeze not yet
+        # taken in exits non-zero): its sealed copy on Kafka (D70).
+        settings = ctx.obj
+        ctx.call_on_close(lambda: journal(settings))
 
 
 @cli.group()

@@ -21,13 +21,12 @@ def journal(settings: Settings, *, always: bool = False) -> bool:
     failure is said, not raised: the command itself did its work, and the next one (or `wakeful
     authority backup`) publishes the copy."""
     from wakeful.core import secrets
-    from wakeful.devstack import recovery, stack
+    from wakeful.devstack import recovery, redis_server
     from wakeful.devstack.client import Client
 
-    if not secrets.exists(settings, "admin", "redis"):
-        return False
+    if not secrets.exists(settings, "admin", "redis") or not redis_server.healthy(settings.redis_url):
+        return always and _no_redis()  # without Redis no command changed authority
     try:
-        stack.require_redis(settings)
         client = Client(settings)
         try:
             return recovery.journal_authority(settings, client.admin, client.store.sealer, always=always)
@@ -42,6 +41,12 @@ def journal(settings: Settings, *, always: bool = False) -> bool:
             file=sys.stderr,
         )
         return False
+
+
+def _no_redis() -> bool:
+    raise WakefulError(
+        "no Redis to copy authority from: start the stack (`wakeful dev up`) or set WAKEFUL_REDIS_URL"
+    )
 
 
 @click.command("backup")

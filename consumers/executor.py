@@ -235,7 +235,7 @@ class Executor:
             cp.task_id, effect.op_key, lease.fence, lease.token, tool=tool.name, args=args
         )
         closed = first_step.seen(cp.task_id, keys.runtime_id("close", effect.op_key))
-        reply, seen = loaded.pinned.batch([intent, closed])
+        reply, _, seen = loaded.pinned.batch([intent, self.actions.mark_command(cp.task_id), closed])
         begun = self.actions.begun(cp.task_id, lease.token, reply)
         first = [*loaded.watched, seen]
         if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance

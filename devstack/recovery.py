@@ -26,13 +26,14 @@ from wakeful.consumers import log_reader
 from wakeful.consumers.producing import producer_config
 from wakeful.consumers.switch_acks import LIVE_S
 from wakeful.core import kafka_auth, kafka_rights, topics
-from wakeful.core.errors import DecodeError, IntegrityError, WakefulError
+from wakeful.core.errors import DecodeError, IntegrityError, KeyringError, WakefulError
+from wakeful.core.retry import FunctionsMissing
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import RUNTIME_STAGES
-from wakeful.state import keys
+from wakeful.state import keys, library
 from wakeful.state.rebuild import Fold
 from wakeful.state.restore import Restored, Restorer
 from wakeful.state.seal import Sealer
@@ -41,10 +42,11 @@ from wakeful.workflow import engine
 BATCH = 200  # tasks restored between two progress lines
 NOT_ON_THE_LOG = (
     "memory records (wk:mem:*): re-verify and re-remember what the tasks need",
-    "evidence documents (wk:ev:*): each task's reference and excerpt are restored",
+    "evidence (wk:{T}:evidence, wk:ev:*): kept off a log that outlives its erasure (memory forget)",
     "receipts of events refused without a change, and door dedupe marks (wk:seen:*, a 2-hour TTL)",
     "wakes held by a freeze (wk:{T}:held): the frozen tasks are woken instead",
     "the record of dead-letter replays (wk:dlq:replays)",
+    "model token budgets spent (wk:{T}:spent, wk:tenant:*:spent): counted again from zero",
 )
 
 Say = Callable[[str], None]
@@ -105,6 +107,10 @@ def recover(
             "workers are running: " + "; ".join(reasons[:5]) + ". Stop them (a restored task must not "
             "be written under a worker's feet), or pass --force if these are left from before the loss"
         )
+    try:  # the task index is written through the library: a new Redis needs `dev acl --apply` first
+        library.check(admin, settings)
+    except FunctionsMissing as exc:
+        raise WakefulError(str(exc)) from exc
     report = Report()
     _authority(settings, admin, sealer, report, say)
     fold, read = fold_log(settings, say)
@@ -139,10 +145,18 @@ def fold_log(settings: Settings, say: Say) -> tuple[Fold, log_reader.Read]:
 
 def uncovered(admin: redis.Redis, fold: Fold) -> dict[str, str]:
     """The tasks Redis holds that the log could not give back as they are now: the log is behind
-    them (the relay's lag, or a change made before the log carried checkpoints), or cannot restore
-    them at all. Empty: a loss of Redis now would lose no task's progress."""
-    names = [k.decode() for k in admin.scan_iter(match=keys.PATTERN_CTR, count=1000)]
+    them (the relay's lag, or a change made before the log carried checkpoints), their outbox holds
+    records not yet published, or the log cannot restore them at all. Empty: a loss of Redis now
+    would lose no task's progress."""
     found: dict[str, str] = {}
+    outboxes = [k.decode() for k in admin.scan_iter(match=keys.PATTERN_OUTBOX, count=10_000)]
+    pipe = admin.pipeline(transaction=False)
+    for name in outboxes:
+        pipe.xlen(name)
+    for name, waiting in zip(outboxes, pipe.execute(), strict=True):
+        if waiting:
+            found[keys.task_of(name)] = f"{waiting} record(s) in its outbox not yet on the log"
+    names = [k.decode() for k in admin.scan_iter(match=keys.PATTERN_CTR, count=10_000)]
     for start in range(0, len(names), 1000):
         chunk = names[start : start + 1000]
         pipe = admin.pipeline(transaction=False)
@@ -156,7 +170,7 @@ def uncovered(admin: redis.Redis, fold: Fold) -> dict[str, str]:
             if why is None and task is not None and task.last is not None and task.last.state_version < held:
                 why = f"Redis is at version {held}, the log at {task.last.state_version}"
             if why is not None:
-                found[task_id] = why
+                found.setdefault(task_id, why)
     return found
 
 
@@ -179,7 +193,7 @@ def _authority(settings: Settings, admin: redis.Redis, sealer: Sealer, report: R
         return
     try:
         at_ms, found = backup.unseal(sealer, newest)
-    except (IntegrityError, DecodeError) as exc:
+    except (IntegrityError, DecodeError, KeyringError) as exc:
         report.authority_copy = f"refused: {exc}"
         say(f"recover: the newest authority copy does not verify, nothing of it written: {exc}")
         return

@@ -89,7 +89,19 @@ class ActionLog:
     ) -> Begun:
         """Record the intent. With lease_token, only while that token still holds the task's lease."""
         names, argv = self._intent(task_id, op_key, fence, lease_token, tool=tool, args=args)
-        return self.begun(task_id, lease_token, call(self.client, BEGIN, names, argv))
+        begun = self.begun(task_id, lease_token, call(self.client, BEGIN, names, argv))
+        self.mark(task_id)
+        return begun
+
+    def mark(self, task_id: str) -> None:
+        """Tell the relay the task's outbox holds a record (state/outbox.py): an action record
+        waits for no change to carry it to wakeful.log (D70)."""
+        self.client.sadd(keys.OUTBOX_DIRTY, task_id)
+
+    @staticmethod
+    def mark_command(task_id: str) -> tuple[str, str, str]:
+        """mark() as a command, to ride in a caller's batch after its begin_command()."""
+        return ("SADD", keys.OUTBOX_DIRTY, task_id)
 
     def begin_command(
         self,
@@ -156,6 +168,7 @@ class ActionLog:
         logged = action_record(counted)
         argv: list[Any] = [intent.op_key, counted.encode(), fence, logged.encode(), logged.record_id]
         reply = call(self.client, FINISH, [keys.ops(intent.task_id), keys.outbox(intent.task_id)], argv)
+        self.mark(intent.task_id)
         return self.recorded(intent.op_key, fence, reply)
 
     def fail(self, task_id: str, op_key: str, fence: int, reason: str) -> ActionLogEntry:
@@ -226,7 +239,9 @@ class ActionLog:
         if current is None:
             raise ActionError(op_key, "no intent was recorded: call begin() before the downstream call")
         names, args = self._finish(task_id, op_key, fence, status, current, result=result, reason=reason)
-        return self.recorded(op_key, fence, call(self.client, FINISH, names, args))
+        recorded = self.recorded(op_key, fence, call(self.client, FINISH, names, args))
+        self.mark(task_id)
+        return recorded
 
     def _finish(
         self,

@@ -74,17 +74,16 @@ def commands(
 def logged(task_id: str, also: Sequence[Command]) -> tuple[tuple[str, ...], ...]:
     """The writes of `also` that a rebuilt Redis needs and only this change holds (D70): the
     sender's receipt (SET of the task's receipt key; its TTL is counted again from the record's
-    time), the evidence references (HSET of the task's evidence) and a release's lifting of the
-    quarantine marker (DEL). Everything else inside the transaction is on the log another way, or
-    is not Progress (a lease's release)."""
-    receipts, evidence = keys.task_receipt_prefix(task_id), keys.evidence(task_id)
+    time) and a release's lifting of the quarantine marker (DEL). Everything else inside the
+    transaction is on the log another way, or is not Progress (a lease's release), or must not
+    outlive its deletion on a log kept for years (the evidence's excerpts: `memory forget` erases
+    them, D69)."""
+    receipts = keys.task_receipt_prefix(task_id)
     kept: list[tuple[str, ...]] = []
     for command in also:
         name, key = str(command[0]).upper(), _text(command[1]) if len(command) > 1 else ""
         if name == "SET" and key.startswith(receipts):
             kept.append(("SET", key, _text(command[2])))
-        elif name == "HSET" and key == evidence:
-            kept.append(("HSET", key, *(_text(part) for part in command[2:])))
         elif name == "DEL" and key == keys.quarantine(task_id):
             kept.append(("DEL", key))
     return tuple(kept)

@@ -15,7 +15,9 @@ import redis
 
 from wakeful.state import keys
 
-ACTION = b"a"  # an outbox entry's `k` field when it holds an action record, not a change
+# An outbox entry's `k` field when it holds another record than a change (schemas/changelog.py).
+ACTION = b"a"
+QUARANTINE = b"q"
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class Pending:
     entry_ids: list[bytes]
     record_ids: list[str]  # the readers' dedupe keys, "<task_id>:<state_version>" for a change
     records: list[bytes]  # OutboxRecord or ActionRecord JSON (schemas/changelog.py), in write order
-    changes: list[bytes]  # the OutboxRecords among them (an action record's entry has k=a)
+    changes: list[bytes]  # the OutboxRecords among them (any other record's entry has a `k` field)
 
 
 class Outbox:
@@ -64,7 +66,7 @@ class Outbox:
                         [e[0] for e in good],
                         [e[1][b"id"].decode() for e in good],
                         [e[1][b"r"] for e in good],
-                        [e[1][b"r"] for e in good if e[1].get(b"k") != ACTION],
+                        [e[1][b"r"] for e in good if b"k" not in e[1]],
                     )
                 )
             if len(entries) == self.batch:  # more behind this page: keep the task indexed

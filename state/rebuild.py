@@ -2,16 +2,17 @@
 
 The log holds, in commit order per task (one task's records ride one partition):
 - each change (OutboxRecord): the sealed checkpoint as stored, its inbox mark (the message id), the
-  receipt and evidence references its transaction wrote, and what the task then waits for;
+  receipt its transaction wrote, and what the task then waits for;
 - each write to the task's action log (ActionRecord): an intent, a count of unavailable calls, an
   outcome;
 - each quarantine marker set outside a change (QuarantineRecord); a release's change deletes it.
 
 A relay that crashed between publishing and trimming publishes a suffix of a task's records again:
-the fold skips a record id it has seen. For each task it keeps the change of the highest
-state_version that carries a checkpoint, every message id applied, the last write to each op key
-and to each receipt or evidence field. Anything it cannot use is named in `problems`, never dropped
-silently.
+the fold skips a record it has seen, by an id it derives from the record's content (a record that
+claims another's id is refused, so it cannot hide the other). For each task it keeps the change of
+the highest state_version that carries a checkpoint, every message id applied, the last write to
+each op key and to each receipt. A task whose history on the log has a gap is not restored: its
+action log may be missing an effect. Anything the fold cannot use is named, never dropped silently.
 """
 
 from __future__ import annotations
@@ -22,9 +23,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from wakeful.schemas.changelog import ActionRecord, LogItem, QuarantineRecord
+import orjson
+
+from wakeful.core import ids
+from wakeful.schemas.changelog import (
+    ActionRecord,
+    LogItem,
+    QuarantineRecord,
+    action_record,
+    quarantine_record,
+)
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus, OutboxRecord
 from wakeful.state import keys
+from wakeful.state.parked import RELEASABLE
 
 
 @dataclass
@@ -34,24 +45,37 @@ class Folded:
     task_id: str
     last: OutboxRecord | None = None  # the newest change that carries a checkpoint
     blob: bytes = b""  # its sealed checkpoint
-    newest: int = 0  # the highest state_version on the log, with a checkpoint or not
+    versions: set[int] = field(default_factory=set)  # of every change on the log
+    unsealed: int = 0  # changes written before the log carried checkpoints (schema < 3)
     inbox: set[str] = field(default_factory=set)
     ops: dict[str, ActionLogEntry] = field(default_factory=dict)
-    # The receipts (key, "") and evidence references (key, field) its changes wrote: each value,
-    # and the time of the change that wrote it (a receipt's TTL counts from it).
-    writes: dict[tuple[str, str], tuple[str, datetime]] = field(default_factory=dict)
+    # The receipts its changes wrote: key -> (value, the time of the change that wrote it: a
+    # receipt's TTL counts from it).
+    writes: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     quarantine: str | None = None  # the marker in force, as stored
     problems: list[str] = field(default_factory=list)
 
+    @property
+    def newest(self) -> int:
+        """The highest state_version on the log, with a checkpoint or not."""
+        return max(self.versions, default=0)
+
     def unrestorable(self) -> str | None:
         """Why the task cannot be restored from the log, or None."""
-        if self.last is None and self.newest == 0:
+        if not self.versions:
             return "the log holds no change of it (only action or quarantine records)"
-        if self.last is None or self.last.state_version != self.newest:
+        missing = sorted(set(range(1, self.newest + 1)) - self.versions)
+        if missing:
             return (
-                f"its newest change on the log (version {self.newest}) carries no checkpoint "
-                "(written before the log carried checkpoints, or unreadable)"
+                f"its history on the log misses version(s) {missing[:10]}: its action log may be incomplete"
             )
+        if self.unsealed:
+            return (
+                f"{self.unsealed} of its changes were written before the log carried checkpoints: "
+                "its action log on the log may be incomplete"
+            )
+        if self.last is None or self.last.state_version != self.newest:
+            return f"its newest change on the log (version {self.newest}) carries no readable checkpoint"
         return None
 
     @property
@@ -68,17 +92,25 @@ class Fold:
     seen: set[str] = field(default_factory=set)
     records: int = 0
     duplicates: int = 0
+    problems: list[str] = field(default_factory=list)  # records no task could own
 
     def add(self, items: Iterable[LogItem]) -> None:
         for item in items:
             self.records += 1
-            if item.record_id in self.seen:
-                self.duplicates += 1
+            if not ids.TASK_ID_RE.fullmatch(item.task_id):
+                self.problems.append(f"{item.record_id[:100]!r}: names no task id ({item.task_id[:100]!r})")
                 continue
-            self.seen.add(item.record_id)
             task = self.tasks.get(item.task_id)
             if task is None:
                 task = self.tasks[item.task_id] = Folded(item.task_id)
+            wrong = _misnamed(item)
+            if wrong is not None:
+                task.problems.append(f"{item.record_id}: {wrong}")
+                continue
+            if item.record_id in self.seen:  # only a record whose id is its own: none hides another
+                self.duplicates += 1
+                continue
+            self.seen.add(item.record_id)
             if isinstance(item, ActionRecord):
                 _action(task, item)
             elif isinstance(item, QuarantineRecord):
@@ -87,10 +119,20 @@ class Fold:
                 _change(task, item)
 
 
+def _misnamed(item: LogItem) -> str | None:
+    """Why a record's id is not the one its content gives, or None."""
+    if isinstance(item, ActionRecord):
+        if item.action.task_id != item.task_id:
+            return f"its entry names task {item.action.task_id!r}"
+        own = action_record(item.action).record_id
+    elif isinstance(item, QuarantineRecord):
+        own = quarantine_record(item.task_id, item.quarantine.encode()).record_id
+    else:
+        own = f"{item.task_id}:{item.state_version}"
+    return None if item.record_id == own else f"not the id its content gives ({own})"
+
+
 def _action(task: Folded, item: ActionRecord) -> None:
-    if item.action.task_id != task.task_id:
-        task.problems.append(f"{item.record_id}: its entry names task {item.action.task_id!r}")
-        return
     held = task.ops.get(item.action.op_key)
     if held is None or _rank(item.action) >= _rank(held):
         task.ops[item.action.op_key] = item.action
@@ -105,23 +147,18 @@ def _rank(entry: ActionLogEntry) -> tuple[int, int, int]:
 
 
 def _change(task: Folded, item: OutboxRecord) -> None:
-    if item.record_id != f"{item.task_id}:{item.state_version}":
-        task.problems.append(f"{item.record_id}: not the record id of version {item.state_version}")
-        return
     task.inbox.add(item.message_id)
-    task.newest = max(task.newest, item.state_version)
+    task.versions.add(item.state_version)
     for command in item.writes:
         problem = _unfit(task.task_id, command)
         if problem is not None:
             task.problems.append(f"{item.record_id}: {problem}")
         elif command[0] == "DEL":
-            task.quarantine = None  # a release lifted it
-        elif command[0] == "SET":
-            task.writes[(command[1], "")] = (command[2], item.at)
+            task.quarantine = _lifted(task.quarantine)
         else:
-            for i in range(2, len(command), 2):
-                task.writes[(command[1], command[i])] = (command[i + 1], item.at)
+            task.writes[command[1]] = (command[2], item.at)
     if not item.sealed:
+        task.unsealed += 1
         return
     if task.last is not None and task.last.state_version >= item.state_version:
         return
@@ -133,13 +170,24 @@ def _change(task: Folded, item: OutboxRecord) -> None:
     task.last, task.blob = item, blob
 
 
+def _lifted(marker: str | None) -> str | None:
+    """The marker in force after a release's change lifted one: only a marker a person may release
+    is lifted (state/parked.py); one set because a record failed a check stays, whatever the log's
+    order says."""
+    if marker is None:
+        return None
+    try:
+        reason = orjson.loads(marker).get("reason")
+    except (orjson.JSONDecodeError, AttributeError):
+        return marker
+    return None if reason in RELEASABLE else marker
+
+
 def _unfit(task_id: str, command: tuple[str, ...]) -> str | None:
     """Why a logged write may not be replayed: only the kinds last_step.logged() keeps, each on a
     key of this task. A record is not trusted because it is on the log."""
     name, key = (command[0], command[1]) if len(command) >= 2 else ("", "")
     if name == "SET" and len(command) == 3 and key.startswith(keys.task_receipt_prefix(task_id)):
-        return None
-    if name == "HSET" and len(command) >= 4 and len(command) % 2 == 0 and key == keys.evidence(task_id):
         return None
     if name == "DEL" and len(command) == 2 and key == keys.quarantine(task_id):
         return None

@@ -3,7 +3,7 @@
 Each task folded from the log (state/rebuild.py) is restored in two round trips on a connection of
 its own slot: WATCH its counter and state, read them; then one MULTI ... EXEC that writes its sealed
 checkpoint, moves its counter forward to that version, and puts back its inbox marks, action log,
-fence counter, receipts, evidence references and quarantine marker. A task Redis holds at the
+fence counter, receipts and quarantine marker. A task Redis holds at the
 log's version or past it is left as it is (recover runs twice safely; Redis may know more than the
 log's last record). The checkpoint is opened and checked with the same code a worker loads it
 with before anything is written: a log record is not trusted because it is on the log.
@@ -64,41 +64,28 @@ class Restorer:
     def restore(self, tasks: Sequence[Folded]) -> Restored:
         done = Restored()
         latest: list[bytes] = []
-        outside: list[tuple[Any, ...]] = []
         for task in tasks:
             why = task.unrestorable()
             if why is not None:
                 done.failed[task.task_id] = why
                 continue
             try:
-                cp = self._one(task, done)
+                indexed = self._one(task, done)
             except IntegrityError as exc:
                 done.failed[task.task_id] = f"its sealed checkpoint on the log does not verify: {exc.detail}"
                 continue
             except KeyringError as exc:  # sealed under a key this keyring lacks: add it back, run again
                 done.failed[task.task_id] = str(exc)
                 continue
-            if cp is None:
-                continue
-            done.restored.append(task.task_id)
-            assert task.last is not None
-            latest.append(task.last.encode())
-            outside += last_step.wait_writes(cp)
-            if task.quarantine is None and self.wakes(cp):
-                now_ms = int(self.now.timestamp() * 1000)
-                outside.append(("ZADD", keys.DEADLINES, now_ms, f"{cp.task_id}|{now_ms}"))
-                done.woken.append(cp.task_id)
-        if outside:
-            pipe = self.client.pipeline(transaction=False)
-            for command in outside:
-                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-            pipe.execute()
-        if latest:
+            if indexed and task.last is not None:
+                latest.append(task.last.encode())
+        if latest:  # idempotent: a rerun after a crash here applies them again
             done.index_skipped += self.index.apply(latest).skipped
         return done
 
-    def _one(self, task: Folded, done: Restored) -> Checkpoint | None:
-        """Restore one task in its own transaction; its checkpoint, or None when it was left."""
+    def _one(self, task: Folded, done: Restored) -> bool:
+        """Restore one task in its own transaction, its timer writes and wake sent ahead of it;
+        True when the task index must show the log's last change (restored, or left at it)."""
         assert task.last is not None
         task_id, version = task.task_id, task.last.state_version
         with Pinned(self.client, keys.state(task_id)) as conn:
@@ -112,22 +99,45 @@ class Restorer:
                 )
                 checks.raise_replies(task_id, *replies)
                 held = _version(replies[1])
-                if held is not None and held >= version:
+                if held is not None and held > version:
                     conn.batch([("UNWATCH",)])
                     done.left[task_id] = f"Redis holds version {held}, the log {version}"
-                    return None
+                    return False
                 ctr = [(f"{version}-1".encode(), {b"v": str(version).encode()})]
                 cp = checks.verified(self.sealer, task_id, task.blob, ctr, None)
                 if cp.stage != task.last.stage:
                     raise TamperedState(task_id, "its stage disagrees with its log record")
+                # Ahead of the transaction, as a change's `before` (D40): idempotent, harmless with
+                # nothing behind them, and sent again by a rerun after a crash that came between.
+                ahead = last_step.wait_writes(cp)
+                if held == version:  # restored before, or never lost: its timers, once more
+                    conn.batch([("UNWATCH",)])
+                    self._send(ahead)
+                    done.left[task_id] = f"Redis holds version {held}, the log's last"
+                    return True
+                woken = task.quarantine is None and self.wakes(cp)
+                if woken:
+                    now_ms = int(self.now.timestamp() * 1000)
+                    ahead.append(("ZADD", keys.DEADLINES, now_ms, f"{cp.task_id}|{now_ms}"))
+                self._send(ahead)
                 fence = max(int(replies[2] or 0), fence_after(cp.execution.fence, task))
-                writes = self._writes(task, version, fence)
-                result = conn.batch([("MULTI",), *writes, ("EXEC",)])
+                result = conn.batch([("MULTI",), *self._writes(task, version, fence), ("EXEC",)])
                 if result[-1] is not None:
                     checks.check_exec(task_id, [*result, None])
-                    return cp
+                    done.restored.append(task_id)
+                    if woken:
+                        done.woken.append(task_id)
+                    return True
         done.failed[task_id] = "its keys kept changing while it was restored (is a worker running?)"
-        return None
+        return False
+
+    def _send(self, commands: list[tuple[Any, ...]]) -> None:
+        """Writes outside the task's slot, in one round trip (a pipeline: each to its own node)."""
+        if commands:
+            pipe = self.client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+            pipe.execute()
 
     def _writes(self, task: Folded, version: int, fence: int) -> list[tuple[Any, ...]]:
         task_id = task.task_id
@@ -140,10 +150,7 @@ class Restorer:
             writes.append(("SADD", keys.inbox(task_id), *sorted(task.inbox)))
         for op_key, entry in task.ops.items():
             writes.append(("HSET", keys.ops(task_id), op_key, entry.encode()))
-        for (key, name), (value, at) in task.writes.items():
-            if name:
-                writes.append(("HSET", key, name, value))
-                continue
+        for key, (value, at) in task.writes.items():
             left = keys.RECEIPT_TTL_S - int((self.now - at).total_seconds())
             if left > 0:
                 writes.append(("SET", key, value, "EX", left))

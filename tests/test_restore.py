@@ -205,5 +205,9 @@ def test_an_authority_copy_gives_back_every_kind_of_key_and_only_authority_keys(
         again = backup.copy(admin)
         assert {name: again[name] for name in mine} == mine  # every kind, exactly as it was
         assert backup.put_back(admin, mine) == ([], sorted(mine))  # Redis holds them: left as they are
+        admin.hdel(f"{base}:h", "b")
+        admin.hset(f"{base}:h", "c", "3")  # written since the loss: it stands, the lost field comes back
+        assert backup.put_back(admin, mine)[0] == [f"{base}:h"]
+        assert admin.hgetall(f"{base}:h") == {b"a": b"1", b"b": b"2", b"c": b"3"}
     finally:
         admin.delete(*names)

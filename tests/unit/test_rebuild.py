@@ -6,6 +6,7 @@ recovery does not replay, or another task, is named instead of applied."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from hypothesis import given
@@ -46,7 +47,7 @@ def action(status: ActionStatus, fence: int = 1, attempts: int = 0, task_id: str
     return action_record(entry)
 
 
-def folded(items: list[LogItem]) -> Fold:
+def folded(items: Sequence[LogItem]) -> Fold:
     fold = Fold()
     fold.add(items)
     return fold
@@ -94,31 +95,48 @@ def test_a_republished_suffix_changes_nothing(versions: int, cut: int) -> None:
     assert (a.last, a.inbox, a.ops, a.writes) == (b.last, b.inbox, b.ops, b.writes)
 
 
-def test_a_newest_change_without_a_checkpoint_is_not_restored_from_an_older_one() -> None:
-    task = folded([change(1), change(2, sealed=False)]).tasks[TASK]
-    why = task.unrestorable()
-    assert why is not None and "version 2" in why
+def test_a_change_without_a_checkpoint_keeps_its_task_from_being_restored() -> None:
+    for history in ([change(1), change(2, sealed=False)], [change(1, sealed=False), change(2)]):
+        why = folded(history).tasks[TASK].unrestorable()
+        assert why is not None and "before the log carried checkpoints" in why
+
+
+def test_a_history_with_a_gap_is_not_restored() -> None:
+    why = folded([change(1), change(3)]).tasks[TASK].unrestorable()
+    assert why is not None and "misses version(s) [2]" in why
+
+
+def test_a_record_that_claims_another_records_id_cannot_hide_it() -> None:
+    forged = change(1).model_copy(update={"task_id": "t-2"})  # t-2's record named "t-1:1"
+    fold = folded([forged, change(1), change(2)])
+    assert fold.tasks[TASK].last is not None and fold.tasks[TASK].newest == 2
+    assert fold.duplicates == 0 and fold.tasks["t-2"].problems
+    flying = action(ActionStatus.IN_FLIGHT).model_copy(update={"record_id": f"{TASK}:1"})
+    fold = folded([flying, change(1)])
+    assert fold.tasks[TASK].versions == {1} and fold.tasks[TASK].ops == {}
+
+
+def test_a_record_that_names_no_task_id_is_named_and_the_fold_goes_on() -> None:
+    fold = folded([change(1).model_copy(update={"task_id": "bad id}"}), change(1)])
+    assert len(fold.problems) == 1 and fold.tasks[TASK].unrestorable() is None
 
 
 def test_a_task_with_only_action_records_is_named_not_restored() -> None:
     assert folded([action(ActionStatus.IN_FLIGHT)]).tasks[TASK].unrestorable() is not None
 
 
-def test_receipts_and_evidence_are_kept_with_their_time_and_other_writes_are_named() -> None:
+def test_receipts_are_kept_with_their_time_and_other_writes_are_named() -> None:
     receipt = keys.receipt("ev-12345678", TASK, key_id="key-a")
     writes = (
         ("SET", receipt, '{"status":"accepted"}'),
-        ("HSET", keys.evidence(TASK), "note", '{"ref":"r"}'),
+        ("HSET", keys.evidence(TASK), "note", '{"ref":"r"}'),  # excerpts stay off the log (forget)
         ("SET", keys.state(TASK), "forged"),  # the state comes from `sealed` only
         ("SET", keys.receipt("ev-12345678", "t-2", key_id="key-a"), "{}"),  # another task's key
         ("DEL", keys.ops(TASK)),
     )
     task = folded([change(1, writes=writes)]).tasks[TASK]
-    assert task.writes == {
-        (receipt, ""): ('{"status":"accepted"}', T0),
-        (keys.evidence(TASK), "note"): ('{"ref":"r"}', T0),
-    }
-    assert len(task.problems) == 3
+    assert task.writes == {receipt: ('{"status":"accepted"}', T0)}
+    assert len(task.problems) == 4
 
 
 def test_a_quarantine_stands_until_a_release_lifts_it() -> None:
@@ -158,6 +176,5 @@ def test_a_change_logs_only_the_writes_recovery_needs() -> None:
     ]
     assert last_step.logged(TASK, also) == (
         ("SET", receipt, '{"status":"accepted"}'),
-        ("HSET", keys.evidence(TASK), "note", '{"ref":"r"}'),
         ("DEL", keys.quarantine(TASK)),
     )
