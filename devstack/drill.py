@@ -57,6 +57,7 @@ def run(settings: Settings, tasks: int, mode: str, seed: int | None, say: Say) -
         say(f"creating {tasks} {client.app.name} tasks, holding back every later event ...")
         _load(client, fleet, plans)
         before = _waiting(client, plans)
+        timers = _timers(client, list(before))
         fold, _ = recovery.fold_log(settings, say)
         missing = recovery.uncovered(client.admin, fold)
         if missing:
@@ -81,6 +82,9 @@ def run(settings: Settings, tasks: int, mode: str, seed: int | None, say: Say) -
         report["recover_s"] = round(time.monotonic() - started, 2)
         report["recovered"] = first.as_dict()
         report["second_run_restored"] = len(_recover(client, say).done.restored)
+        # Checked in Redis before any worker runs: the timer index, and each intent still in flight.
+        report["timers_kept"] = _timers(client, list(before)) == timers
+        report["in_flight_after"] = _in_flight(client, plans)
         fleet = Fleet(env | _redis_env(client)).start()
         report |= _finish(client, traffic, plans, (mark, before), say)
     finally:
@@ -93,6 +97,8 @@ def run(settings: Settings, tasks: int, mode: str, seed: int | None, say: Say) -
         and report.get("duplicate_effects") == 0
         and report.get("misapplied_events") == 0
         and report.get("deadlines_kept") is True
+        and report.get("timers_kept") is True
+        and report.get("in_flight_after") == report.get("in_flight_at_loss")
         and report.get("refused_while_running", True) is True
         and report.get("second_run_restored") == 0
         and not report.get("recovered", {}).get("failed")
@@ -145,6 +151,13 @@ def _waiting(client: Client, plans: list[Planned]) -> dict[str, list[str]]:
         if shown.get("pending_waits"):
             found[plan.task_id] = sorted(str(w.get("deadline")) for w in shown["pending_waits"])
     return found
+
+
+def _timers(client: Client, task_ids: list[str]) -> set[str]:
+    """The members of the timer index (`<task>|<deadline ms>`) of these tasks."""
+    members: list[bytes] = client.admin.zrange(keys.DEADLINES, 0, -1)  # type: ignore[assignment]
+    mine = {f"{t}|" for t in task_ids}
+    return {m.decode() for m in members if m.decode().split("|")[0] + "|" in mine}
 
 
 def _in_flight(client: Client, plans: list[Planned]) -> list[str]:
@@ -248,7 +261,8 @@ def render(r: dict[str, Any]) -> str:
         f"failed {recovered.get('failed')} in {r.get('recover_s')} s; a second run restored "
         f"{r.get('second_run_restored')}",
         f"refused while running: {r.get('refused_while_running', 'n/a (fresh)')}",
-        f"deadlines kept    : {r.get('deadlines_kept')} ({r.get('still_waiting')} still waiting)",
+        f"deadlines kept    : {r.get('deadlines_kept')} ({r.get('still_waiting')} still waiting); timer "
+        f"index kept: {r.get('timers_kept')}; in flight after recover: {r.get('in_flight_after')}",
     ]
     if "lost" in r:
         lines += chaos.render({**r, "kills": 0, "killed": {}, "seconds": 0}).splitlines()[1:]

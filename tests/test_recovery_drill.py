@@ -67,7 +67,11 @@ def drill(env: dict[str, str], mode: str, seed: int) -> dict[str, Any]:
 def assert_recovered(report: dict[str, Any]) -> None:
     assert report["ok"], report
     assert report["in_flight_at_loss"], "the loss came with no intent in flight"
-    assert report["waiting_at_loss"] > 0 and report["deadlines_kept"] is True
+    assert (
+        report["waiting_at_loss"] > 0 and report["deadlines_kept"] is True and report["timers_kept"] is True
+    )
+    # restored in flight, so the executor looks it up by its op key before anything is called again
+    assert report["in_flight_after"] == report["in_flight_at_loss"]
     assert report["recovered"]["failed"] == {} and report["recovered"]["restored"] >= 300
     assert report["second_run_restored"] == 0  # safe to run twice
     assert (report["lost"], report["duplicate_effects"], report["misapplied_events"]) == (0, 0, 0)

@@ -19,6 +19,7 @@ from wakeful.schemas.logs import ActionStatus, OutboxRecord
 from wakeful.state import acl, keys
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Leases
+from wakeful.state.outbox import Outbox
 from wakeful.state.rebuild import FENCE_MARGIN, Fold
 from wakeful.state.restore import Restorer
 from wakeful.state.store import Store
@@ -153,6 +154,8 @@ def test_a_quarantined_task_stays_quarantined(
     gate_store.quarantine(task_id, "incompatible", "a test")
     items = outbox_items(admin, task_id)
     assert isinstance(items[-1], QuarantineRecord)
+    (pending,), _ = Outbox(admin).read([task_id])
+    assert len(pending.records) == 6 and len(pending.changes) == 3  # the relay indexes changes only
     forget(admin, task_id)
     fold = Fold()
     fold.add(items)
@@ -169,9 +172,13 @@ def test_an_intent_in_flight_comes_back_in_flight(
 ) -> None:
     task_id = gate_store.create(new_checkpoint(), "create").checkpoint.task_id
     lease = leases.acquire(task_id)
-    ActionLog(acl.connect(settings, "executor")).begin(
-        task_id, f"REFUND:{task_id}:v1", lease.fence, lease.token
-    )
+    actions = ActionLog(acl.connect(settings, "executor"))
+    admin.srem(keys.OUTBOX_DIRTY, task_id)
+    begun = actions.begin(task_id, f"REFUND:{task_id}:v1", lease.fence, lease.token)
+    assert admin.sismember(keys.OUTBOX_DIRTY, task_id)  # the relay publishes it without a change
+    admin.srem(keys.OUTBOX_DIRTY, task_id)
+    actions.attempted(begun.entry, lease.fence, attempts=1, reason="away")
+    assert admin.sismember(keys.OUTBOX_DIRTY, task_id)
     items = outbox_items(admin, task_id)
     forget(admin, task_id)
     fold = Fold()
@@ -180,7 +187,7 @@ def test_an_intent_in_flight_comes_back_in_flight(
         list(fold.tasks.values())
     )
     entry = ActionLog(admin).lookup(task_id, f"REFUND:{task_id}:v1")
-    assert entry is not None and entry.status is ActionStatus.IN_FLIGHT
+    assert entry is not None and entry.status is ActionStatus.IN_FLIGHT and entry.attempts == 1
 
 
 def test_an_authority_copy_gives_back_every_kind_of_key_and_only_authority_keys(
