@@ -150,16 +150,16 @@ def actions_closed(found: Found) -> tuple[set[str], list[str], list[tuple[str, s
     latest_change = max(found.change_at.values(), default=0)
     in_flight: list[str] = []
     problems: list[tuple[str, str, str]] = []
-    for op, (record, where, place) in last.items():
+    for op, (action, where, place) in last.items():
         base = op[len(UNDO_PREFIX) :] if op.startswith(UNDO_PREFIX) else op
         if op in closed or base in closed:
             continue
         if place > latest_change:
             in_flight.append(op)
         else:
-            status = record.action.status
+            status = action.action.status
             problems.append(
-                (where, record.record_id, f"op key {op} ({status}) is closed by no change after it")
+                (where, action.record_id, f"op key {op} ({status}) is closed by no change after it")
             )
     return closed, in_flight, problems
 

@@ -30,7 +30,7 @@ def from_kafka(settings: Settings, task_id: str, topic: str = topics.LOG) -> Ite
         value: bytes = msg.value() or b""
         if not holds(task_id, value):
             continue
-        headers = tuple((name, raw if isinstance(raw, bytes) else b"") for name, raw in msg.headers() or ())
+        headers = tuple((str(h[0]), h[1] if isinstance(h[1], bytes) else b"") for h in msg.headers() or ())
         yield Logged(topic, msg.partition() or 0, msg.offset() or 0, headers, value)
 
 

@@ -100,8 +100,8 @@ class Chain:
             approval=bound,
         )
         changes = [
-            _change(1, f"ev:req-key:ev-create-1", "awaiting_approval", event=create.encode().decode()),
-            _change(2, f"ev:alice-key:ev-approve-2", "ready", event=approve.encode().decode(), approval=bound),
+            _change(1, "ev:req-key:ev-create-1", "awaiting_approval", event=create.encode().decode()),
+            _change(2, "ev:alice-key:ev-approve-2", "ready", event=approve.encode().decode(), approval=bound),
             _change(3, f"rt:close:{OP}", "closed", proposal=trail),
         ]
         first = [changes[0].encode(), changes[1].encode()]
