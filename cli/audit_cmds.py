@@ -44,13 +44,13 @@ def _keys(settings: Settings, keys_file: Path | None) -> PublicKeys:
 @click.option(
     "--log",
     "log_file",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=click.Path(path_type=Path, dir_okay=False),
     help="Read the task's messages from this file (wakeful log export), not from Kafka.",
 )
 @click.option(
     "--keys",
     "keys_file",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=click.Path(path_type=Path, dir_okay=False),
     help="Read the public keys from this file (wakeful keys export), not from this machine.",
 )
 @click.option("--json", "as_json", is_flag=True)
@@ -65,6 +65,9 @@ def audit_cmd(
 ) -> None:
     """For every effect of TASK: the event that started it, each approval, the policy and tool
     catalog in force, the proposal and its model and checks, the op key, fence and outcome."""
+    for given in (log_file, keys_file):  # checked when run: a command line parses wherever it is read
+        if given is not None and not given.is_file():
+            raise click.BadParameter(f"no file {given}", param_hint="--log/--keys")
     public = _keys(settings, keys_file)
     messages = audit_read.from_file(log_file) if log_file else list(audit_read.from_kafka(settings, task_id))
     found = audit(task_id, messages, public)
