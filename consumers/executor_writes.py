@@ -197,14 +197,6 @@ def proposal_trail(
     model, the call (tool, op key, arguments) at the task's version, the approval in force, and
     the op keys of the read-only calls that shared its turn."""
     tool, op_key, args = call
-    a = cp.business.approval
-    bound = (
-        ApprovalBound(
-            version=a.object_version, digest=a.object_digest, approver=a.approver_ref, scope=a.scope
-        )
-        if a is not None
-        else None
-    )
     return ProposalTrail(
         message_id=env.message_id,
         model=model,
@@ -212,6 +204,6 @@ def proposal_trail(
         op_key=op_key,
         args=args,
         task_version=cp.business.version,
-        approval=bound,
+        approval=ApprovalBound.of(cp.business.approval),
         more=tuple(more),
     )

@@ -196,10 +196,5 @@ def custody(
     bound = new.business.approval
     approved = event is not None and event.kind == events.APPROVE
     if approved and bound is not None and (old is None or old.business.approval != bound):
-        said[APPROVAL_KEY] = ApprovalBound(
-            version=bound.object_version,
-            digest=bound.object_digest,
-            approver=bound.approver_ref,
-            scope=bound.scope,
-        )
+        said[APPROVAL_KEY] = ApprovalBound.of(bound)
     return said

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from wakeful.schemas.approval import Approval
 from wakeful.schemas.base import Record
 
 # Detail keys lifted into the record's fields (never written into `detail` itself).
@@ -44,6 +45,17 @@ class ApprovalBound(Record):
     digest: str
     approver: str
     scope: str
+
+    @classmethod
+    def of(cls, approval: Approval | None) -> ApprovalBound | None:
+        if approval is None:
+            return None
+        return cls(
+            version=approval.object_version,
+            digest=approval.object_digest,
+            approver=approval.approver_ref,
+            scope=approval.scope,
+        )
 
 
 class ProposalTrail(Record):
