@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import orjson
 
 from wakeful.cli.output import emit, say
 from wakeful.consumers import audit_read
@@ -88,14 +89,17 @@ def _human(found: Audit, verify: bool) -> str:
         )
     for e in found.effects:
         p, a = e["proposal"], e["approval"]
+        result = orjson.dumps(e["result"]).decode() if e["result"] else ""
         lines += [
             f"effect {e['op_key']}: {e['tool']}({_args(e['args'])}) at task version {e['task_version']}",
             f"  proposal {p['message_id']} by model {p['model']}; checks passed: {', '.join(p['checks'])}",
             f"  policy {e['policy']}, tool catalog {e['tool_catalog']}",
-            f"  fence {e['fence']}, outcome {e['outcome']} {e['result'] or ''}".rstrip(),
+            f"  fence {e['fence']}, outcome {e['outcome']} {result}".rstrip(),
             "  approval: " + (f"by {a['approver']} of version {a['version']}" if a else "none"),
         ]
     lines += [f"in flight: {op}" for op in found.in_flight]
+    if not verify and found.problems:
+        lines.append(f"{len(found.problems)} link(s) do not hold: --verify names them")
     if verify:
         lines += [f"FAILED {p}" for p in found.problems]
         lines.append(
