@@ -26,6 +26,7 @@ from wakeful.consumers.audit_file import Logged, PublicKeys
 from wakeful.consumers.audit_links import Found, Problem, actions_closed, effect_of, event_link
 from wakeful.core import log_signing
 from wakeful.core.errors import DecodeError
+from wakeful.schemas import events
 from wakeful.schemas.changelog import ActionRecord, QuarantineRecord
 from wakeful.schemas.logs import (
     ACTION_FIELD,
@@ -92,7 +93,7 @@ def audit(task_id: str, messages: Iterable[Logged], keys: PublicKeys) -> Audit:
         if link.event is not None:
             found.events[v] = link.event
         if v == 1:
-            if link.event is None or link.event.get("kind") != "task.create":
+            if link.event is None or link.event.get("kind") != events.CREATE:
                 out.problems.append(
                     Problem(where, record.record_id, "the task's first change carries no signed create event")
                 )
@@ -124,8 +125,10 @@ def _read(task_id: str, m: Logged, keys: PublicKeys, found: Found, problems: lis
         return
     mine = [i for i, item in enumerate(items) if isinstance(item, dict) and item.get("task_id") == task_id]
     if checked.reason is not None and checked.changed:
-        for i in checked.changed:
+        for i in checked.changed:  # another task's record edited leaves this task's records vouched for
             item = items[i] if i < len(items) else None
+            if isinstance(item, dict) and "task_id" in item and item["task_id"] != task_id:
+                continue
             rid = str(item.get("record_id", f"#{i}")) if isinstance(item, dict) else f"#{i}"
             problems.append(Problem(m.where, rid, f"record {i} of the message was edited: {checked.reason}"))
     elif checked.reason is not None and mine:

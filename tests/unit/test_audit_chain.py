@@ -66,6 +66,11 @@ class Chain:
     messages: list[Logged] = field(default_factory=list)
 
     def build(self) -> list[Logged]:
+        first, second = self.records()
+        return [_message(first, 10), _message(second, 11, self.edit)]
+
+    def records(self) -> tuple[list[bytes], list[bytes]]:
+        """The records of the chain's two messages: the gate's two changes, then the effect's."""
         create = sign_event(
             REQUESTER, events.CREATE, {"amount": 2500}, task_id=T, event_id="ev-create-1", issued_at=AT
         )
@@ -112,7 +117,7 @@ class Chain:
         second += [action_record(done).encode(), changes[2].encode()]
         if self.drop_version:
             first = [r for r in first if f'"state_version":{self.drop_version},' not in r.decode()]
-        return [_message(first, 10), _message(second, 11, self.edit)]
+        return first, second
 
 
 def _change(version: int, message_id: str, stage: str, **more: object) -> OutboxRecord:
@@ -228,3 +233,18 @@ def test_files_round_trip_byte_for_byte() -> None:
     assert b"secret" not in doc and base64.b64encode(b"secret" * 6) not in doc
     read = read_keys(doc)
     assert read.signers["h-key"].public is None and read.signers["alice-key"].public == _public(ALICE)
+
+
+def test_an_edit_of_another_task_s_record_in_a_shared_batch_leaves_this_chain_verified() -> None:
+    first, second = Chain().records()
+    other = ActionLogEntry(
+        op_key="REFUND:t-other:v1", task_id="t-other", status=ActionStatus.IN_FLIGHT, fence=1, started_at=AT
+    )
+    shared = _message(
+        [action_record(other).encode(), *second], 11, lambda v: v.replace(b'"fence":1,', b'"fence":9,', 1)
+    )
+    messages = [_message(first, 10), shared]
+    found = audit(T, messages, KEYS)
+    assert found.verified, _why(found)
+    theirs = audit("t-other", messages, KEYS)
+    assert any("was edited" in p.why and p.record.startswith("t-other:op:") for p in theirs.problems)
