@@ -146,3 +146,15 @@ def keys_export(settings: Settings, out: Path) -> None:
     registered event signer's (an HMAC signer is listed without its secret)."""
     out.write_bytes(audit_read.exported_keys(settings, _signers(settings)))
     say(f"wrote the log and signer public keys to {out}")
+
+
+@click.command("rotate-log")
+@click.pass_obj
+def keys_rotate_log(settings: Settings) -> None:
+    """A new Ed25519 log key for the relay; every older public half stays published, so what it
+    signed still verifies. Export the keys again afterwards."""
+    from wakeful.core import log_signing
+
+    kid = log_signing.rotate_log_key(settings)
+    click.echo(f"the relay's log key is now {kid}")
+    say("restart the relay so it signs with it, then run `wakeful keys export` again")

@@ -224,6 +224,7 @@ def keys_rotate(settings: Settings, kid: str | None) -> None:
 
 
 keys.add_command(audit_cmds.keys_export)  # the public keys an offline audit needs (D72)
+keys.add_command(audit_cmds.keys_rotate_log)
 cli.add_command(audit_cmds.audit_cmd)
 cli.add_command(audit_cmds.log_group)
 
