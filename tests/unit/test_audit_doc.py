@@ -3,12 +3,10 @@ checks, headers and file names it states are the code's."""
 
 from __future__ import annotations
 
-import re
-import shlex
 from pathlib import Path
 
 import pytest
-from cli_run import parsed
+from cli_run import page_commands, parsed
 
 from wakeful.core import log_signing
 from wakeful.schemas.custody import CHECKS
@@ -18,9 +16,7 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def commands() -> list[list[str]]:
-    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.DOTALL)
-    lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
-    return [shlex.split(line)[1:] for line in lines if line.startswith("wakeful ")]
+    return page_commands(DOC.read_text())
 
 
 @pytest.mark.parametrize("argv", commands(), ids=" ".join)
