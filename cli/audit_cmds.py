@@ -88,7 +88,7 @@ def _human(found: Audit, verify: bool) -> str:
             f"change {a['version']} at {a['where']}: {_event(a['event']) if a['event'] else 'no event'}"
         )
     for e in found.effects:
-        p, a = e["proposal"], e["approval"]
+        p, a = e["proposal"] or {"message_id": "(none on the log)", "model": "?", "checks": []}, e["approval"]
         result = orjson.dumps(e["result"]).decode() if e["result"] else ""
         lines += [
             f"effect {e['op_key']}: {e['tool']}({_args(e['args'])}) at task version {e['task_version']}",

@@ -23,7 +23,15 @@ from typing import Any
 import orjson
 
 from wakeful.consumers.audit_file import Logged, PublicKeys
-from wakeful.consumers.audit_links import Found, Problem, actions_closed, effect_of, event_link
+from wakeful.consumers.audit_links import (
+    CLOSE,
+    Found,
+    Problem,
+    actions_closed,
+    effect_of,
+    event_link,
+    unproven,
+)
 from wakeful.core import log_signing
 from wakeful.core.errors import DecodeError
 from wakeful.schemas import events
@@ -108,6 +116,10 @@ def audit(task_id: str, messages: Iterable[Logged], keys: PublicKeys) -> Audit:
     for v in versions:
         record, where = found.changes[v]
         if record.proposal is None:
+            if record.message_id.startswith(CLOSE):
+                shown, missing = unproven(record, where, found)
+                out.effects.append(shown)
+                out.problems.append(Problem(where, record.record_id, missing))
             continue
         effect, problems = effect_of(record, where, found, keys)
         out.effects.append(effect)

@@ -204,6 +204,33 @@ def effect_of(
     return effect, problems
 
 
+def unproven(record: OutboxRecord, where: str, found: Found) -> tuple[dict[str, Any], str]:
+    """A close that carries no proposal (a step settled by its key after a crash: the handling that
+    checked its proposal did not live to close it): the effect as its action log shows it, and the
+    link that is missing."""
+    op = record.message_id[len(CLOSE) :]
+    entries = [a.action for a, _, _ in found.actions if a.action.op_key == op]
+    outcome = entries[-1] if entries else None
+    effect: dict[str, Any] = {
+        "op_key": op,
+        "tool": outcome.tool if outcome else None,
+        "args": outcome.args if outcome else None,
+        "task_version": record.task_version,
+        "proposal": None,
+        "policy": record.policy,
+        "tool_catalog": record.tool_catalog,
+        "closed_by": {"record": record.record_id, "where": where},
+        "fence": outcome.fence if outcome else None,
+        "outcome": str(outcome.status) if outcome else None,
+        "result": outcome.result if outcome else None,
+        "approval": None,
+    }
+    return (
+        effect,
+        f"the close of op key {op} carries no proposal: settled by its key, its checks are not on the log",
+    )
+
+
 def _approval(
     bound: dict[str, Any],
     ran_at: int,

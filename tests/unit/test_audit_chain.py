@@ -62,6 +62,7 @@ class Chain:
     bound_version: int = 1
     drop_version: int | None = None
     extra_action: str | None = None
+    settled: bool = False  # the close carries no proposal (settled by its key after a crash)
     edit: Callable[[bytes], bytes] | None = None
     messages: list[Logged] = field(default_factory=list)
 
@@ -107,7 +108,7 @@ class Chain:
         changes = [
             _change(1, "ev:req-key:ev-create-1", "awaiting_approval", event=create.encode().decode()),
             _change(2, "ev:alice-key:ev-approve-2", "ready", event=approve.encode().decode(), approval=bound),
-            _change(3, f"rt:close:{OP}", "closed", proposal=trail),
+            _change(3, f"rt:close:{OP}", "closed", proposal=None if self.settled else trail),
         ]
         first = [changes[0].encode(), changes[1].encode()]
         second = [action_record(intent).encode()]
@@ -189,6 +190,7 @@ CASES: list[tuple[str, Chain, PublicKeys, str, str]] = [
         f"0:11|{T}:3",
         "effect ran at version 1",
     ),
+    ("close without its proposal", Chain(settled=True), KEYS, f"0:11|{T}:3", "carries no proposal"),
     ("action never closed", Chain(extra_action=f"LOOKUP:{T}:v1"), KEYS, "0:11|", "is closed by no change"),
     ("log key not exported", Chain(), replace(KEYS, log_keys={}), "0:10|", "exported keys do not hold"),
 ]
