@@ -113,18 +113,23 @@ def audit(task_id: str, messages: Iterable[Logged], keys: PublicKeys) -> Audit:
     _, in_flight, unclosed = actions_closed(found)
     out.in_flight = in_flight
     out.problems += [Problem(where, rid, why) for where, rid, why in unclosed]
-    for v in versions:
+    _effects(out, found, keys)
+    return out
+
+
+def _effects(out: Audit, found: Found, keys: PublicKeys) -> None:
+    """Each effect, from the close that carried it out, in version order."""
+    for v in sorted(found.changes):
         record, where = found.changes[v]
-        if record.proposal is None:
-            if record.message_id.startswith(CLOSE):
-                shown, missing = unproven(record, where, found)
-                out.effects.append(shown)
-                out.problems.append(Problem(where, record.record_id, missing))
+        if record.proposal is not None:
+            effect, problems = effect_of(record, where, found, keys)
+        elif record.message_id.startswith(CLOSE):
+            effect, gap = unproven(record, where, found)
+            problems = [gap]
+        else:
             continue
-        effect, problems = effect_of(record, where, found, keys)
         out.effects.append(effect)
         out.problems += [Problem(where, record.record_id, why) for why in problems]
-    return out
 
 
 def _read(task_id: str, m: Logged, keys: PublicKeys, found: Found, problems: list[Problem]) -> None:
