@@ -11,6 +11,7 @@ from typing import Any
 import click
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from wakeful.cli import audit_cmds
 from wakeful.cli.app_option import app_option
 from wakeful.cli.authority_cmds import authority, signers
 from wakeful.cli.dlq_cmds import dlq
@@ -220,6 +221,12 @@ def keys_rotate(settings: Settings, kid: str | None) -> None:
     ring.save(settings.keyring)
     click.echo(f"active key is now {ring.active}; keys: {', '.join(ring.kids)}")
     say("restart the workers so they load it; blobs are re-sealed with it as tasks move")
+
+
+keys.add_command(audit_cmds.keys_export)  # the public keys an offline audit needs (D72)
+keys.add_command(audit_cmds.keys_rotate_log)
+cli.add_command(audit_cmds.audit_cmd)
+cli.add_command(audit_cmds.log_group)
 
 
 @keys.command("list")

@@ -34,7 +34,7 @@ from wakeful.authority import freezes
 from wakeful.authority.snapshot import Snapshot, policy_reads, snapshot_from, snapshot_reads, with_policies
 from wakeful.consumers import executor_steps, switch_acks, wiring
 from wakeful.consumers.executor_heartbeat import Heartbeats
-from wakeful.consumers.executor_writes import Loaded, Writes
+from wakeful.consumers.executor_writes import Loaded, Writes, proposal_trail
 from wakeful.consumers.models import Proposal
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
@@ -193,7 +193,9 @@ class Executor:
             extra = executor_steps.call_more(self.app, more, loaded.held.lease)
         beat.check()
         step = (decided.tool, decided.op_key, result, args)
-        return self.writes.close(loaded, step, auth, first, outcome, more=extra)
+        call = (decided.tool, decided.op_key, args)
+        trail = proposal_trail(env, proposal.model, cp, call, [o for _, o, _, _ in extra])
+        return self.writes.close(loaded, step, auth, first, outcome, more=extra, trail=trail)
 
     def _more(
         self, loaded: Loaded, decided: Effect, proposal: Proposal, auth: Snapshot, now: datetime

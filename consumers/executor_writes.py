@@ -16,6 +16,8 @@ from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.custody import PROPOSAL_KEY, ApprovalBound, ProposalTrail
+from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App
 from wakeful.sdk.memory import Remember
 from wakeful.state import keys, last_step
@@ -54,11 +56,14 @@ class Writes:
         record: tuple[Any, ...] | None = None,
         *,
         more: Sequence[tuple[str, str, Mapping[str, Any], Mapping[str, Any]]] = (),
+        trail: ProposalTrail | None = None,
     ) -> None:
         """Advance the task past a step that ran: (tool, op key, what the tool returned, the
         arguments it was called with). The lease goes back inside that transaction: nothing is left
         to do under it (D38). `first`: the change's first step, already read (Executor._once);
-        `record`: the step's outcome for the action log, written inside the same transaction (D48)."""
+        `record`: the step's outcome for the action log, written inside the same transaction (D48);
+        `trail`: the proposal it carried out, for the log record (D72; None for a step settled by
+        its key, whose proposal was checked before its intent by an earlier handling)."""
         tool, op, result, args = step
         now = datetime.now(UTC)
         calls = [(tool, result, args), *((t, r, a) for t, _, r, a in more)]
@@ -93,7 +98,8 @@ class Writes:
             )
             # on the outbox record: the relay writes them quarantined, whatever they say (D69)
             kept = {"learned": [r.model_dump(mode="json") for r in taught]} if taught else {}
-            return said | kept | ({"forgot": refused} if refused else {})
+            custody = {PROPOSAL_KEY: trail} if trail is not None else {}
+            return said | kept | ({"forgot": refused} if refused else {}) | custody
 
         def records(_new: Checkpoint) -> list[Any]:
             # The first call's outcome (its intent was written before it ran); then each read-only
@@ -182,3 +188,22 @@ class Writes:
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
+
+
+def proposal_trail(
+    env: Envelope, model: str, cp: Checkpoint, call: tuple[str, str, dict[str, Any]], more: Sequence[str]
+) -> ProposalTrail:
+    """What the close's log record says of the proposal it carried out (D72): its message, its
+    model, the call (tool, op key, arguments) at the task's version, the approval in force, and
+    the op keys of the read-only calls that shared its turn."""
+    tool, op_key, args = call
+    return ProposalTrail(
+        message_id=env.message_id,
+        model=model,
+        tool=tool,
+        op_key=op_key,
+        args=args,
+        task_version=cp.business.version,
+        approval=ApprovalBound.of(cp.business.approval),
+        more=tuple(more),
+    )

@@ -57,7 +57,9 @@ def create(
         created = store.create(
             decided.checkpoint,
             identity(wake.envelope, event),
-            gate_writes.event_detail(event) | gate_memory.detail(*remembered),
+            gate_writes.event_detail(event)
+            | gate_memory.detail(*remembered)
+            | gate_writes.custody(wake.envelope, event, None, first),
             also=also,
             before=before,
             pinned=step.pinned,

@@ -49,7 +49,8 @@ class Judge:
 
     def detail(self, old: Checkpoint, new: Checkpoint) -> dict[str, Any]:
         """The change's outbox detail: what made it, and what its decision remembered."""
-        return gate_writes.change_detail(self.wake.event)(old, new) | self.attached(new).detail
+        said = gate_writes.change_detail(self.wake.event)(old, new) | self.attached(new).detail
+        return said | gate_writes.custody(self.wake.envelope, self.wake.event, old, new)
 
     def review(self) -> str | None:
         """Why the task went to review: the reason its sender's receipt gives."""

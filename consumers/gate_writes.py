@@ -27,6 +27,7 @@ from wakeful.core.log import Log
 from wakeful.schemas import events
 from wakeful.schemas import receipt as receipts
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.custody import APPROVAL_KEY, EVENT_KEY, ApprovalBound
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.memory import MemoryRecord
 from wakeful.sdk.app import App
@@ -180,3 +181,20 @@ def change_detail(event: SignedEvent | None) -> Callable[[Checkpoint, Checkpoint
         return event_detail(event) | ({"migrated": moved} if moved else {})
 
     return detail
+
+
+def custody(
+    envelope: Envelope, event: SignedEvent | None, old: Checkpoint | None, new: Checkpoint
+) -> dict[str, Any]:
+    """What the change's log record keeps for an offline audit (D72): the signed event it applied,
+    as the door received it (its signature verifies with the signer's public key alone), and the
+    approval it bound, if it bound one."""
+    said: dict[str, Any] = {}
+    text = envelope.payload.get("event")
+    if event is not None and isinstance(text, str):
+        said[EVENT_KEY] = text
+    bound = new.business.approval
+    approved = event is not None and event.kind == events.APPROVE
+    if approved and bound is not None and (old is None or old.business.approval != bound):
+        said[APPROVAL_KEY] = ApprovalBound.of(bound)
+    return said

@@ -67,6 +67,28 @@ def read_log(
         consumer.close()
 
 
+def partition_messages(
+    settings: Settings, partition_of: Callable[[int], int], topic: str = topics.LOG
+) -> Iterator[Message]:
+    """Every message of one partition of `topic`, as the admin, from its first offset to where it
+    ended when the read began: `partition_of(partitions)` names it (wakeful audit, D72)."""
+    config = kafka_auth.client_config(settings, kafka_rights.ADMIN) | {
+        "group.id": f"wakeful-log-reader-{time.time_ns()}",
+        "enable.auto.commit": False,
+    }
+    consumer = Consumer(config)
+    try:
+        meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise KafkaException(f"cannot read {topic}: {meta.error if meta else 'no such topic'}")
+        p = partition_of(len(meta.partitions))
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+        if high > low:
+            yield from _messages(consumer, topic, [(p, low, high)])
+    finally:
+        consumer.close()
+
+
 def _messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]]) -> Iterator[Message]:
     """Every partition's messages from its `low` up to (not including) its `high`, read together:
     each partition's in offset order (a task's records are in one partition)."""

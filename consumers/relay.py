@@ -23,6 +23,7 @@ from wakeful.consumers.producing import DEAD_LETTER_MAX_BYTES, producer_config
 from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
+from wakeful.core.log_signing import LogSigner, load_log_signer
 from wakeful.core.provenance import RoleSigner, load_signer
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import DeadLetter
@@ -45,6 +46,7 @@ class Relay:
         *,
         index: Index | None = None,
         memory: MemoryStore | None = None,
+        log_signer: LogSigner | None = None,
     ) -> None:
         self.outbox = outbox
         self.index = index  # the task index it keeps (state/index.py), if any
@@ -53,6 +55,7 @@ class Relay:
         self.log = log
         self.topic = topic
         self.signer = signer  # a reader of the log can tell the relay's records from anyone's
+        self.log_signer = log_signer  # and anyone with its public key can too (D72)
         self.published = 0  # records acknowledged
         self.messages = 0  # wakeful.log messages they went in
         self.partitions: int | None = None  # of the topic, read when first needed and at each sweep
@@ -159,6 +162,8 @@ class Relay:
     ) -> None:
         value = message.value()
         headers = [] if self.signer is None else self.signer.headers(self.topic, b"", value)
+        if self.log_signer is not None:
+            headers += self.log_signer.headers(self.topic, message.records)
         self._send(self.topic, value, on_delivery, partition=message.partition, headers=headers)
 
     def _send(
@@ -196,6 +201,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         signer=load_signer(settings, "relay"),
         index=Index(client),
         memory=MemoryStore(client),
+        log_signer=load_log_signer(settings),
     )
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
     relay.run(stop)

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from wakeful.core.errors import DecodeError
 from wakeful.schemas.base import Record, cut, migration
+from wakeful.schemas.custody import ApprovalBound, ProposalTrail
 
 
 class ActionStatus(StrEnum):
@@ -86,7 +87,10 @@ class OutboxRecord(Record):
     Redis is rebuilt from (D70): the sealed checkpoint exactly as stored (`sealed`, base64; the
     keyring opens it, the log's reader learns nothing from it) and the task-slot writes its
     transaction made beside it that recovery needs (`writes`: the sender's receipt, evidence
-    references), each as [command, key, field or value, ...] in UTF-8 text."""
+    references), each as [command, key, field or value, ...] in UTF-8 text. It also carries what
+    an audit checks offline (D72, schemas/custody.py): the policy and tool-catalog stamps in
+    force, the signed event a gate change applied (its JSON text, as received), the approval it
+    bound, and the proposal an executor's close carried out."""
 
     KIND: ClassVar[str] = "outbox"
     SCHEMA: ClassVar[int] = 3
@@ -106,6 +110,12 @@ class OutboxRecord(Record):
     waits: tuple[WaitSummary, ...] = ()
     sealed: str = ""  # "" in a record before schema 3: such a change cannot be restored
     writes: tuple[tuple[str, ...], ...] = ()
+    # D72: after the fields above, so their encoding is as before.
+    policy: str = ""
+    tool_catalog: str = ""
+    event: str = ""
+    approval: ApprovalBound | None = None
+    proposal: ProposalTrail | None = None
 
 
 @migration(OutboxRecord.KIND, 1)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from wakeful.schemas import custody
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord, WaitSummary
 from wakeful.state import keys
@@ -40,6 +41,9 @@ def commands(
     inside it after the change's own WRITES, and the outbox index after EXEC."""
     task_id, version = new.task_id, new.state_version
     blob = sealer.seal(task_id, version, new.schema_version, new.encode())
+    said = dict(detail or {})  # the custody keys move to the record's own fields (D72)
+    event, approval = said.pop(custody.EVENT_KEY, ""), said.pop(custody.APPROVAL_KEY, None)
+    proposal = said.pop(custody.PROPOSAL_KEY, None)
     record = OutboxRecord(
         record_id=f"{task_id}:{version}",
         task_id=task_id,
@@ -48,7 +52,7 @@ def commands(
         stage=new.stage,
         task_version=new.business.version,
         at=new.updated_at,
-        detail=detail or {},
+        detail=said,
         tenant=new.security.tenant,
         workflow=new.business.workflow,
         waits=tuple(
@@ -57,6 +61,11 @@ def commands(
         ),
         sealed=base64.b64encode(blob).decode("ascii"),
         writes=logged(task_id, also),
+        policy=new.versions.policy,
+        tool_catalog=new.versions.tool_catalog,
+        event=event,
+        approval=approval,
+        proposal=proposal,
     )
     return [
         *(before(new) if before else ()),

@@ -1,0 +1,107 @@
+"""`wakeful audit --verify` on the real stack (D72): an approved refund's chain of custody proved from
+an exported log and the exported public keys, with Redis and Kafka out of reach; an edited record
+in the file is named; the same audit straight from Kafka."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from cli_run import doc, wakeful, with_tests_on_path
+
+from wakeful.consumers import audit_read
+from wakeful.core.process import wait_until
+from wakeful.core.settings import Settings
+from wakeful.devstack.client import Client
+from wakeful.devstack.fleet import Fleet
+
+pytestmark = pytest.mark.timeout(240)
+
+NOWHERE = {"WAKEFUL_REDIS_URL": "redis://127.0.0.1:1/0", "WAKEFUL_KAFKA_BOOTSTRAP": "127.0.0.1:1"}
+
+
+def offline(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with no Redis and no Kafka it could reach."""
+    return subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", *argv],
+        env=with_tests_on_path({**os.environ, **NOWHERE}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _closed_on_log(settings: Settings, task_id: str) -> bool:
+    close = f'"message_id":"rt:close:REFUND:{task_id}:v1"'.encode()
+    return any(close in m.value for m in audit_read.from_kafka(settings, task_id))
+
+
+def test_an_approved_refund_verifies_offline_and_an_edited_record_is_named(
+    client: Client, shared_fleet: Fleet, settings: Settings, tmp_path: Path
+) -> None:
+    task_id, _ = client.new_task(2500)
+    assert client.approve(task_id, "alice", 1)["status"] == "accepted"
+    assert client.wait_settled(task_id, 60)["stage"] == "closed"
+    assert wait_until(lambda: _closed_on_log(settings, task_id), 60), "the relay never published the close"
+    log, keys = tmp_path / "task.log.jsonl", tmp_path / "keys.json"
+    exported = wakeful("log", "export", task_id, "--out", str(log))
+    assert exported.returncode == 0, exported.stderr
+    assert wakeful("keys", "export", "--out", str(keys)).returncode == 0
+
+    verified = offline("audit", task_id, "--verify", "--log", str(log), "--keys", str(keys), "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    found = doc(verified)
+    assert found["verified"] is True and found["problems"] == []
+    assert found["started"]["kind"] == "task.create" and found["started"]["verified"] == "ed25519"
+    [effect] = found["effects"]
+    assert (effect["op_key"], effect["outcome"], effect["args"]["amount"]) == (
+        f"REFUND:{task_id}:v1",
+        "succeeded",
+        2500,
+    )
+    assert effect["policy"] and effect["tool_catalog"] and effect["fence"] is not None
+    assert effect["proposal"]["model"] == "rules" and "tool switch" in effect["proposal"]["checks"]
+    approval = effect["approval"]
+    assert (approval["approver"], approval["version"], approval["event"]["verified"]) == (
+        "alice",
+        1,
+        "ed25519",
+    )
+
+    # One record edited in the file: the refund's outcome said to have failed.
+    lines = log.read_bytes().splitlines()
+    edited = [i for i, line in enumerate(lines) if b'\\"status\\":\\"succeeded\\"' in line]
+    assert edited, "no line holds the refund's outcome"
+    lines[edited[0]] = _edited(lines[edited[0]])
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    failed = offline("audit", task_id, "--verify", "--log", str(log), "--keys", str(keys), "--json")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    problems = doc(failed)["problems"]
+    where = orjson.loads(lines[edited[0]])
+    named = [p for p in problems if p["record"].startswith(f"{task_id}:op:REFUND:") and "edited" in p["why"]]
+    assert named and named[0]["where"] == f"{where['partition']}:{where['offset']}", problems
+
+
+def _edited(line: bytes) -> bytes:
+    """The line with its message's first succeeded outcome turned into a failure."""
+    doc_: dict[str, Any] = orjson.loads(line)
+    doc_["value"] = doc_["value"].replace('"status":"succeeded"', '"status":"failed"', 1)
+    return orjson.dumps(doc_)
+
+
+def test_an_audit_straight_from_kafka_verifies(
+    client: Client, shared_fleet: Fleet, settings: Settings
+) -> None:
+    task_id, _ = client.new_task(2400)
+    assert client.approve(task_id, "alice", 1)["status"] == "accepted"
+    assert client.wait_settled(task_id, 60)["stage"] == "closed"
+    assert wait_until(lambda: _closed_on_log(settings, task_id), 60), "the relay never published the close"
+    shown = wakeful("audit", task_id, "--verify")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "verified: every link holds" in shown.stdout and f"effect REFUND:{task_id}:v1" in shown.stdout
