@@ -20,6 +20,7 @@ from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unre
 from wakeful.cli.memory_cmds import memory
 from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.output import emit, say
+from wakeful.cli.purge_cmds import task_purge
 from wakeful.cli.recover_cmd import CHANGES_AUTHORITY, backup, journal, recover
 from wakeful.cli.release_cmds import release, task_release
 from wakeful.cli.scaffold import new_agent
@@ -492,6 +493,7 @@ def _status_table(servers: list[Any]) -> str:
 
 cli.add_command(task)
 task.add_command(task_release)
+task.add_command(task_purge)
 cli.add_command(ledger)
 cli.add_command(release)
 cli.add_command(authority)
