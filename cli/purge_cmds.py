@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import click
 
 from wakeful.cli.app_option import app_option
 from wakeful.cli.output import emit, say
+from wakeful.core import ids
 from wakeful.core.settings import Settings
 from wakeful.devstack import purge
 from wakeful.devstack.client import Client
+from wakeful.state import keys
 
 
 def _when(_ctx: click.Context, _param: click.Parameter, value: str) -> datetime:
@@ -22,6 +24,17 @@ def _when(_ctx: click.Context, _param: click.Parameter, value: str) -> datetime:
             f"{value!r} is not an ISO date or time (2026-01-31, 2026-01-31T12:00Z)"
         ) from exc
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _tenant(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not ids.TENANT_RE.fullmatch(value):
+        raise click.BadParameter(f"{value[:40]!r} is not a tenant ({ids.TENANT_RE.pattern})")
+    return value
+
+
+def replay_window(settings: Settings) -> timedelta:
+    """How long an event may still be accepted at the door: its max age and the replay set's TTL."""
+    return timedelta(seconds=settings.event_max_age + keys.SEEN_TTL_S)
 
 
 @click.command("purge")
@@ -44,7 +57,9 @@ def _when(_ctx: click.Context, _param: click.Parameter, value: str) -> datetime:
     show_default=True,
     help="Seconds to wait for the relay to put the tombstones on wakeful.log before their outboxes go.",
 )
-@click.option("--tenant", default=None, help="Only this tenant's tasks (default: every tenant's).")
+@click.option(
+    "--tenant", default=None, callback=_tenant, help="Only this tenant's tasks (default: every tenant's)."
+)
 @click.option("--by", default="admin", show_default=True, help="Who purges: kept in each tombstone.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
@@ -73,6 +88,8 @@ def task_purge(
         batch=batch,
         by=by,
         wait_s=wait_s,
+        tenant=tenant,
+        floor=replay_window(settings),
         say=say,
     )
     emit(report.as_dict(), as_json, purge.render(report))

@@ -60,12 +60,14 @@ def run(
     by: str = "admin",
     wait_s: float = 30.0,
     tenant: str | None = None,
+    floor: timedelta = timedelta(0),
     say: Progress | None = None,
 ) -> Report:
     """Purge (or, dry_run, list) what the app's retention lets go of every tenant's tasks, or of
-    `tenant`'s only."""
+    `tenant`'s only. `floor`: no task goes sooner after its last change, whatever the app says
+    (the door's replay window: an event still acceptable must never find its task gone)."""
     started = time.monotonic()
-    keep = app.retention.closed_tasks
+    keep = max(app.retention.closed_tasks, floor)
     cutoff = retention.cutoff(before, now, keep)
     rule = _Rule(retention.finished_stages(app), before, now, keep, dry_run, by)
     report = Report(before.isoformat(), cutoff.isoformat(), dry_run)
