@@ -20,6 +20,7 @@ from typing import Any
 import redis
 
 from wakeful.core.process import wait_until
+from wakeful.devstack import retention_sweeps
 from wakeful.schemas.tombstone import purge_record
 from wakeful.sdk.app import App
 from wakeful.state import purge
@@ -43,6 +44,7 @@ class Report:
     deadlines: int = 0
     outboxes_dropped: int = 0
     outboxes_waiting: int = 0  # tombstones the relay has not published yet: the next run drops them
+    swept: dict[str, int] = field(default_factory=dict)  # receipts, documents, memory (retention_sweeps)
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -91,6 +93,7 @@ def run(
         report.correlation_ids, report.deadlines = purge.forget_names(client, purged, dry_run=dry_run)
     if not dry_run:
         _drop_outboxes(client, report, wait_s)
+    report.swept = retention_sweeps.sweep(client, app.retention, now, dry_run=dry_run)
     report.seconds = round(time.monotonic() - started, 3)
     return report
 
@@ -185,5 +188,7 @@ def render(report: Report) -> str:
             f"tombstones on wakeful.log: {report.outboxes_dropped} outboxes dropped, "
             f"{report.outboxes_waiting} waiting for the relay (the next purge drops them)"
         )
+    if any(report.swept.values()):
+        lines.append("by retention: " + ", ".join(f"{n} {what}" for what, n in report.swept.items()))
     lines.append(f"{report.seconds} s")
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 import redis
+from cli_run import doc, wakeful
 from confluent_kafka import Consumer, Producer
 from helpers import kafka_as, new_checkpoint, set_stage, topic_marks
 
@@ -144,15 +145,17 @@ def test_purge_takes_only_old_finished_tasks_leaves_a_tombstone_and_finds_nothin
     assert wait_until(lambda: drained(relay, admin, everyone), 60, interval=0.1)
 
     before = snapshot(admin, everyone, tenant)
-    dry = purge.run(admin, refund_app, NOW, NOW, dry_run=True, tenant=tenant)
-    assert sorted(e["task_id"] for e in dry.examples) == sorted(closed)
-    assert dry.purged == 3 and dry.kept["quarantined"] == 1
-    assert dry.correlation_ids == 3 and dry.deadlines == 3
+    said = wakeful("task", "purge", "--before", NOW.isoformat(), "--dry-run", "--json", "--tenant", tenant)
+    assert said.returncode == 0, said.stderr
+    dry = doc(said)
+    assert sorted(e["task_id"] for e in dry["examples"]) == sorted(closed)
+    assert dry["purged"] == 3 and dry["kept"] == {"quarantined": 1}
+    assert dry["correlation_ids"] == 3 and dry["deadlines"] == 3
     assert snapshot(admin, everyone, tenant) == before  # a dry run writes nothing
 
     marks = topic_marks(kafka_bootstrap, topics.LOG)
     done = purge.run(admin, refund_app, NOW, NOW, dry_run=False, tenant=tenant, wait_s=0)
-    assert done.purged == 3 and done.keys == dry.keys and done.kept == dry.kept
+    assert done.purged == 3 and done.keys == dry["keys"] and done.kept == dry["kept"]
     assert wait_until(lambda: drained(relay, admin, closed), 60, interval=0.1)
     assert tombstones(kafka_bootstrap, marks, set(closed)) == set(closed)
 

@@ -75,3 +75,15 @@ def seen_from(summary: Mapping[str, Any], task_id: str, quarantined: bool = Fals
     if not isinstance(workflow, str) or not isinstance(stage, str) or at.tzinfo is None:
         return None
     return Seen(task_id, workflow, stage, at, quarantined)
+
+
+def lapsed(ttl_left_ms: int, ttl_ms: int, keep: timedelta) -> bool:
+    """Whether a key written (or last refreshed) with a TTL of ttl_ms, ttl_left_ms of which is left,
+    is older than `keep`: a receipt or an evidence document the app keeps less long than the
+    runtime's TTL. A key with no TTL (ttl_left_ms < 0) never lapses here."""
+    return ttl_left_ms >= 0 and ttl_ms - ttl_left_ms > keep.total_seconds() * 1000
+
+
+def memory_lapsed(created_at: datetime, expires_at: datetime, now: datetime, keep: timedelta | None) -> bool:
+    """Whether a memory record goes: past its own expiry, or older than the app keeps memory."""
+    return expires_at <= now or (keep is not None and created_at <= now - keep)

@@ -14,7 +14,15 @@ from wakeful.core.errors import ConfigError
 from wakeful.examples.refund import app as refund_app
 from wakeful.examples.tutorial import rooms
 from wakeful.sdk import App, Retention
-from wakeful.workflow.retention import Seen, cutoff, finished_stages, seen_from, verdict
+from wakeful.workflow.retention import (
+    Seen,
+    cutoff,
+    finished_stages,
+    lapsed,
+    memory_lapsed,
+    seen_from,
+    verdict,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -105,3 +113,38 @@ def test_an_app_declares_retention_and_every_problem_is_named_at_once() -> None:
     assert "receipts 30 days, 0:00:00 is over the runtime's TTL of 7 days" in said
     assert "evidence 365 days, 0:00:00 is over the runtime's TTL of 90 days" in said
     assert "memory must be a timedelta, not int" in said
+
+
+DAY_MS = 86_400_000
+
+
+@pytest.mark.parametrize(
+    ("left_ms", "keep", "expected"),
+    [
+        (7 * DAY_MS, timedelta(days=1), False),  # just written
+        (6 * DAY_MS, timedelta(days=1), False),  # a day old: not older than a day
+        (6 * DAY_MS - 1, timedelta(days=1), True),
+        (1, timedelta(days=6), True),
+        (-1, timedelta(hours=1), False),  # no TTL: never taken by age
+    ],
+)
+def test_a_receipt_goes_once_older_than_the_app_keeps_receipts(
+    left_ms: int, keep: timedelta, expected: bool
+) -> None:
+    assert lapsed(left_ms, 7 * DAY_MS, keep) is expected
+
+
+@pytest.mark.parametrize(
+    ("age", "expires_in", "keep", "expected"),
+    [
+        (timedelta(days=1), timedelta(days=10), None, False),
+        (timedelta(days=1), timedelta(0), None, True),  # at its own expiry
+        (timedelta(days=400), timedelta(days=10), None, False),  # None: its own expiry only
+        (timedelta(days=400), timedelta(days=10), timedelta(days=365), True),
+        (timedelta(days=10), timedelta(days=10), timedelta(days=365), False),
+    ],
+)
+def test_a_memory_record_goes_at_its_expiry_or_past_the_apps_memory_retention(
+    age: timedelta, expires_in: timedelta, keep: timedelta | None, expected: bool
+) -> None:
+    assert memory_lapsed(NOW - age, NOW + expires_in, NOW, keep) is expected
