@@ -28,11 +28,11 @@ from wakeful.core.log import Log
 from wakeful.core.provenance import load_signer
 from wakeful.core.settings import Settings
 from wakeful.devstack import purge
-from wakeful.examples.refund import app as refund_app
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.changelog import action_record
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, PendingWait, SecurityScope, VersionStamps
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
+from wakeful.sdk.app import DEFAULT_APP, App, load_app
 from wakeful.state import acl, index, keys, last_step
 from wakeful.state import purge as state_purge
 from wakeful.state.index import Index
@@ -44,7 +44,7 @@ CHUNK = 250  # tasks per round trip while seeding
 Say = Callable[[str], None]
 
 
-def _history(task_id: str, tenant: str, at: datetime) -> list[tuple[Checkpoint, str, str | None]]:
+def _history(app: App, task_id: str, tenant: str, at: datetime) -> list[tuple[Checkpoint, str, str | None]]:
     """A refund through an approval, as its three changes: (checkpoint, message id, the receipt's
     event id or None)."""
     outside = ids.named_by(tenant, task_id)
@@ -54,7 +54,7 @@ def _history(task_id: str, tenant: str, at: datetime) -> list[tuple[Checkpoint, 
         security=SecurityScope(tenant=tenant, principal_ref="principal:svc-refunds"),
         versions=VersionStamps(
             policy="refund-policy-1",
-            tool_catalog=refund_app.catalog,
+            tool_catalog=app.catalog,
             agent_id="refund-agent",
             state_version=0,
         ),
@@ -99,10 +99,12 @@ def _history(task_id: str, tenant: str, at: datetime) -> list[tuple[Checkpoint, 
     ]
 
 
-def _task_commands(sealer: Sealer, task_id: str, tenant: str, at: datetime) -> list[tuple[Any, ...]]:
+def _task_commands(
+    app: App, sealer: Sealer, task_id: str, tenant: str, at: datetime
+) -> list[tuple[Any, ...]]:
     """Every command the runtime sends for the task, relay and trim aside."""
     out: list[tuple[Any, ...]] = []
-    for version, (cp, message_id, event) in enumerate(_history(task_id, tenant, at), start=1):
+    for version, (cp, message_id, event) in enumerate(_history(app, task_id, tenant, at), start=1):
         new = last_step.stamp(cp, version, 1 if version == 3 else 0, at)
         key_id = message_id.split(":")[1]
         said = orjson.dumps(
@@ -150,11 +152,12 @@ def seed(
     """Seed closed refund tasks number `span` of `tenant`, as the runtime and its relay leave them."""
     made: list[str] = []
     count = span.stop
+    refund = load_app(DEFAULT_APP)
     said = time.monotonic()
     with Pinned(client, keys.DEADLINES) as conn:
         for start in range(span.start, span.stop, CHUNK):
             chunk = [f"{tenant}.r-{n}" for n in range(start, min(count, start + CHUNK))]
-            commands = [c for t in chunk for c in _task_commands(sealer, t, tenant, at)]
+            commands = [c for t in chunk for c in _task_commands(refund, sealer, t, tenant, at)]
             conn.batch(commands)
             _relay(client, conn, chunk)
             made += chunk
@@ -178,7 +181,7 @@ def _relay(client: redis.Redis, conn: Pinned, chunk: list[str]) -> None:
 
 
 def used(client: redis.Redis) -> int:
-    return int(client.info("memory")["used_memory"])  # type: ignore[index]
+    return int(client.info("memory")["used_memory"])
 
 
 def breakdown(client: redis.Redis, task_id: str, tenant: str) -> dict[str, int]:
@@ -189,7 +192,7 @@ def breakdown(client: redis.Redis, task_id: str, tenant: str) -> dict[str, int]:
         out[kind] = out.get(kind, 0) + int(client.memory_usage(key, samples=0) or 0)
     out["corr"] = int(client.memory_usage(keys.corr(f"appr-{ids.named_by(tenant, task_id)}"), samples=0) or 0)
     summary = client.hget(keys.index_tasks(tenant), task_id) or b""
-    out["index (summary bytes)"] = len(summary)  # type: ignore[arg-type]
+    out["index (summary bytes)"] = len(summary)
     return out
 
 
@@ -199,7 +202,8 @@ def run(settings: Settings, closed: int, say: Say, *, purge_too: bool = True) ->
     client = acl.connect(settings, "admin")
     sealer = Sealer(Keyring.load(settings.keyring))
     tenant, now = f"bench{uuid.uuid4().hex[:8]}", datetime.now(UTC)
-    at = now - refund_app.retention.closed_tasks - timedelta(days=30)
+    refund = load_app(DEFAULT_APP)  # the bundled refund app: its tasks are what is seeded
+    at = now - refund.retention.closed_tasks - timedelta(days=30)
     half = closed // 2
     base = used(client)
     started = time.monotonic()
@@ -212,8 +216,10 @@ def run(settings: Settings, closed: int, say: Say, *, purge_too: bool = True) ->
     per_task = (at_full - base) / max(closed, 1)
     out: dict[str, Any] = {
         "closed": closed,
-        "redis": client.info("server")["redis_version"],  # type: ignore[index]
-        "stream_node_max_bytes": int(client.config_get("stream-node-max-bytes")["stream-node-max-bytes"]),
+        "redis": client.info("server")["redis_version"],
+        "stream_node_max_bytes": int(
+            str(client.config_get("stream-node-max-bytes")["stream-node-max-bytes"])
+        ),
         "seeded_per_s": round(closed / seeded_s),
         "bytes_per_task_at_half": round(per_half),
         "bytes_per_task": round(per_task),
@@ -223,7 +229,7 @@ def run(settings: Settings, closed: int, say: Say, *, purge_too: bool = True) ->
     if purge_too:
         say(f"purging {closed} tasks ...")
         started = time.monotonic()
-        report = purge.run(client, refund_app, now, now, dry_run=False, tenant=tenant, wait_s=0, say=say)
+        report = purge.run(client, refund, now, now, dry_run=False, tenant=tenant, wait_s=0, say=say)
         out["purged"] = report.purged
         out["purged_per_s"] = round(report.purged / max(time.monotonic() - started, 1e-9))
         out["bytes_left_per_task_before_relay"] = round((used(client) - base) / max(closed, 1))

@@ -29,7 +29,7 @@ def sweep(client: redis.Redis, retention: Retention, now: datetime, *, dry_run: 
     if retention.evidence < EVIDENCE:
         ttl = keys.EVIDENCE_TTL_S * 1000
         out["evidence_documents"] = _lapsed(
-            client, keys.PATTERN_EVIDENCE_DOC, ttl, retention, dry_run=dry_run
+            client, keys.PATTERN_EVIDENCE_DOC, ttl, retention.evidence, dry_run=dry_run
         )
     store = MemoryStore(client)
     gone = [r for r in store.every() if memory_lapsed(r.created_at, r.expires_at, now, retention.memory)]
