@@ -3,24 +3,22 @@ and the defaults, floors and settings it states are the code's."""
 
 from __future__ import annotations
 
-import re
-import shlex
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from cli_run import parsed
+from cli_run import page_commands, parsed
 
 from wakeful.core.settings import Settings
 from wakeful.sdk import retention
+
+pytestmark = pytest.mark.timeout(30)
 
 PAGE = Path(__file__).resolve().parents[2] / "docs/retention.md"
 
 
 def commands() -> list[list[str]]:
-    blocks = re.findall(r"```bash\n(.*?)```", PAGE.read_text(), re.DOTALL)
-    lines = [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
-    return [shlex.split(line)[1:] for line in lines if line.startswith("wakeful ")]
+    return page_commands(PAGE.read_text())
 
 
 @pytest.mark.parametrize("argv", commands(), ids=" ".join)
