@@ -39,6 +39,11 @@ class PurgeRecord(Record):
     reason: str  # the rule that took it: "closed_tasks=30 days 0:00:00, before=..."
 
 
+def record_id(task_id: str, state_version: int, purged_at: datetime) -> str:
+    """A tombstone's record id, from its content (never change: readers dedupe by it)."""
+    return f"{task_id}:purge:{state_version}:{int(purged_at.timestamp() * 1000)}"
+
+
 def purge_record(
     *,
     task_id: str,
@@ -51,9 +56,8 @@ def purge_record(
     by: str,
     reason: str,
 ) -> PurgeRecord:
-    ms = int(purged_at.timestamp() * 1000)
     return PurgeRecord(
-        record_id=f"{task_id}:purge:{state_version}:{ms}",
+        record_id=record_id(task_id, state_version, purged_at),
         task_id=task_id,
         tenant=tenant,
         workflow=workflow,
