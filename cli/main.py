@@ -20,6 +20,7 @@ from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unre
 from wakeful.cli.memory_cmds import memory
 from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.output import emit, say
+from wakeful.cli.purge_cmds import task_purge
 from wakeful.cli.recover_cmd import CHANGES_AUTHORITY, backup, journal, recover
 from wakeful.cli.release_cmds import release, task_release
 from wakeful.cli.scaffold import new_agent
@@ -343,6 +344,21 @@ def chaos(
         sys.exit(1)
 
 
+@cli.command("bench-retention")
+@click.option(
+    "--closed", type=click.IntRange(2), default=100_000, show_default=True, help="Closed tasks to seed."
+)
+@click.option("--no-purge", is_flag=True, help="Seed and measure only; leave the tasks.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def bench_retention(settings: Settings, closed: int, no_purge: bool, as_json: bool) -> None:
+    """What N closed tasks cost Redis (used_memory, at N/2 and N), and what a purge gives back."""
+    from wakeful.devstack import bench_retention as bench
+
+    result = bench.run(settings, closed, say, purge_too=not no_purge)
+    emit(result, as_json, bench.render(result))
+
+
 @cli.command("bench-state")
 @click.option("--seconds", default=5.0, show_default=True, help="Duration of each concurrency level.")
 @click.option("--json", "as_json", is_flag=True)
@@ -492,6 +508,7 @@ def _status_table(servers: list[Any]) -> str:
 
 cli.add_command(task)
 task.add_command(task_release)
+task.add_command(task_purge)
 cli.add_command(ledger)
 cli.add_command(release)
 cli.add_command(authority)

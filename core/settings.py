@@ -52,6 +52,8 @@ Every knob is an environment variable so that workers, tests and CI agree withou
 | WAKEFUL_INSTANCE_ID           | (unset)                      | stable consumer id: restarts resume at once |
 | WAKEFUL_START_TIMEOUT         | 90                           | seconds to wait for a server to be ready    |
 | WAKEFUL_LOG_LEVEL             | warning                      | lowest Kafka client log line written        |
+| WAKEFUL_LOG_RETENTION_DAYS    | 0 (forever)                  | days wakeful.log keeps a record, when the   |
+|                               |                              | topic is created (docs/retention.md)        |
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class Settings:
     model_timeout: float = 30.0
     model_attempts: int = 4
     redis_cluster: bool = False  # Redis is a Redis Cluster (docs/decisions.md D40)
+    log_retention_days: int = 0  # wakeful.log's retention.ms when created; 0: forever (D73)
 
     @property
     def redis_cluster_ports(self) -> tuple[int, ...]:
@@ -253,6 +256,7 @@ class Settings:
             kafka_ca=Path(ca).expanduser().resolve() if ca else None,
             redis_cluster=cluster,
             kafka_group_protocol=_choice(env, "WAKEFUL_KAFKA_GROUP_PROTOCOL", "classic", GROUP_PROTOCOLS),
+            log_retention_days=_int(env, "WAKEFUL_LOG_RETENTION_DAYS", 0, 0, 100 * 365),
         )
 
 

@@ -26,5 +26,16 @@ TOPIC_CONFIG: dict[str, dict[str, str]] = {
     DLQ: _KEEP_FOREVER,
     AUTHORITY: {"cleanup.policy": "compact", "retention.ms": "-1", "min.compaction.lag.ms": "3600000"},
 }
+
+
+def config(name: str, log_retention_days: int = 0) -> dict[str, str]:
+    """The configuration topic `name` is created with: wakeful.log keeps its records
+    `log_retention_days` (WAKEFUL_LOG_RETENTION_DAYS), or forever at 0. A topic that exists keeps
+    its own: an operator changes it with kafka-configs.sh (docs/retention.md)."""
+    if name == LOG and log_retention_days > 0:
+        return {**_KEEP_FOREVER, "retention.ms": str(log_retention_days * 24 * 3600 * 1000)}
+    return dict(TOPIC_CONFIG.get(name, {}))
+
+
 # Topics one partition serves: their order matters more than their rate.
 SINGLE_PARTITION = frozenset({AUTHORITY})

@@ -19,6 +19,9 @@ from wakeful.state import acl, credentials, library, upgrades
 
 NAME = "redis"
 INSTALL_HINT = "install it with `sudo apt-get install -y redis-server`"
+# A stream node's size in bytes (Redis allocates a new node at it): small, since most streams here
+# hold one entry or none (a task's counter, a drained outbox). docs/scale-out.md has the figures.
+STREAM_NODE_MAX_BYTES = 512
 
 
 def _dir(settings: Settings) -> Path:
@@ -90,6 +93,9 @@ def config_lines(settings: Settings, port: int, home: Path, logfile: Path, aclfi
         # which the roles retry as transient, instead of silently dropping a waiting task.
         f"maxmemory {settings.redis_maxmemory}",
         "maxmemory-policy noeviction",
+        # Every task keeps small streams (its counter, its drained outbox): a new stream node is
+        # allocated at this size, so the default 4096 made a closed task's counter alone 4.7 KB (D73).
+        f"stream-node-max-bytes {STREAM_NODE_MAX_BYTES}",
         # One ACL user per role (state.acl); `dev up` rewrites this file and reloads it.
         f"aclfile {aclfile}",
     ]
@@ -133,6 +139,7 @@ def start(settings: Settings, say: process.Say) -> int:
         # A server started by older code, or with another WAKEFUL_REDIS_MAXMEMORY, gets the limit now.
         admin.config_set("maxmemory", settings.redis_maxmemory)
         admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("stream-node-max-bytes", STREAM_NODE_MAX_BYTES)
         library.load(admin, settings)
         for line in upgrades.run(admin):
             say(line)

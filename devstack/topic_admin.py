@@ -11,7 +11,7 @@ from wakeful.core import kafka_auth
 from wakeful.core.errors import ServerUnavailable
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
-from wakeful.core.topics import ALL, SINGLE_PARTITION, TOPIC_CONFIG
+from wakeful.core.topics import ALL, SINGLE_PARTITION, config
 
 
 def ensure_topics(
@@ -22,13 +22,19 @@ def ensure_topics(
     admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config())
     bootstrap, count = settings.kafka_bootstrap, partitions or settings.partitions
     try:
-        return _create_missing(admin, bootstrap, count, names, timeout)
+        return _create_missing(admin, bootstrap, count, names, timeout, log_days=settings.log_retention_days)
     finally:
         admin.poll(0)  # an AdminClient's log lines are written only when it is polled
 
 
 def _create_missing(
-    admin: AdminClient, bootstrap: str, partitions: int, names: Iterable[str], timeout: float
+    admin: AdminClient,
+    bootstrap: str,
+    partitions: int,
+    names: Iterable[str],
+    timeout: float,
+    *,
+    log_days: int,
 ) -> list[str]:
     try:
         existing = set(admin.list_topics(timeout=timeout).topics)
@@ -41,7 +47,7 @@ def _create_missing(
             name,
             num_partitions=1 if name in SINGLE_PARTITION else partitions,
             replication_factor=1,
-            config=TOPIC_CONFIG.get(name, {}),
+            config=config(name, log_days),
         )
         for name in names
         if name not in existing

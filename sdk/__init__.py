@@ -10,6 +10,7 @@ complete ones.
 from wakeful.authority.snapshot import Snapshot
 from wakeful.sdk.app import App, load_app, policy_file
 from wakeful.sdk.memory import Fact, Recall, Remember
+from wakeful.sdk.retention import Retention
 from wakeful.sdk.tools import Pending, Tool, ToolFenced, ToolRefused, ToolUnavailable, catalog
 from wakeful.sdk.workflow import (
     ANYONE,
@@ -54,6 +55,7 @@ __all__ = [
     "Recall",
     "Refuse",
     "Remember",
+    "Retention",
     "Review",
     "Snapshot",
     "Start",

@@ -20,6 +20,8 @@ from wakeful.authority.documents import Policy
 from wakeful.core.errors import ConfigError
 from wakeful.sdk import app_checks
 from wakeful.sdk.memory import Fact
+from wakeful.sdk.retention import DEFAULT as DEFAULT_RETENTION
+from wakeful.sdk.retention import Retention
 from wakeful.sdk.tools import Tool, catalog, legacy_catalog
 from wakeful.sdk.workflow import Workflow
 
@@ -54,6 +56,8 @@ class App:
     revoked_signer: str = "review"
     policy: str = ""
     facts: Sequence[Fact] = ()  # the classes of fact its decisions may remember (sdk/memory.py)
+    # How long its finished tasks, receipts, evidence and memory stay in Redis (sdk/retention.py).
+    retention: Retention = DEFAULT_RETENTION
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
     _by_version: dict[tuple[str, int], Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 

@@ -14,6 +14,7 @@ from wakeful.core import ids
 from wakeful.schemas import events
 from wakeful.schemas.logs import UNDO_PREFIX
 from wakeful.schemas.memory import FACT
+from wakeful.sdk import retention
 from wakeful.sdk.tools import Tool
 from wakeful.sdk.workflow import ANYONE, APPROVERS, MAX_STEPS, REQUESTER, RUNTIME_STAGES, Workflow
 from wakeful.state.keys import APP_NAME
@@ -82,6 +83,7 @@ def problems(app: App) -> list[str]:
         f"retired workflow {n} v{v} is kept twice" for n, v in sorted({k for k in kept if kept.count(k) > 1})
     ]
     found += _fact_problems(app)
+    found += retention.problems(app.retention)
     for tool in app.tools:
         found += [
             f"tool {tool.name} is offered at unknown stage {s!r}" for s in tool.stages if s not in stages

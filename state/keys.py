@@ -53,6 +53,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | reference to the document and a short excerpt      |                        |
 |                   |        | (plain untrusted text before D69)                  |                        |
 | wk:outbox:dirty   | set    | task ids whose outbox may hold records             | gate, executor; relay  |
+| wk:purge:pending  | set    | purged task ids whose tombstone outbox the relay   | admin (task purge)     |
+|                   |        | has yet to drain (state/purge.py)                  |                        |
 | wk:deadlines      | zset   | "<task_id>|<deadline ms>" scored by deadline ms    | gate, executor; timer  |
 |                   |        |                                                    | removes                |
 | wk:corr:{C}       | string | correlation id C -> "<tenant>|<task id>" of the    | gate, executor         |
@@ -367,6 +369,8 @@ def task_of(key: str) -> str:
 # The task index (state/index.py): each tenant's under its own hash tag, so that one function call
 # moves a task between the tenant's sets on a Redis Cluster too.
 PATTERN_INDEX = f"{PREFIX}:index:*"
+PATTERN_INDEX_TASKS = f"{PREFIX}:index:{{*}}:tasks"  # every tenant's, for a purge to find them
+PURGE_PENDING = f"{PREFIX}:purge:pending"  # purged tasks whose tombstone waits on their outbox
 STAGE_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 WAIT_KIND_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 

@@ -22,7 +22,7 @@ import redis
 
 from wakeful.core.retry import FunctionsMissing
 from wakeful.core.settings import Settings
-from wakeful.state import acl, actions, functions, index, lease, memory
+from wakeful.state import acl, actions, functions, index, lease, memory, purge
 from wakeful.state.functions import FIX, Function, call
 
 FUNCTIONS: tuple[Function, ...] = (
@@ -30,6 +30,7 @@ FUNCTIONS: tuple[Function, ...] = (
     *actions.FUNCTIONS,
     *index.FUNCTIONS,
     *memory.FUNCTIONS,
+    *purge.FUNCTIONS,  # the admin's (wakeful task purge)
 )  # the runtime's own
 LIBRARY = functions.LIBRARY
 # The role processes that call them: the executor (also as a downstream; the gate holds no lease,

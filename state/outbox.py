@@ -15,9 +15,11 @@ import redis
 
 from wakeful.state import keys
 
-# An outbox entry's `k` field when it holds another record than a change (schemas/changelog.py).
+# An outbox entry's `k` field when it holds another record than a change (schemas/changelog.py);
+# only entries without one feed the task index.
 ACTION = b"a"
 QUARANTINE = b"q"
+PURGE = b"p"  # a purged task's tombstone (schemas/tombstone.py)
 
 
 @dataclass(frozen=True)
