@@ -114,7 +114,7 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
 def _human(doc: dict[str, Any]) -> str:
     lines = [
         f"read {doc['messages']} log messages: {doc['records']} records ({doc['duplicates']} repeated), "
-        f"{doc['tasks_on_log']} tasks",
+        f"{doc['tasks_on_log']} tasks ({doc['purged']} more purged by retention: not restored)",
         f"restored {doc['restored']} tasks, woke {doc['woken']}; left {len(doc['left'])} "
         f"(Redis holds them at or past the log); could not restore {len(doc['failed'])}",
         f"authority: copy {doc['authority']['copy']}, {len(doc['authority']['written'])} keys written, "

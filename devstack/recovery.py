@@ -57,6 +57,7 @@ class Report:
     messages: int = 0
     records: int = 0
     duplicates: int = 0
+    purged: int = 0
     refused: list[str] = field(default_factory=list)
     tasks: int = 0
     done: Restored = field(default_factory=Restored)
@@ -69,6 +70,7 @@ class Report:
             "messages": self.messages,
             "records": self.records,
             "duplicates": self.duplicates,
+            "purged": self.purged,
             "refused_messages": self.refused,
             "tasks_on_log": self.tasks,
             "restored": len(self.done.restored),
@@ -115,7 +117,7 @@ def recover(
     _authority(settings, admin, sealer, report, say)
     fold, read = fold_log(settings, say)
     report.messages, report.records, report.duplicates = read.messages, fold.records, fold.duplicates
-    report.refused, report.tasks = read.refused, len(fold.tasks)
+    report.refused, report.tasks, report.purged = read.refused + fold.problems, len(fold.tasks), fold.purged
     restorer = Restorer(admin, sealer, _wakes(app), datetime.now(UTC))
     tasks = list(fold.tasks.values())
     for start in range(0, len(tasks), BATCH):

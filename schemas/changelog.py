@@ -18,7 +18,15 @@ import orjson
 
 from wakeful.core.errors import DecodeError
 from wakeful.schemas.base import Record
-from wakeful.schemas.logs import ACTION_FIELD, QUARANTINE_FIELD, ActionLogEntry, OutboxRecord, batch_items
+from wakeful.schemas.logs import (
+    ACTION_FIELD,
+    PURGE_FIELD,
+    QUARANTINE_FIELD,
+    ActionLogEntry,
+    OutboxRecord,
+    batch_items,
+)
+from wakeful.schemas.tombstone import PurgeRecord
 
 
 class ActionRecord(Record):
@@ -60,7 +68,7 @@ def quarantine_record(task_id: str, marker: bytes) -> QuarantineRecord:
     )
 
 
-LogItem = OutboxRecord | ActionRecord | QuarantineRecord
+LogItem = OutboxRecord | ActionRecord | QuarantineRecord | PurgeRecord
 
 
 def log_items(value: bytes) -> tuple[list[LogItem], list[str]]:
@@ -75,6 +83,8 @@ def log_items(value: bytes) -> tuple[list[LogItem], list[str]]:
             kind = ActionRecord
         elif isinstance(item, dict) and QUARANTINE_FIELD in item:
             kind = QuarantineRecord
+        elif isinstance(item, dict) and PURGE_FIELD in item:
+            kind = PurgeRecord
         try:
             items.append(kind.decode(orjson.dumps(item)))
         except DecodeError as exc:

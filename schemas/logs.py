@@ -140,6 +140,8 @@ LOG_BATCH_TAIL = b"]}"
 # The records on wakeful.log beside the changes (schemas/changelog.py) are told apart by these keys.
 ACTION_FIELD = "action"
 QUARANTINE_FIELD = "quarantine"
+PURGE_FIELD = "purged_at"  # a purged task's tombstone (schemas/tombstone.py)
+OTHER_FIELDS = (ACTION_FIELD, QUARANTINE_FIELD, PURGE_FIELD)
 
 
 def batch_items(value: bytes) -> list[Any]:
@@ -169,7 +171,9 @@ def log_records(value: bytes) -> tuple[list[OutboxRecord], list[str]]:
     records: list[OutboxRecord] = []
     problems: list[str] = []
     for i, item in enumerate(batch_items(value)):
-        if isinstance(item, dict) and (ACTION_FIELD in item or QUARANTINE_FIELD in item):
+        if isinstance(item, dict) and (
+            ACTION_FIELD in item or QUARANTINE_FIELD in item or PURGE_FIELD in item
+        ):
             continue
         try:
             records.append(OutboxRecord.decode(orjson.dumps(item)))

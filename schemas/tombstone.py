@@ -12,10 +12,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
+from wakeful.schemas import logs
 from wakeful.schemas.base import Record
 
 # Told apart from a change, an action record and a quarantine marker by this key (log_items).
-PURGE_FIELD = "purged_at"
+PURGE_FIELD = logs.PURGE_FIELD
 OUTBOX_KIND = b"p"  # the outbox entry's `k` field: not a change (the index skips it)
 
 

@@ -5,7 +5,8 @@ The log holds, in commit order per task (one task's records ride one partition):
   receipt its transaction wrote, and what the task then waits for;
 - each write to the task's action log (ActionRecord): an intent, a count of unavailable calls, an
   outcome;
-- each quarantine marker set outside a change (QuarantineRecord); a release's change deletes it.
+- each quarantine marker set outside a change (QuarantineRecord); a release's change deletes it;
+- a purged task's tombstone (PurgeRecord, D73): what the log held of the task is not restored.
 
 A relay that crashed between publishing and trimming publishes a suffix of a task's records again:
 the fold skips a record it has seen, by an id it derives from the record's content (a record that
@@ -34,6 +35,8 @@ from wakeful.schemas.changelog import (
     quarantine_record,
 )
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus, OutboxRecord
+from wakeful.schemas.tombstone import PurgeRecord
+from wakeful.schemas.tombstone import record_id as purge_record_id
 from wakeful.state import keys
 from wakeful.state.parked import RELEASABLE
 
@@ -92,6 +95,8 @@ class Fold:
     seen: set[str] = field(default_factory=set)
     records: int = 0
     duplicates: int = 0
+    purged: int = 0  # tasks whose tombstone dropped what the log held of them
+    lives: dict[str, int] = field(default_factory=dict)  # tombstones folded, per task id
     problems: list[str] = field(default_factory=list)  # records no task could own
 
     def add(self, items: Iterable[LogItem]) -> None:
@@ -100,6 +105,9 @@ class Fold:
             if not ids.TASK_ID_RE.fullmatch(item.task_id):
                 self.problems.append(f"{item.record_id[:100]!r}: names no task id ({item.task_id[:100]!r})")
                 continue
+            if isinstance(item, PurgeRecord):
+                self._purge(item)
+                continue
             task = self.tasks.get(item.task_id)
             if task is None:
                 task = self.tasks[item.task_id] = Folded(item.task_id)
@@ -107,10 +115,14 @@ class Fold:
             if wrong is not None:
                 task.problems.append(f"{item.record_id}: {wrong}")
                 continue
-            if item.record_id in self.seen:  # only a record whose id is its own: none hides another
+            # Only a record whose id is its own: none hides another. A task made again under the id
+            # of a purged one is a life of its own: its records are not its predecessor's repeats.
+            life = self.lives.get(item.task_id, 0)
+            key = item.record_id if life == 0 else f"{item.record_id}#{life}"
+            if key in self.seen:
                 self.duplicates += 1
                 continue
-            self.seen.add(item.record_id)
+            self.seen.add(key)
             if isinstance(item, ActionRecord):
                 _action(task, item)
             elif isinstance(item, QuarantineRecord):
@@ -118,8 +130,23 @@ class Fold:
             else:
                 _change(task, item)
 
+    def _purge(self, item: PurgeRecord) -> None:
+        """A tombstone (D73): the task was finished and its keys deleted by retention. What the log
+        held of it is dropped, never restored; its records come after all of them on the log (a
+        purge takes a task only once its outbox is drained)."""
+        own = purge_record_id(item.task_id, item.state_version, item.purged_at)
+        if item.record_id != own:
+            self.problems.append(f"{item.record_id[:100]!r}: not the id its content gives ({own})")
+        elif item.record_id in self.seen:
+            self.duplicates += 1
+        else:
+            self.seen.add(item.record_id)
+            self.tasks.pop(item.task_id, None)
+            self.lives[item.task_id] = self.lives.get(item.task_id, 0) + 1
+            self.purged += 1
 
-def _misnamed(item: LogItem) -> str | None:
+
+def _misnamed(item: OutboxRecord | ActionRecord | QuarantineRecord) -> str | None:
     """Why a record's id is not the one its content gives, or None."""
     if isinstance(item, ActionRecord):
         if item.action.task_id != item.task_id:

@@ -16,6 +16,7 @@ RELEASED = {
     "wakeful_v2": "9834b71ea143f1faeb2aca4727707ec00273d9a6e109bcc05fc493b4364167b2",  # + the task index
     "wakeful_v3": "a9914f9a30150b27606e4d0c968cc6d9691db8169b3d23f2923036213b9ee28e",  # + memory's write door
     "wakeful_v4": "fbc5d42e0b54d29d0d9f188f94eb67343629d9ab1f6b04aaa3395334fbc9b577",  # + action records
+    "wakeful_v5": "2258740bcfc5da2885bbfaa583aa0e8786cfcee720c935fa2354473e80a987af",  # + the purge
 }
 
 

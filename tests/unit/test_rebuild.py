@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from wakeful.schemas.changelog import ActionRecord, LogItem, action_record, quarantine_record
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus, OutboxRecord
+from wakeful.schemas.tombstone import PurgeRecord, purge_record
 from wakeful.state import keys, last_step
 from wakeful.state.rebuild import FENCE_MARGIN, Fold, fence_after
 
@@ -172,9 +173,40 @@ def test_a_change_logs_only_the_writes_recovery_needs() -> None:
         ("DEL", keys.quarantine(TASK)),
         ("DEL", keys.lease(TASK)),
         ("XADD", keys.task_memory(TASK), "*", "r", b"{}"),
-        ("FCALL", "wakeful_v4_action_finish", 2, keys.ops(TASK), keys.outbox(TASK), "op", "{}", 1),
+        ("FCALL", "wakeful_v5_action_finish", 2, keys.ops(TASK), keys.outbox(TASK), "op", "{}", 1),
     ]
     assert last_step.logged(TASK, also) == (
         ("SET", receipt, '{"status":"accepted"}'),
         ("DEL", keys.quarantine(TASK)),
     )
+
+
+def tombstone(version: int) -> PurgeRecord:
+    return purge_record(
+        task_id=TASK,
+        tenant="default",
+        workflow="refund",
+        stage="closed",
+        state_version=version,
+        last_change=T0,
+        purged_at=T0,
+        by="ops",
+        reason="closed_tasks=30 days",
+    )
+
+
+def test_a_purged_task_is_never_restored() -> None:
+    fold = folded([change(1), action(ActionStatus.SUCCEEDED), change(2), tombstone(2)])
+    assert TASK not in fold.tasks and fold.purged == 1
+
+
+def test_a_task_made_again_under_a_purged_id_is_a_life_of_its_own() -> None:
+    fold = folded([change(1), change(2), tombstone(2), change(1)])
+    assert fold.tasks[TASK].versions == {1} and fold.duplicates == 0
+    assert fold.tasks[TASK].unrestorable() is None
+
+
+def test_a_tombstone_that_is_not_its_own_id_takes_nothing() -> None:
+    forged = tombstone(2).model_copy(update={"record_id": f"{TASK}:purge:9:0"})
+    fold = folded([change(1), change(2), forged])
+    assert fold.tasks[TASK].newest == 2 and fold.purged == 0 and len(fold.problems) == 1
