@@ -16,6 +16,7 @@ The links, each named where it breaks (which message partition:offset, which rec
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,6 @@ from wakeful.schemas.logs import (
     LOG_BATCH_TAIL,
     QUARANTINE_FIELD,
     OutboxRecord,
-    batch_items,
 )
 
 
@@ -132,30 +132,36 @@ def _effects(out: Audit, found: Found, keys: PublicKeys) -> None:
         out.problems += [Problem(where, record.record_id, why) for why in problems]
 
 
+_RECORD_ID = re.compile(rb'"record_id":"([^"]{1,400})"')
+
+
 def _read(task_id: str, m: Logged, keys: PublicKeys, found: Found, problems: list[Problem]) -> None:
-    """The task's records of one message, kept only where the log signature vouches for them."""
+    """The task's records of one message, each taken only from the exact bytes the log signature
+    vouches for: a record added to a signed message, or one edited in it, is never read as the
+    task's, and a changed message that names the task is a problem for it."""
     checked = log_signing.check(keys.log_keys, m.topic, m.value, m.headers, (LOG_BATCH_HEAD, LOG_BATCH_TAIL))
-    try:
-        items = batch_items(m.value)
-    except DecodeError as exc:
-        problems.append(Problem(m.where, "", f"{checked.reason or 'unreadable'}: {exc.reason}"))
+    named = f'"task_id":"{task_id}"'.encode()
+    if checked.reason is not None and not checked.changed:  # the signature itself does not hold
+        if named in m.value:
+            problems.append(Problem(m.where, task_id, checked.reason))
         return
-    mine = [i for i, item in enumerate(items) if isinstance(item, dict) and item.get("task_id") == task_id]
-    if checked.reason is not None and checked.changed:
-        for i in checked.changed:  # another task's record edited leaves this task's records vouched for
-            item = items[i] if i < len(items) else None
-            if isinstance(item, dict) and "task_id" in item and item["task_id"] != task_id:
-                continue
-            rid = str(item.get("record_id", f"#{i}")) if isinstance(item, dict) else f"#{i}"
-            problems.append(Problem(m.where, rid, f"record {i} of the message was edited: {checked.reason}"))
-    elif checked.reason is not None and mine:
-        ids = ", ".join(str(items[i].get("record_id")) for i in mine)
-        problems.append(Problem(m.where, ids, checked.reason))
-        return
-    for i in mine:
-        if i in checked.changed:
+    if checked.changed and named in m.value:
+        # A changed message that holds the task's records cannot vouch that none of them went: a
+        # record taken away leaves only its digest in the index, which names no task.
+        at = ", ".join(str(i) for i in checked.changed)
+        why = f"a record of the message (at {at}) was edited, added or taken away: {checked.reason}"
+        ids = [
+            i.decode() for i in _RECORD_ID.findall(checked.unvouched) if i.decode().startswith(f"{task_id}:")
+        ]
+        problems += [Problem(m.where, rid, why) for rid in ids or [task_id]]
+    for _, raw in checked.vouched:
+        try:
+            item = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            problems.append(Problem(m.where, "", f"a signed record is not JSON: {exc}"))
             continue
-        found.add(_decoded(items[i]), m.where, problems)
+        if isinstance(item, dict) and item.get("task_id") == task_id:
+            found.add(_decoded(item), m.where, problems)
 
 
 def _decoded(item: dict[str, Any]) -> OutboxRecord | ActionRecord | QuarantineRecord | str:

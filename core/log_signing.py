@@ -86,10 +86,15 @@ def header_values(headers: Any) -> dict[str, list[bytes]]:
 @dataclass(frozen=True)
 class Checked:
     """A log message's signature checked: why it fails (None: it verifies) and, when the signature
-    holds but the value does not match it, which records (by position in the batch) were changed."""
+    holds but the value does not match it, which records (by position in the batch) were changed.
+    `vouched`: the exact bytes of each record the signature vouches for, by position (every record
+    when it verifies); `unvouched`: the value's bytes no signed record accounts for (what a reader
+    must not take a record from)."""
 
     reason: str | None
     changed: tuple[int, ...] = ()
+    vouched: tuple[tuple[int, bytes], ...] = ()
+    unvouched: bytes = b""
 
 
 def check(
@@ -113,24 +118,34 @@ def check(
         return Checked(f"log signature by key {kid} does not verify: its index is not as the relay signed it")
     if len(index) % _ENTRY:
         return Checked(f"log index of {len(index)} bytes is not whole entries")
-    changed = _changed(value, index, frame)
-    if changed:
-        return Checked("the message's bytes are not those the relay signed", changed)
-    return Checked(None)
+    aligned = _aligned(value, index, frame)
+    if aligned.changed:
+        reason = "the message's bytes are not those the relay signed"
+        return Checked(reason, aligned.changed, aligned.vouched, aligned.unvouched)
+    return Checked(None, (), aligned.vouched)
 
 
-def _changed(value: bytes, index: bytes, frame: tuple[bytes, bytes]) -> tuple[int, ...]:
-    """The positions of the records whose bytes differ from the signed index: aligned from the
-    head forwards and from the tail backwards, so one edited record is named alone even when the
-    edit changed its length. () when the value is exactly what was signed."""
+@dataclass(frozen=True)
+class _Aligned:
+    changed: tuple[int, ...]
+    vouched: tuple[tuple[int, bytes], ...]
+    unvouched: bytes
+
+
+def _aligned(value: bytes, index: bytes, frame: tuple[bytes, bytes]) -> _Aligned:
+    """The value laid against the signed index: aligned from the head forwards and from the tail
+    backwards, so one edited record is named alone even when the edit changed its length. The
+    records that match are vouched for with their exact bytes; whatever lies between the matched
+    head and tail (an edited record, or records added or taken away) is not."""
     entries = [
         (int.from_bytes(index[i : i + 4], "big"), index[i + 4 : i + _ENTRY])
         for i in range(0, len(index), _ENTRY)
     ]
     n, (head, tail) = len(entries), frame
     if not value.startswith(head) or not value.endswith(tail) or len(value) < len(head) + len(tail):
-        return tuple(range(n)) or (0,)
+        return _Aligned(tuple(range(n)) or (0,), (), value)
     body = value[len(head) : len(value) - len(tail)]
+    vouched: list[tuple[int, bytes]] = []
     front, at = 0, 0
     while front < n:
         size, digest = entries[front]
@@ -138,19 +153,21 @@ def _changed(value: bytes, index: bytes, frame: tuple[bytes, bytes]) -> tuple[in
         sep = body[at + size : at + size + 1]
         if hashlib.sha256(part).digest() != digest or sep != (b"," if front < n - 1 else b""):
             break
+        vouched.append((front, part))
         front, at = front + 1, at + size + 1
     if (front == n and at - 1 == len(body)) or (n == 0 and body == b""):
-        return ()
+        return _Aligned((), tuple(vouched), b"")
     back, end = n, len(body)
     while back > front:
         size, digest = entries[back - 1]
         part = body[end - size : end]
-        if end - size < 0 or hashlib.sha256(part).digest() != digest:
+        if end - size < at or hashlib.sha256(part).digest() != digest:
             break
         if back - 1 > 0 and body[end - size - 1 : end - size] != b",":
             break
+        vouched.append((back - 1, part))
         back, end = back - 1, end - size - 1
-    return tuple(range(front, max(back, front + 1)))
+    return _Aligned(tuple(range(front, max(back, front + 1))), tuple(sorted(vouched)), body[at:end])
 
 
 def load_log_signer(settings: Settings) -> LogSigner:

@@ -237,7 +237,7 @@ def test_files_round_trip_byte_for_byte() -> None:
     assert read.signers["h-key"].public is None and read.signers["alice-key"].public == _public(ALICE)
 
 
-def test_an_edit_of_another_task_s_record_in_a_shared_batch_leaves_this_chain_verified() -> None:
+def test_an_edit_of_another_task_s_record_in_a_shared_batch_fails_both_chains() -> None:
     first, second = Chain().records()
     other = ActionLogEntry(
         op_key="REFUND:t-other:v1", task_id="t-other", status=ActionStatus.IN_FLIGHT, fence=1, started_at=AT
@@ -246,7 +246,54 @@ def test_an_edit_of_another_task_s_record_in_a_shared_batch_leaves_this_chain_ve
         [action_record(other).encode(), *second], 11, lambda v: v.replace(b'"fence":1,', b'"fence":9,', 1)
     )
     messages = [_message(first, 10), shared]
-    found = audit(T, messages, KEYS)
-    assert found.verified, _why(found)
+    found = audit(T, messages, KEYS)  # the index names no task: a record of T may have gone with it
+    assert not found.verified and any("was edited" in p.why for p in found.problems)
     theirs = audit("t-other", messages, KEYS)
     assert any("was edited" in p.why and p.record.startswith("t-other:op:") for p in theirs.problems)
+
+
+def _forged_outcome(second: list[bytes]) -> bytes:
+    """A record of the task the relay never signed: its outcome, said to have booked another entry."""
+    outcome = next(r for r in second if b'"status":"succeeded"' in r)
+    return outcome.replace(b'"entry":"L1"', b'"entry":"FORGED"', 1).replace(
+        b":succeeded:7:0", b":succeeded:8:0", 1
+    )
+
+
+@pytest.mark.parametrize(
+    "insert",
+    [
+        lambda value, decoy, forged: value.replace(
+            LOG_BATCH_HEAD, LOG_BATCH_HEAD + decoy + b"," + forged + b",", 1
+        ),
+        lambda value, decoy, forged: (
+            value[: -len(LOG_BATCH_TAIL)] + b'],"records":[' + forged + LOG_BATCH_TAIL
+        ),
+    ],
+    ids=["a-decoy-and-a-forged-record-added", "a-second-records-key"],
+)
+def test_a_record_added_to_a_signed_message_is_never_read_as_the_tasks(
+    insert: Callable[[bytes, bytes, bytes], bytes],
+) -> None:
+    first, second = Chain().records()
+    other = ActionLogEntry(
+        op_key="REFUND:t-other:v1", task_id="t-other", status=ActionStatus.IN_FLIGHT, fence=1, started_at=AT
+    )
+    forged = _forged_outcome(second)
+    messages = [
+        _message(first, 10),
+        _message(second, 11, lambda v: insert(v, action_record(other).encode(), forged)),
+    ]
+    found = audit(T, messages, KEYS)
+    assert not found.verified
+    assert not any("FORGED" in str(e) for e in found.effects), "a forged record was read as the task's"
+
+
+def test_a_record_of_the_task_taken_from_a_signed_message_fails_the_audit() -> None:
+    first, second = Chain().records()
+    other = ActionLogEntry(
+        op_key="REFUND:t-other:v1", task_id="t-other", status=ActionStatus.IN_FLIGHT, fence=1, started_at=AT
+    )
+    swap = lambda v: v.replace(second[-1], action_record(other).encode(), 1)  # noqa: E731
+    found = audit(T, [_message(first, 10), _message(second, 11, swap)], KEYS)
+    assert not found.verified
