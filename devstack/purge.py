@@ -93,7 +93,7 @@ def run(
         report.correlation_ids, report.deadlines = purge.forget_names(client, purged, dry_run=dry_run)
     if not dry_run:
         _drop_outboxes(client, report, wait_s)
-    report.swept = retention_sweeps.sweep(client, app.retention, now, dry_run=dry_run)
+    report.swept = retention_sweeps.sweep(client, app.retention, now, dry_run=dry_run, tenant=tenant)
     report.seconds = round(time.monotonic() - started, 3)
     return report
 
@@ -144,6 +144,10 @@ def _batch(client: redis.Redis, page: list[purge.Listed], rule: _Rule, report: R
     for (listed, seen, _), (outcome, count) in zip(
         chosen, purge.take(client, jobs, dry_run=rule.dry_run), strict=True
     ):
+        if outcome == "gone":  # taken by a purge that stopped before it took the task off the index
+            report.kept[outcome] += 1
+            gone.append(listed)  # its index entry, correlation ids and deadlines go now
+            continue
         if outcome != "purged":
             report.kept[outcome] += 1
             continue

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 import redis
 
+from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.sdk.retention import EVIDENCE, RECEIPTS, Retention
 from wakeful.state import keys
 from wakeful.state.memory import MemoryStore
@@ -19,20 +20,36 @@ from wakeful.workflow.retention import lapsed, memory_lapsed
 CHUNK = 500
 
 
-def sweep(client: redis.Redis, retention: Retention, now: datetime, *, dry_run: bool) -> dict[str, int]:
-    """How many receipts, evidence documents and memory records went (or would go)."""
+def sweep(
+    client: redis.Redis, retention: Retention, now: datetime, *, dry_run: bool, tenant: str | None = None
+) -> dict[str, int]:
+    """How many receipts, evidence documents and memory records went (or would go): of `tenant`
+    only when one is named (a purge scoped to a tenant never sweeps another's), else of every
+    tenant, by the loaded app's retention."""
     out = {"receipts": 0, "evidence_documents": 0, "memory_records": 0}
     if retention.receipts < RECEIPTS:
         ttl = keys.RECEIPT_TTL_S * 1000
-        for pattern in (f"{keys.PATTERN_TASK}receipt:*", keys.PATTERN_RECEIPT):
-            out["receipts"] += _lapsed(client, pattern, ttl, retention.receipts, dry_run=dry_run)
+        patterns = (
+            (f"{keys.PATTERN_TASK}receipt:*",)
+            if tenant
+            else (f"{keys.PATTERN_TASK}receipt:*", keys.PATTERN_RECEIPT)
+        )
+        for pattern in patterns:
+            out["receipts"] += _lapsed(
+                client, pattern, ttl, retention.receipts, dry_run=dry_run, tenant=tenant
+            )
     if retention.evidence < EVIDENCE:
         ttl = keys.EVIDENCE_TTL_S * 1000
         out["evidence_documents"] = _lapsed(
-            client, keys.PATTERN_EVIDENCE_DOC, ttl, retention.evidence, dry_run=dry_run
+            client, keys.PATTERN_EVIDENCE_DOC, ttl, retention.evidence, dry_run=dry_run, tenant=tenant
         )
     store = MemoryStore(client)
-    gone = [r for r in store.every() if memory_lapsed(r.created_at, r.expires_at, now, retention.memory)]
+    gone = [
+        r
+        for r in store.every()
+        if (tenant is None or r.tenant == tenant)
+        and memory_lapsed(r.created_at, r.expires_at, now, retention.memory)
+    ]
     out["memory_records"] = len(gone)
     if gone and not dry_run:
         store.delete(gone)
@@ -40,10 +57,22 @@ def sweep(client: redis.Redis, retention: Retention, now: datetime, *, dry_run: 
     return out
 
 
-def _lapsed(client: redis.Redis, pattern: str, ttl_ms: int, keep: timedelta, *, dry_run: bool) -> int:
-    """Delete the keys matching `pattern` (written with a TTL of ttl_ms) that are older than keep."""
+def _lapsed(
+    client: redis.Redis,
+    pattern: str,
+    ttl_ms: int,
+    keep: timedelta,
+    *,
+    dry_run: bool,
+    tenant: str | None = None,
+) -> int:
+    """Delete the keys matching `pattern` (written with a TTL of ttl_ms) that are older than keep;
+    with `tenant`, only the keys whose hash tag is that tenant's (a task's, or a document's)."""
     count = 0
-    for chunk in _chunks(client.scan_iter(match=pattern, count=1000)):
+    for found in _chunks(client.scan_iter(match=pattern, count=1000)):
+        chunk = [k for k in found if tenant is None or _of_tenant(keys.task_of(k.decode()), tenant)]
+        if not chunk:
+            continue
         pipe = client.pipeline(transaction=False)
         for key in chunk:
             pipe.pttl(key)
@@ -52,6 +81,12 @@ def _lapsed(client: redis.Redis, pattern: str, ttl_ms: int, keep: timedelta, *, 
         if doomed and not dry_run:
             client.delete(*doomed)
     return count
+
+
+def _of_tenant(tagged: str, tenant: str) -> bool:
+    """Whether a key's hash tag is `tenant`'s: a task id `N.X` (the default tenant's has no `.`:
+    core/ids.py task_in), or a document's `N.D`. The part after the last `.` holds none."""
+    return (tagged.rsplit(".", 1)[0] if "." in tagged else DEFAULT_TENANT) == tenant
 
 
 def _chunks(items: Iterator[bytes]) -> Iterator[list[bytes]]:

@@ -180,7 +180,10 @@ def forget_names(client: redis.Redis, purged: set[str], *, dry_run: bool) -> tup
     returns how many of each. One SCAN of wk:corr:* and one of wk:deadlines."""
     corrs = 0
     for chunk in _chunks(client.scan_iter(match=keys.PATTERN_CORR, count=SCAN_COUNT), 500):
-        values = client.mget(chunk)
+        pipe = client.pipeline(transaction=False)  # GETs, not MGET: on a cluster the keys cross slots
+        for key in chunk:
+            pipe.get(key)
+        values = pipe.execute()
         doomed = [
             k
             for k, v in zip(chunk, values, strict=True)

@@ -17,8 +17,8 @@ from wakeful.sdk.app import App
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
 from wakeful.workflow import engine
 
-Verdict = Literal["purge", "unknown_workflow", "not_finished", "quarantined", "recent"]
-KEPT: tuple[Verdict, ...] = ("unknown_workflow", "not_finished", "quarantined", "recent")
+Verdict = Literal["purge", "unknown_workflow", "not_finished", "waiting", "quarantined", "recent"]
+KEPT: tuple[Verdict, ...] = ("unknown_workflow", "not_finished", "waiting", "quarantined", "recent")
 
 
 @dataclass(frozen=True)
@@ -30,17 +30,24 @@ class Seen:
     stage: str
     updated_at: datetime
     quarantined: bool = False
+    waits: int = 0  # pending waits: a task that waits for something never goes
 
 
 def finished_stages(app: App) -> dict[str, frozenset[str]]:
-    """For each workflow the app runs, the stages at which its tasks are done: the terminal stages
-    of any version the app deploys or keeps, and `closed`; never needs_review or quarantined."""
-    found: dict[str, set[str]] = {}
+    """For each workflow the app runs, the stages at which its tasks are done: `closed`, and each
+    stage terminal in every version the app deploys or keeps that has it (the index does not say
+    which version a task runs: a stage one version ends at and another moves on from is not done);
+    never needs_review or quarantined."""
+    terminal: dict[str, dict[str, bool]] = {}
     for wf in (*app.workflows, *app.retired):
         stages = {s for s in wf.stages} | {t for targets in wf.stages.values() for t in targets}
-        done = found.setdefault(wf.name, {CLOSED})
-        done |= {s for s in stages if engine.terminal(wf, s)}
-    return {name: frozenset(s - {NEEDS_REVIEW, QUARANTINED}) for name, s in found.items()}
+        seen = terminal.setdefault(wf.name, {})
+        for stage in stages:
+            seen[stage] = seen.get(stage, True) and engine.terminal(wf, stage)
+    return {
+        name: frozenset({CLOSED, *(s for s, done in stages.items() if done)} - {NEEDS_REVIEW, QUARANTINED})
+        for name, stages in terminal.items()
+    }
 
 
 def cutoff(before: datetime, now: datetime, keep: timedelta) -> datetime:
@@ -57,6 +64,8 @@ def verdict(
         return "unknown_workflow"
     if seen.stage not in done:
         return "not_finished"
+    if seen.waits:
+        return "waiting"
     if seen.quarantined:
         return "quarantined"
     if seen.updated_at >= cutoff(before, now, keep):
@@ -69,12 +78,14 @@ def seen_from(summary: Mapping[str, Any], task_id: str, quarantined: bool = Fals
     stays: nothing is taken on a guess)."""
     try:
         at = datetime.fromisoformat(str(summary["updated_at"]))
-        workflow, stage = summary["workflow"], summary["stage"]
+        workflow, stage, waits = summary["workflow"], summary["stage"], summary.get("waits") or []
     except (KeyError, ValueError, TypeError):
         return None
     if not isinstance(workflow, str) or not isinstance(stage, str) or at.tzinfo is None:
         return None
-    return Seen(task_id, workflow, stage, at, quarantined)
+    if not isinstance(waits, list):
+        return None
+    return Seen(task_id, workflow, stage, at, quarantined, len(waits))
 
 
 def lapsed(ttl_left_ms: int, ttl_ms: int, keep: timedelta) -> bool:

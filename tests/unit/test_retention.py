@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wakeful.core.errors import ConfigError
+from wakeful.devstack import retention_sweeps
 from wakeful.examples.refund import app as refund_app
 from wakeful.examples.tutorial import rooms
 from wakeful.sdk import App, Retention
@@ -148,3 +149,30 @@ def test_a_memory_record_goes_at_its_expiry_or_past_the_apps_memory_retention(
     age: timedelta, expires_in: timedelta, keep: timedelta | None, expected: bool
 ) -> None:
     assert memory_lapsed(NOW - age, NOW + expires_in, NOW, keep) is expected
+
+
+@pytest.mark.parametrize(
+    ("tagged", "tenant", "owned"),
+    [
+        ("t-1", "default", True),
+        ("acme.t-1", "acme", True),
+        ("acme.t-1", "default", False),
+        ("acme.b.t-1", "acme.b", True),
+        ("acme.b.t-1", "acme", False),  # another tenant whose name starts with this one's
+        ("acme." + "a" * 64, "acme", True),  # an evidence document's tag
+        ("default." + "a" * 64, "acme", False),
+    ],
+)
+def test_a_sweep_scoped_to_a_tenant_reaches_only_its_keys(tagged: str, tenant: str, owned: bool) -> None:
+    assert retention_sweeps._of_tenant(tagged, tenant) is owned
+
+
+def test_a_task_that_waits_never_goes_whatever_its_stage() -> None:
+    from wakeful.workflow.retention import Seen, seen_from, verdict
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    waiting = Seen("t-1", "refund", "closed", at, waits=1)
+    later = datetime(2026, 12, 1, tzinfo=UTC)
+    assert verdict(waiting, {"refund": frozenset({"closed"})}, later, later, timedelta(days=1)) == "waiting"
+    summary = {"workflow": "refund", "stage": "closed", "updated_at": at.isoformat(), "waits": [{"for": "x"}]}
+    assert seen_from(summary, "t-1") == waiting
