@@ -96,7 +96,8 @@ def audit(task_id: str, messages: Iterable[Logged], keys: PublicKeys) -> Audit:
         out.changes.append(
             {"version": v, "where": where, "message_id": record.message_id, "stage": record.stage}
         )
-        link = event_link(record, where, keys)
+        before = found.changes.get(v - 1)
+        link = event_link(record, where, keys, before[0] if before else None)
         out.problems += [Problem(where, record.record_id, why) for why in link.problems]
         if link.event is not None:
             found.events[v] = link.event

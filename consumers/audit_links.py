@@ -69,8 +69,13 @@ class EventLink:
     problems: list[str] = field(default_factory=list)
 
 
-def event_link(record: OutboxRecord, where: str, keys: PublicKeys) -> EventLink:
-    """The signed event a change applied, verified against its signer's exported public key."""
+def event_link(
+    record: OutboxRecord, where: str, keys: PublicKeys, before: OutboxRecord | None = None
+) -> EventLink:
+    """The signed event a change applied, verified against its signer's exported public key, and
+    tied to this task: it names the task in its signer's namespace, or answers by correlation id a
+    wait the task had at the change `before` (an event of another task, carried here, proves
+    nothing of this one)."""
     link = EventLink()
     if not record.event:
         if record.message_id.startswith("ev:"):
@@ -113,16 +118,30 @@ def event_link(record: OutboxRecord, where: str, keys: PublicKeys) -> EventLink:
         link.problems.append(f"event {event.event_id}'s signature does not verify with key {event.key_id}")
         return link
     shown["verified"] = "ed25519"
-    named = event.task_id
-    if (
-        event.kind == events.CREATE
-        and named is not None
-        and ids.task_in(signer.tenant, named) != record.task_id
-    ):
-        link.problems.append(
-            f"create event names task {event.task_id} of tenant {signer.tenant}, not this task"
-        )
+    why = _not_this_tasks(event, signer.tenant, record, before)
+    if why is not None:
+        link.problems.append(why)
     return link
+
+
+def _not_this_tasks(
+    event: SignedEvent, tenant: str, record: OutboxRecord, before: OutboxRecord | None
+) -> str | None:
+    """Why a verified event is not one of this task's, or None."""
+    if event.task_id is not None:
+        try:
+            named = ids.task_in(tenant, event.task_id)
+        except ValueError:
+            return f"{event.kind} event names no task id ({event.task_id[:80]!r})"
+        return (
+            None
+            if named == record.task_id
+            else (f"{event.kind} event names task {event.task_id} of tenant {tenant}, not this task")
+        )
+    waited = {w.correlation_id for w in before.waits} if before is not None else set()
+    if event.correlation_id and event.correlation_id in waited:
+        return None
+    return f"{event.kind} event answers correlation id {event.correlation_id!r}, not a wait this task had"
 
 
 def _closer(message_id: str) -> str | None:

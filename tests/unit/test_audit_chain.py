@@ -297,3 +297,42 @@ def test_a_record_of_the_task_taken_from_a_signed_message_fails_the_audit() -> N
     swap = lambda v: v.replace(second[-1], action_record(other).encode(), 1)  # noqa: E731
     found = audit(T, [_message(first, 10), _message(second, 11, swap)], KEYS)
     assert not found.verified
+
+
+def test_a_verified_event_of_another_task_proves_nothing_of_this_one() -> None:
+    from wakeful.consumers.audit_links import _not_this_tasks
+    from wakeful.schemas.logs import OutboxRecord, WaitSummary
+
+    def change(version: int, waits: tuple[WaitSummary, ...] = ()) -> OutboxRecord:
+        return OutboxRecord(
+            record_id=f"{T}:{version}", task_id=T, state_version=version, message_id="m",
+            stage="ready", task_version=1, at=AT, waits=waits,
+        )  # fmt: skip
+
+    waited = change(1, (WaitSummary(wait_for="approval", deadline=AT, correlation_id="corr-a"),))
+    theirs = sign_event(
+        ALICE, "approval.granted", {"version": 1}, task_id="t-other", event_id="ev-other-1", issued_at=AT
+    )
+    ours = sign_event(
+        ALICE, "approval.granted", {"version": 1}, task_id=T, event_id="ev-ours-01", issued_at=AT
+    )
+    by_corr = sign_event(
+        ALICE,
+        "approval.granted",
+        {"version": 1},
+        correlation_id="corr-a",
+        event_id="ev-ours-02",
+        issued_at=AT,
+    )
+    stray = sign_event(
+        ALICE,
+        "approval.granted",
+        {"version": 1},
+        correlation_id="corr-b",
+        event_id="ev-ours-03",
+        issued_at=AT,
+    )
+    assert _not_this_tasks(theirs, "default", change(2), waited) is not None
+    assert _not_this_tasks(ours, "default", change(2), waited) is None
+    assert _not_this_tasks(by_corr, "default", change(2), waited) is None
+    assert _not_this_tasks(stray, "default", change(2), waited) is not None
