@@ -41,6 +41,7 @@ from wakeful.schemas.logs import (
     ACTION_FIELD,
     LOG_BATCH_HEAD,
     LOG_BATCH_TAIL,
+    PURGE_FIELD,
     QUARANTINE_FIELD,
     OutboxRecord,
 )
@@ -79,7 +80,12 @@ def audit(task_id: str, messages: Iterable[Logged], keys: PublicKeys) -> Audit:
     """Every link of the task's chain checked; `problems` names each that does not hold."""
     out = Audit(task_id)
     found = Found()
-    for m in messages:
+    # In the log's own order, whatever order a file gives: a task's records are in one partition,
+    # by offset. The same offset twice is a file that was tampered with, not the relay at work.
+    ordered = sorted(messages, key=lambda m: (m.partition, m.offset))
+    for m, after in zip(ordered, [*ordered[1:], None], strict=True):
+        if after is not None and (after.partition, after.offset) == (m.partition, m.offset):
+            out.problems.append(Problem(m.where, "", "the log given holds this message's offset twice"))
         out.messages += 1
         _read(task_id, m, keys, found, out.problems)
     if not found.changes:
@@ -161,8 +167,8 @@ def _read(task_id: str, m: Logged, keys: PublicKeys, found: Found, problems: lis
         except orjson.JSONDecodeError as exc:
             problems.append(Problem(m.where, "", f"a signed record is not JSON: {exc}"))
             continue
-        if isinstance(item, dict) and item.get("task_id") == task_id:
-            found.add(_decoded(item), m.where, problems)
+        if isinstance(item, dict) and item.get("task_id") == task_id and PURGE_FIELD not in item:
+            found.add(_decoded(item), m.where, problems)  # a tombstone (D73) is no link of the chain
 
 
 def _decoded(item: dict[str, Any]) -> OutboxRecord | ActionRecord | QuarantineRecord | str:
