@@ -206,9 +206,11 @@ def ensure_log_key(settings: Settings) -> bool:
 def rotate_log_key(settings: Settings) -> str:
     """A new log key for the relay (it signs with it from its next start); the old public half stays
     published. Returns the new key id."""
-    secrets.replace(settings, SIGNER_ROLE, _SIGNING, _new_key())
-    signer = load_log_signer(settings)
-    _publish(settings, signer)
+    doc = _new_key()
+    seed = base64.b64decode(doc["seed"], validate=True)
+    signer = LogSigner(doc["key_id"], Ed25519PrivateKey.from_private_bytes(seed))
+    _publish(settings, signer)  # first: a relay that restarts in between never signs with an unpublished key
+    secrets.replace(settings, SIGNER_ROLE, _SIGNING, doc)
     return signer.key_id
 
 

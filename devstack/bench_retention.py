@@ -25,6 +25,7 @@ from wakeful.consumers.producing import producer_config
 from wakeful.consumers.relay import Relay
 from wakeful.core import ids
 from wakeful.core.log import Log
+from wakeful.core.log_signing import load_log_signer
 from wakeful.core.provenance import load_signer
 from wakeful.core.settings import Settings
 from wakeful.devstack import purge
@@ -248,6 +249,7 @@ def _drain(settings: Settings, client: redis.Redis) -> None:
         producer,
         Log(role="relay"),
         signer=load_signer(settings, "relay"),
+        log_signer=load_log_signer(settings),  # signed as the relay signs the log: an audit reads it
         index=Index(relay_client),
     )
     while client.scard(keys.OUTBOX_DIRTY):
