@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from wakeful.core import kafka_rights, provenance, secrets
+from wakeful.core import kafka_rights, log_signing, provenance, secrets
 from wakeful.core.settings import Settings
 from wakeful.state import acl, credentials
 
@@ -34,6 +34,7 @@ SECRETS = (
     *(f"kafka:{principal}" for principal in kafka_rights.ROLES),
     *(f"signing:{role}" for role in provenance.SIGNING_ROLES),
     *(f"verifying:{role}" for role in sorted(set(provenance.READERS.values()))),
+    f"log-signing:{log_signing.SIGNER_ROLE}",  # the relay's Ed25519 key for wakeful.log (D72)
 )
 
 

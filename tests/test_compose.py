@@ -43,14 +43,14 @@ from compose_file import (
 
 from wakeful.consumers import producing
 from wakeful.consumers.supervisor import ROLES
-from wakeful.core import kafka_auth, provenance
+from wakeful.core import kafka_auth, log_signing, provenance
 from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
 from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
-KINDS = {"keyring", "redis", "kafka", "signing", "verifying"}
+KINDS = {"keyring", "redis", "kafka", "signing", "verifying", "log-signing"}
 
 
 def make_secret(settings: Settings, secret: str) -> None:
@@ -63,6 +63,8 @@ def make_secret(settings: Settings, secret: str) -> None:
         kafka_auth.ensure_credential(settings, user)
     elif kind == "signing":
         provenance.ensure_key(settings, user)
+    elif kind == "log-signing":
+        log_signing.ensure_log_key(settings)
     else:
         provenance.publish_keys(settings)  # each reader's file, with whatever sender keys exist
 
