@@ -12,7 +12,7 @@ from wakeful.core.errors import DecodeError
 from wakeful.schemas import events
 from wakeful.schemas.changelog import ActionRecord, QuarantineRecord
 from wakeful.schemas.events import SignedEvent
-from wakeful.schemas.logs import UNDO_PREFIX, ActionStatus, OutboxRecord
+from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry, ActionStatus, OutboxRecord
 
 CLOSE, REVIEW = "rt:close:", "rt:review:"
 
@@ -192,20 +192,11 @@ def effect_of(
     problems: list[str] = []
     entries = [a for a, _, _ in found.actions if a.action.op_key == trail.op_key]
     outcome = entries[-1].action if entries else None
-    effect: dict[str, Any] = {
-        "op_key": trail.op_key,
-        "tool": trail.tool,
-        "args": trail.args,
-        "task_version": trail.task_version,
-        "proposal": {"message_id": trail.message_id, "model": trail.model, "checks": list(trail.checks)},
-        "policy": record.policy,
-        "tool_catalog": record.tool_catalog,
-        "closed_by": {"record": record.record_id, "where": where},
-        "fence": outcome.fence if outcome else None,
-        "outcome": str(outcome.status) if outcome else None,
-        "result": outcome.result if outcome else None,
-        "approval": None,
-    }
+    proposal = {"message_id": trail.message_id, "model": trail.model, "checks": list(trail.checks)}
+    effect = _effect(
+        record, where, outcome, op=trail.op_key, tool=trail.tool, args=trail.args,
+        task_version=trail.task_version, proposal=proposal,
+    )  # fmt: skip
     if not record.policy or not record.tool_catalog:
         problems.append("the close names no policy or tool-catalog version")
     if record.message_id != f"{CLOSE}{trail.op_key}":
@@ -230,20 +221,10 @@ def unproven(record: OutboxRecord, where: str, found: Found) -> tuple[dict[str, 
     op = record.message_id[len(CLOSE) :]
     entries = [a.action for a, _, _ in found.actions if a.action.op_key == op]
     outcome = entries[-1] if entries else None
-    effect: dict[str, Any] = {
-        "op_key": op,
-        "tool": outcome.tool if outcome else None,
-        "args": outcome.args if outcome else None,
-        "task_version": record.task_version,
-        "proposal": None,
-        "policy": record.policy,
-        "tool_catalog": record.tool_catalog,
-        "closed_by": {"record": record.record_id, "where": where},
-        "fence": outcome.fence if outcome else None,
-        "outcome": str(outcome.status) if outcome else None,
-        "result": outcome.result if outcome else None,
-        "approval": None,
-    }
+    tool, args = (outcome.tool, outcome.args) if outcome else (None, None)
+    effect = _effect(
+        record, where, outcome, op=op, tool=tool, args=args, task_version=record.task_version, proposal=None
+    )
     return (
         effect,
         f"the close of op key {op} carries no proposal: settled by its key, its checks are not on the log",
@@ -288,3 +269,31 @@ def _approval(
             f"the approval event is signed by {event['principal']}, not the approver {bound['approver']}"
         )
     return problems
+
+
+def _effect(
+    record: OutboxRecord,
+    where: str,
+    outcome: ActionLogEntry | None,
+    *,
+    op: str,
+    tool: str | None,
+    args: dict[str, Any] | None,
+    task_version: int,
+    proposal: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """An effect as the audit shows it: the call, the proposal behind it, its close and outcome."""
+    return {
+        "op_key": op,
+        "tool": tool,
+        "args": args,
+        "task_version": task_version,
+        "proposal": proposal,
+        "policy": record.policy,
+        "tool_catalog": record.tool_catalog,
+        "closed_by": {"record": record.record_id, "where": where},
+        "fence": outcome.fence if outcome else None,
+        "outcome": str(outcome.status) if outcome else None,
+        "result": outcome.result if outcome else None,
+        "approval": None,
+    }

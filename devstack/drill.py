@@ -26,7 +26,7 @@ from typing import Any
 from wakeful.core.errors import WakefulError
 from wakeful.core.process import Say, port_in_use, wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack import chaos, recovery, redis_server, stack
+from wakeful.devstack import bench_log, chaos, recovery, redis_server, stack
 from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import Planned, load_traffic, plan_tasks, warm_up
@@ -118,7 +118,7 @@ def _load(client: Client, fleet: Fleet, plans: list[Planned]) -> None:
     fleet.start_role("executor", fault="executor.after_downstream_call")
     if not wait_until(lambda: not fleet.alive("executor"), 60, interval=0.1):
         raise WakefulError("the executor never reached its first downstream call")
-    if not wait_until(lambda: _drained(client), 60, interval=0.1):
+    if not bench_log.drained(client.admin, 60):
         raise WakefulError("the relay did not publish every change within 60 s")
 
 
@@ -134,13 +134,6 @@ def _created(client: Client, plans: list[Planned]) -> None:
 
 def _exists(client: Client, task_id: str) -> bool:
     return bool(client.admin.exists(keys.state(task_id)))
-
-
-def _drained(client: Client) -> bool:
-    """The relay has published every change Redis acknowledged."""
-    return not client.admin.scard(keys.OUTBOX_DIRTY) and not any(
-        client.admin.xlen(k) for k in client.admin.scan_iter(match=keys.PATTERN_OUTBOX, count=1000)
-    )
 
 
 def _waiting(client: Client, plans: list[Planned]) -> dict[str, list[str]]:
