@@ -1,4 +1,4 @@
-"""`wakeful ingress`: the HTTP door upstream systems read their receipts and tasks from."""
+"""`wakeful ingress`: the HTTP door upstream systems post events and webhooks to, and read from."""
 
 from __future__ import annotations
 
@@ -6,24 +6,50 @@ from urllib.parse import urlsplit
 
 import click
 
+from wakeful.cli.app_option import app_option
 from wakeful.cli.output import say
 from wakeful.core.settings import Settings
 
 
 @click.command("ingress")
+@app_option
 @click.option("--host", default=None, help="Address to listen on (default: WAKEFUL_INGRESS_URL's host).")
 @click.option(
     "--port", default=None, type=int, help="Port to listen on (default: WAKEFUL_INGRESS_URL's port)."
 )
+@click.option(
+    "--rate",
+    default=200.0,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    envvar="WAKEFUL_INGRESS_RATE",
+    help="Posts per second one key may send (WAKEFUL_INGRESS_RATE); past it: 429 and Retry-After.",
+)
+@click.option(
+    "--burst",
+    default=400,
+    show_default=True,
+    type=click.IntRange(min=1),
+    envvar="WAKEFUL_INGRESS_BURST",
+    help="Posts one key may send at once before --rate holds it back (WAKEFUL_INGRESS_BURST).",
+)
 @click.pass_obj
-def ingress(settings: Settings, host: str | None, port: int | None) -> None:
-    """Serve signed reads (receipts, a tenant's tasks by stage or wait) until Ctrl-C or SIGTERM."""
+def ingress(settings: Settings, host: str | None, port: int | None, rate: float, burst: int) -> None:
+    """Take signed events and webhooks (POST /v1/events, /v1/webhooks) and serve signed reads
+    (receipts, a tenant's tasks by stage or wait) until Ctrl-C or SIGTERM."""
     from wakeful.consumers import ingress as door
+    from wakeful.consumers import kafka_client
+    from wakeful.consumers.ingress_limits import Limit
     from wakeful.devstack import stack
 
     stack.require_redis(settings)
+    stack.require_kafka(settings)
+    kafka_client.check_login(settings, "ingress")
     url = urlsplit(settings.ingress_url)
     host = host or url.hostname or "127.0.0.1"
     port = port if port is not None else url.port or (443 if url.scheme == "https" else 80)
-    say(f"ingress on http://{host}:{port} (GET /v1/health, /v1/receipts/E, /v1/tasks/T, /v1/tasks?stage=S)")
-    door.main(settings, host, port)
+    say(
+        f"ingress on http://{host}:{port} (POST /v1/events, /v1/webhooks; GET /v1/health, "
+        "/v1/receipts/E, /v1/tasks/T, /v1/tasks?stage=S)"
+    )
+    door.main(settings, host, port, Limit(rate=rate, burst=burst))

@@ -112,14 +112,15 @@ class Inbound:
         # the task's inbox, in the gate's compare-and-swap, keeps an applied event from applying twice.
         event = verdict.event
         # The receipt under this identity is the first message's: a duplicate writes nothing.
-        duplicate = Refused(f"duplicate event {sent.event_id} from key {sent.key_id}", sent)
+        duplicate = Refused(f"duplicate event {sent.event_id} from key {sent.key_id}", sent, code="duplicate")
         if seen:
             return self._refuse(msg, duplicate, receipt=False)
         if event.correlation_id:
             # Another tenant's wait is, to this signer, no wait at all: the same answer, no task id.
             owner, task_id = keys.corr_target(corr) if isinstance(corr, bytes) else (None, "")
             if not task_id or owner not in (None, verdict.tenant):
-                unknown = Refused(f"unknown correlation id {event.correlation_id!r}", sent, verdict.tenant)
+                why = f"unknown correlation id {event.correlation_id!r}"
+                unknown = Refused(why, sent, verdict.tenant, code="unknown_wait")
                 return self._refuse(msg, unknown)
         else:
             assert event.task_id is not None  # judge() made sure an event names its task or its wait

@@ -1,146 +1,83 @@
-"""`wakeful ingress --port N`: the HTTP door upstream systems read from.
+"""`wakeful ingress --port N`: the HTTP door for upstream systems that do not speak Kafka.
 
-Every request but the health check is a signed read (producers/reads.py): the door finds the key
-it names among the registered signers, checks the signature, that it names this very request and
-that it is fresh, and then answers as that key's principal, in that key's tenant, from what Redis
-holds for readers: the receipts of that key's own events, and its tenant's task index
-(state/index.py, kept by the relay from the log records; nothing here unseals a task).
+    GET  /v1/health                      200 when Redis answers, else 503
+    POST /v1/events                      a signed event: 202 {event_id} once Kafka acknowledged it
+    POST /v1/webhooks                    a webhook (Wakeful-Key, Wakeful-Signature): the same
+    GET  /v1/receipts/{event_id}         the sender's own receipt for its event (a signed read)
+    GET  /v1/tasks/{task_id}, /v1/tasks  the sender's tenant's tasks, from the task index
 
-    GET /v1/health                                    200 when Redis answers, else 503
-    GET /v1/receipts/{event_id}?task_id=T             the key's receipt for its event, or 404
-    GET /v1/tasks/{task_id}                           the tenant's task, as the index has it, or 404
-    GET /v1/tasks?stage=S|waiting=K[&limit=N&after=P] the tenant's tasks at S, or waiting for K
-
-A task of another tenant is answered as one that does not exist. The door's Redis user may read
-only the signers, the receipts and the index (state/acl.py): it writes nothing.
+Writes are consumers/ingress_events.py, reads consumers/ingress_reads.py. The door's Redis user
+reads the signers, the receipts and the index and writes nothing (state/acl.py); its Kafka user
+writes wakeful.events and nothing else (core/kafka_rights.py). Serve it behind a TLS proxy
+(docs/ingress.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-import orjson
 import redis
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from wakeful.authority.store import AuthorityStore
-from wakeful.core import ids
+from wakeful.consumers.ingress_events import EventDoor
+from wakeful.consumers.ingress_limits import Limit
+from wakeful.consumers.ingress_publish import EventPublisher
+from wakeful.consumers.ingress_reads import ReadDoor
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
-from wakeful.producers import reads
-from wakeful.producers.signing import VerifyKey
-from wakeful.state import acl, index, keys
-from wakeful.state.index import Index
+from wakeful.sdk.app import load_app
+from wakeful.state import acl
 
-Handler = Callable[[Request, VerifyKey], JSONResponse]
-
-
-def error(status: int, reason: str) -> JSONResponse:
-    return JSONResponse({"error": reason}, status_code=status)
+# A key's default allowance: well above one upstream system's steady flow, well below what lets one
+# key starve the rest. Refused requests from one address: enough for a misconfigured sender to see
+# its errors, not enough to make the door verify forgeries all day.
+PER_KEY = Limit(rate=200.0, burst=400)
+PER_CLIENT_REFUSED = Limit(rate=20.0, burst=100)
 
 
-class ReadDoor:
-    def __init__(self, client: redis.Redis, log: Log) -> None:
-        self.client = client
-        self.index = Index(client)
-        self.authority = AuthorityStore(client)
-        self.log = log
+def build(
+    client: redis.Redis, log: Log, writes: EventDoor, publisher: EventPublisher | None = None
+) -> Starlette:
+    reads = ReadDoor(client, log)
 
-    def signed(self, handler: Handler) -> Callable[[Request], JSONResponse]:
-        """`handler`, answered only for a request whose signed read verifies."""
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        if publisher is not None:
+            publisher.close()
 
-        def endpoint(request: Request) -> JSONResponse:
-            # As it was sent (percent-encoded): what the asker signed, before any decoding.
-            raw_path = request.scope.get("raw_path") or request.url.path.encode()
-            query = request.url.query
-            target = raw_path.decode("latin-1") + (f"?{query}" if query else "")
-            event = reads.claimed(request.headers.get(reads.HEADER))
-            if isinstance(event, str):
-                return self._refused(request, event)
-            try:
-                found = self.authority.signer(event.key_id)
-            except redis.RedisError as exc:
-                return error(503, f"the signer registry did not answer ({type(exc).__name__}): try again")
-            key = found[0] if found is not None else None
-            why = reads.verified(event, key, request.method, target, datetime.now(UTC))
-            if why is not None or key is None:
-                return self._refused(request, why or "unknown key")
-            try:
-                return handler(request, key)
-            except ValueError as exc:  # an id or a filter that cannot name a key
-                return error(400, str(exc))
-            except redis.RedisError as exc:  # the store, not the asker: try again later
-                self.log("ingress.redis_error", path=request.url.path[:200], error=str(exc)[:300])
-                return error(503, f"the task store did not answer ({type(exc).__name__}): try again")
-
-        return endpoint
-
-    def _refused(self, request: Request, reason: str) -> JSONResponse:
-        self.log("ingress.refused", path=request.url.path[:200], reason=reason[:300])
-        return error(401, reason)
-
-    def health(self, request: Request) -> JSONResponse:
-        try:
-            self.client.ping()
-        except redis.RedisError as exc:
-            return error(503, f"redis: {type(exc).__name__}")
-        return JSONResponse({"status": "ok"})
-
-    def receipt(self, request: Request, key: VerifyKey) -> JSONResponse:
-        event_id = ids.checked(ids.EVENT_ID_RE, request.path_params["event_id"], "event id")
-        named = request.query_params.get("task_id")
-        names = [keys.receipt(event_id, ids.task_in(key.tenant, named), key_id=key.key_id)] if named else []
-        names.append(keys.receipt(event_id, key_id=key.key_id))
-        for name in names:  # not MGET: two slots on a cluster
-            raw = self.client.get(name)
-            if isinstance(raw, bytes):
-                return JSONResponse({"event_id": event_id, **orjson.loads(raw)})
-        return error(404, f"no receipt yet for event {event_id} of key {key.key_id}")
-
-    def task(self, request: Request, key: VerifyKey) -> JSONResponse:
-        named = request.path_params["task_id"]
-        found = self.index.task(key.tenant, ids.task_in(key.tenant, named))
-        if found is None:
-            return error(404, f"no task {named}")
-        return JSONResponse(found)
-
-    def tasks(self, request: Request, key: VerifyKey) -> JSONResponse:
-        q = request.query_params
-        stage, waiting = q.get("stage"), q.get("waiting")
-        if stage is None and waiting is None:
-            return error(400, "list by ?stage=S or ?waiting=K (an event kind, or approval)")
-        try:
-            limit, after = int(q.get("limit", index.PAGE)), int(q.get("after", 0))
-        except ValueError:
-            return error(400, "limit and after are whole numbers")
-        if not 1 <= limit <= index.PAGE or after < 0:
-            return error(400, f"limit is 1 to {index.PAGE}, after 0 or more")
-        found, more = self.index.listed(key.tenant, stage=stage, waiting=waiting, limit=limit, after=after)
-        body: dict[str, Any] = {"tasks": found, "next": more}
-        return JSONResponse(body)
-
-
-def build(client: redis.Redis, log: Log) -> Starlette:
-    door = ReadDoor(client, log)
     return Starlette(
         routes=[
-            Route("/v1/health", door.health),
-            Route("/v1/receipts/{event_id}", door.signed(door.receipt)),
-            Route("/v1/tasks/{task_id}", door.signed(door.task)),
-            Route("/v1/tasks", door.signed(door.tasks)),
-        ]
+            Route("/v1/health", reads.health),
+            Route("/v1/events", writes.event, methods=["POST"]),
+            Route("/v1/webhooks", writes.webhook, methods=["POST"]),
+            Route("/v1/receipts/{event_id}", reads.signed(reads.receipt)),
+            Route("/v1/tasks/{task_id}", reads.signed(reads.task)),
+            Route("/v1/tasks", reads.signed(reads.tasks)),
+        ],
+        lifespan=lifespan,
     )
 
 
-def main(settings: Settings, host: str, port: int) -> None:
+def main(settings: Settings, host: str, port: int, per_key: Limit = PER_KEY) -> None:
     """Serve the door until interrupted."""
     log = Log(role="ingress")
     client = acl.connect(settings, "ingress", timeout=5.0)
-    log("ingress.start", host=host, port=port)
-    uvicorn.run(build(client, log), host=host, port=port, log_level="warning", access_log=False)
+    kinds = load_app(settings.app).kinds
+    publisher = EventPublisher(settings, log)
+    writes = EventDoor(
+        client,
+        publisher,
+        log,
+        kinds=kinds,
+        max_age=settings.event_max_age,
+        per_key=per_key,
+        per_client=PER_CLIENT_REFUSED,
+    )
+    log("ingress.start", host=host, port=port, rate=per_key.rate, burst=per_key.burst)
+    uvicorn.run(
+        build(client, log, writes, publisher), host=host, port=port, log_level="warning", access_log=False
+    )

@@ -6,6 +6,8 @@ RIGHTS, so the two never drift. The table follows DESIGN.md section 2:
 | principal        | reads                     | writes                                | groups            |
 |------------------|---------------------------|---------------------------------------|-------------------|
 | wakeful-upstream | -                         | wakeful.events                        | -                 |
+| wakeful-ingress  | -                         | wakeful.events (what the HTTP door    | -                 |
+|                  |                           | took: it re-signs nothing)            |                   |
 | wakeful-inbound  | wakeful.events            | wakeful.wake, wakeful.dlq             | wakeful-inbound   |
 | wakeful-timer    | -                         | wakeful.wake (deadline wakes)         | -                 |
 | wakeful-gate     | wakeful.wake              | wakeful.proposals.request, .dlq       | wakeful-gate      |
@@ -44,6 +46,7 @@ _LETTERS = (topics.DLQ,)
 
 RIGHTS: dict[str, Rights] = {
     UPSTREAM: Rights(writes=(topics.EVENTS,)),
+    "ingress": Rights(writes=(topics.EVENTS,)),
     "inbound": Rights(
         reads=(topics.EVENTS,),
         writes=(topics.WAKE, topics.DLQ),

@@ -9,15 +9,20 @@ secret: a key that may sign events may read what its tenant's tasks are doing, a
 
 A read signed for one path cannot be sent to another, and one seen in flight is good for MAX_AGE
 at most, for the same request: serve the door behind TLS (docs/agents.md).
+
+A sender with an HMAC secret may sign a read as it signs a webhook instead (schemas/webhook.py):
+the Wakeful-Key and Wakeful-Signature headers, the tag over "<t>.<METHOD> <target>".
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
 from datetime import UTC, datetime, timedelta
 
 from wakeful.core.errors import DecodeError
 from wakeful.producers.signing import Signer, VerifyKey, sign_event
+from wakeful.schemas import webhook
 from wakeful.schemas.events import FUTURE_SKEW, SignedEvent
 
 READ = "wakeful.read"
@@ -63,6 +68,41 @@ def verified(
     if event.payload != {"method": method.upper(), "target": target}:
         return "the signed read names another request"
     issued = event.issued_at if event.issued_at.tzinfo else event.issued_at.replace(tzinfo=UTC)
+    if issued < now - MAX_AGE or issued > now + FUTURE_SKEW:
+        return f"the signed read was issued {issued.isoformat()}: sign each request when it is sent"
+    return None
+
+
+def webhook_text(method: str, target: str) -> bytes:
+    """What a webhook-style signed read's tag covers after its timestamp: the request line."""
+    return f"{method.upper()} {target}".encode()
+
+
+def webhook_header(secret: bytes, method: str, target: str, t: int) -> str:
+    """The Wakeful-Signature header that signs `method target` at `t` with an HMAC secret."""
+    return webhook.header(secret, t, webhook_text(method, target))
+
+
+def verified_webhook(
+    key: VerifyKey | None,
+    *,
+    key_id: str,
+    signed: tuple[int, list[str]],
+    method: str,
+    target: str,
+    now: datetime,
+) -> str | None:
+    """Why a webhook-style signed read (t, its v1 tags) does not let its key make this request now,
+    or None."""
+    if key is None:
+        return f"unknown key id {key_id[:128]!r}"
+    if key.alg != "hmac-sha256":
+        return f"key id {key_id!r} is an Ed25519 key: sign the read in the {HEADER} header"
+    t, tags = signed
+    expected = webhook.tag(key.material, t, webhook_text(method, target))
+    if not any(hmac.compare_digest(sent, expected) for sent in tags):
+        return f"bad signature for key id {key_id!r}"
+    issued = datetime.fromtimestamp(t, UTC)
     if issued < now - MAX_AGE or issued > now + FUTURE_SKEW:
         return f"the signed read was issued {issued.isoformat()}: sign each request when it is sent"
     return None

@@ -83,7 +83,7 @@ class Record(BaseModel):
         except TypeError as exc:  # a migration produced something JSON cannot hold
             raise DecodeError(cls.KIND, raw, f"cannot upgrade: {exc}") from exc
         except ValidationError as exc:
-            raise DecodeError(cls.KIND, raw, _first_errors(exc)) from exc
+            raise DecodeError(cls.KIND, raw, first_errors(exc)) from exc
 
 
 def upgrade(kind: str, current: int, data: dict[str, Any], raw: bytes) -> dict[str, Any]:
@@ -106,7 +106,7 @@ def upgrade(kind: str, current: int, data: dict[str, Any], raw: bytes) -> dict[s
     return data
 
 
-def _first_errors(exc: ValidationError, limit: int = 3) -> str:
+def first_errors(exc: ValidationError, limit: int = 3) -> str:
     parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:limit]]
     more = exc.error_count() - limit
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

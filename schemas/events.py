@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self, cast
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, PrivateAttr, StringConstraints
 
 from wakeful.core import ids
 from wakeful.schemas.base import Record, dumps_any_int
@@ -26,6 +26,9 @@ KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN, COMPLETE)
 REPLAY = "event.replay"
 
 MAX_EVENT_BYTES = 64 * 1024
+# How a webhook's record (schemas/webhook.py) starts, as its encode() writes it: one comparison tells
+# it from an event. Written any other way, it is no event at all (malformed).
+WEBHOOK_PREFIX = b'{"schema_version":1,"webhook":'
 FUTURE_SKEW = timedelta(seconds=30)  # how far ahead of the door's clock a sender's clock may run
 
 # Ids from outside are checked here, at decode time, so a bad one is a DecodeError the door
@@ -60,11 +63,31 @@ class SignedEvent(Record):
     key_id: KeyId
     issued_at: datetime
     payload: dict[str, Any] = Field(default_factory=dict)
-    signature: str  # base64 of the Ed25519 signature or the HMAC-SHA256 tag
+    signature: str  # base64 of the Ed25519 signature or the HMAC-SHA256 tag; "webhook:v1=..." for one
+    # Set for an event that came as a webhook (schemas/webhook.py): (t, raw body, its hex tags, the
+    # Webhook record's bytes). Its signature covers those bytes, so it verifies and encodes from them.
+    _webhook: tuple[int, bytes, tuple[str, ...], bytes] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Self:
+        """As any record; a Webhook record (WIRE_PREFIX) opens into the event its body names."""
+        if raw.startswith(WEBHOOK_PREFIX):
+            from wakeful.schemas import webhook  # it builds on this module
+
+            return cast(Self, webhook.opened(raw))
+        return super().decode(raw)
 
     def encode(self) -> bytes:
-        """As any record, except that a payload from outside may hold integers past 64 bits."""
+        """As any record, except that a payload from outside may hold integers past 64 bits, and a
+        webhook's event is its Webhook record: the only form its signature covers."""
+        if self._webhook is not None:
+            return self._webhook[3]
         return dumps_any_int(self.model_dump(mode="json", by_alias=True))
+
+    @property
+    def webhook(self) -> tuple[int, bytes, tuple[str, ...]] | None:
+        """(t, raw body, hex tags) of an event that came as a webhook, else None."""
+        return self._webhook[:3] if self._webhook is not None else None
 
     @property
     def routing_key(self) -> str:

@@ -26,7 +26,7 @@ import orjson
 from pydantic import ValidationError
 
 from wakeful.core.errors import DecodeError
-from wakeful.schemas.base import _first_errors, cut
+from wakeful.schemas.base import cut, first_errors
 from wakeful.schemas.memory import FACT, SUBJECT, VALUE_CHARS, Change, MemoryRecord, Status, evidence_ref
 from wakeful.sdk.memory import Fact, Remember
 
@@ -102,7 +102,7 @@ def admitted(
                 )
             )
         except ValidationError as exc:
-            refused.append(cut(f"candidate {i}: {_first_errors(exc)}", 300))
+            refused.append(cut(f"candidate {i}: {first_errors(exc)}", 300))
     return records, refused
 
 

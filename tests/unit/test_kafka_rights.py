@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # DESIGN.md section 2, topic by topic: who writes it, who reads it.
 WRITERS = {
-    topics.EVENTS: {UPSTREAM},
+    topics.EVENTS: {UPSTREAM, "ingress"},  # upstream systems, and the HTTP door that takes their posts
     topics.WAKE: {"inbound", "timer"},  # signed events, and deadline wakes
     topics.PROPOSALS_REQUEST: {"gate"},
     topics.PROPOSALS: {"proposer"},
@@ -52,8 +52,8 @@ def test_every_topic_has_exactly_the_readers_the_design_names() -> None:
         assert {role for role, rights in RIGHTS.items() if topic in rights.reads} == named, topic
 
 
-def test_every_process_role_and_the_upstream_publisher_has_a_principal() -> None:
-    assert set(RIGHTS) == {*PROCESS_ROLES, UPSTREAM, ADMIN}
+def test_every_process_role_the_http_door_and_the_upstream_publisher_have_a_principal() -> None:
+    assert set(RIGHTS) == {*PROCESS_ROLES, "ingress", UPSTREAM, ADMIN}
 
 
 def test_the_admin_is_the_only_super_user_and_needs_no_acl() -> None:

@@ -1,0 +1,72 @@
+"""The door's token buckets, on a clock the test moves: a name gets its burst at once, then its rate;
+a refused take says how long to wait; a name's allowance is its own; memory stays bounded."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wakeful.consumers.ingress_limits import Buckets, Limit, retry_after
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_key_gets_its_burst_at_once_then_its_rate() -> None:
+    clock = Clock()
+    buckets = Buckets(Limit(rate=2.0, burst=3), clock)
+    assert [buckets.take("k") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert buckets.take("k") == pytest.approx(0.5)
+    clock.now += 0.5
+    assert buckets.take("k") == 0.0
+    assert buckets.take("k") > 0
+
+
+def test_one_keys_allowance_is_not_spent_by_another() -> None:
+    buckets = Buckets(Limit(rate=1.0, burst=1), Clock())
+    assert buckets.take("a") == 0.0
+    assert buckets.take("a") > 0
+    assert buckets.take("b") == 0.0
+
+
+def test_waiting_takes_nothing() -> None:
+    buckets = Buckets(Limit(rate=1.0, burst=1), Clock())
+    assert buckets.waiting("a") == 0.0
+    assert buckets.waiting("a") == 0.0
+    assert buckets.take("a") == 0.0
+    assert buckets.waiting("a") == pytest.approx(1.0)
+
+
+def test_the_buckets_keep_at_most_size_names() -> None:
+    buckets = Buckets(Limit(rate=1.0, burst=1), Clock(), size=10)
+    for i in range(100):
+        buckets.take(f"k{i}")
+    assert len(buckets._buckets) == 10
+
+
+@given(st.lists(st.floats(min_value=0, max_value=5), max_size=60))
+def test_no_more_than_burst_plus_rate_times_elapsed_is_ever_taken(gaps: list[float]) -> None:
+    clock = Clock()
+    limit = Limit(rate=3.0, burst=4)
+    buckets = Buckets(limit, clock)
+    start, taken = clock.now, 0
+    for gap in gaps:
+        clock.now += gap
+        taken += buckets.take("k") == 0.0
+    assert taken <= limit.burst + limit.rate * (clock.now - start) + 1e-9
+
+
+@pytest.mark.parametrize(("wait", "header"), [(0.01, "1"), (1.0, "1"), (1.2, "2"), (30.0, "30")])
+def test_retry_after_is_whole_seconds_rounded_up(wait: float, header: str) -> None:
+    assert retry_after(wait) == header
+
+
+def test_a_limit_without_a_rate_is_refused_at_start() -> None:
+    with pytest.raises(ValueError, match="rate above 0"):
+        Limit(rate=0.0, burst=1)
