@@ -104,12 +104,25 @@ def signers() -> None:
     "--kinds", default=events.APPROVE, show_default=True, help="Comma-separated event kinds the app knows."
 )
 @click.option("--tenant", default=DEFAULT_TENANT, show_default=True, help="The tenant it signs for.")
+@click.option(
+    "--alg",
+    type=click.Choice(["ed25519", "hmac-sha256"]),
+    default="ed25519",
+    show_default=True,
+    help="hmac-sha256: a shared secret, for a system that sends webhooks (docs/ingress.md).",
+)
 @click.pass_obj
-def signers_add(settings: Settings, principal: str, kinds: str, tenant: str) -> None:
-    """Create (or reuse) PRINCIPAL's Ed25519 key in the local keystore and register its public half."""
+def signers_add(settings: Settings, principal: str, kinds: str, tenant: str, alg: str) -> None:
+    """Create (or reuse) PRINCIPAL's Ed25519 key in the local keystore and register its public half;
+    with --alg hmac-sha256, its webhook secret, registered as key hmac-PRINCIPAL."""
     wanted = tuple(k.strip() for k in kinds.split(",") if k.strip())
     if not wanted:
         raise click.BadParameter("name at least one event kind", param_hint="'--kinds'")
+    if alg == "hmac-sha256":
+        key_id, path = Client(settings).add_hmac_signer(principal, wanted, tenant)
+        say(f"{principal} signs webhooks with {key_id} for tenant {tenant} ({', '.join(wanted)})")
+        say(f"its secret (hex) is in {path}: give it to {principal} over a safe channel")
+        return
     key_id = Client(settings).add_signer(principal, wanted, tenant)
     say(f"{principal} signs with {key_id} for tenant {tenant} ({', '.join(wanted)})")
 

@@ -60,6 +60,12 @@ def refusal(code: str, reason: str, status_code: int | None = None) -> JSONRespo
     return JSONResponse({"error": reason, "code": code}, status_code=status_code or STATUS.get(code, 400))
 
 
+def receipt_path(event: SignedEvent) -> str:
+    """Where its sender reads the event's receipt: in its task's slot when it names one."""
+    named = f"?task_id={event.task_id}" if event.task_id else ""
+    return f"/v1/receipts/{event.event_id}{named}"
+
+
 def media_type(value: str | None) -> str:
     return (value or "").split(";", 1)[0].strip().lower()
 
@@ -125,7 +131,7 @@ class EventDoor:
             {
                 "event_id": parsed.event_id,
                 "task_id": parsed.task_id,
-                "receipt": f"/v1/receipts/{parsed.event_id}",
+                "receipt": receipt_path(parsed),
             },
             status_code=202,
         )

@@ -32,7 +32,7 @@ from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.settings import Settings
 from wakeful.devstack import dev_signers as dev
 from wakeful.devstack import stack
-from wakeful.producers.keys import generate_signer, load_signer, public_bytes
+from wakeful.producers.keys import generate_secret, generate_signer, load_secret, load_signer, public_bytes
 from wakeful.producers.publish import ConfluentPublisher
 from wakeful.producers.signing import Ed25519Signer
 from wakeful.schemas import events
@@ -118,6 +118,23 @@ class Client:
             signer.key_id, principal, "ed25519", material, registered, known=known, tenant=tenant
         )
         return signer.key_id
+
+    def add_hmac_signer(
+        self, principal: str, kinds: tuple[str, ...], tenant: str = DEFAULT_TENANT
+    ) -> tuple[str, Path]:
+        """Create (or reuse) `principal`'s HMAC secret, for webhooks (schemas/webhook.py), and register
+        it for `kinds` as key `hmac-<principal>`: (the key id, the secret file's path)."""
+        key_id = f"hmac-{principal}"
+        if not re.fullmatch(ids.KEY_ID, key_id):
+            raise WakefulError(f"{principal[:60]!r} is not a principal name ({ids.KEY_ID} after 'hmac-')")
+        check_signer(kinds, self.app.kinds, tenant)
+        path = self.keystore() / f"{principal}.hmac"
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        signer = load_secret(key_id, path) if path.exists() else generate_secret(key_id, path)
+        self.authority.register_signer(
+            key_id, principal, "hmac-sha256", signer.secret, kinds, known=self.app.kinds, tenant=tenant
+        )
+        return key_id, path
 
     def init_authority(self) -> bool:
         """Idempotent defaults for a local stack: limit, approvers, and a dev signer for every principal
