@@ -380,13 +380,20 @@ def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
     "--allow-second", is_flag=True, help="Run every role even if a fleet already runs on this state dir."
 )
 @REPLICAS
+@click.option(
+    "--ingress-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Run the HTTP door (`wakeful ingress`) on this port too, supervised with the roles.",
+)
 @click.pass_obj
-def worker(
+def worker(  # noqa: PLR0917  # click passes every option as a parameter
     settings: Settings,
     roles: tuple[str, ...],
     fault_points: str | None,
     allow_second: bool,
     replicas: str | None,
+    ingress_port: int | None,
 ) -> None:
     """Run consumer roles until SIGTERM or Ctrl-C: one role in this process; several, or `all`, or
     any --replicas, as supervised processes (each restarted when it dies; all stopped when the
@@ -407,9 +414,12 @@ def worker(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     counts = _replicas(settings, replicas, wanted)
-    if len(wanted) > 1 or replicas:
+    if len(wanted) > 1 or replicas or ingress_port is not None:
         armed = [p for p in (points or "").split(",") if p]
-        sys.exit(supervisor.supervise(wanted, armed, stop, settings.home, allow_second, replicas=counts))
+        code = supervisor.supervise(
+            wanted, armed, stop, settings.home, allow_second, replicas=counts, ingress_port=ingress_port
+        )
+        sys.exit(code)
     supervisor.stop_with_parent()
     sys.exit(_run_role(settings, wanted[0], stop))
 

@@ -40,6 +40,7 @@ PARENT_POLL_S = 1.0
 FLEET_LOCK = "workers.lock"  # under the state dir; held by the process that runs a whole fleet
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 REPLICA_SEP = "#"  # gate#2: the second process of the gate role
+INGRESS = "ingress"  # the member that runs the HTTP door (`worker all --ingress-port N`)
 MAX_REPLICAS = 64
 
 # Linux sends the parent-death signal when the *thread* that forked the child ends, not the process.
@@ -97,12 +98,27 @@ def instance_id(member: str, env: Mapping[str, str]) -> str:
     return f"{base}-{replica}" if replica else base
 
 
+def command(member: str, fault_points: Sequence[str], ingress_port: int | None = None) -> list[str]:
+    """The command line of a member's process: `wakeful worker ROLE`, or for the member `ingress`
+    (`worker all --ingress-port N`) the HTTP door, `wakeful ingress --port N`."""
+    if member == INGRESS:
+        if ingress_port is None:
+            raise ValueError("the ingress member needs its port")
+        return [sys.executable, "-m", "wakeful.cli.main", "ingress", "--port", str(ingress_port)]
+    argv = [sys.executable, "-m", "wakeful.cli.main", "worker", role_of_member(member)]
+    if fault_points:
+        argv += ["--fault", ",".join(fault_points)]
+    return argv
+
+
 def spawn(
     member: str,
     fault_points: Sequence[str],
     env: Mapping[str, str] | None = None,
     output: IO[bytes] | None = None,
     own_group: bool = False,
+    *,
+    ingress_port: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `wakeful worker ROLE` for a member (`gate`, `gate#2`) as a child that stops when this
     process dies (stop_with_parent).
@@ -110,10 +126,7 @@ def spawn(
     own_group puts it in a process group of its own: if this process dies while the role is paused
     (SIGSTOP), the kernel hangs up and continues the orphaned group, so the paused role ends too.
     """
-    role = role_of_member(member)
-    argv = [sys.executable, "-m", "wakeful.cli.main", "worker", role]
-    if fault_points:
-        argv += ["--fault", ",".join(fault_points)]
+    argv = command(member, fault_points, ingress_port)
     parent = os.environ if env is None else env
     child_env = {
         **parent,
@@ -183,9 +196,11 @@ def supervise(
     allow_second: bool = False,
     *,
     replicas: Mapping[str, int] | None = None,
+    ingress_port: int | None = None,
 ) -> int:
     """Run roles, replicas[role] processes each (default 1), until stop is set; with home, a whole
-    fleet holds that state dir's fleet lock. Fault points go to each role's first process."""
+    fleet holds that state dir's fleet lock. Fault points go to each role's first process. With an
+    ingress_port, the HTTP door runs beside them, supervised the same way."""
     lock = None
     if home is not None and set(roles) == set(ROLES):
         lock = process.hold_lock(home / FLEET_LOCK)
@@ -193,8 +208,8 @@ def supervise(
             raise fleet_running(home, ", or pass --allow-second to run another in the same consumer groups")
     log = Log(role="supervisor")
     pending = {r: [p for p in fault_points if role_of(p) == r] for r in roles}
-    names = members(roles, replicas)
-    procs = {m: spawn(m, pending.pop(m, [])) for m in names}
+    names = members(roles, replicas) + ([INGRESS] if ingress_port is not None else [])
+    procs = {m: spawn(m, pending.pop(m, []), ingress_port=ingress_port) for m in names}
     restarts = 0
     pids = {r: p.pid for r, p in procs.items()}
     log("supervisor.start", roles=list(roles), members=names, pids=pids, fleet_lock=lock is not None)
@@ -206,7 +221,7 @@ def supervise(
             restarts += 1
             log("supervisor.restart", role=role_of_member(role), member=role, exit_code=code)
             time.sleep(RESTART_DELAY_S)
-            procs[role] = spawn(role, [])
+            procs[role] = spawn(role, [], ingress_port=ingress_port)
         stop.wait(0.2)
     for proc in procs.values():
         if proc.poll() is None:

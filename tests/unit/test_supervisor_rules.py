@@ -89,3 +89,13 @@ def test_a_roles_first_process_keeps_the_roles_name_and_the_others_are_numbered(
     names = supervisor.members(("gate", "timer"), {"gate": 3})
     assert names == ["gate", "gate#2", "gate#3", "timer"]
     assert {supervisor.role_of_member(n) for n in names} == {"gate", "timer"}
+
+
+def test_worker_all_with_an_ingress_port_runs_the_http_door_as_a_member_of_its_own() -> None:
+    from wakeful.consumers.supervisor import INGRESS, command
+
+    assert command(INGRESS, [], 18080)[-3:] == ["ingress", "--port", "18080"]
+    assert command("gate#2", ["gate.after_consume"])[-3:] == ["gate", "--fault", "gate.after_consume"]
+    assert command("gate#2", [])[-2:] == ["worker", "gate"]
+    with pytest.raises(ValueError, match="port"):
+        command(INGRESS, [])
