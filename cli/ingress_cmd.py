@@ -53,3 +53,25 @@ def ingress(settings: Settings, host: str | None, port: int | None, rate: float,
         "/v1/receipts/E, /v1/tasks/T, /v1/tasks?stage=S)"
     )
     door.main(settings, host, port, Limit(rate=rate, burst=burst))
+
+
+@click.command("bench-ingress")
+@app_option
+@click.option("--tasks", default=1000, show_default=True, help="Tasks to send by each path.")
+@click.option("--approval-ratio", default=0.3, show_default=True, help="Share of tasks on the second path.")
+@click.option(
+    "--concurrency", default=32, show_default=True, type=click.IntRange(1, 512), help="Senders at once."
+)
+@click.option("--port", default=18090, show_default=True, type=int, help="Port of the door the bench starts.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def bench_ingress(  # noqa: PLR0917  # click passes every option as a parameter
+    settings: Settings, tasks: int, approval_ratio: float, concurrency: int, port: int, as_json: bool
+) -> None:
+    """N tasks posted over HTTP to `wakeful ingress`, the pipeline behind it, beside N published
+    straight to Kafka: requests/s, answer p50/p99, the door's CPU per request, tasks/s."""
+    from wakeful.cli.output import emit
+    from wakeful.devstack import bench_ingress as bench
+
+    result = bench.run(settings, tasks, approval_ratio, concurrency=concurrency, port=port, say=say)
+    emit(result, as_json, bench.render(result))

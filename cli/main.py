@@ -15,7 +15,7 @@ from wakeful.cli import audit_cmds
 from wakeful.cli.app_option import app_option
 from wakeful.cli.authority_cmds import authority, signers
 from wakeful.cli.dlq_cmds import dlq
-from wakeful.cli.ingress_cmd import ingress
+from wakeful.cli.ingress_cmd import bench_ingress, ingress
 from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unrevoke_signer
 from wakeful.cli.memory_cmds import memory
 from wakeful.cli.model_server_cmd import model_server
@@ -533,6 +533,7 @@ cli.add_command(tools)
 cli.add_command(memory)
 cli.add_command(new_agent)
 cli.add_command(ingress)
+cli.add_command(bench_ingress)
 dev.add_command(model_server)
 cli.add_command(dlq)
 
