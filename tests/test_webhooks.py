@@ -19,10 +19,11 @@ import httpx
 import orjson
 import pytest
 import redis
-from confluent_kafka import Consumer
-from helpers import free_ports, kafka_as, topic_marks
+from confluent_kafka import Consumer, Producer
+from helpers import free_ports, kafka_as, topic_marks, wait_dead_letter
 
 from wakeful.core import topics
+from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.producers.signing import sign_event
@@ -218,3 +219,28 @@ def _published_since(bootstrap: str, marks: Any) -> set[str]:
         consumer.close()
     assert not left, f"partitions {left} not read to their end"
     return found
+
+
+def test_a_webhook_record_put_on_kafka_past_the_door_is_verified_by_inbound_all_the_same(
+    client: Client, shared_fleet: Fleet, kafka_bootstrap: str, secret: bytes
+) -> None:
+    """The door is not trusted for being a door: a forged record written straight to wakeful.events
+    by any principal that may write it is dead-lettered by inbound with its reason; a good one is
+    taken as if it came through the door."""
+    since = topic_marks(kafka_bootstrap, topics.DLQ)
+    producer = Producer(kafka_as(kafka_bootstrap, UPSTREAM) | {"acks": "all"})
+    forged_task, good_task = f"hook-f-{uuid.uuid4().hex[:8]}", f"hook-g-{uuid.uuid4().hex[:8]}"
+    t = int(time.time())
+
+    def record(task: str, key: bytes) -> bytes:
+        body = orjson.dumps(
+            {"kind": events.CREATE, "task_id": task, "payload": {"amount": 5, "currency": "EUR"}}
+        )
+        return webhook.wrap(f"hmac-{SENDER}", t, [webhook.tag(key, t, body)], body)
+
+    for task, key in ((forged_task, b"a secret of nobody's"), (good_task, secret)):
+        producer.produce(topics.EVENTS, key=task.encode(), value=record(task, key))
+    assert producer.flush(30) == 0
+    letter = wait_dead_letter(kafka_bootstrap, since, forged_task, "inbound")
+    assert letter is not None and "bad signature" in letter["reason"], letter
+    client.wait_settled(good_task, 60)
