@@ -11,10 +11,11 @@ their receipts, and read the tasks your tenant may see.
             ...
 
 Sending publishes the signed event to wakeful.events (the publisher SDK, wakeful.producers, with a
-Kafka login that may write that topic only). Reading asks `wakeful ingress` over HTTP, each request
-signed with the same key (wakeful.producers.reads): the door answers this key's own receipts and
-its tenant's tasks, as the task index has them (stage, versions, waits: never the task's own
-fields). The CLI sends every upstream event through this class.
+Kafka login that may write that topic only); a client made without a publisher posts it to `wakeful
+ingress` instead (POST /v1/events), which answers once Kafka has it. Reading asks `wakeful ingress`
+over HTTP, each request signed with the same key (wakeful.producers.reads): the door answers this
+key's own receipts and its tenant's tasks, as the task index has them (stage, versions, waits:
+never the task's own fields). The CLI sends every upstream event through this class.
 """
 
 from __future__ import annotations
@@ -39,11 +40,13 @@ from wakeful.producers.signing import Ed25519Signer, Signer, sign_event
 from wakeful.schemas.events import SignedEvent
 
 __all__ = ["NotAnswered", "ReadRefused", "Upstream"]
+JSON_TYPE = "application/json"
+JSON = {"Content-Type": JSON_TYPE}
 
 
 class ReadRefused(WakefulError):
-    """The door refused a read: a signature it cannot verify (an unknown or revoked key, a clock far
-    off), or a request it cannot answer (a bad id or filter). The message says which."""
+    """The door refused a read or a post: a signature it cannot verify (an unknown or revoked key, a
+    clock far off), or a request it cannot answer (a bad id or filter). The message says which."""
 
 
 class NotAnswered(WakefulError):
@@ -53,7 +56,7 @@ class NotAnswered(WakefulError):
 
 class Upstream:
     """One principal's client: `signer` signs what it sends and every read; `publisher` sends
-    (None: this client only reads); `url` is where `wakeful ingress` listens."""
+    (None: events are posted to the door); `url` is where `wakeful ingress` listens."""
 
     def __init__(
         self, signer: Signer, *, publisher: Publisher | None = None, url: str, timeout: float = 10.0
@@ -86,13 +89,26 @@ class Upstream:
         task_id: str | None = None,
         correlation_id: str | None = None,
     ) -> SignedEvent:
-        """Sign one event and publish it; returns once the broker has it (acks=all). `task_id` is
-        the task as your tenant names it."""
-        if self.publisher is None:
-            raise WakefulError("this client was made without a publisher: it can only read")
+        """Sign one event and publish it, or post it to the door when this client has no publisher;
+        returns once the broker has it (acks=all). `task_id` is the task as your tenant names it.
+        ReadRefused (with the door's reason) if the door refuses it."""
         event = sign_event(self.signer, kind, payload or {}, task_id=task_id, correlation_id=correlation_id)
-        self.publisher.publish(event)
+        if self.publisher is not None:
+            self.publisher.publish(event)
+        else:
+            self._post(event)
         return event
+
+    def _post(self, event: SignedEvent) -> None:
+        try:
+            answer = self.http.post("/v1/events", content=event.encode(), headers=JSON)
+        except httpx.TransportError as exc:
+            raise WakefulError(
+                f"cannot reach wakeful ingress at {self.url}: {exc}; is `wakeful ingress` running?"
+            ) from exc
+        if answer.status_code != 202:
+            body = answer.json() if answer.headers.get("content-type", "").startswith(JSON_TYPE) else {}
+            raise ReadRefused(f"{answer.status_code}: {body.get('error', answer.text[:200])}")
 
     # ---- reading ------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import redis
 from confluent_kafka import Consumer, Producer
 from helpers import free_ports, kafka_as, topic_marks, wait_dead_letter
 
+from wakeful.client import ReadRefused, Upstream
 from wakeful.core import topics
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.devstack.client import Client
@@ -244,3 +245,16 @@ def test_a_webhook_record_put_on_kafka_past_the_door_is_verified_by_inbound_all_
     letter = wait_dead_letter(kafka_bootstrap, since, forged_task, "inbound")
     assert letter is not None and "bad signature" in letter["reason"], letter
     client.wait_settled(good_task, 60)
+
+
+def test_an_upstream_client_without_a_kafka_login_sends_through_the_door(
+    client: Client, shared_fleet: Fleet, door: str
+) -> None:
+    principal = f"hooks-http-{uuid.uuid4().hex[:6]}"
+    client.add_signer(principal, (events.CREATE,))
+    named = f"hook-u-{uuid.uuid4().hex[:8]}"
+    with Upstream(client.signer(principal), url=door) as up:
+        event = up.send(events.CREATE, {"amount": 5, "currency": "EUR"}, task_id=named)
+        assert up.receipt(event, timeout=60)["status"] == "accepted"
+        with pytest.raises(ReadRefused, match=r"403: .* may not send task\.run"):
+            up.send(events.RUN, task_id=named)
