@@ -232,6 +232,13 @@ def relay_published(count: int) -> None:
         RELAY_RECORDS.inc(count)
 
 
+def ingress_answered(route: str, status: int, started: float) -> None:
+    """An HTTP request the ingress answered (route: its template, never the path as sent), timed
+    from `started` (clock()). Always counted: the ingress serves exposition() on its own port."""
+    _kid(INGRESS_REQUESTS, route, str(status)).inc()
+    _kid(INGRESS_SECONDS, route).observe(time.perf_counter() - started)
+
+
 def tool_outcome(result: Any) -> str:
     """What a call_once result (consumers/executor_steps.py) was: a mapping is an answer (one that
     comes later carries the pending marker), a string why it failed for good, else its type."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -240,3 +242,37 @@ def test_every_metric_is_documented_with_its_labels() -> None:
         assert f"`{shown}`" in text, f"docs/metrics.md does not describe {shown}"
         for label in metric._labelnames:
             assert f"`{label}`" in text, f"docs/metrics.md does not name the label {label} of {shown}"
+
+
+def test_a_role_given_a_taken_metrics_port_stops_at_once_naming_the_option() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "wakeful.cli.main", "worker", "timer", "--metrics-port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"--metrics-port (WAKEFUL_METRICS_PORT): cannot serve metrics on 127.0.0.1:{port}" in done.stderr
+
+
+def test_the_ingress_counts_its_answers_by_route_template_and_status() -> None:
+    metrics.ingress_answered("/v1/events", 202, metrics.clock())
+    assert _sample("wakeful_ingress_requests_total", {"route": "/v1/events", "status": "202"}) >= 1
+    assert _sample("wakeful_ingress_seconds_count", {"route": "/v1/events"}) >= 1
+
+
+def test_the_options_the_page_shows_are_the_workers_own() -> None:
+    from wakeful.cli.main import worker
+
+    options = {o for p in worker.params for o in p.opts}
+    envs = {p.envvar for p in worker.params if isinstance(p.envvar, str)}
+    text = DOC.read_text()
+    for shown in re.findall(r"--metrics-[a-z]+", text):
+        assert shown in options, f"docs/metrics.md shows {shown}, which `wakeful worker` does not take"
+    for shown in re.findall(r"WAKEFUL_METRICS_[A-Z]+", text):
+        assert shown in envs, f"docs/metrics.md shows {shown}, which `wakeful worker` does not read"
