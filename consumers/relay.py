@@ -157,6 +157,7 @@ class Relay:
         assert letter is not None  # a bare digest is a few hundred bytes
         self._send(topics.DLQ, letter.encode(), on_delivery, key=m.task_id.encode())
         self.log("relay.dead_letter", task_id=m.task_id, entry_id=m.entry_id.decode(), reason=m.reason)
+        metrics.dead_lettered("relay", "outbox", m.reason)
 
     def _produce(
         self, message: relay_batches.LogMessage, on_delivery: Callable[[KafkaError | None, Message], None]

@@ -148,7 +148,9 @@ def serve(port: int, host: str = "127.0.0.1", role: str = "") -> None:
 
 def check_free(host: str, port: int, who: str) -> None:
     """ConfigError naming the option if host:port cannot be bound now (for `who`'s metrics)."""
-    with socket.socket() as sock:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        # As the server binds: a port left in TIME_WAIT by the last scrape of a stopped role is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:
