@@ -10,13 +10,19 @@ import time
 from typing import Any
 
 import httpx
+import orjson
+import redis
 from confluent_kafka import Producer
 from helpers import BankClient, kafka_as
+from prometheus_client import REGISTRY
 
+from wakeful.consumers import task_gauges
 from wakeful.core import topics
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.metrics import ALL
 from wakeful.core.settings import Settings
+from wakeful.state import acl, keys
+from wakeful.workflow.stuck import STUCK_AFTER_S
 
 SAMPLE = re.compile(r"^(wakeful_[a-z0-9_]+)(\{[^}]*\})? (\S+)$", re.MULTILINE)
 
@@ -92,3 +98,27 @@ def test_each_role_serves_its_metrics_and_a_task_moves_the_counters_of_every_rol
     assert lag, "no role reported its consumer lag"
     relay = after["relay"][1]
     assert all(f'wakeful_waits_due{{within="{w}"}}' in relay for w in ("overdue", "1m", "1h"))
+
+
+def test_the_relay_counts_a_task_stuck_at_a_stage_it_can_leave_and_not_one_that_waits(
+    settings: Settings, redis_client: redis.Redis, unique: str
+) -> None:
+    tenant = f"metrics{unique[:8]}"
+    long_ago = int((time.time() - STUCK_AFTER_S - 60) * 1000)
+    tasks, ready = keys.index_tasks(tenant), keys.index_stage(tenant, "ready")
+    waiting = {"wait_for": "approval", "deadline": "2099-01-01T00:00:00+00:00", "correlation_id": "c"}
+
+    def stuck_now() -> float:
+        gauges = task_gauges.TaskGauges(acl.connect(settings, "relay"), frozenset({"ready"}))
+        gauges.refresh()  # as the relay's own user: its ACL must allow every read
+        return REGISTRY.get_sample_value("wakeful_tasks_stuck", {"stage": "ready"}) or 0.0
+
+    before = stuck_now()
+    try:
+        for task_id, waits in (("t-stuck", []), ("t-waits", [waiting])):
+            summary = {"task_id": task_id, "workflow": "refund", "stage": "ready", "waits": waits}
+            redis_client.hset(tasks, task_id, orjson.dumps(summary))
+            redis_client.zadd(ready, {task_id: long_ago})
+        assert stuck_now() == before + 1
+    finally:
+        redis_client.delete(tasks, ready)
