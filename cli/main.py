@@ -26,7 +26,7 @@ from wakeful.cli.release_cmds import release, task_release
 from wakeful.cli.scaffold import new_agent
 from wakeful.cli.task_cmds import ledger, task
 from wakeful.cli.tools_cmds import tools
-from wakeful.consumers.supervisor import ROLES
+from wakeful.consumers.supervisor import METRICS_PORT_ENV, ROLES
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
 
@@ -386,14 +386,31 @@ def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
     default=None,
     help="Run the HTTP door (`wakeful ingress`) on this port too, supervised with the roles.",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    envvar=METRICS_PORT_ENV,
+    default=None,
+    help="Serve Prometheus metrics on GET /metrics at this port; several processes take it and the "
+    "ports after it, in role order (docs/metrics.md). Default: none.",
+)
+@click.option(
+    "--metrics-host",
+    envvar="WAKEFUL_METRICS_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address the metrics port is bound on.",
+)
 @click.pass_obj
-def worker(  # noqa: PLR0917  # click passes every option as a parameter
+def worker(  # noqa: PLR0917 -- click passes every option as a parameter
     settings: Settings,
     roles: tuple[str, ...],
     fault_points: str | None,
     allow_second: bool,
     replicas: str | None,
     ingress_port: int | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run consumer roles until SIGTERM or Ctrl-C: one role in this process; several, or `all`, or
     any --replicas, as supervised processes (each restarted when it dies; all stopped when the
@@ -402,10 +419,13 @@ def worker(  # noqa: PLR0917  # click passes every option as a parameter
     import threading
 
     from wakeful.consumers import supervisor
-    from wakeful.core import faults
+    from wakeful.core import faults, metrics
 
-    _need_stack(settings)
     wanted = ROLES if "all" in roles else tuple(dict.fromkeys(roles))
+    several = len(wanted) > 1 or bool(replicas) or ingress_port is not None
+    if metrics_port is not None and not several:  # bound before any wait: a taken port fails at once
+        metrics.serve(metrics_port, metrics_host, wanted[0])
+    _need_stack(settings)
     _need_functions(settings, wanted)
     _publish_tools(settings)
     points = fault_points or os.environ.get("WAKEFUL_FAULT")
@@ -414,12 +434,21 @@ def worker(  # noqa: PLR0917  # click passes every option as a parameter
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     counts = _replicas(settings, replicas, wanted)
-    if len(wanted) > 1 or replicas or ingress_port is not None:
+    if several:
         armed = [p for p in (points or "").split(",") if p]
-        code = supervisor.supervise(
-            wanted, armed, stop, settings.home, allow_second, replicas=counts, ingress_port=ingress_port
+        served = (metrics_host, metrics_port) if metrics_port is not None else None
+        sys.exit(
+            supervisor.supervise(
+                wanted,
+                armed,
+                stop,
+                settings.home,
+                allow_second,
+                replicas=counts,
+                metrics=served,
+                ingress_port=ingress_port,
+            )
         )
-        sys.exit(code)
     supervisor.stop_with_parent()
     sys.exit(_run_role(settings, wanted[0], stop))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from wakeful.core import kafka_auth
+from wakeful.core import kafka_auth, metrics
 from wakeful.core.log import librdkafka_consumer_config
 from wakeful.core.settings import Settings
 
@@ -27,6 +27,7 @@ def consumer_config(settings: Settings, role: str, group: str) -> dict[str, Any]
         _membership(settings, group)
         | librdkafka_consumer_config()
         | kafka_auth.client_config(settings, role)
+        | metrics.consumer_stats(role)
         | {
             "group.id": group,
             # Names the role in kafka.log records and in the broker's client lists.

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.authority.snapshot import Snapshot
+from wakeful.core import metrics
 from wakeful.core.errors import ActionError, StaleVersion
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -123,6 +124,7 @@ class Writes:
         if record is not None and outcome.status == "applied":
             self._check_recorded(loaded, op, outcome.also[0])
         fault("executor.after_advance")
+        metrics.effect_recorded(loaded.checkpoint, outcome.status)
 
     def _check_recorded(self, loaded: Loaded, op: str, reply: Any) -> None:
         """The action log took the outcome that rode in the close; if it refused it, the task is

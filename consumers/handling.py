@@ -27,6 +27,7 @@ from wakeful.consumers.producing import (
     current_input,
     describe,
 )
+from wakeful.core import metrics
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseBusy, LeaseLost, Stopping
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry, backoff
@@ -134,6 +135,7 @@ class Handling:
                     continue
                 attempt += 1
                 self.counters.retries += 1
+                metrics.retried(self.role, exc)
                 base = exc.after if isinstance(exc, Retry) and exc.after else 0.05
                 if attempt in (1, 10) or attempt % 50 == 0:
                     self.log("runner.retry", attempt=attempt, error=repr(exc), offset=msg.offset())
@@ -150,8 +152,10 @@ class Handling:
 
     def _call(self, msg: Message) -> None:
         current_input.message = msg
+        started = metrics.clock()
         try:
             self.handler(msg)
+            metrics.handled(self.role, msg.topic(), started)
         finally:
             current_input.message = None
 
@@ -181,3 +185,4 @@ class Handling:
         )
         if sent:
             self.counters.dead_letters += 1
+            metrics.dead_lettered(self.role, msg.topic(), reason)

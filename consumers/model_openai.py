@@ -32,6 +32,7 @@ from pydantic import SecretStr
 
 from wakeful.consumers import model_messages
 from wakeful.consumers.models import MAX_CALLS, Call, Proposal
+from wakeful.core import metrics
 from wakeful.core.log import Log
 from wakeful.core.retry import backoff
 from wakeful.schemas.base import cut
@@ -203,6 +204,7 @@ def read_reply(reply: dict[str, Any], window: dict[str, Any], name: str) -> Prop
     except (KeyError, IndexError, TypeError) as exc:
         return _nothing(name, failed=f"the server's reply is not a chat completion: no message ({exc!r})")
     tokens = _tokens(reply.get("usage"))
+    metrics.model_usage(name, reply.get("usage"))
     text = message.get("content")
     rationale = cut(text, RATIONALE_CHARS) if isinstance(text, str) else ""
     calls = message.get("tool_calls") or []

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import Field
 
+from wakeful.core import metrics
 from wakeful.core.settings import Settings
 from wakeful.schemas.base import Record, migration
 
@@ -169,6 +170,7 @@ MODELS: dict[str, Callable[[Settings], Model]] = {
 }
 
 
+@metrics.timed_models
 def make_model(settings: Settings) -> Model:
     """The model WAKEFUL_MODEL names, configured from the settings."""
     return MODELS[settings.model](settings)

@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from wakeful.consumers import kafka_client, relay_batches, relay_memory
+from wakeful.consumers import kafka_client, relay_batches, relay_memory, task_gauges
 from wakeful.consumers.failures import TRANSIENT_IO, forever
 from wakeful.consumers.producing import DEAD_LETTER_MAX_BYTES, producer_config
-from wakeful.core import topics
+from wakeful.core import metrics, topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.log_signing import LogSigner, load_log_signer
@@ -99,6 +99,7 @@ class Relay:
             self.log("relay.publish_failed", tasks=len(failed))
         count = sum(len(m.records) for m in messages if not m.task_ids & failed)
         self.published += count
+        metrics.relay_published(count)
         self.messages += len(messages)
         return count
 
@@ -156,6 +157,7 @@ class Relay:
         assert letter is not None  # a bare digest is a few hundred bytes
         self._send(topics.DLQ, letter.encode(), on_delivery, key=m.task_id.encode())
         self.log("relay.dead_letter", task_id=m.task_id, entry_id=m.entry_id.decode(), reason=m.reason)
+        metrics.dead_lettered("relay", "outbox", m.reason)
 
     def _produce(
         self, message: relay_batches.LogMessage, on_delivery: Callable[[KafkaError | None, Message], None]
@@ -204,6 +206,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
         log_signer=load_log_signer(settings),
     )
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
+    task_gauges.start(settings, stop, relay.log)
     relay.run(stop)
     relay.log(
         "role.stop",

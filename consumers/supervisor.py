@@ -26,10 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
-from wakeful.core import process
-from wakeful.core.errors import StackError
+from wakeful.core import metrics, process
+from wakeful.core.errors import ConfigError, StackError
 from wakeful.core.faults import role_of
 from wakeful.core.log import Log
+from wakeful.core.metrics_pure import ports
 
 # Every consumer role, one module each in consumers/; `wakeful worker all` runs one of each.
 ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay")
@@ -42,6 +43,10 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 REPLICA_SEP = "#"  # gate#2: the second process of the gate role
 INGRESS = "ingress"  # the member that runs the HTTP door (`worker all --ingress-port N`)
 MAX_REPLICAS = 64
+# A process's metrics port and address (`worker --metrics-port/--metrics-host`): a supervisor gives
+# each process its own port, from the one it was given, in members() order (docs/metrics.md).
+METRICS_PORT_ENV = "WAKEFUL_METRICS_PORT"
+METRICS_HOST_ENV = "WAKEFUL_METRICS_HOST"
 
 # Linux sends the parent-death signal when the *thread* that forked the child ends, not the process.
 # Forking every role from this one thread, which lives as long as the process, keeps a role started
@@ -119,20 +124,25 @@ def spawn(
     own_group: bool = False,
     *,
     ingress_port: int | None = None,
+    metrics_at: tuple[str, int] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `wakeful worker ROLE` for a member (`gate`, `gate#2`) as a child that stops when this
     process dies (stop_with_parent).
 
     own_group puts it in a process group of its own: if this process dies while the role is paused
     (SIGSTOP), the kernel hangs up and continues the orphaned group, so the paused role ends too.
+    metrics_at: the (host, port) it serves its metrics on; without it, it serves none, whatever the
+    environment says (one port would otherwise be claimed by every process started).
     """
     argv = command(member, fault_points, ingress_port)
     parent = os.environ if env is None else env
     child_env = {
-        **parent,
+        **{k: v for k, v in parent.items() if k not in (METRICS_PORT_ENV, METRICS_HOST_ENV)},
         "WAKEFUL_INSTANCE_ID": instance_id(member, parent),
         PARENT_PID_ENV: str(os.getpid()),
     }
+    if metrics_at is not None:
+        child_env |= {METRICS_HOST_ENV: metrics_at[0], METRICS_PORT_ENV: str(metrics_at[1])}
     return _forker.submit(
         subprocess.Popen,
         argv,
@@ -142,6 +152,22 @@ def spawn(
         env=child_env,
         process_group=0 if own_group else None,
     ).result()
+
+
+def metrics_at(names: Sequence[str], metrics_from: tuple[str, int] | None) -> dict[str, tuple[str, int]]:
+    """Where each process serves its metrics: (host, first port) gives the first process that port
+    and each next one the next port (ports()); every port is checked free first, so a taken one
+    stops the supervisor at start, named, not a role restarted for ever. None: no metrics."""
+    if metrics_from is None:
+        return {}
+    host, base = metrics_from
+    try:
+        chosen = ports(names, base)
+    except ValueError as exc:
+        raise ConfigError("--metrics-port (WAKEFUL_METRICS_PORT)", str(exc)) from exc
+    for member, port in chosen.items():
+        metrics.check_free(host, port, member)
+    return {m: (host, p) for m, p in chosen.items()}
 
 
 def stop_with_parent() -> None:
@@ -197,10 +223,13 @@ def supervise(
     *,
     replicas: Mapping[str, int] | None = None,
     ingress_port: int | None = None,
+    metrics: tuple[str, int] | None = None,
 ) -> int:
     """Run roles, replicas[role] processes each (default 1), until stop is set; with home, a whole
     fleet holds that state dir's fleet lock. Fault points go to each role's first process. With an
-    ingress_port, the HTTP door runs beside them, supervised the same way."""
+    ingress_port, the HTTP door runs beside them, supervised the same way (it serves its metrics on
+    its own port). metrics: (host, first port): each role process serves its metrics on its own
+    port (metrics_at)."""
     lock = None
     if home is not None and set(roles) == set(ROLES):
         lock = process.hold_lock(home / FLEET_LOCK)
@@ -208,8 +237,11 @@ def supervise(
             raise fleet_running(home, ", or pass --allow-second to run another in the same consumer groups")
     log = Log(role="supervisor")
     pending = {r: [p for p in fault_points if role_of(p) == r] for r in roles}
+    at = metrics_at(members(roles, replicas), metrics)
     names = members(roles, replicas) + ([INGRESS] if ingress_port is not None else [])
-    procs = {m: spawn(m, pending.pop(m, []), ingress_port=ingress_port) for m in names}
+    if at:
+        log("supervisor.metrics", urls={m: f"http://{h}:{p}/metrics" for m, (h, p) in at.items()})
+    procs = {m: spawn(m, pending.pop(m, []), ingress_port=ingress_port, metrics_at=at.get(m)) for m in names}
     restarts = 0
     pids = {r: p.pid for r, p in procs.items()}
     log("supervisor.start", roles=list(roles), members=names, pids=pids, fleet_lock=lock is not None)
@@ -221,7 +253,7 @@ def supervise(
             restarts += 1
             log("supervisor.restart", role=role_of_member(role), member=role, exit_code=code)
             time.sleep(RESTART_DELAY_S)
-            procs[role] = spawn(role, [], ingress_port=ingress_port)
+            procs[role] = spawn(role, [], ingress_port=ingress_port, metrics_at=at.get(role))
         stop.wait(0.2)
     for proc in procs.values():
         if proc.poll() is None:

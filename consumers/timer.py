@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from wakeful.consumers.failures import forever
 from wakeful.consumers.producing import DeliveryFailures, make_producer
-from wakeful.core import topics
+from wakeful.core import metrics, topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
@@ -62,6 +62,7 @@ class Timer:
         fault("timer.after_publish")
         self.client.zrem(keys.DEADLINES, *due)
         self.fired += len(due)
+        metrics.timer_fired(len(due))
         self.log("timer.fired", count=len(due))
         return len(due)
 

@@ -26,10 +26,20 @@ from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
 from wakeful.consumers.consuming import CLASSIC_SESSION_S, static_id
-from wakeful.consumers.supervisor import ROLES, claim_fleet, instance_id, members, role_of_member, spawn
+from wakeful.consumers.supervisor import (
+    METRICS_HOST_ENV,
+    METRICS_PORT_ENV,
+    ROLES,
+    claim_fleet,
+    instance_id,
+    members,
+    role_of_member,
+    spawn,
+)
 from wakeful.core import kafka_auth
 from wakeful.core.kafka_rights import ADMIN, RIGHTS
 from wakeful.core.log import librdkafka_config
+from wakeful.core.metrics_pure import ports
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
 
@@ -73,9 +83,24 @@ class Fleet:
         self.starts[role] += 1
         with (self.dir / f"{role}.log").open("ab") as log:
             # Its own process group, so a role left paused (SIGSTOP) also ends when the owner dies.
-            proc = spawn(role, [fault] if fault else [], env=self.env, output=log, own_group=True)
+            proc = spawn(
+                role,
+                [fault] if fault else [],
+                env=self.env,
+                output=log,
+                own_group=True,
+                metrics_at=self.metrics_at(role),
+            )
         self.procs[role] = proc
         return proc
+
+    def metrics_at(self, member: str) -> tuple[str, int] | None:
+        """Where a member serves its metrics: with WAKEFUL_METRICS_PORT in the fleet's environment,
+        its own port, as `worker all` gives them (supervisor.metrics_at); else nowhere."""
+        base = self.env.get(METRICS_PORT_ENV)
+        if not base:
+            return None
+        return self.env.get(METRICS_HOST_ENV, "127.0.0.1"), ports(self.members, int(base))[member]
 
     def kill(self, role: str) -> None:
         proc = self.procs[role]

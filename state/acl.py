@@ -89,6 +89,9 @@ _TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinf
 # The task index (state/index.py): the relay keeps it, through its one function, which moves a task
 # between a tenant's sets (all under the tenant's hash tag) and never back to an older version.
 _INDEX_WRITE = f"(~{keys.PATTERN_INDEX} {_FUNCTIONS} +hget +hset +zadd +zrem)"
+# The task gauges the relay serves with its metrics (consumers/task_gauges.py): counts of the index's
+# sets, the summaries of tasks that may be stuck, and how many deadlines fall due soon. Reads only.
+_INDEX_COUNT = f"(%R~{keys.PATTERN_INDEX} +zcard +zrangebyscore +hmget) (%R~{keys.DEADLINES} +zcount)"
 
 # Memory (state/memory.py): the relay is its write door, through its one function, which adds a
 # record to a subject's hash (and drops expired or revoked ones to make room); the gate reads a
@@ -124,7 +127,7 @@ RULES: dict[str, str] = {
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
     "relay": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "
-        f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard) {_INDEX_WRITE} {_MEMORY_WRITE}"
+        f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard) {_INDEX_WRITE} {_INDEX_COUNT} {_MEMORY_WRITE}"
     ),
     # The read door (consumers/ingress.py): a signer's key, its own receipts, its tenant's index.
     "ingress": (

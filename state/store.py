@@ -35,6 +35,7 @@ from typing import Any, Literal, NoReturn
 import orjson
 import redis
 
+from wakeful.core import metrics
 from wakeful.core.errors import (
     Contention,
     IntegrityError,
@@ -181,8 +182,10 @@ class Store:
                 new = last_step.stamp(checkpoint, 1, checkpoint.execution.fence, self.clock())
                 written = self._commit(conn, new, message_id, detail, also=also, before=before, release=None)
                 if written is not None:
+                    metrics.transition(new.business.workflow, new.stage)
                     return Change("applied", new, conn.round_trips, lost, written)
                 # EXEC aborted: a WATCHed key moved (the task, or only its lease or marker): re-read
+                metrics.cas_conflict("create")
         raise Contention(task_id, keys.CAS_RETRIES)
 
     def transition(
@@ -243,7 +246,9 @@ class Store:
                 said = detail(current, new) if callable(detail) else detail
                 written = self._commit(conn, new, message_id, said, also=also, before=before, release=release)
                 if written is None:
+                    metrics.cas_conflict("transition")
                     continue  # lost the race: re-read and re-validate
+                metrics.transition(new.business.workflow, new.stage)
                 return Change("applied", new, conn.round_trips, lost, written)
         raise Contention(task_id, keys.CAS_RETRIES)
 

@@ -4,6 +4,7 @@ own. A missing server is a loud failure that says how to start it, never a skip.
 
 from __future__ import annotations
 
+import os
 import uuid
 import warnings
 from collections.abc import Generator, Iterator
@@ -13,9 +14,10 @@ from typing import Any
 import hypothesis
 import pytest
 import redis
-from helpers import BankClient, start_fleet
+from helpers import BankClient, free_port_run, start_fleet
 
 from wakeful.consumers import wiring
+from wakeful.consumers.supervisor import METRICS_PORT_ENV, ROLES
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
 from wakeful.devstack.client import Client
@@ -143,7 +145,9 @@ class SharedFleet:
                 )
                 self.stop()
         if self.fleet is None:
-            self.fleet = start_fleet(client)
+            # Each process serves its metrics on a port of its own (tests/test_metrics_stack.py).
+            ports = {METRICS_PORT_ENV: str(free_port_run(len(ROLES)))}
+            self.fleet = start_fleet(client, env={**os.environ, **ports})
         return self.fleet
 
     def stop(self) -> None:

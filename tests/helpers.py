@@ -316,6 +316,29 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
+def free_port_run(n: int, tries: int = 50) -> int:
+    """The first of n consecutive loopback ports nothing listens on now (a fleet's metrics ports)."""
+    import socket
+
+    for _ in range(tries):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            first: int = probe.getsockname()[1]
+        if first + n - 1 > 65535:
+            continue
+        socks = [socket.socket() for _ in range(n)]
+        try:
+            for i, sock in enumerate(socks):
+                sock.bind(("127.0.0.1", first + i))
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+        return first
+    raise RuntimeError(f"no run of {n} free loopback ports found in {tries} tries")
+
+
 def process_alive(proc: psutil.Process) -> bool:
     """Whether the process still runs: a zombie does not."""
     try:
