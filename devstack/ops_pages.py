@@ -1,0 +1,345 @@
+"""The ops page's sections as HTML, from what devstack/ops_data.py and ops_log.py read (D76). Pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from wakeful.authority.freezes import Freeze
+from wakeful.devstack.dlq_read import Letter
+from wakeful.devstack.ops_data import Swept
+from wakeful.devstack.ops_log import Activity, percentile
+from wakeful.devstack.ops_render import Html, esc, form, hidden, join, link, table, tag
+
+
+def task_link(task_id: str) -> Html:
+    return link(f"/task/{quote(task_id, safe='')}", task_id)
+
+
+def swept_line(swept: Swept) -> Html:
+    at = swept.at.strftime("%H:%M:%S UTC") if swept.at else "not yet"
+    said = f"Tenants, stages and quarantine markers as found by the last sweep: {at}."
+    return join(
+        [tag("p", said), tag("p", f"sweep failed: {swept.error}", class_="warn") if swept.error else ""]
+    )
+
+
+def counts(found: dict[str, dict[str, int]], app: str) -> Html:
+    rows = []
+    for tenant, stages in found.items():
+        for stage, n in sorted(stages.items()):
+            href = "/tasks?" + urlencode({"tenant": tenant, "stage": stage})
+            rows.append([tenant, link(href, stage), n])
+    return join(
+        [
+            tag("p", f"App loaded here: {app}."),
+            table(["tenant", "stage", "tasks"], rows, "no tasks in the index"),
+        ]
+    )
+
+
+def task_rows(rows: list[dict[str, Any]], tenant: str, app_of: Any) -> Html:
+    from wakeful.devstack.ops_data import runtime_id
+
+    body = []
+    for r in rows:
+        waits = "; ".join(f"{w.get('wait_for')} until {w.get('deadline')}" for w in r.get("waits", ()))
+        body.append(
+            [
+                task_link(runtime_id(tenant, r)),
+                r.get("workflow", ""),
+                app_of(str(r.get("workflow", ""))) or "-",
+                r.get("stage", ""),
+                r.get("task_version", ""),
+                r.get("updated_at", ""),
+                waits,
+            ]
+        )
+    return table(["task", "workflow", "app", "stage", "version", "last change", "waits"], body, "no tasks")
+
+
+def stage_picker(tenants: dict[str, set[str]], tenant: str, stage: str, app: str) -> Html:
+    options_t = join(
+        tag("option", t, value=t, selected="selected" if t == tenant else None) for t in sorted(tenants)
+    )
+    stages = sorted({s for ss in tenants.values() for s in ss})
+    options_s = join(tag("option", s, value=s, selected="selected" if s == stage else None) for s in stages)
+    return Html(
+        f'<form method="get" action="/tasks"><label>tenant <select name="tenant">{options_t}</select></label> '
+        f'<label>stage <select name="stage">{options_s}</select></label> '
+        f'<label>app <input name="app" value="{esc(app)}" size="12"></label> <button type="submit">Show</button></form>'
+    )
+
+
+def task_page(shown: dict[str, Any], csrf: str) -> Html:
+    task_id = shown["id"]
+    if shown.get("missing"):
+        return tag("p", f"No task {task_id}: neither the index nor the store knows it.", class_="warn")
+    parts: list[object] = []
+    freeze: Freeze | None = shown.get("freeze")
+    if freeze is not None:
+        parts.append(
+            tag(
+                "p",
+                f"FROZEN ({freeze.scope}) by {freeze.by} at {freeze.at}: {freeze.reason}",
+                class_="frozen",
+            )
+        )
+    if shown.get("held"):
+        parts.append(tag("p", "It has held work: a thaw replays it."))
+    if shown.get("quarantine"):
+        q = shown["quarantine"]
+        parts.append(
+            tag("p", f"QUARANTINED: {q.get('reason')}: {q.get('detail')} (at {q.get('at')})", class_="warn")
+        )
+    cp = shown.get("checkpoint") or {}
+    summary = shown.get("summary") or {}
+    facts = [
+        ["tenant", shown["tenant"]],
+        ["app", shown.get("app") or "-"],
+        ["workflow", cp.get("workflow", summary.get("workflow", ""))],
+        ["stage", cp.get("stage", summary.get("stage", ""))],
+        ["task version", cp.get("version", summary.get("task_version", ""))],
+        ["state version", cp.get("state_version", summary.get("state_version", ""))],
+        ["last change", cp.get("updated_at", summary.get("updated_at", ""))],
+        ["last refusal", cp.get("last_refusal") or ""],
+        ["proposals refused in a row", cp.get("proposals_refused", "")],
+        ["approval", _approval(cp.get("approval"))],
+        [
+            "index says",
+            f"{summary.get('stage')} at state version {summary.get('state_version')}"
+            if summary
+            else "not indexed",
+        ],
+    ]
+    parts.append(table(["", ""], facts))
+    waits = [
+        [
+            w["wait_for"],
+            w["bound_to_version"],
+            ", ".join(w["allowed_signers"]) or "any allowed signer",
+            w["deadline"],
+            w["on_deadline"],
+        ]
+        for w in cp.get("pending_waits", ())
+    ]
+    parts += [
+        tag("h2", "Waits and deadlines"),
+        table(["waits for", "version", "signers", "deadline", "then"], waits, "waits for nothing"),
+    ]
+    actions = [
+        [a.op_key, a.status, a.started_at, a.finished_at or "", a.attempts, a.reason or ""]
+        for a in shown.get("actions", ())
+    ]
+    parts += [
+        tag("h2", "Actions"),
+        table(["op key", "status", "intent at", "finished at", "unavailable calls", "reason"], actions),
+    ]
+    fields = join(
+        [
+            hidden("action", "freeze" if freeze is None else "thaw"),
+            hidden("kind", "task"),
+            hidden("name", task_id),
+        ]
+    )
+    if freeze is None:
+        fields = join([fields, Html('<label>reason <input name="reason" required size="40"></label> ')])
+        parts += [tag("h2", "Kill path"), form("/switches/confirm", csrf, fields, "Freeze this task…")]
+    elif freeze.scope == f"task:{task_id}":
+        fields = join([fields, hidden("reason", "thawed from the ops page")])
+        parts += [tag("h2", "Kill path"), form("/switches/confirm", csrf, fields, "Thaw this task…")]
+    return join(parts)
+
+
+def _approval(doc: Any) -> str:
+    if not doc:
+        return ""
+    return f"by {doc.get('approver_ref')} for version {doc.get('object_version')}, expires {doc.get('expires_at')}"
+
+
+def waits(
+    waiting: list[tuple[str, str, list[dict[str, Any]]]],
+    deadlines: tuple[list[tuple[str, datetime]], int, int],
+) -> Html:
+    soonest, total, past = deadlines
+    now = datetime.now(UTC)
+    timer = [[task_link(t), at.isoformat(), _in(at, now)] for t, at in soonest]
+    parts: list[object] = [
+        tag("h2", "The timer's deadlines"),
+        tag("p", f"{total} deadlines held; {past} already due (the timer wakes each)."),
+        table(["task", "deadline", "due"], timer, "no deadlines"),
+    ]
+    from wakeful.devstack.ops_data import runtime_id
+
+    for tenant, kind, rows in waiting:
+        body = []
+        for r in rows:
+            for w in r.get("waits", ()):
+                if w.get("wait_for") == kind:
+                    at = datetime.fromisoformat(str(w["deadline"]))
+                    body.append(
+                        [task_link(runtime_id(tenant, r)), r.get("stage", ""), at.isoformat(), _in(at, now)]
+                    )
+        parts += [
+            tag("h2", f"Tenant {tenant}: waiting for {kind}"),
+            table(["task", "stage", "deadline", "due"], body),
+        ]
+    return join(parts)
+
+
+def _in(at: datetime, now: datetime) -> str:
+    s = int((at - now).total_seconds())
+    return f"in {s} s" if s >= 0 else f"{-s} s ago"
+
+
+def stuck(rows: list[dict[str, Any]], older_than: int) -> Html:
+    body = [
+        [task_link(r["id"]), r["tenant"], r.get("workflow", ""), r.get("stage", ""), r["stuck"]] for r in rows
+    ]
+    said = f"Tasks nothing will move on (unchanged for {older_than} s, waiting for nothing, not frozen)."
+    return join(
+        [tag("p", said), table(["task", "tenant", "workflow", "stage", "why"], body, "no stuck tasks")]
+    )
+
+
+def parked(quarantined: list[dict[str, Any]], review: list[dict[str, Any]]) -> Html:
+    q = [[task_link(r["task_id"]), r["reason"], r["detail"], r["at"]] for r in quarantined[:200]]
+    n = [
+        [task_link(r["id"]), r["tenant"], r.get("workflow", ""), r.get("updated_at", ""), r["reason"]]
+        for r in review
+    ]
+    return join(
+        [
+            tag("h2", f"Quarantined ({len(quarantined)})"),
+            table(["task", "reason", "detail", "at"], q, "no task is quarantined"),
+            tag("h2", "Parked for review (needs_review)"),
+            table(["task", "tenant", "workflow", "since", "reason"], n, "no task waits for review"),
+        ]
+    )
+
+
+def dlq(letters: list[Letter]) -> Html:
+    rows = []
+    for x in letters:
+        d = x.letter
+        if d is None:
+            rows.append([x.id, x.written or "", "", "", x.problem])
+        else:
+            rows.append(
+                [x.id, x.written or "", f"{d.source} ({d.topic or 'outbox'})", d.task_id or "", d.reason]
+            )
+    said = f"The newest {len(letters)} letters (the tail of wakeful.dlq). `wakeful dlq show ID` shows one in full."
+    return join(
+        [
+            tag("p", said),
+            table(["letter", "written", "refused by", "task", "reason"], rows, "no dead letters"),
+        ]
+    )
+
+
+def activity(found: Activity, skipped: int, approvals_chart: Html) -> Html:
+    waits = [ms for _, ms in found.approvals]
+    effects = [ms for _, ms in found.effects]
+
+    def line(name: str, values: list[float]) -> list[object]:
+        if not values:
+            return [name, 0, "", "", ""]
+        return [name, len(values), *(f"{percentile(values, p):.0f} ms" for p in (50, 95, 99))]
+
+    stats = table(
+        ["measure", "count", "p50", "p95", "p99"],
+        [line("approval latency", waits), line("wake to effect", effects)],
+    )
+    retried = [[task_link(t), op, n] for t, op, n in found.retried[:100]]
+    failed = [[task_link(t), op, why] for t, op, why in found.failed[:100]]
+    note = f" ({skipped} messages without the relay's tag or unreadable were skipped)" if skipped else ""
+    return join(
+        [
+            tag("p", f"From the tail of wakeful.log{note}."),
+            stats,
+            approvals_chart,
+            tag("h2", "Effects retried (their tool was found unavailable)"),
+            table(["task", "op key", "unavailable calls"], retried),
+            tag("h2", "Effects that failed"),
+            table(["task", "op key", "reason"], failed),
+        ]
+    )
+
+
+def switches(
+    frozen: dict[str, Freeze],
+    log: list[dict[str, str]],
+    tools: list[dict[str, Any]],
+    app: str,
+    live: list[str],
+    csrf: str,
+) -> Html:
+    rows = []
+    for scope, f in frozen.items():
+        kind, _, name = scope.partition(":")
+        fields = join(
+            [
+                hidden("action", "thaw"),
+                hidden("kind", kind),
+                hidden("name", name),
+                hidden("reason", "thawed from the ops page"),
+            ]
+        )
+        rows.append([scope, f.by, f.at, f.reason, form("/switches/confirm", csrf, fields, "Thaw…")])
+    kinds = join(tag("option", k, value=k) for k in ("task", "tenant", "app", "all"))
+    freeze_fields = Html(
+        '<input type="hidden" name="action" value="freeze">'
+        f'<label>scope <select name="kind">{kinds}</select></label> '
+        '<label>name <input name="name" size="24"></label> '
+        '<label>reason <input name="reason" required size="40"></label> '
+    )
+    tool_rows = []
+    for t in tools:
+        action = "enable" if t["switch"] else "disable"
+        fields = join([hidden("action", action), hidden("tool", t["name"])])
+        if action == "disable":
+            fields = join([fields, Html('<input name="reason" required placeholder="reason" size="24"> ')])
+        else:
+            fields = join([fields, hidden("reason", "enabled from the ops page")])
+        said = (
+            "on"
+            if not t["switch"]
+            else f"OFF: by {t['switch']['by']} at {t['switch']['at']}: {t['switch']['reason']}"
+        )
+        tool_rows.append(
+            [
+                t["name"],
+                ", ".join(t.get("stages", ())),
+                said,
+                form("/switches/confirm", csrf, fields, f"{action.title()}…"),
+            ]
+        )
+    history = [
+        [e.get("at", ""), e.get("switch", ""), e.get("scope", ""), e.get("by", ""), e.get("reason", "")]
+        for e in log
+    ]
+    return join(
+        [
+            tag("h2", "Freezes in force"),
+            table(["scope", "by", "at", "reason", ""], rows, "nothing is frozen"),
+            tag("h2", "Freeze"),
+            form("/switches/confirm", csrf, freeze_fields, "Freeze…"),
+            tag("h2", f"Tools of app {app}"),
+            table(["tool", "stages", "switch", ""], tool_rows, "the app has no tools"),
+            tag("h2", "Switches thrown lately"),
+            table(["at", "switch", "scope", "by", "reason"], history, "none"),
+            tag("p", f"Live gates and executors: {', '.join(live) or 'none'}."),
+        ]
+    )
+
+
+def confirm(text: str, fields: dict[str, str], csrf: str) -> Html:
+    hiddens = join([*(hidden(k, v) for k, v in fields.items()), hidden("confirmed", "yes")])
+    return join(
+        [
+            tag("p", text, class_="warn", id="what-will-happen"),
+            form("/switches/apply", csrf, hiddens, "Yes, do exactly this"),
+            tag("p", link("/switches", "No, go back")),
+        ]
+    )
