@@ -118,7 +118,7 @@ def csrf_ok(key: bytes, session: Session, given: str | None) -> bool:
 
 def delay_after(failures: int) -> float:
     """How long a failed login waits before it answers, given the failures counted before it."""
-    return min(DELAY_CAP_S, DELAY_BASE_S * 2 ** max(0, failures))
+    return float(min(DELAY_CAP_S, DELAY_BASE_S * 2.0 ** max(0, failures)))
 
 
 class Failures:

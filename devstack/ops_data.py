@@ -14,20 +14,16 @@ A task's own page unseals its checkpoint (one task: the store's own read) and re
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-import orjson
-import redis
 
 from wakeful.authority import freezes
 from wakeful.core import ids
 from wakeful.core.errors import TaskNotFound, WakefulError
 from wakeful.devstack.client import Client, describe
+from wakeful.devstack.ops_sweep import Sweep, json_doc
 from wakeful.schemas.logs import ActionLogEntry
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED, RUNTIME_STAGES
@@ -41,93 +37,6 @@ SWEEP_S = 30.0  # how often the sweep looks for tenants, stages, wait kinds and 
 SCAN_COUNT = 10_000
 ROWS = 50  # rows a list shows
 FINISHED_READ = 100_000  # at most this many finished tasks counted per stage and hour
-
-
-@dataclass
-class Swept:
-    """What the last sweep found, and when (None: not run yet)."""
-
-    at: datetime | None = None
-    stages: dict[str, set[str]] = field(default_factory=dict)  # tenant -> stages with a set
-    waits: dict[str, set[str]] = field(default_factory=dict)  # tenant -> wait kinds with a set
-    quarantined: list[dict[str, Any]] = field(default_factory=list)  # {task_id, reason, detail, at}
-    error: str = ""
-
-
-def parse_index_key(name: str) -> tuple[str, str, str] | None:
-    """(tenant, "stage"|"wait"|"tasks", stage or wait kind) of an index key, or None."""
-    head = f"{keys.PREFIX}:index:{{"
-    if not name.startswith(head) or "}:" not in name:
-        return None
-    tenant, _, rest = name[len(head) :].partition("}:")
-    kind, _, what = rest.partition(":")
-    if not ids.TENANT_RE.fullmatch(tenant) or kind not in ("stage", "wait", "tasks"):
-        return None
-    return tenant, kind, what
-
-
-class Sweep:
-    """Runs `sweep()` now and then every SWEEP_S in a daemon thread, until `stop()`."""
-
-    def __init__(self, admin: redis.Redis, every: float = SWEEP_S) -> None:
-        self.admin, self.every = admin, every
-        self.found = Swept()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ops-sweep", daemon=True)
-
-    def start(self) -> None:
-        self.sweep()
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            self.sweep()
-
-    def sweep(self) -> Swept:
-        found = Swept(at=datetime.now(UTC))
-        try:
-            for raw in self.admin.scan_iter(match=keys.PATTERN_INDEX, count=SCAN_COUNT):
-                parsed = parse_index_key(raw.decode("utf-8", "replace"))
-                if parsed is None:
-                    continue
-                tenant, kind, what = parsed
-                found.stages.setdefault(tenant, set())
-                found.waits.setdefault(tenant, set())
-                if kind == "stage" and keys.STAGE_RE.fullmatch(what):
-                    found.stages[tenant].add(what)
-                elif kind == "wait" and keys.WAIT_KIND_RE.fullmatch(what):
-                    found.waits[tenant].add(what)
-            names = list(self.admin.scan_iter(match=keys.PATTERN_QUARANTINE, count=SCAN_COUNT))
-            markers = self._markers(names[:10_000])
-            found.quarantined = sorted(markers, key=lambda m: str(m.get("at", "")), reverse=True)
-        except redis.RedisError as exc:
-            found.error = f"{type(exc).__name__}: {exc}"
-        self.found = found
-        return found
-
-    def _markers(self, names: list[bytes]) -> list[dict[str, Any]]:
-        pipe = self.admin.pipeline(transaction=False)
-        for name in names:
-            pipe.get(name)
-        out = []
-        for name, raw in zip(names, pipe.execute() if names else [], strict=True):
-            task_id = keys.task_of(name.decode("utf-8", "replace"))
-            doc = _json(raw) or {"reason": "unreadable marker"}
-            out.append({"task_id": task_id, **{k: doc.get(k, "") for k in ("reason", "detail", "at")}})
-        return out
-
-
-def _json(raw: Any) -> dict[str, Any] | None:
-    if not isinstance(raw, bytes):
-        return None
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def runtime_id(tenant: str, summary: dict[str, Any]) -> str:
@@ -255,7 +164,7 @@ class Reader:
                 )
                 docs = self.admin.hmget(keys.index_tasks(tenant), ids_) if ids_ else []  # type: ignore[arg-type]
                 for raw in docs:
-                    doc = _json(raw)
+                    doc = json_doc(raw)
                     if doc is None:
                         continue
                     why = stuck_summary(
@@ -317,9 +226,9 @@ class Reader:
         actions = []
         for op, entry in hash_reply(raw).items():
             try:
-                actions.append(ActionLogEntry.decode(entry))
-            except WakefulError:
-                actions.append(ActionLogEntry.model_construct(op_key=op.decode(), status="unreadable"))  # type: ignore[arg-type]
+                actions.append(ActionLogEntry.decode(entry).model_dump(mode="json"))
+            except WakefulError as exc:  # shown as it is: the page is for looking at damage too
+                actions.append({"op_key": op.decode("utf-8", "replace"), "status": f"unreadable: {exc}"})
         shown["actions"] = actions
         workflow = cp.business.workflow if cp is not None else str((summary or {}).get("workflow", ""))
         shown["app"] = self.app_of(workflow)

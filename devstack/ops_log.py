@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
@@ -24,7 +24,7 @@ from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
 from wakeful.devstack.dlq_read import Letter, letter_of
 from wakeful.schemas.changelog import ActionRecord, LogItem, log_items
-from wakeful.schemas.logs import ActionStatus, OutboxRecord
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus, OutboxRecord
 
 TAIL = 2000  # messages per partition, at most, in one read of a tail
 TIMEOUT_S = 5.0
@@ -93,6 +93,26 @@ def log_tail(settings: Settings, per_partition: int = TAIL) -> tuple[list[LogIte
     return items, skipped
 
 
+class LogTail:
+    """The activity of the log's tail, read again by `refresh()` (the page's sweep thread calls it),
+    so that no page waits on Kafka for it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.activity = Activity()
+        self.skipped = 0
+        self.at: datetime | None = None
+        self.error = ""
+
+    def refresh(self) -> None:
+        try:
+            items, skipped = log_tail(self.settings)
+        except WakefulError as exc:
+            self.error = str(exc)
+            return
+        self.activity, self.skipped, self.at, self.error = activity(items), skipped, datetime.now(UTC), ""
+
+
 @dataclass
 class Activity:
     """What the log's tail says about approvals, effects and retries (durations in ms)."""
@@ -111,7 +131,7 @@ def activity(items: Iterable[LogItem]) -> Activity:
     a wait that began before it is not."""
     out = Activity()
     waiting: dict[str, datetime] = {}  # task -> when its approval wait began
-    last_change: dict[str, datetime] = {}
+    changes: dict[str, list[datetime]] = {}  # task -> when each of its changes in the tail was made
     counted: set[tuple[str, str]] = set()
     for item in items:
         if isinstance(item, OutboxRecord):
@@ -122,20 +142,28 @@ def activity(items: Iterable[LogItem]) -> Activity:
                 waiting.setdefault(task, item.at)
             else:
                 waiting.pop(task, None)
-            last_change[task] = item.at
+            changes.setdefault(task, []).append(item.at)
         elif isinstance(item, ActionRecord):
-            entry = item.action
-            key = (entry.task_id, entry.op_key)
-            if entry.attempts and (key not in counted):
-                counted.add(key)
-                out.retried.append((entry.task_id, entry.op_key, entry.attempts))
-            if entry.status == ActionStatus.FAILED:
-                out.failed.append((entry.task_id, entry.op_key, entry.reason or ""))
-            woke = last_change.get(entry.task_id)
-            if entry.status == ActionStatus.SUCCEEDED and entry.finished_at is not None and woke is not None:
-                if woke <= entry.started_at:
-                    out.effects.append((entry.finished_at, _ms(entry.finished_at - woke)))
+            _action(out, item.action, changes.get(item.task_id, []), counted)
     return out
+
+
+def _action(
+    out: Activity, entry: ActionLogEntry, changes: list[datetime], counted: set[tuple[str, str]]
+) -> None:
+    key = (entry.task_id, entry.op_key)
+    if entry.attempts and key not in counted:
+        counted.add(key)
+        out.retried.append((entry.task_id, entry.op_key, entry.attempts))
+    if entry.status == ActionStatus.FAILED:
+        out.failed.append((entry.task_id, entry.op_key, entry.reason or ""))
+    if entry.status != ActionStatus.SUCCEEDED or entry.finished_at is None:
+        return
+    # The change that woke the task for this step: its last one before the step's intent (the
+    # change that closes the step is on the log before the action's outcome: the same transaction).
+    woke = max((at for at in changes if at <= entry.started_at), default=None)
+    if woke is not None:
+        out.effects.append((entry.finished_at, _ms(entry.finished_at - woke)))
 
 
 def _ms(delta: object) -> float:
@@ -158,4 +186,4 @@ def percentile(values: list[float], p: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]

@@ -7,10 +7,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from wakeful.authority.freezes import Freeze
-from wakeful.devstack.dlq_read import Letter
-from wakeful.devstack.ops_data import Swept
-from wakeful.devstack.ops_log import Activity, percentile
 from wakeful.devstack.ops_render import Html, esc, form, hidden, join, link, table, tag
+from wakeful.devstack.ops_sweep import Swept
 
 
 def task_link(task_id: str) -> Html:
@@ -66,9 +64,11 @@ def stage_picker(tenants: dict[str, set[str]], tenant: str, stage: str, app: str
     stages = sorted({s for ss in tenants.values() for s in ss})
     options_s = join(tag("option", s, value=s, selected="selected" if s == stage else None) for s in stages)
     return Html(
-        f'<form method="get" action="/tasks"><label>tenant <select name="tenant">{options_t}</select></label> '
+        '<form method="get" action="/tasks">'
+        f'<label>tenant <select name="tenant">{options_t}</select></label> '
         f'<label>stage <select name="stage">{options_s}</select></label> '
-        f'<label>app <input name="app" value="{esc(app)}" size="12"></label> <button type="submit">Show</button></form>'
+        f'<label>app <input name="app" value="{esc(app)}" size="12"></label> '
+        '<button type="submit">Show</button></form>'
     )
 
 
@@ -129,7 +129,7 @@ def task_page(shown: dict[str, Any], csrf: str) -> Html:
         table(["waits for", "version", "signers", "deadline", "then"], waits, "waits for nothing"),
     ]
     actions = [
-        [a.op_key, a.status, a.started_at, a.finished_at or "", a.attempts, a.reason or ""]
+        [a.get(k) or "" for k in ("op_key", "status", "started_at", "finished_at", "attempts", "reason")]
         for a in shown.get("actions", ())
     ]
     parts += [
@@ -155,7 +155,8 @@ def task_page(shown: dict[str, Any], csrf: str) -> Html:
 def _approval(doc: Any) -> str:
     if not doc:
         return ""
-    return f"by {doc.get('approver_ref')} for version {doc.get('object_version')}, expires {doc.get('expires_at')}"
+    version, expires = doc.get("object_version"), doc.get("expires_at")
+    return f"by {doc.get('approver_ref')} for version {version}, expires {expires}"
 
 
 def waits(
@@ -215,131 +216,5 @@ def parked(quarantined: list[dict[str, Any]], review: list[dict[str, Any]]) -> H
             table(["task", "reason", "detail", "at"], q, "no task is quarantined"),
             tag("h2", "Parked for review (needs_review)"),
             table(["task", "tenant", "workflow", "since", "reason"], n, "no task waits for review"),
-        ]
-    )
-
-
-def dlq(letters: list[Letter]) -> Html:
-    rows = []
-    for x in letters:
-        d = x.letter
-        if d is None:
-            rows.append([x.id, x.written or "", "", "", x.problem])
-        else:
-            rows.append(
-                [x.id, x.written or "", f"{d.source} ({d.topic or 'outbox'})", d.task_id or "", d.reason]
-            )
-    said = f"The newest {len(letters)} letters (the tail of wakeful.dlq). `wakeful dlq show ID` shows one in full."
-    return join(
-        [
-            tag("p", said),
-            table(["letter", "written", "refused by", "task", "reason"], rows, "no dead letters"),
-        ]
-    )
-
-
-def activity(found: Activity, skipped: int, approvals_chart: Html) -> Html:
-    waits = [ms for _, ms in found.approvals]
-    effects = [ms for _, ms in found.effects]
-
-    def line(name: str, values: list[float]) -> list[object]:
-        if not values:
-            return [name, 0, "", "", ""]
-        return [name, len(values), *(f"{percentile(values, p):.0f} ms" for p in (50, 95, 99))]
-
-    stats = table(
-        ["measure", "count", "p50", "p95", "p99"],
-        [line("approval latency", waits), line("wake to effect", effects)],
-    )
-    retried = [[task_link(t), op, n] for t, op, n in found.retried[:100]]
-    failed = [[task_link(t), op, why] for t, op, why in found.failed[:100]]
-    note = f" ({skipped} messages without the relay's tag or unreadable were skipped)" if skipped else ""
-    return join(
-        [
-            tag("p", f"From the tail of wakeful.log{note}."),
-            stats,
-            approvals_chart,
-            tag("h2", "Effects retried (their tool was found unavailable)"),
-            table(["task", "op key", "unavailable calls"], retried),
-            tag("h2", "Effects that failed"),
-            table(["task", "op key", "reason"], failed),
-        ]
-    )
-
-
-def switches(
-    frozen: dict[str, Freeze],
-    log: list[dict[str, str]],
-    tools: list[dict[str, Any]],
-    app: str,
-    live: list[str],
-    csrf: str,
-) -> Html:
-    rows = []
-    for scope, f in frozen.items():
-        kind, _, name = scope.partition(":")
-        fields = join(
-            [
-                hidden("action", "thaw"),
-                hidden("kind", kind),
-                hidden("name", name),
-                hidden("reason", "thawed from the ops page"),
-            ]
-        )
-        rows.append([scope, f.by, f.at, f.reason, form("/switches/confirm", csrf, fields, "Thaw…")])
-    kinds = join(tag("option", k, value=k) for k in ("task", "tenant", "app", "all"))
-    freeze_fields = Html(
-        '<input type="hidden" name="action" value="freeze">'
-        f'<label>scope <select name="kind">{kinds}</select></label> '
-        '<label>name <input name="name" size="24"></label> '
-        '<label>reason <input name="reason" required size="40"></label> '
-    )
-    tool_rows = []
-    for t in tools:
-        action = "enable" if t["switch"] else "disable"
-        fields = join([hidden("action", action), hidden("tool", t["name"])])
-        if action == "disable":
-            fields = join([fields, Html('<input name="reason" required placeholder="reason" size="24"> ')])
-        else:
-            fields = join([fields, hidden("reason", "enabled from the ops page")])
-        said = (
-            "on"
-            if not t["switch"]
-            else f"OFF: by {t['switch']['by']} at {t['switch']['at']}: {t['switch']['reason']}"
-        )
-        tool_rows.append(
-            [
-                t["name"],
-                ", ".join(t.get("stages", ())),
-                said,
-                form("/switches/confirm", csrf, fields, f"{action.title()}…"),
-            ]
-        )
-    history = [
-        [e.get("at", ""), e.get("switch", ""), e.get("scope", ""), e.get("by", ""), e.get("reason", "")]
-        for e in log
-    ]
-    return join(
-        [
-            tag("h2", "Freezes in force"),
-            table(["scope", "by", "at", "reason", ""], rows, "nothing is frozen"),
-            tag("h2", "Freeze"),
-            form("/switches/confirm", csrf, freeze_fields, "Freeze…"),
-            tag("h2", f"Tools of app {app}"),
-            table(["tool", "stages", "switch", ""], tool_rows, "the app has no tools"),
-            tag("h2", "Switches thrown lately"),
-            table(["at", "switch", "scope", "by", "reason"], history, "none"),
-            tag("p", f"Live gates and executors: {', '.join(live) or 'none'}."),
-        ]
-    )
-
-
-def confirm(text: str, fields: dict[str, str], csrf: str) -> Html:
-    hiddens = join([*(hidden(k, v) for k, v in fields.items()), hidden("confirmed", "yes")])
-    return join(
-        [
-            tag("p", text, class_="warn", id="what-will-happen"),
-            form("/switches/apply", csrf, hiddens, "Yes, do exactly this"),
-            tag("p", link("/switches", "No, go back")),
         ]
     )

@@ -10,6 +10,15 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+# Sent with every answer: no script, frame or outside resource; nothing cached.
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
 NAV = (
     ("/", "Overview"),
     ("/tasks", "Tasks"),
@@ -25,7 +34,8 @@ body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222}
 header{background:#223;color:#fff;padding:.5em 1em;display:flex;gap:1em;flex-wrap:wrap;align-items:center}
 header a{color:#cde}main{padding:1em}table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}th{background:#eee}
-.warn{background:#fee;border:1px solid #c66;padding:.5em}.ok{background:#efe;border:1px solid #6a6;padding:.5em}
+.warn{background:#fee;border:1px solid #c66;padding:.5em}
+.ok{background:#efe;border:1px solid #6a6;padding:.5em}
 .frozen{color:#a00;font-weight:bold}form.inline{display:inline}svg{background:#fafafa;border:1px solid #ddd}
 """
 
@@ -187,6 +197,7 @@ def svg_chart(
     known = [v for v in values if v is not None]
     top = _nice(max(known, default=0.0))
     step = plot_w / n
+    base, small_end = top_pad + plot_h, 'font-size="10" text-anchor="end"'
 
     def y(v: float) -> float:
         return top_pad + plot_h - (v / top) * plot_h
@@ -195,10 +206,10 @@ def svg_chart(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
         f'aria-label="{esc(title)}"><title>{esc(title)}</title>',
         f'<text x="{left}" y="14" font-size="12">{esc(title)}</text>',
-        f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{left + plot_w}" y2="{top_pad + plot_h}" stroke="#888"/>',
-        f'<line x1="{left}" y1="{top_pad}" x2="{left}" y2="{top_pad + plot_h}" stroke="#888"/>',
-        f'<text x="{left - 4}" y="{top_pad + 4}" font-size="10" text-anchor="end">{_num(top)} {esc(unit)}</text>',
-        f'<text x="{left - 4}" y="{top_pad + plot_h}" font-size="10" text-anchor="end">0</text>',
+        f'<line x1="{left}" y1="{base}" x2="{left + plot_w}" y2="{base}" stroke="#888"/>',
+        f'<line x1="{left}" y1="{top_pad}" x2="{left}" y2="{base}" stroke="#888"/>',
+        f'<text x="{left - 4}" y="{top_pad + 4}" {small_end}>{_num(top)} {esc(unit)}</text>',
+        f'<text x="{left - 4}" y="{base}" {small_end}>0</text>',
         f'<text x="{left}" y="{height - 6}" font-size="10">{n} {esc(x_label)}</text>',
         f'<text x="{left + plot_w}" y="{height - 6}" font-size="10" text-anchor="end">now</text>',
     ]
@@ -217,7 +228,8 @@ def svg_chart(
             parts.append(f'<polyline points="{path}" fill="none" stroke="#a54" stroke-width="1.5"/>')
         for (px, py), v in zip(points, known, strict=True):
             parts.append(
-                f'<circle cx="{px:.1f}" cy="{py:.1f}" r="2" fill="#a54"><title>{_num(v)} {esc(unit)}</title></circle>'
+                f'<circle cx="{px:.1f}" cy="{py:.1f}" r="2" fill="#a54">'
+                f"<title>{_num(v)} {esc(unit)}</title></circle>"
             )
     parts.append("</svg>")
     return Html("".join(parts))

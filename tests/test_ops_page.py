@@ -154,7 +154,9 @@ def test_an_operator_finds_tasks_by_stage_and_a_task_frozen_on_the_page_is_froze
             page.click("button:has-text('Freeze this task')")
             said = page.inner_text("#what-will-happen")
             assert f"Freeze task {target}." in said and "customer dispute" in said and OPERATOR in said, said
-            assert target not in client.authority.frozen() and f"task:{target}" not in client.authority.frozen()
+            assert (
+                target not in client.authority.frozen() and f"task:{target}" not in client.authority.frozen()
+            )
             page.click("button:has-text('Yes, do exactly this')")
             assert f"frozen task:{target}" in page.inner_text("#done")
 
