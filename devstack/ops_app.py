@@ -14,9 +14,11 @@ puts a copy of the changed authority on wakeful.authority.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets as random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 from urllib.parse import parse_qs, quote
 
 from starlette.applications import Starlette
@@ -218,7 +220,15 @@ def build(
             "Something failed", tag("p", "The page could not be made; the server log says why."), None, 500
         )
 
-    app = Starlette(routes=ops.routes(), exception_handlers={404: not_found, 500: failed, Exception: failed})
-    ops.sweep.start()
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        ops.sweep.start()  # one sweep before the first request, then its thread
+        try:
+            yield
+        finally:
+            ops.sweep.stop()
+
+    handlers: dict[Any, Any] = {404: not_found, 500: failed, Exception: failed}
+    app = Starlette(routes=ops.routes(), exception_handlers=handlers, lifespan=lifespan)
     app.state.ops = ops
     return app

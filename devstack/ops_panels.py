@@ -30,7 +30,7 @@ def dlq(letters: list[Letter]) -> Html:
     )
 
 
-def activity(found: Activity, skipped: int, approvals_chart: Html) -> Html:
+def activity(found: Activity, skipped: int, approvals_chart: Html, problem: str = "") -> Html:
     waits = [ms for _, ms in found.approvals]
     effects = [ms for _, ms in found.effects]
 
@@ -49,6 +49,7 @@ def activity(found: Activity, skipped: int, approvals_chart: Html) -> Html:
     return join(
         [
             tag("p", f"From the tail of wakeful.log{note}."),
+            tag("p", f"The last read of the log failed: {problem}", class_="warn") if problem else "",
             stats,
             approvals_chart,
             tag("h2", "Effects retried (their tool was found unavailable)"),

@@ -52,6 +52,7 @@ class Sweep:
         self, admin: redis.Redis, every: float = SWEEP_S, also: Callable[[], None] | None = None
     ) -> None:
         self.admin, self.every, self.also = admin, every, also
+        self.also_error = ""
         self.found = Swept()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ops-sweep", daemon=True)
@@ -66,10 +67,18 @@ class Sweep:
     def _run(self) -> None:
         while True:
             if self.also is not None:
-                self.also()  # the log's tail: after the first sweep, so the page answers at once
+                try:
+                    self.also()  # the log's tail: after the first sweep, so the page answers at once
+                except Exception as exc:  # a broker away, a secret missing: said on the page, never fatal
+                    self.also_error = f"{type(exc).__name__}: {exc}"
+                else:
+                    self.also_error = ""
             if self._stop.wait(self.every):
                 return
-            self.sweep()
+            try:
+                self.sweep()
+            except Exception as exc:  # the thread keeps sweeping whatever one round met
+                self.found = Swept(at=datetime.now(UTC), error=f"{type(exc).__name__}: {exc}")
 
     def sweep(self) -> Swept:
         found = Swept(at=datetime.now(UTC))

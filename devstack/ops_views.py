@@ -28,8 +28,12 @@ class Views:
         self.ops, self.html, self.csrf, self.log = ops, ops.html, ops.csrf, ops.log
         self.client, self.reader, self.sweep, self.tail = ops.client, ops.reader, ops.sweep, ops.tail
 
+    def log_problem(self) -> str:
+        return self.tail.error or self.sweep.also_error
+
     async def overview(self, request: Request, session: ops_auth.Session) -> Response:
         def read() -> Html:
+            problem = self.log_problem()
             counts = self.reader.counts()
             finished = self.reader.finished_per_minute()
             latency = ops_log.per_minute_median(self.tail.activity.effects, datetime.now(UTC))
@@ -37,6 +41,9 @@ class Views:
             return join(
                 [
                     ops_pages.swept_line(self.sweep.found),
+                    tag("p", f"The last read of wakeful.log failed: {problem}", class_="warn")
+                    if problem
+                    else "",
                     tag(
                         "p",
                         f"Frozen now: {', '.join(frozen) or 'nothing'}.",
@@ -113,7 +120,7 @@ class Views:
                 unit="ms",
                 bars=False,
             )
-            return ops_panels.activity(found, skipped, chart)
+            return ops_panels.activity(found, skipped, chart, self.log_problem())
 
         return self.html("Retries and approvals", await run_in_threadpool(read), session)
 
