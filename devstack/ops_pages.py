@@ -113,7 +113,7 @@ def task_page(shown: dict[str, Any], csrf: str) -> Html:
             else "not indexed",
         ],
     ]
-    parts.append(table(["", ""], facts))
+    parts.append(table(["field", "value"], facts))
     waits = [
         [
             w["wait_for"],
