@@ -175,15 +175,16 @@ class Reader:
         return out[: ROWS * 4]
 
     def review(self) -> list[dict[str, Any]]:
-        """Tasks parked for a person (needs_review), newest first, each with its last refusal."""
+        """Tasks parked for a person (needs_review), newest first, each with its last refusal. Read
+        as `parked.read` reads: a record that fails its check is said, and nothing is written."""
         out = []
         for tenant in sorted(self.sweep.found.stages):
             rows, _ = self.index.listed(tenant, stage=NEEDS_REVIEW, limit=ROWS)
             for row in rows:
                 task_id = runtime_id(tenant, row)
                 try:
-                    cp = self.client.store.load(task_id)
-                    reason = cp.business.last_refusal or ""
+                    cp, _ = parked.read(self.client.store, task_id)
+                    reason = (cp.business.last_refusal or "") if cp else "(its record does not verify)"
                 except (WakefulError, ValueError) as exc:
                     reason = f"(cannot read the task: {exc})"
                 out.append(row | {"id": task_id, "tenant": tenant, "reason": reason})

@@ -315,3 +315,16 @@ def test_latency_per_minute_is_each_minutes_median() -> None:
     ]
     assert per_minute_median(points, now, 4) == [None, 200.0, None, None]
     assert percentile([5.0, 1.0, 3.0], 50) == 3.0 and percentile([], 99) is None
+
+
+def test_a_dead_letter_is_listed_with_who_refused_it_and_why_and_a_message_that_is_no_letter_too() -> None:
+    from wakeful.devstack.dlq_read import Letter
+    from wakeful.devstack.ops_panels import dlq
+    from wakeful.schemas.logs import DeadLetter
+
+    letter = DeadLetter(
+        source="inbound", reason="bad <signature>", task_id="t-9", raw="{}", at=AT, topic="wakeful.events"
+    )
+    shown = dlq([Letter(0, 17, AT, letter), Letter(1, 3, None, None, "not a dead letter: not JSON")])
+    assert "0:17" in shown and "inbound (wakeful.events)" in shown and "bad &lt;signature&gt;" in shown
+    assert "1:3" in shown and "not a dead letter: not JSON" in shown
