@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, quote
 
+import redis
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -94,6 +95,9 @@ class Ops:
                 return self.html("Bad request", tag("p", str(exc), class_="warn"), session, 400)
             except WakefulError as exc:
                 return self.html("Could not do it", tag("p", str(exc), class_="warn"), session, 503)
+            except redis.RedisError as exc:  # the server went away mid-read: say so, and how to look
+                said = f"Redis did not answer ({type(exc).__name__}): `wakeful dev status` shows what runs."
+                return self.html("Redis is away", tag("p", said, class_="warn"), session, 503)
 
         return endpoint
 

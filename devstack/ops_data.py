@@ -39,6 +39,11 @@ ROWS = 50  # rows a list shows
 FINISHED_READ = 100_000  # at most this many finished tasks counted per stage and hour
 
 
+def engine_targets(wf: Any) -> set[str]:
+    """The stages a workflow's transition table moves to."""
+    return {to for targets in wf.stages.values() for to in targets}
+
+
 def runtime_id(tenant: str, summary: dict[str, Any]) -> str:
     """The runtime's id of the task an index summary names (it names it as its tenant does)."""
     named = str(summary.get("task_id", ""))
@@ -124,6 +129,12 @@ class Reader:
         if app:
             rows = [r for r in rows if self.app_of(str(r.get("workflow", ""))) == app]
         return rows, more
+
+    def stages(self) -> set[str]:
+        """Every stage of the loaded app's workflows, and the runtime's own."""
+        return {s for wf in self.app.workflows for s in (*wf.stages, *engine_targets(wf))} | set(
+            RUNTIME_STAGES
+        )
 
     def app_of(self, workflow: str) -> str:
         """The loaded app's name when it runs `workflow`, else "" (another app's task)."""

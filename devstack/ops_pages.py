@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from wakeful.authority.freezes import Freeze
+from wakeful.core import ids
 from wakeful.devstack.ops_render import Html, esc, form, hidden, join, link, table, tag
 from wakeful.devstack.ops_sweep import Swept
 
@@ -57,11 +58,12 @@ def task_rows(rows: list[dict[str, Any]], tenant: str, app_of: Any) -> Html:
     return table(["task", "workflow", "app", "stage", "version", "last change", "waits"], body, "no tasks")
 
 
-def stage_picker(tenants: dict[str, set[str]], tenant: str, stage: str, app: str) -> Html:
-    options_t = join(
-        tag("option", t, value=t, selected="selected" if t == tenant else None) for t in sorted(tenants)
-    )
-    stages = sorted({s for ss in tenants.values() for s in ss})
+def stage_picker(tenants: dict[str, set[str]], known: set[str], tenant: str, stage: str, app: str) -> Html:
+    """Tenants and stages to pick from: those the sweep found, the default tenant and the `known`
+    stages (the app's), so a stage is there before the sweep has seen a task at it."""
+    names = sorted({*tenants, ids.DEFAULT_TENANT})
+    options_t = join(tag("option", t, value=t, selected="selected" if t == tenant else None) for t in names)
+    stages = sorted({s for ss in tenants.values() for s in ss} | known)
     options_s = join(tag("option", s, value=s, selected="selected" if s == stage else None) for s in stages)
     return Html(
         '<form method="get" action="/tasks">'

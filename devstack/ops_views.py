@@ -64,7 +64,7 @@ class Views:
         q = request.query_params
         tenant, stage, app = q.get("tenant", ids.DEFAULT_TENANT), q.get("stage", ""), q.get("app", "")
         after = int(q.get("after", "0") or 0)
-        picker = ops_pages.stage_picker(self.sweep.found.stages, tenant, stage, app)
+        picker = ops_pages.stage_picker(self.sweep.found.stages, self.reader.stages(), tenant, stage, app)
         if not stage:
             return self.html("Tasks", join([picker, tag("p", "Pick a tenant and a stage.")]), session)
         rows, more = await run_in_threadpool(self.reader.listed, tenant, stage, max(0, after), app)

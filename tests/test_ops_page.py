@@ -86,20 +86,37 @@ def serving(settings: Settings) -> Iterator[str]:
             proc.wait(5)
 
 
-@contextmanager
-def browser(tmp_path: Path) -> Iterator[Any]:
-    """A page of a fresh chromium profile."""
+@pytest.fixture(scope="module")
+def ops_url(settings: Settings, client: BankClient) -> Iterator[str]:
+    """One `wakeful ops` for the module (the local authority defaults restored first: `client`)."""
+    _browser_ready()
+    with serving(settings) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Debian's chromium with a fresh profile, for the module."""
+    _browser_ready()
     from playwright.sync_api import sync_playwright
 
+    profile = tmp_path_factory.mktemp("chromium") / "profile"
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, args=ARGS, headless=True
+            str(profile), executable_path=CHROMIUM, args=ARGS, headless=True
         )
         try:
             context.set_default_timeout(15_000)
-            yield context.pages[0] if context.pages else context.new_page()
+            yield context
         finally:
             context.close()
+
+
+@pytest.fixture()
+def page(browser: Any) -> Any:
+    """A page with no session: each test logs in (or not) for itself."""
+    browser.clear_cookies()
+    return browser.pages[0] if browser.pages else browser.new_page()
 
 
 def log_in(page: Any, password: str) -> None:
@@ -117,10 +134,9 @@ def wait_indexed(client: BankClient, task_id: str, stage: str) -> None:
 
 
 def test_an_operator_finds_tasks_by_stage_and_a_task_frozen_on_the_page_is_frozen_for_the_fleet(
-    client: BankClient, shared_fleet: Fleet, settings: Settings, tmp_path: Path
+    client: BankClient, shared_fleet: Fleet, settings: Settings, ops_url: str, page: Any
 ) -> None:
-    _browser_ready()
-    password = ops_auth.ensure_login(settings).password
+    url, password = ops_url, ops_auth.ensure_login(settings).password
     waiting = [client.new_task(2500)[0] for _ in range(2)]
     done, _ = client.new_task(100)
     for task_id in waiting:
@@ -129,41 +145,38 @@ def test_an_operator_finds_tasks_by_stage_and_a_task_frozen_on_the_page_is_froze
     journal_before = client.admin.get(keys.JOURNAL_AUTHORITY)
     target = waiting[0]
     try:
-        with serving(settings) as url, browser(tmp_path) as page:
-            page.goto(f"{url}/tasks")
-            assert "/login" in page.url
-            log_in(page, password)
-            page.wait_for_url(f"{url}/tasks")
+        page.goto(f"{url}/tasks")
+        assert "/login" in page.url
+        log_in(page, password)
+        page.wait_for_url(f"{url}/tasks")
 
-            page.select_option("select[name=tenant]", "default")
-            page.select_option("select[name=stage]", "awaiting_approval")
-            page.click("button:has-text('Show')")
-            listed = page.inner_text("main")
-            assert all(t in listed for t in waiting) and done not in listed, listed
-            page.select_option("select[name=stage]", "closed")
-            page.click("button:has-text('Show')")
-            assert done in page.inner_text("main")
+        page.select_option("select[name=tenant]", "default")
+        page.select_option("select[name=stage]", "awaiting_approval")
+        page.click("button:has-text('Show')")
+        listed = page.inner_text("main")
+        assert all(t in listed for t in waiting) and done not in listed, listed
+        page.select_option("select[name=stage]", "closed")
+        page.click("button:has-text('Show')")
+        assert done in page.inner_text("main")
 
-            page.fill("input[name=id]", target)
-            page.click("button:has-text('Find task')")
-            page.wait_for_url(f"{url}/task/{target}")
-            shown = page.inner_text("main")
-            assert "awaiting_approval" in shown and "approval" in shown and "FROZEN" not in shown, shown
+        page.fill("input[name=id]", target)
+        page.click("button:has-text('Find task')")
+        page.wait_for_url(f"{url}/task/{target}")
+        shown = page.inner_text("main")
+        assert "awaiting_approval" in shown and "approval" in shown and "FROZEN" not in shown, shown
 
-            page.fill("input[name=reason]", "customer dispute")
-            page.click("button:has-text('Freeze this task')")
-            said = page.inner_text("#what-will-happen")
-            assert f"Freeze task {target}." in said and "customer dispute" in said and OPERATOR in said, said
-            assert (
-                target not in client.authority.frozen() and f"task:{target}" not in client.authority.frozen()
-            )
-            page.click("button:has-text('Yes, do exactly this')")
-            assert f"frozen task:{target}" in page.inner_text("#done")
+        page.fill("input[name=reason]", "customer dispute")
+        page.click("button:has-text('Freeze this task')")
+        said = page.inner_text("#what-will-happen")
+        assert f"Freeze task {target}." in said and "customer dispute" in said and OPERATOR in said, said
+        assert target not in client.authority.frozen() and f"task:{target}" not in client.authority.frozen()
+        page.click("button:has-text('Yes, do exactly this')")
+        assert f"frozen task:{target}" in page.inner_text("#done")
 
-            page.click(f"a:has-text('{target}')")
-            assert f"FROZEN (task:{target}) by {OPERATOR}" in page.inner_text("main")
-            page.goto(f"{url}/switches")
-            assert f"task:{target}" in page.inner_text("main")
+        page.click(f"a:has-text('{target}')")
+        assert f"FROZEN (task:{target}) by {OPERATOR}" in page.inner_text("main")
+        page.goto(f"{url}/switches")
+        assert f"task:{target}" in page.inner_text("main")
 
         listed_by_cli = doc(wakeful("frozen", "--json"))["frozen"]
         assert listed_by_cli[f"task:{target}"]["by"] == OPERATOR, listed_by_cli
@@ -175,31 +188,28 @@ def test_an_operator_finds_tasks_by_stage_and_a_task_frozen_on_the_page_is_froze
 
 
 def test_no_page_without_a_login_and_no_switch_without_the_csrf_token_or_a_signed_cookie(
-    client: BankClient, settings: Settings, tmp_path: Path
+    client: BankClient, settings: Settings, ops_url: str, page: Any
 ) -> None:
-    _browser_ready()
-    login = ops_auth.ensure_login(settings)
-    with serving(settings) as url:
-        with browser(tmp_path) as page:
-            page.goto(f"{url}/switches")
-            assert "/login" in page.url
-            page.fill("input[name=operator]", OPERATOR)
-            page.fill("input[name=password]", "not the password")
-            page.click("button:has-text('Log in')")
-            assert "Wrong operator name or password" in page.inner_text("main")
-            assert not [c for c in page.context.cookies() if c["name"] == ops_auth.COOKIE]
-            page.goto(f"{url}/")
-            assert "/login" in page.url
+    login, url = ops_auth.ensure_login(settings), ops_url
+    page.goto(f"{url}/switches")
+    assert "/login" in page.url
+    page.fill("input[name=operator]", OPERATOR)
+    page.fill("input[name=password]", "not the password")
+    page.click("button:has-text('Log in')")
+    assert "Wrong operator name or password" in page.inner_text("main")
+    assert not [c for c in page.context.cookies() if c["name"] == ops_auth.COOKIE]
+    page.goto(f"{url}/")
+    assert "/login" in page.url
 
-        forged = ops_auth.sign(b"not the key" * 3, OPERATOR, int(time.time()))
-        freeze = {"action": "freeze", "kind": "all", "name": "", "reason": "r", "confirmed": "yes"}
-        real = ops_auth.sign(login.session_key, OPERATOR, int(time.time()))
-        with httpx.Client(base_url=url, cookies={ops_auth.COOKIE: forged}) as as_forger:
-            assert as_forger.post("/switches/apply", data=freeze).status_code == 403
-            assert as_forger.get("/").status_code == 303
-        with httpx.Client(base_url=url, cookies={ops_auth.COOKIE: real}) as logged_in:
-            answer = logged_in.post("/switches/apply", data=freeze)
-            assert answer.status_code == 403 and "CSRF" in answer.text
-            odd = logged_in.get("/task", params={"id": "x}:{y"})
-            assert odd.status_code == 400 and "task id" in odd.text
+    forged = ops_auth.sign(b"not the key" * 3, OPERATOR, int(time.time()))
+    freeze = {"action": "freeze", "kind": "all", "name": "", "reason": "r", "confirmed": "yes"}
+    real = ops_auth.sign(login.session_key, OPERATOR, int(time.time()))
+    with httpx.Client(base_url=url, cookies={ops_auth.COOKIE: forged}) as as_forger:
+        assert as_forger.post("/switches/apply", data=freeze).status_code == 403
+        assert as_forger.get("/").status_code == 303
+    with httpx.Client(base_url=url, cookies={ops_auth.COOKIE: real}) as logged_in:
+        answer = logged_in.post("/switches/apply", data=freeze)
+        assert answer.status_code == 403 and "CSRF" in answer.text
+        odd = logged_in.get("/task", params={"id": "x}:{y"})
+        assert odd.status_code == 400 and "task id" in odd.text
     assert "all" not in client.authority.frozen()
