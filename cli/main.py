@@ -19,6 +19,7 @@ from wakeful.cli.ingress_cmd import bench_ingress, ingress
 from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unrevoke_signer
 from wakeful.cli.memory_cmds import memory
 from wakeful.cli.model_server_cmd import model_server
+from wakeful.cli.ops_cmd import ops
 from wakeful.cli.output import emit, say
 from wakeful.cli.purge_cmds import task_purge
 from wakeful.cli.recover_cmd import CHANGES_AUTHORITY, backup, journal, recover
@@ -565,6 +566,7 @@ cli.add_command(ingress)
 cli.add_command(bench_ingress)
 dev.add_command(model_server)
 cli.add_command(dlq)
+cli.add_command(ops)
 
 
 def main() -> None:
