@@ -5,6 +5,7 @@
     POST /v1/webhooks                    a webhook (Wakeful-Key, Wakeful-Signature): the same
     GET  /v1/receipts/{event_id}         the sender's own receipt for its event (a signed read)
     GET  /v1/tasks/{task_id}, /v1/tasks  the sender's tenant's tasks, from the task index
+    GET  /metrics                        Prometheus metrics: its answers by route and status, timed
 
 Writes are consumers/ingress_events.py, reads consumers/ingress_reads.py. The door's Redis user
 reads the signers, the receipts and the index and writes nothing (state/acl.py); its Kafka user
@@ -16,16 +17,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import redis
 import uvicorn
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wakeful.consumers.ingress_events import EventDoor
 from wakeful.consumers.ingress_limits import Limit
 from wakeful.consumers.ingress_publish import EventPublisher
 from wakeful.consumers.ingress_reads import ReadDoor
+from wakeful.core import metrics
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import load_app
@@ -49,8 +55,9 @@ def build(
         if publisher is not None:
             publisher.close()
 
-    return Starlette(
+    app = Starlette(
         routes=[
+            Route("/metrics", scrape),
             Route("/v1/health", reads.health),
             Route("/v1/events", writes.event, methods=["POST"]),
             Route("/v1/webhooks", writes.webhook, methods=["POST"]),
@@ -60,6 +67,45 @@ def build(
         ],
         lifespan=lifespan,
     )
+    app.add_middleware(Counted)
+    return app
+
+
+async def scrape(_request: Request) -> Response:
+    body, content_type = metrics.exposition()
+    return Response(body, media_type=content_type)
+
+
+class Counted:
+    """Counts and times every answer by its route's template (never the path as sent: a path of
+    the sender's choosing would be a label of the sender's choosing) and status."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started, status = metrics.clock(), [500]
+
+        async def sent(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        finally:
+            metrics.ingress_answered(_route(scope), status[0], started)
+
+
+def _route(scope: Scope) -> str:
+    app: Any = scope.get("app")
+    for route in getattr(app, "routes", ()):
+        if route.matches(scope)[0] == Match.FULL:
+            return str(route.path)
+    return "other"
 
 
 def main(settings: Settings, host: str, port: int, per_key: Limit = PER_KEY) -> None:

@@ -258,3 +258,14 @@ def test_an_upstream_client_without_a_kafka_login_sends_through_the_door(
         assert up.receipt(event, timeout=60)["status"] == "accepted"
         with pytest.raises(ReadRefused, match=r"403: .* may not send task\.run"):
             up.send(events.RUN, task_id=named)
+
+
+def test_the_door_counts_its_answers_by_route_template_and_status_on_its_metrics(door: str) -> None:
+    """A route's template labels the count, never the path as sent (the sender's choice)."""
+    post(f"{door}/v1/webhooks", b"{}", {"Content-Type": "text/plain"})
+    httpx.get(f"{door}/v1/tasks/t-{uuid.uuid4().hex}", timeout=5)  # unsigned: 401
+    scraped = httpx.get(f"{door}/metrics", timeout=5).text
+    assert 'wakeful_ingress_requests_total{route="/v1/webhooks",status="415"}' in scraped
+    assert 'wakeful_ingress_requests_total{route="/v1/tasks/{task_id}",status="401"}' in scraped
+    assert "wakeful_ingress_seconds_bucket" in scraped
+    assert "/v1/tasks/t-" not in scraped
