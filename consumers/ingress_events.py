@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers.door import Accepted, Refused, judge, parse
-from wakeful.consumers.ingress_limits import Buckets, Limit, retry_after
+from wakeful.consumers.ingress_limits import Buckets, Limit, address, retry_after
 from wakeful.consumers.ingress_publish import EventPublisher
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
@@ -99,7 +99,7 @@ class EventDoor:
     async def _take(
         self, request: Request, wire: Callable[[Request, bytes], bytes | JSONResponse]
     ) -> JSONResponse:
-        client = request.client.host if request.client else "-"
+        client = address(request.client.host) if request.client else "-"
         wait = self.clients.waiting(client)
         if wait > 0:
             return self._limited(request, "too many refused requests from this address", wait)
