@@ -44,6 +44,19 @@ def test_a_webhook_verifies_with_its_own_secret_over_its_raw_bytes_only() -> Non
     assert not KEY.verify(SignedEvent.decode(edited))
 
 
+def test_an_ed25519_keys_public_bytes_never_serve_as_an_hmac_secret() -> None:
+    # Everyone knows every public key: a tag made with one as the secret must verify nowhere.
+    public = ED.material
+    event = SignedEvent.decode(record(secret=public))
+    assert not ED.verify(event)
+    header = webhook.parse_header(reads.webhook_header(public, "GET", "/v1/receipts/ev-1", T))
+    assert not isinstance(header, str)
+    why = reads.verified_webhook(
+        ED, key_id="billing-1", signed=header, method="GET", target="/v1/receipts/ev-1", now=NOW
+    )
+    assert why is not None
+
+
 def test_a_webhook_event_re_encodes_to_the_very_record_it_came_in() -> None:
     raw = record()
     event = SignedEvent.decode(raw)
