@@ -198,7 +198,8 @@ async def _body(request: Request) -> bytes | JSONResponse:
     """The request's body, read no further than the limit: a 413 past it."""
     limit = events.MAX_EVENT_BYTES
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+    # ASCII digits only: str.isdigit() also passes "²", which int() refuses.
+    if declared is not None and not (declared.isascii() and declared.isdigit() and int(declared) <= limit):
         return refusal("too_large", f"the body is over the {limit}-byte limit ({declared[:20]} bytes)")
     chunks, size = [], 0
     try:

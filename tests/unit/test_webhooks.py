@@ -5,15 +5,18 @@ exception. No Kafka, no Redis, a fixed clock."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from wakeful.consumers.door import Accepted, Refused, judge, parse
-from wakeful.consumers.ingress_events import STATUS, status
+from wakeful.consumers.ingress_events import STATUS, _body, status
 from wakeful.producers import reads
 from wakeful.producers.signing import VerifyKey
 from wakeful.schemas import events, webhook
@@ -182,3 +185,19 @@ def test_a_signed_event_keeps_its_canonical_form() -> None:
     }
     event = SignedEvent.decode(orjson.dumps(doc))
     assert event.webhook is None and orjson.loads(event.encode())["signature"] == "c2ln"
+
+
+@pytest.mark.parametrize("declared", ["\u00b2", "1\u00b9", "-1", " ", "9" * 30])
+def test_a_content_length_that_is_no_ascii_number_is_a_413_never_an_exception(declared: str) -> None:
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/webhooks",
+        "headers": [(b"content-length", declared.encode("latin-1"))],
+        "query_string": b"",
+    }
+    answer = asyncio.run(_body(Request(scope, receive)))
+    assert isinstance(answer, JSONResponse) and answer.status_code == 413
