@@ -116,6 +116,9 @@ def test_any_bytes_after_the_webhook_prefix_give_a_reason_never_an_exception(tai
         ("", None),
         ("t=1," + ",".join(f"v1={'a' * 64}" for _ in range(5)), None),  # over MAX_TAGS
         ("x" * 600, None),
+        (f"t={T - 3600},t={T},v1={'a' * 64}", None),  # two timestamps: the first or the last is no choice
+        (f"t={T},v1={'a' * 64},t={T}", None),
+        (f"t=-1,t={T},v1={'a' * 64}", None),
     ],
 )
 def test_the_signature_header_is_read_strictly(value: str, expected: tuple[int, list[str]] | None) -> None:
