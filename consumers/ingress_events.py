@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers.door import Accepted, Refused, judge, parse
-from wakeful.consumers.ingress_limits import Buckets, Limit, retry_after
+from wakeful.consumers.ingress_limits import Buckets, Limit, address, retry_after
 from wakeful.consumers.ingress_publish import EventPublisher
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
@@ -99,7 +99,7 @@ class EventDoor:
     async def _take(
         self, request: Request, wire: Callable[[Request, bytes], bytes | JSONResponse]
     ) -> JSONResponse:
-        client = request.client.host if request.client else "-"
+        client = address(request.client.host) if request.client else "-"
         wait = self.clients.waiting(client)
         if wait > 0:
             return self._limited(request, "too many refused requests from this address", wait)
@@ -198,7 +198,8 @@ async def _body(request: Request) -> bytes | JSONResponse:
     """The request's body, read no further than the limit: a 413 past it."""
     limit = events.MAX_EVENT_BYTES
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+    # ASCII digits only: str.isdigit() also passes "²", which int() refuses.
+    if declared is not None and not (declared.isascii() and declared.isdigit() and int(declared) <= limit):
         return refusal("too_large", f"the body is over the {limit}-byte limit ({declared[:20]} bytes)")
     chunks, size = [], 0
     try:

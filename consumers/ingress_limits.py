@@ -9,10 +9,15 @@ Retry-After: the seconds until a token is back.
 Each door process keeps its own buckets: N doors behind a balancer allow N times the rate
 (docs/ingress.md). At most `size` names are kept; the one untouched longest goes first, and a name
 that comes back starts full (the bound is on memory, never on fairness to a key that keeps sending).
+
+A client address is counted by `address()`: an IPv4 address as it is, an IPv6 one by its /64, the
+smallest block a network hands one subscriber (RFC 6177), so that a sender cannot start a fresh
+bucket for each of the 2**64 addresses it holds.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections import OrderedDict
 from collections.abc import Callable
@@ -59,6 +64,20 @@ class Buckets:
         if len(self._buckets) > self.size:
             self._buckets.popitem(last=False)
         return wait
+
+
+def address(host: str) -> str:
+    """The name a client address's bucket goes by: an IPv4 address (or one mapped into IPv6) as it
+    is, an IPv6 address by its /64 network, anything else (no address at all) as it is."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 def retry_after(wait: float) -> str:

@@ -96,8 +96,10 @@ def parse_header(value: str | None) -> tuple[int, list[str]] | str:
         return f"the {SIGNATURE_HEADER} header is over {MAX_SIGNATURE_HEADER} bytes"
     t: int | None = None
     tags: list[str] = []
-    for part in value.split(","):
-        name, _, item = part.strip().partition("=")
+    parts = [part.strip().partition("=") for part in value.split(",")]
+    if sum(name == "t" for name, _, _ in parts) > 1:  # which was signed? Two readers could pick two
+        return f"the {SIGNATURE_HEADER} header carries more than one t="
+    for name, _, item in parts:
         if name == "t" and item.isascii() and item.isdigit() and len(item) <= 11:  # a date Python can hold
             t = int(item)
         elif name == "v1" and _HEX64.fullmatch(item):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wakeful.consumers.ingress_limits import Buckets, Limit, retry_after
+from wakeful.consumers.ingress_limits import Buckets, Limit, address, retry_after
 
 
 class Clock:
@@ -70,3 +70,19 @@ def test_retry_after_is_whole_seconds_rounded_up(wait: float, header: str) -> No
 def test_a_limit_without_a_rate_is_refused_at_start() -> None:
     with pytest.raises(ValueError, match="rate above 0"):
         Limit(rate=0.0, burst=1)
+
+
+def test_refusals_from_one_ipv6_64_share_one_bucket() -> None:
+    # A sender holds a whole /64: were each address its own bucket, it would never run out.
+    buckets = Buckets(Limit(rate=1.0, burst=2), Clock())
+    sent = [address(f"2001:db8:1:2::{n:x}") for n in range(1, 4)]
+    assert [buckets.take(name) for name in sent] == [0.0, 0.0, pytest.approx(1.0)]
+    assert buckets.waiting(address("2001:db8:1:2:ffff:ffff:ffff:ffff")) > 0
+    assert buckets.waiting(address("2001:db8:1:3::1")) == 0.0  # the next /64 is another sender
+
+
+def test_a_client_address_is_named_once_whatever_its_spelling() -> None:
+    assert address("2001:DB8:1:2:0:0:0:1") == address("2001:db8:1:2::9") == "2001:db8:1:2::/64"
+    assert address("::ffff:192.0.2.7") == address("192.0.2.7") == "192.0.2.7"
+    assert address("fe80::1%eth0") == "fe80::/64"
+    assert address("testclient") == "testclient"

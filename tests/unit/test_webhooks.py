@@ -5,15 +5,18 @@ exception. No Kafka, no Redis, a fixed clock."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from wakeful.consumers.door import Accepted, Refused, judge, parse
-from wakeful.consumers.ingress_events import STATUS, status
+from wakeful.consumers.ingress_events import STATUS, _body, status
 from wakeful.producers import reads
 from wakeful.producers.signing import VerifyKey
 from wakeful.schemas import events, webhook
@@ -42,6 +45,19 @@ def test_a_webhook_verifies_with_its_own_secret_over_its_raw_bytes_only() -> Non
     assert not ED.verify(event)  # an Ed25519 key never passes an HMAC tag
     edited = record().replace(b"120", b"990")  # the body in the record, edited: the tag no longer covers it
     assert not KEY.verify(SignedEvent.decode(edited))
+
+
+def test_an_ed25519_keys_public_bytes_never_serve_as_an_hmac_secret() -> None:
+    # Everyone knows every public key: a tag made with one as the secret must verify nowhere.
+    public = ED.material
+    event = SignedEvent.decode(record(secret=public))
+    assert not ED.verify(event)
+    header = webhook.parse_header(reads.webhook_header(public, "GET", "/v1/receipts/ev-1", T))
+    assert not isinstance(header, str)
+    why = reads.verified_webhook(
+        ED, key_id="billing-1", signed=header, method="GET", target="/v1/receipts/ev-1", now=NOW
+    )
+    assert why is not None
 
 
 def test_a_webhook_event_re_encodes_to_the_very_record_it_came_in() -> None:
@@ -100,6 +116,9 @@ def test_any_bytes_after_the_webhook_prefix_give_a_reason_never_an_exception(tai
         ("", None),
         ("t=1," + ",".join(f"v1={'a' * 64}" for _ in range(5)), None),  # over MAX_TAGS
         ("x" * 600, None),
+        (f"t={T - 3600},t={T},v1={'a' * 64}", None),  # two timestamps: the first or the last is no choice
+        (f"t={T},v1={'a' * 64},t={T}", None),
+        (f"t=-1,t={T},v1={'a' * 64}", None),
     ],
 )
 def test_the_signature_header_is_read_strictly(value: str, expected: tuple[int, list[str]] | None) -> None:
@@ -169,3 +188,19 @@ def test_a_signed_event_keeps_its_canonical_form() -> None:
     }
     event = SignedEvent.decode(orjson.dumps(doc))
     assert event.webhook is None and orjson.loads(event.encode())["signature"] == "c2ln"
+
+
+@pytest.mark.parametrize("declared", ["\u00b2", "1\u00b9", "-1", " ", "9" * 30])
+def test_a_content_length_that_is_no_ascii_number_is_a_413_never_an_exception(declared: str) -> None:
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/webhooks",
+        "headers": [(b"content-length", declared.encode("latin-1"))],
+        "query_string": b"",
+    }
+    answer = asyncio.run(_body(Request(scope, receive)))
+    assert isinstance(answer, JSONResponse) and answer.status_code == 413
