@@ -56,6 +56,8 @@ class Inbound:
         self.producer = producer
         self.log = log
         self.max_age = timedelta(seconds=max_age)
+        # A seen mark outlives the max age: past it an event is refused as stale, never a repeat.
+        self.seen_ttl = max(keys.SEEN_TTL_S, int(max_age) + 600)
         self.runner: Runner | None = None
         self._accepted: list[tuple[str, str]] = []  # (key id, event id) whose wake is published
         self._claims: dict[str, Position] = {}  # this batch's identities -> the message holding each
@@ -192,7 +194,7 @@ class Inbound:
         if accepted:
             pipe = self.client.pipeline(transaction=False)
             for key_id, event_id in accepted:
-                pipe.set(keys.seen(key_id, event_id), 1, ex=keys.SEEN_TTL_S)
+                pipe.set(keys.seen(key_id, event_id), 1, ex=self.seen_ttl)
             pipe.execute()
         with self._lock:
             self._accepted, self._claims = [], {}

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers.door import Accepted, Refused, judge, parse
-from wakeful.consumers.ingress_limits import Buckets, Limit, address, retry_after
+from wakeful.consumers.ingress_limits import Buckets, Limit, Recent, address, retry_after
 from wakeful.consumers.ingress_publish import EventPublisher
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
@@ -89,6 +89,7 @@ class EventDoor:
         self.max_age = timedelta(seconds=max_age)
         self.keys = Buckets(per_key, time.monotonic)
         self.clients = Buckets(per_client, time.monotonic)
+        self.recent = Recent(max_age, time.monotonic)
 
     async def event(self, request: Request) -> JSONResponse:
         return await self._take(request, self._as_event)
@@ -120,21 +121,21 @@ class EventDoor:
             return self._unavailable(request, f"the signer registry did not answer ({type(exc).__name__})")
         if isinstance(verdict, Refused):
             return self._refused(request, client, verdict.code, verdict.reason)
+        identity = (parsed.key_id, parsed.event_id)
+        if identity in self.recent:  # taken already: counted against its sender's address, not its key
+            self.clients.take(client)
+            self.log("ingress.repeat", event_id=parsed.event_id, key_id=parsed.key_id)
+            return _taken(parsed, repeat=True)
         wait = self.keys.take(parsed.key_id)
         if wait > 0:
+            self.clients.take(client)
             return self._limited(request, f"key {parsed.key_id} is over its rate", wait)
         failed = await self.publisher.publish(parsed.routing_key, raw, parsed.event_id, PUBLISH_TIMEOUT_S)
         if failed is not None:
             return self._unavailable(request, failed)
+        self.recent.add(identity)
         self.log("ingress.accepted", event_id=parsed.event_id, key_id=parsed.key_id, kind=parsed.kind)
-        return JSONResponse(
-            {
-                "event_id": parsed.event_id,
-                "task_id": parsed.task_id,
-                "receipt": receipt_path(parsed),
-            },
-            status_code=202,
-        )
+        return _taken(parsed)
 
     def _as_event(self, request: Request, body: bytes) -> bytes | JSONResponse:
         if body.startswith(events.WEBHOOK_PREFIX):
@@ -192,6 +193,12 @@ class EventDoor:
         answer = refusal("unavailable", f"{reason}: nothing was published, send it again", 503)
         answer.headers["Retry-After"] = "1"
         return answer
+
+
+def _taken(event: SignedEvent, *, repeat: bool = False) -> JSONResponse:
+    """202: the event is on Kafka (now, or when it was first sent: `repeat`)."""
+    body = {"event_id": event.event_id, "task_id": event.task_id, "receipt": receipt_path(event)}
+    return JSONResponse(body | ({"repeat": True} if repeat else {}), status_code=202)
 
 
 async def _body(request: Request) -> bytes | JSONResponse:

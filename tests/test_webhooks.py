@@ -180,13 +180,18 @@ def test_a_forged_stale_oversized_or_malformed_post_gets_its_4xx_and_nothing_per
         assert not redis_client.exists(keys.receipt(event_id, key_id=f"hmac-{SENDER}"))
 
 
-def test_a_key_over_its_rate_is_answered_429_with_retry_after(
+def test_a_key_over_its_rate_is_answered_429_with_retry_after_and_a_repeat_spends_none_of_it(
     client: Client, door: str, secret: bytes
 ) -> None:
     principal = f"hooks-rate-{uuid.uuid4().hex[:6]}"
     key_id = client.add_signer(principal, (events.RUN,))
-    answers = []
-    for _ in range(BURST + 2):
+    first = sign_event(client.signer(principal), events.RUN, task_id=f"t-{uuid.uuid4().hex[:8]}")
+    answers = [post(f"{door}/v1/events", first.encode(), {"Content-Type": "application/json"})]
+    repeats = [
+        post(f"{door}/v1/events", first.encode(), {"Content-Type": "application/json"}) for _ in range(3)
+    ]
+    assert [(a.status_code, a.json().get("repeat")) for a in repeats] == [(202, True)] * 3
+    for _ in range(BURST + 1):
         event = sign_event(client.signer(principal), events.RUN, task_id=f"t-{uuid.uuid4().hex[:8]}")
         answers.append(post(f"{door}/v1/events", event.encode(), {"Content-Type": "application/json"}))
     statuses = [a.status_code for a in answers]

@@ -86,3 +86,17 @@ def test_a_client_address_is_named_once_whatever_its_spelling() -> None:
     assert address("::ffff:192.0.2.7") == address("192.0.2.7") == "192.0.2.7"
     assert address("fe80::1%eth0") == "fe80::/64"
     assert address("testclient") == "testclient"
+
+
+def test_a_delivery_is_recent_for_the_max_age_and_then_forgotten() -> None:
+    from wakeful.consumers.ingress_limits import Recent
+
+    clock = Clock()
+    recent = Recent(ttl=300.0, clock=clock, size=3)
+    recent.add(("k", "e1"))
+    assert ("k", "e1") in recent and ("k2", "e1") not in recent  # another key's id is another event
+    clock.now += 301
+    assert ("k", "e1") not in recent
+    for i in range(5):
+        recent.add(("k", f"e{i}"))
+    assert len(recent._until) == 3 and ("k", "e4") in recent and ("k", "e0") not in recent
