@@ -418,13 +418,15 @@ def _run_role(settings: Settings, role: str, stop: Any) -> int:
     import importlib
 
     from wakeful.consumers import kafka_client
+    from wakeful.core import tracing
     from wakeful.core.log import Log
 
     module = importlib.import_module(f"wakeful.consumers.{role}")
     # A refused login stops the role here in one line, not as clients retrying for ever.
     kafka_client.check_login(settings, role)
     try:
-        module.main(settings, stop)
+        with tracing.started(role):  # on only if an OTLP endpoint is set; the last export at the end
+            module.main(settings, stop)
     except WakefulError:
         raise
     except Exception as exc:

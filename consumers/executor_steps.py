@@ -22,6 +22,7 @@ from typing import Any
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers.models import Call
+from wakeful.core import tracing
 from wakeful.core.errors import LeaseLost
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -45,6 +46,7 @@ class Unavailable:
     reason: str
 
 
+@tracing.tool_call  # a span per call: the tool's name and its outcome
 def call_once(
     tool: Tool[Any], attempt: Callable[[], Mapping[str, Any] | Pending], lease: Lease
 ) -> Mapping[str, Any] | Unavailable | str:

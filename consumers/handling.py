@@ -27,6 +27,7 @@ from wakeful.consumers.producing import (
     current_input,
     describe,
 )
+from wakeful.core import tracing
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseBusy, LeaseLost, Stopping
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry, backoff
@@ -151,7 +152,8 @@ class Handling:
     def _call(self, msg: Message) -> None:
         current_input.message = msg
         try:
-            self.handler(msg)
+            with tracing.handling(self.role, msg):  # in the thread that runs the handler
+                self.handler(msg)
         finally:
             current_input.message = None
 
