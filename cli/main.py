@@ -276,6 +276,11 @@ def _replicas(settings: Settings, text: str | None, roles: tuple[str, ...]) -> d
     default=None,
     help="Also draw tasks/s over time and the latency distribution to this PNG (needs matplotlib).",
 )
+@click.option(
+    "--tracing",
+    is_flag=True,
+    help="Run the roles with tracing on, exporting over OTLP/HTTP to a receiver the bench runs (D75).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def bench(
@@ -286,6 +291,7 @@ def bench(
     rate: float | None,
     replicas: str | None,
     plot: Path | None,
+    tracing: bool,
     as_json: bool,
 ) -> None:
     """Throughput, wake-to-effect latency, CPU per task, Redis round trips, Kafka messages and
@@ -297,7 +303,9 @@ def bench(
         from wakeful.devstack import bench_plot
 
         bench_plot.require()
-    result = bench_pipeline.run(settings, tasks, approval_ratio, rate, say, replicas=counts, plot=plot)
+    result = bench_pipeline.run(
+        settings, tasks, approval_ratio, rate, say, replicas=counts, plot=plot, tracing=tracing
+    )
     emit(result, as_json, bench_pipeline.render(result))
 
 

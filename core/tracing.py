@@ -256,8 +256,16 @@ def stamp_task(cp: Task, app: str | None = None) -> None:
 def kafka_headers() -> list[tuple[str, bytes]]:
     """The current span's context as Kafka headers (traceparent, and tracestate if any); none when
     tracing is off or no span is current."""
-    if _tracer is None:
-        return []
+    return [] if _tracer is None else _current()
+
+
+def carried(headers: Any) -> Any:
+    """inject() for a publisher outside the roles (producers/publish.py): the current span of
+    whatever tracer provider the process installed, wakeful's or the upstream system's own."""
+    return trace_headers.with_headers(headers, _current())
+
+
+def _current() -> list[tuple[str, bytes]]:
     context = trace.get_current_span().get_span_context()
     if not context.is_valid:
         return []

@@ -266,3 +266,13 @@ def test_the_runner_handles_each_message_inside_its_span(exported: InMemorySpanE
     (span,) = finished(exported)
     assert names == ["traceparent"] and span.name == "wakeful.proposer handle"
     assert threading.current_thread() is threading.main_thread()
+
+
+def test_an_upstream_publisher_carries_the_span_of_whatever_provider_is_current(
+    exported: InMemorySpanExporter,
+) -> None:
+    assert tracing.carried({"event_id": b"e"}) == {"event_id": b"e"}  # no span: nothing added
+    with tracing.server("upstream send", {}) as span:
+        out = tracing.carried({"event_id": b"e"})
+    parent = parse_traceparent(out["traceparent"])
+    assert parent is not None and parent.span_id == span.get_span_context().span_id
