@@ -146,6 +146,7 @@ def run(
         # One authorization decision in process (the app's own policy, parsed once): per action.
         "policy_decision_us": bench_policy.decision_us(client.app, rounds=500),
         "tracing": traced,
+        "tracing_us_per_message": bench_tracing.per_message_us(),
     }
     _draw(plot, result, list(effects.values()), started, latencies, say=say)
     return result
@@ -288,7 +289,7 @@ def render(r: dict[str, Any]) -> str:
                 else []
             ),
             f"processes       : {', '.join(f'{k} {v}' for k, v in r['processes'].items())}",
-            *bench_tracing.render(r.get("tracing")),
+            *bench_tracing.render(r.get("tracing"), r.get("tracing_us_per_message")),
             *(
                 [f"policy decision : {', '.join(f'{k} {v}' for k, v in decided.items())} µs (in process)"]
                 if (decided := r.get("policy_decision_us"))
