@@ -1,4 +1,5 @@
-"""W3C trace context in Kafka and HTTP headers: read strictly, written in one shape. Pure: no SDK.
+"""W3C trace context in Kafka and HTTP headers: read strictly, written in one shape; and what a
+span reads of a message and of a checkpoint. Pure: no SDK (core/tracing.py uses it).
 
 A message's trace context rides in its `traceparent` header (and `tracestate`, if any), as the W3C
 Trace Context recommendation writes it over HTTP: `00-<32 hex trace id>-<16 hex parent id>-<2 hex
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
@@ -131,3 +132,43 @@ def with_headers(headers: Any, added: list[tuple[str, bytes]]) -> Any:
     if any(isinstance(p, tuple) and str(p[0]).lower() == TRACEPARENT for p in pairs):
         return headers
     return pairs + added
+
+
+class Consumed(Protocol):
+    """What a span reads of a consumed Kafka message (confluent_kafka.Message)."""
+
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def headers(self) -> Any: ...
+
+
+class _Business(Protocol):
+    @property
+    def workflow(self) -> str: ...
+    @property
+    def workflow_version(self) -> int: ...
+    @property
+    def version(self) -> int: ...
+
+
+class _Versions(Protocol):
+    @property
+    def policy(self) -> str: ...
+    @property
+    def tool_catalog(self) -> str: ...
+    @property
+    def state_version(self) -> int: ...
+
+
+class Task(Protocol):
+    """What `stamp_task` reads of a checkpoint (schemas/checkpoint.Checkpoint)."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def stage(self) -> str: ...
+    @property
+    def business(self) -> _Business: ...
+    @property
+    def versions(self) -> _Versions: ...

@@ -20,7 +20,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -37,7 +37,7 @@ from opentelemetry.trace import (
 )
 
 from wakeful.core import trace_headers
-from wakeful.core.trace_headers import TRACEPARENT, TRACESTATE, Parent
+from wakeful.core.trace_headers import TRACEPARENT, TRACESTATE, Consumed, Parent, Task
 
 if TYPE_CHECKING:  # the SDK is imported only when tracing starts
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -49,46 +49,6 @@ OUTBOX_FIELD = "tp"  # an outbox entry's traceparent (state/last_step.py), for t
 _tracer: Tracer | None = None
 _provider: Any = None  # the SDK's TracerProvider, once started
 _NULL: AbstractContextManager[None] = contextlib.nullcontext()
-
-
-class Consumed(Protocol):
-    """What a span reads of a consumed Kafka message (confluent_kafka.Message)."""
-
-    def topic(self) -> str | None: ...
-    def partition(self) -> int | None: ...
-    def offset(self) -> int | None: ...
-    def headers(self) -> Any: ...
-
-
-class _Business(Protocol):
-    @property
-    def workflow(self) -> str: ...
-    @property
-    def workflow_version(self) -> int: ...
-    @property
-    def version(self) -> int: ...
-
-
-class _Versions(Protocol):
-    @property
-    def policy(self) -> str: ...
-    @property
-    def tool_catalog(self) -> str: ...
-    @property
-    def state_version(self) -> int: ...
-
-
-class Task(Protocol):
-    """What `stamp_task` reads of a checkpoint (schemas/checkpoint.Checkpoint)."""
-
-    @property
-    def task_id(self) -> str: ...
-    @property
-    def stage(self) -> str: ...
-    @property
-    def business(self) -> _Business: ...
-    @property
-    def versions(self) -> _Versions: ...
 
 
 def configured(env: Mapping[str, str]) -> bool:
