@@ -25,6 +25,13 @@ TRACESTATE_MAX = 512  # W3C: 32 members of at most 256 characters; a carrier may
 _SHAPE = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[ -~]*)?")
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
+# A tracestate list member, as W3C Trace Context (and the OpenTelemetry API) define it: read here
+# first, so that no hostile value reaches the API, which logs a warning for each one it refuses.
+_MEMBER = re.compile(
+    r"([a-z][_0-9a-z\-\*\/]{0,255}|[a-z0-9][_0-9a-z\-\*\/]{0,240}@[a-z][_0-9a-z\-\*\/]{0,13})"
+    r"=([\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e])"
+)
+TRACESTATE_MEMBERS = 32
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,7 @@ class Parent:
     trace_id: int
     span_id: int
     flags: int
-    tracestate: str = ""
+    tracestate: tuple[tuple[str, str], ...] = ()  # its members, in order
 
     @property
     def sampled(self) -> bool:
@@ -108,9 +115,27 @@ def parent_of(headers: object) -> Parent | None:
         return None
     states = found.get(TRACESTATE, [])
     state = text(states[0], TRACESTATE_MAX) if len(states) == 1 else None
-    if state:
-        parent = Parent(parent.trace_id, parent.span_id, parent.flags, state)
+    members = parse_tracestate(state) if state else None
+    if members:
+        parent = Parent(parent.trace_id, parent.span_id, parent.flags, members)
     return parent
+
+
+def parse_tracestate(value: str) -> tuple[tuple[str, str], ...] | None:
+    """A tracestate's members, or None if any is malformed, a key comes twice, or there are more
+    than 32: the whole state is then dropped, as W3C says."""
+    members: dict[str, str] = {}
+    for raw in value.split(","):
+        member = raw.strip(" \t")
+        if not member:
+            continue  # empty members are allowed
+        found = _MEMBER.fullmatch(member)
+        if found is None or found.group(1) in members:
+            return None
+        members[found.group(1)] = found.group(2)
+    if len(members) > TRACESTATE_MEMBERS:
+        return None
+    return tuple(members.items())
 
 
 def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:

@@ -114,7 +114,7 @@ def _context(parent: Parent | None) -> Context:
     """A fresh context whose current span is `parent` (remote), or an empty one: a new root."""
     if parent is None:
         return Context()
-    state = TraceState.from_header([parent.tracestate]) if parent.tracestate else None
+    state = TraceState(list(parent.tracestate)) if parent.tracestate else None
     remote = SpanContext(parent.trace_id, parent.span_id, True, TraceFlags(parent.flags), state)
     return trace.set_span_in_context(NonRecordingSpan(remote), Context())
 

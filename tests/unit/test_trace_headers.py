@@ -71,7 +71,7 @@ def test_a_message_names_its_parent_only_with_one_good_traceparent(
 def test_tracestate_rides_only_with_a_good_traceparent_and_only_if_short_ascii() -> None:
     state = b"vendor=abc,other=1"
     found = parent_of([("traceparent", GOOD.encode()), ("tracestate", state)])
-    assert found is not None and found.tracestate == "vendor=abc,other=1"
+    assert found is not None and found.tracestate == (("vendor", "abc"), ("other", "1"))
     assert parent_of([("traceparent", b"bad"), ("tracestate", state)]) is None
     huge = parent_of([("traceparent", GOOD.encode()), ("tracestate", b"a=" + b"b" * 600)])
     assert huge == PARENT  # the parent stands; the state is dropped
@@ -105,3 +105,30 @@ def test_added_trace_headers_keep_the_callers_headers_and_shape() -> None:
 
 def test_values_reads_trace_headers_only() -> None:
     assert trace_headers.values([("a", b"1"), ("tracestate", b"x=1")]) == {"tracestate": [b"x=1"]}
+
+
+@pytest.mark.parametrize(
+    ("value", "members"),
+    [
+        ("a=1", (("a", "1"),)),
+        (" a=1 , ,t@sys=x y ", (("a", "1"), ("t@sys", "x y"))),
+        ("A=1", None),  # keys are lower case
+        ("a=1,a=2", None),  # a key twice
+        ("a=", None),
+        ("a=1=2", None),
+        ("!!!", None),
+        (",".join(f"k{i}=v" for i in range(33)), None),  # more than 32
+        (",".join(f"k{i}=v" for i in range(32)), tuple((f"k{i}", "v") for i in range(32))),
+    ],
+)
+def test_a_tracestate_is_kept_whole_or_not_at_all(
+    value: str, members: tuple[tuple[str, str], ...] | None
+) -> None:
+    assert trace_headers.parse_tracestate(value) == members
+
+
+def test_a_hostile_tracestate_is_dropped_without_a_word_from_the_api(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    found = parent_of([("traceparent", GOOD.encode()), ("tracestate", b"!!!,a=1")])
+    assert found == PARENT and not caplog.records

@@ -276,3 +276,13 @@ def test_an_upstream_publisher_carries_the_span_of_whatever_provider_is_current(
         out = tracing.carried({"event_id": b"e"})
     parent = parse_traceparent(out["traceparent"])
     assert parent is not None and parent.span_id == span.get_span_context().span_id
+
+
+def test_a_good_tracestate_goes_on_with_the_trace_and_a_bad_one_stays_behind(
+    exported: InMemorySpanExporter,
+) -> None:
+    with tracing.handling("gate", Consumed([("traceparent", GOOD.encode()), ("tracestate", b"v=1,w=2")])):
+        kept = dict(tracing.kafka_headers())
+    with tracing.handling("gate", Consumed([("traceparent", GOOD.encode()), ("tracestate", b"\xff=1")])):
+        dropped = dict(tracing.kafka_headers())
+    assert kept["tracestate"] == b"v=1,w=2" and "tracestate" not in dropped
