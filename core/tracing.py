@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -37,6 +38,7 @@ from opentelemetry.trace import (
 )
 
 from wakeful.core import trace_headers
+from wakeful.core.log import Log
 from wakeful.core.trace_headers import TRACEPARENT, TRACESTATE, Consumed, Parent, Task
 
 if TYPE_CHECKING:  # the SDK is imported only when tracing starts
@@ -84,6 +86,7 @@ def start(role: str, env: Mapping[str, str] | None = None, *, exporter: SpanExpo
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter(endpoint=endpoint(env))
+    _route_sdk_lines(role)
     name = env.get("OTEL_SERVICE_NAME") or f"wakeful-{role}"
     provider = TracerProvider(resource=Resource.create({"service.name": name, "wakeful.role": role}))
     provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -91,6 +94,33 @@ def start(role: str, env: Mapping[str, str] | None = None, *, exporter: SpanExpo
         trace.set_tracer_provider(provider)
     _provider, _tracer = provider, provider.get_tracer("wakeful")
     return True
+
+
+class _SdkLines(logging.Handler):
+    """The SDK's own warnings (an export that failed, a queue that overflowed) as `tracing.log`
+    records, in the role's JSON log rather than as bare text on stderr."""
+
+    def __init__(self, role: str) -> None:
+        super().__init__(logging.WARNING)
+        self._log = Log(role=role)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._log(
+                "tracing.log",
+                level=record.levelname.lower(),
+                facility=record.name,
+                message=record.getMessage(),
+            )
+        except Exception:  # a line that cannot be written must not break an export
+            self.handleError(record)
+
+
+def _route_sdk_lines(role: str) -> None:
+    sdk = logging.getLogger("opentelemetry")
+    if not any(isinstance(h, _SdkLines) for h in sdk.handlers):
+        sdk.addHandler(_SdkLines(role))
+        sdk.propagate = False
 
 
 def _provider_unset() -> bool:

@@ -3,12 +3,14 @@ the current context written into what is produced, attributes stamped, and nothi
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pytest
 from helpers import new_checkpoint
 from opentelemetry.sdk.trace import ReadableSpan
@@ -286,3 +288,11 @@ def test_a_good_tracestate_goes_on_with_the_trace_and_a_bad_one_stays_behind(
     with tracing.handling("gate", Consumed([("traceparent", GOOD.encode()), ("tracestate", b"\xff=1")])):
         dropped = dict(tracing.kafka_headers())
     assert kept["tracestate"] == b"v=1,w=2" and "tracestate" not in dropped
+
+
+def test_the_sdks_own_warnings_land_in_the_roles_json_log(
+    exported: InMemorySpanExporter, capfd: pytest.CaptureFixture[str]
+) -> None:
+    logging.getLogger("opentelemetry.sdk.trace.export").warning("export failed: %s", "refused")
+    line = orjson.loads(capfd.readouterr().err.strip().splitlines()[-1])
+    assert (line["event"], line["role"], line["message"]) == ("tracing.log", "gate", "export failed: refused")
