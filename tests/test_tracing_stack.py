@@ -112,3 +112,25 @@ def test_one_trace_follows_a_task_from_its_event_through_every_hop_to_its_effect
     hostile = whole_trace(receiver, hostile_id)
     assert hostile["wakeful.inbound handle"].parent_id == ""  # ignored, never an error
     assert hostile["wakeful.gate handle"].parent_id == hostile["wakeful.inbound handle"].span_id
+
+
+def test_a_deadlines_wake_starts_a_trace_of_its_own_that_the_gate_goes_on_with(
+    client: Client, traced: Fleet, receiver: Receiver
+) -> None:
+    task_id, _ = client.new_task(2500, wait_s=1)  # waits for an approval that never comes
+    assert client.wait_stage(task_id, {"needs_review"}, timeout=30)["stage"] == "needs_review"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        woken = [s for s in receiver.having("wakeful.task_id", task_id) if s.name == "wakeful.timer wake"]
+        gates = (
+            [s for s in receiver.trace(woken[0].trace_id) if s.name == "wakeful.gate handle"] if woken else []
+        )
+        if gates:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"no timer span, or no gate span under it, for {task_id}")
+    (wake,) = woken
+    assert wake.parent_id == "" and wake.kind == "producer" and wake.service == "wakeful-timer"
+    assert [g.parent_id for g in gates] == [wake.span_id]
+    assert gates[0].attributes["wakeful.stage"] == "needs_review"
