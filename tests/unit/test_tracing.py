@@ -3,6 +3,7 @@ the current context written into what is produced, attributes stamped, and nothi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Iterator, Mapping
@@ -296,3 +297,19 @@ def test_the_sdks_own_warnings_land_in_the_roles_json_log(
     logging.getLogger("opentelemetry.sdk.trace.export").warning("export failed: %s", "refused")
     line = orjson.loads(capfd.readouterr().err.strip().splitlines()[-1])
     assert (line["event"], line["role"], line["message"]) == ("tracing.log", "gate", "export failed: refused")
+
+
+def test_an_async_requests_span_stays_its_own_across_awaits(exported: InMemorySpanExporter) -> None:
+    async def request(n: int) -> list[tuple[str, bytes]]:
+        with tracing.server(f"request {n}", {}):
+            await asyncio.sleep(0)  # the other request runs meanwhile
+            return tracing.kafka_headers()
+
+    async def both() -> list[list[tuple[str, bytes]]]:
+        return list(await asyncio.gather(request(1), request(2)))
+
+    sent = asyncio.run(both())
+    spans = {s.name: s for s in finished(exported)}
+    for n, headers in enumerate(sent, start=1):
+        parent = parse_traceparent(headers[0][1])
+        assert parent is not None and parent.span_id == spans[f"request {n}"].context.span_id
