@@ -9,11 +9,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from cli_run import wakeful
 from confluent_kafka import Producer
 from helpers import kafka_as, start_fleet
 
+from wakeful.consumers import audit_read
 from wakeful.core import ids, topics
 from wakeful.core.kafka_rights import UPSTREAM
+from wakeful.core.process import wait_until
+from wakeful.core.settings import Settings
 from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.otlp_receiver import Received, Receiver
@@ -134,3 +138,21 @@ def test_a_deadlines_wake_starts_a_trace_of_its_own_that_the_gate_goes_on_with(
     assert wake.parent_id == "" and wake.kind == "producer" and wake.service == "wakeful-timer"
     assert [g.parent_id for g in gates] == [wake.span_id]
     assert gates[0].attributes["wakeful.stage"] == "needs_review"
+
+
+def test_a_traceparent_on_the_log_leaves_its_signatures_verifying(
+    client: Client, traced: Fleet, settings: Settings
+) -> None:
+    task_id, _ = client.new_task(30)
+    assert client.wait_settled(task_id)["stage"] == "closed"
+    close = f'"message_id":"rt:close:REFUND:{task_id}:v1"'.encode()
+
+    def logged() -> list[audit_read.Logged]:
+        found = list(audit_read.from_kafka(settings, task_id))
+        return found if any(close in m.value for m in found) else []
+
+    assert wait_until(lambda: bool(logged()), 30), "the relay never published the close"
+    assert all(any(name == "traceparent" for name, _ in m.headers) for m in logged())
+    shown = wakeful("audit", task_id, "--verify")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "verified: every link holds" in shown.stdout
