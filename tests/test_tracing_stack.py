@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 from helpers import kafka_as, start_fleet
 
 from wakeful.consumers import audit_read
+from wakeful.consumers.audit_file import Logged
 from wakeful.core import ids, topics
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.process import wait_until
@@ -147,7 +148,7 @@ def test_a_traceparent_on_the_log_leaves_its_signatures_verifying(
     assert client.wait_settled(task_id)["stage"] == "closed"
     close = f'"message_id":"rt:close:REFUND:{task_id}:v1"'.encode()
 
-    def logged() -> list[audit_read.Logged]:
+    def logged() -> list[Logged]:
         found = list(audit_read.from_kafka(settings, task_id))
         return found if any(close in m.value for m in found) else []
 
