@@ -22,11 +22,11 @@ from typing import Any
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers.models import Call
-from wakeful.core import tracing
 from wakeful.core.errors import LeaseLost
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.retry import backoff
+from wakeful.core.tracing import tool_call
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
@@ -46,7 +46,6 @@ class Unavailable:
     reason: str
 
 
-@tracing.tool_call  # a span per call: the tool's name and its outcome
 def call_once(
     tool: Tool[Any], attempt: Callable[[], Mapping[str, Any] | Pending], lease: Lease
 ) -> Mapping[str, Any] | Unavailable | str:
@@ -61,6 +60,9 @@ def call_once(
         return f"{tool.name} refused: {exc}"
     except ToolFenced as exc:
         raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+
+
+call_once = tool_call(call_once)  # a span per call, with the tool's name and its outcome (D75)
 
 
 def call_more(

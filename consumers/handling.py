@@ -27,10 +27,10 @@ from wakeful.consumers.producing import (
     current_input,
     describe,
 )
-from wakeful.core import tracing
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseBusy, LeaseLost, Stopping
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry, backoff
+from wakeful.core.tracing import handling as traced
 from wakeful.schemas.base import cut
 
 Handler = Callable[[Message], None]
@@ -112,7 +112,8 @@ class Handling:
         while True:
             try:
                 if poison is None:
-                    self._call(msg)
+                    with traced(self.role, msg):  # its span, current in the thread that runs the handler
+                        self._call(msg)
                 else:
                     self.dead_letter(msg, poison)
                     self._tell(msg, poison)
@@ -152,8 +153,7 @@ class Handling:
     def _call(self, msg: Message) -> None:
         current_input.message = msg
         try:
-            with tracing.handling(self.role, msg):  # in the thread that runs the handler
-                self.handler(msg)
+            self.handler(msg)
         finally:
             current_input.message = None
 

@@ -20,12 +20,13 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from wakeful.consumers import kafka_client, relay_batches, relay_memory
 from wakeful.consumers.failures import TRANSIENT_IO, forever
 from wakeful.consumers.producing import DEAD_LETTER_MAX_BYTES, producer_config
-from wakeful.core import topics, tracing
+from wakeful.core import topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.log_signing import LogSigner, load_log_signer
 from wakeful.core.provenance import RoleSigner, load_signer
 from wakeful.core.settings import Settings
+from wakeful.core.tracing import inject, publishing
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state import acl, keys
 from wakeful.state.index import Index
@@ -79,7 +80,7 @@ class Relay:
         half = len(messages) // 2
         for sent, message in enumerate(messages, start=1):
             parents = [traces[t] for t in sorted(message.task_ids) if t in traces]
-            with tracing.publishing("wakeful.relay publish", parents, records=len(message.records)):
+            with publishing("wakeful.relay publish", parents, records=len(message.records)):
                 self._produce(message, functools.partial(delivered, message.task_ids))
             if sent == half:
                 self.producer.flush(flush_timeout)
@@ -167,7 +168,9 @@ class Relay:
         headers = [] if self.signer is None else self.signer.headers(self.topic, b"", value)
         if self.log_signer is not None:
             headers += self.log_signer.headers(self.topic, message.records)
-        headers = tracing.inject(headers)  # after the signatures, which cover topic and value only
+        headers = inject(
+            headers
+        )  # the trace's headers, after the signatures, which cover topic and value only
         self._send(self.topic, value, on_delivery, partition=message.partition, headers=headers)
 
     def _send(

@@ -265,7 +265,8 @@ def test_the_runner_handles_each_message_inside_its_span(exported: InMemorySpanE
     def handler(_msg: Any) -> None:
         names.append(str(tracing.kafka_headers()[0][0]))
 
-    Handling("proposer", handler, producer=None, log=Log())._call(Consumed([("traceparent", GOOD.encode())]))  # type: ignore[arg-type]
+    handling = Handling("proposer", handler, producer=None, log=Log())  # type: ignore[arg-type]  # produces nothing
+    handling._handle(Consumed([("traceparent", GOOD.encode())]), threading.Event())  # type: ignore[arg-type]
     (span,) = finished(exported)
     assert names == ["traceparent"] and span.name == "wakeful.proposer handle"
     assert threading.current_thread() is threading.main_thread()
