@@ -79,8 +79,8 @@ class Relay:
             self._dead_letter(bad, functools.partial(delivered, (bad.task_id,)))
         half = len(messages) // 2
         for sent, message in enumerate(messages, start=1):
-            parents = [traces[t] for t in sorted(message.task_ids) if t in traces]
-            with publishing("wakeful.relay publish", parents, records=len(message.records)):
+            traced = [(t, traces[t]) for t in sorted(message.task_ids) if t in traces]
+            with publishing("wakeful.relay publish", traced, records=len(message.records)):
                 self._produce(message, functools.partial(delivered, message.task_ids))
             if sent == half:
                 self.producer.flush(flush_timeout)

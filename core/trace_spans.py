@@ -8,8 +8,9 @@ the tracer the roles' spans come from. A remote parent is rebuilt from a parsed 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 
 from opentelemetry import trace
@@ -18,7 +19,6 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import (
-    Link,
     NonRecordingSpan,
     Span,
     SpanContext,
@@ -81,18 +81,23 @@ class Spans:
             name, context=_context(trace_headers.parent_of(headers)), kind=SpanKind.SERVER
         )
 
+    @contextlib.contextmanager
     def publishing(
-        self, name: str, parents: Sequence[bytes], attributes: Attributes
-    ) -> AbstractContextManager[Span]:
-        found = [p for raw in parents if (p := trace_headers.parse_traceparent(raw)) is not None]
-        links = [Link(_span_context(p)) for p in found[1:]]
-        return self.tracer.start_as_current_span(
-            name,
-            context=_context(found[0] if found else None),
-            kind=SpanKind.PRODUCER,
-            links=links,
-            attributes=attributes,
-        )
+        self, name: str, tasks: Sequence[tuple[str, bytes]], attributes: Attributes
+    ) -> Iterator[Span]:
+        """One PRODUCER span per task whose traceparent parses, each in its task's trace; the first
+        is current while the message is sent (its headers name it). With none, one new root."""
+        found = [(t, p) for t, raw in tasks if (p := trace_headers.parse_traceparent(raw)) is not None]
+        spans = [
+            self.tracer.start_span(name, _context(p), SpanKind.PRODUCER, {**attributes, "wakeful.task_id": t})
+            for t, p in found
+        ] or [self.tracer.start_span(name, Context(), SpanKind.PRODUCER, attributes)]
+        try:
+            with trace.use_span(spans[0], end_on_exit=False):
+                yield spans[0]
+        finally:
+            for span in spans:
+                span.end()
 
     def tool(self, name: str) -> AbstractContextManager[Span]:
         return self.tracer.start_as_current_span(f"wakeful.tool {name}", attributes={"wakeful.tool": name})

@@ -113,11 +113,12 @@ def server(name: str, headers: Mapping[str, str]) -> AbstractContextManager[Any]
 
 
 def publishing(
-    name: str, parents: Sequence[bytes], **attributes: str | int | None
+    name: str, tasks: Sequence[tuple[str, bytes]], **attributes: str | int | None
 ) -> AbstractContextManager[Any]:
-    """A PRODUCER span for one message that carries the work of several traces (the relay's
-    batch of records): the child of the first good traceparent, linked to the others."""
-    return _NULL if _spans is None else _spans.publishing(name, parents, _attributes(attributes))
+    """For one message that carries the work of several tasks (the relay's batch of records), a
+    PRODUCER span in each task's trace, the child of its (task id, traceparent); the first is the
+    current span while the message is sent."""
+    return _NULL if _spans is None else _spans.publishing(name, tasks, _attributes(attributes))
 
 
 def _attributes(fields: Mapping[str, str | int | bool | None]) -> dict[str, str | int | bool]:

@@ -15,6 +15,7 @@ from helpers import kafka_as, start_fleet
 
 from wakeful.consumers import audit_read
 from wakeful.consumers.audit_file import Logged
+from wakeful.consumers.kafka_client import partition_of
 from wakeful.core import ids, topics
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.process import wait_until
@@ -47,9 +48,9 @@ def traced(client: Client, receiver: Receiver) -> Iterator[Fleet]:
     fleet.stop()
 
 
-def create_with(client: Client, traceparent: bytes) -> str:
+def create_with(client: Client, traceparent: bytes, named: str | None = None) -> str:
     """Publish a small refund's create, its traceparent header as given; the runtime's task id."""
-    named = f"t-trace-{uuid.uuid4().hex[:10]}"
+    named = named or f"t-trace-{uuid.uuid4().hex[:10]}"
     event = sign_event(
         client.signer(REQUESTER), events.CREATE, {"amount": 20, "currency": "EUR"}, task_id=named
     )
@@ -59,6 +60,15 @@ def create_with(client: Client, traceparent: bytes) -> str:
     )
     assert producer.flush(10) == 0
     return ids.task_in(client.tenant_of(REQUESTER), named)
+
+
+def sharing(client: Client, task_id: str) -> str:
+    """A task name whose runtime id goes to the same partition as `task_id`."""
+    partitions, tenant = client.settings.partitions, client.tenant_of(REQUESTER)
+    while True:
+        named = f"t-trace-{uuid.uuid4().hex[:10]}"
+        if partition_of(ids.task_in(tenant, named), partitions) == partition_of(task_id, partitions):
+            return named
 
 
 def whole_trace(receiver: Receiver, task_id: str, timeout: float = 20.0) -> dict[str, Received]:
@@ -83,7 +93,9 @@ def test_one_trace_follows_a_task_from_its_event_through_every_hop_to_its_effect
 ) -> None:
     parent = f"00-{UPSTREAM_TRACE}-{UPSTREAM_SPAN}-01".encode()
     task_id = create_with(client, parent)
-    hostile_id = create_with(client, b"\xff\x00" + b"00-" * 5000)  # raw bytes, huge: a new root
+    # raw bytes, huge: a new root. On the first task's partition of wakeful.log, so that the relay
+    # is likely to publish both tasks' records in one message, each still in its own trace.
+    hostile_id = create_with(client, b"\xff\x00" + b"00-" * 5000, sharing(client, task_id))
     assert client.wait_settled(task_id)["stage"] == "closed"
     assert client.wait_settled(hostile_id)["stage"] == "closed"
 
@@ -99,6 +111,7 @@ def test_one_trace_follows_a_task_from_its_event_through_every_hop_to_its_effect
         proposer.span_id,
     )
     assert tool.parent_id == executor.span_id and relay.parent_id in (gate.span_id, executor.span_id)
+    assert relay.attributes["wakeful.task_id"] == task_id  # its own span, whoever shares its message
     assert {s.kind for s in (inbound, gate, proposer, executor)} == {"consumer"} and relay.kind == "producer"
     assert {hop: spans[f"wakeful.{hop} handle"].service for hop in HOPS} == {
         hop: f"wakeful-{hop}" for hop in HOPS

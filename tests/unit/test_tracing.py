@@ -236,16 +236,27 @@ def test_a_tool_that_raises_is_recorded_and_the_error_goes_on(exported: InMemory
     assert [e.name for e in spans["wakeful.tool pay"].events] == ["exception"]
 
 
-def test_the_relays_publish_is_a_child_of_the_first_trace_and_links_the_rest(
+def test_the_relays_publish_is_a_span_in_each_tasks_trace_and_the_first_is_current(
     exported: InMemorySpanExporter,
 ) -> None:
     other = "00-11111111111111111111111111111111-2222222222222222-01"
-    with tracing.publishing("wakeful.relay publish", [GOOD.encode(), b"junk", other.encode()], records=3):
+    tasks = [("t-1", GOOD.encode()), ("t-junk", b"junk"), ("t-2", other.encode())]
+    with tracing.publishing("wakeful.relay publish", tasks, records=3):
+        sent = tracing.kafka_headers()
+    spans = {str(dict(s.attributes or {})["wakeful.task_id"]): s for s in finished(exported)}
+    assert sorted(spans) == ["t-1", "t-2"]  # a traceparent that does not parse has no span
+    assert spans["t-1"].context.trace_id == 0x4BF92F3577B34DA6A3CE929D0E0E4736
+    assert spans["t-2"].context.trace_id == 0x11111111111111111111111111111111
+    assert all(s.kind is SpanKind.PRODUCER and s.parent is not None for s in spans.values())
+    parent = parse_traceparent(sent[0][1])
+    assert parent is not None and parent.span_id == spans["t-1"].context.span_id
+
+
+def test_a_publish_with_no_traced_task_is_one_new_root(exported: InMemorySpanExporter) -> None:
+    with tracing.publishing("wakeful.relay publish", [], records=1):
         pass
     (span,) = finished(exported)
-    assert span.kind is SpanKind.PRODUCER and span.parent is not None
-    assert span.context.trace_id == 0x4BF92F3577B34DA6A3CE929D0E0E4736
-    assert [link.context.trace_id for link in span.links] == [0x11111111111111111111111111111111]
+    assert span.parent is None and dict(span.attributes or {}) == {"wakeful.records": 1}
 
 
 def test_an_http_request_is_a_server_span_whose_context_rides_to_kafka(
