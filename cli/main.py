@@ -277,6 +277,11 @@ def _replicas(settings: Settings, text: str | None, roles: tuple[str, ...]) -> d
     default=None,
     help="Also draw tasks/s over time and the latency distribution to this PNG (needs matplotlib).",
 )
+@click.option(
+    "--tracing",
+    is_flag=True,
+    help="Run the roles with tracing on, exporting over OTLP/HTTP to a receiver the bench runs (D75).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def bench(
@@ -287,6 +292,7 @@ def bench(
     rate: float | None,
     replicas: str | None,
     plot: Path | None,
+    tracing: bool,
     as_json: bool,
 ) -> None:
     """Throughput, wake-to-effect latency, CPU per task, Redis round trips, Kafka messages and
@@ -298,7 +304,9 @@ def bench(
         from wakeful.devstack import bench_plot
 
         bench_plot.require()
-    result = bench_pipeline.run(settings, tasks, approval_ratio, rate, say, replicas=counts, plot=plot)
+    result = bench_pipeline.run(
+        settings, tasks, approval_ratio, rate, say, replicas=counts, plot=plot, tracing=tracing
+    )
     emit(result, as_json, bench_pipeline.render(result))
 
 
@@ -458,13 +466,15 @@ def _run_role(settings: Settings, role: str, stop: Any) -> int:
     import importlib
 
     from wakeful.consumers import kafka_client
+    from wakeful.core import tracing
     from wakeful.core.log import Log
 
     module = importlib.import_module(f"wakeful.consumers.{role}")
     # A refused login stops the role here in one line, not as clients retrying for ever.
     kafka_client.check_login(settings, role)
     try:
-        module.main(settings, stop)
+        with tracing.started(role):  # on only if an OTLP endpoint is set; the last export at the end
+            module.main(settings, stop)
     except WakefulError:
         raise
     except Exception as exc:

@@ -39,7 +39,7 @@ from wakeful.consumers.models import Proposal
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
-from wakeful.core import topics
+from wakeful.core import topics, tracing
 from wakeful.core.errors import (
     ActionError,
     DecodeError,
@@ -121,6 +121,7 @@ class Executor:
         came with it), then carried out at most once."""
         assert self.runner is not None
         cp, replies, held = loaded.checkpoint, loaded.replies, loaded.held
+        tracing.stamp_task(cp, self.app.name)
         try:
             refused = executor_steps.unanswered(self.app, cp, env)
             engine.workflow_of(self.app, cp)
@@ -184,6 +185,7 @@ class Executor:
         more = self._more(loaded, decided, proposal, auth, now)
         if more is None:
             return None
+        tracing.stamp(tool=decided.tool, op_key=decided.op_key)
         args = decided.args.model_dump(mode="json")  # once: for the intent, and for the loop's record
         done = self._once(loaded, decided, args, auth)
         if done is None:

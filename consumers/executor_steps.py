@@ -27,6 +27,7 @@ from wakeful.core.errors import LeaseLost
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.retry import backoff
+from wakeful.core.tracing import tool_call
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
@@ -61,6 +62,9 @@ def call_once(
         return f"{tool.name} refused: {exc}"
     except ToolFenced as exc:
         raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+
+
+call_once = tool_call(call_once)  # a span per call, with the tool's name and its outcome (D75)
 
 
 def call_more(

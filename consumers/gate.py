@@ -35,7 +35,7 @@ from wakeful.consumers.gate_wake import Taken, Untrusted, Wake, authenticate, id
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
-from wakeful.core import topics
+from wakeful.core import topics, tracing
 from wakeful.core.errors import (
     DecodeError,
     IntegrityError,
@@ -104,6 +104,7 @@ class Gate:
             envelope = Envelope.decode(value)
         except DecodeError as exc:
             return self._dead(msg, parts, f"malformed wake: {exc.reason}")
+        tracing.stamp(task_id=envelope.task_id, app=self.app.name)
         fault("gate.before_read")
         lag = self.max_lag if source.parts is not None else gate_hold.HELD_LAG
         with self.store.pinned(envelope.task_id) as pinned:

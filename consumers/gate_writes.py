@@ -22,7 +22,7 @@ from wakeful.authority import freezes
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import gate_memory
 from wakeful.consumers.gate_wake import Wake
-from wakeful.core import topics
+from wakeful.core import topics, tracing
 from wakeful.core.log import Log
 from wakeful.schemas import events
 from wakeful.schemas import receipt as receipts
@@ -75,6 +75,7 @@ class FollowUps:
 
     def follow_up(self, cp: Checkpoint, wake: Wake) -> None:
         """A task at a stage that offers a tool, and waits for nothing, gets one proposal request."""
+        tracing.stamp_task(cp, self.app.name)
         if cp.execution.pending_waits or not self.app.tools_at(cp.stage):
             return
         if freezes.holding(wake.auth.frozen, self.app.name, cp.security.tenant, cp.task_id):

@@ -31,6 +31,7 @@ from wakeful.core import metrics
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseBusy, LeaseLost, Stopping
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry, backoff
+from wakeful.core.tracing import handling as traced
 from wakeful.schemas.base import cut
 
 Handler = Callable[[Message], None]
@@ -112,7 +113,8 @@ class Handling:
         while True:
             try:
                 if poison is None:
-                    self._call(msg)
+                    with traced(self.role, msg):  # its span, current in the thread that runs the handler
+                        self._call(msg)
                 else:
                     self.dead_letter(msg, poison)
                     self._tell(msg, poison)

@@ -25,7 +25,7 @@ from wakeful.consumers.door import Accepted, Refused, Vouched, judge, judge_repl
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
-from wakeful.core import ids, topics
+from wakeful.core import ids, topics, tracing
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
@@ -131,6 +131,7 @@ class Inbound:
             first = claim(self._claims, keys.event_identity(event.key_id, event.event_id), _position(msg))
         if not first:
             return self._refuse(msg, duplicate, receipt=False)
+        tracing.stamp(task_id=task_id, event_kind=event.kind, event_id=event.event_id, tenant=verdict.tenant)
         text = (msg.value() or b"").decode()
         # The event exactly as it arrived (the gate verifies it again): no re-encoding. A replay's
         # wake carries its wrapper beside it, which the gate verifies too.

@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]  # re-exported, not in __all__
 
 from wakeful.consumers.failures import Verdict, classify
-from wakeful.core import kafka_auth, topics
+from wakeful.core import kafka_auth, topics, tracing
 from wakeful.core.kafka_rights import RIGHTS, Rights
 from wakeful.core.log import librdkafka_config
 from wakeful.core.provenance import SENDERS, SIGNING_ROLES, RoleSigner, load_signer
@@ -142,6 +142,7 @@ class RunnerProducer(Producer):
         report = on_delivery or callback
         if headers is None and self.signer is not None and topic in SENDERS:
             headers = self.signer.headers(topic, _bytes(key), _bytes(value))
+        headers = tracing.inject(headers)  # after the tag: a set `headers` means "sign nothing" above
         extra: dict[str, Any] = {"headers": headers} if headers is not None else {}
         if report is not None:
             extra["on_delivery"] = report

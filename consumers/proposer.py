@@ -21,7 +21,7 @@ from wakeful.consumers.overlap import OverlapRunner
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import run_role
 from wakeful.consumers.runner import Runner
-from wakeful.core import topics
+from wakeful.core import topics, tracing
 from wakeful.core.errors import DecodeError
 from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.log import Log
@@ -69,6 +69,7 @@ class Proposer:
             return
         try:
             request = Envelope.decode(msg.value() or b"")
+            tracing.stamp(task_id=request.task_id, state_version=request.task_version, model=self.model.name)
             window = request.payload["window"]
             made = self._take(request.message_id)  # made by an attempt that failed after the call
             if made is None:

@@ -26,6 +26,7 @@ from wakeful.core.log import Log
 from wakeful.core.log_signing import LogSigner, load_log_signer
 from wakeful.core.provenance import RoleSigner, load_signer
 from wakeful.core.settings import Settings
+from wakeful.core.tracing import inject, publishing
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state import acl, keys
 from wakeful.state.index import Index
@@ -67,6 +68,7 @@ class Relay:
             return 0
         pending, malformed = self.outbox.read(task_ids)
         messages, unfit = relay_batches.pack(pending, self._partition_of)
+        traces = {p.task_id: p.trace for p in pending if p.trace}  # each task's trace, if it has one
         failed: set[str] = set()  # tasks with a message or letter the broker did not acknowledge
 
         def delivered(tasks: Iterable[str], err: KafkaError | None, _msg: Message) -> None:
@@ -77,7 +79,9 @@ class Relay:
             self._dead_letter(bad, functools.partial(delivered, (bad.task_id,)))
         half = len(messages) // 2
         for sent, message in enumerate(messages, start=1):
-            self._produce(message, functools.partial(delivered, message.task_ids))
+            traced = [(t, traces[t]) for t in sorted(message.task_ids) if t in traces]
+            with publishing("wakeful.relay publish", traced, records=len(message.records)):
+                self._produce(message, functools.partial(delivered, message.task_ids))
             if sent == half:
                 self.producer.flush(flush_timeout)
                 fault("relay.mid_batch")
@@ -166,6 +170,9 @@ class Relay:
         headers = [] if self.signer is None else self.signer.headers(self.topic, b"", value)
         if self.log_signer is not None:
             headers += self.log_signer.headers(self.topic, message.records)
+        headers = inject(
+            headers
+        )  # the trace's headers, after the signatures, which cover topic and value only
         self._send(self.topic, value, on_delivery, partition=message.partition, headers=headers)
 
     def _send(

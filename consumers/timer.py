@@ -20,6 +20,7 @@ from wakeful.core import metrics, topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
+from wakeful.core.tracing import root as new_trace
 from wakeful.schemas.events import Envelope
 from wakeful.state import acl, keys
 
@@ -56,7 +57,8 @@ class Timer:
                 trace_id=message_id,
                 payload={"reason": "deadline", "due_ms": due_at},
             )
-            self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
+            with new_trace("wakeful.timer wake", task_id=task_id, due_ms=due_at):  # a new trace per wake
+                self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
         if self.producer.flush(30) > 0 or self.failures.take():
             return 0  # not all acknowledged: keep them, try again next tick
         fault("timer.after_publish")

@@ -31,7 +31,7 @@ from wakeful.core import kafka_auth, process, topics
 from wakeful.core.log import librdkafka_config
 from wakeful.core.process import Say
 from wakeful.core.settings import Settings
-from wakeful.devstack import bench_log, bench_plot, bench_policy, kafka, redis_server, stack
+from wakeful.devstack import bench_log, bench_plot, bench_policy, bench_tracing, kafka, redis_server, stack
 from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
@@ -80,11 +80,17 @@ def run(
     *,
     replicas: Mapping[str, int] | None = None,
     plot: Path | None = None,
+    tracing: bool = False,
 ) -> dict[str, Any]:
     traffic = load_traffic(load_app(settings.app))  # before anything starts: a missing one is one line
     stack.up(settings, say)
     client = Client(settings)
-    env = {**os.environ, "WAKEFUL_MODEL": "rules"} | ({ENV: settings.app} if settings.app else {})
+    spans = bench_tracing.receiver(tracing)  # the roles export to it, or trace nothing (D75)
+    env = (
+        bench_tracing.env(os.environ, spans)
+        | {"WAKEFUL_MODEL": "rules"}
+        | ({ENV: settings.app} if settings.app else {})
+    )
     fleet = Fleet(env, replicas=replicas)
     say(f"starting {len(fleet.members)} processes ({', '.join(fleet.members)}) ...")
     fleet.start()  # first: refused while another fleet runs, before anything is changed
@@ -110,6 +116,7 @@ def run(
         stats = fleet.stop()
         client.close()
     done = len(effects)
+    traced = bench_tracing.figures(spans, done)
     rtts = sum(int(s.get("redis_round_trips", 0)) for s in stats.values())
     result = {
         "plot": str(plot) if plot is not None else None,
@@ -138,6 +145,8 @@ def run(
         "server_cpu_ms_per_task": {name: round(c * 1000 / max(1, done), 2) for name, c in servers.items()},
         # One authorization decision in process (the app's own policy, parsed once): per action.
         "policy_decision_us": bench_policy.decision_us(client.app, rounds=500),
+        "tracing": traced,
+        "tracing_us_per_message": bench_tracing.per_message_us(),
     }
     _draw(plot, result, list(effects.values()), started, latencies, say=say)
     return result
@@ -280,6 +289,7 @@ def render(r: dict[str, Any]) -> str:
                 else []
             ),
             f"processes       : {', '.join(f'{k} {v}' for k, v in r['processes'].items())}",
+            *bench_tracing.render(r.get("tracing"), r.get("tracing_us_per_message")),
             *(
                 [f"policy decision : {', '.join(f'{k} {v}' for k, v in decided.items())} µs (in process)"]
                 if (decided := r.get("policy_decision_us"))

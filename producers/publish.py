@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException, Message, Producer
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError, SaslAuthenticationFailedError
 
-from wakeful.core import topics
+from wakeful.core import topics, tracing
 from wakeful.core.errors import ConfigError, PermissionRefused, PublishError, ServerUnavailable
 from wakeful.core.log import librdkafka_config, route_client_logs
 from wakeful.schemas.events import MAX_EVENT_BYTES, SignedEvent
@@ -180,7 +180,8 @@ class ConfluentPublisher:
                     self.topic,
                     key=event.routing_key.encode(),
                     value=value,
-                    headers={HEADER_EVENT_ID: event.event_id.encode()},
+                    # the sender's trace goes on in the roles, if it has one (docs/tracing.md)
+                    headers=tracing.carried({HEADER_EVENT_ID: event.event_id.encode()}),
                     on_delivery=on_delivery,
                 )
                 return True
@@ -258,7 +259,7 @@ class KafkaPythonPublisher:
                         self.topic,
                         key=event.routing_key.encode(),
                         value=value,
-                        headers=[(HEADER_EVENT_ID, event.event_id.encode())],
+                        headers=tracing.carried([(HEADER_EVENT_ID, event.event_id.encode())]),
                     )
                 )
             except KafkaError as exc:  # no metadata or no buffer space within max_block_ms

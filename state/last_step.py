@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from wakeful.core import tracing
 from wakeful.schemas import custody
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord, WaitSummary
@@ -67,13 +68,14 @@ def commands(
         approval=approval,
         proposal=proposal,
     )
+    traced = tracing.outbox_field()  # the change's trace, for the relay's span of its publish
     return [
         *(before(new) if before else ()),
         ("MULTI",),
         ("SET", keys.state(task_id), blob),
         ("XADD", keys.ctr(task_id), "MAXLEN", 1, f"{version}-1", "v", version),
         ("SADD", keys.inbox(task_id), message_id),
-        ("XADD", keys.outbox(task_id), "*", "id", record.record_id, "r", record.encode()),
+        ("XADD", keys.outbox(task_id), "*", "id", record.record_id, "r", record.encode(), *traced),
         *also,
         ("EXEC",),
         ("SADD", keys.OUTBOX_DIRTY, task_id),

@@ -39,6 +39,7 @@ class Pending:
     record_ids: list[str]  # the readers' dedupe keys, "<task_id>:<state_version>" for a change
     records: list[bytes]  # OutboxRecord or ActionRecord JSON (schemas/changelog.py), in write order
     changes: list[bytes]  # the OutboxRecords among them (any other record's entry has a `k` field)
+    trace: bytes = b""  # the traceparent of the latest change that carries one (docs/tracing.md)
 
 
 class Outbox:
@@ -69,6 +70,7 @@ class Outbox:
                         [e[1][b"id"].decode() for e in good],
                         [e[1][b"r"] for e in good],
                         [e[1][b"r"] for e in good if b"k" not in e[1]],
+                        next((e[1][b"tp"] for e in reversed(good) if b"tp" in e[1]), b""),
                     )
                 )
             if len(entries) == self.batch:  # more behind this page: keep the task indexed
