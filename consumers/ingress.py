@@ -31,7 +31,7 @@ from wakeful.consumers.ingress_events import EventDoor
 from wakeful.consumers.ingress_limits import Limit
 from wakeful.consumers.ingress_publish import EventPublisher
 from wakeful.consumers.ingress_reads import ReadDoor
-from wakeful.core import metrics
+from wakeful.core import metrics, tracing
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import load_app
@@ -124,6 +124,6 @@ def main(settings: Settings, host: str, port: int, per_key: Limit = PER_KEY) -> 
         per_client=PER_CLIENT_REFUSED,
     )
     log("ingress.start", host=host, port=port, rate=per_key.rate, burst=per_key.burst)
-    uvicorn.run(
-        build(client, log, writes, publisher), host=host, port=port, log_level="warning", access_log=False
-    )
+    app = build(client, log, writes, publisher)
+    with tracing.started("ingress"):  # on only when an OTLP endpoint is set (docs/tracing.md)
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

@@ -30,6 +30,7 @@ from wakeful.authority.store import AuthorityStore
 from wakeful.consumers.door import Accepted, Refused, judge, parse
 from wakeful.consumers.ingress_limits import Buckets, Limit, Recent, address, retry_after
 from wakeful.consumers.ingress_publish import EventPublisher
+from wakeful.core import tracing
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
 from wakeful.schemas import events, webhook
@@ -100,6 +101,15 @@ class EventDoor:
     async def _take(
         self, request: Request, wire: Callable[[Request, bytes], bytes | JSONResponse]
     ) -> JSONResponse:
+        # A SERVER span, the child of the request's traceparent: what it publishes carries it on.
+        with tracing.server(f"wakeful.ingress POST {request.url.path}", request.headers):
+            answer = await self._answer(request, wire)
+            tracing.stamp(status=answer.status_code)
+            return answer
+
+    async def _answer(
+        self, request: Request, wire: Callable[[Request, bytes], bytes | JSONResponse]
+    ) -> JSONResponse:
         client = address(request.client.host) if request.client else "-"
         wait = self.clients.waiting(client)
         if wait > 0:
@@ -121,6 +131,9 @@ class EventDoor:
             return self._unavailable(request, f"the signer registry did not answer ({type(exc).__name__})")
         if isinstance(verdict, Refused):
             return self._refused(request, client, verdict.code, verdict.reason)
+        tracing.stamp(
+            event_id=parsed.event_id, key_id=parsed.key_id, kind=parsed.kind, task_id=parsed.task_id
+        )
         identity = (parsed.key_id, parsed.event_id)
         if identity in self.recent:  # taken already: counted against its sender's address, not its key
             self.clients.take(client)

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from wakeful.core import kafka_auth, topics
+from wakeful.core import kafka_auth, topics, tracing
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.producers.publish import HEADER_EVENT_ID, confluent_config
@@ -52,7 +52,7 @@ class EventPublisher:
                 topics.EVENTS,
                 key=key.encode(),
                 value=value,
-                headers={HEADER_EVENT_ID: event_id.encode()},
+                headers=tracing.inject({HEADER_EVENT_ID: event_id.encode()}),  # the request's span
                 on_delivery=delivered,
             )
         except BufferError:

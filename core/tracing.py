@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from wakeful.core import trace_headers
+from wakeful.core.errors import ConfigError
 from wakeful.core.trace_headers import Consumed, Task
 
 if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing starts
@@ -34,6 +35,9 @@ if TYPE_CHECKING:  # OpenTelemetry is imported only when tracing starts
 
 P = ParamSpec("P")
 R = TypeVar("R")
+# OpenTelemetry is the `tracing` extra: redis-py imports its SDK whenever it is installed, which
+# costs every process tens of milliseconds at start, traced or not (D75).
+MISSING = "tracing needs OpenTelemetry ({missing} is not installed): pip install 'wakeful[tracing]'"
 OUTBOX_FIELD = "tp"  # an outbox entry's traceparent (state/last_step.py), for the relay's span
 
 _spans: Spans | None = None
@@ -65,10 +69,14 @@ def start(role: str, env: Mapping[str, str] | None = None, *, exporter: SpanExpo
     env = os.environ if env is None else env
     if _spans is not None or (exporter is None and not configured(env)):
         return _spans is not None
-    from wakeful.core import trace_spans
+    try:
+        from wakeful.core import trace_spans
 
+        made = exporter or trace_spans.exporter_for(endpoint(env))
+    except ImportError as exc:  # the `tracing` extra is not installed
+        raise ConfigError("OTEL_EXPORTER_OTLP_ENDPOINT", MISSING.format(missing=exc.name)) from exc
     service = env.get("OTEL_SERVICE_NAME") or f"wakeful-{role}"
-    _spans = trace_spans.Spans(role, service, exporter or trace_spans.exporter_for(endpoint(env)))
+    _spans = trace_spans.Spans(role, service, made)
     return True
 
 

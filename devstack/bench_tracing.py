@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from wakeful.core import tracing
-from wakeful.devstack.otlp_receiver import Receiver
+from wakeful.core.errors import ConfigError
+
+if TYPE_CHECKING:  # OpenTelemetry is an extra: imported only for a run that traces
+    from wakeful.devstack.otlp_receiver import Receiver
 
 # The settings that turn tracing on in a role (core/tracing.configured): dropped for a run without it.
 SWITCHES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -17,7 +20,13 @@ SWITCHES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 def receiver(on: bool) -> Receiver | None:
     """A started receiver for a run with tracing, else None."""
-    return Receiver(keep=0).start() if on else None  # counts spans, keeps none: a long run stays small
+    if not on:
+        return None
+    try:
+        from wakeful.devstack.otlp_receiver import Receiver
+    except ImportError as exc:
+        raise ConfigError("--tracing", tracing.MISSING.format(missing=exc.name)) from exc
+    return Receiver(keep=0).start()  # counts spans, keeps none: a long run stays small
 
 
 def env(base: Mapping[str, str], found: Receiver | None) -> dict[str, str]:
@@ -68,9 +77,13 @@ def _one(msg: _Consumed) -> None:
 
 def per_message_us(rounds: int = 2000) -> dict[str, float]:
     """CPU µs one handled message costs in process: tracing off; on (a span, a stamp, an inject);
-    and the OTLP encoding of its span for export. Measured in this process, not in the fleet's."""
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    and the OTLP encoding of its span for export. Measured in this process, not in the fleet's;
+    {} where OpenTelemetry is not installed (the `tracing` extra)."""
+    try:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError:
+        return {}
 
     msg, was_on = _Consumed(), tracing.on()
     if was_on:  # never measure over a provider something else installed

@@ -4,14 +4,17 @@ receiver in this process (devstack/otlp_receiver.py), on the real Kafka and Redi
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from cli_run import wakeful
 from confluent_kafka import Producer
-from helpers import kafka_as, start_fleet
+from helpers import free_ports, kafka_as, start_fleet
 
 from wakeful.consumers import audit_read
 from wakeful.consumers.audit_file import Logged
@@ -170,3 +173,50 @@ def test_a_traceparent_on_the_log_leaves_its_signatures_verifying(
     shown = wakeful("audit", task_id, "--verify")
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "verified: every link holds" in shown.stdout
+
+
+def test_a_post_to_the_http_door_is_the_first_hop_of_its_trace(
+    client: Client, traced: Fleet, receiver: Receiver
+) -> None:
+    (port,) = free_ports(1)
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    env.pop("OTEL_SERVICE_NAME", None)
+    door = subprocess.Popen(
+        [sys.executable, "-m", "wakeful.cli.main", "ingress", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_until(lambda: _answers(url), 30), "the door did not answer its health check"
+        named = f"t-trace-{uuid.uuid4().hex[:10]}"
+        event = sign_event(
+            client.signer(REQUESTER), events.CREATE, {"amount": 20, "currency": "EUR"}, task_id=named
+        )
+        trace, span = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+        headers = {"Content-Type": "application/json", "traceparent": f"00-{trace}-{span}-01"}
+        assert httpx.post(f"{url}/v1/events", content=event.encode(), headers=headers).status_code == 202
+        task_id = ids.task_in(client.tenant_of(REQUESTER), named)
+        assert client.wait_settled(task_id)["stage"] == "closed"
+        spans = whole_trace(receiver, task_id)
+        assert wait_until(lambda: "wakeful.ingress POST /v1/events" in _names(receiver, trace), 20)
+    finally:
+        door.terminate()
+        door.wait(timeout=20)
+    posted = next(s for s in receiver.trace(trace) if s.name == "wakeful.ingress POST /v1/events")
+    assert (posted.kind, posted.service, posted.parent_id) == ("server", "wakeful-ingress", span)
+    assert posted.attributes["wakeful.event_id"] == event.event_id
+    assert spans["wakeful.inbound handle"].parent_id == posted.span_id
+    assert {s.trace_id for s in spans.values()} == {trace}
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _names(receiver: Receiver, trace: str) -> set[str]:
+    return {s.name for s in receiver.trace(trace)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -325,3 +326,17 @@ def test_an_async_requests_span_stays_its_own_across_awaits(exported: InMemorySp
     for n, headers in enumerate(sent, start=1):
         parent = parse_traceparent(headers[0][1])
         assert parent is not None and parent.span_id == spans[f"request {n}"].context.span_id
+
+
+def test_an_endpoint_without_the_tracing_extra_stops_the_role_with_the_install_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from wakeful.core.errors import ConfigError
+
+    tracing.shutdown()  # whatever an earlier test left on
+    monkeypatch.delitem(sys.modules, "wakeful.core.trace_spans", raising=False)
+    monkeypatch.delattr("wakeful.core.trace_spans", raising=False)  # the package's own reference
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"pip install 'wakeful\[tracing\]'"):
+        tracing.start("gate", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
+    assert not tracing.on()
