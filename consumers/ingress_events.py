@@ -30,9 +30,11 @@ from wakeful.authority.store import AuthorityStore
 from wakeful.consumers.door import Accepted, Refused, judge, parse
 from wakeful.consumers.ingress_limits import Buckets, Limit, Recent, address, retry_after
 from wakeful.consumers.ingress_publish import EventPublisher
+from wakeful.consumers.ingress_signers import Cached
 from wakeful.core import tracing
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
+from wakeful.producers.signing import VerifyKey
 from wakeful.schemas import events, webhook
 from wakeful.schemas.events import SignedEvent
 
@@ -51,6 +53,7 @@ STATUS = {
     "replay": 422,
 }
 PUBLISH_TIMEOUT_S = 10.0
+Signer = tuple[VerifyKey, frozenset[str]]  # a key's record: its key, the kinds it may send
 
 
 def status(refused: Refused) -> int:
@@ -91,6 +94,7 @@ class EventDoor:
         self.keys = Buckets(per_key, time.monotonic)
         self.clients = Buckets(per_client, time.monotonic)
         self.recent = Recent(max_age, time.monotonic)
+        self.signers: Cached[Signer | None] = Cached(time.monotonic)
 
     async def event(self, request: Request) -> JSONResponse:
         return await self._take(request, self._as_event)
@@ -125,10 +129,15 @@ class EventDoor:
         parsed = parse(raw)
         if isinstance(parsed, Refused):
             return self._refused(request, client, parsed.code, parsed.reason)
-        try:
-            verdict = await run_in_threadpool(self._judge, parsed)
-        except redis.RedisError as exc:
-            return self._unavailable(request, f"the signer registry did not answer ({type(exc).__name__})")
+        fresh, found = self.signers.get(parsed.key_id)
+        if not fresh:
+            try:
+                found = await run_in_threadpool(self.authority.signer, parsed.key_id)
+            except redis.RedisError as exc:
+                why = f"the signer registry did not answer ({type(exc).__name__})"
+                return self._unavailable(request, why)
+            self.signers.put(parsed.key_id, found)
+        verdict = self._judge(parsed, found)
         if isinstance(verdict, Refused):
             return self._refused(request, client, verdict.code, verdict.reason)
         tracing.stamp(
@@ -175,11 +184,11 @@ class EventDoor:
             return refusal("too_large", why)
         return raw
 
-    def _judge(self, event: SignedEvent) -> Accepted | Refused:
-        """Gate 1, as inbound judges it, on the signer's record as Redis holds it now."""
+    def _judge(self, event: SignedEvent, found: Signer | None) -> Accepted | Refused:
+        """Gate 1, as inbound judges it, on the signer's record (ingress_signers.py: as Redis held
+        it at most a second ago)."""
         if event.kind == events.REPLAY:
             return Refused("replays go through `wakeful dlq replay`, not the HTTP door", event, code="replay")
-        found = self.authority.signer(event.key_id)
         key, kinds = found if found is not None else (None, frozenset[str]())
         return judge(event, key, kinds, datetime.now(UTC), self.max_age, known=self.kinds)
 

@@ -100,3 +100,18 @@ def test_a_delivery_is_recent_for_the_max_age_and_then_forgotten() -> None:
     for i in range(5):
         recent.add(("k", f"e{i}"))
     assert len(recent._until) == 3 and ("k", "e4") in recent and ("k", "e0") not in recent
+
+
+def test_the_doors_signer_record_is_read_again_after_its_second() -> None:
+    from wakeful.consumers.ingress_signers import Cached
+
+    clock = Clock()
+    cached: Cached[str | None] = Cached(clock, ttl=1.0, size=2)
+    assert cached.get("k") == (False, None)
+    cached.put("k", None)  # an unknown key is remembered too: forgeries under one id cost one read
+    assert cached.get("k") == (True, None)
+    clock.now += 1.0
+    assert cached.get("k") == (False, None)  # revoked or registered since: seen within the second
+    for name in ("a", "b", "c"):
+        cached.put(name, name)
+    assert cached.get("a") == (False, None) and cached.get("c") == (True, "c")

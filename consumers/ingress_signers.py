@@ -1,0 +1,42 @@
+"""The door's view of the signer registry: each key's record as Redis held it at most TTL_S ago.
+
+A post costs the door one signature check, and without this one Redis read as well, on a thread
+(the client is synchronous), for a record that changes a few times a year. So the door keeps what
+it read for a second. A key registered, changed or revoked reaches the door within TTL_S; it
+reaches inbound and the gate at once, since both read the registry for every event. So the door
+never lets anything be applied that the registry refuses: at worst, for a second, it answers 202
+to an event that inbound then refuses, with a receipt that says why. A key id nobody registered is
+remembered too, so a stream of forgeries under one made-up id costs one read a second. At most
+SIZE ids are kept; the one read longest ago goes first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+TTL_S = 1.0
+SIZE = 10_000
+T = TypeVar("T")
+
+
+class Cached(Generic[T]):
+    def __init__(self, clock: Callable[[], float], ttl: float = TTL_S, size: int = SIZE) -> None:
+        self.clock = clock
+        self.ttl = ttl
+        self.size = size
+        self._read: OrderedDict[str, tuple[float, T]] = OrderedDict()  # key id -> (read at, record)
+
+    def get(self, key_id: str) -> tuple[bool, T | None]:
+        """(True, what was read) if it was read less than `ttl` ago, else (False, None)."""
+        found = self._read.get(key_id)
+        if found is None or self.clock() - found[0] >= self.ttl:
+            return False, None
+        return True, found[1]
+
+    def put(self, key_id: str, record: T) -> None:
+        self._read.pop(key_id, None)
+        self._read[key_id] = (self.clock(), record)
+        while len(self._read) > self.size:
+            self._read.popitem(last=False)
