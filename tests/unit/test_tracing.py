@@ -340,3 +340,17 @@ def test_an_endpoint_without_the_tracing_extra_stops_the_role_with_the_install_c
     with pytest.raises(ConfigError, match=r"pip install 'wakeful\[tracing\]'"):
         tracing.start("gate", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
     assert not tracing.on()
+
+
+def test_the_cli_keeps_redis_from_loading_the_opentelemetry_metrics_sdk_at_every_start() -> None:
+    import subprocess
+
+    code = (
+        "import wakeful.cli, redis, sys; "
+        "from redis.observability import providers; "
+        "print(providers.OTEL_AVAILABLE, 'opentelemetry.sdk.trace' in sys.modules)"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert shown.stdout.split() == ["False", "False"]  # and the trace SDK is loaded only when tracing starts
