@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 import redis
 
 from wakeful.core import ids
-from wakeful.state import keys
+from wakeful.state import index, keys
 
 SWEEP_S = 30.0  # how often the sweep looks for tenants, stages, wait kinds and quarantine markers
 SCAN_COUNT = 10_000
@@ -114,11 +113,4 @@ class Sweep:
         return out
 
 
-def json_doc(raw: Any) -> dict[str, Any] | None:
-    if not isinstance(raw, bytes):
-        return None
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return doc if isinstance(doc, dict) else None
+json_doc = index.parsed  # the JSON object a Redis value holds, or None

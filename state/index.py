@@ -150,7 +150,7 @@ class Index:
     def task(self, tenant: str, task_id: str) -> dict[str, Any] | None:
         """The summary of tenant's task `task_id` (the runtime's id), or None."""
         raw = self.client.hget(keys.index_tasks(tenant), task_id)
-        return _parsed(raw)
+        return parsed(raw)
 
     def listed(
         self,
@@ -175,7 +175,7 @@ class Index:
         rows = self.client.hmget(keys.index_tasks(tenant), found) if found else []
         out = []
         for raw in rows:
-            doc = _parsed(raw)
+            doc = parsed(raw)
             if doc is None or (stage is not None and doc.get("stage") != stage):
                 continue  # moved on since (the set is behind its summary for a moment), or stage filtered
             if waiting is not None and not any(w.get("wait_for") == waiting for w in doc.get("waits", ())):
@@ -184,7 +184,8 @@ class Index:
         return out, (after + limit if len(found) == limit else None)
 
 
-def _parsed(raw: Any) -> dict[str, Any] | None:
+def parsed(raw: Any) -> dict[str, Any] | None:
+    """The JSON object Redis holds in `raw`, or None (absent, not JSON, not an object)."""
     if not isinstance(raw, bytes):
         return None
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
+import httpx
 import orjson
 import psutil
 import redis
@@ -500,3 +501,32 @@ def killed_at(fleet: Any, role: str, fault: str, start: Callable[[], str], withi
     assert proc.returncode == -signal.SIGKILL, proc.returncode
     fleet.start_role(role)
     return task_id
+
+
+@contextlib.contextmanager
+def ingress_door(env: dict[str, str] | None = None, start_s: float = 30.0) -> Iterator[str]:
+    """`wakeful ingress` on a free port, as an operator starts it (with `env` added); its URL once
+    it answers its health check. Stopped on the way out."""
+    (port,) = free_ports(1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wakeful.cli.main", "ingress", "--port", str(port)],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + start_s
+    try:
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "ingress exited"
+            assert time.monotonic() < deadline, "ingress did not answer its health check"
+            time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -6,8 +6,6 @@ task does not exist to it; a revoked key reads nothing more."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import free_ports
+from helpers import ingress_door
 
 from wakeful.client import NotAnswered, ReadRefused, Upstream
 from wakeful.devstack.client import Client
@@ -38,30 +36,10 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture(scope="module")
 def door(client: Client) -> Iterator[str]:
     """`wakeful ingress` on a free port, as an operator starts it; its URL once it answers."""
-    (port,) = free_ports(1)
     for who, tenant in ((DESK, "default"), (OTHER_DESK, "default"), (OUTSIDER, "globex")):
         client.add_signer(who, KINDS, tenant=tenant)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wakeful.cli.main", "ingress", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_S
-    try:
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "ingress exited"
-            assert time.monotonic() < deadline, "ingress did not answer its health check"
-            time.sleep(0.05)
+    with ingress_door() as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def upstream(client: Client, principal: str, url: str) -> Upstream:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ import orjson
 import pytest
 import redis
 from confluent_kafka import Consumer, Producer
-from helpers import free_ports, kafka_as, topic_marks, wait_dead_letter
+from helpers import ingress_door, kafka_as, topic_marks, wait_dead_letter
 
 from wakeful.client import ReadRefused, Upstream
 from wakeful.core import topics
@@ -44,29 +43,8 @@ pytestmark = pytest.mark.timeout(180)
 @pytest.fixture(scope="module")
 def door(client: Client) -> Iterator[str]:
     """`wakeful ingress` with a small per-key allowance, as an operator starts it; its URL."""
-    (port,) = free_ports(1)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wakeful.cli.main", "ingress", "--port", str(port)],
-        env={**os.environ, "WAKEFUL_INGRESS_RATE": str(RATE), "WAKEFUL_INGRESS_BURST": str(BURST)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_S
-    try:
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "ingress exited"
-            assert time.monotonic() < deadline, "ingress did not answer its health check"
-            time.sleep(0.05)
+    with ingress_door({"WAKEFUL_INGRESS_RATE": str(RATE), "WAKEFUL_INGRESS_BURST": str(BURST)}) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
