@@ -56,8 +56,7 @@ class Inbound:
         self.producer = producer
         self.log = log
         self.max_age = timedelta(seconds=max_age)
-        # A seen mark outlives the max age: past it an event is refused as stale, never a repeat.
-        self.seen_ttl = max(keys.SEEN_TTL_S, int(max_age) + 600)
+        self.seen_ttl = keys.seen_ttl(max_age)  # past the max age an event is stale, never a repeat
         self.runner: Runner | None = None
         self._accepted: list[tuple[str, str]] = []  # (key id, event id) whose wake is published
         self._claims: dict[str, Position] = {}  # this batch's identities -> the message holding each

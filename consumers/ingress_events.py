@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers.door import Accepted, Refused, judge, parse
-from wakeful.consumers.ingress_limits import Buckets, Limit, Recent, address, retry_after
+from wakeful.consumers.ingress_limits import Buckets, Limit, address, retry_after
 from wakeful.consumers.ingress_publish import EventPublisher
 from wakeful.consumers.ingress_signers import Cached
 from wakeful.core import tracing
@@ -53,6 +53,7 @@ STATUS = {
     "replay": 422,
 }
 PUBLISH_TIMEOUT_S = 10.0
+RECENT = 200_000  # published identities one door remembers
 Signer = tuple[VerifyKey, frozenset[str]]  # a key's record: its key, the kinds it may send
 
 
@@ -93,8 +94,12 @@ class EventDoor:
         self.max_age = timedelta(seconds=max_age)
         self.keys = Buckets(per_key, time.monotonic)
         self.clients = Buckets(per_client, time.monotonic)
-        self.recent = Recent(max_age, time.monotonic)
-        self.signers: Cached[Signer | None] = Cached(time.monotonic)
+        # The identities (key id, event id) published within the max age: a delivery sent again
+        # (a retry, or one captured on the way) is answered as taken, not published again, and
+        # spends nothing of its key's allowance; past the max age it is refused as stale. Inbound's
+        # own dedupe stands behind one this door has forgotten or never saw.
+        self.recent: Cached[tuple[str, str], bool] = Cached(time.monotonic, ttl=max_age, size=RECENT)
+        self.signers: Cached[str, Signer | None] = Cached(time.monotonic)
 
     async def event(self, request: Request) -> JSONResponse:
         return await self._take(request, self._as_event)
@@ -144,7 +149,7 @@ class EventDoor:
             event_id=parsed.event_id, key_id=parsed.key_id, kind=parsed.kind, task_id=parsed.task_id
         )
         identity = (parsed.key_id, parsed.event_id)
-        if identity in self.recent:  # taken already: counted against its sender's address, not its key
+        if self.recent.get(identity)[0]:  # taken already: counted against its sender's address, not its key
             self.clients.take(client)
             self.log("ingress.repeat", event_id=parsed.event_id, key_id=parsed.key_id)
             return _taken(parsed, repeat=True)
@@ -155,7 +160,7 @@ class EventDoor:
         failed = await self.publisher.publish(parsed.routing_key, raw, parsed.event_id, PUBLISH_TIMEOUT_S)
         if failed is not None:
             return self._unavailable(request, failed)
-        self.recent.add(identity)
+        self.recent.put(identity, True)
         self.log("ingress.accepted", event_id=parsed.event_id, key_id=parsed.key_id, kind=parsed.kind)
         return _taken(parsed)
 

@@ -83,28 +83,3 @@ def address(host: str) -> str:
 def retry_after(wait: float) -> str:
     """The Retry-After header for a wait: whole seconds, rounded up, at least 1."""
     return str(max(1, math.ceil(wait)))
-
-
-class Recent:
-    """The identities (key id, event id) this door published in the last `ttl` seconds: a delivery
-    sent again in that time (a sender's retry, or one captured on the way) is answered as taken
-    without being published again or spending its key's allowance. An event older than the max age
-    is refused as stale, so `ttl` = the max age covers every repeat the door would take. At most
-    `size` are kept (the oldest go first); inbound's own dedupe stands behind a forgotten one."""
-
-    def __init__(self, ttl: float, clock: Callable[[], float], size: int = 200_000) -> None:
-        self.ttl = ttl
-        self.clock = clock
-        self.size = size
-        self._until: OrderedDict[tuple[str, str], float] = OrderedDict()
-
-    def __contains__(self, identity: tuple[str, str]) -> bool:
-        until = self._until.get(identity)
-        return until is not None and until > self.clock()
-
-    def add(self, identity: tuple[str, str]) -> None:
-        now = self.clock()
-        self._until.pop(identity, None)
-        self._until[identity] = now + self.ttl
-        while self._until and (len(self._until) > self.size or next(iter(self._until.values())) <= now):
-            self._until.popitem(last=False)

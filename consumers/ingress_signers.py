@@ -18,25 +18,30 @@ from typing import Generic, TypeVar
 
 TTL_S = 1.0
 SIZE = 10_000
+K = TypeVar("K")
 T = TypeVar("T")
 
 
-class Cached(Generic[T]):
+class Cached(Generic[K, T]):
+    """What was put under a key, for `ttl` seconds after it was put; at most `size` keys, the one
+    put longest ago going first. The door keeps two: the signers' records (TTL_S), and the
+    identities it published, for the max age (consumers/ingress_events.py)."""
+
     def __init__(self, clock: Callable[[], float], ttl: float = TTL_S, size: int = SIZE) -> None:
         self.clock = clock
         self.ttl = ttl
         self.size = size
-        self._read: OrderedDict[str, tuple[float, T]] = OrderedDict()  # key id -> (read at, record)
+        self._read: OrderedDict[K, tuple[float, T]] = OrderedDict()  # key -> (put at, value)
 
-    def get(self, key_id: str) -> tuple[bool, T | None]:
-        """(True, what was read) if it was read less than `ttl` ago, else (False, None)."""
-        found = self._read.get(key_id)
+    def get(self, key: K) -> tuple[bool, T | None]:
+        """(True, what was put) if it was put less than `ttl` ago, else (False, None)."""
+        found = self._read.get(key)
         if found is None or self.clock() - found[0] >= self.ttl:
             return False, None
         return True, found[1]
 
-    def put(self, key_id: str, record: T) -> None:
-        self._read.pop(key_id, None)
-        self._read[key_id] = (self.clock(), record)
+    def put(self, key: K, value: T) -> None:
+        self._read.pop(key, None)
+        self._read[key] = (self.clock(), value)
         while len(self._read) > self.size:
             self._read.popitem(last=False)

@@ -79,7 +79,7 @@ class Relay:
             self._dead_letter(bad, functools.partial(delivered, (bad.task_id,)))
         half = len(messages) // 2
         for sent, message in enumerate(messages, start=1):
-            traced = [(t, traces[t]) for t in sorted(message.task_ids) if t in traces]
+            traced = [(t, traces[t]) for t in sorted(message.task_ids) if t in traces] if traces else []
             with publishing("wakeful.relay publish", traced, records=len(message.records)):
                 self._produce(message, functools.partial(delivered, message.task_ids))
             if sent == half:

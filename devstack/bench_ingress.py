@@ -27,7 +27,7 @@ import psutil
 
 from wakeful.consumers.supervisor import INGRESS, spawn
 from wakeful.core.errors import StackError
-from wakeful.core.process import Say
+from wakeful.core.process import Say, wait_until
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
 from wakeful.devstack.bench_pipeline import _wait_effects as wait_effects
@@ -167,17 +167,17 @@ def _publish_all(client: Client, sends: list[list[SignedEvent]], concurrency: in
 
 
 def _wait_health(url: str, door: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_S
-    while time.monotonic() < deadline:
-        if door.poll() is not None:
-            raise StackError("ingress", f"it exited with {door.returncode} before it answered: see its log")
+    def answers() -> bool:
         try:
-            if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
-                return
+            return httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200
         except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise StackError("ingress", f"{url} did not answer its health check in {START_S:.0f}s")
+            return False
+
+    wait_until(lambda: door.poll() is not None or answers(), START_S, interval=0.1)
+    if door.poll() is not None:
+        raise StackError("ingress", f"it exited with {door.returncode} before it answered: see its log")
+    if not answers():
+        raise StackError("ingress", f"{url} did not answer its health check in {START_S:.0f}s")
 
 
 def _cpu(proc: subprocess.Popen[bytes] | None) -> float:

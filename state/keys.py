@@ -159,6 +159,15 @@ LEASE_TTL_MS = 15_000
 # An accepted event id is remembered this long; events older than the max age are refused anyway,
 # so the window only has to outlast it (with room for clock skew).
 SEEN_TTL_S = 2 * 3600
+SEEN_MARGIN_S = 600
+
+
+def seen_ttl(max_age: float) -> int:
+    """How long a seen mark lasts: SEEN_TTL_S, and at least the events' max age and a margin, so an
+    event sent again before it is refused as stale still meets its mark."""
+    return max(SEEN_TTL_S, int(max_age) + SEEN_MARGIN_S)
+
+
 # Receipts are read by the sender shortly after it publishes; a week is plenty for late readers.
 RECEIPT_TTL_S = 7 * 24 * 3600
 # Bounded CAS retries before `Contention` is raised.

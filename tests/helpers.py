@@ -25,6 +25,7 @@ import redis
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from wakeful.core import kafka_auth
+from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
 from wakeful.core.topics import WAKE
 from wakeful.devstack.client import Client
@@ -515,18 +516,19 @@ def ingress_door(env: dict[str, str] | None = None, start_s: float = 30.0) -> It
         stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + start_s
     try:
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "ingress exited"
-            assert time.monotonic() < deadline, "ingress did not answer its health check"
-            time.sleep(0.05)
+        up = wait_until(lambda: proc.poll() is not None or answers(url), start_s, interval=0.05)
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "ingress exited"
+        assert up, "ingress did not answer its health check"
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def answers(url: str) -> bool:
+    """Whether `wakeful ingress` at `url` answers its health check now."""
+    try:
+        return httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200
+    except httpx.TransportError:
+        return False

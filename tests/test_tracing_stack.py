@@ -14,7 +14,7 @@ import httpx
 import pytest
 from cli_run import wakeful
 from confluent_kafka import Producer
-from helpers import free_ports, kafka_as, start_fleet
+from helpers import answers, free_ports, kafka_as, start_fleet
 
 from wakeful.consumers import audit_read
 from wakeful.consumers.audit_file import Logged
@@ -189,7 +189,7 @@ def test_a_post_to_the_http_door_is_the_first_hop_of_its_trace(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        assert wait_until(lambda: _answers(url), 30), "the door did not answer its health check"
+        assert wait_until(lambda: answers(url), 30), "the door did not answer its health check"
         named = f"t-trace-{uuid.uuid4().hex[:10]}"
         event = sign_event(
             client.signer(REQUESTER), events.CREATE, {"amount": 20, "currency": "EUR"}, task_id=named
@@ -209,13 +209,6 @@ def test_a_post_to_the_http_door_is_the_first_hop_of_its_trace(
     assert posted.attributes["wakeful.event_id"] == event.event_id
     assert spans["wakeful.inbound handle"].parent_id == posted.span_id
     assert {s.trace_id for s in spans.values()} == {trace}
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _names(receiver: Receiver, trace: str) -> set[str]:

@@ -89,24 +89,24 @@ def test_a_client_address_is_named_once_whatever_its_spelling() -> None:
 
 
 def test_a_delivery_is_recent_for_the_max_age_and_then_forgotten() -> None:
-    from wakeful.consumers.ingress_limits import Recent
+    from wakeful.consumers.ingress_signers import Cached
 
     clock = Clock()
-    recent = Recent(ttl=300.0, clock=clock, size=3)
-    recent.add(("k", "e1"))
-    assert ("k", "e1") in recent and ("k2", "e1") not in recent  # another key's id is another event
+    recent: Cached[tuple[str, str], bool] = Cached(clock, ttl=300.0, size=3)
+    recent.put(("k", "e1"), True)
+    assert recent.get(("k", "e1"))[0] and not recent.get(("k2", "e1"))[0]  # another key's id is another event
     clock.now += 301
-    assert ("k", "e1") not in recent
+    assert not recent.get(("k", "e1"))[0]
     for i in range(5):
-        recent.add(("k", f"e{i}"))
-    assert len(recent._until) == 3 and ("k", "e4") in recent and ("k", "e0") not in recent
+        recent.put(("k", f"e{i}"), True)
+    assert len(recent._read) == 3 and recent.get(("k", "e4"))[0] and not recent.get(("k", "e0"))[0]
 
 
 def test_the_doors_signer_record_is_read_again_after_its_second() -> None:
     from wakeful.consumers.ingress_signers import Cached
 
     clock = Clock()
-    cached: Cached[str | None] = Cached(clock, ttl=1.0, size=2)
+    cached: Cached[str, str | None] = Cached(clock, ttl=1.0, size=2)
     assert cached.get("k") == (False, None)
     cached.put("k", None)  # an unknown key is remembered too: forgeries under one id cost one read
     assert cached.get("k") == (True, None)
