@@ -282,6 +282,13 @@ def _replicas(settings: Settings, text: str | None, roles: tuple[str, ...]) -> d
     is_flag=True,
     help="Run the roles with tracing on, exporting over OTLP/HTTP to a receiver the bench runs (D75).",
 )
+@click.option(
+    "--idle",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="Run no tasks: report an idle fleet's CPU share per process over SECONDS, with Kafka's and Redis's.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def bench(
@@ -293,12 +300,20 @@ def bench(
     replicas: str | None,
     plot: Path | None,
     tracing: bool,
+    idle: float | None,
     as_json: bool,
 ) -> None:
-    """Throughput, wake-to-effect latency, CPU per task, Redis round trips, Kafka messages and
-    memory per role."""
+    """Throughput, wake-to-effect latency, CPU per task on the whole box (roles, Kafka and Redis),
+    Redis round trips, Kafka messages and memory per role; or, with --idle, what a fleet with
+    nothing to do costs."""
     from wakeful.devstack import bench_pipeline
 
+    if idle is not None:
+        from wakeful.devstack import bench_box
+
+        found = bench_box.idle(settings, idle, say)
+        emit(found, as_json, bench_box.render_idle(found))
+        return
     counts = _replicas(settings, replicas, ROLES)
     if plot is not None:
         from wakeful.devstack import bench_plot

@@ -23,15 +23,21 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import psutil
 from confluent_kafka import Consumer, TopicPartition
 
 from wakeful.consumers.supervisor import role_of_member
-from wakeful.core import kafka_auth, process, topics
+from wakeful.core import kafka_auth, topics
 from wakeful.core.log import librdkafka_config
 from wakeful.core.process import Say
 from wakeful.core.settings import Settings
-from wakeful.devstack import bench_log, bench_plot, bench_policy, bench_tracing, kafka, redis_server, stack
+from wakeful.devstack import (
+    bench_box,
+    bench_log,
+    bench_plot,
+    bench_policy,
+    bench_tracing,
+    stack,
+)
 from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
@@ -52,23 +58,6 @@ def _offsets(settings: Settings) -> int:
             total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
     consumer.close()
     return total
-
-
-def server_cpu(settings: Settings, since: Mapping[str, float] | None = None) -> dict[str, float]:
-    """CPU seconds used so far (or since the figures `since`) by the Kafka broker and the Redis
-    server this machine runs for `settings` (`wakeful dev up`); a server run elsewhere is left out."""
-    found = {}
-    for name, server in (("kafka", kafka), ("redis", redis_server)):
-        pid = process.running_pid(server.pid_path(settings), server.is_ours(settings))
-        try:
-            times = psutil.Process(pid).cpu_times() if pid else None
-        except psutil.Error:
-            times = None
-        if times is not None:
-            found[name] = times.user + times.system
-    if since is None:
-        return found
-    return {k: v - since[k] for k, v in found.items() if k in since}
 
 
 def run(
@@ -99,7 +88,12 @@ def run(
         warm_up(client, traffic)
         say(f"warm; publishing the {client.app.name} tasks ...")
         mark = traffic.mark(client.admin)  # first: a traffic may arrange the store (bench_memory)
-        before = _offsets(settings), _redis_commands(client), server_cpu(settings), fleet.cpu_now()
+        before = (
+            _offsets(settings),
+            bench_box.redis_commands(client),
+            bench_box.server_cpu(settings),
+            fleet.cpu_now(),
+        )
         log_since = bench_log.marks(settings)  # the log's own figures: after the run, once drained
         started = time.time()
         plans, woken = _publish(client, traffic, split(tasks, approval_ratio), rate)
@@ -107,9 +101,12 @@ def run(
         effects = _wait_effects(client, traffic, mark, plans, timeout=max(120.0, tasks / 20), say=say)
         finished = max((b for b in effects.values()), default=time.time())
         latencies = sorted((effects[t] - woken[t]) * 1000 for t in effects)
-        servers, cpu = server_cpu(settings, before[2]), by_role(fleet.roles, fleet.cpu_now(), before[3])
+        servers, cpu = (
+            bench_box.server_cpu(settings, before[2]),
+            by_role(fleet.roles, fleet.cpu_now(), before[3]),
+        )
         kafka_msgs = _offsets(settings) - before[0]
-        redis_cmds = _redis_commands(client) - before[1]
+        redis_cmds = bench_box.redis_commands(client) - before[1]
         tokens = _model_tokens(client, list(effects))
         log = bench_log.cost(settings, client.admin, log_since, len(effects))
     finally:
@@ -143,6 +140,10 @@ def run(
         | {"total": round(sum(cpu.values()) * 1000 / max(1, done), 2)},
         # The engines' share, from the first task published to the last effect: {} when remote.
         "server_cpu_ms_per_task": {name: round(c * 1000 / max(1, done), 2) for name, c in servers.items()},
+        # The headline: everything on the box, roles and servers together, per task.
+        "box_cpu_ms_per_task": bench_box.box(
+            sum(cpu.values()) * 1000 / max(1, done), {n: c * 1000 / max(1, done) for n, c in servers.items()}
+        ),
         # One authorization decision in process (the app's own policy, parsed once): per action.
         "policy_decision_us": bench_policy.decision_us(client.app, rounds=500),
         "tracing": traced,
@@ -241,11 +242,6 @@ def _model_tokens(client: Client, task_ids: list[str]) -> int:
     return sum(n or 0 for n in budget.tasks_tokens(client.admin, task_ids))
 
 
-def _redis_commands(client: Client) -> int:
-    info: dict[str, Any] = client.admin.info("stats")
-    return int(info["total_commands_processed"])
-
-
 def _pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -260,6 +256,7 @@ def render(r: dict[str, Any]) -> str:
         [
             f"tasks           : {r['completed']}/{r['tasks']} {r['app']} tasks with their effects "
             f"({r['with_approval']} {r['second_path']}), {offered}",
+            bench_box.render_box(r["box_cpu_ms_per_task"]),
             f"throughput      : {r['tasks_per_s']} tasks/s",
             f"wake-to-effect  : p50 {lat['p50']} ms, p95 {lat['p95']} ms, p99 {lat['p99']} ms",
             f"redis per task  : {r['redis_round_trips_per_task']} round trips "

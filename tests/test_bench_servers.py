@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from wakeful.core.settings import Settings
-from wakeful.devstack.bench_pipeline import server_cpu
+from wakeful.devstack.bench_box import server_cpu
 
 
 def test_bench_counts_the_engines_run_here_and_no_server_run_elsewhere(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from wakeful.devstack.bench_box import box, render_box, shares
 from wakeful.devstack.bench_pipeline import by_role
 
 
@@ -15,3 +16,25 @@ def test_bench_charges_the_tasks_nothing_the_roles_spent_before_the_first() -> N
         {"gate": 3.0, "executor": 1.0, "timer": 0.0}
     )
     assert by_role(("gate",), at_start) == pytest.approx({"gate": 1.7})
+
+
+def test_the_box_headline_adds_the_servers_run_here_to_the_roles() -> None:
+    figures = box(2.0, {"kafka": 1.234, "redis": 0.5})
+    assert figures == {
+        "roles": 2.0,
+        "kafka": 1.23,
+        "redis": 0.5,
+        "total": 3.73,
+        "servers_counted": ["kafka", "redis"],
+    }
+    assert render_box(figures) == "box CPU per task: 3.73 ms (roles 2.0, kafka 1.23, redis 0.5)"
+
+
+def test_a_server_run_elsewhere_is_named_as_not_counted_in_the_box_headline() -> None:
+    figures = box(2.0, {"redis": 0.5})
+    assert figures["total"] == 2.5 and figures["servers_counted"] == ["redis"]
+    assert "kafka not on this machine, not counted" in render_box(figures)
+
+
+def test_an_idle_share_is_percent_of_one_core() -> None:
+    assert shares({"gate": 0.3, "kafka": 1.2}, 60.0) == {"gate": 0.5, "kafka": 2.0}
