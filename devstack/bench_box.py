@@ -82,6 +82,7 @@ def idle(settings: Settings, seconds: float, say: Say) -> dict[str, Any]:
     say(f"starting {len(fleet.members)} processes ({', '.join(fleet.members)}) ...")
     fleet.start()
     try:
+        client.reset_authority()
         warm_up(client, traffic)  # every role joined, connected and through its first message
         if not process.wait_until(lambda: not client.admin.scard(keys.OUTBOX_DIRTY), 60, interval=0.2):
             say("the warm-up task's records are still on the outbox after 60 s; measuring anyway")
