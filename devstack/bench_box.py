@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -30,15 +31,24 @@ SERVERS = ("kafka", "redis")
 PROGRESS_S = 10.0  # seconds between progress lines while an idle fleet is watched
 
 
+JIT = "kafka_jit"  # of the broker's CPU, what its JVM spent compiling (server_cpu)
+JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")  # their names, cut to 15 characters by Linux
+
+
 def box(roles_ms: float, servers_ms: Mapping[str, float]) -> dict[str, Any]:
     """The whole box's CPU ms per task: the roles', each server's this machine runs, their total,
-    and whether the servers were counted at all (a remote one is not on this box's bill)."""
+    and whether the servers were counted at all (a remote one is not on this box's bill). A broker
+    started minutes ago spends much of its CPU compiling its own code (JIT): that share is shown,
+    and `settled` is the total without it, what a broker that has run for a while costs."""
     found = {name: round(servers_ms[name], 2) for name in SERVERS if name in servers_ms}
     total = roles_ms + sum(found.values())
+    jit = round(servers_ms.get(JIT, 0.0), 2) if "kafka" in found else 0.0
     return {
         "roles": round(roles_ms, 2),
         **found,
+        JIT: jit,
         "total": round(total, 2),
+        "settled": round(total - jit, 2),
         "servers_counted": sorted(found),
     }
 
@@ -47,17 +57,23 @@ def render_box(figures: Mapping[str, Any]) -> str:
     parts = [f"roles {figures['roles']}"] + [f"{n} {figures[n]}" for n in SERVERS if n in figures]
     missing = [n for n in SERVERS if n not in figures]
     note = f"; {', '.join(missing)} not on this machine, not counted" if missing else ""
-    return f"box CPU per task: {figures['total']} ms ({', '.join(parts)}{note})"
+    jit = figures.get(JIT, 0.0)
+    settled = f"; {figures['settled']} ms without the broker's {jit} ms of JIT compiling" if jit else ""
+    return f"box CPU per task: {figures['total']} ms ({', '.join(parts)}{note}{settled})"
 
 
 def server_cpu(settings: Settings, since: Mapping[str, float] | None = None) -> dict[str, float]:
     """CPU seconds used so far (or since the figures `since`) by the Kafka broker and the Redis
-    server this machine runs for `settings` (`wakeful dev up`); a server run elsewhere is left out."""
+    server this machine runs for `settings` (`wakeful dev up`), and of the broker's, what its JIT
+    compiler threads used (JIT); a server run elsewhere is left out."""
     found = {}
     for name, server in (("kafka", kafka), ("redis", redis_server)):
         pid = process.running_pid(server.pid_path(settings), server.is_ours(settings))
         try:
-            times = psutil.Process(pid).cpu_times() if pid else None
+            proc = psutil.Process(pid) if pid else None
+            times = proc.cpu_times() if proc else None
+            if proc is not None and name == "kafka":
+                found[JIT] = _jit_seconds(proc)
         except psutil.Error:
             times = None
         if times is not None:
@@ -65,6 +81,19 @@ def server_cpu(settings: Settings, since: Mapping[str, float] | None = None) -> 
     if since is None:
         return found
     return {k: v - since[k] for k, v in found.items() if k in since}
+
+
+def _jit_seconds(proc: psutil.Process) -> float:
+    """CPU seconds of the JVM's compiler threads (Linux: /proc/<pid>/task/<tid>/comm names them)."""
+    spent = 0.0
+    for thread in proc.threads():
+        try:
+            name = Path(f"/proc/{proc.pid}/task/{thread.id}/comm").read_text().strip()
+        except OSError:  # the thread ended meanwhile, or no /proc here
+            continue
+        if name.startswith(JIT_THREADS):
+            spent += thread.user_time + thread.system_time
+    return spent
 
 
 def shares(spent_s: Mapping[str, float], seconds: float) -> dict[str, float]:
@@ -104,6 +133,7 @@ def idle(settings: Settings, seconds: float, say: Say) -> dict[str, Any]:
     per = shares(roles, elapsed) | {"roles": round(100 * sum(roles.values()) / elapsed, 2)}
     per |= shares(servers, elapsed)
     per["total"] = round(per["roles"] + sum(per[n] for n in SERVERS if n in per), 2)
+    per["settled"] = round(per["total"] - per.get(JIT, 0.0), 2)
     return {
         "idle_s": round(elapsed, 1),
         "processes": list(fleet.members),
@@ -122,11 +152,12 @@ def redis_commands(client: Client) -> int:
 def render_idle(r: Mapping[str, Any]) -> str:
     per = r["cpu_pct_of_core"]
     members = ", ".join(f"{m} {per[m]}" for m in r["processes"])
-    servers = ", ".join(f"{n} {per[n]}" for n in SERVERS if n in per) or "not on this machine"
+    servers = ", ".join(f"{n} {per[n]}%" for n in SERVERS if n in per) or "servers not on this machine"
     return "\n".join(
         [
             f"idle fleet      : {r['idle_s']} s, no tasks, {len(r['processes'])} role processes",
-            f"box CPU         : {per['total']}% of a core (roles {per['roles']}%, {servers})",
+            f"box CPU         : {per['total']}% of a core (roles {per['roles']}%, {servers}); "
+            f"{per['settled']}% without the broker's JIT compiling",
             f"roles, % of core: {members}",
             f"redis commands  : {r['redis_commands_per_s']}/s",
         ]

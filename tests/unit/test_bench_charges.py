@@ -24,10 +24,18 @@ def test_the_box_headline_adds_the_servers_run_here_to_the_roles() -> None:
         "roles": 2.0,
         "kafka": 1.23,
         "redis": 0.5,
+        "kafka_jit": 0.0,
         "total": 3.73,
+        "settled": 3.73,
         "servers_counted": ["kafka", "redis"],
     }
     assert render_box(figures) == "box CPU per task: 3.73 ms (roles 2.0, kafka 1.23, redis 0.5)"
+
+
+def test_the_brokers_jit_compiling_is_counted_in_the_box_and_named_apart() -> None:
+    figures = box(2.0, {"kafka": 3.0, "kafka_jit": 1.0, "redis": 0.5})
+    assert (figures["total"], figures["settled"], figures["kafka_jit"]) == (5.5, 4.5, 1.0)
+    assert render_box(figures).endswith("; 4.5 ms without the broker's 1.0 ms of JIT compiling)")
 
 
 def test_a_server_run_elsewhere_is_named_as_not_counted_in_the_box_headline() -> None:
