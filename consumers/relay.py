@@ -34,6 +34,9 @@ from wakeful.state.memory import MemoryStore
 from wakeful.state.outbox import Malformed, Outbox, Pending
 
 BATCH_TARGET = 100  # records per claim worth publishing without waiting
+# The wait after a claim that found less than BATCH_TARGET: an idle relay asks Redis this often,
+# and at a trickle a claim gathers this long's records into one message per partition (D78).
+IDLE_S = 0.1
 
 
 class Relay:
@@ -127,7 +130,7 @@ class Relay:
             self.partitions = len(meta.partitions)
         return kafka_client.partition_of(task_id, self.partitions)
 
-    def run(self, stop: threading.Event, idle_sleep: float = 0.02) -> None:
+    def run(self, stop: threading.Event, idle_sleep: float = IDLE_S) -> None:
         next_sweep = 0.0  # sweep at start, every OUTBOX_SWEEP_S, and after any failed step
 
         def step() -> bool:

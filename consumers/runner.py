@@ -32,6 +32,10 @@ from wakeful.core.log import Log
 from wakeful.state.acl import CountingConnection
 
 FLUSH_STEP_S = 1.0
+# How long an idle loop waits for a message before it runs its between-batches step (a switch's
+# acknowledgement is read at most this often: switch_acks.TICK_S) and looks at `stop` again. A
+# message that arrives ends the wait at once.
+POLL_S = 0.2
 CLOSE_S = 30  # how long a client being replaced may take to close (Runner._rejoin)
 
 
@@ -164,7 +168,7 @@ class Runner(Handling):
     def _next_batch(self) -> list[Message]:
         """Wait for one message, then take whatever else is already fetched, without waiting:
         low latency when idle, large batches under load."""
-        first = self.consumer.poll(0.05)
+        first = self.consumer.poll(POLL_S)
         if first is None:
             return []
         return [first, *self.consumer.consume(self.batch - 1, 0)]

@@ -6,8 +6,9 @@ a Progress writer reads that counter and records it in `wk:live` as "<counter> <
 role and process. From then on every handler it starts reads the switch: so once every live
 writer has recorded the new counter, no step judged before the switch is still running, and no
 new intent is written for a frozen task (`wakeful freeze` waits for that, the acknowledgement).
-Idle roles record it too, every TICK_S between batches: a freeze is taken in within a second
-fleet-wide unless a batch runs longer. Times are the Redis server's, so no two hosts' clocks meet.
+Idle roles read it too, every TICK_S between batches, and record it as soon as it moves (and
+every REFRESH_S anyway, to show they live): a freeze is taken in within a second fleet-wide unless
+a batch runs longer. Times are the Redis server's, so no two hosts' clocks meet.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from wakeful.consumers.failures import TRANSIENT_IO
 from wakeful.core.log import Log
 from wakeful.state import keys
 
-TICK_S = 0.2  # how often a role records what it has taken in, idle or busy
+TICK_S = 0.2  # how often a role reads the switch counter, idle or busy
+REFRESH_S = 1.0  # how often a role restamps an unchanged record, so it reads as live (LIVE_S)
 LIVE_S = 5.0  # a record older than this is of a process that stopped (or hangs): not waited for
 
 
@@ -33,20 +35,37 @@ def process_name(role: str) -> str:
     return f"{role}:{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+def due(now: float, last_read: float, seen: int | None, written: int | None, last_write: float) -> str:
+    """What an acknowledging role does at `now` (monotonic seconds): "wait" until TICK_S after its
+    last read; "read" the counter; once read (`seen`), "write" the record when the counter moved
+    since the last one written, or REFRESH_S after it so the record stays live; else "skip"."""
+    if seen is None:
+        return "read" if now - last_read >= TICK_S else "wait"
+    if seen != written or now - last_write >= REFRESH_S:
+        return "write"
+    return "skip"
+
+
 def acker(client: Any, role: str, log: Log) -> Callable[[], None]:
-    """The runner's between-batches step for a Progress writer (consumers/runner.py)."""
+    """The runner's between-batches step for a Progress writer (consumers/runner.py). An idle
+    role reads the counter every TICK_S, one command, and writes its record only when the counter
+    moved or every REFRESH_S: an idle fleet keeps Redis busy with little more than the reads."""
     name = process_name(role)
-    last = [0.0]
+    last_read, last_write = [0.0], [0.0]
+    written: list[int | None] = [None]
 
     def ack() -> None:
         now = time.monotonic()
-        if now - last[0] < TICK_S:
+        if due(now, last_read[0], None, written[0], last_write[0]) == "wait":
             return
-        last[0] = now
+        last_read[0] = now
         try:
-            seen = client.get(keys.AUTH_SWITCHED)
+            seen = int(client.get(keys.AUTH_SWITCHED) or 0)
+            if due(now, last_read[0], seen, written[0], last_write[0]) != "write":
+                return
             secs, micros = client.time()  # the server's clock: the CLI that waits reads the same one
-            client.hset(keys.LIVE, name, f"{int(seen or 0)} {secs * 1000 + micros // 1000}")
+            client.hset(keys.LIVE, name, f"{seen} {secs * 1000 + micros // 1000}")
+            written[0], last_write[0] = seen, now
         except (*TRANSIENT_IO, redis.RedisError) as exc:  # the next tick tries again: an
             # acknowledgement is the operator's to wait for, never a reason to stop the role
             log("role.ack_failed", error=repr(exc)[:200])

@@ -33,6 +33,10 @@ SINGLE_NODE = (
     "group.initial.rebalance.delay.ms=0",
     "num.network.threads=2",
     "num.io.threads=4",
+    # The controller writes a no-op record to its metadata log when it has written nothing for
+    # this long, so that brokers elsewhere can tell it is alive. One node has no one to tell, and
+    # at the default 500 ms those records were half of an idle broker's CPU (D78).
+    "metadata.max.idle.interval.ms=10000",
 )
 
 # Groups that speak KIP-848 (WAKEFUL_KAFKA_GROUP_PROTOCOL=consumer; docs/decisions.md D41) take
