@@ -136,11 +136,16 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TRANSIENT_IO)
 
 
-def forever(step: Callable[[], bool], stop: threading.Event, log: Callable[..., None], idle: float) -> None:
-    """Run step() until stop is set, waiting `idle` seconds whenever it returns False (nothing to
-    do). A transient error (Redis or Kafka away, e.g. while a server restarts) is logged and
-    retried with backoff instead of ending the loop; a Kafka refusal that can never succeed is
-    raised: retrying it would only hide it."""
+def forever(
+    step: Callable[[], bool],
+    stop: threading.Event,
+    log: Callable[..., None],
+    idle: float | Callable[[], float],
+) -> None:
+    """Run step() until stop is set, waiting `idle` seconds (or what `idle()` says then) whenever
+    it returns False (nothing to do). A transient error (Redis or Kafka away, e.g. while a server
+    restarts) is logged and retried with backoff instead of ending the loop; a Kafka refusal that
+    can never succeed is raised: retrying it would only hide it."""
     attempt = 0
     while not stop.is_set():
         try:
@@ -155,4 +160,4 @@ def forever(step: Callable[[], bool], stop: threading.Event, log: Callable[..., 
             stop.wait(backoff(attempt))
             continue
         if not busy:
-            stop.wait(idle)
+            stop.wait(idle() if callable(idle) else idle)

@@ -34,9 +34,18 @@ from wakeful.state.memory import MemoryStore
 from wakeful.state.outbox import Malformed, Outbox, Pending
 
 BATCH_TARGET = 100  # records per claim worth publishing without waiting
-# The wait after a claim that found less than BATCH_TARGET: an idle relay asks Redis this often,
-# and at a trickle a claim gathers this long's records into one message per partition (D78).
+# The wait after a claim that found less than BATCH_TARGET: at a trickle a claim gathers this
+# long's records into one message per partition. After claims that found nothing it doubles, up
+# to IDLE_MAX_S: an idle relay asks Redis twice a second, and the first records after a quiet
+# spell reach the log at most that late, never a task's effect (D78).
 IDLE_S = 0.1
+IDLE_MAX_S = 0.5
+
+
+def idle_wait(empty_in_a_row: int) -> float:
+    """How long the relay waits before its next claim, after `empty_in_a_row` claims that found
+    nothing (0: the last one found something)."""
+    return min(IDLE_MAX_S, IDLE_S * 2 ** max(0, empty_in_a_row - 1))
 
 
 class Relay:
@@ -130,23 +139,26 @@ class Relay:
             self.partitions = len(meta.partitions)
         return kafka_client.partition_of(task_id, self.partitions)
 
-    def run(self, stop: threading.Event, idle_sleep: float = IDLE_S) -> None:
+    def run(self, stop: threading.Event) -> None:
         next_sweep = 0.0  # sweep at start, every OUTBOX_SWEEP_S, and after any failed step
+        empty = 0  # claims in a row that found nothing
 
         def step() -> bool:
-            nonlocal next_sweep
+            nonlocal next_sweep, empty
             if time.monotonic() >= next_sweep:
                 self.partitions = None  # read again: partitions may have been added
                 self.log("relay.sweep", found=self.outbox.sweep())  # a failure here retries it
                 next_sweep = time.monotonic() + keys.OUTBOX_SWEEP_S
             try:
                 # The log is not on any task's critical path: let small claims grow into batches.
-                return self.run_once() >= BATCH_TARGET
+                published = self.run_once()
             except TRANSIENT_IO:
                 next_sweep = 0.0  # tasks claimed before the failure are found again by the sweep
                 raise
+            empty = 0 if published else empty + 1
+            return published >= BATCH_TARGET
 
-        forever(step, stop, self.log, idle_sleep)
+        forever(step, stop, self.log, lambda: idle_wait(empty))
         self.producer.flush(30)
 
     def _dead_letter(self, m: Malformed, on_delivery: Callable[[KafkaError | None, Message], None]) -> None:

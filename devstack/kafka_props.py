@@ -37,6 +37,9 @@ SINGLE_NODE = (
     # this long, so that brokers elsewhere can tell it is alive. One node has no one to tell, and
     # at the default 500 ms those records were half of an idle broker's CPU (D78).
     "metadata.max.idle.interval.ms=10000",
+    # The group protocols wakeful's consumers speak (D41); without share groups and streams groups
+    # their coordinators' timers stop, a third of an idle broker's CPU (D78).
+    "group.coordinator.rebalance.protocols=classic,consumer",
 )
 
 # Groups that speak KIP-848 (WAKEFUL_KAFKA_GROUP_PROTOCOL=consumer; docs/decisions.md D41) take
