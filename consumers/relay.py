@@ -45,7 +45,7 @@ IDLE_MAX_S = 0.5
 def idle_wait(empty_in_a_row: int) -> float:
     """How long the relay waits before its next claim, after `empty_in_a_row` claims that found
     nothing (0: the last one found something)."""
-    return min(IDLE_MAX_S, IDLE_S * 2 ** max(0, empty_in_a_row - 1))
+    return min(IDLE_MAX_S, IDLE_S * 2.0 ** max(0, empty_in_a_row - 1))
 
 
 class Relay:

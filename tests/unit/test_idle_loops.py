@@ -22,7 +22,7 @@ def test_an_idle_relay_waits_longer_after_each_empty_claim_up_to_its_bound(
 
 
 def test_a_loop_asks_its_idle_wait_anew_each_time_it_finds_nothing() -> None:
-    stop, asked = threading.Event(), []
+    stop, asked = threading.Event(), list[int]()
 
     def idle() -> float:
         asked.append(len(asked))
