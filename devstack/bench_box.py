@@ -138,7 +138,7 @@ def idle(settings: Settings, seconds: float, say: Say) -> dict[str, Any]:
         "idle_s": round(elapsed, 1),
         "processes": list(fleet.members),
         "cpu_pct_of_core": per,
-        "servers_counted": sorted(servers),
+        "servers_counted": [n for n in SERVERS if n in servers],
         "redis_commands_per_s": round(commands / elapsed, 1),
     }
 

@@ -305,6 +305,41 @@ class StandInConsumer:
         self.seeks.append(tp)
 
 
+def run_cli(env: dict[str, str], *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with exactly `env`."""
+    return subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@contextlib.contextmanager
+def private_stack(home: Path) -> Iterator[dict[str, str]]:
+    """A stack of its own (state dir under `home`, ports nothing else uses), for a test that must
+    not share the test stack's: the environment that reaches it. Stopped on the way out."""
+    kafka, controller, redis_port = free_ports(3)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("WAKEFUL_") or k in ("WAKEFUL_CACHE", "WAKEFUL_KAFKA_HEAP")
+    } | {
+        "WAKEFUL_HOME": str(home / "state"),
+        "WAKEFUL_KAFKA_PORT": str(kafka),
+        "WAKEFUL_KAFKA_CONTROLLER_PORT": str(controller),
+        "WAKEFUL_REDIS_PORT": str(redis_port),
+    }
+    up = run_cli(env, "dev", "up", timeout=300)
+    assert up.returncode == 0, up.stderr[-3000:]
+    try:
+        yield env
+    finally:
+        run_cli(env, "dev", "down", timeout=120)
+
+
 def free_ports(n: int) -> list[int]:
     """n loopback ports nothing listens on now, so a private stack never meets another one's."""
     import socket

@@ -114,6 +114,7 @@ def test_task_send_of_a_kind_the_app_does_not_know_is_refused_before_anything_is
         ["worker", "all"],
         ["demo"],
         ["bench", "--tasks", "1"],
+        ["bench", "--idle", "1"],
         ["chaos", "--tasks", "1"],
     ],
     ids=" ".join,

@@ -8,52 +8,26 @@ the downstream, and the waiting tasks still wait with their deadlines until thei
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from helpers import free_ports
+from helpers import private_stack, run_cli
 
 DRILL_S = 420  # one drill: two fleet starts, 300 tasks, two recoveries, on a small shared machine
 pytestmark = pytest.mark.timeout(DRILL_S + 300)
 
 
 def wakeful(env: dict[str, str], *args: str, timeout: float = DRILL_S) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wakeful.cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_cli(env, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home: Path = tmp_path_factory.mktemp("drill")
-    kafka, controller, redis_port = free_ports(3)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("WAKEFUL_") or k in ("WAKEFUL_CACHE", "WAKEFUL_KAFKA_HEAP")
-    } | {
-        "WAKEFUL_HOME": str(home / "state"),
-        "WAKEFUL_KAFKA_PORT": str(kafka),
-        "WAKEFUL_KAFKA_CONTROLLER_PORT": str(controller),
-        "WAKEFUL_REDIS_PORT": str(redis_port),
-    }
-    up = wakeful(env, "dev", "up", timeout=300)
-    assert up.returncode == 0, up.stderr[-3000:]
-    try:
+    with private_stack(tmp_path_factory.mktemp("drill")) as env:
         yield env
-    finally:
-        wakeful(env, "dev", "down", timeout=120)
 
 
 def drill(env: dict[str, str], mode: str, seed: int) -> dict[str, Any]:
