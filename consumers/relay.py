@@ -40,12 +40,13 @@ BATCH_TARGET = 100  # records per claim worth publishing without waiting
 # spell reach the log at most that late, never a task's effect (D78).
 IDLE_S = 0.1
 IDLE_MAX_S = 0.5
+_DOUBLINGS = 16  # past IDLE_MAX_S long before: a float power that cannot overflow however long it idles
 
 
 def idle_wait(empty_in_a_row: int) -> float:
     """How long the relay waits before its next claim, after `empty_in_a_row` claims that found
     nothing (0: the last one found something)."""
-    return min(IDLE_MAX_S, IDLE_S * 2.0 ** max(0, empty_in_a_row - 1))
+    return min(IDLE_MAX_S, IDLE_S * 2.0 ** min(max(0, empty_in_a_row - 1), _DOUBLINGS))
 
 
 class Relay:
@@ -155,7 +156,7 @@ class Relay:
             except TRANSIENT_IO:
                 next_sweep = 0.0  # tasks claimed before the failure are found again by the sweep
                 raise
-            empty = 0 if published else empty + 1
+            empty = 0 if published else min(empty + 1, _DOUBLINGS + 1)
             return published >= BATCH_TARGET
 
         forever(step, stop, self.log, lambda: idle_wait(empty))

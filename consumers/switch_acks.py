@@ -26,7 +26,9 @@ from wakeful.core.log import Log
 from wakeful.state import keys
 
 TICK_S = 0.2  # how often a role reads the switch counter, idle or busy
-REFRESH_S = 1.0  # how often a role restamps an unchanged record, so it reads as live (LIVE_S)
+# How often a role restamps an unchanged record, so it reads as live (LIVE_S). A batch starts with
+# its record at most REFRESH_S + TICK_S old; one that runs past LIVE_S less that is not waited for.
+REFRESH_S = 0.5
 LIVE_S = 5.0  # a record older than this is of a process that stopped (or hangs): not waited for
 
 

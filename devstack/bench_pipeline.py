@@ -139,7 +139,9 @@ def run(
         "cpu_ms_per_task": {role: round(c * 1000 / max(1, done), 2) for role, c in cpu.items()}
         | {"total": round(sum(cpu.values()) * 1000 / max(1, done), 2)},
         # The engines' share, from the first task published to the last effect: {} when remote.
-        "server_cpu_ms_per_task": {name: round(c * 1000 / max(1, done), 2) for name, c in servers.items()},
+        "server_cpu_ms_per_task": {
+            name: round(c * 1000 / max(1, done), 2) for name, c in servers.items() if name != bench_box.JIT
+        },
         # The headline: everything on the box, roles and servers together, per task.
         "box_cpu_ms_per_task": bench_box.box(
             sum(cpu.values()) * 1000 / max(1, done), {n: c * 1000 / max(1, done) for n, c in servers.items()}

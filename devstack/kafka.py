@@ -250,6 +250,9 @@ def start(settings: Settings, say: process.Say) -> int:
         f"-Xms{half}",
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",
+        # Compiler threads that live as long as the broker, so `wakeful bench` can count what the
+        # JIT spent (devstack/bench_box.py): a thread that ends takes its CPU time with it.
+        "-XX:-UseDynamicNumberOfCompilerThreads",
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={props.parent / 'log4j2.properties'}",
         _marker(settings),

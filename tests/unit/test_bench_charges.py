@@ -46,3 +46,8 @@ def test_a_server_run_elsewhere_is_named_as_not_counted_in_the_box_headline() ->
 
 def test_an_idle_share_is_percent_of_one_core() -> None:
     assert shares({"gate": 0.3, "kafka": 1.2}, 60.0) == {"gate": 0.5, "kafka": 2.0}
+
+
+def test_the_jit_share_is_never_below_nothing_nor_above_the_brokers_whole() -> None:
+    assert box(1.0, {"kafka": 2.0, "kafka_jit": -0.5})["kafka_jit"] == 0.0
+    assert box(1.0, {"kafka": 2.0, "kafka_jit": 3.0})["settled"] == 1.0

@@ -13,7 +13,15 @@ from wakeful.consumers.relay import IDLE_MAX_S, IDLE_S, idle_wait
 
 @pytest.mark.parametrize(
     ("empty_in_a_row", "wait"),
-    [(0, IDLE_S), (1, IDLE_S), (2, 2 * IDLE_S), (3, 4 * IDLE_S), (4, IDLE_MAX_S), (1000, IDLE_MAX_S)],
+    [
+        (0, IDLE_S),
+        (1, IDLE_S),
+        (2, 2 * IDLE_S),
+        (3, 4 * IDLE_S),
+        (4, IDLE_MAX_S),
+        (1000, IDLE_MAX_S),
+        (10**6, IDLE_MAX_S),
+    ],
 )
 def test_an_idle_relay_waits_longer_after_each_empty_claim_up_to_its_bound(
     empty_in_a_row: int, wait: float
