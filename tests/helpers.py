@@ -305,8 +305,10 @@ class StandInConsumer:
         self.seeks.append(tp)
 
 
-def run_cli(env: dict[str, str], *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """The CLI as a user runs it, with exactly `env`."""
+def run_cli(
+    env: dict[str, str], *args: str, timeout: float, umask: int = -1
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, with exactly `env` (and `umask`, if one is given)."""
     return subprocess.run(
         [sys.executable, "-m", "wakeful.cli.main", *args],
         env=env,
@@ -314,6 +316,7 @@ def run_cli(env: dict[str, str], *args: str, timeout: float) -> subprocess.Compl
         text=True,
         timeout=timeout,
         check=False,
+        umask=umask,
     )
 
 

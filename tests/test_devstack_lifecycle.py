@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import orjson
 import psutil
 import pytest
 from confluent_kafka import Consumer, Producer
-from helpers import free_ports, kafka_as, kcat, kcat_sasl, new_checkpoint, set_stage
+from helpers import free_ports, kafka_as, kcat, kcat_sasl, new_checkpoint, run_cli, set_stage
 
 from wakeful.consumers import wiring
 from wakeful.core import secrets, topics
@@ -37,15 +36,7 @@ pytestmark = pytest.mark.timeout(2 * COMMAND_S + 60)  # a test runs `dev up` up 
 def wakeful(
     env: dict[str, str], *args: str, check: bool = True, umask: int = -1
 ) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "wakeful.cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_S,
-        check=False,
-        umask=umask,
-    )
+    result = run_cli(env, *args, timeout=COMMAND_S, umask=umask)
     if check and result.returncode != 0:
         pytest.fail(f"wakeful {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result
