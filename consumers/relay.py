@@ -156,7 +156,7 @@ class Relay:
             except TRANSIENT_IO:
                 next_sweep = 0.0  # tasks claimed before the failure are found again by the sweep
                 raise
-            empty = 0 if published else min(empty + 1, _DOUBLINGS + 1)
+            empty = 0 if published else empty + 1
             return published >= BATCH_TARGET
 
         forever(step, stop, self.log, lambda: idle_wait(empty))

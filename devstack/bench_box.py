@@ -97,6 +97,11 @@ def _jit_seconds(proc: psutil.Process) -> float:
     return spent
 
 
+def fleet_env(settings: Settings, base: Mapping[str, str]) -> dict[str, str]:
+    """What a bench's fleet runs with: `base`, the rules model, and the app the settings name."""
+    return dict(base) | {"WAKEFUL_MODEL": "rules"} | ({ENV: settings.app} if settings.app else {})
+
+
 def shares(spent_s: Mapping[str, float], seconds: float) -> dict[str, float]:
     """CPU seconds spent over `seconds` as percent of one core, two decimals."""
     return {name: round(100 * s / max(1e-9, seconds), 2) for name, s in spent_s.items()}
@@ -107,8 +112,7 @@ def idle(settings: Settings, seconds: float, say: Say) -> dict[str, Any]:
     traffic = load_traffic(load_app(settings.app))
     stack.up(settings, say)
     client = Client(settings)
-    env = dict(os.environ) | {"WAKEFUL_MODEL": "rules"} | ({ENV: settings.app} if settings.app else {})
-    fleet = Fleet(env)
+    fleet = Fleet(fleet_env(settings, os.environ))
     say(f"starting {len(fleet.members)} processes ({', '.join(fleet.members)}) ...")
     fleet.start()
     try:

@@ -42,7 +42,7 @@ from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
 from wakeful.schemas import events
-from wakeful.sdk.app import ENV, load_app
+from wakeful.sdk.app import load_app
 from wakeful.state import budget
 
 PROGRESS_S = 5.0  # seconds between progress lines while the effects come in
@@ -75,12 +75,7 @@ def run(
     stack.up(settings, say)
     client = Client(settings)
     spans = bench_tracing.receiver(tracing)  # the roles export to it, or trace nothing (D75)
-    env = (
-        bench_tracing.env(os.environ, spans)
-        | {"WAKEFUL_MODEL": "rules"}
-        | ({ENV: settings.app} if settings.app else {})
-    )
-    fleet = Fleet(env, replicas=replicas)
+    fleet = Fleet(bench_box.fleet_env(settings, bench_tracing.env(os.environ, spans)), replicas=replicas)
     say(f"starting {len(fleet.members)} processes ({', '.join(fleet.members)}) ...")
     fleet.start()  # first: refused while another fleet runs, before anything is changed
     try:
