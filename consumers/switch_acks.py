@@ -68,8 +68,9 @@ def acker(client: Any, role: str, log: Log) -> Callable[[], None]:
             secs, micros = client.time()  # the server's clock: the CLI that waits reads the same one
             client.hset(keys.LIVE, name, f"{seen} {secs * 1000 + micros // 1000}")
             written[0], last_write[0] = seen, now
-        except (*TRANSIENT_IO, redis.RedisError) as exc:  # the next tick tries again: an
-            # acknowledgement is the operator's to wait for, never a reason to stop the role
+        except (*TRANSIENT_IO, redis.RedisError, ValueError) as exc:  # the next tick tries again:
+            # an acknowledgement is the operator's to wait for, never a reason to stop the role (a
+            # counter that is no number is the admin's to mend; it is not read as one)
             log("role.ack_failed", error=repr(exc)[:200])
 
     return ack

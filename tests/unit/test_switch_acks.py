@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from wakeful.consumers.switch_acks import LIVE_S, REFRESH_S, TICK_S, due
+from wakeful.consumers.switch_acks import LIVE_S, REFRESH_S, TICK_S, acker, due
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,26 @@ def test_a_role_acknowledges_a_moved_counter_at_once_and_restamps_an_unchanged_o
 
 def test_a_restamped_record_never_ages_past_live() -> None:
     assert REFRESH_S + TICK_S < LIVE_S
+
+
+class _Planted:
+    """Redis as a role reads it, with a switch counter that is no number."""
+
+    def __init__(self) -> None:
+        self.written: list[str] = []
+
+    def get(self, _key: str) -> bytes:
+        return b"not-a-number"
+
+    def time(self) -> tuple[int, int]:
+        return 1, 0
+
+    def hset(self, _key: str, _field: str, value: str) -> None:
+        self.written.append(value)
+
+
+def test_a_switch_counter_that_is_no_number_is_logged_and_never_stops_the_role_or_is_acknowledged() -> None:
+    client, said = _Planted(), list[tuple[str, dict[str, str]]]()
+    ack = acker(client, "gate", lambda event, **fields: said.append((event, fields)))  # type: ignore[arg-type]
+    ack()
+    assert client.written == [] and [event for event, _ in said] == ["role.ack_failed"]
