@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import redis
 
+from wakeful.authority.kept import moved
 from wakeful.core.errors import DecodeError
 from wakeful.state import keys
 from wakeful.state.seal import Sealer
@@ -37,7 +38,10 @@ def _u(text: str) -> bytes:
 
 def copy(client: redis.Redis) -> dict[str, Any]:
     """Every authority key, by name: its type and contents (bytes as base64), in a stable order."""
-    names = sorted(client.scan_iter(match=keys.PATTERN_AUTHORITY, count=10_000))
+    # Not the token roles keep their Snapshot by (kept.py): one put back could match what a role
+    # kept from before the loss. A restore sets a fresh one.
+    skip = keys.AUTH_VERSION.encode()
+    names = sorted(n for n in client.scan_iter(match=keys.PATTERN_AUTHORITY, count=10_000) if n != skip)
     pipe = client.pipeline(transaction=False)
     for name in names:
         pipe.type(name)
@@ -112,7 +116,7 @@ def put_back(client: redis.Redis, found: dict[str, Any]) -> tuple[list[str], lis
     Returns (the keys something was written to, the keys left whole)."""
     written, left = [], []
     for name in sorted(found):
-        if not name.startswith(f"{keys.PREFIX}:authority:"):
+        if not name.startswith(f"{keys.PREFIX}:authority:") or name == keys.AUTH_VERSION:
             left.append(name)  # a copy names only authority keys; anything else is not written
             continue
         pipe = client.pipeline(transaction=False)
@@ -120,6 +124,8 @@ def put_back(client: redis.Redis, found: dict[str, Any]) -> tuple[list[str], lis
             written.append(name)
         else:
             left.append(name)
+    if written:
+        moved(client)  # what a role kept may lack what was put back (kept.py)
     return written, left
 
 

@@ -15,6 +15,7 @@ import redis
 
 from wakeful.authority import documents
 from wakeful.authority.documents import Version
+from wakeful.authority.kept import moved
 from wakeful.core.errors import ConfigError, Contention
 from wakeful.state import keys
 
@@ -78,6 +79,7 @@ class PolicyStore:
                     pipe.hset(keys.auth_policies(app), str(version.version), version.encode())
                     pipe.hset(index, str(version.version), version.digest)
                     pipe.execute()
+                    moved(self.client)  # after: the version and index are in the app's slot
                     return version
                 except redis.WatchError:
                     continue

@@ -23,6 +23,7 @@ import redis
 
 from wakeful.authority import freezes, revocations
 from wakeful.authority.documents import Policy
+from wakeful.authority.kept import moved, token
 from wakeful.authority.snapshot import (
     APP_COMPAT,
     COMPAT_RULES,
@@ -86,15 +87,19 @@ class AuthorityStore:
         """`principal` joins the approvers of `app` (no app: the shared set, read by apps with no
         authority of their own)."""
         self.client.sadd(self._own(app, keys.auth_approvers) if app else keys.AUTH_APPROVERS, principal)
+        moved(self.client)
 
     def remove_approver(self, principal: str, app: str = "") -> bool:
         name = self._own(app, keys.auth_approvers) if app else keys.AUTH_APPROVERS
-        return bool(self.client.srem(name, principal))
+        removed = bool(self.client.srem(name, principal))
+        moved(self.client)
+        return removed
 
     def set_limit(self, amount: int, app: str = "") -> None:
         if amount < 0:
             raise ConfigError("limit", f"{amount} is negative; the approval limit is an amount >= 0")
         self.client.set(self._own(app, keys.auth_limit) if app else keys.AUTH_LIMIT, amount)
+        moved(self.client)
 
     def _own(self, app: str, key: Callable[[str], str]) -> str:
         """`key(app)`, after giving `app` approvers and a limit of its own if it has none yet: a
@@ -140,6 +145,7 @@ class AuthorityStore:
         elif compat:
             fields[APP_COMPAT + app] = orjson.dumps({**current.compat_by_app.get(app, {}), **compat}).decode()
         self.client.hset(keys.AUTH_POLICY, mapping=fields)  # type: ignore[arg-type]
+        moved(self.client)
 
     # ---- the kill path (authority/freezes.py) -------------------------------------------------
 
@@ -178,14 +184,15 @@ class AuthorityStore:
     def _switch(self, action: str, scope: str, by: str, reason: str) -> int:
         at = datetime.now(UTC).isoformat()
         doc = freezes.record(by, reason, at)
-        pipe = self.client.pipeline(
-            transaction=True
-        )  # one slot ({freeze}): the switch, its record, the counter
+        # One slot ({freeze}): the switch, its record, the authority token, the counter. A role
+        # that has taken the counter in sees the new token at its next wake (kept.py).
+        pipe = self.client.pipeline(transaction=True)
         if action == "freeze":
             pipe.hset(keys.AUTH_FROZEN, scope, doc)
         else:
             pipe.hdel(keys.AUTH_FROZEN, scope)
         pipe.xadd(keys.AUTH_SWITCH_LOG, self._logged(action, scope, by, reason, at), maxlen=SWITCH_LOG_MAX)
+        pipe.set(keys.AUTH_VERSION, token())
         pipe.incr(keys.AUTH_SWITCHED)
         return int(pipe.execute()[-1])
 
@@ -198,6 +205,7 @@ class AuthorityStore:
         fields = [f for f in names if f.startswith(APP_COMPAT.encode())]
         if fields:
             self.client.hdel(keys.AUTH_POLICY, *fields)
+            moved(self.client)
 
     def register_signer(
         self,
@@ -227,9 +235,12 @@ class AuthorityStore:
             "tenant": tenant,
         }
         self.client.hset(keys.AUTH_SIGNERS, key_id, orjson.dumps(doc))
+        moved(self.client)
 
     def remove_signer(self, key_id: str) -> bool:
-        return bool(self.client.hdel(keys.AUTH_SIGNERS, key_id))
+        removed = bool(self.client.hdel(keys.AUTH_SIGNERS, key_id))
+        moved(self.client)
+        return removed
 
     def revoke_signer(self, key_id: str, by: str, reason: str) -> str:
         """Revoke a signer key: its principal's revocation, in its tenant, is recorded (the tasks it
@@ -246,8 +257,9 @@ class AuthorityStore:
         at = datetime.now(UTC).isoformat()
         doc = revocations.record(key_id, by, reason, at)
         name = revocations.name(tenant, principal)
-        pipe = self.client.pipeline(transaction=True)  # one slot ({freeze}): the record and its log
+        pipe = self.client.pipeline(transaction=True)  # one slot ({freeze}): record, log, token
         pipe.hset(keys.AUTH_REVOKED, name, doc)  # first the tasks' rule, then the door
+        pipe.set(keys.AUTH_VERSION, token())
         pipe.xadd(
             keys.AUTH_SWITCH_LOG,
             self._logged("revoke", f"signer:{name}", by, reason, at),
@@ -260,6 +272,7 @@ class AuthorityStore:
         )
         same = [key.key_id for key in registered if (key.principal, key.tenant) == (principal, tenant)]
         self.client.hdel(keys.AUTH_SIGNERS, key_id, *same)
+        moved(self.client)
         return principal
 
     def unrevoke(self, principal: str, tenant: str, by: str, reason: str) -> bool:
@@ -275,6 +288,7 @@ class AuthorityStore:
             self._logged("unrevoke", f"signer:{name}", by, reason, at),
             maxlen=SWITCH_LOG_MAX,
         )
+        pipe.set(keys.AUTH_VERSION, token())
         return bool(pipe.execute()[0])
 
     @staticmethod

@@ -18,6 +18,7 @@ import orjson
 import redis
 
 from wakeful.authority import switches
+from wakeful.authority.kept import moved
 from wakeful.authority.switches import ToolSwitch
 from wakeful.core.errors import ConfigError, Contention
 from wakeful.state import keys
@@ -141,6 +142,7 @@ class ToolStore:
                     result = step(pipe)
                     if len(pipe):  # writes queued after MULTI (a cluster's pipeline says so no other way)
                         pipe.execute()
+                        moved(self.client)  # after: the switches are in their own slot ({tools})
                     return result
                 except redis.WatchError:
                     continue

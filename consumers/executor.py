@@ -31,7 +31,8 @@ from confluent_kafka import Message
 from pydantic import ValidationError
 
 from wakeful.authority import freezes
-from wakeful.authority.snapshot import Snapshot, policy_reads, snapshot_from, snapshot_reads, with_policies
+from wakeful.authority.kept import Ask, Kept
+from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers import executor_steps, switch_acks, wiring
 from wakeful.consumers.executor_heartbeat import Heartbeats
 from wakeful.consumers.executor_writes import Loaded, Writes, proposal_trail
@@ -79,6 +80,7 @@ class Executor:
         self.actions = actions
         self.log = log
         self.app = app
+        self.kept = Kept(app.name, app.shipped_policy)  # the authority Snapshot, while it stands
         self.writes = Writes(store, actions, app, log)
         self.heartbeats = Heartbeats(leases, log=log)
         self.runner: Runner | None = None
@@ -93,6 +95,7 @@ class Executor:
             proposal = Proposal.decode(orjson.dumps(env.payload))  # its schema's migrations run
         except (DecodeError, ValidationError) as exc:
             return self.runner.dead_letter(msg, f"malformed proposal: {exc!r}")
+        ask = self.kept.ask()  # the authority token, and the Snapshot's reads unless one is kept
         with self.store.pinned(env.task_id) as pinned:
             try:
                 # One round trip: the task's lease, then the task WATCHed and read, its action log and
@@ -100,7 +103,7 @@ class Executor:
                 lease, cp, replies, watched = self.store.acquire_with(
                     self.leases,
                     env.task_id,
-                    [("HGETALL", keys.ops(env.task_id)), *snapshot_reads(self.app.name)],
+                    [("HGETALL", keys.ops(env.task_id)), *ask.commands],
                     pinned=pinned,
                 )
             except LeaseBusy:
@@ -111,12 +114,12 @@ class Executor:
                 raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
             held = Held(lease)
             try:
-                self._execute(msg, env, proposal, Loaded(cp, replies, held, pinned, watched))
+                self._execute(msg, env, proposal, Loaded(cp, replies, held, pinned, watched), ask)
             finally:
                 self.leases.finish(held)
         return None
 
-    def _execute(self, msg: Message, env: Envelope, proposal: Proposal, loaded: Loaded) -> None:
+    def _execute(self, msg: Message, env: Envelope, proposal: Proposal, loaded: Loaded, ask: Ask) -> None:
         """The proposal checked against the task `loaded` under the lease held (and the reads that
         came with it), then carried out at most once."""
         assert self.runner is not None
@@ -129,9 +132,8 @@ class Executor:
             return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
         if refused is not None:
             return self.runner.dead_letter(msg, refused, env.task_id)
-        ops, auth = hash_reply(replies[0]), snapshot_from(replies[1:], self.app.name, self.app.shipped_policy)
-        if policy_reads(auth):  # a policy version this process has not parsed yet: once per version
-            auth = with_policies(auth, loaded.pinned.batch(policy_reads(auth)))
+        # A policy version this process has not parsed yet, or a token that moved: one more trip.
+        ops, auth = hash_reply(replies[0]), self.kept.snapshot(ask, replies[1:], loaded.pinned.batch)
         # A step of this stage may already have run (cases C and D): settle that by key first. It
         # was validated before its intent was written; re-validating it against today's authority
         # could park a task whose effect has already happened.

@@ -26,6 +26,7 @@ import redis
 from confluent_kafka import Message, Producer
 
 from wakeful.authority import freezes
+from wakeful.authority.kept import Kept
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_create, gate_hold, gate_rules, gate_writes, switch_acks, wiring
 from wakeful.consumers.gate_hold import Source, StillFrozen
@@ -73,6 +74,7 @@ class Gate:
         event_max_age: float = 300.0,
     ) -> None:
         self.app = app
+        self.kept = Kept(app.name, app.shipped_policy)  # the authority Snapshot, while it stands
         self.store = store
         self.role_keys = keys
         self.max_age = timedelta(seconds=event_max_age)
@@ -108,7 +110,9 @@ class Gate:
         fault("gate.before_read")
         lag = self.max_lag if source.parts is not None else gate_hold.HELD_LAG
         with self.store.pinned(envelope.task_id) as pinned:
-            taken = authenticate(envelope, sender, pinned, max_age=self.max_age, max_lag=lag, app=self.app)
+            taken = authenticate(
+                envelope, sender, pinned, max_age=self.max_age, max_lag=lag, app=self.app, kept=self.kept
+            )
             if isinstance(taken, Untrusted):
                 return self._dead(msg, parts, taken.reason)
             if taken.held and source.parts is not None and not source.drained:

@@ -17,15 +17,8 @@ from typing import Any
 
 from confluent_kafka import Message
 
-from wakeful.authority.snapshot import (
-    SNAPSHOT_LEN,
-    Snapshot,
-    decode_signer,
-    policy_reads,
-    snapshot_from,
-    snapshot_reads,
-    with_policies,
-)
+from wakeful.authority.kept import Kept
+from wakeful.authority.snapshot import Snapshot, decode_signer
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_rules, replays
 from wakeful.core import ids, topics
@@ -94,6 +87,7 @@ def authenticate(
     max_age: timedelta,
     max_lag: timedelta,
     app: App,
+    kept: Kept,
 ) -> Taken | Untrusted:
     """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
     only the role that judges that kind of wake may send it. One round trip on `pinned` WATCHes and
@@ -124,10 +118,11 @@ def authenticate(
             more.append(("HGETALL", keys.ops(task_id)))
         if replay is not None:  # its signer's record, last
             more.append(("HGET", keys.AUTH_SIGNERS, replay.key_id))
+    ask = kept.ask()  # the authority token, and the Snapshot's reads unless one is kept
     replies = pinned.batch(
         [
             *first_step.reads(task_id, identity(envelope, event)),
-            *snapshot_reads(app.name),
+            *ask.commands,
             ("HGETALL", keys.evidence(task_id)),
             ("LLEN", keys.held(task_id)),
             *more,
@@ -138,10 +133,9 @@ def authenticate(
     if first_step.watched(first)[2] is not None:
         raise Retry("task lease is held by another worker", after=0.005)
     checks.raise_replies(task_id, *rest)
-    auth = snapshot_from(rest[:SNAPSHOT_LEN], app.name, app.shipped_policy)
-    if policy_reads(auth):  # a policy version this process has not parsed yet: once per version
-        auth = with_policies(auth, pinned.batch(policy_reads(auth)))
-    after = rest[SNAPSHOT_LEN:]  # the evidence, the held wakes' count, then the event's reads (`more`)
+    # A policy version this process has not parsed yet, or a token that moved: one more round trip.
+    auth = kept.snapshot(ask, rest[: len(ask.commands)], pinned.batch)
+    after = rest[len(ask.commands) :]  # the evidence, the held wakes' count, then the event's reads
     evidence = {k.decode(): excerpt(v.decode("utf-8", "replace")) for k, v in hash_reply(after[0]).items()}
     held = int(after[1] or 0)
     if event is None:

@@ -19,6 +19,7 @@ from typing import Any, cast
 import orjson
 
 from wakeful.authority import documents, revocations
+from wakeful.authority.kept import moved
 from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
@@ -184,6 +185,7 @@ class Client:
             self.authority.thaw(scope, "wakeful", "local defaults restored")
         self.authority.wake_held()
         self.admin.delete(keys.AUTH_REVOKED)
+        moved(self.admin)  # the deletes above went around the store: say authority changed
         known = self.tool_names()
         for switch in self.tools.switches().values():
             if switch.app == self.app.name:

@@ -68,7 +68,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | switched (a counter each freeze and thaw bumps),   |                        |
 |                   |        | log (stream: every freeze and thaw, who, why),     |                        |
 |                   |        | revoked (hash principal -> its revoked key, who,   |                        |
-|                   |        | why, when)                                         |                        |
+|                   |        | why, when), version (a random token every write to |                        |
+|                   |        | authority sets anew: authority/kept.py)            |                        |
 | wk:{T}:held       | list   | wakes a freeze held for the task, oldest first     | gate: push, replay, pop|
 | wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin  |
 | wk:journal:authority | string | digest of the authority copy last put on        | admin only             |
@@ -191,6 +192,9 @@ AUTH_FROZEN = f"{_FREEZE}:frozen"  # hash scope (all, app:A, tenant:T, task:T) -
 AUTH_SWITCHED = f"{_FREEZE}:switched"  # string int: bumped by every freeze and thaw
 AUTH_SWITCH_LOG = f"{_FREEZE}:log"  # stream: each freeze and thaw, who, why, when
 AUTH_REVOKED = f"{_FREEZE}:revoked"  # hash principal -> JSON {key, by, reason, at}: revoked signers
+# A fresh random token set by every authority write, in the MULTI of a write in this slot, else
+# after it: a role reuses its Snapshot while it reads the same token (authority/kept.py, D79).
+AUTH_VERSION = f"{_FREEZE}:version"
 # The tools' switches (authority/tool_store.py). One hash tag, so that a switch and its history
 # record are written in one MULTI on a Redis Cluster too; it starts no `wk:{`, so no per-task
 # pattern reaches it.

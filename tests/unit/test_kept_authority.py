@@ -1,0 +1,161 @@
+"""A role's kept authority Snapshot (authority/kept.py, D79): reused only while the token it was
+read under stands, never older than KEEP_S, and never older than a write whose token came first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wakeful.authority import kept as kept_mod
+from wakeful.authority.kept import KEEP_S, VERSION_READ, Kept
+from wakeful.authority.snapshot import snapshot_reads
+
+APP = "refund"
+NINE = len(snapshot_reads(APP))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Store:
+    """Authority as Redis holds it: `limit` stands for its content, `token` for its version key.
+    A write changes the content first, then the token (or both at once, as in a MULTI)."""
+
+    def __init__(self) -> None:
+        self.limit = 1
+        self.token: Any = b"t0"
+        self.rereads = 0
+
+    def replies(self, commands: tuple[Any, ...] | list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for command in commands:
+            if tuple(command) == VERSION_READ:
+                out.append(self.token)
+            else:
+                out.append(self._read(command))
+        return out
+
+    def _read(self, command: Any) -> Any:
+        op, key = command[0], command[1]
+        if op == "GET" and key.endswith(":limit"):
+            return str(self.limit).encode()
+        return set() if op == "SMEMBERS" else {} if op == "HGETALL" else None
+
+    def reread(self, commands: list[Any]) -> list[Any]:
+        self.rereads += 1
+        return self.replies(commands)
+
+
+def wake(kept: Kept, store: Store) -> int:
+    ask = kept.ask()
+    return kept.snapshot(ask, store.replies(ask.commands), store.reread).limit
+
+
+def test_a_snapshot_is_reused_only_once_a_round_trip_before_saw_its_token() -> None:
+    store, kept = Store(), Kept(APP, clock=Clock())
+    assert len(kept.ask().commands) == 1 + NINE  # nothing kept: the nine reads ride with the token
+    assert wake(kept, store) == 1
+    assert len(kept.ask().commands) == 1 + NINE  # read beside the first token seen: not kept yet
+    assert wake(kept, store) == 1
+    assert kept.ask().commands == (VERSION_READ,)  # the token held across: one read a wake
+    assert wake(kept, store) == 1
+    assert (kept.reads, kept.reused, store.rereads) == (2, 1, 0)
+
+
+def test_a_moved_token_reads_authority_again_in_one_more_round_trip() -> None:
+    store, kept = Store(), Kept(APP, clock=Clock())
+    wake(kept, store), wake(kept, store)
+    store.limit, store.token = 7, b"t1"
+    assert wake(kept, store) == 7
+    assert store.rereads == 1
+    assert kept.ask().commands == (VERSION_READ,)  # kept again, under the token it moved to
+    assert wake(kept, store) == 7
+
+
+def test_a_write_that_set_no_token_is_seen_within_keep_s() -> None:
+    clock = Clock()
+    store, kept = Store(), Kept(APP, clock=clock)
+    wake(kept, store), wake(kept, store)
+    store.limit = 9  # around the store: redis-cli, or an older build's writer
+    clock.now += KEEP_S / 2
+    assert wake(kept, store) == 1
+    clock.now += KEEP_S
+    assert len(kept.ask().commands) == 1 + NINE
+    assert wake(kept, store) == 9
+
+
+def test_no_token_or_a_token_that_is_no_string_keeps_nothing() -> None:
+    for planted in (None, redis.ResponseError("WRONGTYPE"), [b"x"], 5):
+        store, kept = Store(), Kept(APP, clock=Clock())
+        store.token = planted
+        for _ in range(3):
+            assert wake(kept, store) == 1
+            assert len(kept.ask().commands) == 1 + NINE, planted
+        store.limit = 4
+        assert wake(kept, store) == 4
+
+
+def test_a_token_seen_by_a_wake_that_asked_later_does_not_vouch_for_an_earlier_read() -> None:
+    """Two wakes in flight: the one that asked first read authority before the other saw the
+    token, so it keeps nothing on the other's word."""
+    store, kept = Store(), Kept(APP, clock=Clock())
+    early = kept.ask()
+    early_replies = store.replies(early.commands)  # limit 1 read under t0
+    store.limit, store.token = 2, b"t1"
+    wake(kept, store)  # sees t1
+    kept.snapshot(early, early_replies, store.reread)
+    assert wake(kept, store) == 2
+
+
+def test_a_token_is_random_never_a_count() -> None:
+    assert len({kept_mod.token() for _ in range(100)}) == 100
+
+
+STEPS = st.lists(
+    st.sampled_from(["wake", "write", "write_atomic", "write_around", "tick", "half"]), max_size=60
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(STEPS)
+def test_a_wake_never_judges_by_authority_older_than_the_last_write_before_it(steps: list[str]) -> None:
+    """Every wake's Snapshot holds at least the content of each write whose token was set before
+    the wake's batch ran; a write that set no token, at least once it is KEEP_S old."""
+    clock = Clock()
+    store, kept = Store(), Kept(APP, clock=clock)
+    written = 1  # the content of the last write whose token was set
+    around: list[tuple[float, int]] = []  # writes that set no token: (when, content)
+    pending: int | None = None  # a write whose content is in, its token not yet
+    for step in steps:
+        if step == "wake":
+            got = wake(kept, store)
+            assert got >= written
+            old = [c for at, c in around if clock.now - at >= KEEP_S]
+            assert got >= max(old, default=1)
+        elif step == "write":  # content now, token at the next step of any kind
+            if pending is None:
+                store.limit += 1
+                pending = store.limit
+                continue
+        elif step == "write_atomic":
+            store.limit += 1
+            store.token = kept_mod.token().encode()
+            written = store.limit
+        elif step == "write_around":
+            store.limit += 1
+            around.append((clock.now, store.limit))
+        elif step == "tick":
+            clock.now += KEEP_S
+        elif step == "half":
+            clock.now += KEEP_S / 3
+        if pending is not None and step != "write":
+            store.token = kept_mod.token().encode()
+            written, pending = pending, None
