@@ -126,7 +126,7 @@ RULES: dict[str, str] = {
     "executor": f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE}",
     "timer": f"resetkeys -@all {_KEYLESS} (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard)",
     "relay": (
-        f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} +xrange +xdel +xlen) "
+        f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} {_FUNCTIONS} +xrange +xdel +xlen +del) "
         f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard) {_INDEX_WRITE} {_INDEX_COUNT} {_MEMORY_WRITE}"
     ),
     # The read door (consumers/ingress.py): a signer's key, its own receipts, its tenant's index.

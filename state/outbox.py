@@ -3,7 +3,9 @@
 Writers XADD to `wk:{T}:outbox` inside their transaction, then SADD T to `wk:outbox:dirty`.
 The relay SPOPs tasks from the index *before* it reads their outbox, so a record added after the
 read re-adds its task to the index. A writer that died between EXEC and SADD is found by sweep():
-a SCAN over every outbox key, run at relay start and every OUTBOX_SWEEP_S.
+a SCAN over every outbox key, run at relay start and every OUTBOX_SWEEP_S. The relay's trim deletes
+an outbox it empties (TRIM, in one function: a record added meanwhile keeps the stream), so the
+sweep reads only outboxes that hold records, not one per task Redis has ever held.
 """
 
 from __future__ import annotations
@@ -13,13 +15,28 @@ from dataclasses import dataclass
 
 import redis
 
-from wakeful.state import keys
+from wakeful.state import functions, keys
+from wakeful.state.functions import Function
 
 # An outbox entry's `k` field when it holds another record than a change (schemas/changelog.py);
 # only entries without one feed the task index.
 ACTION = b"a"
 QUARANTINE = b"q"
 PURGE = b"p"  # a purged task's tombstone (schemas/tombstone.py)
+
+# KEYS[1] a task's outbox; ARGV the entry ids the broker has acknowledged (or dead-lettered).
+# returns: how many entries were deleted. The stream goes with its last entry. allow-oom: it only
+# frees memory, and a full Redis is drained by it.
+TRIM = Function(
+    "outbox_trim",
+    """
+local n = redis.call('XDEL', KEYS[1], unpack(ARGV))
+if redis.call('XLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end
+return n
+""",
+    ("allow-oom",),
+)
+FUNCTIONS = (TRIM,)
 
 
 @dataclass(frozen=True)
@@ -79,13 +96,20 @@ class Outbox:
 
     def trim(self, done: Sequence[Pending], malformed: Sequence[Malformed] = ()) -> None:
         """Delete records the broker has acknowledged (and dead-lettered malformed entries)."""
-        pipe = self.client.pipeline(transaction=False)
+        entries: dict[str, list[bytes]] = {}
         for p in done:
-            pipe.xdel(keys.outbox(p.task_id), *p.entry_ids)
+            entries.setdefault(p.task_id, []).extend(p.entry_ids)
         for m in malformed:
-            pipe.xdel(keys.outbox(m.task_id), m.entry_id)
-        if done or malformed:
-            pipe.execute()
+            entries.setdefault(m.task_id, []).append(m.entry_id)
+        if not entries:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for task_id, ids in entries.items():
+            pipe.execute_command(*functions.command(TRIM, [keys.outbox(task_id)], ids))  # type: ignore[no-untyped-call]
+        for value in pipe.execute(raise_on_error=False):
+            functions.raise_if_missing(TRIM, value)
+            if isinstance(value, redis.ResponseError):
+                raise value
 
     def requeue(self, task_ids: list[str]) -> None:
         if task_ids:

@@ -11,6 +11,7 @@ import time
 from collections import Counter
 
 import pytest
+import redis
 from confluent_kafka import Consumer, TopicPartition
 from helpers import bump_attempts, kafka_as, new_checkpoint, topic_marks, wait_letter
 
@@ -19,8 +20,9 @@ from wakeful.core import kafka_rights, provenance, topics
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import log_records
-from wakeful.state import acl, keys
+from wakeful.state import acl, functions, keys
 from wakeful.state.lease import Leases
+from wakeful.state.outbox import TRIM, Outbox
 from wakeful.state.store import Store
 
 
@@ -148,3 +150,24 @@ def test_a_claims_records_ride_in_one_message_per_partition_and_a_planted_entry_
             lambda d, reason=reason: d.get("source") == "relay" and reason in d.get("reason", ""),  # type: ignore[misc]
         )
         assert letter is not None and letter[0]["task_id"] == planted, reason
+
+
+def test_an_outbox_the_relay_empties_goes_and_one_written_meanwhile_stays(
+    settings: Settings, gate_store: Store, leases: Leases
+) -> None:
+    """The relay's trim deletes the stream with its last record, in one function: a record added
+    between its read and its trim keeps the stream. Its FCALL reaches outboxes only."""
+    admin, relay_client = acl.connect(settings, "admin"), acl.connect(settings, "relay")
+    relay = Outbox(relay_client)
+    cp = gate_store.create(new_checkpoint(), "create").checkpoint
+    key = keys.outbox(cp.task_id)
+    read, _ = relay.read([cp.task_id])
+    gate_store.transition(cp.task_id, None, "step", bump_attempts, lease=leases.acquire(cp.task_id))
+    relay.trim(read)
+    assert admin.xlen(key) == 1
+    read, _ = relay.read([cp.task_id])
+    relay.trim(read)
+    assert admin.exists(key) == 0
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        functions.call(relay_client, TRIM, [keys.state(cp.task_id)], ["0-1"])
+    assert admin.exists(keys.state(cp.task_id)) == 1
