@@ -24,13 +24,15 @@ ACTION = b"a"
 QUARANTINE = b"q"
 PURGE = b"p"  # a purged task's tombstone (schemas/tombstone.py)
 
-# KEYS[1] a task's outbox; ARGV the entry ids the broker has acknowledged (or dead-lettered).
-# returns: how many entries were deleted. The stream goes with its last entry. allow-oom: it only
-# frees memory, and a full Redis is drained by it.
+# KEYS[1] a task's outbox; ARGV the entry ids the broker has acknowledged (or dead-lettered), or
+# none (the sweep: an outbox left empty by an older relay). returns: how many entries were deleted.
+# The stream goes with its last entry. allow-oom: it only frees memory, and a full Redis is drained
+# by it.
 TRIM = Function(
     "outbox_trim",
     """
-local n = redis.call('XDEL', KEYS[1], unpack(ARGV))
+local n = 0
+if #ARGV > 0 then n = redis.call('XDEL', KEYS[1], unpack(ARGV)) end
 if redis.call('XLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end
 return n
 """,
@@ -101,11 +103,17 @@ class Outbox:
             entries.setdefault(p.task_id, []).extend(p.entry_ids)
         for m in malformed:
             entries.setdefault(m.task_id, []).append(m.entry_id)
+        self._trim({keys.outbox(task_id): ids for task_id, ids in entries.items()})
+
+    def _delete_if_empty(self, outboxes: list[str]) -> None:
+        self._trim(dict.fromkeys(outboxes, []))
+
+    def _trim(self, entries: dict[str, list[bytes]]) -> None:
         if not entries:
             return
         pipe = self.client.pipeline(transaction=False)
-        for task_id, ids in entries.items():
-            pipe.execute_command(*functions.command(TRIM, [keys.outbox(task_id)], ids))  # type: ignore[no-untyped-call]
+        for key, ids in entries.items():
+            pipe.execute_command(*functions.command(TRIM, [key], ids))  # type: ignore[no-untyped-call]
         for value in pipe.execute(raise_on_error=False):
             functions.raise_if_missing(TRIM, value)
             if isinstance(value, redis.ResponseError):
@@ -116,7 +124,8 @@ class Outbox:
             self.client.sadd(keys.OUTBOX_DIRTY, *task_ids)
 
     def sweep(self) -> int:
-        """Re-index every task whose outbox holds records; returns how many were found."""
+        """Re-index every task whose outbox holds records; returns how many were found. An empty
+        outbox (left by a relay from before the trim deleted them) is deleted on the way."""
         found: list[str] = []
         chunk: list[bytes] = []
         for key in self.client.scan_iter(match=keys.PATTERN_OUTBOX, count=1000, _type="stream"):
@@ -132,4 +141,6 @@ class Outbox:
         pipe = self.client.pipeline(transaction=False)
         for key in outboxes:
             pipe.xlen(key)
-        return [keys.task_of(k.decode()) for k, n in zip(outboxes, pipe.execute(), strict=True) if n]
+        counted = list(zip(outboxes, pipe.execute(), strict=True))
+        self._delete_if_empty([k.decode() for k, n in counted if not n])
+        return [keys.task_of(k.decode()) for k, n in counted if n]

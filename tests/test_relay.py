@@ -171,3 +171,17 @@ def test_an_outbox_the_relay_empties_goes_and_one_written_meanwhile_stays(
     with pytest.raises(redis.exceptions.NoPermissionError):
         functions.call(relay_client, TRIM, [keys.state(cp.task_id)], ["0-1"])
     assert admin.exists(keys.state(cp.task_id)) == 1
+
+
+def test_the_sweep_deletes_an_empty_outbox_an_older_relay_left(settings: Settings, unique: str) -> None:
+    admin = acl.connect(settings, "admin")
+    empty, holding = keys.outbox(f"t-empty-{unique}"), keys.outbox(f"t-holding-{unique}")
+    entry = admin.xadd(empty, {"id": "x", "r": "{}"})
+    admin.xdel(empty, entry)  # an outbox drained by a relay from before the trim deleted it
+    admin.xadd(holding, {"id": "y", "r": "{}"})
+    try:
+        Outbox(acl.connect(settings, "relay")).sweep()
+        assert (admin.exists(empty), admin.xlen(holding)) == (0, 1)
+    finally:
+        admin.delete(empty, holding)
+        admin.srem(keys.OUTBOX_DIRTY, f"t-holding-{unique}")

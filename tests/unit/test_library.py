@@ -17,7 +17,7 @@ RELEASED = {
     "wakeful_v3": "a9914f9a30150b27606e4d0c968cc6d9691db8169b3d23f2923036213b9ee28e",  # + memory's write door
     "wakeful_v4": "fbc5d42e0b54d29d0d9f188f94eb67343629d9ab1f6b04aaa3395334fbc9b577",  # + action records
     "wakeful_v5": "2258740bcfc5da2885bbfaa583aa0e8786cfcee720c935fa2354473e80a987af",  # + the purge
-    "wakeful_v6": "93d5a10b3bc6958d33893ce42d75c99d6881cc0f8641841888e5b51b3903c66c",  # + the outbox trim
+    "wakeful_v6": "8104ed76108ea237a13b88896528956c6c8e8d83474db8c3576f99c1dda7679b",  # + the outbox trim
 }
 
 
