@@ -106,7 +106,7 @@ class Outbox:
         self._trim({keys.outbox(task_id): ids for task_id, ids in entries.items()})
 
     def _delete_if_empty(self, outboxes: list[str]) -> None:
-        self._trim(dict.fromkeys(outboxes, []))
+        self._trim({key: [] for key in outboxes})
 
     def _trim(self, entries: dict[str, list[bytes]]) -> None:
         if not entries:
