@@ -153,8 +153,9 @@ def unindex(client: redis.Redis, gone: Iterable[Listed]) -> None:
 
 
 def drop_outboxes(client: redis.Redis) -> tuple[int, int]:
-    """Delete the tombstone outboxes the relay has drained (their tasks leave PURGE_PENDING);
-    returns (dropped, still waiting)."""
+    """The purged tasks whose tombstone outboxes the relay has drained leave PURGE_PENDING, and
+    any drained outbox still there is deleted (the relay deletes one it empties; an older relay
+    left it); returns (drained and gone, still waiting)."""
     dropped = waiting = 0
     for chunk in _chunks(client.sscan_iter(keys.PURGE_PENDING, count=SCAN_COUNT), 500):
         ids = [t.decode() for t in chunk]
@@ -170,8 +171,10 @@ def drop_outboxes(client: redis.Redis) -> tuple[int, int]:
                 *functions.command(DROP_OUTBOX, [keys.outbox(task_id), keys.state(task_id)], [])
             )
         if done:
-            dropped += sum(int(functions.reply(DROP_OUTBOX, r)) for r in pipe.execute(raise_on_error=False))
+            for reply in pipe.execute(raise_on_error=False):
+                functions.reply(DROP_OUTBOX, reply)  # raises on an error; 0 is the relay's DEL
             client.srem(keys.PURGE_PENDING, *done)
+            dropped += len(done)
     return dropped, waiting
 
 
