@@ -2,19 +2,23 @@
 
 Every write to authority ends by setting `wk:authority:{freeze}:version` to a fresh random token
 (`moved()`): in the write's own MULTI where the write is in that slot (freezes, revocations), else
-once the write has returned. A role reads the token in the batch that reads its task, instead of
-the nine keys a Snapshot is made of:
+once the write has returned. A role reads the token, with the switch counter every freeze and
+thaw bumps, in the batch that reads its task, instead of the nine keys a Snapshot is made of. The
+pair is the mark a Snapshot is kept under: a freeze by an older build's CLI bumps the counter
+alone, and a role that acknowledges it must not act on what it kept from before.
 
-- A Snapshot made from reads sent after a round trip that saw token t holds every write whose token
-  came before t. While the key still reads t, no write has ended since: that Snapshot is as good as
+- A Snapshot made from reads sent after a round trip that saw mark m holds every write whose token
+  came before m. While the keys still read m, no write has ended since: that Snapshot is as good as
   one read now, and the role uses it (one command a wake, not nine).
-- When the token has moved, the wake reads the nine keys again, in one more round trip.
+- When the mark has moved, the wake reads the nine keys again, in one more round trip.
 - A Snapshot is kept at most KEEP_S. That bounds how long a write made around wakeful's writers
   (redis-cli, or an older build's CLI during a rolling upgrade) can go unseen, since it sets no
-  token. With no token at all (a store no current writer has touched), nothing is kept.
+  token. With no token at all (a store no current writer has touched), or one that is not a
+  string (MGET reads a key of another type as none), nothing is kept.
 
-Tokens are random, never counted: a token deleted and written again (a Redis lost and restored)
-is never one a role has seen, so no Snapshot is taken for current by mistake.
+Tokens are random, never counted: a token deleted and written again (by `wakeful recover`, or a
+copy put back) is never one a role has seen. A Redis restored from its own files brings back a
+token a role may have seen with other authority behind it; KEEP_S bounds that too.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ from wakeful.authority.snapshot import Snapshot, policy_reads, snapshot_from, sn
 from wakeful.state import keys
 
 KEEP_S = 1.0
-VERSION_READ = ("GET", keys.AUTH_VERSION)
+VERSION_READ = ("MGET", keys.AUTH_VERSION, keys.AUTH_SWITCHED)  # one slot: {freeze}
 
 Command = tuple[str, ...]
 Reread = Callable[[list[Command]], list[Any]]  # one more round trip, on the wake's own connection
+Mark = tuple[bytes, bytes | None]  # (the token, the switch counter) a Snapshot is kept under
 
 
 def token() -> str:
@@ -48,9 +53,20 @@ def moved(client: redis.Redis) -> None:
     client.set(keys.AUTH_VERSION, token())
 
 
+def mark(reply: Any) -> Mark | None:
+    """The mark in an answer to VERSION_READ; None when there is no token, or the answer is not
+    what MGET of two strings gives (a key planted with another type reads as none)."""
+    if not isinstance(reply, list) or len(reply) != 2:
+        return None
+    token, switched = reply
+    if not isinstance(token, bytes) or not (switched is None or isinstance(switched, bytes)):
+        return None
+    return token, switched
+
+
 @dataclass(frozen=True)
 class _Entry:
-    token: bytes
+    token: Mark
     snap: Snapshot
     at: float  # when the reads it was made from were sent (the clock's time)
 
@@ -61,7 +77,7 @@ class Ask:
 
     commands: tuple[Command, ...]
     kept: _Entry | None  # the Snapshot kept when asked; None: the nine reads follow the token
-    seen: bytes | None  # the token a round trip before this one saw
+    seen: Mark | None  # the mark a round trip before this one saw
     at: float
 
 
@@ -74,7 +90,7 @@ class Kept:
     ) -> None:
         self.app, self.shipped, self.clock = app, shipped, clock
         self._entry: _Entry | None = None
-        self._seen: bytes | None = None
+        self._seen: Mark | None = None
         self.reads = 0  # wakes that read the nine keys (in their batch or a round trip more)
         self.reused = 0  # wakes that used the kept Snapshot
 
@@ -86,7 +102,7 @@ class Kept:
 
     def snapshot(self, ask: Ask, replies: Sequence[Any], reread: Reread) -> Snapshot:
         """The Snapshot for the wake that sent `ask.commands` and got `replies` (in that order)."""
-        seen = replies[0] if isinstance(replies[0], bytes) else None
+        seen = mark(replies[0])
         if ask.kept is not None and seen == ask.kept.token:
             self.reused += 1
             return ask.kept.snap
@@ -100,6 +116,8 @@ class Kept:
             keep = seen if seen is not None and seen == ask.seen else None
         if keep is not None:
             self._entry = _Entry(keep, snap, at)
+        elif seen is None:
+            self._entry = None  # no token to keep by: the next wakes read beside it, one trip
         self._seen = seen
         return snap
 

@@ -7,11 +7,11 @@ token counters, streams of the same kind: it reads them and adds to them (XINFO 
 nothing of Progress.
 
 No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
-are in no role's rules. The executor (and a downstream's credential) FCALLs the functions the admin
-loaded (state/library.py). Redis 7.0 cannot name a function in an ACL rule, so `+fcall` lets a role
-call any loaded function; but FCALL's keys must fit the selector that grants it, and a function
-runs with the caller's rights, so each selector with `+fcall` also grants exactly the commands its
-functions run (docs/decisions.md D31).
+are in no role's rules. The executor, the relay (the task index, its outbox trim) and a
+downstream's credential FCALL the functions the admin loaded (state/library.py). Redis 7.0 cannot
+name a function in an ACL rule, so `+fcall` lets a role call any loaded function; but FCALL's keys
+must fit the selector that grants it, and a function runs with the caller's rights, so each
+selector with `+fcall` also grants exactly the commands its functions run (docs/decisions.md D31).
 Each role's password is in its own secrets folder (state/credentials.py).
 """
 
@@ -64,7 +64,7 @@ _OPS_WRITE = (
 # Redis never sends either.
 _TOPOLOGY = "+cluster|slots +command"
 _KEYLESS = f"+ping +multi +exec +discard +unwatch {_TOPOLOGY}"
-_AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +smembers +sismember +hget +hgetall +hmget)"
+_AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +mget +smembers +sismember +hget +hgetall +hmget)"
 _RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set +exists +get)"
 _CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
 _DEADLINE_ADD = f"(~{keys.DEADLINES} +zadd)"

@@ -1,5 +1,6 @@
-"""A role's kept authority Snapshot (authority/kept.py, D79): reused only while the token it was
-read under stands, never older than KEEP_S, and never older than a write whose token came first."""
+"""A role's kept authority Snapshot (authority/kept.py, D79): reused only while the token and the
+switch counter it was read under stand, never older than KEEP_S, and never older than a write
+whose token came first."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from wakeful.authority import kept as kept_mod
 from wakeful.authority.kept import KEEP_S, VERSION_READ, Kept
 from wakeful.authority.snapshot import snapshot_reads
+from wakeful.state import keys
 
 APP = "refund"
 NINE = len(snapshot_reads(APP))
@@ -26,19 +28,23 @@ class Clock:
 
 
 class Store:
-    """Authority as Redis holds it: `limit` stands for its content, `token` for its version key.
-    A write changes the content first, then the token (or both at once, as in a MULTI)."""
+    """Authority as Redis holds it: `limit` stands for its content, `token` for its version key,
+    `switched` for the counter freezes bump. A write changes the content first, then the token (or
+    both at once, as in a MULTI). `answer` stands in for what MGET answers, when set."""
 
     def __init__(self) -> None:
         self.limit = 1
         self.token: Any = b"t0"
+        self.switched: bytes | None = None
+        self.answer: Any = None
         self.rereads = 0
 
     def replies(self, commands: tuple[Any, ...] | list[Any]) -> list[Any]:
         out: list[Any] = []
         for command in commands:
-            if tuple(command) == VERSION_READ:
-                out.append(self.token)
+            if command[0] == "MGET":
+                held = {keys.AUTH_VERSION: self.token, keys.AUTH_SWITCHED: self.switched}
+                out.append([held.get(k) for k in command[1:]] if self.answer is None else self.answer)
             else:
                 out.append(self._read(command))
         return out
@@ -93,14 +99,41 @@ def test_a_write_that_set_no_token_is_seen_within_keep_s() -> None:
 
 
 def test_no_token_or_a_token_that_is_no_string_keeps_nothing() -> None:
-    for planted in (None, redis.ResponseError("WRONGTYPE"), [b"x"], 5):
+    for planted in ([None, None], [None, b"3"], [b"t", 5], [b"x"], 5, b"t0", redis.ResponseError("x")):
         store, kept = Store(), Kept(APP, clock=Clock())
-        store.token = planted
+        store.answer = planted
         for _ in range(3):
             assert wake(kept, store) == 1
             assert len(kept.ask().commands) == 1 + NINE, planted
         store.limit = 4
         assert wake(kept, store) == 4
+
+
+def test_a_freeze_that_moved_only_the_switch_counter_is_seen_at_the_next_wake() -> None:
+    """An older build's CLI freezes without a token: a role that acknowledged the counter must not
+    judge its next wake by what it kept from before."""
+    store, kept = Store(), Kept(APP, clock=Clock())
+    wake(kept, store), wake(kept, store)
+    assert kept.ask().commands == (VERSION_READ,)
+    store.limit, store.switched = 3, b"1"  # the freeze's content, and its counter
+    assert wake(kept, store) == 3
+    assert store.rereads == 1
+
+
+def test_a_token_first_seen_after_a_wake_asked_does_not_vouch_for_that_wakes_reads() -> None:
+    """A wake that asked while nothing was kept reads authority beside the token. On a cluster the
+    token may be read after a write those reads missed, so the wake keeps nothing on a token no
+    round trip before it had seen, even one another wake has seen since."""
+    clock = Clock()
+    store, kept = Store(), Kept(APP, clock=clock)
+    wake(kept, store), wake(kept, store)
+    clock.now += KEEP_S  # the entry has expired: the next wake reads beside the token
+    early = kept.ask()
+    old = store.replies(early.commands)[1:]  # read while the limit was 1
+    store.limit, store.token = 2, b"t1"
+    wake(kept, store)  # another wake sees t1
+    kept.snapshot(early, [[b"t1", None], *old], store.reread)  # the token read after the write
+    assert wake(kept, store) == 2
 
 
 def test_a_token_seen_by_a_wake_that_asked_later_does_not_vouch_for_an_earlier_read() -> None:
