@@ -34,10 +34,10 @@ from wakeful.schemas.changelog import action_record
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, PendingWait, SecurityScope, VersionStamps
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.app import DEFAULT_APP, App, load_app
-from wakeful.state import acl, index, keys, last_step
+from wakeful.state import acl, functions, index, keys, last_step
 from wakeful.state import purge as state_purge
 from wakeful.state.index import Index
-from wakeful.state.outbox import Outbox
+from wakeful.state.outbox import TRIM, Outbox
 from wakeful.state.pinned import Pinned
 from wakeful.state.seal import Keyring, Sealer
 
@@ -169,14 +169,15 @@ def seed(
 
 
 def _relay(client: redis.Redis, conn: Pinned, chunk: list[str]) -> None:
-    """What the relay does once the broker has them: the index from the last change, then the trim."""
+    """What the relay does once the broker has them: the index from the last change, then the trim
+    (which deletes the outbox it empties)."""
     entries = conn.batch([("XRANGE", keys.outbox(t), "-", "+") for t in chunk])
     commands: list[tuple[Any, ...]] = []
     for task_id, found in zip(chunk, entries, strict=True):
         flat = [dict(zip(fields[::2], fields[1::2], strict=True)) for _, fields in found]  # raw replies
         changes = [fields[b"r"] for fields in flat if b"k" not in fields]
         commands.append(index.command(changes[-1]))
-        commands.append(("XDEL", keys.outbox(task_id), *(entry_id for entry_id, _ in found)))
+        commands.append(functions.command(TRIM, [keys.outbox(task_id)], [entry_id for entry_id, _ in found]))
     commands.append(("SREM", keys.OUTBOX_DIRTY, *chunk))
     conn.batch(commands)
 
