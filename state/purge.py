@@ -155,7 +155,7 @@ def unindex(client: redis.Redis, gone: Iterable[Listed]) -> None:
 def drop_outboxes(client: redis.Redis) -> tuple[int, int]:
     """The purged tasks whose tombstone outboxes the relay has drained leave PURGE_PENDING, and
     any drained outbox still there is deleted (the relay deletes one it empties; an older relay
-    left it); returns (drained and gone, still waiting)."""
+    left it) unless a task was made again under the id; returns (drained, still waiting)."""
     dropped = waiting = 0
     for chunk in _chunks(client.sscan_iter(keys.PURGE_PENDING, count=SCAN_COUNT), 500):
         ids = [t.decode() for t in chunk]
