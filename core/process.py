@@ -167,6 +167,20 @@ def port_in_use(port: int) -> bool:
     return port_open("127.0.0.1", port)
 
 
+def port_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:`port` now: nothing listens there, and no socket
+    holds it as its own end (an outgoing connection's port, which port_in_use cannot see, makes
+    a server's bind fail with "Address already in use")."""
+    if port_in_use(port):
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from wakeful.core.errors import WakefulError
-from wakeful.core.process import Say, port_in_use, wait_until
+from wakeful.core.process import Say, port_free, wait_until
 from wakeful.core.settings import Settings
 from wakeful.devstack import bench_log, chaos, recovery, redis_server, stack
 from wakeful.devstack.client import Client
@@ -193,7 +193,7 @@ def _lose(settings: Settings, client: Client, mode: str, say: Say) -> Client:
 def fresh_redis(settings: Settings) -> Settings:
     """The settings of the new Redis `fresh` moves to: a state dir of its own beside the stack's,
     the stack's secrets and keyring, and the first free port past the stack's Redis."""
-    port = next(p for p in range(settings.redis_port + 7, settings.redis_port + 100) if not port_in_use(p))
+    port = next(p for p in range(settings.redis_port + 7, settings.redis_port + 100) if port_free(p))
     return Settings.from_env(
         {
             **os.environ,

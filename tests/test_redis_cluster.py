@@ -32,7 +32,7 @@ def _cluster_port(base: int) -> int:
     """A WAKEFUL_REDIS_PORT whose three cluster ports, and their bus ports, are free now."""
     for start in range(base + 10, base + 400, 4):
         wanted = [start + n for n in (1, 2, 3)]
-        if not any(process.port_in_use(p) or process.port_in_use(p + 10000) for p in wanted):
+        if all(process.port_free(p) and process.port_free(p + 10000) for p in wanted):
             return start
     raise RuntimeError(f"no free ports for a Redis Cluster above {base}")
 
@@ -207,7 +207,7 @@ def test_a_slot_resharded_onto_a_master_that_just_joined_is_followed_there(setti
     port = next(
         p
         for p in range(settings.redis_port + 4, settings.redis_port + 400)
-        if not process.port_in_use(p) and not process.port_in_use(p + 10000)
+        if process.port_free(p) and process.port_free(p + 10000)
     )
     originals = settings.redis_cluster_ports
     redis_cluster.start_node(settings, port, lambda _line: None)
