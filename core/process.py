@@ -168,11 +168,9 @@ def port_in_use(port: int) -> bool:
 
 
 def port_free(port: int) -> bool:
-    """Whether a server could listen on 127.0.0.1:`port` now: nothing listens there, and no socket
-    holds it as its own end (an outgoing connection's port, which port_in_use cannot see, makes
-    a server's bind fail with "Address already in use")."""
-    if port_in_use(port):
-        return False
+    """Whether a server could listen on 127.0.0.1:`port` now: a bind there succeeds. It fails where
+    a server listens, and also where an outgoing connection holds the port as its own end, which
+    port_in_use (a connect) cannot see."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind(("127.0.0.1", port))

@@ -156,7 +156,7 @@ def drop_outboxes(client: redis.Redis) -> tuple[int, int]:
     """The purged tasks whose tombstone outboxes the relay has drained leave PURGE_PENDING, and
     any drained outbox still there is deleted (the relay deletes one it empties; an older relay
     left it) unless a task was made again under the id; returns (drained, still waiting)."""
-    dropped = waiting = 0
+    drained = waiting = 0
     for chunk in _chunks(client.sscan_iter(keys.PURGE_PENDING, count=SCAN_COUNT), 500):
         ids = [t.decode() for t in chunk]
         pipe = client.pipeline(transaction=False)
@@ -174,8 +174,8 @@ def drop_outboxes(client: redis.Redis) -> tuple[int, int]:
             for reply in pipe.execute(raise_on_error=False):
                 functions.reply(DROP_OUTBOX, reply)  # raises on an error; 0 is the relay's DEL
             client.srem(keys.PURGE_PENDING, *done)
-            dropped += len(done)
-    return dropped, waiting
+            drained += len(done)
+    return drained, waiting
 
 
 def forget_names(client: redis.Redis, purged: set[str], *, dry_run: bool) -> tuple[int, int]:
