@@ -47,7 +47,8 @@ def consumer_config(settings: Settings, role: str, group: str) -> dict[str, Any]
             # at 500 ms an idle fleet asks five times less often, no slower still (D78), and at
             # 2 s the idle broker spends a third less. What it costs: a partition a consumer gains
             # in a rebalance is in none of its fetches until the one waiting returns, so its first
-            # message comes up to about 3 s after the hand-over, where it came within 0.6 s (D80).
+            # message comes about 3 s after the hand-over (two waits at most), where it came
+            # within 0.6 s (D80).
             "fetch.wait.max.ms": FETCH_WAIT_MS,
             "fetch.min.bytes": 1,
         }
