@@ -178,8 +178,9 @@ def test_fleet_roles_die_with_their_sigkilled_owner(
         owner.kill()
         owner.wait(30)
         gone = wait_until(lambda: not any(process_alive(r) for r in roles.values()), GONE_S)
-        assert gone, (
-            f"roles outlived their fleet's owner: {[r for r, p in roles.items() if process_alive(p)]}"
+        left = [r for r, p in roles.items() if process_alive(p)]
+        assert gone, f"roles outlived their fleet's owner: {left}\n" + "\n".join(
+            f"{r} ({_state(roles[r])}):\n{log_tail(tmp_path / f'{r}.log', 15)}" for r in left
         )
         assert _events(tmp_path / "timer.log", "role.stop") == ["timer", "timer"]  # restarted, then stopped
         assert _events(tmp_path / "relay.log", "role.stop") == ["relay"]  # the first one was SIGKILLed
@@ -191,6 +192,14 @@ def test_fleet_roles_die_with_their_sigkilled_owner(
         owner.wait(30)
         # The owner died without stopping its fleet: the roles it ran leave their groups here.
         Fleet(dict(os.environ), roles=("executor", "timer", "relay"), logs=tmp_path).leave_groups()
+
+
+def _state(proc: psutil.Process) -> str:
+    """A process's state for a failure message (running, sleeping, stopped ...), or "gone"."""
+    try:
+        return str(proc.status())
+    except psutil.Error:
+        return "gone"
 
 
 @pytest.mark.timeout(FLEETS_S)
