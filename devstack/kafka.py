@@ -272,10 +272,10 @@ def start(settings: Settings, say: process.Say) -> int:
 
 
 # The throughput collector, not G1 (D81): on a small box the broker's G1 barriers and concurrent
-# threads cost about a quarter of its CPU per task at a trickle. What it costs: young pauses of
-# 10-18 ms here against G1's 6-12, and no concurrent old-generation pass, so a full collection stops
-# the broker while it marks the live heap (17-46 ms for the ones seen, at start-up). Compose's broker
-# runs the same (compose/docker-compose.yml).
+# threads cost about a quarter of its CPU per task at a trickle. What it costs: fewer, longer pauses
+# (young ones 17 ms at the median and 85 at most here, against G1's 8 and 37), and no concurrent
+# old-generation pass, so a full collection stops the broker while it marks the live heap (16-67 ms
+# for the ones seen, at start-up). Compose's broker runs the same (compose/docker-compose.yml).
 COLLECTOR = "-XX:+UseParallelGC"
 
 
