@@ -283,7 +283,7 @@ def jvm_flags(heap: str) -> list[str]:
     """The broker JVM's flags: `heap` at most, half of it from the start, the collector above."""
     return [
         f"-Xmx{heap}",
-        f"-Xms{max(64, _megabytes(heap) // 2)}m",
+        f"-Xms{max(64, megabytes(heap) // 2)}m",
         COLLECTOR,
         # Compiler threads that live as long as the broker, so `wakeful bench` can count what the
         # JIT spent (devstack/bench_box.py): a thread that ends takes its CPU time with it.
@@ -302,6 +302,7 @@ def stop(settings: Settings) -> int | None:
     return process.stop(pid_path(settings), is_ours(settings))
 
 
-def _megabytes(size: str) -> int:
+def megabytes(size: str) -> int:
+    """A JVM size as WAKEFUL_KAFKA_HEAP allows it (512m, 1g), in MiB."""
     number, unit = int(size[:-1]), size[-1].lower()
     return number * 1024 if unit == "g" else number

@@ -10,17 +10,12 @@ from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, kafka_props
 
 
-def _megabytes(size: str) -> int:
-    number, unit = int(size[:-1]), size[-1].lower()
-    return number * 1024 if unit == "g" else number
-
-
 def test_the_log_cleaners_buffer_is_a_small_share_of_the_local_brokers_heap() -> None:
     # The cleaner allocates its whole dedupe buffer on the heap at start and keeps it: at Kafka's
     # default (128 MiB) that was most of the live heap, and the collector marked it over and over.
     props = dict(line.split("=", 1) for line in kafka_props.SINGLE_NODE)
     buffer = int(props["log.cleaner.dedupe.buffer.size"])
-    heap = _megabytes(Settings.from_env().kafka_heap) * 1024 * 1024
+    heap = kafka.megabytes(Settings.from_env({}).kafka_heap) * 1024 * 1024  # the default heap
     assert 1024 * 1024 <= buffer <= heap // 16
 
 
