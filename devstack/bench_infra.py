@@ -13,7 +13,6 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
 
 from wakeful.core import kafka_auth
 from wakeful.core.log import librdkafka_config
@@ -85,7 +84,8 @@ def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
         seen += sum(1 for m in batch if m.error() is None)
     consume_s = time.perf_counter() - started if started else float("inf")
     consumer.close()
-    AdminClient(admin | librdkafka_config()).delete_topics([topic])
+    for failed in topic_admin.drop_scratch(settings, [topic], [f"bench-{topic}"]):
+        say(f"left behind: {failed}")
     return {
         "kafka_produce_msgs_per_s": round(messages / produce_s),
         "kafka_consume_msgs_per_s": round(seen / consume_s),

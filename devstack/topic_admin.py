@@ -63,3 +63,26 @@ def _create_missing(
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
     return created
+
+
+def drop_scratch(
+    settings: Settings, topics: Iterable[str], groups: Iterable[str] = (), timeout: float = 30.0
+) -> list[str]:
+    """Delete a bench's scratch topics, then its consumer groups, as the admin, waiting for the
+    broker's answers (an AdminClient dropped before they come sends nothing). Returns what could
+    not be deleted, each with the broker's reason: a bench reports it and goes on."""
+    admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config())
+    failed = []
+    try:
+        for kind, futures in (
+            ("topic", admin.delete_topics(list(topics), operation_timeout=timeout)),
+            ("group", admin.delete_consumer_groups(list(groups), request_timeout=timeout) if groups else {}),
+        ):
+            for name, future in futures.items():
+                try:
+                    future.result()
+                except KafkaException as exc:
+                    failed.append(f"{kind} {name}: {exc.args[0]}")
+    finally:
+        admin.poll(0)
+    return failed
