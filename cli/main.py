@@ -143,6 +143,29 @@ def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
     emit(result, as_json, bench_infra.render(result))
 
 
+@dev.command("bench-hops")
+@click.option(
+    "--hops", default=4, show_default=True, type=click.IntRange(1, 16), help="Processes in the chain."
+)
+@click.option(
+    "--trips", default=3, show_default=True, type=click.IntRange(0, 50), help="Redis round trips per hop."
+)
+@click.option("--tasks", default=1000, show_default=True, type=click.IntRange(1), help="Messages to send.")
+@click.option("--rate", type=click.FloatRange(min=0.1), help="Offered load in tasks/s (default: flat out).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def dev_bench_hops(
+    settings: Settings, *, hops: int, trips: int, tasks: int, rate: float | None, as_json: bool
+) -> None:
+    """Print what a task's hops cost this box with no wakeful code between them: the floor under
+    `wakeful bench`'s box CPU per task."""
+    from wakeful.devstack import bench_hops
+
+    _need_stack(settings)
+    result = bench_hops.run(settings, say, hops=hops, trips=trips, tasks=tasks, rate=rate)
+    emit(result, as_json, bench_hops.render(result))
+
+
 @dev.command("acl")
 @click.option(
     "--apply",
