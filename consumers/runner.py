@@ -37,6 +37,7 @@ FLUSH_STEP_S = 1.0
 # message that arrives ends the wait at once.
 POLL_S = 0.2
 CLOSE_S = 30  # how long a client being replaced may take to close (Runner._rejoin)
+BATCH = 500  # the most messages a loop takes at once
 
 
 class Runner(Handling):
@@ -50,7 +51,7 @@ class Runner(Handling):
         *,
         log: Log,
         threads: int = 16,
-        batch: int = 500,
+        batch: int = BATCH,
         before_batch: Callable[[list[Message]], None] | None = None,
         after_batch: Callable[[], None] | None = None,
         between_batches: Callable[[], None] | None = None,

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -29,22 +30,24 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from wakeful.consumers.consuming import consumer_config
 from wakeful.consumers.producing import producer_config
+from wakeful.consumers.runner import BATCH, POLL_S
 from wakeful.core import kafka_auth
+from wakeful.core.errors import WakefulError
 from wakeful.core.process import Say, wait_until
 from wakeful.core.settings import Settings
 from wakeful.devstack import bench_box, topic_admin
+from wakeful.devstack.bench_pipeline import pct
 from wakeful.state import acl
 
 PAYLOAD_BYTES = 600  # about a wake's signed envelope
-BATCH = 100  # the most a hop takes at once, after the first message (consumers/runner.py)
-POLL_S = 0.2  # how long a hop waits for a first message, as a role's run loop does
 STATS = ("stats_cb", "statistics.interval.ms")  # the roles' metrics hook: wakeful's, not the engine's
 TRIP_TTL_MS = 60_000  # a trip's key expires: the chain leaves nothing behind in Redis
-DONE_S = 60.0  # the longest to wait for the last hop to take every message
+FLUSH_S = 10.0  # the longest a hop waits for the broker to acknowledge a batch's outputs
+STALL_S = 60.0  # how long the last hop may take nothing more before the run is called stuck
 
 
 def _config(settings: Settings, built: Mapping[str, Any]) -> dict[str, Any]:
@@ -55,34 +58,45 @@ def _config(settings: Settings, built: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def hop(settings: Settings, source: str, target: str | None, trips: int, out: Path) -> None:
+def hop(settings: Settings, source: str, target: str | None, trips: int, out: Path) -> int:
     """One link of the chain, until SIGTERM or its parent goes: take from `source`, make `trips`
-    round trips, produce to `target`; the last link (`target` None) writes each message's age to
-    `out`. Every link marks `out`'s marker once its clients are built."""
-    parent, stopping = os.getppid(), [False]
-    signal.signal(signal.SIGTERM, lambda *_: stopping.__setitem__(0, True))
+    round trips, produce to `target` and store the offsets once the broker has the outputs; the
+    last link (`target` None) writes each message's age to `out`. Every link marks `out`'s marker
+    once its clients are built. Returns 1 if the broker refused an output (its offset not stored)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # on Ctrl-C the driver stops the chain (SIGTERM)
+    stop, parent, refused = threading.Event(), os.getppid(), list[str]()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def delivered(err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            refused.append(err.str())
+
     consumer = Consumer(_config(settings, consumer_config(settings, "gate", _group(source))))
-    consumer.subscribe([source])
-    onward = (Producer(_config(settings, producer_config(settings, "gate"))), target) if target else None
+    producer = Producer(_config(settings, producer_config(settings, "gate")))
     redis = acl.connect(settings, "admin")
     ages = out.open("a", buffering=1) if target is None else None
-    _marker(out).touch()
-    while os.getppid() == parent and not stopping[0]:
-        first = consumer.poll(POLL_S)
-        batch = [m for m in ([first, *consumer.consume(BATCH - 1, 0)] if first else []) if m.error() is None]
-        for msg in batch:
-            key, value = msg.key() or b"", msg.value() or b""
-            for i in range(trips):
-                redis.set(f"wk:bench:hops:{{{key.hex()}}}:{i}", value[:16], px=TRIP_TTL_MS)
-            if onward is not None:
-                onward[0].produce(onward[1], key=key, value=value)
-        if onward is not None and batch:
-            onward[0].flush(10)  # offsets only after the broker has the output, as a role stores them
-        for msg in batch:
-            consumer.store_offsets(msg)
-        if ages is not None and batch:
-            ages.write("".join(f"{_age(m.value() or b'', time.time())}\n" for m in batch))
-    consumer.close()
+    try:
+        consumer.subscribe([source])
+        _marker(out).touch()
+        while os.getppid() == parent and not stop.is_set():
+            first = consumer.poll(POLL_S)
+            batch = [m for m in ([first, *consumer.consume(BATCH - 1, 0)] if first else []) if not m.error()]
+            for msg in batch:
+                key, value = msg.key() or b"", msg.value() or b""
+                for i in range(trips):
+                    redis.set(f"wk:bench:hops:{{{key.hex()}}}:{i}", value[:16], px=TRIP_TTL_MS)
+                if target is not None:
+                    producer.produce(target, key=key, value=value, on_delivery=delivered)
+            if target is not None and batch and (producer.flush(FLUSH_S) or refused):
+                print(f"bench-hops: {source} -> {target}: not acknowledged: {refused}", file=sys.stderr)
+                return 1
+            for msg in batch:
+                consumer.store_offsets(msg)
+            if ages is not None and batch:
+                ages.write("".join(f"{_age(m.value() or b'', time.time())}\n" for m in batch))
+    finally:
+        consumer.close()
+    return 0
 
 
 def run(
@@ -91,61 +105,63 @@ def run(
     """The chain's CPU per task, each link's, the servers', and the first hop to the last's latency."""
     tag = uuid.uuid4().hex[:8]
     names = [f"wakeful.bench.hops.{tag}.{i}" for i in range(hops)]
-    topic_admin.ensure_topics(settings, names=names)
     with tempfile.TemporaryDirectory(prefix="wakeful-bench-hops-") as work:
         ages = Path(work) / "ages"
         outs = [Path(work) / f"hop{i}" for i in range(hops - 1)] + [ages]
-        links = [
-            _start(names[i], names[i + 1] if i + 1 < hops else None, trips, outs[i]) for i in range(hops)
-        ]
+        links: list[subprocess.Popen[bytes]] = []
 
         def up() -> bool:
             return all(p.poll() is not None or _marker(o).exists() for p, o in zip(links, outs, strict=True))
 
         try:
+            topic_admin.ensure_topics(settings, names=names)
+            links += [
+                _start(names[i], names[i + 1] if i + 1 < hops else None, trips, outs[i]) for i in range(hops)
+            ]
             if not wait_until(up, 60, 0.1) or any(p.poll() is not None for p in links):
-                raise RuntimeError(
-                    "the chain's processes did not all start within 60 s; their stderr says why"
+                raise WakefulError(
+                    "the chain's processes did not all start within 60 s: their errors are above"
                 )
             producer = Producer(_config(settings, producer_config(settings, "gate")))
             warm = min(tasks, 500)
             say(f"{hops} hops, {trips} Redis round trips each: warming up with {warm} tasks ...")
-            _drive(producer, names[0], ages, warm, None)
+            _drive(producer, names[0], ages, warm, rate=None, links=links)
             say(f"measuring {tasks} tasks, {f'at {rate:.1f}/s' if rate else 'flat out'} ...")
             before = _cpu(links), bench_box.server_cpu(settings)
             started = time.monotonic()
-            seen = _drive(producer, names[0], ages, tasks, rate)
+            seen = sorted(_drive(producer, names[0], ages, tasks, rate=rate, links=links))
             elapsed = time.monotonic() - started
             spent = {f"hop{i}": s - before[0][i] for i, s in enumerate(_cpu(links))}
             servers = bench_box.server_cpu(settings, before[1])
         finally:
-            for p in links:
-                p.send_signal(signal.SIGTERM)
-            for p in links:
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(10)
+            _stop(links)
             for failed in topic_admin.drop_scratch(settings, names, [_group(n) for n in names]):
                 say(f"left behind: {failed}")
     per = {name: round(1000 * s / tasks, 3) for name, s in spent.items()}
-    seen.sort()
     return {
         "hops": hops,
         "redis_trips_per_hop": trips,
         "tasks": tasks,
         "rate": rate,
+        "topics": names,
         "tasks_per_s": round(tasks / elapsed, 1),
         "box_cpu_ms_per_task": bench_box.box(
             sum(per.values()), {k: 1000 * v / tasks for k, v in servers.items()}
         ),
         "cpu_ms_per_task": per,
-        "latency_ms": {
-            "p50": round(1000 * seen[len(seen) // 2], 2),
-            "p99": round(1000 * seen[max(0, int(len(seen) * 0.99) - 1)], 2),
-        },
+        "latency_ms": {f"p{p}": round(1000 * pct(seen, p), 2) for p in (50, 99)},
     }
+
+
+def _stop(links: list[subprocess.Popen[bytes]]) -> None:
+    for p in links:
+        p.send_signal(signal.SIGTERM)
+    for p in links:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
 
 
 def _age(value: bytes, now: float) -> float:
@@ -176,10 +192,19 @@ def _cpu(links: list[subprocess.Popen[bytes]]) -> list[float]:
     return [t.user + t.system for t in times]
 
 
-def _drive(producer: Producer, topic: str, ages: Path, tasks: int, rate: float | None) -> list[float]:
+def _drive(
+    producer: Producer,
+    topic: str,
+    ages: Path,
+    tasks: int,
+    *,
+    rate: float | None,
+    links: list[subprocess.Popen[bytes]],
+) -> list[float]:
     """Publish `tasks` messages (at `rate` a second, or flat out), each stamped with its send time,
-    and return the age at which the last hop took each."""
-    had = _ages(ages)
+    and return the age at which the last hop took each; a hop that exits, or a chain that stops
+    taking messages for STALL_S, ends the run with the reason."""
+    had = len(_ages(ages))
     started = time.monotonic()
     filler = b"x" * PAYLOAD_BYTES
     for i in range(tasks):
@@ -188,10 +213,21 @@ def _drive(producer: Producer, topic: str, ages: Path, tasks: int, rate: float |
                 producer.poll(min(wait, 0.005))
         producer.produce(topic, key=uuid.uuid4().hex.encode(), value=f"{time.time()}|".encode() + filler)
         producer.poll(0)
-    producer.flush(30)
-    if not wait_until(lambda: len(_ages(ages)) >= len(had) + tasks, DONE_S, 0.05):
-        raise RuntimeError(f"the last hop took {len(_ages(ages)) - len(had)} of {tasks} in {DONE_S:.0f} s")
-    return _ages(ages)[len(had) : len(had) + tasks]
+    if producer.flush(FLUSH_S):
+        raise WakefulError(
+            f"the broker did not take the chain's input within {FLUSH_S:.0f} s: `wakeful dev status`"
+        )
+    got, moved = 0, time.monotonic()
+    while (now := len(_ages(ages)) - had) < tasks:
+        dead = next((i for i, p in enumerate(links) if p.poll() is not None), None)
+        if dead is not None:
+            raise WakefulError(f"hop{dead} exited with status {links[dead].returncode}: its error is above")
+        if now > got:
+            got, moved = now, time.monotonic()
+        elif time.monotonic() - moved > STALL_S:
+            raise WakefulError(f"the last hop took {got} of {tasks} and no more in {STALL_S:.0f} s")
+        time.sleep(0.05)
+    return _ages(ages)[had : had + tasks]
 
 
 def _ages(ages: Path) -> list[float]:
@@ -214,10 +250,12 @@ def render(r: Mapping[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    hop(
-        Settings.from_env(),
-        sys.argv[1],
-        None if sys.argv[2] == "-" else sys.argv[2],
-        int(sys.argv[3]),
-        Path(sys.argv[4]),
+    sys.exit(
+        hop(
+            Settings.from_env(),
+            sys.argv[1],
+            None if sys.argv[2] == "-" else sys.argv[2],
+            int(sys.argv[3]),
+            Path(sys.argv[4]),
+        )
     )

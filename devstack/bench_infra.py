@@ -34,7 +34,15 @@ def run(settings: Settings, messages: int, say: Say) -> dict[str, Any]:
 
 def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
     topic = f"wakeful.bench.{uuid.uuid4().hex[:8]}"
-    topic_admin.ensure_topics(settings, names=[topic])
+    try:
+        topic_admin.ensure_topics(settings, names=[topic])
+        return _produce_consume(settings, topic, messages, say)
+    finally:
+        for failed in topic_admin.drop_scratch(settings, [topic], [f"bench-{topic}"]):
+            say(f"left behind: {failed}")
+
+
+def _produce_consume(settings: Settings, topic: str, messages: int, say: Say) -> dict[str, float]:
     admin = kafka_auth.client_config(settings, kafka_auth.ADMIN)  # a scratch topic: the admin's
     payload = os.urandom(PAYLOAD_BYTES // 2).hex().encode()
     producer = Producer(
@@ -84,8 +92,6 @@ def _kafka(settings: Settings, messages: int, say: Say) -> dict[str, float]:
         seen += sum(1 for m in batch if m.error() is None)
     consume_s = time.perf_counter() - started if started else float("inf")
     consumer.close()
-    for failed in topic_admin.drop_scratch(settings, [topic], [f"bench-{topic}"]):
-        say(f"left behind: {failed}")
     return {
         "kafka_produce_msgs_per_s": round(messages / produce_s),
         "kafka_consume_msgs_per_s": round(seen / consume_s),

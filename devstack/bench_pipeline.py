@@ -119,7 +119,7 @@ def run(
         "second_path": traffic.second_path,
         "target_rate": rate,
         "tasks_per_s": round(done / max(1e-9, finished - started), 1),
-        "wake_to_effect_ms": {f"p{p}": round(_pct(latencies, p), 1) for p in (50, 95, 99)},
+        "wake_to_effect_ms": {f"p{p}": round(pct(latencies, p), 1) for p in (50, 95, 99)},
         "redis_round_trips_per_task": round(rtts / max(1, done), 1),
         "redis_commands_per_task": round(redis_cmds / max(1, done), 1),
         "kafka_messages_per_task": round(kafka_msgs / max(1, done), 2),
@@ -239,7 +239,8 @@ def _model_tokens(client: Client, task_ids: list[str]) -> int:
     return sum(n or 0 for n in budget.tasks_tokens(client.admin, task_ids))
 
 
-def _pct(values: list[float], p: float) -> float:
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile of sorted `values` (nan for none), the rank rule the bench's figures use."""
     if not values:
         return float("nan")
     return values[min(len(values) - 1, max(0, round(p / 100 * len(values)) - 1))]

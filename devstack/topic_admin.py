@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
@@ -70,19 +71,30 @@ def drop_scratch(
 ) -> list[str]:
     """Delete a bench's scratch topics, then its consumer groups, as the admin, waiting for the
     broker's answers (an AdminClient dropped before they come sends nothing). Returns what could
-    not be deleted, each with the broker's reason: a bench reports it and goes on."""
+    not be deleted, each with the broker's reason (one already gone is not): a bench reports it
+    and goes on."""
     admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config())
-    failed = []
+    failed: list[str] = []
+    topics, groups = list(topics), list(groups)
     try:
-        for kind, futures in (
-            ("topic", admin.delete_topics(list(topics), operation_timeout=timeout)),
-            ("group", admin.delete_consumer_groups(list(groups), request_timeout=timeout) if groups else {}),
-        ):
-            for name, future in futures.items():
-                try:
-                    future.result()
-                except KafkaException as exc:
-                    failed.append(f"{kind} {name}: {exc.args[0]}")
+        if topics:
+            asked = admin.delete_topics(topics, operation_timeout=timeout, request_timeout=timeout)
+            failed += _refusals("topic", asked, KafkaError.UNKNOWN_TOPIC_OR_PART)
+        if groups:
+            asked = admin.delete_consumer_groups(groups, request_timeout=timeout)
+            failed += _refusals("group", asked, KafkaError.GROUP_ID_NOT_FOUND)
     finally:
         admin.poll(0)
+    return failed
+
+
+def _refusals(kind: str, asked: dict[str, Any], gone: int) -> list[str]:
+    """Each request's refusal but `gone`, the broker's word for a name it no longer has."""
+    failed = []
+    for name, future in asked.items():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != gone:
+                failed.append(f"{kind} {name}: {exc.args[0]}")
     return failed

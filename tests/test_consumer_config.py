@@ -28,7 +28,7 @@ def test_librdkafka_takes_a_roles_consumer_config_under_either_group_protocol(
 
 def test_a_roles_producer_sends_each_output_at_once(settings: Settings) -> None:
     """A role flushes after each batch: a linger would batch nothing and add its wait to every hop
-    a task crosses (docs/decisions.md D83). The relay alone lingers, to pack the log's records."""
+    a task crosses (docs/decisions.md D83). The relay lingers, to pack the log's records."""
     config = producer_config(settings, "gate")
     assert config["linger.ms"] == 0
     assert (config["acks"], config["enable.idempotence"]) == ("all", True)
