@@ -48,7 +48,7 @@ def producer_config(settings: Settings, role: str) -> dict[str, Any]:
             "enable.idempotence": True,
             # Sent at once: a role flushes after each batch it handles, so a linger batches nothing
             # and only waits. At 1 ms a task's wake-to-effect at 50/s was about 1.1 ms slower over
-            # its three producing hops, for no CPU saved (D83).
+            # its three producing hops, to save about 0.1 ms of CPU a task (D83).
             "linger.ms": 0,
             # The Java client's key hashing, so every producer (any client) puts a task on one partition.
             "partitioner": "murmur2_random",
