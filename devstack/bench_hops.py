@@ -125,11 +125,12 @@ def run(
             producer = Producer(_config(settings, producer_config(settings, "gate")))
             warm = min(tasks, 500)
             say(f"{hops} hops, {trips} Redis round trips each: warming up with {warm} tasks ...")
-            _drive(producer, names[0], ages, warm, rate=None, links=links)
+            taken = _Ages(ages)
+            _drive(producer, names[0], taken, warm, rate=None, links=links)
             say(f"measuring {tasks} tasks, {f'at {rate:.1f}/s' if rate else 'flat out'} ...")
             before = _cpu(links), bench_box.server_cpu(settings)
             started = time.monotonic()
-            seen = sorted(_drive(producer, names[0], ages, tasks, rate=rate, links=links))
+            seen = sorted(_drive(producer, names[0], taken, tasks, rate=rate, links=links))
             elapsed = time.monotonic() - started
             spent = {f"hop{i}": s - before[0][i] for i, s in enumerate(_cpu(links))}
             servers = bench_box.server_cpu(settings, before[1])
@@ -195,7 +196,7 @@ def _cpu(links: list[subprocess.Popen[bytes]]) -> list[float]:
 def _drive(
     producer: Producer,
     topic: str,
-    ages: Path,
+    ages: _Ages,
     tasks: int,
     *,
     rate: float | None,
@@ -204,7 +205,7 @@ def _drive(
     """Publish `tasks` messages (at `rate` a second, or flat out), each stamped with its send time,
     and return the age at which the last hop took each; a hop that exits, or a chain that stops
     taking messages for STALL_S, ends the run with the reason."""
-    had = len(_ages(ages))
+    had = len(ages.take())
     started = time.monotonic()
     filler = b"x" * PAYLOAD_BYTES
     for i in range(tasks):
@@ -218,7 +219,7 @@ def _drive(
             f"the broker did not take the chain's input within {FLUSH_S:.0f} s: `wakeful dev status`"
         )
     got, moved = 0, time.monotonic()
-    while (now := len(_ages(ages)) - had) < tasks:
+    while (now := len(ages.take()) - had) < tasks:
         dead = next((i for i, p in enumerate(links) if p.poll() is not None), None)
         if dead is not None:
             raise WakefulError(f"hop{dead} exited with status {links[dead].returncode}: its error is above")
@@ -227,11 +228,25 @@ def _drive(
         elif time.monotonic() - moved > STALL_S:
             raise WakefulError(f"the last hop took {got} of {tasks} and no more in {STALL_S:.0f} s")
         time.sleep(0.05)
-    return _ages(ages)[had : had + tasks]
+    return ages.seen[had : had + tasks]
 
 
-def _ages(ages: Path) -> list[float]:
-    return [float(x) for x in ages.read_text().split() if not x.startswith("-")] if ages.exists() else []
+class _Ages:
+    """The last hop's ages as its file grows, each look reading only what was written since the
+    one before (the driver looks every 50 ms on the box it measures)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.read, self.tail, self.seen = path, 0, b"", list[float]()
+
+    def take(self) -> list[float]:
+        if self.path.exists():
+            with self.path.open("rb") as f:
+                f.seek(self.read)
+                text = f.read()
+            self.read += len(text)
+            *lines, self.tail = (self.tail + text).split(b"\n")
+            self.seen += [float(x) for x in lines if x and not x.startswith(b"-")]
+        return self.seen
 
 
 def render(r: Mapping[str, Any]) -> str:

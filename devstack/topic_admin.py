@@ -20,12 +20,16 @@ def ensure_topics(
 ) -> list[str]:
     """Create the topics that do not exist yet, as the admin; returns the names created. Safe to
     run twice. `partitions` defaults to WAKEFUL_PARTITIONS."""
-    admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config())
+    admin = _admin(settings)
     bootstrap, count = settings.kafka_bootstrap, partitions or settings.partitions
     try:
         return _create_missing(admin, bootstrap, count, names, timeout, log_days=settings.log_retention_days)
     finally:
         admin.poll(0)  # an AdminClient's log lines are written only when it is polled
+
+
+def _admin(settings: Settings) -> AdminClient:
+    return AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config())
 
 
 def _create_missing(
@@ -73,7 +77,7 @@ def drop_scratch(
     broker's answers (an AdminClient dropped before they come sends nothing). Returns what could
     not be deleted, each with the broker's reason (one already gone is not): a bench reports it
     and goes on."""
-    admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config())
+    admin = _admin(settings)
     failed: list[str] = []
     topics, groups = list(topics), list(groups)
     try:
