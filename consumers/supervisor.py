@@ -131,6 +131,8 @@ def spawn(
 
     own_group puts it in a process group of its own: if this process dies while the role is paused
     (SIGSTOP), the kernel hangs up and continues the orphaned group, so the paused role ends too.
+    The kernel does so only if every thread of the role has stopped when this process dies: a role
+    still on its way into the pause at that moment stays paused, and `kill -CONT PID` ends it.
     metrics_at: the (host, port) it serves its metrics on; without it, it serves none, whatever the
     environment says (one port would otherwise be claimed by every process started).
     """

@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import psutil
 import pytest
-from helpers import kill_processes, process_alive
+from helpers import kill_processes, process_alive, process_paused
 
 from wakeful.consumers.supervisor import FLEET_LOCK, ROLES, members
 from wakeful.core import process
@@ -172,9 +172,10 @@ def test_fleet_roles_die_with_their_sigkilled_owner(
         # Restarted from a thread that has ended since, the relay still runs.
         assert process_alive(roles["relay"]) and _events(tmp_path / "relay.log", "role.stop") == []
         lock_was_free = _lock_free(settings.home)  # while it ran, `worker all` would have been refused
-        # A role left paused, as the `:stop` fault point leaves it, must go too.
+        # A role left paused, as the `:stop` fault point leaves it, must go too: paused once all
+        # its threads have stopped, as the kernel continues an orphaned group only then.
         roles["executor"].send_signal(signal.SIGSTOP)
-        assert wait_until(lambda: roles["executor"].status() == psutil.STATUS_STOPPED, 30)
+        assert wait_until(lambda: process_paused(roles["executor"]), 30)
         owner.kill()
         owner.wait(30)
         gone = wait_until(lambda: not any(process_alive(r) for r in roles.values()), GONE_S)
