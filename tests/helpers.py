@@ -387,13 +387,13 @@ def process_alive(proc: psutil.Process) -> bool:
         return False
 
 
-def process_paused(proc: psutil.Process) -> bool:
-    """Whether every thread of the process has stopped (SIGSTOP). Its status alone shows only its
+def process_paused(pid: int) -> bool:
+    """Whether every thread of process `pid` has stopped (SIGSTOP). Its status alone shows only its
     main thread: the others may still be on their way, and until the last has stopped the kernel
     does not count the process as stopped (a parent that dies meanwhile leaves it paused for good,
     as an orphaned group is continued only if it is stopped when it becomes orphaned)."""
     try:
-        tasks = Path(f"/proc/{proc.pid}/task")
+        tasks = Path(f"/proc/{pid}/task")
         states = [(t / "stat").read_text().rpartition(")")[2].split()[0] for t in tasks.iterdir()]
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False

@@ -24,6 +24,7 @@ from helpers import (
     executor_for,
     kafka_as,
     log_records,
+    process_paused,
     raw_get,
     refund_proposal,
     role_message,
@@ -246,7 +247,7 @@ def test_worker_paused_past_its_lease_is_refused_by_fencing(client: BankClient, 
     paused = fleet.restart("executor", fault="executor.after_intent:stop")
     try:
         task_id, _ = client.new_task(300)
-        assert wait_until(lambda: _state(paused.pid) == "T", 30, interval=0.05), (
+        assert wait_until(lambda: process_paused(paused.pid), 30, interval=0.05), (
             "the executor never paused at its intent"
         )
         # Paused past its lease (a GC pause, SIGSTOP, a slow disk): Redis has expired it.
@@ -309,14 +310,6 @@ def _logged(path: Path, event: str, *needles: str) -> bool:
         record.get("event") == event and all(n.encode() in line for n in needles)
         for line, record in log_records(path)
     )
-
-
-def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0]
-    except FileNotFoundError:
-        return "gone"
 
 
 def test_amendment_is_refused_once_the_refund_has_started(client: BankClient, fleet: Fleet) -> None:

@@ -175,7 +175,7 @@ def test_fleet_roles_die_with_their_sigkilled_owner(
         # A role left paused, as the `:stop` fault point leaves it, must go too: paused once all
         # its threads have stopped, as the kernel continues an orphaned group only then.
         roles["executor"].send_signal(signal.SIGSTOP)
-        assert wait_until(lambda: process_paused(roles["executor"]), 30)
+        assert wait_until(lambda: process_paused(roles["executor"].pid), 30)
         owner.kill()
         owner.wait(30)
         gone = wait_until(lambda: not any(process_alive(r) for r in roles.values()), GONE_S)
