@@ -28,7 +28,15 @@ from confluent_kafka import Message, Producer
 from wakeful.authority import freezes
 from wakeful.authority.kept import Kept
 from wakeful.authority.store import AuthorityStore
-from wakeful.consumers import gate_create, gate_hold, gate_rules, gate_writes, switch_acks, wiring
+from wakeful.consumers import (
+    gate_create,
+    gate_hold,
+    gate_rules,
+    gate_writes,
+    kafka_client,
+    switch_acks,
+    wiring,
+)
 from wakeful.consumers.gate_hold import Source, StillFrozen
 from wakeful.consumers.gate_judge import Judge, stranger, told
 from wakeful.consumers.gate_memory import Recaller
@@ -57,7 +65,6 @@ from wakeful.sdk.workflow import Refuse
 from wakeful.state.store import Change, Store
 from wakeful.workflow import engine
 
-BACKLOG_ALLOWANCE = timedelta(hours=1)
 _DRAIN = "drain"  # _take(): the task has held wakes; replay them before this one
 _REPLAY = Source(None)
 
@@ -72,14 +79,16 @@ class Gate:
         keys: RoleKeys,
         app: App,
         event_max_age: float = 300.0,
+        events_retention_hours: int = 168,
     ) -> None:
         self.app = app
         self.kept = Kept(app.name, app.shipped_policy)  # the authority Snapshot, while it stands
         self.store = store
         self.role_keys = keys
         self.max_age = timedelta(seconds=event_max_age)
-        # A wake may wait in Kafka behind a backlog; the door already held the event to max age.
-        self.max_lag = timedelta(seconds=event_max_age) + BACKLOG_ALLOWANCE
+        # A wake may wait in Kafka behind a backlog of any length: the door judged its event by when
+        # the broker appended it, and that verdict can be no older than the door can read (D84).
+        self.keep = timedelta(seconds=topics.event_keep_s(events_retention_hours))
         self.client: redis.Redis = store.client
         self.authority = AuthorityStore(store.client)
         self.producer = producer
@@ -108,10 +117,18 @@ class Gate:
             return self._dead(msg, parts, f"malformed wake: {exc.reason}")
         tracing.stamp(task_id=envelope.task_id, app=self.app.name)
         fault("gate.before_read")
-        lag = self.max_lag if source.parts is not None else gate_hold.HELD_LAG
+        # A wake from Kafka is held to its broker time; one replayed from the held list was when it came.
+        appended = (kafka_client.appended_at(msg) or datetime.now(UTC)) if msg is not None else None
         with self.store.pinned(envelope.task_id) as pinned:
             taken = authenticate(
-                envelope, sender, pinned, max_age=self.max_age, max_lag=lag, app=self.app, kept=self.kept
+                envelope,
+                sender,
+                pinned,
+                max_age=self.max_age,
+                keep=self.keep,
+                appended=appended,
+                app=self.app,
+                kept=self.kept,
             )
             if isinstance(taken, Untrusted):
                 return self._dead(msg, parts, taken.reason)
@@ -310,7 +327,15 @@ def main(settings: Settings, stop: threading.Event) -> None:
     store = wiring.store_for(settings, "gate")
 
     def build(producer: RunnerProducer, log: Log) -> Gate:
-        return Gate(store, producer, log, keys=keys, app=app, event_max_age=settings.event_max_age)
+        return Gate(
+            store,
+            producer,
+            log,
+            keys=keys,
+            app=app,
+            event_max_age=settings.event_max_age,
+            events_retention_hours=settings.events_retention_hours,
+        )
 
     def hooks(gate: Gate) -> Hooks:
         return Hooks(

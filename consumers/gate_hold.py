@@ -9,8 +9,9 @@ each exactly as a wake from Kafka is taken: its sender's signature (the role tha
 the signed event inside verified again, and its inbox identity deduped, so a replay after a crash
 applies nothing twice. A held list is Redis, not trust: a record that does not verify is taken
 off the list and dead-lettered with its reason, its bytes whole (letter()). The one allowance is
-age: a held wake may be days old, so the backlog bound a wake from Kafka must meet is not asked of
-it (its event was fresh when the door judged it).
+age: a held wake may be days old and has no broker time of its own, so the bound a wake from Kafka
+must meet against its append (gate_rules.misaddressed) is not asked of it (its event was fresh when
+the door judged it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -31,7 +32,6 @@ from wakeful.core.retry import Retry
 from wakeful.state import keys
 from wakeful.state.pinned import Command
 
-HELD_LAG = timedelta(days=3650)  # a replayed wake's backlog allowance: see above
 REPLAYED, KEPT = "replayed", "kept"  # what a replay did: done with it (or dropped), or still frozen
 HELD_MAX = 1000  # wakes one frozen task keeps; more are dead-lettered whole (full()), to replay later
 

@@ -127,14 +127,18 @@ def misaddressed(
     *,
     tenant: str,
     max_age: timedelta,
-    max_lag: timedelta,
-    now: datetime,
+    keep: timedelta,
+    appended: datetime | None,
     issued: datetime | None = None,
 ) -> str | None:
     """Why a wake must not be trusted, or None: a signed event only authorizes what it names, and
-    the door's verdict the wake carries (when it judged the event) must be one the door could give.
-    `issued`: when the operator's replay that vouches for the event was signed (D71), held to the
-    max age in the event's place; None for an event as sent."""
+    the door's verdict the wake carries (the moment its event reached Kafka, against which the door
+    judged it) must be one the door could give: the event issued within the max age of it, and the
+    verdict no later than the broker's append of the wake (`appended`) nor older than the door can
+    read an event (`keep`, core/topics.event_keep_s). How long the wake then waited for the gate
+    does not count (D84). `appended` None: a wake replayed from the task's held list, judged when it
+    came. `issued`: when the operator's replay that vouches for the event was signed (D71), held to
+    the max age in the event's place; None for an event as sent."""
     if not verified:
         return f"wake carries an event whose signature does not verify ({event.key_id})"
     if event.event_id != envelope.message_id:
@@ -152,8 +156,11 @@ def misaddressed(
     issued = issued if issued.tzinfo else issued.replace(tzinfo=UTC)
     if issued < judged - max_age or issued > judged + FUTURE_SKEW:
         return f"wake carries an event issued {issued.isoformat()}: the door refuses it at {judged:%H:%M:%S}"
-    if judged < now - max_lag or judged > now + FUTURE_SKEW:
-        return f"wake judged at {judged.isoformat()} is outside the backlog the gate accepts"
+    if appended is not None and (judged > appended + FUTURE_SKEW or judged < appended - keep):
+        return (
+            f"wake judged at {judged.isoformat()} but appended at {appended.isoformat()}: "
+            "no verdict the door can have given"
+        )
     return None
 
 

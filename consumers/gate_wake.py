@@ -12,7 +12,7 @@ it (docs/decisions.md D49). `verified_event()` finds whom to tell when the gate 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from confluent_kafka import Message
@@ -85,7 +85,8 @@ def authenticate(
     pinned: Pinned,
     *,
     max_age: timedelta,
-    max_lag: timedelta,
+    keep: timedelta,
+    appended: datetime | None,
     app: App,
     kept: Kept,
 ) -> Taken | Untrusted:
@@ -155,8 +156,8 @@ def authenticate(
         kinds,
         tenant=key.tenant if key is not None else ids.DEFAULT_TENANT,
         max_age=max_age,
-        max_lag=max_lag,
-        now=datetime.now(UTC),
+        keep=keep,
+        appended=appended,
         issued=vouched.issued_at if vouched is not None else None,
     )
     if refused or key is None:

@@ -20,7 +20,7 @@ import redis
 from confluent_kafka import Message, Producer
 
 from wakeful.authority.snapshot import decode_signer
-from wakeful.consumers import replays
+from wakeful.consumers import kafka_client, replays
 from wakeful.consumers.door import Accepted, Refused, Vouched, judge, judge_replay, parse
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
@@ -105,7 +105,9 @@ class Inbound:
         sent, (signer_raw, seen, *found) = read
         corr = found[0] if sent.correlation_id else None
         key, kinds = _signer(sent.key_id, signer_raw)
-        judged = datetime.now(UTC)  # one clock reading: the verdict the wake carries is this one
+        # Freshness is judged at the moment the broker appended the event, so a backlog of any length
+        # never makes accepted work stale (D84); a topic made before that judges by this clock.
+        judged = kafka_client.appended_at(msg) or datetime.now(UTC)
         verdict = self._judge(sent, key, kinds, judged, found[-1] if found else None)
         if isinstance(verdict, Refused):
             return self._refuse(msg, verdict)

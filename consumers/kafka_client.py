@@ -4,8 +4,9 @@ works, and which partition a key lands on."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, Message, Producer
 from kafka.partitioner.default import murmur2
 
 from wakeful.core.kafka_auth import client_config, refused_credentials
@@ -18,6 +19,14 @@ def partition_of(key: str, partitions: int) -> int:
     """The partition a message keyed `key` goes to: murmur2, the Java client's hash, which every
     producer here is configured with, so one key lands on one partition whichever client sent it."""
     return int((murmur2(key.encode()) & 0x7FFFFFFF) % partitions)
+
+
+def appended_at(msg: Message) -> datetime | None:
+    """When the broker appended `msg`, if its topic has the broker stamp its messages
+    (LogAppendTime, core/topics.APPEND_TIMED); None for a producer's own CreateTime, which whoever
+    produced it chose (D84)."""
+    kind, ms = msg.timestamp()
+    return datetime.fromtimestamp(ms / 1000, UTC) if kind == TIMESTAMP_LOG_APPEND_TIME and ms > 0 else None
 
 
 def check_login(settings: Settings, role: str, timeout: float = 10.0) -> None:

@@ -124,6 +124,9 @@ class Settings:
     model_attempts: int = 4
     redis_cluster: bool = False  # Redis is a Redis Cluster (docs/decisions.md D40)
     log_retention_days: int = 0  # wakeful.log's retention.ms when created; 0: forever (D73)
+    # wakeful.events' and wakeful.wake's retention.ms when created: the longest outage of a role
+    # whose backlog is still read and judged as it arrived (D84)
+    events_retention_hours: int = 168
 
     @property
     def redis_cluster_ports(self) -> tuple[int, ...]:
@@ -257,6 +260,7 @@ class Settings:
             redis_cluster=cluster,
             kafka_group_protocol=_choice(env, "WAKEFUL_KAFKA_GROUP_PROTOCOL", "classic", GROUP_PROTOCOLS),
             log_retention_days=_int(env, "WAKEFUL_LOG_RETENTION_DAYS", 0, 0, 100 * 365),
+            events_retention_hours=_int(env, "WAKEFUL_EVENTS_RETENTION_HOURS", 168, 1, 100 * 365 * 24),
         )
 
 

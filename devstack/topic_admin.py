@@ -6,24 +6,42 @@ from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from wakeful.core import kafka_auth
 from wakeful.core.errors import ServerUnavailable
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
-from wakeful.core.topics import ALL, SINGLE_PARTITION, config
+from wakeful.core.topics import ALL, APPEND_TIME, APPEND_TIMED, SINGLE_PARTITION, config
 
 
 def ensure_topics(
     settings: Settings, partitions: int | None = None, names: Iterable[str] = ALL, timeout: float = 30.0
 ) -> list[str]:
-    """Create the topics that do not exist yet, as the admin; returns the names created. Safe to
-    run twice. `partitions` defaults to WAKEFUL_PARTITIONS."""
+    """Create the topics that do not exist yet, as the admin, and have the broker stamp the upstream
+    events and wakes of those that do (APPEND_TIMED, D84); returns the names created. Safe to run
+    twice. `partitions` defaults to WAKEFUL_PARTITIONS."""
     admin = _admin(settings)
     bootstrap, count = settings.kafka_bootstrap, partitions or settings.partitions
+    names = list(names)
     try:
-        return _create_missing(admin, bootstrap, count, names, timeout, log_days=settings.log_retention_days)
+        created = _create_missing(
+            admin,
+            bootstrap,
+            count,
+            names,
+            timeout,
+            log_days=settings.log_retention_days,
+            events_hours=settings.events_retention_hours,
+        )
+        stamp_appends(admin, [n for n in names if n in APPEND_TIMED and n not in created], timeout)
+        return created
     finally:
         admin.poll(0)  # an AdminClient's log lines are written only when it is polled
 
@@ -40,6 +58,7 @@ def _create_missing(
     timeout: float,
     *,
     log_days: int,
+    events_hours: int,
 ) -> list[str]:
     try:
         existing = set(admin.list_topics(timeout=timeout).topics)
@@ -52,7 +71,7 @@ def _create_missing(
             name,
             num_partitions=1 if name in SINGLE_PARTITION else partitions,
             replication_factor=1,
-            config=config(name, log_days),
+            config=config(name, log_days, events_hours),
         )
         for name in names
         if name not in existing
@@ -68,6 +87,26 @@ def _create_missing(
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
     return created
+
+
+def stamp_appends(admin: AdminClient, names: list[str], timeout: float) -> list[str]:
+    """Set message.timestamp.type=LogAppendTime on those of `names` that lack it (topics made before
+    D84), leaving every other setting as it is; returns the names changed. Only messages appended
+    after it carry the broker's time: the roles judge older ones by their own clock, as before."""
+    if not names:
+        return []
+    ((key, wanted),) = APPEND_TIME.items()
+    described = admin.describe_configs([ConfigResource("topic", n) for n in names], request_timeout=timeout)
+    stale = [r for r, f in described.items() if f.result(timeout)[key].value != wanted]
+    if not stale:
+        return []
+    entry = [ConfigEntry(key, wanted, incremental_operation=AlterConfigOpType.SET)]
+    asked = admin.incremental_alter_configs(
+        [ConfigResource("topic", r.name, incremental_configs=entry) for r in stale], request_timeout=timeout
+    )
+    for future in asked.values():
+        future.result(timeout)
+    return [r.name for r in stale]
 
 
 def drop_scratch(

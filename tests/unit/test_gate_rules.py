@@ -32,7 +32,7 @@ SIGNER = Ed25519Signer("key-alice", PRIVATE)
 KEY = VerifyKey(
     "key-alice", "ed25519", PRIVATE.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw), "alice"
 )
-LAG = timedelta(minutes=65)
+KEEP = timedelta(days=8)  # the events topic's retention and a segment (core/topics.event_keep_s)
 MAX_AGE = timedelta(minutes=5)
 
 
@@ -205,10 +205,11 @@ def misaddressed(
     env: Envelope,
     kinds: frozenset[str] = frozenset({events.APPROVE}),
     tenant: str = "default",
+    appended: datetime | None = NOW,
 ) -> Any:
     verified = KEY.verify(ev)
     return gate_rules.misaddressed(
-        ev, env, verified, kinds, tenant=tenant, max_age=MAX_AGE, max_lag=LAG, now=NOW
+        ev, env, verified, kinds, tenant=tenant, max_age=MAX_AGE, keep=KEEP, appended=appended
     )
 
 
@@ -273,12 +274,24 @@ def test_wake_is_trusted_exactly_while_its_event_was_fresh_when_the_door_judged_
     assert (refused is None) == (timedelta(seconds=age) <= MAX_AGE)
 
 
-@given(lag=st.integers(min_value=-3600, max_value=10 * 24 * 3600))
-def test_wake_is_trusted_exactly_while_it_was_judged_within_the_backlog_allowance(lag: int) -> None:
+@given(lag=st.integers(min_value=-3600, max_value=20 * 24 * 3600))
+def test_wake_is_trusted_exactly_while_its_verdict_is_one_the_door_could_give_before_its_append(
+    lag: int,
+) -> None:
+    """The verdict (the event's own broker time) is no later than the wake's append, and no older than
+    the door can still read an event: the door may have been down that long, nothing shorter."""
     judged = NOW - timedelta(seconds=lag)
     ev = event(events.APPROVE, {"version": 1}, issued_at=judged)
     refused = misaddressed(ev, wake_for(ev, payload={"reason": "event", "judged_at": judged.isoformat()}))
-    assert (refused is None) == (-events.FUTURE_SKEW <= timedelta(seconds=lag) <= LAG)
+    assert (refused is None) == (-events.FUTURE_SKEW <= timedelta(seconds=lag) <= KEEP)
+
+
+@given(age=st.integers(min_value=0, max_value=3650 * 24 * 3600))
+def test_a_wake_replayed_from_the_held_list_is_not_held_to_a_broker_time(age: int) -> None:
+    judged = NOW - timedelta(seconds=age)
+    ev = event(events.APPROVE, {"version": 1}, issued_at=judged)
+    payload = {"reason": "event", "judged_at": judged.isoformat()}
+    assert misaddressed(ev, wake_for(ev, payload=payload), appended=None) is None
 
 
 @pytest.mark.parametrize("judged", [None, "", "yesterday", 17])

@@ -209,7 +209,7 @@ def test_the_gate_holds_the_wrapper_not_the_stale_event_to_the_doors_verdict() -
         trace_id=event.event_id,
         payload={"reason": "event", "judged_at": NOW.isoformat()},
     )
-    common = {"tenant": "default", "max_age": MAX_AGE, "max_lag": MAX_AGE, "now": NOW}
+    common = {"tenant": "default", "max_age": MAX_AGE, "keep": MAX_AGE, "appended": NOW}
     stale = gate_rules.misaddressed(event, wake, True, SENDER, **common)  # type: ignore[arg-type]
     assert stale is not None and "the door refuses it" in stale
     assert gate_rules.misaddressed(event, wake, True, SENDER, issued=NOW, **common) is None  # type: ignore[arg-type]
