@@ -68,7 +68,7 @@ def _moved(receipt: dict[str, Any], what: str) -> None:
 
 def _finish(receipt: dict[str, Any], as_json: bool, extra: dict[str, Any] | None = None) -> None:
     emit({**receipt, **(extra or {})}, as_json, outcome_line(receipt))
-    if receipt["status"] != "accepted":
+    if receipt["status"] == "rejected":  # "held" is kept for the thaw, not refused: exit 0
         sys.exit(1)
 
 

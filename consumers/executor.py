@@ -40,7 +40,7 @@ from wakeful.consumers.models import Proposal
 from wakeful.consumers.producing import RunnerProducer
 from wakeful.consumers.role import Hooks, run_role
 from wakeful.consumers.runner import Runner
-from wakeful.core import topics, tracing
+from wakeful.core import metrics, topics, tracing
 from wakeful.core.errors import (
     ActionError,
     DecodeError,
@@ -108,7 +108,9 @@ class Executor:
                 )
             except LeaseBusy:
                 raise Retry("task lease is held by another worker", after=0.005) from None
-            except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
+            except TaskQuarantined:
+                return self._superseded(msg, env, "task is quarantined")  # parked since it was asked
+            except (TaskNotFound, IntegrityError) as exc:
                 return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
             except (KeyringError, DecodeError) as exc:
                 raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
@@ -125,13 +127,15 @@ class Executor:
         assert self.runner is not None
         cp, replies, held = loaded.checkpoint, loaded.replies, loaded.held
         tracing.stamp_task(cp, self.app.name)
-        try:
-            refused = executor_steps.unanswered(self.app, cp, env)
-            engine.workflow_of(self.app, cp)
-        except engine.UnknownWorkflow as exc:
-            return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
+        refused = executor_steps.unanswered(self.app, cp, env)
+        if refused is not None and executor_steps.superseded(cp, env):
+            return self._superseded(msg, env, refused)
         if refused is not None:
             return self.runner.dead_letter(msg, refused, env.task_id)
+        try:
+            engine.workflow_of(self.app, cp)
+        except engine.UnknownWorkflow as exc:
+            return self._quarantine(loaded, str(exc))
         # A policy version this process has not parsed yet, or a token that moved: one more trip.
         ops, auth = hash_reply(replies[0]), self.kept.snapshot(ask, replies[1:], loaded.pinned.batch)
         # A step of this stage may already have run (cases C and D): settle that by key first. It
@@ -158,7 +162,7 @@ class Executor:
         # the tools and policy its task was admitted to (a step already begun completes above).
         incompatible = compat.check_app(self.app, cp, auth)
         if isinstance(incompatible, str):
-            return self.runner.dead_letter(msg, f"proposal refused: gate 4: {incompatible}", env.task_id)
+            return self._quarantine(loaded, incompatible)
         now = datetime.now(UTC)
         decided = effects.check_proposal(
             self.app,
@@ -200,6 +204,20 @@ class Executor:
         call = (decided.tool, decided.op_key, args)
         trail = proposal_trail(env, proposal.model, cp, call, [o for _, o, _, _ in extra])
         return self.writes.close(loaded, step, auth, first, outcome, more=extra, trail=trail)
+
+    def _superseded(self, msg: Message, env: Envelope, why: str) -> None:
+        """A proposal its task moved on from is dropped, counted and logged: the dead letters are for
+        what is wrong, and the task's newer version has a request of its own, or needs none."""
+        metrics.superseded("executor", msg.topic())
+        self.log("executor.superseded", task_id=env.task_id, state_version=env.task_version, why=why)
+
+    def _quarantine(self, loaded: Loaded, detail: str) -> None:
+        """Gate 4 fails under the lease: the task runs under versions (or a workflow) the deployed app
+        cannot run, so it is quarantined with why, as the gate would, readable and releasable by a
+        person (docs/change.md). Never left at a tool stage with its request spent and nothing to wake it."""
+        task_id = loaded.checkpoint.task_id
+        self.store.quarantine(task_id, "incompatible", detail)
+        self.log("executor.quarantined", task_id=task_id, detail=detail)
 
     def _more(
         self, loaded: Loaded, decided: Effect, proposal: Proposal, auth: Snapshot, now: datetime

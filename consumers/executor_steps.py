@@ -186,6 +186,12 @@ def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:
     return None
 
 
+def superseded(cp: Checkpoint, env: Envelope) -> bool:
+    """Whether the task moved on since the proposal's request was made: a proposal decided on an older
+    state_version is dropped, not dead-lettered; one that claims a newer one is wrong."""
+    return env.task_version < cp.state_version
+
+
 def judge_more(
     app: App, cp: Checkpoint, first: Effect, more: Sequence[Call], *, auth: Snapshot, now: datetime
 ) -> list[Effect] | Refuse:

@@ -20,7 +20,7 @@ from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED, Refuse
 from wakeful.state.store import Keep
-from wakeful.workflow import compat, engine, revoked, wakes
+from wakeful.workflow import compat, engine, revoked, stuck, wakes
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,12 @@ def decide(
         return engine.ForReview(engine.review(checked, parked), parked)
     if event is None:
         due = wakes.on_deadline(app, checked, now)
-        return engine.Moved(due, {}) if due is not None else None
+        if due is not None:
+            return engine.Moved(due, {})
+        # Woken with nothing due and nothing that could move it (the timer's sweep found it so):
+        # a person, never a task left as it is (D85).
+        nothing = stuck.stranded(app, checked, now)
+        return engine.ForReview(engine.review(checked, nothing), nothing) if nothing else None
     heard = wakes.Heard(event.kind, event.payload, principal, event.correlation_id)
     return wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)
 

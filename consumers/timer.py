@@ -17,12 +17,14 @@ from confluent_kafka import Producer
 
 from wakeful.consumers.failures import forever
 from wakeful.consumers.producing import DeliveryFailures, make_producer
+from wakeful.consumers.timer_sweep import Sweep
 from wakeful.core import metrics, topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.core.tracing import root as new_trace
 from wakeful.schemas.events import Envelope
+from wakeful.sdk.app import load_app
 from wakeful.state import acl, keys
 
 TICK_S = 0.25  # a deadline fires at most this late; an idle timer asks Redis about five times a second
@@ -40,13 +42,19 @@ def pause(rng: random.Random) -> float:
 
 class Timer:
     def __init__(
-        self, client: redis.Redis, producer: Producer, log: Log, failures: DeliveryFailures | None = None
+        self,
+        client: redis.Redis,
+        producer: Producer,
+        log: Log,
+        failures: DeliveryFailures | None = None,
+        sweep: Sweep | None = None,
     ) -> None:
         self.client = client
         self.producer = producer
         self.failures = failures or DeliveryFailures()
         self.log = log
         self.fired = 0
+        self.sweep = sweep  # finds tasks with nothing to wake them (consumers/timer_sweep.py)
 
     def tick(self, now_ms: int | None = None) -> int:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
@@ -78,15 +86,27 @@ class Timer:
         self.log("timer.fired", count=len(due))
         return len(due)
 
+    def step(self) -> bool:
+        """The sweep when it is due, then one tick; True when more deadlines may be due at once."""
+        if self.sweep is not None and self.sweep.due():
+            try:
+                self.sweep.run()
+            except redis.RedisError as exc:  # a safety net, never at the deadlines' cost: next pass
+                self.log("timer.sweep_failed", error=repr(exc))
+        return self.tick() >= BATCH
+
     def run(self, stop: threading.Event) -> None:
         rng = random.Random()
-        forever(lambda: self.tick() >= BATCH, stop, self.log, lambda: pause(rng))
+        forever(self.step, stop, self.log, lambda: pause(rng))
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="timer")
     producer, failures = make_producer(settings, "timer")
-    timer = Timer(acl.connect(settings, "timer"), producer, log, failures)
+    client = acl.connect(settings, "timer")
+    timer = Timer(
+        client, producer, log, failures, Sweep(client, load_app(settings.app), log, settings.sweep_s)
+    )
     log("role.start")
     timer.run(stop)
     log("role.stop", messages=timer.fired, redis_round_trips=acl.CountingConnection.round_trips)

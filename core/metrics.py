@@ -36,6 +36,11 @@ HANDLED = Counter("wakeful_messages_handled", "Messages a role's handler finishe
 DEAD_LETTERED = Counter(
     "wakeful_messages_dead_lettered", "Messages sent to wakeful.dlq", ["role", "topic", "reason"]
 )
+SUPERSEDED = Counter(
+    "wakeful_messages_superseded",
+    "Messages dropped because their task moved on since they were made (not dead-lettered)",
+    ["role", "topic"],
+)
 RETRIES = Counter(
     "wakeful_retries", "Handler attempts that failed and will be tried again", ["role", "cause"]
 )
@@ -65,6 +70,9 @@ MODEL_SECONDS = Histogram("wakeful_model_seconds", "Time one model call took", [
 MODEL_TOKENS = Counter("wakeful_model_tokens", "Tokens the model reported spending", ["model", "kind"])
 # ---- the timer and the relay ----
 TIMER_WAKES = Counter("wakeful_timer_wakes", "Deadline wakes the timer published")
+SWEPT = Counter(
+    "wakeful_tasks_swept", "Tasks the timer's sweep found with nothing to wake them, and woke", ["stage"]
+)
 RELAY_RECORDS = Counter("wakeful_relay_records", "Outbox records the relay published to wakeful.log")
 # ---- read from Redis by the relay, every few seconds (consumers/task_gauges.py) ----
 TASKS = Gauge("wakeful_tasks", "Tasks at each stage (the task index)", ["stage"])
@@ -201,6 +209,11 @@ def dead_lettered(role: str, topic: str | None, reason: str) -> None:
         _kid(DEAD_LETTERED, role, topic or "", reason_class(reason)).inc()
 
 
+def superseded(role: str, topic: str | None) -> None:
+    if _on:
+        _kid(SUPERSEDED, role, topic or "").inc()
+
+
 def transition(workflow: str, stage: str) -> None:
     if _on:
         _kid(TRANSITIONS, workflow, stage).inc()
@@ -227,6 +240,11 @@ def wake_to_effect(workflow: str, since: datetime) -> None:
 def timer_fired(count: int) -> None:
     if _on:
         TIMER_WAKES.inc(count)
+
+
+def swept(stage: str) -> None:
+    if _on:
+        _kid(SWEPT, stage).inc()
 
 
 def relay_published(count: int) -> None:

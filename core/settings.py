@@ -127,6 +127,7 @@ class Settings:
     # wakeful.events' and wakeful.wake's retention.ms when created: the longest outage of a role
     # whose backlog is still read and judged as it arrived (D84)
     events_retention_hours: int = 168
+    sweep_s: int = 60  # how often the timer looks for tasks nothing will wake (D85)
 
     @property
     def redis_cluster_ports(self) -> tuple[int, ...]:
@@ -261,6 +262,7 @@ class Settings:
             kafka_group_protocol=_choice(env, "WAKEFUL_KAFKA_GROUP_PROTOCOL", "classic", GROUP_PROTOCOLS),
             log_retention_days=_int(env, "WAKEFUL_LOG_RETENTION_DAYS", 0, 0, 100 * 365),
             events_retention_hours=_int(env, "WAKEFUL_EVENTS_RETENTION_HOURS", 168, 1, 100 * 365 * 24),
+            sweep_s=_int(env, "WAKEFUL_SWEEP_S", 60, 1, 24 * 3600),
         )
 
 

@@ -31,7 +31,7 @@ from wakeful.state import keys, parked
 from wakeful.state.index import Index
 from wakeful.state.replies import hash_reply
 from wakeful.workflow import engine
-from wakeful.workflow.stuck import STUCK_AFTER_S
+from wakeful.workflow.stuck import STUCK_AFTER_S, stuck_summary
 
 SWEEP_S = 30.0  # how often the sweep looks for tenants, stages, wait kinds and quarantine markers
 SCAN_COUNT = 10_000
@@ -66,30 +66,6 @@ def finished_stages(app: App, stages: set[str]) -> set[str]:
         for s in stages
         if s == CLOSED or any(engine.terminal(wf, s) and s != QUARANTINED for wf in app.workflows)
     }
-
-
-def stuck_summary(
-    app: App, doc: dict[str, Any], now: datetime, older_than_s: float, *, held: bool
-) -> str | None:
-    """Why the task an index summary describes is stuck, or None: workflow/stuck.py's rule, read from
-    the summary (stage, waits, last change) instead of the checkpoint."""
-    stage = str(doc.get("stage", ""))
-    if stage in RUNTIME_STAGES or doc.get("waits") or held:
-        return None
-    wf = app.workflow(str(doc.get("workflow", "")))
-    if wf is None or engine.terminal(wf, stage):
-        return None
-    try:
-        changed = datetime.fromisoformat(str(doc["updated_at"]))
-    except (KeyError, ValueError):
-        return None
-    age = (now - changed).total_seconds()
-    if age < older_than_s:
-        return None
-    since = f"unchanged for {int(age)} s, since {changed.isoformat()}"
-    if not app.tools_at(stage):
-        return f"stage {stage} offers no tool and waits for nothing; {since}"
-    return f"stage {stage} offers a tool, waits for nothing, and no proposal came; {since}"
 
 
 def per_minute(times_ms: list[float], now_ms: float, minutes: int = 60) -> list[int]:

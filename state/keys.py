@@ -46,7 +46,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | events ev:K:E, the runtime's own ids rt:<kind>:... |                        |
 | wk:{T}:outbox     | stream | outbox records not yet on wakeful.log              | gate, executor; relay  |
 | wk:{T}:ops        | hash   | op_key -> action-log entry (intent first)          | executor               |
-| wk:{T}:quarantine | string | JSON {reason, detail, at}: the task never resumes  | gate, executor, admin  |
+| wk:{T}:quarantine | string | JSON {reason, detail, at}: the task never resumes  | gate, executor, admin; |
+|                   |        |                                                    | timer (sweep) reads    |
 | wk:{T}:memory     | stream | memory records the gate's changes remembered, for  | gate (XADD in CAS);    |
 |                   |        | the write door (state/memory.py)                   | relay reads, deletes   |
 | wk:{T}:evidence   | hash   | evidence name -> JSON {ref, source, excerpt}: a   | gate; admin (forget)   |
@@ -71,7 +72,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | why, when), version (a random token every write to |                        |
 |                   |        | authority sets anew: authority/kept.py)            |                        |
 | wk:{T}:held       | list   | wakes a freeze held for the task, oldest first     | gate: push, replay, pop|
-| wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin  |
+| wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin; |
+|                   |        |                                                    | timer (sweep) reads    |
 | wk:journal:authority | string | digest of the authority copy last put on        | admin only             |
 |                   |        | wakeful.authority (devstack/recovery.py)           |                        |
 | wk:live           | hash   | "<role>:<process>" -> "<switched seen> <ms>": which | gate, executor         |
@@ -87,8 +89,10 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:authority:app:{A}:policies | hash | version -> JSON {app, version, text,  | admin only; roles read |
 |                   |        | digest, by, at, reason}: never rewritten           | (authority/documents)  |
 | wk:index:{N}:tasks | hash  | tenant N's task id -> its summary: stage, versions, | relay (index function) |
-|                   |        | waits; never the task's fields (state/index.py)    | ingress reads          |
-| wk:index:{N}:stage:{S} | zset | tenant N's tasks at stage S, by last change  | relay; ingress reads   |
+|                   |        | waits; never the task's fields (state/index.py)    | ingress, timer (sweep) |
+|                   |        |                                                    | read                   |
+| wk:index:{N}:stage:{S} | zset | tenant N's tasks at stage S, by last change  | relay; ingress, timer  |
+|                   |        |                                                    | (sweep) read           |
 | wk:index:{N}:wait:{K} | zset | tenant N's tasks waiting for K, by deadline   | relay; ingress reads   |
 | wk:mem:{N.D}:records | hash | tenant N's memory about one subject (D: digest | relay (memory function)|
 |                   |        | of the subject): record id -> MemoryRecord JSON    | admin (status, forget) |

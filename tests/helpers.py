@@ -25,6 +25,7 @@ import redis
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from wakeful.core import kafka_auth
+from wakeful.core.log import Log
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
 from wakeful.core.topics import WAKE
@@ -461,15 +462,50 @@ def deliver_under(app: Any, settings: Any, event: Any, principal: str) -> None:
     gate.handle(role_message(settings, "inbound", WAKE, event.task_id, wake.encode()))
 
 
-def executor_for(settings: Any, letters: list[str], owner: str | None = None, app: Any = refund_app) -> Any:
+class RecordedLog(Log):
+    """A role's Log that keeps each line's event and fields, for a test to read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        self.lines.append((event, fields))
+
+    def bind(self, **_more: Any) -> RecordedLog:
+        return self
+
+    def said(self, event: str) -> list[dict[str, Any]]:
+        return [fields for name, fields in self.lines if name == event]
+
+
+def wait_logged(
+    path: Path, event: str, task_id: str, since: int = 0, timeout: float = 60
+) -> dict[str, Any] | None:
+    """The first line of a role's log file `path` (from byte `since`) with this event for task_id."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for _, line in log_records(path, since):
+            if line.get("event") == event and line.get("task_id") == task_id:
+                return line
+        time.sleep(0.05)
+    return None
+
+
+def executor_for(
+    settings: Any,
+    letters: list[str],
+    owner: str | None = None,
+    app: Any = refund_app,
+    log: RecordedLog | None = None,
+) -> Any:
     """An executor as its role's main() builds one (for `app`, default the refund), to drive with
-    handle() in a test; the reasons it dead-letters with go to `letters`."""
+    handle() in a test; the reasons it dead-letters with go to `letters`, its log lines to `log`."""
     from types import SimpleNamespace
 
     from wakeful.consumers import wiring
     from wakeful.consumers.executor import Executor
     from wakeful.core import provenance
-    from wakeful.core.log import Log
 
     for tool in app.tools:
         tool.connect(settings)
@@ -479,7 +515,7 @@ def executor_for(settings: Any, letters: list[str], owner: str | None = None, ap
         if owner
         else wiring.leases_for(settings, "executor"),
         wiring.actions_for(settings, "executor"),
-        Log(),
+        log if log is not None else Log(),
         keys=provenance.load_keys(settings, "executor"),
         app=app,
     )

@@ -37,12 +37,15 @@ def test_a_frozen_task_holds_its_events_and_catches_up_when_thawed(
 ) -> None:
     task_id, _ = client.new_task(2500)
     assert client.wait_stage(task_id, {"awaiting_approval"})["stage"] == "awaiting_approval"
+    since = topic_marks(client.settings.kafka_bootstrap, topics.DLQ)
     frozen = wakeful(*kill_path_command("freeze", "--task", task_id=task_id, section=FREEZE), "--json")
     assert frozen.returncode == 0, frozen.stderr
     assert doc(frozen)["not_yet"] == [] and doc(frozen)["taken_in_by"], doc(frozen)
 
-    receipt = client.approve(task_id, "alice", 1)
-    assert receipt["status"] == "held", receipt
+    # Held is not rejected: the command says "kept for the thaw" and exits 0 (docs/pipeline.md).
+    sent = wakeful("task", "approve", task_id, "--by", "alice", "--version", "1", "--json")
+    receipt = doc(sent)
+    assert receipt["status"] == "held" and sent.returncode == 0, (receipt, sent.returncode)
     assert "frozen (task:" in receipt["reason"] and "customer dispute" in receipt["reason"], receipt
     assert client.show(task_id)["stage"] == "awaiting_approval"
     listed = doc(wakeful("frozen", "--json"))
@@ -54,6 +57,9 @@ def test_a_frozen_task_holds_its_events_and_catches_up_when_thawed(
     done = client.wait_stage(task_id, {"closed"}, timeout=30)
     assert done["stage"] == "closed", done
     assert len(done["ledger"]) == 1
+    # A proposal the thaw's catch-up made stale is superseded, not wrong: no dead letter.
+    mine = wait_letter(client.settings.kafka_bootstrap, since, lambda d: d.get("task_id") == task_id, 5)
+    assert mine is None, mine
 
 
 def test_a_record_planted_on_a_held_list_is_dead_lettered_whole_and_the_task_still_catches_up(

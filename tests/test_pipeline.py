@@ -13,7 +13,16 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from helpers import BankClient, kafka_as, kafka_python_as, produce, refund_proposal, role_message, start_fleet
+from helpers import (
+    BankClient,
+    kafka_as,
+    kafka_python_as,
+    produce,
+    refund_proposal,
+    role_message,
+    start_fleet,
+    wait_logged,
+)
 
 from wakeful.consumers import wiring
 from wakeful.consumers.gate import Gate
@@ -324,20 +333,21 @@ def test_two_gates_woken_for_the_same_task_apply_the_event_once(
         workers.start_role("executor")
 
 
-def test_proposal_for_a_stale_version_is_refused(
+def test_a_proposal_for_a_superseded_version_is_dropped_not_dead_lettered(
     client: Client, workers: Fleet, kafka_bootstrap: str
 ) -> None:
     task_id, _ = client.new_task(2500)
     client.amend(task_id, 2400)
     shown = client.show(task_id)
     start = end_offsets(kafka_bootstrap, topics.DLQ)
+    log = workers.dir / "executor.log"
+    since = log.stat().st_size if log.exists() else 0
     proposal = refund_proposal(task_id, 1, 2500)
     producer = Producer(kafka_as(kafka_bootstrap) | {"acks": "all"})
     produce(producer, role_message(client.settings, "proposer", topics.PROPOSALS, task_id, proposal.encode()))
     assert producer.flush(10) == 0
-    letters = dead_letters(kafka_bootstrap, start, task_id, 1)
-    assert (
-        letters and letters[0]["reason"].startswith("stale proposal") and letters[0]["source"] == "executor"
-    )
+    dropped = wait_logged(log, "executor.superseded", task_id, since)
+    assert dropped is not None and dropped["why"].startswith("stale proposal"), dropped
+    assert dead_letters(kafka_bootstrap, start, task_id, 1, timeout=3) == []
     after = client.show(task_id)
     assert after["state_version"] == shown["state_version"] and after["ledger"] == []

@@ -6,7 +6,7 @@ asked again, and the refusal past the limit parks it in needs_review."""
 from __future__ import annotations
 
 import pytest
-from helpers import BankClient, executor_for, proposal_envelope, role_message
+from helpers import BankClient, RecordedLog, executor_for, proposal_envelope, role_message
 from test_executor_outcome import ready_task
 from test_round_trips import warmed
 
@@ -34,11 +34,11 @@ def wakes_due(client: BankClient, task_id: str) -> int:
     )
 
 
-def test_a_redelivered_or_forged_refused_proposal_is_dead_lettered_and_counted_once(
+def test_a_redelivered_refused_proposal_is_dropped_and_a_forged_one_dead_lettered_counted_once(
     client: BankClient,
 ) -> None:
-    gate, letters = warmed(client), list[str]()
-    executor = executor_for(client.settings, letters)
+    gate, letters, log = warmed(client), list[str](), RecordedLog()
+    executor = executor_for(client.settings, letters, log=log)
     task_id, version, _ = ready_task(client, gate)
     message = role_message(
         client.settings, "proposer", topics.PROPOSALS, task_id, unusable(task_id, version).encode()
@@ -53,13 +53,14 @@ def test_a_redelivered_or_forged_refused_proposal_is_dead_lettered_and_counted_o
     executor.handle(message)  # redelivered: it answers the state_version the refusal left behind
     again = client.store.load(task_id)
     assert (again.execution.attempts, again.state_version) == (1, version + 1)
-    assert len(letters) == 1 and letters[0].startswith("stale proposal"), letters
+    dropped = log.said("executor.superseded")  # the task moved on: superseded, not wrong
+    assert letters == [] and len(dropped) == 1 and dropped[0]["why"].startswith("stale proposal"), dropped
 
     forged_body = unusable(task_id, version + 1).encode()
     forged = role_message(client.settings, "gate", topics.PROPOSALS, task_id, forged_body)  # not the proposer
     executor.handle(forged)
-    assert client.store.load(task_id).execution.attempts == 1 and len(letters) == 2, letters
-    assert "not a key of proposer" in letters[1], letters  # refused before the task is read
+    assert client.store.load(task_id).execution.attempts == 1 and len(letters) == 1, letters
+    assert "not a key of proposer" in letters[0], letters  # refused before the task is read
 
 
 def test_the_refusal_past_the_workflows_limit_parks_the_task_with_the_count(client: BankClient) -> None:

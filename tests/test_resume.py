@@ -19,6 +19,7 @@ import release_apps
 from confluent_kafka import Producer
 from helpers import (
     BankClient,
+    RecordedLog,
     command,
     deliver_under,
     executor_for,
@@ -31,6 +32,7 @@ from helpers import (
     start_fleet,
     topic_marks,
     wait_dead_letter,
+    wait_logged,
 )
 
 from wakeful.consumers import wiring
@@ -103,10 +105,12 @@ def test_approve_amend_then_the_old_approval_is_refused(
         assert again["reason"] == "approval is for version 1, task is now version 2"
     finally:
         fleet.start_role("executor")
-    # The proposal queued for version 1 reaches the executor and is refused as stale.
-    letter = wait_dead_letter(kafka_bootstrap, since, task_id, "executor")
-    assert letter is not None, "the executor never refused the proposal queued for version 1"
-    assert letter["reason"].startswith(f"stale proposal: decided on state_version {decided_on},"), letter
+    # The proposal queued for version 1 reaches the executor and is dropped as superseded: the task
+    # moved on, nothing is wrong with it, so it is no dead letter.
+    dropped = wait_logged(fleet.dir / "executor.log", "executor.superseded", task_id)
+    assert dropped is not None, "the executor never dropped the proposal queued for version 1"
+    assert dropped["why"].startswith(f"stale proposal: decided on state_version {decided_on},"), dropped
+    assert wait_dead_letter(kafka_bootstrap, since, task_id, "executor", timeout=3) is None
     shown = client.show(task_id)
     assert shown["stage"] == "awaiting_approval" and shown["ledger"] == []
 
@@ -212,9 +216,10 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
 
     finished: list[str] = []
     letters: list[str] = []
+    log = RecordedLog()
 
     def executor(name: str) -> None:
-        ex = executor_for(settings, letters, owner=name)
+        ex = executor_for(settings, letters, owner=name, log=log)
         while True:
             try:
                 ex.handle(msg)
@@ -229,16 +234,18 @@ def test_same_task_woken_from_two_executors_at_once_has_one_effect(
     for t in threads:
         t.join(30)
     assert sorted(finished) == ["ex-0", "ex-1"]  # both ran to the end: one paid, one was refused
-    assert len(letters) == 1 and letters[0].startswith("stale proposal"), letters
+    dropped = log.said("executor.superseded")  # the loser finds the task moved on
+    assert letters == [] and len(dropped) == 1 and dropped[0]["why"].startswith("stale proposal"), dropped
     assert len(client.bank.entries(task_id)) == 1
     since = topic_marks(kafka_bootstrap, topics.DLQ)
+    path = fleet.dir / "executor.log"
+    seen = path.stat().st_size if path.exists() else 0
     fleet.start_role("executor")
-    # Its copy of the proposal arrives after the close and is refused as stale.
-    letter = wait_dead_letter(kafka_bootstrap, since, task_id, "executor")
-    assert letter is not None, "the fleet's executor never refused its copy of the proposal"
-    assert letter["reason"].startswith(
-        f"stale proposal: decided on state_version {proposal.task_version},"
-    ), letter
+    # Its copy of the proposal arrives after the close and is dropped as superseded.
+    late = wait_logged(path, "executor.superseded", task_id, seen)
+    assert late is not None, "the fleet's executor never dropped its copy of the proposal"
+    assert late["why"].startswith(f"stale proposal: decided on state_version {proposal.task_version},"), late
+    assert wait_dead_letter(kafka_bootstrap, since, task_id, "executor", timeout=3) is None
     shown = client.wait_settled(task_id)
     assert shown["stage"] == "closed" and len(shown["ledger"]) == 1
 

@@ -2,12 +2,15 @@
 
 A task sleeps safely only while something will wake it: a pending wait (it has a deadline and an
 owner), a proposal in flight (asked once per state_version), a person (needs_review), a freeze's
-thaw. Pure: the operator's client loads the tasks and asks `stuck` of each.
+thaw, a quarantine marker. Pure: the operator's client loads the tasks and asks `stuck` of each;
+the timer's sweep (consumers/timer_sweep.py) and the ops page ask `stuck_summary` of the task
+index's summaries; the gate asks `stranded` of a task a deadline wake finds with nothing to do.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
@@ -38,3 +41,36 @@ def stuck(
     if not app.tools_at(cp.stage):
         return f"stage {cp.stage} offers no tool and waits for nothing; {since}"
     return f"stage {cp.stage} offers a tool, waits for nothing, and no proposal came; {since}"
+
+
+def stuck_summary(
+    app: App, doc: dict[str, Any], now: datetime, older_than_s: float, *, held: bool
+) -> str | None:
+    """Why the task an index summary describes is stuck, or None: `stuck`'s rule, read from the
+    summary (stage, waits, last change; state/index.py) instead of the checkpoint."""
+    stage = str(doc.get("stage", ""))
+    if stage in RUNTIME_STAGES or doc.get("waits") or held:
+        return None
+    wf = app.workflow(str(doc.get("workflow", "")))
+    if wf is None or engine.terminal(wf, stage):
+        return None
+    try:
+        changed = datetime.fromisoformat(str(doc["updated_at"]))
+    except (KeyError, ValueError):
+        return None
+    age = (now - changed).total_seconds()
+    if age < older_than_s:
+        return None
+    since = f"unchanged for {int(age)} s, since {changed.isoformat()}"
+    if not app.tools_at(stage):
+        return f"stage {stage} offers no tool and waits for nothing; {since}"
+    return f"stage {stage} offers a tool, waits for nothing, and no proposal came; {since}"
+
+
+def stranded(app: App, cp: Checkpoint, now: datetime) -> str | None:
+    """Why nothing but a person can move `cp` on, or None: stuck for STUCK_AFTER_S at a stage that
+    offers no tool, so no proposal can be asked for it either. A deadline wake (the timer's sweep)
+    that finds it so parks it for review with this reason rather than leave it as it is."""
+    if app.tools_at(cp.stage):
+        return None
+    return stuck(app, cp, now, timedelta(seconds=STUCK_AFTER_S))

@@ -24,6 +24,7 @@ from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.sdk.workflow import Refuse
 from wakeful.state.store import Keep
 from wakeful.workflow import engine
+from wakeful.workflow.stuck import STUCK_AFTER_S
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 AUTH = Snapshot(approvers=frozenset({"alice"}), limit=1000)
@@ -324,3 +325,32 @@ def test_an_unreadable_task_is_explained_only_to_a_sender_of_its_own_namespace(
     ev = event(events.RUN, task_id=task_named, correlation_id=corr)
     assert told(ev, tenant, task_id, "task t-1: quarantined") == answer
     assert told(None, tenant, task_id, "why") == ("why", task_id)  # a deadline wake: nobody to tell
+
+
+def lost_wait(stage: Stage) -> Checkpoint:
+    """A task at `stage` whose wait was lost: nothing pending, last changed at NOW."""
+    cp = task(stage=stage)
+    return cp.model_copy(update={"execution": cp.execution.model_copy(update={"pending_waits": ()})})
+
+
+@pytest.mark.parametrize(
+    ("stage", "after", "parked"),
+    [
+        (Stage.AWAITING_APPROVAL, timedelta(seconds=STUCK_AFTER_S), True),  # no tool, no wait: a person
+        (Stage.AWAITING_APPROVAL, timedelta(seconds=STUCK_AFTER_S - 1), False),  # not stuck yet
+        (Stage.READY, timedelta(hours=5), False),  # a tool: the follow-up asks for a proposal
+    ],
+)
+def test_a_deadline_wake_parks_for_review_a_task_nothing_else_can_move(
+    stage: Stage, after: timedelta, parked: bool
+) -> None:
+    out = decide(lost_wait(stage), None, now=NOW + after)
+    if parked:
+        assert isinstance(out, engine.ForReview) and out.checkpoint.stage == Stage.NEEDS_REVIEW
+        assert "offers no tool and waits for nothing" in out.reason, out.reason
+    else:
+        assert out is None
+
+
+def test_a_deadline_wake_leaves_a_task_that_still_waits_to_its_deadline() -> None:
+    assert decide(task(), None, now=NOW + timedelta(seconds=STUCK_AFTER_S + 1)) is None

@@ -14,13 +14,14 @@ import pytest
 from refund_rules import APP
 
 from wakeful.devstack import ops_auth
-from wakeful.devstack.ops_data import finished_stages, per_minute, runtime_id, stuck_summary, tenant_of_task
+from wakeful.devstack.ops_data import finished_stages, per_minute, runtime_id, tenant_of_task
 from wakeful.devstack.ops_log import activity, per_minute_median, percentile
 from wakeful.devstack.ops_render import Switch, confirm_text, esc, svg_chart, table
 from wakeful.devstack.ops_sweep import parse_index_key
 from wakeful.schemas.changelog import action_record
 from wakeful.schemas.custody import ApprovalBound
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus, OutboxRecord, WaitSummary
+from wakeful.workflow.stuck import stuck_summary
 
 KEY = bytes(range(32))
 NOW = 1_800_000_000
