@@ -29,7 +29,7 @@ class Judge:
     wake: Wake
     now: datetime
     started: frozenset[str]
-    waiting_calls: Mapping[str, Mapping[str, Any]]  # the action log's pending markers, for a reopen
+    recorded: Mapping[str, Mapping[str, Any]]  # the action log's outcomes, for a reopen
     last: gate_rules.WakeRuling = None
 
     def write(self, cp: Checkpoint) -> Checkpoint | Keep:
@@ -43,7 +43,7 @@ class Judge:
             auth=w.auth,
             now=self.now,
             started=self.started,
-            waiting_calls=self.waiting_calls,
+            recorded=self.recorded,
         )
         return gate_rules.written(self.last)
 

@@ -78,10 +78,10 @@ class Taken:
         take it to add one (begin checks), which aborts that EXEC."""
         return frozenset(k for k, e in self.entries.items() if e.status is not ActionStatus.FAILED)
 
-    def waiting_calls(self) -> dict[str, Mapping[str, Any]]:
-        """The markers of the task's calls whose answer comes later, by op key (pending.on_log),
-        read with started(): a reopen waits on such a call again."""
-        return pending.on_log(self.entries)
+    def recorded(self) -> dict[str, Mapping[str, Any]]:
+        """The outcome of each call that succeeded, by op key (pending.outcomes), read with
+        started(): a reopen waits again on a call whose answer comes later."""
+        return pending.outcomes(self.entries)
 
     @functools.cached_property
     def entries(self) -> dict[str, ActionLogEntry]:

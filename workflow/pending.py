@@ -128,26 +128,29 @@ def unanswered(cp: Checkpoint) -> StepResult | None:
     return latest if latest is not None and latest.result.get("status") == PENDING else None
 
 
-def on_log(entries: Mapping[str, ActionLogEntry]) -> dict[str, Mapping[str, Any]]:
-    """The marker the action log (op key -> entry) records for each call that returned Pending."""
+def outcomes(entries: Mapping[str, ActionLogEntry]) -> dict[str, Mapping[str, Any]]:
+    """What the action log (op key -> entry) records of each call that succeeded: its result, or
+    for a call that returned Pending its marker."""
     return {
         op_key: e.result
         for op_key, e in entries.items()
-        if e.status is ActionStatus.SUCCEEDED and e.result is not None and MARK in e.result
+        if e.status is ActionStatus.SUCCEEDED and e.result is not None
     }
 
 
 def again(
-    cp: Checkpoint, tool: Tool[Any] | None, markers: Mapping[str, Mapping[str, Any]], now: datetime
+    cp: Checkpoint, tool: Tool[Any] | None, recorded: Mapping[str, Mapping[str, Any]], now: datetime
 ) -> Checkpoint | Refuse | None:
     """A reopened task (`cp`: where the reopen sends it) asleep again on the call whose answer has
     not come, when it lands where that call's `tool` is offered and waits for nothing else; None
-    when there is no such call, or the reopen sent the task elsewhere. `markers`: what the action
-    log records (on_log), which must vouch for the call and its handle."""
+    when there is no such call, or the reopen sent the task elsewhere. `recorded`: the action log's
+    outcomes (`outcomes`), whose marker must vouch for the call and its handle."""
     call = unanswered(cp)
     if call is None or cp.execution.pending_waits or tool is None or cp.stage not in tool.stages:
         return None
-    handle, marker = call.result.get("handle"), markers.get(call.op_key)
+    handle, marker = call.result.get("handle"), recorded.get(call.op_key)
+    if not tool.completed_by or (marker is not None and MARK not in marker):
+        return None  # a call that answered at once, whose result merely reads "pending"
     later = due(marker, now) if marker is not None else None
     if later is None:
         return Refuse(

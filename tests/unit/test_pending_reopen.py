@@ -81,7 +81,7 @@ def decide(app: App, cp: Checkpoint, kind: str, payload: Mapping[str, Any], by: 
         auth=AUTH,
         now=kw.pop("now", REOPENED),
         started=frozenset(k for k, e in entries.items() if e.status is not ActionStatus.FAILED),
-        waiting_calls=pending.on_log(entries),
+        recorded=pending.outcomes(entries),
     )
 
 
@@ -173,3 +173,22 @@ def test_a_reopen_the_workflow_sends_elsewhere_leaves_its_wait_to_the_workflow()
     app = with_reopen(lambda ctx: Next(CLOSED))
     moved = decide(app, escalated(app), events.REOPEN, {}, "ops-lead")
     assert isinstance(moved, engine.Moved) and moved.checkpoint.execution.pending_waits == (), moved
+
+
+def test_a_call_that_answered_at_once_with_a_result_reading_pending_is_not_waited_on() -> None:
+    # the downstream's own words, not the runtime's marker: the reopen asks the model again
+    said = {"status": pending.PENDING, "handle": HANDLE, "due": NOW.isoformat()}
+    app = async_app.app
+    start = Start("t-1", "desk", "default", {"invoice": "inv-7", "amount": 120}, AUTH, NOW)
+    created = engine.create(app, "invoice", start)
+    assert isinstance(created, engine.Moved)
+    answered = effects.done(app, created.checkpoint, "pay_invoice", said, auth=AUTH, now=NOW, args=ARGS)
+    assert pending.unanswered(answered) is not None  # it reads like a pending call
+    entry = ActionLogEntry(
+        op_key=OP, task_id="t-1", status=ActionStatus.SUCCEEDED, fence=1, started_at=NOW, result=said
+    )
+    moved = decide(
+        app, engine.review(answered, "a person looks"), events.REOPEN, {}, "ops-lead", log={OP: entry}
+    )
+    assert isinstance(moved, engine.Moved), moved
+    assert (moved.checkpoint.stage, moved.checkpoint.execution.pending_waits) == (PAYING, ())
