@@ -169,7 +169,7 @@ class Gate:
                 step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
             )
         started = step.started()  # empty unless the event's kind is decided with ctx.started
-        judge = Judge(self.app, wake, now, started)
+        judge = Judge(self.app, wake, now, started, step.recorded())
         try:
             change = self._transition(step, judge)
         except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:

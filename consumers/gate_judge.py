@@ -3,6 +3,7 @@ task it may not see. Pure but for the ruling it remembers: gate.py loads and wri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,6 +29,7 @@ class Judge:
     wake: Wake
     now: datetime
     started: frozenset[str]
+    recorded: Mapping[str, Mapping[str, Any]]  # the action log's outcomes, for a reopen
     last: gate_rules.WakeRuling = None
 
     def write(self, cp: Checkpoint) -> Checkpoint | Keep:
@@ -41,6 +43,7 @@ class Judge:
             auth=w.auth,
             now=self.now,
             started=self.started,
+            recorded=self.recorded,
         )
         return gate_rules.written(self.last)
 

@@ -7,8 +7,10 @@ compare-and-swap, and writes what they return, so every rule here is tested with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from wakeful.authority import freezes
 from wakeful.authority.freezes import Freeze
@@ -71,11 +73,13 @@ def decide(
     auth: Snapshot,
     now: datetime,
     started: frozenset[str] = frozenset(),
+    recorded: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> WakeRuling:
     """Gates 2, 4 and 5 for one wake on the task as read and verified (gate 3): the tenant, a
     freeze, the versions, then the runtime's rules and the workflow's. event None is a deadline
     wake; tenant is the event's signer's; started holds the op keys whose side effect has begun
-    (money may have moved)."""
+    (money may have moved); recorded, read from the same action log, the outcome of each call that
+    succeeded (pending.outcomes): a reopen waits again on a call whose answer comes later."""
     if event is not None and cp.security.tenant != tenant:
         # Another tenant's task (one made before the namespaces, D52, or reached through a
         # correlation id stored before its tenant was) is, to this signer, no task at all.
@@ -95,7 +99,7 @@ def decide(
         return Incompatible(checked)
     if event is not None and event.kind == events.REOPEN:  # a person looked: revocations cleared
         heard = wakes.Heard(event.kind, event.payload, principal, event.correlation_id)
-        reopened = wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)
+        reopened = wakes.on_event(app, checked, heard, auth=auth, now=now, started=started, recorded=recorded)
         if isinstance(reopened, engine.Moved):
             return engine.Moved(
                 revoked.cleared(checked, reopened.checkpoint, auth), reopened.evidence, reopened.remember

@@ -11,6 +11,8 @@ it (docs/decisions.md D49). `verified_event()` finds whom to tell when the gate 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +34,7 @@ from wakeful.state import checks, first_step, keys
 from wakeful.state.evidence import excerpt
 from wakeful.state.pinned import Pinned
 from wakeful.state.replies import hash_reply
+from wakeful.workflow import pending
 
 WAKE_SENDER = {"event": "inbound", "deadline": "timer"}  # who judged what the wake says
 HELD_RECEIPT = b'{"status":"held"'  # how a held wake's receipt begins (schemas/receipt.encode)
@@ -73,10 +76,18 @@ class Taken:
         """Op keys whose effect has started (an intent that did not fail): money may have moved.
         Read while no one held the task's lease, WATCHed until the change's EXEC: an executor must
         take it to add one (begin checks), which aborts that EXEC."""
-        entries = hash_reply(self.ops).items() if self.ops is not None else ()
-        return frozenset(
-            k.decode() for k, v in entries if ActionLogEntry.decode(v).status is not ActionStatus.FAILED
-        )
+        return frozenset(k for k, e in self.entries.items() if e.status is not ActionStatus.FAILED)
+
+    def recorded(self) -> dict[str, Mapping[str, Any]]:
+        """The outcome of each call that succeeded, by op key (pending.outcomes), read with
+        started(): a reopen waits again on a call whose answer comes later."""
+        return pending.outcomes(self.entries)
+
+    @functools.cached_property
+    def entries(self) -> dict[str, ActionLogEntry]:
+        """The task's action log as read, by op key (empty unless the event's kind needs it)."""
+        found = hash_reply(self.ops).items() if self.ops is not None else ()
+        return {k.decode(): ActionLogEntry.decode(v) for k, v in found}
 
 
 def authenticate(

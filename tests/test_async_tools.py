@@ -3,7 +3,10 @@
 answers with a handle, and the task sleeps until the bank's settlement hook sends `tool.completed`.
 A completion for a handle the task does not wait on is refused with a receipt, the right one moves
 the task on (the next proposal is shown the settlement), and the same completion sent again is
-refused: one payment. An executor killed around the call (SIGKILL) still books it once."""
+refused: one payment. An executor killed around the call (SIGKILL) still books it once. A task whose
+completion's deadline escalated and that a person reopened waits on the same call again, and the
+original handle's completion then closes it, the payment booked once and the model not asked in
+between."""
 
 from __future__ import annotations
 
@@ -14,11 +17,12 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from async_app import HOOK, handle_of
+from async_app import HOOK, QUEUED, QUEUED_WITHIN, handle_of
 from helpers import killed_at
 from loop_app import booked
 from model_server import Scripted, call, scripted_fleet, task_of, tool_messages
 
+from wakeful.consumers.model_messages import read_back
 from wakeful.core.settings import Settings
 from wakeful.devstack.client import Client
 from wakeful.devstack.model_server import Reply, Request
@@ -35,11 +39,12 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def next_step(request: Request) -> Reply:
-    """The model: pay the invoice, then, once its settlement is shown, tell the supplier."""
-    task_id = task_of(request)
+    """The model: pay the invoice its task card shows, then, once its settlement is shown, tell
+    the supplier."""
+    task_id, invoice = task_of(request), read_back(request.body)["task_card"]["invoice"]
     if not tool_messages(request.body):
-        return call("pay_invoice", {"task_id": task_id, "invoice": "inv-7", "amount": 120})
-    return call("send_notice", {"task_id": task_id, "text": "your invoice inv-7 is paid"})
+        return call("pay_invoice", {"task_id": task_id, "invoice": invoice, "amount": 120})
+    return call("send_notice", {"task_id": task_id, "text": f"your invoice {invoice} is paid"})
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +56,9 @@ def settling(client: Client) -> Iterator[Scripted]:
         yield scripted
 
 
-def order(client: Client) -> str:
+def order(client: Client, invoice: str = "inv-7") -> str:
     task_id = f"t-{uuid.uuid4().hex[:12]}"
-    payload = {"invoice": "inv-7", "amount": 120}
+    payload = {"invoice": invoice, "amount": 120}
     event = client.send(DESK, events.CREATE, payload, task_id=task_id)
     receipt = client.receipt(event.event_id, task_id, FIRST_RECEIPT_S, key_id=event.key_id)
     assert receipt["status"] == "accepted", receipt
@@ -127,3 +132,33 @@ def test_an_asynchronous_call_is_made_once_across_an_executor_killed_at(
     )
     assert client.wait_settled(task_id, SETTLE_S)["stage"] == "closed"
     assert len(booked(settings, op_key)) == 1
+
+
+def test_a_reopen_after_the_completions_deadline_waits_on_the_same_call_and_its_completion_closes_the_task(
+    client: Client, settings: Settings, settling: Scripted
+) -> None:
+    task_id = order(client, f"{QUEUED}inv-8")  # the bank promises it within QUEUED_WITHIN
+    op_key = f"pay_invoice:{task_id}:v1"
+    [first] = asleep(client, task_id)["pending_waits"]
+    parked = client.wait_stage(task_id, {"needs_review"}, QUEUED_WITHIN.total_seconds() + SETTLE_S)
+    assert parked["stage"] == "needs_review" and parked["pending_waits"] == [], parked
+    assert f"completion of pay_invoice (handle {handle_of(op_key)}) deadline" in parked["last_refusal"]
+    assert complete(client, task_id, {"handle": handle_of(op_key), "result": {}})["status"] == "rejected"
+
+    reopened = client.reopen(task_id)
+    assert reopened["status"] == "accepted" and reopened["stage"] == "paying", reopened
+    [wait] = asleep(client, task_id)["pending_waits"]  # the same call's: no new proposal, no new call
+    assert wait["correlation_id"] == first["correlation_id"] and wait["deadline"] > first["deadline"]
+    settled = complete(client, task_id, {"handle": handle_of(op_key), "result": {"settlement": "set-8"}})
+    assert settled["status"] == "accepted", settled
+
+    closed = client.wait_settled(task_id, SETTLE_S)
+    assert closed["stage"] == "closed" and closed["external_refs"] == {"settlement": "set-8"}, closed
+    assert len(booked(settings, op_key)) == 1
+    assert len(booked(settings, f"send_notice:{task_id}:v1:s1")) == 1
+    paid = [entry for op, entry in closed["actions"].items() if op.startswith("pay_invoice:")]
+    assert [(e["op_key"], e["status"]) for e in paid] == [(op_key, "succeeded")]
+    asked = settling.asked(task_id)  # once to pay, once shown the settlement: none after the reopen
+    assert len(asked) == 2, [tool_messages(b) for b in asked]
+    [settlement] = tool_messages(asked[1])
+    assert '"settlement": "set-8"' in settlement

@@ -11,6 +11,11 @@ as the stage's latest result, marked pending, with its handle.
 The gate applies a `tool.completed` event (`answer`, then effects.completed): the one for the
 handle the task waits on, from a signer the wait names, before its deadline. A second completion
 finds no wait and is refused with a receipt, as is one for a handle the task does not wait on.
+
+A deadline that passes (or any park for review) clears the wait but keeps the call as pending: the
+call was made, its answer is still to come. A reopen that sends the task back where the call's tool
+is offered puts it to sleep on that same call again (`again`): its op key, handle and correlation
+id, the deadline the action log's marker records, or once that has passed as long again from now.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from wakeful.schemas import events
 from wakeful.schemas.base import cut
 from wakeful.schemas.checkpoint import Checkpoint, PendingWait, StepResult
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.sdk.tools import Pending, Tool
 from wakeful.sdk.workflow import Refuse
 
@@ -112,8 +118,52 @@ def awaited(cp: Checkpoint) -> StepResult | None:
     """The call whose completion the task waits on, or None."""
     if not any(w.wait_for == events.COMPLETE for w in cp.execution.pending_waits):
         return None
+    return unanswered(cp)
+
+
+def unanswered(cp: Checkpoint) -> StepResult | None:
+    """The call of the task's stage whose answer has not come, waited on or not (a deadline or a
+    review clears the wait, never the call): its latest result, still pending; or None."""
     latest = cp.execution.results[-1] if cp.execution.results else None
     return latest if latest is not None and latest.result.get("status") == PENDING else None
+
+
+def outcomes(entries: Mapping[str, ActionLogEntry]) -> dict[str, Mapping[str, Any]]:
+    """What the action log (op key -> entry) records of each call that succeeded: its result, or
+    for a call that returned Pending its marker."""
+    return {
+        op_key: e.result
+        for op_key, e in entries.items()
+        if e.status is ActionStatus.SUCCEEDED and e.result is not None
+    }
+
+
+def again(
+    cp: Checkpoint, tool: Tool[Any] | None, recorded: Mapping[str, Mapping[str, Any]], now: datetime
+) -> Checkpoint | Refuse | None:
+    """A reopened task (`cp`: where the reopen sends it) asleep again on the call whose answer has
+    not come, when it lands where that call's `tool` is offered and waits for nothing else; None
+    when there is no such call, or the reopen sent the task elsewhere. `recorded`: the action log's
+    outcomes (`outcomes`), whose marker must vouch for the call and its handle."""
+    call = unanswered(cp)
+    if call is None or cp.execution.pending_waits or tool is None or cp.stage not in tool.stages:
+        return None
+    handle, marker = call.result.get("handle"), recorded.get(call.op_key)
+    if not tool.completed_by or (marker is not None and MARK not in marker):
+        return None  # a call that answered at once, whose result merely reads "pending"
+    later = due(marker, now) if marker is not None else None
+    if later is None:
+        return Refuse(
+            f"the task waits for the completion of {call.tool} (handle {handle}), but the action log "
+            f"has no pending record of its call {call.op_key}: a reopen cannot make that wait again"
+        )
+    if later[0] != handle:
+        return Refuse(
+            f"the task waits for the completion of {call.tool} under handle {handle}, but the action "
+            f"log records handle {cut(repr(later[0]), 80)} for {call.op_key}: a reopen cannot make "
+            "that wait again"
+        )
+    return waiting(cp, tool, call.op_key, call.args, later)
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,10 @@ def on_event(
     auth: Snapshot,
     now: datetime,
     started: frozenset[str] = frozenset(),
+    recorded: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Ruling:
-    """One signed event (already verified, addressed and fresh) applied to a task not finished."""
+    """One signed event (already verified, addressed and fresh) applied to a task not finished.
+    recorded: the outcomes the task's action log records (pending.outcomes), for a reopen."""
     kind, payload, principal = event.kind, event.payload, event.principal
     if kind == events.APPROVE:
         approved = approve(app, cp, event, auth=auth, now=now)
@@ -56,7 +58,7 @@ def on_event(
     wf = engine.workflow_of(app, cp)
     ctx = engine.context(app, cp, auth, now, principal=principal, payload=payload, started=started)
     if kind == events.REOPEN:
-        return reopen(app, cp, ctx, now)
+        return reopen(app, cp, ctx, now, recorded or {})
     accept = wf.events.get(kind)
     if accept is None:
         return Refuse(f"{kind} does not apply to an existing task")
@@ -73,11 +75,15 @@ def on_event(
     return engine.ruling(cp, accept.decide(ctx), now)
 
 
-def reopen(app: App, cp: Checkpoint, ctx: Context[Any], now: datetime) -> Ruling:
+def reopen(
+    app: App, cp: Checkpoint, ctx: Context[Any], now: datetime, recorded: Mapping[str, Mapping[str, Any]]
+) -> Ruling:
     """A person puts a task parked in needs_review back: where the workflow's `reopen` says, or,
     when it declares none, to the stage it was parked from if that stage offers a tool (the gate
     then asks the model afresh). A stage that waited for an event is not guessed back: its wait
-    (who, until when) is the workflow's to make again."""
+    (who, until when) is the workflow's to make again. A call made there whose answer has not come
+    (a tool that returned Pending) is waited on again, whatever the app: the call was made
+    (pending.again, vouched for by the call's marker among the action log's `recorded` outcomes)."""
     wf = engine.workflow_of(app, cp)
     if cp.stage != NEEDS_REVIEW:
         return Refuse(f"task is {cp.stage}; only a task in needs_review can be reopened")
@@ -101,6 +107,12 @@ def reopen(app: App, cp: Checkpoint, ctx: Context[Any], now: datetime) -> Ruling
             f"workflow {wf.name}'s reopen sends the task to {ruled.checkpoint.stage}, which its "
             "stage table does not allow from needs_review"
         )
+    if isinstance(ruled, engine.Moved) and (call := pending.unanswered(ruled.checkpoint)) is not None:
+        asleep = pending.again(ruled.checkpoint, app.tool(call.tool), recorded, now)
+        if isinstance(asleep, Refuse):
+            return asleep
+        if asleep is not None:
+            return engine.Moved(asleep, ruled.evidence, ruled.remember)
     return ruled
 
 
