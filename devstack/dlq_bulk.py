@@ -66,12 +66,10 @@ class Summary:
             "all_done": self.all_done,
         }
 
-    def counts(self) -> str:
+    def counts(self, *, selected: bool = True) -> str:
         verb = "would replay" if self.dry_run else "replayed"
-        return (
-            f"selected {self.selected}, {verb} {len(self.replayed)}, skipped {len(self.skipped)}, "
-            f"failed {len(self.failed)}"
-        )
+        done = f"{verb} {len(self.replayed)}, skipped {len(self.skipped)}, failed {len(self.failed)}"
+        return f"selected {self.selected}, {done}" if selected else done
 
     def said(self) -> str:
         """The lines a person reads: each letter replayed, each skipped or failed with why, the counts."""
@@ -107,7 +105,10 @@ def replay_all(
             continue
         try:
             done = replayer.replay_letter(letter, signer, by, reason, dry_run=summary.dry_run, again=again)
-        except (ReplayedAlready, AppliedAlready) as exc:
+        except ReplayedAlready as exc:
+            why = f"replayed already: {exc.last.said()}"
+            summary.skipped.append({"letter": letter.id, "why": why, "done": "yes"})
+        except AppliedAlready as exc:
             summary.skipped.append({"letter": letter.id, "why": str(exc), "done": "yes"})
         except NotReplayable as exc:
             summary.skipped.append({"letter": letter.id, "why": str(exc), "done": "no"})
@@ -119,5 +120,5 @@ def replay_all(
             summary.replayed.append(done.as_dict())
         if time.monotonic() - shown >= PROGRESS_S:
             shown = time.monotonic()
-            progress(f"{n} of {len(letters)} letters: {summary.counts()} ...")
+            progress(f"{n} of {len(letters)} letters: {summary.counts(selected=False)} ...")
     return summary
