@@ -21,7 +21,8 @@ from wakeful.core import topics
 from wakeful.core.process import wait_until
 from wakeful.devstack.client import REQUESTER
 from wakeful.devstack.fleet import Fleet
-from wakeful.producers.signing import sign_event
+from wakeful.producers.keys import generate_signer
+from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
 from wakeful.state import keys
@@ -129,6 +130,40 @@ def test_stale_letters_of_a_window_are_replayed_in_bulk_each_applied_once_and_ne
     assert all("replayed already" in s["why"] for s in said["skipped"])
     assert int(client.admin.xlen(keys.DLQ_REPLAYS)) == kept + LETTERS
     assert all(len(client.bank.entries(t)) == 1 for t in tasks)
+
+
+def test_a_bulk_run_that_leaves_a_letter_exits_1_and_the_same_run_again_replays_only_what_is_left(
+    client: BankClient, shared_fleet: Fleet
+) -> None:
+    since = datetime.now(UTC)
+    principal, signer = unregistered(client)
+    task = f"t-{uuid.uuid4().hex[:12]}"
+    event = sign_event(signer, events.CREATE, {"amount": 120, "currency": "EUR"}, task_id=task)
+    client.publisher.publish(event)
+    assert wait_until(lambda: task in letters_about({task}), 60), "the door never refused the create"
+    until = datetime.now(UTC) + timedelta(seconds=1)
+    window = ("--code", "unknown_key", "--since", since.isoformat(), "--until", until.isoformat())
+
+    early = wakeful("dlq", "replay", *window, "--by", OPERATOR, "--json")
+    assert early.returncode == 1, early.stderr
+    (skipped,) = doc(early)["skipped"]
+    assert (skipped["done"], doc(early)["replayed"]) == ("no", [])
+    assert "is not registered" in skipped["why"] and "run the same command again" in early.stderr
+
+    client.add_signer(principal, (events.CREATE,))
+    done = wakeful("dlq", "replay", *window, "--by", OPERATOR, "--json")
+    assert done.returncode == 0, done.stderr
+    assert [r["task"] for r in doc(done)["replayed"]] == [task]
+    assert client.wait_settled(task, SETTLE_S)["stage"] == "closed"
+    assert len(client.bank.entries(task)) == 1
+
+
+def unregistered(client: BankClient) -> tuple[str, Ed25519Signer]:
+    """A new upstream principal with a key in the keystore that no registry knows yet."""
+    principal = f"svc-late-{uuid.uuid4().hex[:8]}"
+    path = client.keystore() / f"{principal}.key"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return principal, generate_signer(f"key-{principal}", path)
 
 
 def test_a_bulk_replay_refuses_bad_input_with_what_to_do(client: BankClient) -> None:
