@@ -3,14 +3,19 @@ operator's replay of one after its cause is fixed (docs/dlq.md, docs/decisions.m
 
 from __future__ import annotations
 
+import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 
+from wakeful.cli.memory_view import TIME_HELP, moment
 from wakeful.cli.output import emit, say
-from wakeful.consumers import replays
+from wakeful.consumers import letter_codes, replays
 from wakeful.consumers.replays import EventInput, TaskInput, Unreplayable
+from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
+from wakeful.devstack import dlq_bulk
 from wakeful.devstack.client import Client
 from wakeful.devstack.dlq import Replayer
 from wakeful.devstack.dlq_read import DlqReader, Letter
@@ -35,8 +40,8 @@ def dlq() -> None:
 @click.pass_obj
 def dlq_list(settings: Settings, source: str | None, task_id: str | None, limit: int, as_json: bool) -> None:
     """One line per letter, oldest first, read from the earliest offsets to the end as of now: its
-    id, when, the role that wrote it, its task, its reason, what a replay would send, and its
-    replays."""
+    id, when, the role that wrote it, its task, its code, its reason, what a replay would send, and
+    its replays."""
     history = ReplayStore(Client(settings).admin).history()
     reader = DlqReader(settings)
     try:
@@ -72,7 +77,16 @@ def dlq_show(settings: Settings, letter_id: str, as_json: bool) -> None:
 
 
 @dlq.command("replay")
-@click.argument("letter_id", metavar="ID")
+@click.argument("letter_id", metavar="[ID]", required=False)
+@click.option(
+    "--code", default=None, help="Every letter of this code (as `dlq list` shows it); with --since."
+)
+@click.option("--since", default=None, help=f"With --code: letters written from this time on ({TIME_HELP}).")
+@click.option(
+    "--until",
+    default=None,
+    help=f"With --code: letters written before this time (default: now; {TIME_HELP}).",
+)
 @click.option("--by", required=True, help="The operator: a principal whose key may send event.replay.")
 @click.option("--reason", default="", help="Why: kept in the replay's record.")
 @click.option("--dry-run", is_flag=True, help="Say what the replay would do; write and send nothing.")
@@ -80,12 +94,26 @@ def dlq_show(settings: Settings, letter_id: str, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def dlq_replay(
-    settings: Settings, letter_id: str, by: str, reason: str, dry_run: bool, again: bool, as_json: bool
+    settings: Settings,
+    letter_id: str | None,
+    code: str | None,
+    since: str | None,
+    until: str | None,
+    by: str,
+    reason: str,
+    dry_run: bool,
+    again: bool,
+    as_json: bool,
 ) -> None:
     """Send a letter's input again through the door it came through, re-verified: an upstream
     event to wakeful.events (inside the operator's signed wrapper once past its max age), a
     runtime message's task woken for the gate to judge afresh. Recorded; refused when replayed
-    before unless --again."""
+    before unless --again. With --code and --since instead of an ID: every letter of that code
+    written in [--since, --until), each replayed the same way; exit 1 unless all are done."""
+    if letter_id is None:
+        return _replay_bulk(settings, (code, since, until), by, reason, dry_run, again, as_json)
+    if code is not None or since is not None or until is not None:
+        raise click.UsageError("name one letter ID, or --code C --since T [--until T]: not both")
     client, reader = Client(settings), DlqReader(settings)
     try:
         done = Replayer(client, reader).replay(letter_id, by, reason, dry_run=dry_run, again=again)
@@ -95,6 +123,53 @@ def dlq_replay(
     what = doc["event"] or f"task {doc['task']}"
     verb = "would be" if dry_run else "was"
     emit(doc, as_json, f"letter {done.letter.id} {verb} replayed: {done.record.action} {what}")
+
+
+def _replay_bulk(
+    settings: Settings,
+    chosen: tuple[str | None, str | None, str | None],
+    by: str,
+    reason: str,
+    dry_run: bool,
+    again: bool,
+    as_json: bool,
+) -> None:
+    code, since, until = chosen
+    if code is None or since is None:
+        raise click.UsageError("name a letter ID, or every letter of a code: --code C --since T [--until T]")
+    try:
+        wanted = letter_codes.known(code)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--code") from None
+    try:
+        span = letter_codes.window(
+            moment(since, "--since"), None if until is None else moment(until, "--until"), datetime.now(UTC)
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--until") from None
+    client, reader = Client(settings), DlqReader(settings)
+    replayer = Replayer(client, reader)
+    try:
+        replayer.operator(by)  # before the topic is read: a --by that may not replay stops here
+        letters = dlq_bulk.select(
+            reader.every(lambda read, total: say(f"read {read} of {total} letters ...")), wanted, span
+        )
+        if not letters:
+            raise WakefulError(
+                f"no letter of code {wanted} was written in [{span[0].isoformat()}, {span[1].isoformat()}): "
+                "`wakeful dlq list --json` shows each letter's code and when it was written"
+            )
+        summary = dlq_bulk.Summary(wanted, span[0], span[1], dry_run)
+        dlq_bulk.replay_all(replayer, letters, summary, by, reason, again=again, progress=say)
+    finally:
+        reader.close()
+    emit(summary.as_dict(), as_json, summary.said())
+    if not summary.all_done:
+        say(
+            f"error: not every letter is replayed ({summary.counts()}): fix what the skipped and failed "
+            "say, then run the same command again (what was replayed is skipped)"
+        )
+        sys.exit(1)
 
 
 def _matches(letter: Letter, source: str | None, task_id: str | None) -> bool:
@@ -121,6 +196,7 @@ def _summary(letter: Letter, history: list[Replay]) -> dict[str, Any]:
         "source": found.source if found else None,
         "task": found.task_id if found else None,
         "reason": found.reason if found else letter.problem,
+        "code": dlq_bulk.code_of(letter),
         "replayable": _replayable(letter),
         "replays": [r.__dict__ for r in history],
     }
@@ -143,7 +219,7 @@ def _line(doc: dict[str, Any]) -> str:
     can = doc["replayable"] if not doc["replayable"].startswith("no:") else "no"
     when = (doc["written"] or "-")[:19]
     return (
-        f"{doc['id']:<10}  {when:19}  {doc['source'] or '?':9} {doc['task'] or '-':24} "
+        f"{doc['id']:<10}  {when:19}  {doc['source'] or '?':9} {doc['task'] or '-':24} {doc['code']:13} "
         f"{_short(doc['reason'] or ''):{REASON_CHARS}}  replay: {can}; {last}"
     )
 
@@ -156,7 +232,7 @@ def _short(text: str) -> str:
 
 def _shown(doc: dict[str, Any]) -> str:
     rows = [f"letter {doc['id']} written {doc['written'] or '-'}", f"  source: {doc['source'] or '?'}"]
-    rows += [f"  task: {doc['task'] or '-'}", f"  reason: {doc['reason']}"]
+    rows += [f"  task: {doc['task'] or '-'}", f"  code: {doc['code']}", f"  reason: {doc['reason']}"]
     letter = doc["letter"]
     if letter is not None:
         rows += [

@@ -68,6 +68,7 @@ class Unreplayable:
     """Nothing can be replayed from the letter, and why; a replay of it writes nothing."""
 
     reason: str
+    applied: bool = False  # nothing is left to replay: its task applied the event already
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,10 @@ class NotReplayable(WakefulError):
     """The letter cannot be replayed (now, or ever): the message says why and what to do."""
 
 
+class AppliedAlready(NotReplayable):
+    """The letter's event was applied by its task already: there is nothing left to replay."""
+
+
 @dataclass(frozen=True)
 class Done:
     """What a replay did (or, dry, would do)."""
@@ -61,6 +65,7 @@ class Replayer:
         self.store = ReplayStore(client.admin)
         self.max_age = timedelta(seconds=client.settings.event_max_age)
         self.log = Log(role="dlq")
+        self._producer: Producer | None = None
 
     def operator(self, by: str) -> Ed25519Signer:
         """`by`'s key from the local keystore, if it is the key registered for `by` and that key may
@@ -112,7 +117,7 @@ class Replayer:
         identity = keys.event_identity(event.key_id, event.event_id)
         if task and admin.sismember(keys.inbox(task), identity):
             return Unreplayable(
-                f"task {task} applied event {event.event_id} already: it is not applied twice"
+                f"task {task} applied event {event.event_id} already: it is not applied twice", applied=True
             ), task
         receipts = [keys.receipt(event.event_id, None, key_id=event.key_id)]
         if task:
@@ -129,11 +134,20 @@ class Replayer:
 
     def replay(self, letter_id: str, by: str, reason: str, *, dry_run: bool, again: bool) -> Done:
         signer = self.operator(by)
-        letter = self.reader.one(letter_id)
+        return self.replay_letter(
+            self.reader.one(letter_id), signer, by, reason, dry_run=dry_run, again=again
+        )
+
+    def replay_letter(
+        self, letter: Letter, signer: Ed25519Signer, by: str, reason: str, *, dry_run: bool, again: bool
+    ) -> Done:
+        """Replay `letter` as `by` (whose key operator() gave as `signer`): the one path of a
+        single replay and of each letter of a bulk one."""
         self.store.check(letter.id, again=again)
         plan, task = self.plan(letter)
         if isinstance(plan, Unreplayable):
-            raise NotReplayable(f"letter {letter.id} cannot be replayed: {plan.reason}")
+            refused = AppliedAlready if plan.applied else NotReplayable
+            raise refused(f"letter {letter.id} cannot be replayed: {plan.reason}")
         at = datetime.now(UTC)
         event = plan.event if isinstance(plan, Republish | Wrap) else None
         wrapper = (
@@ -177,8 +191,10 @@ class Replayer:
 
     def _send(self, key: str, value: bytes) -> None:
         """One message to wakeful.events, as the admin, delivered or a WakefulError."""
-        config = kafka_auth.client_config(self.client.settings, kafka_auth.ADMIN) | librdkafka_config()
-        producer = Producer(config | {"enable.idempotence": True, "linger.ms": 0})
+        if self._producer is None:  # one for every replay of a bulk run
+            config = kafka_auth.client_config(self.client.settings, kafka_auth.ADMIN) | librdkafka_config()
+            self._producer = Producer(config | {"enable.idempotence": True, "linger.ms": 0})
+        producer = self._producer
         errors: list[KafkaError] = []
 
         def delivered(err: KafkaError | None, _msg: Message) -> None:

@@ -42,20 +42,28 @@ class Replay:
 class ReplayedAlready(WakefulError):
     """The letter was replayed before, and the operator did not say --again."""
 
+    def __init__(self, message: str, last: Replay) -> None:
+        super().__init__(message)
+        self.last = last  # the replay that was done
+
 
 class ReplayStore:
+    """The record, read once and then only what was added since: a bulk replay checks each of its
+    letters against what it holds, and its reads do not grow with the record's length per letter."""
+
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
+        self._known: dict[str, list[Replay]] = {}  # each letter's replays read so far, oldest first
+        self._after = ""  # the id of the last entry read; "" before the first read
 
     def history(self) -> dict[str, list[Replay]]:
         """Every letter's replays, oldest first."""
-        found: dict[str, list[Replay]] = {}
-        for replay in self._all(self.client):
-            found.setdefault(replay.letter, []).append(replay)
-        return found
+        self._read(self.client)
+        return {letter: list(found) for letter, found in self._known.items()}
 
     def of(self, letter: str) -> list[Replay]:
-        return self.history().get(letter, [])
+        self._read(self.client)
+        return list(self._known.get(letter, []))
 
     def check(self, letter: str, *, again: bool) -> None:
         """ReplayedAlready unless `letter` was never replayed, or `again` (claim() checks it again)."""
@@ -67,7 +75,8 @@ class ReplayStore:
             with self.client.pipeline(transaction=True) as pipe:
                 try:
                     pipe.watch(keys.DLQ_REPLAYS)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-                    unclaimed([r for r in self._all(pipe) if r.letter == replay.letter], again=again)
+                    self._read(pipe)  # what was added since the last read, under the watch
+                    unclaimed(self._known.get(replay.letter, []), again=again)
                     pipe.multi()
                     self._add(pipe, replay)
                     pipe.execute()
@@ -85,10 +94,15 @@ class ReplayStore:
         fields: Mapping[str | bytes, str] = dict(asdict(replay).items())
         client.xadd(keys.DLQ_REPLAYS, fields, maxlen=keys.DLQ_REPLAYS_KEPT, approximate=True)  # type: ignore[arg-type]
 
-    @staticmethod
-    def _all(client: redis.Redis | redis.client.Pipeline) -> list[Replay]:
-        entries: Any = client.xrange(keys.DLQ_REPLAYS)  # redis-py types the reply loosely
-        return [_replay(fields) for _, fields in entries]
+    def _read(self, client: redis.Redis | redis.client.Pipeline) -> None:
+        """Add the entries after the last one read to what is known. An entry the stream trimmed
+        since stays known: a replay that was done is still done."""
+        start = f"({self._after}" if self._after else "-"
+        entries: Any = client.xrange(keys.DLQ_REPLAYS, min=start)  # redis-py types the reply loosely
+        for entry_id, fields in entries:
+            replay = _replay(fields)
+            self._known.setdefault(replay.letter, []).append(replay)
+            self._after = entry_id.decode()
 
 
 def unclaimed(before: list[Replay], *, again: bool) -> None:
@@ -96,7 +110,8 @@ def unclaimed(before: list[Replay], *, again: bool) -> None:
     if before and _done(before[-1]) and not again:
         raise ReplayedAlready(
             f"letter {before[-1].letter} was replayed already ({before[-1].said()}): a replay's event is "
-            "deduped, so a second one only helps after a failed first; say --again"
+            "deduped, so a second one only helps after a failed first; say --again",
+            before[-1],
         )
 
 
