@@ -361,6 +361,21 @@ def bench(
     help="Instead of kills: lose Redis mid-workload (wipe: delete every wakeful key; fresh: move to a "
     "new, empty Redis), rebuild it with `wakeful recover`, and check nothing was lost or done twice.",
 )
+@click.option(
+    "--outage",
+    "outage",
+    default=None,
+    metavar="TARGETS",
+    help="Instead of kills: take these down (roles, `all`, `redis`, `kafka`; comma-separated) while the "
+    "tasks arrive through the HTTP door and straight to Kafka, bring them back, and report what was "
+    "dead-lettered, lost, done twice or stranded (docs/crashes.md).",
+)
+@click.option(
+    "--for", "outage_for", default="60s", show_default=True, help="With --outage: how long (30s, 5m, 1h)."
+)
+@click.option(
+    "--door-port", default=18081, show_default=True, help="With --outage: the drill's HTTP door's port."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def chaos(
@@ -371,11 +386,26 @@ def chaos(
     seed: int | None,
     replicas: str | None,
     lose_redis: str | None,
+    outage: str | None,
+    outage_for: str,
+    door_port: int,
     as_json: bool,
 ) -> None:
     """Run tasks while killing random workers, then check the invariants; exit 1 if one broke."""
     from wakeful.devstack import chaos as chaos_run
 
+    if outage is not None:
+        from wakeful.devstack import outage as drill_outage
+
+        targets, seconds = drill_outage.targets_of([outage]), drill_outage.duration(outage_for)
+        counts = _replicas(settings, replicas, ROLES)
+        report = drill_outage.run(
+            settings, tasks, targets, seconds, seed=seed, say=say, door_port=door_port, replicas=counts
+        )
+        emit(report, as_json, drill_outage.render(report))
+        if not report["ok"]:
+            sys.exit(1)
+        return
     if lose_redis is not None:
         from wakeful.devstack import drill
 

@@ -1,0 +1,47 @@
+"""What `wakeful chaos --outage TARGETS --for DURATION` takes, and what it refuses with a clear error."""
+
+from __future__ import annotations
+
+import pytest
+
+from wakeful.consumers.supervisor import ROLES
+from wakeful.core.errors import ConfigError
+from wakeful.devstack import outage
+
+
+@pytest.mark.parametrize(
+    ("said", "targets"),
+    [
+        (["inbound"], ("inbound",)),
+        (["gate,executor"], ("gate", "executor")),
+        (["all"], ROLES),
+        (["all,redis"], (*ROLES, "redis")),
+        (["gate, gate ,kafka"], ("gate", "kafka")),
+    ],
+)
+def test_an_outage_names_roles_every_role_or_a_server_once_each(
+    said: list[str], targets: tuple[str, ...]
+) -> None:
+    assert outage.targets_of(said) == targets
+
+
+@pytest.mark.parametrize("said", [["ingres"], [""], [","], ["gate,postgres"]])
+def test_an_unknown_target_is_refused_naming_every_target_there_is(said: list[str]) -> None:
+    with pytest.raises(ConfigError) as refused:
+        outage.targets_of(said)
+    assert (
+        "--outage" in str(refused.value) and "inbound" in str(refused.value) and "redis" in str(refused.value)
+    )
+
+
+@pytest.mark.parametrize(
+    ("said", "seconds"), [("30", 30), ("30s", 30), ("5m", 300), ("1h", 3600), ("1.5m", 90)]
+)
+def test_a_duration_is_seconds_minutes_or_hours(said: str, seconds: float) -> None:
+    assert outage.duration(said) == seconds
+
+
+@pytest.mark.parametrize("said", ["", "0", "-5s", "soon", "2d", "200h"])
+def test_a_duration_that_is_none_is_refused_with_what_to_say(said: str) -> None:
+    with pytest.raises(ConfigError, match="--for"):
+        outage.duration(said)
