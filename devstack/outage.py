@@ -46,6 +46,7 @@ from wakeful.schemas.events import SignedEvent
 from wakeful.sdk.app import ENV, load_app
 
 SERVERS = ("redis", "kafka")
+REPEAT = ": duplicate event "  # inbound's reason for a second copy of an event (consumers/inbound.py)
 RETRY_S = 0.5  # between a failed send and the next
 SENDERS = 16  # upstream systems sending at once: one waiting on its retries holds up no other
 GRACE_S = 60.0  # how long after the targets are back a sender keeps trying
@@ -129,7 +130,11 @@ def run(
         say("waiting for every task to settle ...")
         checked = chaos.check(client, traffic, plans, mark, timeout=max(180.0, tasks / 5))
         ours = {p.task_id for p in plans}
-        dead = _letters(settings, letters_from, ours)
+        letters = _letters(settings, letters_from, ours)
+        # A sender's second copy of an event the first copy of which was applied (it sent again when
+        # the broker did not answer): the door's replay guard at work, not accepted work refused.
+        repeats = [why for why in letters if REPEAT in why]
+        dead = [why for why in letters if REPEAT not in why]
     finally:
         door.terminate()
         door.wait(timeout=20)
@@ -143,6 +148,7 @@ def run(
         "sent_through_door": sent,
         "dead_lettered": len(dead),
         "dead_letter_examples": dead[:5],
+        "repeats": len(repeats),
         "lost": checked["misapplied_events"],
         "duplicated": checked["duplicate_effects"],
         "stranded": checked["lost"],
@@ -302,6 +308,7 @@ def render(r: dict[str, Any]) -> str:
             f"in {r['seconds']} s",
             f"stages         : {r['stages']}",
             f"dead-lettered  : {r['dead_lettered']} {r['dead_letter_examples'] or ''}",
+            f"senders' repeats refused: {r['repeats']} (a second copy of an event applied once)",
             f"lost events    : {r['lost']}",
             f"effects twice  : {r['duplicated']}",
             f"stranded tasks : {r['stranded']}",
