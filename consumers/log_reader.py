@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
@@ -30,34 +31,57 @@ class Read:
     refused: list[str] = field(default_factory=list)  # "<partition>:<offset>: why"
 
 
+# The consumer's read-ahead, bounded: librdkafka's defaults queue up to 64 MiB and 100,000
+# messages ahead of the reader, which a one-pass fold of the log never needs (D84).
+READ_AHEAD = {"queued.max.messages.kbytes": 8192, "queued.min.messages": 1000, "fetch.max.bytes": 8 << 20}
+Span = tuple[int, int, int]  # a partition, its first offset, and its end (not read) when the read began
+
+
 def read_log(
     settings: Settings, read: Read, progress: Progress | None = None, topic: str = topics.LOG
 ) -> Iterator[list[LogItem]]:
     """The records of each message of `topic`, partition by partition, in offset order (one task's
     records are in one partition, in commit order). `read` collects what was skipped."""
-    role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
-    config = kafka_auth.client_config(settings, kafka_rights.ADMIN) | {
-        "group.id": f"wakeful-log-reader-{time.time_ns()}",
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-    }
-    consumer = Consumer(config)
+    for _, _, items in read_positioned(settings, read, spans(settings, topic), progress, topic):
+        yield items
+
+
+def spans(settings: Settings, topic: str = topics.LOG) -> list[Span]:
+    """Each partition of `topic` that holds messages, with its first offset and its end now."""
+    consumer = Consumer(_config(settings))
     try:
         meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
         if meta is None or meta.error is not None:
             raise KafkaException(f"cannot read {topic}: {meta.error if meta else 'no such topic'}")
-        spans = []
+        found = []
         for p in sorted(meta.partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
             if high > low:
-                spans.append((p, low, high))
-        read.total = sum(high - low for _, low, high in spans)
+                found.append((p, low, high))
+        return found
+    finally:
+        consumer.close()
+
+
+def read_positioned(
+    settings: Settings,
+    read: Read,
+    spans: list[Span],
+    progress: Progress | None = None,
+    topic: str = topics.LOG,
+) -> Iterator[tuple[int, int, list[LogItem]]]:
+    """(partition, offset, records) of each message in `spans`, each partition in offset order
+    (the partitions read together). `read` counts them and collects what was skipped."""
+    role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
+    consumer = Consumer(_config(settings))
+    try:
+        read.total += sum(high - low for _, low, high in spans)
         said = [time.monotonic()]
         for msg in _messages(consumer, topic, spans):
             read.messages += 1
             items = _items(role_keys, topic, msg, read)
             if items:
-                yield items
+                yield msg.partition() or 0, msg.offset() or 0, items
             if progress is not None and time.monotonic() - said[0] >= PROGRESS_EVERY_S:
                 progress(read.messages, read.total)
                 said[0] = time.monotonic()
@@ -65,6 +89,18 @@ def read_log(
             progress(read.messages, read.total)
     finally:
         consumer.close()
+
+
+def _config(settings: Settings) -> dict[str, Any]:
+    return (
+        kafka_auth.client_config(settings, kafka_rights.ADMIN)
+        | READ_AHEAD
+        | {
+            "group.id": f"wakeful-log-reader-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
 
 
 def partition_messages(
