@@ -34,6 +34,9 @@ class Read:
 # The consumer's read-ahead, bounded: librdkafka's defaults queue up to 64 MiB and 100,000
 # messages ahead of the reader, which a one-pass fold of the log never needs (D84).
 READ_AHEAD = {"queued.max.messages.kbytes": 8192, "queued.min.messages": 1000, "fetch.max.bytes": 8 << 20}
+# Messages taken from the consumer at once: each is a batch of up to 512 KiB (relay_batches), and
+# their values are copied into Python before one is read, so 500 at once held 125 MiB and more.
+AT_ONCE = 16
 Span = tuple[int, int, int]  # a partition, its first offset, and its end (not read) when the read began
 
 
@@ -69,15 +72,20 @@ def read_positioned(
     spans: list[Span],
     progress: Progress | None = None,
     topic: str = topics.LOG,
+    *,
+    one_by_one: bool = False,
 ) -> Iterator[tuple[int, int, list[LogItem]]]:
-    """(partition, offset, records) of each message in `spans`, each partition in offset order
-    (the partitions read together). `read` counts them and collects what was skipped."""
+    """(partition, offset, records) of each message in `spans`, each partition in offset order:
+    the partitions read together, or `one_by_one` in the order given. `read` counts them and
+    collects what was skipped."""
     role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
     consumer = Consumer(_config(settings))
     try:
         read.total += sum(high - low for _, low, high in spans)
         said = [time.monotonic()]
-        for msg in _messages(consumer, topic, spans):
+        groups = [[span] for span in spans] if one_by_one else [spans]
+        messages = (msg for group in groups for msg in _messages(consumer, topic, group))
+        for msg in messages:
             read.messages += 1
             items = _items(role_keys, topic, msg, read)
             if items:
@@ -136,11 +144,13 @@ def _messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]])
         if time.monotonic() > stalled:
             behind = {p: f"{left[p]}/{ends[p]}" for p in ends if left[p] < ends[p]}
             raise KafkaException(f"{topic} gave nothing for {STALL_S:.0f} s at {behind}: is the broker up?")
-        for msg in consumer.consume(500, 0.5):
+        for msg in consumer.consume(AT_ONCE, 0.5):
             if msg.error() is not None:
                 raise KafkaException(msg.error())
             stalled = time.monotonic() + STALL_S
             partition, offset = msg.partition() or 0, msg.offset() or 0
+            if partition not in ends:  # fetched for an assignment read before this one
+                continue
             left[partition] = max(left[partition], offset + 1)
             if offset < ends[partition]:
                 yield msg

@@ -160,12 +160,13 @@ class Scan:
             self.say(f"recover: read {done} of {total} log messages ({len(self.fold.tasks)} tasks open)")
 
         batch: list[Folded] = []
-        for span in spans:  # partition by partition: a task split over two ends in the later one
-            for partition, offset, items in log_reader.read_positioned(settings, self.read, [span], progress):
-                batch += fold_message(self.fold, self.ends, position(partition, offset), items)
-                if len(batch) >= BATCH:
-                    yield batch
-                    batch = []
+        # partition by partition: a task split over two (partitions added later) ends in the later
+        read = log_reader.read_positioned(settings, self.read, spans, progress, one_by_one=True)
+        for partition, offset, items in read:
+            batch += fold_message(self.fold, self.ends, position(partition, offset), items)
+            if len(batch) >= BATCH:
+                yield batch
+                batch = []
         rest = [*batch, *(self.fold.take(t) for t in list(self.fold.tasks))]
         for start in range(0, len(rest), BATCH):
             yield [t for t in rest[start : start + BATCH] if t is not None]
