@@ -8,16 +8,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from wakeful.core import kafka_auth, kafka_rights, provenance, topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.settings import Settings
-from wakeful.schemas.changelog import LogItem, log_items
+from wakeful.schemas.changelog import LogItem, Mark, Wanted, log_items, log_marks
 
 Progress = Callable[[int, int], None]  # (messages read, messages to read)
+T = TypeVar("T")
+# A message's value -> its records, why any could not be read, how many were passed over.
+Decode = Callable[[bytes], tuple[list[T], list[str], int]]
 PROGRESS_EVERY_S = 2.0
 STALL_S = 60.0  # no message for this long while the partition has more: the read fails, loudly
 
@@ -29,6 +32,7 @@ class Read:
     messages: int = 0
     total: int = 0
     refused: list[str] = field(default_factory=list)  # "<partition>:<offset>: why"
+    passed_over: int = 0  # records not decoded: of tasks the reader did not want
 
 
 # The consumer's read-ahead, bounded: librdkafka's defaults queue up to 64 MiB and 100,000
@@ -45,7 +49,10 @@ def read_log(
 ) -> Iterator[list[LogItem]]:
     """The records of each message of `topic`, partition by partition, in offset order (one task's
     records are in one partition, in commit order). `read` collects what was skipped."""
-    for _, _, items in read_positioned(settings, read, spans(settings, topic), progress, topic):
+    decode: Decode[LogItem] = log_items
+    for _, _, items in _read(
+        settings, read, spans(settings, topic), progress, one_by_one=False, decode=decode, topic=topic
+    ):
         yield items
 
 
@@ -71,13 +78,36 @@ def read_positioned(
     read: Read,
     spans: list[Span],
     progress: Progress | None = None,
-    topic: str = topics.LOG,
     *,
     one_by_one: bool = False,
+    wanted: Wanted | None = None,
 ) -> Iterator[tuple[int, int, list[LogItem]]]:
-    """(partition, offset, records) of each message in `spans`, each partition in offset order:
-    the partitions read together, or `one_by_one` in the order given. `read` counts them and
-    collects what was skipped."""
+    """(partition, offset, records) of each message of wakeful.log in `spans`, each partition in
+    offset order: the partitions read together, or `one_by_one` in the order given. Records of a
+    task `wanted` refuses are passed over undecoded (counted in `read.passed_over`). `read` counts
+    the messages and collects what was skipped."""
+    decode: Decode[LogItem] = lambda value: log_items(value, wanted)  # noqa: E731
+    yield from _read(settings, read, spans, progress, one_by_one=one_by_one, decode=decode)
+
+
+def read_marks(
+    settings: Settings, read: Read, spans: list[Span], progress: Progress | None = None
+) -> Iterator[tuple[int, int, list[Mark]]]:
+    """(partition, offset, marks) of each message of wakeful.log in `spans`: each record's task id
+    and each tombstone, the rest not decoded (the first read of `wakeful recover`)."""
+    yield from _read(settings, read, spans, progress, one_by_one=False, decode=log_marks)
+
+
+def _read(
+    settings: Settings,
+    read: Read,
+    spans: list[Span],
+    progress: Progress | None,
+    *,
+    one_by_one: bool,
+    decode: Decode[T],
+    topic: str = topics.LOG,
+) -> Iterator[tuple[int, int, list[T]]]:
     role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
     consumer = Consumer(_config(settings))
     try:
@@ -87,7 +117,7 @@ def read_positioned(
         messages = (msg for group in groups for msg in _messages(consumer, topic, group))
         for msg in messages:
             read.messages += 1
-            items = _items(role_keys, topic, msg, read)
+            items = _decoded(role_keys, topic, msg, read, decode)
             if items:
                 yield msg.partition() or 0, msg.offset() or 0, items
             if progress is not None and time.monotonic() - said[0] >= PROGRESS_EVERY_S:
@@ -157,6 +187,13 @@ def _messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]])
 
 
 def _items(role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read) -> list[LogItem]:
+    decode: Decode[LogItem] = log_items
+    return _decoded(role_keys, topic, msg, read, decode)
+
+
+def _decoded(
+    role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read, decode: Decode[T]
+) -> list[T]:
     where = f"{msg.partition()}:{msg.offset()}"
     value: bytes = msg.value() or b""
     signer = role_keys.sender(topic, msg.key() or b"", value, msg.headers())
@@ -166,9 +203,10 @@ def _items(role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read)
         read.refused.append(f"{where}: {signer.reason}")
         return []
     try:
-        items, problems = log_items(value)
+        items, problems, passed = decode(value)
     except DecodeError as exc:
         read.refused.append(f"{where}: {exc.reason}")
         return []
     read.refused += [f"{where}: {problem}" for problem in problems]
+    read.passed_over += passed
     return items

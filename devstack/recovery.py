@@ -128,7 +128,8 @@ def recover(
             f"failed {len(report.done.failed)} of {len(scan.ends)} tasks"
         )
     fold, read = scan.fold, scan.read
-    report.messages, report.records, report.duplicates = read.messages, fold.records, fold.duplicates
+    report.messages, report.duplicates = read.messages, fold.duplicates
+    report.records = fold.records + read.passed_over
     report.refused[:0] = read.refused + fold.problems
     report.tasks, report.purged = len(scan.ends), fold.purged
     return report
@@ -153,15 +154,17 @@ class Scan:
         def noted(done: int, total: int) -> None:
             self.say(f"recover: found where {len(self.ends)} tasks end in {done} of {total} log messages")
 
-        for partition, offset, items in log_reader.read_positioned(settings, first, spans, noted):
-            self.ends.add(position(partition, offset), items)
+        for partition, offset, marks in log_reader.read_marks(settings, first, spans, noted):
+            self.ends.add(position(partition, offset), marks)
 
         def progress(done: int, total: int) -> None:
             self.say(f"recover: read {done} of {total} log messages ({len(self.fold.tasks)} tasks open)")
 
         batch: list[Folded] = []
         # partition by partition: a task split over two (partitions added later) ends in the later
-        read = log_reader.read_positioned(settings, self.read, spans, progress, one_by_one=True)
+        read = log_reader.read_positioned(
+            settings, self.read, spans, progress, one_by_one=True, wanted=self.ends.__contains__
+        )
         for partition, offset, items in read:
             batch += fold_message(self.fold, self.ends, position(partition, offset), items)
             if len(batch) >= BATCH:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from wakeful.core import ids
-from wakeful.schemas.changelog import LogItem
+from wakeful.schemas.changelog import LogItem, Mark
 from wakeful.schemas.tombstone import PurgeRecord
 from wakeful.schemas.tombstone import record_id as purge_record_id
 from wakeful.state.rebuild import Fold, Folded, Recent
@@ -36,16 +36,17 @@ class Ends:
     at: dict[str, int] = field(default_factory=dict)
     tombstones: Recent = field(default_factory=Recent)  # a repeat takes nothing, as in the fold
 
-    def add(self, where: int, items: Iterable[LogItem]) -> None:
-        for item in items:
-            if not ids.TASK_ID_RE.fullmatch(item.task_id):
+    def add(self, where: int, marks: Iterable[Mark]) -> None:
+        """One message's records, each as its task id and the tombstone it is, if one."""
+        for task_id, tombstone in marks:
+            if not ids.TASK_ID_RE.fullmatch(task_id):
                 continue  # named by the fold, owned by no task
-            if isinstance(item, PurgeRecord):
-                own = purge_record_id(item.task_id, item.state_version, item.purged_at)
-                if item.record_id == own and not self.tombstones.seen(item.record_id):
-                    self.at.pop(item.task_id, None)  # the fold drops it here; a later life starts afresh
+            if tombstone is None:
+                self.at[task_id] = max(self.at.get(task_id, -1), where)
                 continue
-            self.at[item.task_id] = max(self.at.get(item.task_id, -1), where)
+            own = purge_record_id(task_id, tombstone.state_version, tombstone.purged_at)
+            if tombstone.record_id == own and not self.tombstones.seen(tombstone.record_id):
+                self.at.pop(task_id, None)  # the fold drops it here; a later life starts afresh
 
     def __len__(self) -> int:
         return len(self.at)
@@ -54,9 +55,14 @@ class Ends:
         return task_id in self.at
 
 
+def marks(items: Iterable[LogItem]) -> list[Mark]:
+    """Records as the first read sees them (schemas/changelog.log_marks)."""
+    return [(i.task_id, i if isinstance(i, PurgeRecord) else None) for i in items]
+
+
 def fold_message(fold: Fold, ends: Ends, where: int, items: list[LogItem]) -> list[Folded]:
-    """The second read, one message: fold the records of tasks living on the log (and every
-    tombstone, which the fold counts), then take each task whose last message this is."""
+    """The second read, one message: fold its records (read only for tasks living on the log, and
+    every tombstone, which the fold counts), then take each task whose last message this is."""
     kept = [i for i in items if isinstance(i, PurgeRecord) or i.task_id in ends]
     fold.records += len(items) - len(kept)  # read and passed over: their task is purged for good
     fold.add(kept)

@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rebuild_records import T0, TASK, action, change, folded, tombstone
 
-from wakeful.schemas.changelog import LogItem, quarantine_record
-from wakeful.schemas.logs import ActionStatus
+from wakeful.schemas.changelog import LogItem, log_items, log_marks, quarantine_record
+from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, ActionStatus
 from wakeful.schemas.tombstone import PurgeRecord
 from wakeful.state import keys
 from wakeful.state.rebuild import TOMBSTONES_KEPT, Fold, Folded
-from wakeful.state.rebuild_ends import Ends, fold_message, position
+from wakeful.state.rebuild_ends import Ends, fold_message, marks, position
 
 
 @pytest.mark.parametrize(
@@ -89,12 +89,12 @@ def test_a_repeated_tombstone_takes_nothing_from_the_task_made_again() -> None:
 
 def test_ends_name_each_living_tasks_last_message_and_forget_a_purged_one() -> None:
     ends = Ends()
-    ends.add(position(0, 1), [change(1), change(2)])
-    ends.add(position(0, 4), [tombstone(2)])
+    ends.add(position(0, 1), marks([change(1), change(2)]))
+    ends.add(position(0, 4), marks([tombstone(2)]))
     assert TASK not in ends
-    ends.add(position(0, 7), [change(1)])  # made again under the purged id
-    ends.add(position(0, 9), [tombstone(2).model_copy(update={"record_id": f"{TASK}:purge:9:0"})])
-    ends.add(position(1, 0), [change(1).model_copy(update={"task_id": "bad id}"})])
+    ends.add(position(0, 7), marks([change(1)]))  # made again under the purged id
+    ends.add(position(0, 9), marks([tombstone(2).model_copy(update={"record_id": f"{TASK}:purge:9:0"})]))
+    ends.add(position(1, 0), marks([change(1).model_copy(update={"task_id": "bad id}"})]))
     assert ends.at == {TASK: position(0, 7)}
     assert position(1, 0) > position(0, 2**40)  # partition by partition, as the second read goes
 
@@ -164,7 +164,7 @@ def test_tasks_handed_over_as_their_records_end_are_what_the_whole_logs_fold_giv
         whole.add(m.items)
     ends = Ends()
     for m in log:
-        ends.add(position(m.partition, m.offset), m.items)
+        ends.add(position(m.partition, m.offset), marks(m.items))
     fold, handed, most = Fold(), dict[str, Folded](), 0
     for m in log:
         for task in fold_message(fold, ends, position(m.partition, m.offset), m.items):
@@ -174,3 +174,32 @@ def test_tasks_handed_over_as_their_records_end_are_what_the_whole_logs_fold_giv
     assert not fold.tasks  # nothing left behind at the log's end
     assert {t: _seen(f) for t, f in handed.items()} == {t: _seen(f) for t, f in whole.tasks.items()}
     assert most <= len(ends)  # never a task purged for good
+
+
+def _message(items: list[LogItem]) -> bytes:
+    return LOG_BATCH_HEAD + b",".join(i.encode() for i in items) + LOG_BATCH_TAIL
+
+
+def test_the_first_read_takes_each_records_task_and_decodes_only_tombstones() -> None:
+    value = _message([change(1), action(ActionStatus.IN_FLIGHT, task_id="t-2"), tombstone(1)])
+    found, problems, _ = log_marks(value)
+    assert [t for t, _ in found] == [TASK, "t-2", TASK] and not problems
+    assert [m is None for _, m in found] == [True, True, False]
+    no_id = LOG_BATCH_HEAD + b'{"state_version":1}' + LOG_BATCH_TAIL
+    assert log_marks(no_id)[1] == ["record 0: it names no task id"]
+
+
+@pytest.mark.parametrize(
+    ("wanted", "read", "passed"),
+    [
+        (None, ["OutboxRecord", "ActionRecord", "PurgeRecord"], 0),
+        ({TASK}, ["OutboxRecord", "PurgeRecord"], 1),
+        (set(), ["PurgeRecord"], 2),  # a tombstone is always read: the fold counts it
+    ],
+)
+def test_the_second_read_decodes_only_the_records_of_tasks_living_on_the_log(
+    wanted: set[str] | None, read: list[str], passed: int
+) -> None:
+    value = _message([change(1), action(ActionStatus.IN_FLIGHT, task_id="t-2"), tombstone(1)])
+    items, problems, skipped = log_items(value, None if wanted is None else wanted.__contains__)
+    assert ([type(i).__name__ for i in items], skipped, problems) == (read, passed, [])
