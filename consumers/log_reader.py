@@ -35,12 +35,15 @@ class Read:
     passed_over: int = 0  # records not decoded: of tasks the reader did not want
 
 
-# The consumer's read-ahead, bounded: librdkafka's defaults queue up to 64 MiB and 100,000
-# messages ahead of the reader, which a one-pass fold of the log never needs (D84).
-READ_AHEAD = {"queued.max.messages.kbytes": 8192, "queued.min.messages": 1000, "fetch.max.bytes": 8 << 20}
-# Messages taken from the consumer at once: each is a batch of up to 512 KiB (relay_batches), and
-# their values are copied into Python before one is read, so 500 at once held 125 MiB and more.
-AT_ONCE = 16
+# The consumer's read-ahead, bounded (D84): librdkafka queues up to 64 MiB and 100,000 messages
+# ahead of the reader by default, which a fold of the log never needs; a fetch of 16 MiB from one
+# partition keeps a read of one partition at a time as fast as reading them together.
+READ_AHEAD = {
+    "queued.max.messages.kbytes": 32768,
+    "queued.min.messages": 1000,
+    "fetch.max.bytes": 32 << 20,
+    "max.partition.fetch.bytes": 16 << 20,
+}
 Span = tuple[int, int, int]  # a partition, its first offset, and its end (not read) when the read began
 
 
@@ -174,16 +177,20 @@ def _messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]])
         if time.monotonic() > stalled:
             behind = {p: f"{left[p]}/{ends[p]}" for p in ends if left[p] < ends[p]}
             raise KafkaException(f"{topic} gave nothing for {STALL_S:.0f} s at {behind}: is the broker up?")
-        for msg in consumer.consume(AT_ONCE, 0.5):
-            if msg.error() is not None:
-                raise KafkaException(msg.error())
-            stalled = time.monotonic() + STALL_S
-            partition, offset = msg.partition() or 0, msg.offset() or 0
-            if partition not in ends:  # fetched for an assignment read before this one
-                continue
-            left[partition] = max(left[partition], offset + 1)
-            if offset < ends[partition]:
-                yield msg
+        # One message at a time: a batch waits for its count or its time-out, whichever is first,
+        # and these messages are up to 512 KiB each (relay_batches): a few fill the read-ahead.
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            raise KafkaException(msg.error())
+        stalled = time.monotonic() + STALL_S
+        partition, offset = msg.partition() or 0, msg.offset() or 0
+        if partition not in ends:  # fetched for an assignment read before this one
+            continue
+        left[partition] = max(left[partition], offset + 1)
+        if offset < ends[partition]:
+            yield msg
 
 
 def _items(role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read) -> list[LogItem]:
