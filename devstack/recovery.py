@@ -163,7 +163,7 @@ class Scan:
         batch: list[Folded] = []
         # partition by partition: a task split over two (partitions added later) ends in the later
         read = log_reader.read_positioned(
-            settings, self.read, spans, progress, one_by_one=True, wanted=self.ends.__contains__
+            settings, self.read, spans, progress, one_by_one=True, wanted=self.ends.wanted
         )
         for partition, offset, items in read:
             batch += fold_message(self.fold, self.ends, position(partition, offset), items)

@@ -81,14 +81,15 @@ Wanted = Callable[[str], bool]
 def log_items(value: bytes, wanted: Wanted | None = None) -> tuple[list[LogItem], list[str], int]:
     """Every record one wakeful.log message carries, changes and action records, in write order,
     and why any of them could not be read (one bad record costs only itself), and how many were
-    passed over undecoded: those of tasks `wanted` refuses (a tombstone is always read). Raises
+    passed over undecoded: those of tasks `wanted` refuses (a tombstone is always read, and a
+    record without a task id is asked for as " "). Raises
     DecodeError when the message itself is unreadable."""
     items: list[LogItem] = []
     problems: list[str] = []
     passed = 0
     for i, item in enumerate(batch_items(value)):
         kind = _kind(item)
-        if wanted is not None and kind is not PurgeRecord and not wanted(_task_of(item)):
+        if wanted is not None and kind is not PurgeRecord and not wanted(_task_of(item) or " "):
             passed += 1
             continue
         try:

@@ -48,6 +48,11 @@ class Ends:
             if tombstone.record_id == own and not self.tombstones.seen(tombstone.record_id):
                 self.at.pop(task_id, None)  # the fold drops it here; a later life starts afresh
 
+    def wanted(self, task_id: str) -> bool:
+        """Whether the second read folds a record of this task: one living on the log, or an id that
+        is none (the fold names the record)."""
+        return task_id in self.at or not ids.TASK_ID_RE.fullmatch(task_id)
+
     def __len__(self) -> int:
         return len(self.at)
 
@@ -63,7 +68,7 @@ def marks(items: Iterable[LogItem]) -> list[Mark]:
 def fold_message(fold: Fold, ends: Ends, where: int, items: list[LogItem]) -> list[Folded]:
     """The second read, one message: fold its records (read only for tasks living on the log, and
     every tombstone, which the fold counts), then take each task whose last message this is."""
-    kept = [i for i in items if isinstance(i, PurgeRecord) or i.task_id in ends]
+    kept = [i for i in items if isinstance(i, PurgeRecord) or ends.wanted(i.task_id)]
     fold.records += len(items) - len(kept)  # read and passed over: their task is purged for good
     fold.add(kept)
     done: list[Folded] = []

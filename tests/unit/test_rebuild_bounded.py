@@ -203,3 +203,15 @@ def test_the_second_read_decodes_only_the_records_of_tasks_living_on_the_log(
     value = _message([change(1), action(ActionStatus.IN_FLIGHT, task_id="t-2"), tombstone(1)])
     items, problems, skipped = log_items(value, None if wanted is None else wanted.__contains__)
     assert ([type(i).__name__ for i in items], skipped, problems) == (read, passed, [])
+
+
+def test_a_record_that_names_no_task_is_still_named_on_the_second_read() -> None:
+    ends = Ends()
+    bad = change(1).model_copy(update={"task_id": "bad id}"})
+    ends.add(position(0, 0), marks([bad, change(1)]))
+    fold = Fold()
+    assert [t.task_id for t in fold_message(fold, ends, position(0, 0), [bad, change(1)])] == [TASK]
+    assert len(fold.problems) == 1 and ends.wanted("bad id}") and ends.wanted(" ")
+    no_id = LOG_BATCH_HEAD + b'{"state_version":1}' + LOG_BATCH_TAIL
+    items, problems, passed = log_items(no_id, ends.wanted)
+    assert (items, len(problems), passed) == ([], 1, 0)
