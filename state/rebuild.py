@@ -276,20 +276,22 @@ def _unfit(task_id: str, command: tuple[str, ...]) -> str | None:
     return f"a write recovery does not replay: {name} {key!r}"
 
 
-# A fence counter restored from the log is moved to the recovery's clock in microseconds, at least
-# (D84). Each lease grant is one INCR inside one function call, and a Redis runs one call at a time,
-# each taking well over a microsecond: a counter that started at 0, or at a recovery's clock, stays
-# below the clock's microseconds however many leases were granted that the log never saw (their
-# intents in the relay's lag), as long as the clock does not step back across a loss. So a lease
-# granted after the recovery outranks every lease granted before it, at the store and at a
-# downstream that checks fences, with no guessed margin. 2**53 microseconds is the year 2255: the
-# fence stays exact in Lua's and JSON's doubles.
-US = 1_000_000
+# A fence counter restored from the log is moved to the recovery's clock in tenths of a millisecond,
+# at least (D84). Each lease grant is one INCR in the executor's lease_acquire, made for one proposal
+# it read for the task (one in flight per task, after the gate's hops through Kafka: milliseconds):
+# a counter that started at 0, or at a recovery's clock in these ticks, stays below the clock's
+# ticks unless a task averaged 10,000 grants a second since, whatever leases the log never saw
+# (their intents in the relay's lag), as long as the clock does not step back across a loss. So a
+# lease granted after the recovery outranks every lease granted before it, at the store and at a
+# downstream that checks fences, with no guessed margin. The tick is no finer because Lua prints a
+# number with 14 significant digits (lease_acquire writes the token "<owner>:<fence>" that way):
+# 10**14 ticks is the year 2286.
+TICKS_PER_S = 10_000
 
 
 def fence_floor(now: datetime) -> int:
-    """The recovery's clock in microseconds: above every fence granted before it."""
-    return int(now.timestamp() * US)
+    """The recovery's clock in tenths of a millisecond: above every fence granted before it."""
+    return int(now.timestamp() * TICKS_PER_S)
 
 
 def fence_after(checkpoint_fence: int, folded: Folded, now: datetime) -> int:

@@ -98,6 +98,9 @@ def test_a_lost_task_comes_back_from_its_records_byte_for_byte(
     assert done.restored == [task_id] and not done.failed
     assert task_keys(admin, task_id) == before
     assert int(admin.get(keys.fence(task_id)) or 0) >= max(fence + 1, fence_floor(now))
+    # a lease after the restore outranks every earlier one, and its token (written by Lua) is its own
+    lease = leases.acquire(task_id)
+    assert lease.fence > fence_floor(now) and leases.extend(lease) and leases.release(lease)
     assert gate_store.load(task_id).state_version == 3
     again = Restorer(admin, gate_store.sealer, lambda _cp: False, datetime.now(UTC)).restore(
         list(fold.tasks.values())

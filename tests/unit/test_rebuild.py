@@ -127,6 +127,7 @@ def test_a_restored_fence_outranks_every_lease_the_log_may_have_missed() -> None
     now = datetime(2026, 12, 6, tzinfo=UTC)
     # a million grants after the log's last record, none of them on the log, stay below it
     assert fence_after(3, task, now) == fence_floor(now) > 9 + 1_000_000
+    assert fence_floor(datetime(2286, 1, 1, tzinfo=UTC)) < 10**14  # Lua writes it in the lease token
     ahead = fence_floor(now) + 5  # fences from a recovery whose clock ran ahead: the log's stands
     task = folded([change(1), action(ActionStatus.IN_FLIGHT, fence=ahead)]).tasks[TASK]
     assert fence_after(3, task, now) == ahead
