@@ -36,4 +36,4 @@ def test_the_page_names_everything_the_log_does_not_hold() -> None:
 
 
 def test_the_page_states_the_fence_bound_not_a_margin() -> None:
-    assert "microseconds" in PAGE and "1,000 past" not in PAGE
+    assert "tenths of a millisecond" in PAGE and "1,000 past" not in PAGE
