@@ -436,6 +436,45 @@ def bench_retention(settings: Settings, closed: int, no_purge: bool, as_json: bo
     emit(result, as_json, bench.render(result))
 
 
+@cli.command("bench-recover")
+@click.option(
+    "--purged",
+    type=click.IntRange(0),
+    default=20_000,
+    show_default=True,
+    help="Tasks closed long ago and purged: history the log keeps and Redis does not.",
+)
+@click.option(
+    "--closed",
+    type=click.IntRange(0),
+    default=4_000,
+    show_default=True,
+    help="Tasks closed lately (Redis keeps them).",
+)
+@click.option(
+    "--open",
+    "open_",
+    type=click.IntRange(0),
+    default=1_000,
+    show_default=True,
+    help="Tasks waiting for an approval.",
+)
+@click.option("--tenant", default=None, help="Add to (and lose) this tenant's tasks; default: a new one.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def bench_recover(  # noqa: PLR0917 -- click passes every option as a parameter
+    settings: Settings, purged: int, closed: int, open_: int, tenant: str | None, as_json: bool
+) -> None:
+    """Add tasks to wakeful.log through a real relay, lose their keys, and print the peak RSS and
+    time of `wakeful recover` over the whole log (a stack of its own: it restores every task)."""
+    from wakeful.devstack import bench_recover as bench
+
+    _need_stack(settings, kafka=True)
+    counts = {"purged": purged, "closed": closed, "open": open_}
+    result = bench.run(settings, counts, say, tenant=tenant)
+    emit(result, as_json, bench.render(result))
+
+
 @cli.command("bench-state")
 @click.option("--seconds", default=5.0, show_default=True, help="Duration of each concurrency level.")
 @click.option("--json", "as_json", is_flag=True)

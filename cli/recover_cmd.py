@@ -80,14 +80,13 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
     client = Client(settings)
     if check:
         try:
-            fold, _ = recovery.fold_log(settings, say)
-            missing = recovery.uncovered(client.admin, fold)
+            on_log, missing = recovery.uncovered(client.admin, settings, say)
         finally:
             client.close()
         lines = [f"  {task}: {why}" for task, why in sorted(missing.items())[:50]]
-        held = f"{len(fold.tasks)} tasks on the log"
+        held = f"{on_log} tasks on the log"
         emit(
-            {"tasks_on_log": len(fold.tasks), "uncovered": missing},
+            {"tasks_on_log": on_log, "uncovered": missing},
             as_json,
             "\n".join(
                 [

@@ -8,15 +8,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from wakeful.core import kafka_auth, kafka_rights, provenance, topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.settings import Settings
-from wakeful.schemas.changelog import LogItem, log_items
+from wakeful.schemas.changelog import LogItem, Mark, Wanted, log_items, log_marks
 
 Progress = Callable[[int, int], None]  # (messages read, messages to read)
+T = TypeVar("T")
+# A message's value -> its records, why any could not be read, how many were passed over.
+Decode = Callable[[bytes], tuple[list[T], list[str], int]]
 PROGRESS_EVERY_S = 2.0
 STALL_S = 60.0  # no message for this long while the partition has more: the read fails, loudly
 
@@ -28,6 +32,19 @@ class Read:
     messages: int = 0
     total: int = 0
     refused: list[str] = field(default_factory=list)  # "<partition>:<offset>: why"
+    passed_over: int = 0  # records not decoded: of tasks the reader did not want
+
+
+# The consumer's read-ahead, bounded (D86): librdkafka queues up to 64 MiB and 100,000 messages
+# ahead of the reader by default, which a fold of the log never needs; a fetch of 16 MiB from one
+# partition keeps a read of one partition at a time as fast as reading them together.
+READ_AHEAD = {
+    "queued.max.messages.kbytes": 32768,
+    "queued.min.messages": 1000,
+    "fetch.max.bytes": 32 << 20,
+    "max.partition.fetch.bytes": 16 << 20,
+}
+Span = tuple[int, int, int]  # a partition, its first offset, and its end (not read) when the read began
 
 
 def read_log(
@@ -35,29 +52,77 @@ def read_log(
 ) -> Iterator[list[LogItem]]:
     """The records of each message of `topic`, partition by partition, in offset order (one task's
     records are in one partition, in commit order). `read` collects what was skipped."""
-    role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
-    config = kafka_auth.client_config(settings, kafka_rights.ADMIN) | {
-        "group.id": f"wakeful-log-reader-{time.time_ns()}",
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-    }
-    consumer = Consumer(config)
+    decode: Decode[LogItem] = log_items
+    for _, _, items in _read(
+        settings, read, spans(settings, topic), progress, one_by_one=False, decode=decode, topic=topic
+    ):
+        yield items
+
+
+def spans(settings: Settings, topic: str = topics.LOG) -> list[Span]:
+    """Each partition of `topic` that holds messages, with its first offset and its end now."""
+    consumer = Consumer(_config(settings))
     try:
         meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
         if meta is None or meta.error is not None:
             raise KafkaException(f"cannot read {topic}: {meta.error if meta else 'no such topic'}")
-        spans = []
+        found = []
         for p in sorted(meta.partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
             if high > low:
-                spans.append((p, low, high))
-        read.total = sum(high - low for _, low, high in spans)
+                found.append((p, low, high))
+        return found
+    finally:
+        consumer.close()
+
+
+def read_positioned(
+    settings: Settings,
+    read: Read,
+    spans: list[Span],
+    progress: Progress | None = None,
+    *,
+    one_by_one: bool = False,
+    wanted: Wanted | None = None,
+) -> Iterator[tuple[int, int, list[LogItem]]]:
+    """(partition, offset, records) of each message of wakeful.log in `spans`, each partition in
+    offset order: the partitions read together, or `one_by_one` in the order given. Records of a
+    task `wanted` refuses are passed over undecoded (counted in `read.passed_over`). `read` counts
+    the messages and collects what was skipped."""
+    decode: Decode[LogItem] = lambda value: log_items(value, wanted)  # noqa: E731
+    yield from _read(settings, read, spans, progress, one_by_one=one_by_one, decode=decode)
+
+
+def read_marks(
+    settings: Settings, read: Read, spans: list[Span], progress: Progress | None = None
+) -> Iterator[tuple[int, int, list[Mark]]]:
+    """(partition, offset, marks) of each message of wakeful.log in `spans`: each record's task id
+    and each tombstone, the rest not decoded (the first read of `wakeful recover`)."""
+    yield from _read(settings, read, spans, progress, one_by_one=False, decode=log_marks)
+
+
+def _read(
+    settings: Settings,
+    read: Read,
+    spans: list[Span],
+    progress: Progress | None,
+    *,
+    one_by_one: bool,
+    decode: Decode[T],
+    topic: str = topics.LOG,
+) -> Iterator[tuple[int, int, list[T]]]:
+    role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
+    consumer = Consumer(_config(settings))
+    try:
+        read.total += sum(high - low for _, low, high in spans)
         said = [time.monotonic()]
-        for msg in _messages(consumer, topic, spans):
+        groups = [[span] for span in spans] if one_by_one else [spans]
+        messages = (msg for group in groups for msg in _messages(consumer, topic, group))
+        for msg in messages:
             read.messages += 1
-            items = _items(role_keys, topic, msg, read)
+            items = _decoded(role_keys, topic, msg, read, decode)
             if items:
-                yield items
+                yield msg.partition() or 0, msg.offset() or 0, items
             if progress is not None and time.monotonic() - said[0] >= PROGRESS_EVERY_S:
                 progress(read.messages, read.total)
                 said[0] = time.monotonic()
@@ -65,6 +130,18 @@ def read_log(
             progress(read.messages, read.total)
     finally:
         consumer.close()
+
+
+def _config(settings: Settings) -> dict[str, Any]:
+    return (
+        kafka_auth.client_config(settings, kafka_rights.ADMIN)
+        | READ_AHEAD
+        | {
+            "group.id": f"wakeful-log-reader-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
 
 
 def partition_messages(
@@ -100,17 +177,30 @@ def _messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]])
         if time.monotonic() > stalled:
             behind = {p: f"{left[p]}/{ends[p]}" for p in ends if left[p] < ends[p]}
             raise KafkaException(f"{topic} gave nothing for {STALL_S:.0f} s at {behind}: is the broker up?")
-        for msg in consumer.consume(500, 0.5):
-            if msg.error() is not None:
-                raise KafkaException(msg.error())
-            stalled = time.monotonic() + STALL_S
-            partition, offset = msg.partition() or 0, msg.offset() or 0
-            left[partition] = max(left[partition], offset + 1)
-            if offset < ends[partition]:
-                yield msg
+        # One message at a time: a batch waits for its count or its time-out, whichever is first,
+        # and these messages are up to 512 KiB each (relay_batches): a few fill the read-ahead.
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            raise KafkaException(msg.error())
+        stalled = time.monotonic() + STALL_S
+        partition, offset = msg.partition() or 0, msg.offset() or 0
+        if partition not in ends:  # fetched for an assignment read before this one
+            continue
+        left[partition] = max(left[partition], offset + 1)
+        if offset < ends[partition]:
+            yield msg
 
 
 def _items(role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read) -> list[LogItem]:
+    decode: Decode[LogItem] = log_items
+    return _decoded(role_keys, topic, msg, read, decode)
+
+
+def _decoded(
+    role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read, decode: Decode[T]
+) -> list[T]:
     where = f"{msg.partition()}:{msg.offset()}"
     value: bytes = msg.value() or b""
     signer = role_keys.sender(topic, msg.key() or b"", value, msg.headers())
@@ -120,9 +210,10 @@ def _items(role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read)
         read.refused.append(f"{where}: {signer.reason}")
         return []
     try:
-        items, problems = log_items(value)
+        items, problems, passed = decode(value)
     except DecodeError as exc:
         read.refused.append(f"{where}: {exc.reason}")
         return []
     read.refused += [f"{where}: {problem}" for problem in problems]
+    read.passed_over += passed
     return items

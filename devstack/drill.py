@@ -58,8 +58,7 @@ def run(settings: Settings, tasks: int, mode: str, seed: int | None, say: Say) -
         _load(client, fleet, plans)
         before = _waiting(client, plans)
         timers = _timers(client, list(before))
-        fold, _ = recovery.fold_log(settings, say)
-        missing = recovery.uncovered(client.admin, fold)
+        _, missing = recovery.uncovered(client.admin, settings, say)
         if missing:
             raise WakefulError(
                 f"this stack's Redis holds {len(missing)} task(s) its log cannot give back (e.g. "

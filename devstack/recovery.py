@@ -1,9 +1,10 @@
 """`wakeful recover`: rebuild a lost Redis from Kafka, and keep authority's copy on Kafka (D70).
 
 Order: refuse while workers hold leases or report alive (unless forced); put back authority from
-the newest sealed copy on wakeful.authority; read wakeful.log from its first offset and fold it
-(state/rebuild.py); restore every task Redis lacks or holds behind the log (state/restore.py), in
-batches, saying how far it got. Run twice, the second run restores nothing: every task is left.
+the newest sealed copy on wakeful.authority; read wakeful.log from its first offset twice (where
+each task's records end, then the fold: state/rebuild_ends.py, state/rebuild.py), restoring every
+task Redis lacks or holds behind the log (state/restore.py) in batches as soon as its records are
+all folded, saying how far it got. Run twice, the second run restores nothing: every task is left.
 
 What the log does not hold is named in the report, never passed over: memory records, evidence
 documents (each task's excerpt of them is restored), receipts of events refused without a change,
@@ -13,7 +14,7 @@ and wakes a freeze held.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +35,8 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import RUNTIME_STAGES
 from wakeful.state import keys, library
-from wakeful.state.rebuild import Fold
+from wakeful.state.rebuild import Fold, Folded
+from wakeful.state.rebuild_ends import Ends, fold_message, position
 from wakeful.state.restore import Restored, Restorer
 from wakeful.state.seal import Sealer
 from wakeful.workflow import engine
@@ -115,42 +117,84 @@ def recover(
         raise WakefulError(str(exc)) from exc
     report = Report()
     _authority(settings, admin, sealer, report, say)
-    fold, read = fold_log(settings, say)
-    report.messages, report.records, report.duplicates = read.messages, fold.records, fold.duplicates
-    report.refused, report.tasks, report.purged = read.refused + fold.problems, len(fold.tasks), fold.purged
     restorer = Restorer(admin, sealer, _wakes(app), datetime.now(UTC))
-    tasks = list(fold.tasks.values())
-    for start in range(0, len(tasks), BATCH):
-        report.done.merge(restorer.restore(tasks[start : start + BATCH]))
+    scan = Scan(say)
+    for tasks in scan.folds(settings):
+        report.done.merge(restorer.restore(tasks))
+        for task in tasks:
+            report.refused += [f"task {task.task_id}: {problem}" for problem in task.problems]
         say(
             f"recover: restored {len(report.done.restored)}, left {len(report.done.left)}, "
-            f"failed {len(report.done.failed)} of {len(tasks)} tasks"
+            f"failed {len(report.done.failed)} of {len(scan.ends)} tasks"
         )
-    for task in tasks:
-        for problem in task.problems:
-            report.refused.append(f"task {task.task_id}: {problem}")
+    fold, read = scan.fold, scan.read
+    report.messages, report.duplicates = read.messages, fold.duplicates
+    report.records = fold.records + read.passed_over
+    report.refused[:0] = read.refused + fold.problems
+    report.tasks, report.purged = len(scan.ends), fold.purged
     return report
 
 
-def fold_log(settings: Settings, say: Say) -> tuple[Fold, log_reader.Read]:
-    """wakeful.log folded (state/rebuild.py), saying how far the read got."""
-    fold = Fold()
-    read = log_reader.Read()
+class Scan:
+    """wakeful.log read twice up to the same ends (state/rebuild_ends.py): first where each task's
+    records end, then folded partition by partition, each task handed over in batches as soon as
+    its records are all folded. Holds the ends (one int per task living on the log), the tasks
+    whose records span the read, and one batch: never the log's fold."""
 
-    def progress(done: int, total: int) -> None:
-        say(f"recover: read {done} of {total} log messages ({len(fold.tasks)} tasks so far)")
+    def __init__(self, say: Say) -> None:
+        self.say = say
+        self.ends = Ends()
+        self.fold = Fold()
+        self.read = log_reader.Read()
 
-    for items in log_reader.read_log(settings, read, progress):
-        fold.add(items)
-    return fold, read
+    def folds(self, settings: Settings) -> Iterator[list[Folded]]:
+        spans = log_reader.spans(settings)
+        first = log_reader.Read()
+
+        def noted(done: int, total: int) -> None:
+            self.say(f"recover: found where {len(self.ends)} tasks end in {done} of {total} log messages")
+
+        for partition, offset, marks in log_reader.read_marks(settings, first, spans, noted):
+            self.ends.add(position(partition, offset), marks)
+
+        def progress(done: int, total: int) -> None:
+            self.say(f"recover: read {done} of {total} log messages ({len(self.fold.tasks)} tasks open)")
+
+        batch: list[Folded] = []
+        # partition by partition: a task split over two (partitions added later) ends in the later
+        read = log_reader.read_positioned(
+            settings, self.read, spans, progress, one_by_one=True, wanted=self.ends.wanted
+        )
+        for partition, offset, items in read:
+            batch += fold_message(self.fold, self.ends, position(partition, offset), items)
+            if len(batch) >= BATCH:
+                yield batch
+                batch = []
+        rest = [*batch, *(self.fold.take(t) for t in list(self.fold.tasks))]
+        for start in range(0, len(rest), BATCH):
+            yield [t for t in rest[start : start + BATCH] if t is not None]
 
 
-def uncovered(admin: redis.Redis, fold: Fold) -> dict[str, str]:
-    """The tasks Redis holds that the log could not give back as they are now: the log is behind
-    them (the relay's lag, or a change made before the log carried checkpoints), their outbox holds
-    records not yet published, or the log cannot restore them at all. Empty: a loss of Redis now
-    would lose no task's progress."""
+def uncovered(admin: redis.Redis, settings: Settings, say: Say) -> tuple[int, dict[str, str]]:
+    """How many tasks live on the log, and the tasks Redis holds that the log could not give back
+    as they are now: the log is behind them (the relay's lag, or a change made before the log
+    carried checkpoints), their outbox holds records not yet published, or the log cannot restore
+    them at all. Empty: a loss of Redis now would lose no task's progress."""
     found: dict[str, str] = {}
+    scan = Scan(say)
+    for tasks in scan.folds(settings):
+        pipe = admin.pipeline(transaction=False)
+        for task in tasks:
+            pipe.xrevrange(keys.ctr(task.task_id), "+", "-", count=1)
+        for task, top in zip(tasks, pipe.execute(), strict=True):
+            if not top:
+                continue  # Redis does not hold it: nothing of it to lose
+            held = int(top[0][0].split(b"-")[0])
+            why = task.unrestorable()
+            if why is None and task.last is not None and task.last.state_version < held:
+                why = f"Redis is at version {held}, the log at {task.last.state_version}"
+            if why is not None:
+                found[task.task_id] = why
     outboxes = [k.decode() for k in admin.scan_iter(match=keys.PATTERN_OUTBOX, count=10_000)]
     pipe = admin.pipeline(transaction=False)
     for name in outboxes:
@@ -158,22 +202,11 @@ def uncovered(admin: redis.Redis, fold: Fold) -> dict[str, str]:
     for name, waiting in zip(outboxes, pipe.execute(), strict=True):
         if waiting:
             found[keys.task_of(name)] = f"{waiting} record(s) in its outbox not yet on the log"
-    names = [k.decode() for k in admin.scan_iter(match=keys.PATTERN_CTR, count=10_000)]
-    for start in range(0, len(names), 1000):
-        chunk = names[start : start + 1000]
-        pipe = admin.pipeline(transaction=False)
-        for name in chunk:
-            pipe.xrevrange(name, "+", "-", count=1)
-        for name, top in zip(chunk, pipe.execute(), strict=True):
-            task_id = keys.task_of(name)
-            held = int(top[0][0].split(b"-")[0]) if top else 0
-            task = fold.tasks.get(task_id)
-            why = "the log holds nothing of it" if task is None else task.unrestorable()
-            if why is None and task is not None and task.last is not None and task.last.state_version < held:
-                why = f"Redis is at version {held}, the log at {task.last.state_version}"
-            if why is not None:
-                found.setdefault(task_id, why)
-    return found
+    for name in admin.scan_iter(match=keys.PATTERN_CTR, count=10_000):
+        task_id = keys.task_of(name.decode())
+        if task_id not in scan.ends:
+            found.setdefault(task_id, "the log holds nothing of it")
+    return len(scan.ends), found
 
 
 def _wakes(app: App) -> Callable[[Checkpoint], bool]:

@@ -12,6 +12,7 @@ changes. `log_items` reads every kind from a wakeful.log message.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import ClassVar
 
 import orjson
@@ -71,22 +72,62 @@ def quarantine_record(task_id: str, marker: bytes) -> QuarantineRecord:
 LogItem = OutboxRecord | ActionRecord | QuarantineRecord | PurgeRecord
 
 
-def log_items(value: bytes) -> tuple[list[LogItem], list[str]]:
+# Whose a record is, and the tombstone it is if it is one: what the first read of `wakeful recover`
+# needs of each record (D86), read without decoding the rest.
+Mark = tuple[str, PurgeRecord | None]
+Wanted = Callable[[str], bool]
+
+
+def log_items(value: bytes, wanted: Wanted | None = None) -> tuple[list[LogItem], list[str], int]:
     """Every record one wakeful.log message carries, changes and action records, in write order,
-    and why any of them could not be read (one bad record costs only itself). Raises DecodeError
-    when the message itself is unreadable."""
+    and why any of them could not be read (one bad record costs only itself), and how many were
+    passed over undecoded: those of tasks `wanted` refuses (a tombstone is always read, and a
+    record without a task id is asked for as " "). Raises
+    DecodeError when the message itself is unreadable."""
     items: list[LogItem] = []
     problems: list[str] = []
+    passed = 0
     for i, item in enumerate(batch_items(value)):
-        kind: type[LogItem] = OutboxRecord
-        if isinstance(item, dict) and ACTION_FIELD in item:
-            kind = ActionRecord
-        elif isinstance(item, dict) and QUARANTINE_FIELD in item:
-            kind = QuarantineRecord
-        elif isinstance(item, dict) and PURGE_FIELD in item:
-            kind = PurgeRecord
+        kind = _kind(item)
+        if wanted is not None and kind is not PurgeRecord and not wanted(_task_of(item) or " "):
+            passed += 1
+            continue
         try:
             items.append(kind.decode(orjson.dumps(item)))
         except DecodeError as exc:
             problems.append(f"record {i}: {exc.reason}")
-    return items, problems
+    return items, problems, passed
+
+
+def log_marks(value: bytes) -> tuple[list[Mark], list[str], int]:
+    """Each record's task id, and each tombstone decoded, of one wakeful.log message: a record
+    with no task id is named. Raises DecodeError when the message itself is unreadable."""
+    marks: list[Mark] = []
+    problems: list[str] = []
+    for i, item in enumerate(batch_items(value)):
+        task_id = _task_of(item)
+        if not task_id:
+            problems.append(f"record {i}: it names no task id")
+        elif _kind(item) is not PurgeRecord:
+            marks.append((task_id, None))
+        else:
+            try:
+                marks.append((task_id, PurgeRecord.decode(orjson.dumps(item))))
+            except DecodeError as exc:
+                problems.append(f"record {i}: {exc.reason}")
+    return marks, problems, 0
+
+
+def _kind(item: object) -> type[LogItem]:
+    if isinstance(item, dict) and ACTION_FIELD in item:
+        return ActionRecord
+    if isinstance(item, dict) and QUARANTINE_FIELD in item:
+        return QuarantineRecord
+    if isinstance(item, dict) and PURGE_FIELD in item:
+        return PurgeRecord
+    return OutboxRecord
+
+
+def _task_of(item: object) -> str:
+    task_id = item.get("task_id") if isinstance(item, dict) else None
+    return task_id if isinstance(task_id, str) else ""

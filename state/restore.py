@@ -120,7 +120,7 @@ class Restorer:
                     now_ms = int(self.now.timestamp() * 1000)
                     ahead.append(("ZADD", keys.DEADLINES, now_ms, f"{cp.task_id}|{now_ms}"))
                 self._send(ahead)
-                fence = max(int(replies[2] or 0), fence_after(cp.execution.fence, task))
+                fence = max(int(replies[2] or 0), fence_after(cp.execution.fence, task, self.now))
                 result = conn.batch([("MULTI",), *self._writes(task, version, fence), ("EXEC",)])
                 if result[-1] is not None:
                     checks.check_exec(task_id, [*result, None])

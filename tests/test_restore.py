@@ -20,7 +20,7 @@ from wakeful.state import acl, keys
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Leases
 from wakeful.state.outbox import Outbox
-from wakeful.state.rebuild import FENCE_MARGIN, Fold
+from wakeful.state.rebuild import Fold, fence_floor
 from wakeful.state.restore import Restorer
 from wakeful.state.store import Store
 
@@ -93,12 +93,14 @@ def test_a_lost_task_comes_back_from_its_records_byte_for_byte(
     forget(admin, task_id)
     fold = Fold()
     fold.add(items)
-    done = Restorer(admin, gate_store.sealer, lambda _cp: False, datetime.now(UTC)).restore(
-        list(fold.tasks.values())
-    )
+    now = datetime.now(UTC)
+    done = Restorer(admin, gate_store.sealer, lambda _cp: False, now).restore(list(fold.tasks.values()))
     assert done.restored == [task_id] and not done.failed
     assert task_keys(admin, task_id) == before
-    assert int(admin.get(keys.fence(task_id)) or 0) >= fence + FENCE_MARGIN
+    assert int(admin.get(keys.fence(task_id)) or 0) >= max(fence + 1, fence_floor(now))
+    # a lease after the restore outranks every earlier one, and its token (written by Lua) is its own
+    lease = leases.acquire(task_id)
+    assert lease.fence > fence_floor(now) and leases.extend(lease) and leases.release(lease)
     assert gate_store.load(task_id).state_version == 3
     again = Restorer(admin, gate_store.sealer, lambda _cp: False, datetime.now(UTC)).restore(
         list(fold.tasks.values())

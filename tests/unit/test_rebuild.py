@@ -5,53 +5,16 @@ recovery does not replay, or another task, is named instead of applied."""
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
+from rebuild_records import T0, TASK, action, change, folded, tombstone
 
-from wakeful.schemas.changelog import ActionRecord, LogItem, action_record, quarantine_record
-from wakeful.schemas.logs import ActionLogEntry, ActionStatus, OutboxRecord
-from wakeful.schemas.tombstone import PurgeRecord, purge_record
+from wakeful.schemas.changelog import LogItem, quarantine_record
+from wakeful.schemas.logs import ActionStatus
 from wakeful.state import keys, last_step
-from wakeful.state.rebuild import FENCE_MARGIN, Fold, fence_after
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-TASK = "t-1"
-
-
-def change(version: int, *, sealed: bool = True, writes: tuple[tuple[str, ...], ...] = ()) -> OutboxRecord:
-    return OutboxRecord(
-        record_id=f"{TASK}:{version}",
-        task_id=TASK,
-        state_version=version,
-        message_id=f"m-{version}",
-        stage="ready",
-        task_version=1,
-        at=T0,
-        sealed=base64.b64encode(f"blob-{version}".encode()).decode() if sealed else "",
-        writes=writes,
-    )
-
-
-def action(status: ActionStatus, fence: int = 1, attempts: int = 0, task_id: str = TASK) -> ActionRecord:
-    entry = ActionLogEntry(
-        op_key=f"REFUND:{task_id}:v1",
-        task_id=task_id,
-        status=status,
-        fence=fence,
-        started_at=T0,
-        attempts=attempts,
-    )
-    return action_record(entry)
-
-
-def folded(items: Sequence[LogItem]) -> Fold:
-    fold = Fold()
-    fold.add(items)
-    return fold
+from wakeful.state.rebuild import fence_after, fence_floor
 
 
 def test_the_newest_checkpoint_stands_and_every_inbox_mark_is_kept() -> None:
@@ -161,8 +124,13 @@ def test_records_that_disagree_with_their_task_are_named() -> None:
 
 def test_a_restored_fence_outranks_every_lease_the_log_may_have_missed() -> None:
     task = folded([change(1), action(ActionStatus.IN_FLIGHT, fence=7)]).tasks[TASK]
-    assert fence_after(3, task) == 7 + FENCE_MARGIN
-    assert fence_after(9, task) == 9 + FENCE_MARGIN
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    # a million grants after the log's last record, none of them on the log, stay below it
+    assert fence_after(3, task, now) == fence_floor(now) > 9 + 1_000_000
+    assert fence_floor(datetime(2286, 1, 1, tzinfo=UTC)) < 10**14  # Lua writes it in the lease token
+    ahead = fence_floor(now) + 5  # fences from a recovery whose clock ran ahead: the log's stands
+    task = folded([change(1), action(ActionStatus.IN_FLIGHT, fence=ahead)]).tasks[TASK]
+    assert fence_after(3, task, now) == ahead
 
 
 def test_a_change_logs_only_the_writes_recovery_needs() -> None:
@@ -178,20 +146,6 @@ def test_a_change_logs_only_the_writes_recovery_needs() -> None:
     assert last_step.logged(TASK, also) == (
         ("SET", receipt, '{"status":"accepted"}'),
         ("DEL", keys.quarantine(TASK)),
-    )
-
-
-def tombstone(version: int) -> PurgeRecord:
-    return purge_record(
-        task_id=TASK,
-        tenant="default",
-        workflow="refund",
-        stage="closed",
-        state_version=version,
-        last_change=T0,
-        purged_at=T0,
-        by="ops",
-        reason="closed_tasks=30 days",
     )
 
 
