@@ -135,7 +135,9 @@ class Executor:
         try:
             engine.workflow_of(self.app, cp)
         except engine.UnknownWorkflow as exc:
-            return self._quarantine(loaded, str(exc))
+            # Another release's (a deploy under way) or one the app dropped: the gate judges which at
+            # the task's next wake, which the timer's sweep gives it if nothing else does (D85).
+            return self._superseded(msg, env, f"{exc}: left to the gate's next wake")
         # A policy version this process has not parsed yet, or a token that moved: one more trip.
         ops, auth = hash_reply(replies[0]), self.kept.snapshot(ask, replies[1:], loaded.pinned.batch)
         # A step of this stage may already have run (cases C and D): settle that by key first. It
@@ -206,8 +208,9 @@ class Executor:
         return self.writes.close(loaded, step, auth, first, outcome, more=extra, trail=trail)
 
     def _superseded(self, msg: Message, env: Envelope, why: str) -> None:
-        """A proposal its task moved on from is dropped, counted and logged: the dead letters are for
-        what is wrong, and the task's newer version has a request of its own, or needs none."""
+        """A proposal this executor may not carry out, though nothing is wrong with it, is dropped,
+        counted and logged: its task moved on (its newer version has a request of its own, or needs
+        none), or runs a workflow this release lacks. The dead letters are for what is wrong."""
         metrics.superseded("executor", msg.topic())
         self.log("executor.superseded", task_id=env.task_id, state_version=env.task_version, why=why)
 

@@ -95,6 +95,7 @@ class Gate:
         self.log = log
         self.writes = gate_writes.FollowUps(producer, app, log, recall=Recaller(store.client, app, log))
         self.runner: Runner | None = None
+        self.arrived = kafka_client.ArrivalClock(log)  # when a wake reached Kafka
 
     def handle(self, msg: Message) -> None:
         parts = gate_hold.parts_of(msg)
@@ -118,7 +119,7 @@ class Gate:
         tracing.stamp(task_id=envelope.task_id, app=self.app.name)
         fault("gate.before_read")
         # A wake from Kafka is held to its broker time; one replayed from the held list was when it came.
-        appended = (kafka_client.appended_at(msg) or datetime.now(UTC)) if msg is not None else None
+        appended = self.arrived(msg) if msg is not None else None
         with self.store.pinned(envelope.task_id) as pinned:
             taken = authenticate(
                 envelope,

@@ -58,6 +58,7 @@ class Inbound:
         self.max_age = timedelta(seconds=max_age)
         self.seen_ttl = keys.seen_ttl(max_age)  # past the max age an event is stale, never a repeat
         self.runner: Runner | None = None
+        self.arrived = kafka_client.ArrivalClock(log)  # when an event reached Kafka
         self._accepted: list[tuple[str, str]] = []  # (key id, event id) whose wake is published
         self._claims: dict[str, Position] = {}  # this batch's identities -> the message holding each
         self._found: dict[Position, tuple[SignedEvent, list[Any]]] = {}  # before_batch()'s reads
@@ -107,7 +108,7 @@ class Inbound:
         key, kinds = _signer(sent.key_id, signer_raw)
         # Freshness is judged at the moment the broker appended the event, so a backlog of any length
         # never makes accepted work stale (D84); a topic made before that judges by this clock.
-        judged = kafka_client.appended_at(msg) or datetime.now(UTC)
+        judged = self.arrived(msg)
         verdict = self._judge(sent, key, kinds, judged, found[-1] if found else None)
         if isinstance(verdict, Refused):
             return self._refuse(msg, verdict)

@@ -4,6 +4,7 @@ works, and which partition a key lands on."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, Message, Producer
@@ -27,6 +28,31 @@ def appended_at(msg: Message) -> datetime | None:
     produced it chose (D84)."""
     kind, ms = msg.timestamp()
     return datetime.fromtimestamp(ms / 1000, UTC) if kind == TIMESTAMP_LOG_APPEND_TIME and ms > 0 else None
+
+
+STAMP_FIX = (
+    "`wakeful dev topics` (or kafka-configs.sh ... --add-config message.timestamp.type=LogAppendTime) "
+    "has the broker stamp it: until then a backlog longer than the max age is refused as stale"
+)
+
+
+class ArrivalClock:
+    """When a message reached Kafka, for a role that judges by it: its broker time, or, on a topic
+    still stamped by its producers, this clock, said once in the role's log with what to run (D84)."""
+
+    def __init__(self, log: Callable[..., None]) -> None:
+        self.log = log
+        self.told: set[str] = set()
+
+    def __call__(self, msg: Message) -> datetime:
+        appended = appended_at(msg)
+        if appended is not None:
+            return appended
+        topic = msg.topic() or ""
+        if topic not in self.told:
+            self.told.add(topic)
+            self.log("role.topic_not_stamped", topic=topic, fix=STAMP_FIX)
+        return datetime.now(UTC)
 
 
 def check_login(settings: Settings, role: str, timeout: float = 10.0) -> None:

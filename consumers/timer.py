@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import redis
 from confluent_kafka import Producer
 
+from wakeful.consumers import timer_sweep
 from wakeful.consumers.failures import forever
 from wakeful.consumers.producing import DeliveryFailures, make_producer
 from wakeful.consumers.timer_sweep import Sweep
@@ -86,27 +87,20 @@ class Timer:
         self.log("timer.fired", count=len(due))
         return len(due)
 
-    def step(self) -> bool:
-        """The sweep when it is due, then one tick; True when more deadlines may be due at once."""
-        if self.sweep is not None and self.sweep.due():
-            try:
-                self.sweep.run()
-            except redis.RedisError as exc:  # a safety net, never at the deadlines' cost: next pass
-                self.log("timer.sweep_failed", error=repr(exc))
-        return self.tick() >= BATCH
-
     def run(self, stop: threading.Event) -> None:
         rng = random.Random()
-        forever(self.step, stop, self.log, lambda: pause(rng))
+        if self.sweep is not None:  # its own thread: a slow pass never holds a deadline back
+            timer_sweep.start(self.sweep, stop)
+        forever(lambda: self.tick() >= BATCH, stop, self.log, lambda: pause(rng))
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
     log = Log(role="timer")
     producer, failures = make_producer(settings, "timer")
     client = acl.connect(settings, "timer")
-    timer = Timer(
-        client, producer, log, failures, Sweep(client, load_app(settings.app), log, settings.sweep_s)
-    )
+    # The sweep's own connection: its pipelines never wait behind a tick's, nor a tick behind them.
+    sweep = Sweep(acl.connect(settings, "timer"), load_app(settings.app), log, settings.sweep_s)
+    timer = Timer(client, producer, log, failures, sweep)
     log("role.start")
     timer.run(stop)
     log("role.stop", messages=timer.fired, redis_round_trips=acl.CountingConnection.round_trips)

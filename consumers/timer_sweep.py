@@ -6,20 +6,23 @@ a quarantine marker. A task at a stage it can still move on from, waiting for no
 for STUCK_AFTER_S, has none: a proposal lost, a refusal that wrote nothing, code before a fix.
 
 Every `WAKEFUL_SWEEP_S` (60 s) the timer reads the task index for such tasks (workflow/stuck.py's
-rule, read from the index as the ops page reads it), leaves out the frozen and the quarantined, and
-wakes each with a deadline due now. The gate judges that wake as any other: where the stage offers a
-tool it asks for a proposal; where nothing but a person can move the task, it parks it for review
-with why.
-Each is counted (wakeful_tasks_swept_total) and logged with its task id. A task woken is not woken
-again by this process for STUCK_AFTER_S: its wake has that long to move it.
+rule, read from the index as the ops page reads it), leaves out the frozen, the quarantined and the
+leased (a tool's call may run longer than that, D61), and wakes each with a deadline due now. The
+gate judges that wake as any other: where the stage offers a tool it asks for a proposal; where
+nothing but a person can move the task, it parks it for review with why. Each is counted
+(wakeful_tasks_swept_total) and logged with its task id. A task woken is not woken again by this
+process for STUCK_AFTER_S: its wake has that long to move it.
 
-One pass is a SCAN of the index's keys (every KEYS_EVERY_S), then two pipelined round trips: the
-tasks of each live stage unchanged for STUCK_AFTER_S (at most SAMPLE a set) with their summaries,
-then the freeze and quarantine marks of those found stuck, and the wakes.
+One pass is a SCAN of the index's keys (every KEYS_EVERY_S), then three pipelined round trips: the
+tasks of each live stage unchanged for STUCK_AFTER_S, at most SAMPLE a set from where the last pass
+stopped (so tasks left out, frozen or quarantined, never hide the ones behind them), their
+summaries, then the freeze, quarantine and lease marks of those found stuck, and the wakes. It runs
+on a thread of its own (`start`): a slow SCAN never holds a deadline back.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -35,6 +38,9 @@ from wakeful.sdk.app import App
 from wakeful.state import keys
 from wakeful.workflow.stuck import STUCK_AFTER_S, stuck_summary
 
+UPGRADE = (
+    "the timer's Redis user lacks this release's rights: run `wakeful dev up` or `wakeful dev acl --apply`"
+)
 SAMPLE = 500  # tasks read from one stage set per pass; the rest wait for the next
 
 
@@ -53,6 +59,7 @@ class Sweep:
         self.keys_at = float("-inf")
         self.woken: dict[str, float] = {}  # task id -> when this process last woke it
         self.next_at = float("-inf")
+        self.after: dict[str, int] = {}  # stage set -> the score the last pass stopped at
 
     def due(self) -> bool:
         return self.clock() >= self.next_at
@@ -83,11 +90,18 @@ class Sweep:
             return {}
         pipe = self.client.pipeline(transaction=False)
         for name in names:
-            pipe.zrangebyscore(name, "-inf", int((now - STUCK_AFTER_S) * 1000), start=0, num=SAMPLE)
-        found = [
-            (n, [i.decode() for i in ids if i.decode() not in self.woken])
-            for n, ids in zip(names, pipe.execute(), strict=True)
-        ]
+            low = f"({self.after[name]}" if name in self.after else "-inf"
+            pipe.zrangebyscore(
+                name, low, int((now - STUCK_AFTER_S) * 1000), start=0, num=SAMPLE, withscores=True
+            )
+        found = []
+        for name, page in zip(names, pipe.execute(), strict=True):
+            # On from the last task read; a page not full has reached the end: round again next time.
+            if len(page) < SAMPLE:
+                self.after.pop(name, None)
+            else:
+                self.after[name] = int(page[-1][1])
+            found.append((name, [i.decode() for i, _ in page if i.decode() not in self.woken]))
         asked = [(n, ids) for n, ids in found if ids]
         if not asked:
             return {}
@@ -104,18 +118,38 @@ class Sweep:
         return stuck
 
     def _wake(self, now: float, stuck: dict[str, tuple[str, str]]) -> list[str]:
-        """Wake each stuck task that no freeze holds and no quarantine parks (a deadline due now)."""
+        """Wake each stuck task that no freeze holds, no quarantine parks and no worker holds (a
+        deadline due now)."""
         candidates = sorted(stuck)
         pipe = self.client.pipeline(transaction=False)
         for task_id in candidates:
             pipe.sismember(keys.HELD_TASKS, task_id)
-            pipe.exists(keys.quarantine(task_id))
+            pipe.exists(keys.quarantine(task_id), keys.lease(task_id))
         marks = pipe.execute()
         woken = [t for i, t in enumerate(candidates) if not marks[2 * i] and not marks[2 * i + 1]]
         if woken:
             now_ms = int(now * 1000)
             self.client.zadd(keys.DEADLINES, {f"{task_id}|{now_ms}": now_ms for task_id in woken})
         return woken
+
+
+def start(sweep: Sweep, stop: threading.Event) -> threading.Thread:
+    """Sweep every `sweep.every_s` on a daemon thread until `stop`: a pass that fails (Redis away, a
+    user without this release's rights) is logged, and the next comes as due."""
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                sweep.run()
+            except redis.exceptions.NoPermissionError as exc:
+                sweep.log("timer.sweep_failed", error=repr(exc), fix=UPGRADE)
+            except redis.RedisError as exc:
+                sweep.log("timer.sweep_failed", error=repr(exc))
+            stop.wait(max(0.0, sweep.next_at - sweep.clock()))
+
+    thread = threading.Thread(target=loop, name="timer-sweep", daemon=True)
+    thread.start()
+    return thread
 
 
 def _judged(app: App, raw: Any, stage: str, at: datetime) -> str | None:

@@ -37,7 +37,11 @@ REASON_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "revoked",
         ),
     ),
-    ("stale", ("too old", "from the future", "outside the backlog", "stale", "max age")),
+    # "outside the backlog": the gate's word before D84, on letters kept since
+    (
+        "stale",
+        ("too old", "from the future", "outside the backlog", "no verdict the door", "stale", "max age"),
+    ),
     ("duplicate", ("duplicate",)),
     ("quarantined", ("quarantined",)),
     ("unknown_task", ("no task ", "not found", "unknown correlation id", "does not exist")),

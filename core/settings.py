@@ -125,7 +125,7 @@ class Settings:
     redis_cluster: bool = False  # Redis is a Redis Cluster (docs/decisions.md D40)
     log_retention_days: int = 0  # wakeful.log's retention.ms when created; 0: forever (D73)
     # wakeful.events' and wakeful.wake's retention.ms when created: the longest outage of a role
-    # whose backlog is still read and judged as it arrived (D84)
+    # whose backlog is still read, its age judged on arrival (D84)
     events_retention_hours: int = 168
     sweep_s: int = 60  # how often the timer looks for tasks nothing will wake (D85)
 

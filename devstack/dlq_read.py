@@ -94,6 +94,18 @@ class DlqReader:
                     progress(read, total)
                 yield letter_of(msg)
 
+    def ends(self) -> dict[int, int]:
+        """Each partition's end offset now: where the letters written from now on begin."""
+        return {p: high for p, (_, high) in self.marks().items()}
+
+    def since(self, ends: dict[int, int]) -> Iterator[Letter]:
+        """Every letter written since `ends` (from ends()), to the end as of now; a partition that
+        stops answering raises rather than leave the rest unread."""
+        for partition, (_, high) in self.marks().items():
+            start = ends.get(partition, 0)
+            if high > start:
+                yield from (letter_of(msg) for msg in self._range(partition, start, high))
+
     def one(self, letter: str) -> Letter:
         """The letter with id `letter`; LetterNotFound that says which ids there are."""
         try:

@@ -29,16 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-from confluent_kafka import Consumer, TopicPartition
 
 from wakeful.consumers.supervisor import INGRESS, ROLES, spawn
-from wakeful.core import kafka_auth, topics
 from wakeful.core.errors import ConfigError, WakefulError
-from wakeful.core.log import librdkafka_config
 from wakeful.core.process import Say, wait_until
 from wakeful.core.settings import Settings
 from wakeful.devstack import chaos, kafka, redis_server, stack
 from wakeful.devstack.client import Client
+from wakeful.devstack.dlq_read import DlqReader
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import Planned, load_traffic, plan_tasks, warm_up
 from wakeful.producers.signing import sign_event
@@ -46,7 +44,7 @@ from wakeful.schemas.events import SignedEvent
 from wakeful.sdk.app import ENV, load_app
 
 SERVERS = ("redis", "kafka")
-REPEAT = ": duplicate event "  # inbound's reason for a second copy of an event (consumers/inbound.py)
+REPEAT = "duplicate event "  # inbound's reason for a second copy of an event (consumers/inbound.py)
 RETRY_S = 0.5  # between a failed send and the next
 SENDERS = 16  # upstream systems sending at once: one waiting on its retries holds up no other
 GRACE_S = 60.0  # how long after the targets are back a sender keeps trying
@@ -94,7 +92,7 @@ def run(
     traffic = load_traffic(load_app(settings.app))
     rng = random.Random(seed)
     stack.up(settings, say)
-    client = Client(settings)
+    client, reader = Client(settings), DlqReader(settings)
     client.reset_authority()
     env = {**os.environ, "WAKEFUL_MODEL": "rules"} | ({ENV: settings.app} if settings.app else {})
     fleet = Fleet(env, replicas=replicas).start()
@@ -107,40 +105,32 @@ def run(
         if not wait_until(lambda: door.poll() is not None or _answers(url), 60, interval=0.1) or door.poll():
             raise WakefulError(f"the door did not start on port {door_port}: see {fleet.dir / 'ingress.log'}")
         warm_up(client, traffic)
-        mark, letters_from = traffic.mark(client.admin), _dlq_ends(settings)
+        mark, letters_from = traffic.mark(client.admin), reader.ends()
         plans = plan_tasks(client, traffic, [rng.random() < traffic.share for _ in range(tasks)], rng, "o")
         say(f"taking {', '.join(targets)} down for {seconds:.0f} s while {tasks} tasks arrive ...")
-        _down(settings, fleet, targets)
-        failed: list[BaseException] = []
-
-        def restore() -> None:
-            try:
-                _up(settings, fleet, targets, say)
-            except BaseException as exc:  # told after the senders stop: this thread has nobody to tell
-                failed.append(exc)
-
-        back = threading.Timer(seconds, restore)
-        back.start()  # at the end of the outage, whatever the senders are doing then
-        try:
-            sent = _send_all(client, url, plans, seconds, started=time.monotonic(), say=say)
-        finally:
-            back.join()  # the senders keep trying until the targets are back
-        if failed:
-            raise WakefulError(f"could not bring {', '.join(targets)} back: {failed[0]}") from failed[0]
+        sent, retried = _through_outage(
+            settings,
+            fleet,
+            targets,
+            seconds,
+            send=lambda: _send_all(client, url, plans, seconds, started=time.monotonic(), say=say),
+            say=say,
+        )
         say("waiting for every task to settle ...")
         checked = chaos.check(client, traffic, plans, mark, timeout=max(180.0, tasks / 5))
         ours = {p.task_id for p in plans}
-        letters = _letters(settings, letters_from, ours)
-        # A sender's second copy of an event the first copy of which was applied (it sent again when
-        # the broker did not answer): the door's replay guard at work, not accepted work refused.
-        repeats = [why for why in letters if REPEAT in why]
-        dead = [why for why in letters if REPEAT not in why]
+        letters = [x.letter for x in reader.since(letters_from) if x.letter and x.letter.task_id in ours]
+        # A second copy of an event its sender sent again (the broker did not answer the first, which
+        # landed after all) is the door's replay guard at work, not accepted work refused.
+        repeats = [d for d in letters if d.reason.startswith(REPEAT) and _event_of(d.reason) in retried]
+        dead = [f"{d.task_id}: {d.reason}" for d in letters if d not in repeats]
     finally:
         door.terminate()
         door.wait(timeout=20)
         door_log.close()
         fleet.stop()
         client.close()
+        reader.close()
     report = {
         "app": client.app.name,
         "outage": list(targets),
@@ -158,6 +148,37 @@ def run(
         report["dead_lettered"] or report["lost"] or report["duplicated"] or report["stranded"]
     )
     return report
+
+
+def _through_outage(
+    settings: Settings,
+    fleet: Fleet,
+    targets: Sequence[str],
+    seconds: float,
+    *,
+    send: Callable[[], tuple[int, set[str]]],
+    say: Say,
+) -> tuple[int, set[str]]:
+    """Take `targets` down, `send` while they are down, and bring them back `seconds` later,
+    whatever the senders are doing then; what `send` returned, once the targets are back."""
+    _down(settings, fleet, targets)
+    failed: list[BaseException] = []
+
+    def restore() -> None:
+        try:
+            _up(settings, fleet, targets, say)
+        except BaseException as exc:  # told after the senders stop: this thread has nobody to tell
+            failed.append(exc)
+
+    back = threading.Timer(seconds, restore)
+    back.start()
+    try:
+        sent = send()
+    finally:
+        back.join()  # the senders keep trying until the targets are back
+    if failed:
+        raise WakefulError(f"could not bring {', '.join(targets)} back: {failed[0]}") from failed[0]
+    return sent
 
 
 def _down(settings: Settings, fleet: Fleet, targets: Sequence[str]) -> None:
@@ -183,18 +204,21 @@ def _up(settings: Settings, fleet: Fleet, targets: Sequence[str], say: Say) -> N
 
 def _send_all(
     client: Client, url: str, plans: list[Planned], seconds: float, *, started: float, say: Say
-) -> int:
+) -> tuple[int, set[str]]:
     """Each task's events in order, spread over `seconds`, SENDERS tasks at a time; every other task
     through the door. Each event is sent until it is taken (a fresh signature each try). Returns how
-    many tasks went by the door."""
+    many tasks went by the door, and the ids of the events sent more than once."""
     signer = functools.cache(client.signer)
     until = started + seconds + GRACE_S
+    retried: set[str] = set()
 
     def send(k: int, planned: Planned, http: httpx.Client) -> None:
         time.sleep(max(0.0, started + seconds * k / max(1, len(plans)) - time.monotonic()))
         door = k % 2 == 0
         # In order within a task; what was taken is what the checks look for.
-        planned.sent[:] = [_taken(client, http, e, signer, door, until=until) for e in planned.sent]
+        planned.sent[:] = [
+            _taken(client, http, e, signer, door, until=until, retried=retried) for e in planned.sent
+        ]
 
     with httpx.Client(base_url=url, timeout=10) as http, ThreadPoolExecutor(SENDERS) as senders:
         for done in [senders.submit(send, k, p, http) for k, p in enumerate(plans)]:
@@ -202,7 +226,7 @@ def _send_all(
     wait_until(lambda: time.monotonic() >= started + seconds, seconds + 1, interval=0.2)
     by_door = (len(plans) + 1) // 2
     say(f"sent {len(plans)} tasks' traffic ({by_door} through the door)")
-    return by_door
+    return by_door, retried
 
 
 def _taken(
@@ -213,6 +237,7 @@ def _taken(
     door: bool,
     *,
     until: float,
+    retried: set[str],
 ) -> SignedEvent:
     """Send `event` until the door answers 202 or the broker acknowledges it, signed afresh for each
     try (same event id), as an upstream system signs what it sends when it sends it; the version
@@ -244,6 +269,7 @@ def _taken(
                 raise
         if time.monotonic() > until:
             raise WakefulError(f"event {event.event_id} was never taken: are the targets back?")
+        retried.add(event.event_id)
         time.sleep(RETRY_S)
 
 
@@ -254,49 +280,9 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _dlq_ends(settings: Settings) -> list[TopicPartition]:
-    consumer = _reader(settings)
-    try:
-        parts = consumer.list_topics(topics.DLQ, timeout=10).topics[topics.DLQ].partitions
-        marks = []
-        for p in parts:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topics.DLQ, p), timeout=10)
-            marks.append(TopicPartition(topics.DLQ, p, high))
-        return marks
-    finally:
-        consumer.close()
-
-
-def _letters(settings: Settings, since: list[TopicPartition], ours: set[str]) -> list[str]:
-    """The reasons of the letters written since `since` that name one of `ours`."""
-    import orjson
-
-    consumer = _reader(settings)
-    found: list[str] = []
-    try:
-        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in since}
-        consumer.assign(since)
-        left = {tp.partition for tp in since if ends[tp.partition] > tp.offset}
-        deadline = time.monotonic() + 30
-        while left and time.monotonic() < deadline:
-            for msg in consumer.consume(500, 0.5):
-                if msg.error() is not None:
-                    continue
-                letter = orjson.loads(msg.value() or b"{}")
-                if letter.get("task_id") in ours:
-                    found.append(f"{letter.get('task_id')}: {letter.get('reason')}")
-                if (msg.offset() or 0) + 1 >= ends[msg.partition() or 0]:
-                    left.discard(msg.partition() or 0)
-        return found
-    finally:
-        consumer.close()
-
-
-def _reader(settings: Settings) -> Consumer:
-    config = kafka_auth.client_config(settings, kafka_auth.ADMIN) | librdkafka_config()
-    return Consumer(
-        config | {"group.id": f"outage-{os.getpid()}-{time.time_ns()}", "enable.auto.commit": False}
-    )
+def _event_of(reason: str) -> str:
+    """The event id a duplicate's reason names ("duplicate event ID from key K")."""
+    return reason.removeprefix(REPEAT).partition(" ")[0]
 
 
 def render(r: dict[str, Any]) -> str:

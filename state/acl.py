@@ -124,12 +124,12 @@ RULES: dict[str, str] = {
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer),
     # and indexes a wait its close made (a workflow's `done` returned one, or a tool's call is pending).
     "executor": f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE}",
-    # Its sweep (consumers/timer_sweep.py) reads the task index, and a task's freeze and quarantine
-    # marks, for the tasks nothing will wake (D85).
+    # Its sweep (consumers/timer_sweep.py) reads the task index, and whether a task is frozen,
+    # quarantined or leased, for the tasks nothing will wake (D85).
     "timer": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard) "
         f"(%R~{keys.PATTERN_INDEX} +zrangebyscore +hmget) (%R~{keys.HELD_TASKS} +sismember) "
-        f"(%R~{keys.PATTERN_QUARANTINE} +exists)"
+        f"(%R~{keys.PATTERN_QUARANTINE} %R~{keys.PATTERN_LEASE} +exists)"
     ),
     "relay": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} {_FUNCTIONS} +xrange +xdel +xlen +del) "

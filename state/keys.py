@@ -161,8 +161,10 @@ PREFIX = "wk"
 # The default lease TTL (WAKEFUL_LEASE_TTL_MS overrides it): a worker that has not extended its
 # lease for this long is presumed dead.
 LEASE_TTL_MS = 15_000
-# An accepted event id is remembered this long; events older than the max age are refused anyway,
-# so the window only has to outlast it (with room for clock skew).
+# An accepted event id is remembered this long; an event that reached Kafka past its max age is
+# refused anyway. A second copy that reached Kafka in time but is read more than this after the
+# first (inbound stopped between them, D84) passes this guard: the task's inbox, in the gate's
+# compare-and-swap, still keeps it from applying twice.
 SEEN_TTL_S = 2 * 3600
 SEEN_MARGIN_S = 600
 

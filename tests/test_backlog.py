@@ -17,14 +17,16 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
     AdminClient,
     ConfigResource,
     NewTopic,
 )
-from helpers import process_paused, topic_marks, wait_letter
+from helpers import inbound_wake, kafka_as, process_paused, produce, role_message, topic_marks, wait_letter
 
 from wakeful.core import ids, kafka_auth, topics
+from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
 from wakeful.devstack import topic_admin
@@ -148,3 +150,51 @@ def test_a_topic_made_before_is_stamped_with_the_brokers_time_and_nothing_else_c
         assert config["retention.ms"].value == "3600000"  # the operator's own setting stays
     finally:
         topic_admin.drop_scratch(settings, [name])
+
+
+def test_a_producer_cannot_choose_the_time_its_event_is_judged_by(client: Client, fleet: Fleet) -> None:
+    """A captured event published with its producer's timestamp set to just after it was signed is
+    stamped by the broker all the same: it is judged by when it really arrived, and refused."""
+    named = f"t-backdated-{uuid.uuid4().hex[:10]}"
+    signed_at = datetime.now(UTC) - timedelta(seconds=MAX_AGE_S + 5)
+    captured = sign_event(
+        client.signer(REQUESTER),
+        events.CREATE,
+        {"amount": 10, "currency": "EUR"},
+        task_id=named,
+        issued_at=signed_at,
+    )
+    producer = Producer(kafka_as(client.settings.kafka_bootstrap, UPSTREAM))
+    claimed_ms = int((signed_at + timedelta(seconds=1)).timestamp() * 1000)
+    producer.produce(topics.EVENTS, key=named.encode(), value=captured.encode(), timestamp=claimed_ms)
+    assert producer.flush(30) == 0
+    task_id = ids.task_in(ids.DEFAULT_TENANT, named)
+    receipt = client.receipt(captured.event_id, task_id, SETTLE_S, key_id=captured.key_id)
+    assert receipt["status"] == "rejected" and receipt["reason"].startswith("event is too old"), receipt
+
+
+def test_a_wake_that_waited_days_for_the_gate_is_applied_as_the_door_judged_it(
+    client: Client, fleet: Fleet
+) -> None:
+    """The door judged an approval two days ago, and the gate reads its wake only now: the gate holds
+    the wake to the broker's append of it, never to how late it is read (the fixed hour before D84)."""
+    [task_id] = waiting_for_approval(client, 1)
+    cp = client.store.load(task_id)
+    wait = next(w for w in cp.execution.pending_waits if w.wait_for == "approval")
+    judged = datetime.now(UTC) - timedelta(days=2)
+    approval = sign_event(
+        client.signer("alice"),
+        events.APPROVE,
+        {"version": cp.business.version},
+        task_id=task_id,
+        correlation_id=wait.correlation_id,
+        issued_at=judged - timedelta(seconds=1),
+    )
+    wake = inbound_wake(approval, task_id)
+    wake = wake.model_copy(update={"payload": wake.payload | {"judged_at": judged.isoformat()}})
+    producer = Producer(kafka_as(client.settings.kafka_bootstrap, "inbound"))
+    produce(producer, role_message(client.settings, "inbound", topics.WAKE, task_id, wake.encode()))
+    assert producer.flush(30) == 0
+    receipt = client.receipt(approval.event_id, task_id, SETTLE_S, key_id=approval.key_id)
+    assert receipt["status"] == "accepted", receipt
+    assert client.wait_settled(task_id, SETTLE_S)["stage"] == CLOSED

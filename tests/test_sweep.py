@@ -14,9 +14,12 @@ import pytest
 from helpers import BankClient, new_checkpoint, wait_logged
 
 from wakeful.consumers import wiring
+from wakeful.core.process import wait_until
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
+from wakeful.state import acl
+from wakeful.state.lease import Leases
 from wakeful.workflow.stuck import STUCK_AFTER_S
 
 SWEEP_S = 1
@@ -64,3 +67,30 @@ def test_a_stranded_task_nothing_but_a_person_can_move_is_parked_for_review(
     assert shown["stage"] == "needs_review", shown
     assert "offers no tool and waits for nothing" in shown["last_refusal"], shown
     assert client.bank.entries(task_id) == []
+
+
+def indexed(client: BankClient, task_id: str, stage: str = "ready") -> bool:
+    return client.admin.zscore(f"wk:index:{{acme}}:stage:{stage}", task_id) is not None
+
+
+def test_the_sweep_leaves_a_quarantined_task_and_one_a_worker_holds_alone(
+    client: BankClient, fleet: Fleet
+) -> None:
+    """A quarantine marker parks a task for a person, and a lease is a worker's call under way (it may
+    run longer than a task sits, D61): each is something that will move it, so the sweep wakes neither."""
+    parked, held = planted(client, Stage.READY), planted(client, Stage.READY)
+    client.store.quarantine(parked, "tampered", "a person is looking at it")
+    leases = Leases(
+        acl.connect(client.settings, "executor"), "test-holder", ttl_ms=10 * 60_000
+    )  # a long call
+    lease = leases.acquire(held)
+    try:
+        assert wait_until(lambda: indexed(client, parked) and indexed(client, held), SETTLE_S)
+        control = planted(client, Stage.READY)  # indexed after them: the pass that finds it saw them
+        assert wait_logged(fleet.dir / "timer.log", "timer.swept", control, timeout=SETTLE_S) is not None
+        log = (fleet.dir / "timer.log").read_text()
+        assert parked not in log and held not in log, "the sweep woke a task something else will move"
+        assert client.store.quarantine_reason(parked) is not None
+        assert client.bank.entries(parked) == [] and client.bank.entries(held) == []
+    finally:
+        leases.release(lease)

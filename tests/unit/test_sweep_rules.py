@@ -4,6 +4,7 @@ and a sweep that fails never keeps the timer from its deadlines."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,7 +14,6 @@ import redis
 from refund_rules import AUTH, refund
 
 from wakeful.consumers import executor_steps, timer_sweep
-from wakeful.consumers.timer import Timer
 from wakeful.core.log import Log
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas.checkpoint import Checkpoint
@@ -73,32 +73,84 @@ def test_a_proposal_decided_on_an_older_version_is_superseded_and_a_newer_one_is
     assert executor_steps.superseded(cp, envelope(decided_on)) is superseded
 
 
-class Deadlines:
-    """A stand-in for the timer's Redis: no deadline ever due, each look counted."""
-
-    def __init__(self) -> None:
-        self.looks = 0
-
-    def zrangebyscore(self, *_args: Any, **_kw: Any) -> list[bytes]:
-        self.looks += 1
-        return []
-
-
 class FailingSweep:
-    def __init__(self) -> None:
-        self.passes = 0
+    """A sweep whose every pass fails as a Redis without this release's rights would."""
 
-    def due(self) -> bool:
-        return True
+    every_s = 0.0
+
+    def __init__(self, stop: threading.Event, passes: int) -> None:
+        self.stop, self.passes, self.lines = stop, passes, list[dict[str, Any]]()
+        self.next_at = 0.0
+
+    def clock(self) -> float:
+        return 0.0
+
+    def log(self, event: str, **fields: Any) -> None:
+        self.lines.append({"event": event, **fields})
 
     def run(self) -> list[str]:
-        self.passes += 1
+        self.passes -= 1
+        if self.passes <= 0:
+            self.stop.set()
         raise redis.exceptions.NoPermissionError("this user has no permissions to run the 'scan' command")
 
 
-def test_a_failing_sweep_never_keeps_the_timer_from_its_deadlines() -> None:
-    client, sweep = Deadlines(), FailingSweep()
-    timer = Timer(client, producer=None, log=Log(), sweep=sweep)  # type: ignore[arg-type]
+def test_a_failing_sweep_is_logged_with_what_to_do_and_tried_again_on_its_own_thread() -> None:
+    stop = threading.Event()
+    sweep = FailingSweep(stop, passes=3)
+    timer_sweep.start(sweep, stop).join(timeout=10)  # type: ignore[arg-type]
+    assert stop.is_set() and len(sweep.lines) == 3
+    assert all(
+        line["event"] == "timer.sweep_failed" and "dev acl --apply" in line["fix"] for line in sweep.lines
+    )
+
+
+class Index:
+    """A stand-in for the timer's Redis as the sweep reads it: one tenant's index and its marks."""
+
+    def __init__(self, tasks: dict[str, bytes], frozen: set[str]) -> None:
+        self.tasks, self.frozen = tasks, frozen
+        self.scores = {t: i for i, t in enumerate(tasks)}  # the oldest first, all long unchanged
+        self.woken: list[str] = []
+        self.replies: list[Any] = []
+
+    def scan_iter(self, **_kw: Any) -> list[bytes]:
+        return [b"wk:index:{default}:stage:ready"]
+
+    def pipeline(self, transaction: bool = False) -> Index:
+        return self
+
+    def zrangebyscore(self, _name: str, low: str, _high: int, start: int, num: int, withscores: bool) -> None:
+        floor = float(low[1:]) if low.startswith("(") else float("-inf")
+        page = sorted((s, t) for t, s in self.scores.items() if s > floor)[start : start + num]
+        self.replies.append([(t.encode(), float(s)) for s, t in page])
+
+    def hmget(self, _name: str, ids: list[str]) -> None:
+        self.replies.append([self.tasks[i] for i in ids])
+
+    def sismember(self, _name: str, task_id: str) -> None:
+        self.replies.append(task_id in self.frozen)
+
+    def exists(self, *_names: str) -> None:
+        self.replies.append(0)
+
+    def execute(self) -> list[Any]:
+        replies, self.replies = self.replies, []
+        return replies
+
+    def zadd(self, _name: str, members: dict[str, int]) -> None:
+        self.woken += [m.partition("|")[0] for m in members]
+
+
+def test_frozen_tasks_at_the_front_of_a_stage_never_hide_the_stuck_ones_behind_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(timer_sweep, "SAMPLE", 3)
+    tasks = {f"t-{i}": summary() for i in range(8)}
+    frozen = {f"t-{i}" for i in range(6)}  # more than a page of them, the oldest
+    index = Index(tasks, frozen)
+    now = NOW.timestamp()
+    sweep = timer_sweep.Sweep(index, refund_app, Log(), clock=lambda: now)  # type: ignore[arg-type]
     for _ in range(3):
-        timer.step()
-    assert sweep.passes == 3 and client.looks == 3
+        sweep.run()
+    assert sorted(index.woken) == ["t-6", "t-7"], index.woken
