@@ -262,7 +262,9 @@ def _taken(
                         f"the door refused {attempt.event_id}: {answer.status_code} {answer.text[:200]}"
                     )
             else:
-                client.publisher.publish(attempt, timeout=5)
+                # Once, waiting for the broker however long it is away: a send that timed out may
+                # still land, and a copy signed again would then be a second, later event.
+                client.publisher.publish(attempt, timeout=max(5.0, until - time.monotonic()))
                 return attempt
         except (httpx.TransportError, WakefulError) as exc:
             if isinstance(exc, WakefulError) and "the door refused" in str(exc):

@@ -34,13 +34,9 @@ def stuck(
         wf = engine.workflow_of(app, cp)
     except engine.UnknownWorkflow:
         return None
-    age = now - cp.updated_at
-    if engine.terminal(wf, cp.stage) or age < older_than:
+    if engine.terminal(wf, cp.stage):
         return None
-    since = f"unchanged for {int(age.total_seconds())} s, since {cp.updated_at.isoformat()}"
-    if not app.tools_at(cp.stage):
-        return f"stage {cp.stage} offers no tool and waits for nothing; {since}"
-    return f"stage {cp.stage} offers a tool, waits for nothing, and no proposal came; {since}"
+    return _unchanged(app, cp.stage, cp.updated_at, now, older_than.total_seconds())
 
 
 def stuck_summary(
@@ -58,6 +54,11 @@ def stuck_summary(
         changed = datetime.fromisoformat(str(doc["updated_at"]))
     except (KeyError, ValueError):
         return None
+    return _unchanged(app, stage, changed, now, older_than_s)
+
+
+def _unchanged(app: App, stage: str, changed: datetime, now: datetime, older_than_s: float) -> str | None:
+    """The reason a task waiting for nothing at `stage` is stuck once unchanged for `older_than_s`."""
     age = (now - changed).total_seconds()
     if age < older_than_s:
         return None
