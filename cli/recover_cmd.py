@@ -80,14 +80,15 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
     client = Client(settings)
     if check:
         try:
-            fold, _ = recovery.fold_log(settings, say)
+            fold, read = recovery.fold_log(settings, say)
             missing = recovery.uncovered(client.admin, fold)
         finally:
             client.close()
+        retention = _retention(settings, read)
         lines = [f"  {task}: {why}" for task, why in sorted(missing.items())[:50]]
         held = f"{len(fold.tasks)} tasks on the log"
         emit(
-            {"tasks_on_log": len(fold.tasks), "uncovered": missing},
+            {"tasks_on_log": len(fold.tasks), "uncovered": missing, "retention": retention},
             as_json,
             "\n".join(
                 [
@@ -95,11 +96,14 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
                     if not missing
                     else f"{held}; {len(missing)} task(s) Redis holds it could not give back as they are:",
                     *lines,
+                    *[f"  re-drive: {why}" for why in retention],
                 ]
             ),
         )
         if missing:
             raise WakefulError(f"{len(missing)} task(s) are not covered by the log")
+        if retention:
+            raise WakefulError(f"a re-drive could not reach back far enough: {retention[0]}")
         return
     try:
         report = recovery.recover(settings, client.app, client.admin, client.store.sealer, say, force=force)
@@ -109,6 +113,22 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
     emit(doc, as_json, _human(doc))
     if report.done.failed:
         raise WakefulError(f"{len(report.done.failed)} task(s) could not be restored: see above")
+    if report.redrive_plan.gone:
+        raise WakefulError(
+            f"{report.redrive_plan.gone[0].why()}: events applied in the relay's lag may be lost; raise "
+            "the topic's retention.ms (docs/recovery.md)"
+        )
+
+
+def _retention(settings: Settings, read: Any) -> list[str]:
+    """Why a re-drive after a loss of Redis now could not reach back far enough (D87): a re-driven
+    topic that keeps too little, or whose messages from the log's floor are deleted already."""
+    from wakeful.consumers import redrive_retention
+    from wakeful.core import kafka_rights
+    from wakeful.devstack import redrive
+
+    kept = redrive_retention.kept(settings, kafka_rights.ADMIN)
+    return redrive_retention.problems(kept) + [s.why() for s in redrive.plan(settings, read.coverage).gone]
 
 
 def _human(doc: dict[str, Any]) -> str:
@@ -124,4 +144,11 @@ def _human(doc: dict[str, Any]) -> str:
     lines += [f"  skipped on the log: {why}" for why in doc["refused_messages"]]
     lines += [f"  index: {why}" for why in doc["index_skipped"]]
     lines += [f"  not on the log: {what}" for what in doc["not_on_the_log"]]
+    redriven = doc["redrive"]
+    lines.append(
+        f"re-drive: {len(redriven['moved_groups'])} partition(s) moved back, from {redriven['watermarks']} "
+        f"relay watermark(s) and {redriven['changes_with_source']} change(s) naming their input"
+    )
+    lines += [f"  re-drive: {line}" for line in redriven["moved_groups"]]
+    lines += [f"  re-drive: {why}" for why in redriven["deleted_by_retention"]]
     return "\n".join(lines)

@@ -1,6 +1,8 @@
 """Reading wakeful.log from its first offset to where it ended when the read began, as the admin:
 what `wakeful recover` folds (D70). Every message must carry the relay's channel tag
-(core/provenance.py): one that does not is named and skipped, never folded in.
+(core/provenance.py): one that does not is named and skipped, never folded in. Beside the records,
+the read notes where each change's input came from and the relay's watermarks (D87,
+state/redrive.py); a watermark counts only with a valid log signature too (D72).
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from wakeful.core import kafka_auth, kafka_rights, provenance, topics
+from wakeful.core import kafka_auth, kafka_rights, log_signing, provenance, topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.settings import Settings
 from wakeful.schemas.changelog import LogItem, log_items
+from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, OutboxRecord
+from wakeful.schemas.redrive import WATERMARK_FIELD, LogWatermark
+from wakeful.state.redrive import Coverage
 
 Progress = Callable[[int, int], None]  # (messages read, messages to read)
 PROGRESS_EVERY_S = 2.0
@@ -28,6 +33,8 @@ class Read:
     messages: int = 0
     total: int = 0
     refused: list[str] = field(default_factory=list)  # "<partition>:<offset>: why"
+    coverage: Coverage = field(default_factory=Coverage)  # how far back to re-drive (D87)
+    log_keys: dict[str, bytes] = field(default_factory=dict)  # the relay's public log keys
 
 
 def read_log(
@@ -36,6 +43,7 @@ def read_log(
     """The records of each message of `topic`, partition by partition, in offset order (one task's
     records are in one partition, in commit order). `read` collects what was skipped."""
     role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
+    read.log_keys = log_signing.public_log_keys(settings)
     config = kafka_auth.client_config(settings, kafka_rights.ADMIN) | {
         "group.id": f"wakeful-log-reader-{time.time_ns()}",
         "enable.auto.commit": False,
@@ -125,4 +133,28 @@ def _items(role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read)
         read.refused.append(f"{where}: {exc.reason}")
         return []
     read.refused += [f"{where}: {problem}" for problem in problems]
+    partition, offset = msg.partition() or 0, msg.offset() or 0
+    for item in items:
+        if isinstance(item, OutboxRecord) and item.source is not None:
+            read.coverage.change(partition, offset, item.source)
+    if WATERMARK_FIELD.encode() in value:
+        _watermarks(topic, msg, read, where)
     return items
+
+
+def _watermarks(topic: str, msg: Message, read: Read, where: str) -> None:
+    """The relay's watermarks in a message, each read only from bytes its log signature vouches
+    for: a watermark tells recover how little it may re-drive, so a forged one would lose events."""
+    value: bytes = msg.value() or b""
+    checked = log_signing.check(read.log_keys, topic, value, msg.headers(), (LOG_BATCH_HEAD, LOG_BATCH_TAIL))
+    if checked.reason is not None:
+        read.refused.append(f"{where}: a watermark not taken: {checked.reason}")
+        return
+    for _, raw in checked.vouched:
+        if WATERMARK_FIELD.encode() not in raw:
+            continue
+        try:
+            read.coverage.watermark(LogWatermark.decode(raw))
+        except DecodeError as exc:
+            if b'"' + WATERMARK_FIELD.encode() + b'"' in raw and b'"task_id"' not in raw:
+                read.refused.append(f"{where}: an unreadable watermark: {exc.reason}")

@@ -29,7 +29,7 @@ from wakeful.core import kafka_auth, kafka_rights, topics
 from wakeful.core.errors import DecodeError, IntegrityError, KeyringError, WakefulError
 from wakeful.core.retry import FunctionsMissing
 from wakeful.core.settings import Settings
-from wakeful.devstack import stack
+from wakeful.devstack import redrive, stack
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import RUNTIME_STAGES
@@ -64,6 +64,8 @@ class Report:
     authority_written: list[str] = field(default_factory=list)
     authority_left: list[str] = field(default_factory=list)
     authority_copy: str = "none on wakeful.authority"
+    redrive_plan: redrive.Plan = field(default_factory=redrive.Plan)  # D87
+    redriven: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +86,7 @@ class Report:
                 "left": self.authority_left,
             },
             "not_on_the_log": list(NOT_ON_THE_LOG),
+            "redrive": self.redrive_plan.as_dict() | {"moved_groups": self.redriven},
         }
 
 
@@ -129,7 +132,15 @@ def recover(
     for task in tasks:
         for problem in task.problems:
             report.refused.append(f"task {task.task_id}: {problem}")
+    _redrive(settings, read, report, say)
     return report
+
+
+def _redrive(settings: Settings, read: log_reader.Read, report: Report, say: Say) -> None:
+    """Move the gate's and executor's groups back to what the log does not yet reflect (D87),
+    once the inbox marks that dedupe what it does are back in Redis."""
+    report.redrive_plan = redrive.plan(settings, read.coverage)
+    report.redriven = redrive.apply(settings, report.redrive_plan, say)
 
 
 def fold_log(settings: Settings, say: Say) -> tuple[Fold, log_reader.Read]:

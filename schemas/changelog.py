@@ -26,6 +26,7 @@ from wakeful.schemas.logs import (
     OutboxRecord,
     batch_items,
 )
+from wakeful.schemas.redrive import WATERMARK_FIELD
 from wakeful.schemas.tombstone import PurgeRecord
 
 
@@ -79,6 +80,8 @@ def log_items(value: bytes) -> tuple[list[LogItem], list[str]]:
     problems: list[str] = []
     for i, item in enumerate(batch_items(value)):
         kind: type[LogItem] = OutboxRecord
+        if isinstance(item, dict) and WATERMARK_FIELD in item:
+            continue  # no task's: read by log_reader from the signed bytes alone (D87)
         if isinstance(item, dict) and ACTION_FIELD in item:
             kind = ActionRecord
         elif isinstance(item, dict) and QUARANTINE_FIELD in item:

@@ -65,6 +65,14 @@ class Outbox:
     def __init__(self, client: redis.Redis, batch: int = 500) -> None:
         self.client = client
         self.batch = batch
+        # The last sweep's oldest entry still waiting, as its stream id's milliseconds (Redis's
+        # time when it was added), or None: every outbox was empty (the relay's watermark, D87).
+        self.oldest_ms: int | None = None
+
+    def time_ms(self) -> int:
+        """Redis's clock, in milliseconds: what outbox entry ids are stamped with."""
+        seconds, micros = self.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
 
     def claim(self, tasks: int = 200) -> list[str]:
         """Take up to `tasks` task ids off the index."""
@@ -128,6 +136,7 @@ class Outbox:
         outbox (left by a relay from before the trim deleted them) is deleted on the way."""
         found: list[str] = []
         chunk: list[bytes] = []
+        self.oldest_ms = None
         for key in self.client.scan_iter(match=keys.PATTERN_OUTBOX, count=1000, _type="stream"):
             chunk.append(key)
             if len(chunk) == 500:
@@ -140,7 +149,11 @@ class Outbox:
     def _nonempty(self, outboxes: list[bytes]) -> list[str]:
         pipe = self.client.pipeline(transaction=False)
         for key in outboxes:
-            pipe.xlen(key)
+            pipe.xrange(key, count=1)  # its oldest entry, if any
         counted = list(zip(outboxes, pipe.execute(), strict=True))
-        self._delete_if_empty([k.decode() for k, n in counted if not n])
-        return [keys.task_of(k.decode()) for k, n in counted if n]
+        self._delete_if_empty([k.decode() for k, first in counted if not first])
+        for _, first in counted:
+            if first:
+                ms = int(first[0][0].split(b"-")[0])
+                self.oldest_ms = ms if self.oldest_ms is None else min(self.oldest_ms, ms)
+        return [keys.task_of(k.decode()) for k, first in counted if first]
