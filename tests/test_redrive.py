@@ -1,0 +1,131 @@
+"""Redis lost in the relay's lag gives back every applied event (D87), on a private stack (the test
+deletes every wakeful key of the stack it runs on).
+
+Tasks wait for approvals; the relay is paused (SIGSTOP); the approvals are applied and their
+refunds booked, all in Redis and none on the log; then the relay dies, the workers stop, every
+`wk:*` key is deleted, and `wakeful recover` runs as a user runs it. The log alone gives the tasks
+back at `awaiting_approval`: recover moves the gate's group back to what the log does not reflect,
+so when the workers start again each approval is applied once more, exactly once, its receipt is
+answered again, and the refund's op key finds its first booking at the bank.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from helpers import BankClient, private_stack, process_paused, run_cli
+
+from wakeful.core import ids
+from wakeful.core.process import wait_until
+from wakeful.core.settings import Settings
+from wakeful.devstack import recovery
+from wakeful.devstack.fleet import Fleet
+from wakeful.schemas import events
+from wakeful.schemas.events import SignedEvent
+from wakeful.sdk.workflow import CLOSED
+from wakeful.state import keys
+
+TASKS = 6
+SETTLE_S = 120.0
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    with private_stack(tmp_path_factory.mktemp("redrive")) as env:
+        # The relay sweeps its outboxes, and puts its watermark on the log, every second.
+        yield env | {"WAKEFUL_OUTBOX_SWEEP_S": "1", "WAKEFUL_MODEL": "rules"}
+
+
+def approve(client: BankClient, task_id: str) -> SignedEvent:
+    """alice's approval of the task's pending wait, sent and not waited for."""
+    cp = client.store.load(task_id)
+    wait = next(w for w in cp.execution.pending_waits if w.wait_for == "approval")
+    return client.send(
+        "alice",
+        events.APPROVE,
+        {"version": cp.state_version},
+        task_id=ids.named_by(cp.security.tenant, task_id),
+        correlation_id=wait.correlation_id,
+    )
+
+
+def watermarks(fleet: Fleet) -> int:
+    log = fleet.dir / "relay.log"
+    return log.read_bytes().count(b'"relay.watermark"') if log.exists() else 0
+
+
+def wipe(client: BankClient) -> int:
+    """Every wakeful key deleted, as `wakeful chaos --lose-redis wipe` does (the bank's stay)."""
+    names = list(client.admin.scan_iter(match=f"{keys.PREFIX}:*", count=1000))
+    for start in range(0, len(names), 500):
+        client.admin.delete(*names[start : start + 500])
+    return len(names)
+
+
+def test_approvals_applied_while_the_relay_lagged_are_applied_once_after_redis_is_lost_and_recovered(
+    private: dict[str, str],
+) -> None:
+    client = BankClient(Settings.from_env(private))
+    client.reset_authority()
+    recovery.journal_authority(client.settings, client.admin, client.store.sealer)
+    fleet = Fleet(private).start()
+    try:
+        made = [client.new_task(2500) for _ in range(TASKS)]  # over the limit: each waits for alice
+        assert all(receipt["status"] == "accepted" for _, receipt in made), made
+        tasks = [task_id for task_id, _ in made]
+        for task_id in tasks:
+            assert client.wait_stage(task_id, {"awaiting_approval"}, SETTLE_S)["stage"] == "awaiting_approval"
+        # The waits are on the log, and a watermark of the relay covers them.
+        seen = watermarks(fleet)
+        assert wait_until(lambda: watermarks(fleet) >= seen + 2, 60, interval=0.2), "no watermark"
+
+        relay = fleet.procs["relay"]
+        relay.send_signal(signal.SIGSTOP)
+        assert wait_until(lambda: process_paused(relay.pid), 30)
+        sent = {task_id: approve(client, task_id) for task_id in tasks}
+        for task_id in tasks:  # applied, refunded and closed in Redis; nothing of it on the log
+            assert client.wait_settled(task_id, SETTLE_S)["stage"] == CLOSED
+        before = {t: client.store.load(t).state_version for t in tasks}
+        assert all(len(client.bank.entries(t)) == 1 for t in tasks)
+        fleet.kill("relay")  # it dies paused: what it held of the outboxes never reaches the log
+    finally:
+        fleet.stop()
+
+    assert wipe(client) > 0
+    assert wait_until(lambda: not recovery.busy(client.admin), 30, interval=0.2)
+    ran = run_cli(private, "recover", "--json", timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    report: dict[str, Any] = orjson.loads(ran.stdout)
+    assert report["restored"] >= TASKS and report["failed"] == {}
+    for task_id in tasks:  # the log alone: each task is back at its wait
+        assert client.store.load(task_id).stage == "awaiting_approval"
+
+    fleet = Fleet(private).start()
+    try:
+        for task_id in tasks:
+            shown = client.wait_settled(task_id, SETTLE_S)
+            assert shown["stage"] == CLOSED, (task_id, shown["stage"])
+        for task_id, event in sent.items():
+            receipt = client.receipt(event.event_id, task_id, SETTLE_S, key_id=event.key_id)
+            assert receipt["status"] == "accepted", (task_id, receipt)
+            # applied once: the same number of changes as before the loss, one booking
+            assert client.store.load(task_id).state_version == before[task_id]
+            assert len(client.bank.entries(task_id)) == 1
+    finally:
+        fleet.stop()
+    redriven = report["redrive"]
+    assert redriven["watermarks"] >= 1 and redriven["changes_with_source"] >= TASKS
+    assert redriven["moved_groups"] and redriven["deleted_by_retention"] == []
+    assert all(line.startswith("wakeful-gate wakeful.wake[") for line in redriven["moved_groups"])
+
+
+def test_recover_check_says_the_redriven_topics_keep_enough(private: dict[str, str]) -> None:
+    checked = run_cli(private, "recover", "--check", "--json", timeout=120)
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    assert orjson.loads(checked.stdout)["retention"] == []
