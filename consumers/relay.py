@@ -187,7 +187,8 @@ class Relay:
                     self.log("relay.watermark_unsent", error=str(err))
 
             self._produce(message, sent)
-            self.log("relay.watermark", covers=dict(mark.covers), at=mark.watermark_at.isoformat())
+            covers = {str(partition): end for partition, end in mark.covers}
+            self.log("relay.watermark", covers=covers, at=mark.watermark_at.isoformat())
         return found
 
     def run(self, stop: threading.Event) -> None:
@@ -198,7 +199,10 @@ class Relay:
             nonlocal next_sweep, empty
             if time.monotonic() >= next_sweep:
                 self.partitions = None  # read again: partitions may have been added
-                self.log("relay.sweep", found=self.sweep())  # a failure here retries it
+                found = self.sweep()  # a failure here retries it
+                # How many of its messages no watermark of it covers yet (D87).
+                unmarked = sum(e - self.watermarks.published.get(p, 0) for p, e in self.appended.items())
+                self.log("relay.sweep", found=found, unmarked=unmarked)
                 next_sweep = time.monotonic() + self.sweep_s
             try:
                 # The log is not on any task's critical path: let small claims grow into batches.

@@ -12,7 +12,9 @@ answered again, and the refund's op key finds its first booking at the bank.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -55,9 +57,14 @@ def approve(client: BankClient, task_id: str) -> SignedEvent:
     )
 
 
-def watermarks(fleet: Fleet) -> int:
-    log = fleet.dir / "relay.log"
-    return log.read_bytes().count(b'"relay.watermark"') if log.exists() else 0
+def all_marked(fleet: Fleet, since: float) -> bool:
+    """Whether a sweep of the relay after `since` found every message it published under its
+    watermark."""
+    for line in (fleet.dir / "relay.log").read_bytes().splitlines():
+        said = orjson.loads(line)
+        if said.get("event") == "relay.sweep" and said["ts"] > since and said.get("unmarked") == 0:
+            return True
+    return False
 
 
 def wipe(client: BankClient) -> int:
@@ -68,13 +75,21 @@ def wipe(client: BankClient) -> int:
     return len(names)
 
 
+def test_recover_check_says_the_redriven_topics_keep_enough(private: dict[str, str]) -> None:
+    """Run first, on a stack whose log covers all Redis holds."""
+    checked = run_cli(private, "recover", "--check", "--json", timeout=120)
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    assert orjson.loads(checked.stdout)["retention"] == []
+
+
 def test_approvals_applied_while_the_relay_lagged_are_applied_once_after_redis_is_lost_and_recovered(
-    private: dict[str, str],
+    private: dict[str, str], tmp_path: Path
 ) -> None:
     client = BankClient(Settings.from_env(private))
     client.reset_authority()
     recovery.journal_authority(client.settings, client.admin, client.store.sealer)
-    fleet = Fleet(private).start()
+    (tmp_path / "before").mkdir()
+    fleet = Fleet(private, logs=tmp_path / "before").start()
     try:
         made = [client.new_task(2500) for _ in range(TASKS)]  # over the limit: each waits for alice
         assert all(receipt["status"] == "accepted" for _, receipt in made), made
@@ -82,8 +97,9 @@ def test_approvals_applied_while_the_relay_lagged_are_applied_once_after_redis_i
         for task_id in tasks:
             assert client.wait_stage(task_id, {"awaiting_approval"}, SETTLE_S)["stage"] == "awaiting_approval"
         # The waits are on the log, and a watermark of the relay covers them.
-        seen = watermarks(fleet)
-        assert wait_until(lambda: watermarks(fleet) >= seen + 2, 60, interval=0.2), "no watermark"
+        assert wait_until(lambda: not any(client.admin.exists(keys.outbox(t)) for t in tasks), 60)
+        published = time.time()
+        assert wait_until(lambda: all_marked(fleet, published), 60, interval=0.2), "no watermark"
 
         relay = fleet.procs["relay"]
         relay.send_signal(signal.SIGSTOP)
@@ -102,11 +118,13 @@ def test_approvals_applied_while_the_relay_lagged_are_applied_once_after_redis_i
     ran = run_cli(private, "recover", "--json", timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
     report: dict[str, Any] = orjson.loads(ran.stdout)
+XX  # shown with -s: D87's figures
     assert report["restored"] >= TASKS and report["failed"] == {}
     for task_id in tasks:  # the log alone: each task is back at its wait
         assert client.store.load(task_id).stage == "awaiting_approval"
 
-    fleet = Fleet(private).start()
+    (tmp_path / "after").mkdir()
+    fleet = Fleet(private, logs=tmp_path / "after").start()
     try:
         for task_id in tasks:
             shown = client.wait_settled(task_id, SETTLE_S)
@@ -123,9 +141,3 @@ def test_approvals_applied_while_the_relay_lagged_are_applied_once_after_redis_i
     assert redriven["watermarks"] >= 1 and redriven["changes_with_source"] >= TASKS
     assert redriven["moved_groups"] and redriven["deleted_by_retention"] == []
     assert all(line.startswith("wakeful-gate wakeful.wake[") for line in redriven["moved_groups"])
-
-
-def test_recover_check_says_the_redriven_topics_keep_enough(private: dict[str, str]) -> None:
-    checked = run_cli(private, "recover", "--check", "--json", timeout=120)
-    assert checked.returncode == 0, checked.stderr[-2000:]
-    assert orjson.loads(checked.stdout)["retention"] == []
