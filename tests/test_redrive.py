@@ -118,7 +118,7 @@ def test_approvals_applied_while_the_relay_lagged_are_applied_once_after_redis_i
     ran = run_cli(private, "recover", "--json", timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
     report: dict[str, Any] = orjson.loads(ran.stdout)
-XX  # shown with -s: D87's figures
+    print("recover's re-drive:", report.get("redrive"))  # shown with -s: D87's figures
     assert report["restored"] >= TASKS and report["failed"] == {}
     for task_id in tasks:  # the log alone: each task is back at its wait
         assert client.store.load(task_id).stage == "awaiting_approval"
