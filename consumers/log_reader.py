@@ -61,7 +61,7 @@ def read_log(
                 spans.append((p, low, high))
         read.total = sum(high - low for _, low, high in spans)
         said = [time.monotonic()]
-        for msg in _messages(consumer, topic, spans):
+        for msg in messages(consumer, topic, spans):
             read.messages += 1
             items = _items(role_keys, topic, msg, read)
             if items:
@@ -92,12 +92,12 @@ def partition_messages(
         p = partition_of(len(meta.partitions))
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
         if high > low:
-            yield from _messages(consumer, topic, [(p, low, high)])
+            yield from messages(consumer, topic, [(p, low, high)])
     finally:
         consumer.close()
 
 
-def _messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]]) -> Iterator[Message]:
+def messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]]) -> Iterator[Message]:
     """Every partition's messages from its `low` up to (not including) its `high`, read together:
     each partition's in offset order (a task's records are in one partition)."""
     consumer.assign([TopicPartition(topic, p, low) for p, low, _ in spans])

@@ -22,14 +22,14 @@ import redis
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from wakeful.authority import backup
-from wakeful.consumers import log_reader
+from wakeful.consumers import executor_steps, log_reader
 from wakeful.consumers.producing import producer_config
 from wakeful.consumers.switch_acks import LIVE_S
 from wakeful.core import kafka_auth, kafka_rights, topics
 from wakeful.core.errors import DecodeError, IntegrityError, KeyringError, WakefulError
 from wakeful.core.retry import FunctionsMissing
 from wakeful.core.settings import Settings
-from wakeful.devstack import redrive, stack
+from wakeful.devstack import redrive, redrive_proposals, stack
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import RUNTIME_STAGES
@@ -66,6 +66,7 @@ class Report:
     authority_copy: str = "none on wakeful.authority"
     redrive_plan: redrive.Plan = field(default_factory=redrive.Plan)  # D87
     redriven: list[str] = field(default_factory=list)
+    proposals: list[str] = field(default_factory=list)  # published again (redrive_proposals)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,7 +87,8 @@ class Report:
                 "left": self.authority_left,
             },
             "not_on_the_log": list(NOT_ON_THE_LOG),
-            "redrive": self.redrive_plan.as_dict() | {"moved_groups": self.redriven},
+            "redrive": self.redrive_plan.as_dict()
+            | {"moved_groups": self.redriven, "proposals_published": self.proposals},
         }
 
 
@@ -121,7 +123,12 @@ def recover(
     fold, read = fold_log(settings, say)
     report.messages, report.records, report.duplicates = read.messages, fold.records, fold.duplicates
     report.refused, report.tasks, report.purged = read.refused + fold.problems, len(fold.tasks), fold.purged
-    restorer = Restorer(admin, sealer, _wakes(app), datetime.now(UTC))
+    # Where the log vouches for nothing, and the proposals from there, before any task is restored:
+    # a task whose own proposal is published again is not woken (D87).
+    report.redrive_plan = redrive.plan(settings, read.coverage)
+    held = redrive_proposals.read(settings, report.redrive_plan.starts)
+    answered: dict[str, list[redrive_proposals.Held]] = {}
+    restorer = Restorer(admin, sealer, _wakes(app, held, answered), datetime.now(UTC))
     tasks = list(fold.tasks.values())
     for start in range(0, len(tasks), BATCH):
         report.done.merge(restorer.restore(tasks[start : start + BATCH]))
@@ -132,15 +139,10 @@ def recover(
     for task in tasks:
         for problem in task.problems:
             report.refused.append(f"task {task.task_id}: {problem}")
-    _redrive(settings, read, report, say)
-    return report
-
-
-def _redrive(settings: Settings, read: log_reader.Read, report: Report, say: Say) -> None:
-    """Move the gate's and executor's groups back to what the log does not yet reflect (D87),
-    once the inbox marks that dedupe what it does are back in Redis."""
-    report.redrive_plan = redrive.plan(settings, read.coverage)
+    # Once the inbox marks that dedupe what the log reflects are back in Redis (D87).
     report.redriven = redrive.apply(settings, report.redrive_plan, say)
+    report.proposals = redrive_proposals.publish(settings, [h for hs in answered.values() for h in hs], say)
+    return report
 
 
 def fold_log(settings: Settings, say: Say) -> tuple[Fold, log_reader.Read]:
@@ -187,8 +189,17 @@ def uncovered(admin: redis.Redis, fold: Fold) -> dict[str, str]:
     return found
 
 
-def _wakes(app: App) -> Callable[[Checkpoint], bool]:
+def _wakes(
+    app: App, held: dict[str, list[redrive_proposals.Held]], answered: dict[str, list[redrive_proposals.Held]]
+) -> Callable[[Checkpoint], bool]:
+    """Whether a restored task is woken; one that proposals `held` answer as it is gets them again
+    instead (put in `answered`)."""
+
     def wakes(cp: Checkpoint) -> bool:
+        fit = [h for h in held.get(cp.task_id, ()) if executor_steps.unanswered(app, cp, h.env) is None]
+        if fit:
+            answered[cp.task_id] = fit
+            return False
         if cp.stage in RUNTIME_STAGES or cp.execution.pending_waits:
             return False
         try:

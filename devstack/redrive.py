@@ -56,7 +56,7 @@ class Plan:
         return {
             "watermarks": self.watermarks,
             "changes_with_source": self.sourced,
-            "moved": {f"{s.topic}[{s.partition}]": [s.committed, s.offset] for s in self.starts if s.moved},
+            "starts": {f"{s.topic}[{s.partition}]": s.why() for s in self.starts},
             "deleted_by_retention": [s.why() for s in self.gone],
         }
 

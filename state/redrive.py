@@ -81,6 +81,12 @@ class Start:
     low: int  # the earliest offset the topic still keeps
     committed: int | None  # the group's committed offset before the recover (None: none)
     gone: int  # messages from `floor` up that retention deleted: they cannot be re-driven
+    high: int = 0  # the end of the partition when it was planned
+
+    @property
+    def first(self) -> int:
+        """The first message the log does not vouch for that the topic still keeps."""
+        return min(max(self.low if self.floor is None else self.floor, self.low), self.high)
 
     @property
     def moved(self) -> bool:
@@ -116,4 +122,4 @@ def start(where: Where, floor: int | None, low: int, high: int, committed: int |
     offset = min(max(wanted, low), high)
     if committed is not None:
         offset = min(offset, committed)
-    return Start(where[0], where[1], offset, floor, low, committed, gone)
+    return Start(where[0], where[1], offset, floor, low, committed, gone, high)

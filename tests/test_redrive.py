@@ -82,64 +82,135 @@ def test_recover_check_says_the_redriven_topics_keep_enough(private: dict[str, s
     assert orjson.loads(checked.stdout)["retention"] == []
 
 
-def test_approvals_applied_while_the_relay_lagged_are_applied_once_after_redis_is_lost_and_recovered(
-    private: dict[str, str], tmp_path: Path
-) -> None:
-    client = BankClient(Settings.from_env(private))
-    client.reset_authority()
-    recovery.journal_authority(client.settings, client.admin, client.store.sealer)
-    (tmp_path / "before").mkdir()
-    fleet = Fleet(private, logs=tmp_path / "before").start()
-    try:
-        made = [client.new_task(2500) for _ in range(TASKS)]  # over the limit: each waits for alice
-        assert all(receipt["status"] == "accepted" for _, receipt in made), made
-        tasks = [task_id for task_id, _ in made]
-        for task_id in tasks:
-            assert client.wait_stage(task_id, {"awaiting_approval"}, SETTLE_S)["stage"] == "awaiting_approval"
-        # The waits are on the log, and a watermark of the relay covers them.
-        assert wait_until(lambda: not any(client.admin.exists(keys.outbox(t)) for t in tasks), 60)
-        published = time.time()
-        # Without one the re-drive starts at the earliest offsets kept: slower, and as correct;
-        # that it was used is asserted at the end, after the outcomes.
-        wait_until(lambda: all_marked(fleet, published), 60, interval=0.2)
+def waiting(client: BankClient) -> list[str]:
+    """TASKS tasks made, each over the limit: each will wait for alice's approval."""
+    made = [client.new_task(2500) for _ in range(TASKS)]  # over the limit: each waits for alice
+    assert all(receipt["status"] == "accepted" for _, receipt in made), made
+    return [task_id for task_id, _ in made]
 
-        relay = fleet.procs["relay"]
-        relay.send_signal(signal.SIGSTOP)
-        assert wait_until(lambda: process_paused(relay.pid), 30)
-        sent = {task_id: approve(client, task_id) for task_id in tasks}
-        for task_id in tasks:  # applied, refunded and closed in Redis; nothing of it on the log
-            assert client.wait_settled(task_id, SETTLE_S)["stage"] == CLOSED
-        before = {t: client.store.load(t).state_version for t in tasks}
-        assert all(len(client.bank.entries(t)) == 1 for t in tasks)
-        fleet.kill("relay")  # it dies paused: what it held of the outboxes never reaches the log
-    finally:
-        fleet.stop()
 
+def logged(client: BankClient, fleet: Fleet, tasks: list[str], stage: str) -> None:
+    """Each task at `stage`, that change on the log and, once the relay swept again, under its
+    watermark. Without one the re-drive starts at the earliest offsets kept: slower, and as
+    correct; that it was used is asserted after the outcomes."""
+    for task_id in tasks:
+        assert client.wait_stage(task_id, {stage}, SETTLE_S)["stage"] == stage
+    assert wait_until(lambda: not any(client.admin.exists(keys.outbox(t)) for t in tasks), 60)
+    published = time.time()
+    wait_until(lambda: all_marked(fleet, published), 60, interval=0.2)
+
+
+def pause(fleet: Fleet, role: str) -> None:
+    proc = fleet.procs[role]
+    proc.send_signal(signal.SIGSTOP)
+    assert wait_until(lambda: process_paused(proc.pid), 30)
+
+
+def closed_in_redis_only(client: BankClient, fleet: Fleet, tasks: list[str]) -> dict[str, int]:
+    """Every task closed with one booking while the relay is paused; then the relay dies paused,
+    so nothing of it reaches the log. The tasks' versions."""
+    for task_id in tasks:
+        assert client.wait_settled(task_id, SETTLE_S)["stage"] == CLOSED
+    assert all(len(client.bank.entries(t)) == 1 for t in tasks)
+    fleet.kill("relay")
+    return {t: client.store.load(t).state_version for t in tasks}
+
+
+def lose_and_recover(
+    client: BankClient, env: dict[str, str], tasks: list[str], back_at: str
+) -> dict[str, Any]:
+    """Every wakeful key deleted, `wakeful recover` run as a user runs it: its report. The log alone
+    gives each task back at `back_at`."""
     assert wipe(client) > 0
     assert wait_until(lambda: not recovery.busy(client.admin), 30, interval=0.2)
-    ran = run_cli(private, "recover", "--json", timeout=300)
+    ran = run_cli(env, "recover", "--json", timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
     report: dict[str, Any] = orjson.loads(ran.stdout)
     print("recover's re-drive:", report.get("redrive"))  # shown with -s: D87's figures
-    assert report["restored"] >= TASKS and report["failed"] == {}
-    for task_id in tasks:  # the log alone: each task is back at its wait
-        assert client.store.load(task_id).stage == "awaiting_approval"
+    assert report["restored"] >= len(tasks) and report["failed"] == {}
+    for task_id in tasks:
+        assert client.store.load(task_id).stage == back_at
+    return report
 
-    (tmp_path / "after").mkdir()
-    fleet = Fleet(private, logs=tmp_path / "after").start()
+
+def applied_once(client: BankClient, before: dict[str, int], sent: dict[str, SignedEvent]) -> None:
+    """Each task closed again at the version it had before the loss (no change applied twice), one
+    booking at the bank, and each approval's receipt answered."""
+    for task_id, version in before.items():
+        shown = client.wait_settled(task_id, SETTLE_S)
+        assert shown["stage"] == CLOSED, (task_id, shown["stage"])
+        assert client.store.load(task_id).state_version == version
+        assert len(client.bank.entries(task_id)) == 1
+    for task_id, event in sent.items():
+        receipt = client.receipt(event.event_id, task_id, SETTLE_S, key_id=event.key_id)
+        assert receipt["status"] == "accepted", (task_id, receipt)
+    # on the log too before the fleet stops, so that the next test's loss starts from a clean log
+    assert wait_until(lambda: not any(client.admin.exists(keys.outbox(t)) for t in before), 60)
+
+
+@pytest.fixture
+def client(private: dict[str, str]) -> BankClient:
+    made = BankClient(Settings.from_env(private))
+    made.reset_authority()
+    recovery.journal_authority(made.settings, made.admin, made.store.sealer)
+    return made
+
+
+def fleet_in(private: dict[str, str], logs: Path) -> Fleet:
+    logs.mkdir()
+    return Fleet(private, logs=logs).start()
+
+
+def test_approvals_applied_while_the_relay_lagged_are_applied_once_after_redis_is_lost_and_recovered(
+    private: dict[str, str], client: BankClient, tmp_path: Path
+) -> None:
+    fleet = fleet_in(private, tmp_path / "before")
     try:
-        for task_id in tasks:
-            shown = client.wait_settled(task_id, SETTLE_S)
-            assert shown["stage"] == CLOSED, (task_id, shown["stage"])
-        for task_id, event in sent.items():
-            receipt = client.receipt(event.event_id, task_id, SETTLE_S, key_id=event.key_id)
-            assert receipt["status"] == "accepted", (task_id, receipt)
-            # applied once: the same number of changes as before the loss, one booking
-            assert client.store.load(task_id).state_version == before[task_id]
-            assert len(client.bank.entries(task_id)) == 1
+        tasks = waiting(client)
+        logged(client, fleet, tasks, "awaiting_approval")
+        pause(fleet, "relay")
+        sent = {task_id: approve(client, task_id) for task_id in tasks}
+        before = closed_in_redis_only(client, fleet, tasks)
+    finally:
+        fleet.stop()
+    report = lose_and_recover(client, private, tasks, "awaiting_approval")
+    fleet = fleet_in(private, tmp_path / "after")
+    try:
+        applied_once(client, before, sent)
     finally:
         fleet.stop()
     redriven = report["redrive"]
     assert redriven["watermarks"] >= 1 and redriven["changes_with_source"] >= TASKS
     assert redriven["moved_groups"] and redriven["deleted_by_retention"] == []
     assert all(line.startswith("wakeful-gate wakeful.wake[") for line in redriven["moved_groups"])
+
+
+def test_a_close_made_while_the_relay_lagged_runs_its_own_proposal_again_and_books_nothing_twice(
+    private: dict[str, str], client: BankClient, tmp_path: Path
+) -> None:
+    """The approvals are on the log, the executor's closes are not: each task comes back with its
+    proposal outstanding, and recover publishes that proposal again instead of waking the task."""
+    fleet = fleet_in(private, tmp_path / "before")
+    try:
+        tasks = waiting(client)
+        for task_id in tasks:
+            assert client.wait_stage(task_id, {"awaiting_approval"}, SETTLE_S)["stage"] == "awaiting_approval"
+        fleet.stop_role("executor")
+        asked = {t: client.store.load(t).state_version + 1 for t in tasks}  # the approval's change
+        sent = {task_id: approve(client, task_id) for task_id in tasks}
+        assert wait_until(lambda: all(client.store.load(t).state_version >= v for t, v in asked.items()), 60)
+        back_at = client.store.load(tasks[0]).stage
+        logged(client, fleet, tasks, back_at)
+        pause(fleet, "relay")
+        fleet.start_role("executor")
+        before = closed_in_redis_only(client, fleet, tasks)
+    finally:
+        fleet.stop()
+    report = lose_and_recover(client, private, tasks, back_at)
+    fleet = fleet_in(private, tmp_path / "after")
+    try:
+        applied_once(client, before, sent)
+    finally:
+        fleet.stop()
+    published = " ".join(report["redrive"]["proposals_published"])
+    assert all(f"{t} from wakeful.proposals" in published for t in tasks), published
