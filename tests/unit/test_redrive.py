@@ -7,12 +7,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from confluent_kafka import Message
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from wakeful.consumers import redrive_retention, relay_watermark
+from wakeful.consumers import log_reader, redrive_retention, relay_watermark
+from wakeful.consumers.log_reader import Read
 from wakeful.consumers.redrive_retention import Kept
 from wakeful.consumers.relay_watermark import Snapshot, Watermarks
 from wakeful.core import topics
-from wakeful.schemas.logs import OutboxRecord
+from wakeful.core.log_signing import LogSigner
+from wakeful.schemas.changelog import log_items
+from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, OutboxRecord
 from wakeful.schemas.redrive import LogWatermark, MessageSource
 from wakeful.state.redrive import Coverage, start
 
@@ -201,3 +206,34 @@ def test_a_change_written_before_schema_4_still_decodes_with_no_source() -> None
     assert record.source is None and record.schema_version == OutboxRecord.SCHEMA
     made = record.model_copy(update={"source": src(W, 2, 7)})
     assert OutboxRecord.decode(made.encode()).source == src(W, 2, 7)
+
+
+SIGNER = LogSigner("log-1", Ed25519PrivateKey.from_private_bytes(b"\x02" * 32))
+
+
+def log_message(records: list[bytes], headers: list[tuple[str, str | bytes | None]]) -> Message:
+    value = LOG_BATCH_HEAD + b",".join(records) + LOG_BATCH_TAIL
+    return Message(topic=topics.LOG, partition=0, offset=7, value=value, headers=headers)
+
+
+def read_watermarks(message: Message) -> Read:
+    read = Read(log_keys={SIGNER.key_id: SIGNER.public()})
+    log_reader._watermarks(topics.LOG, message, read, "0:7")
+    return read
+
+
+def test_a_watermark_counts_only_with_the_relays_log_signature() -> None:
+    record = mark((0, 9)).encode()
+    signed = read_watermarks(log_message([record], SIGNER.headers(topics.LOG, [record])))
+    assert signed.coverage.covers == {0: 9} and signed.refused == []
+    forged = record.replace(b"[[0,9]]", b"[[0,99]]")  # a watermark claiming more than the relay said
+    edited = read_watermarks(log_message([forged], SIGNER.headers(topics.LOG, [record])))
+    unsigned = read_watermarks(log_message([record], []))
+    for refused in (edited, unsigned):
+        assert refused.coverage.covers == {} and refused.coverage.watermarks == 0
+        assert refused.refused and "watermark not taken" in refused.refused[0]
+
+
+def test_a_watermark_is_no_task_record_for_the_fold() -> None:
+    value = LOG_BATCH_HEAD + mark((0, 9)).encode() + LOG_BATCH_TAIL
+    assert log_items(value) == ([], [])
