@@ -64,14 +64,17 @@ def backup(settings: Settings) -> None:
 @click.option(
     "--check",
     is_flag=True,
-    help="Write nothing: say whether the log could give back every task Redis holds now.",
+    help="Write nothing: say whether the log could give back every task Redis holds now, and whether "
+    "wakeful.wake and wakeful.proposals keep enough for a re-drive.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_obj
 def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None:
     """Rebuild wakeful's Redis keys from Kafka after Redis lost them: authority from its newest
     sealed copy, then every task's checkpoint, counters, inbox, action log, receipts, waits and
-    timers from wakeful.log. Stop the workers first. Safe to run twice."""
+    timers from wakeful.log; then re-drives what Redis had applied and the log does not carry yet
+    (the gate's group moved back, lost executors' proposals published again). Stop the workers
+    first. Safe to run twice."""
     from wakeful.devstack import recovery, stack
     from wakeful.devstack.client import Client
 

@@ -3,7 +3,8 @@
 Order: refuse while workers hold leases or report alive (unless forced); put back authority from
 the newest sealed copy on wakeful.authority; read wakeful.log from its first offset and fold it
 (state/rebuild.py); restore every task Redis lacks or holds behind the log (state/restore.py), in
-batches, saying how far it got. Run twice, the second run restores nothing: every task is left.
+batches, saying how far it got; then re-drive what Redis had applied and the log lacks (D87:
+devstack/redrive.py, redrive_proposals.py). Run twice, the second run restores nothing: every task is left.
 
 What the log does not hold is named in the report, never passed over: memory records, evidence
 documents (each task's excerpt of them is restored), receipts of events refused without a change,

@@ -19,9 +19,13 @@ from typing import Any
 
 import orjson
 import pytest
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
+    AdminClient,
+    ConfigResource,
+)
 from helpers import BankClient, private_stack, process_paused, run_cli
 
-from wakeful.core import ids
+from wakeful.core import ids, kafka_auth, topics
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
 from wakeful.devstack import recovery
@@ -214,3 +218,21 @@ def test_a_close_made_while_the_relay_lagged_runs_its_own_proposal_again_and_boo
         fleet.stop()
     published = " ".join(report["redrive"]["proposals_published"])
     assert all(f"{t} from wakeful.proposals" in published for t in tasks), published
+
+
+def test_recover_check_names_a_redriven_topic_that_keeps_too_little_and_what_to_set(
+    private: dict[str, str],
+) -> None:
+    settings = Settings.from_env(private)
+    admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN))
+    topic = ConfigResource("topic", topics.PROPOSALS, set_config={"retention.ms": "3600000"})
+    admin.alter_configs([topic])[topic].result(30)
+    try:
+        checked = run_cli(private, "recover", "--check", "--json", timeout=120)
+        assert checked.returncode == 1
+        said = orjson.loads(checked.stdout)["retention"]
+        assert any(topics.PROPOSALS in why and "retention.ms=86400000" in why for why in said), said
+        assert "retention.ms=86400000" in checked.stderr
+    finally:
+        back = ConfigResource("topic", topics.PROPOSALS, set_config={"retention.ms": "604800000"})
+        admin.alter_configs([back])[back].result(30)
