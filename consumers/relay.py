@@ -180,10 +180,10 @@ class Relay:
         if mark is not None:
             message = relay_batches.LogMessage(0, records=[mark.encode()])
 
-            def sent(err: KafkaError | None, msg: Message) -> None:
-                if err is None:
-                    self._appended(msg)
-                else:  # the next sweep's watermark says as much and more
+            def sent(err: KafkaError | None, _msg: Message) -> None:
+                # Not counted in `appended`: a watermark holds no change for a later one to cover,
+                # and counting it would make each idle sweep publish one more.
+                if err is not None:  # the next sweep's watermark says as much and more
                     self.log("relay.watermark_unsent", error=str(err))
 
             self._produce(message, sent)

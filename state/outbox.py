@@ -38,7 +38,19 @@ return n
 """,
     ("allow-oom",),
 )
-FUNCTIONS = (TRIM,)
+# KEYS[1] a task's outbox. returns: the id of its oldest entry, or false when it has none. Only the
+# id leaves Redis: the relay's sweep reads it from every outbox that holds records, for its
+# watermark (D87), and a backlog's first records are kilobytes each.
+FIRST = Function(
+    "outbox_first",
+    """
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+if #first == 0 then return false end
+return first[1][1]
+""",
+    ("no-writes",),
+)
+FUNCTIONS = (TRIM, FIRST)
 
 
 @dataclass(frozen=True)
@@ -149,11 +161,16 @@ class Outbox:
     def _nonempty(self, outboxes: list[bytes]) -> list[str]:
         pipe = self.client.pipeline(transaction=False)
         for key in outboxes:
-            pipe.xrange(key, count=1)  # its oldest entry, if any
-        counted = list(zip(outboxes, pipe.execute(), strict=True))
+            pipe.execute_command(*functions.command(FIRST, [key.decode()], []))  # type: ignore[no-untyped-call]
+        replies = pipe.execute(raise_on_error=False)
+        for value in replies:
+            functions.raise_if_missing(FIRST, value)
+            if isinstance(value, redis.ResponseError):
+                raise value
+        counted = list(zip(outboxes, replies, strict=True))
         self._delete_if_empty([k.decode() for k, first in counted if not first])
         for _, first in counted:
             if first:
-                ms = int(first[0][0].split(b"-")[0])
+                ms = int(first.split(b"-")[0])
                 self.oldest_ms = ms if self.oldest_ms is None else min(self.oldest_ms, ms)
         return [keys.task_of(k.decode()) for k, first in counted if first]
