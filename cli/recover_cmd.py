@@ -73,8 +73,8 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
     """Rebuild wakeful's Redis keys from Kafka after Redis lost them: authority from its newest
     sealed copy, then every task's checkpoint, counters, inbox, action log, receipts, waits and
     timers from wakeful.log; then re-drives what Redis had applied and the log does not carry yet
-    (the gate's group moved back, lost executors' proposals published again). Stop the workers
-    first. Safe to run twice."""
+    (the wakes the gate had read since, and the proposals a lost close carried out, published
+    again). Stop the workers first. Safe to run twice."""
     from wakeful.devstack import recovery, stack
     from wakeful.devstack.client import Client
 
@@ -149,9 +149,10 @@ def _human(doc: dict[str, Any]) -> str:
     lines += [f"  not on the log: {what}" for what in doc["not_on_the_log"]]
     redriven = doc["redrive"]
     lines.append(
-        f"re-drive: {len(redriven['moved_groups'])} partition(s) moved back, from {redriven['watermarks']} "
+        f"re-drive: wakes sent again on {len(redriven['wakes_published'])} partition(s), "
+        f"{len(redriven['proposals_published'])} proposal(s) sent again, from {redriven['watermarks']} "
         f"relay watermark(s) and {redriven['changes_with_source']} change(s) naming their input"
     )
-    lines += [f"  re-drive: {line}" for line in redriven["moved_groups"]]
+    lines += [f"  re-drive: {line}" for line in redriven["wakes_published"]]
     lines += [f"  re-drive: {why}" for why in redriven["deleted_by_retention"]]
     return "\n".join(lines)

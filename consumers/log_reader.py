@@ -19,6 +19,7 @@ from wakeful.core.settings import Settings
 from wakeful.schemas.changelog import LogItem, log_items
 from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, OutboxRecord
 from wakeful.schemas.redrive import WATERMARK_FIELD, LogWatermark
+from wakeful.schemas.tombstone import PurgeRecord
 from wakeful.state.redrive import Coverage
 
 Progress = Callable[[int, int], None]  # (messages read, messages to read)
@@ -135,8 +136,12 @@ def _items(role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read)
     read.refused += [f"{where}: {problem}" for problem in problems]
     partition, offset = msg.partition() or 0, msg.offset() or 0
     for item in items:
-        if isinstance(item, OutboxRecord) and item.source is not None:
-            read.coverage.change(partition, offset, item.source)
+        if isinstance(item, PurgeRecord):
+            read.coverage.tombstone(item.task_id)
+        elif isinstance(item, OutboxRecord):
+            read.coverage.lives(item.task_id)
+            if item.source is not None:
+                read.coverage.change(partition, offset, item.source)
     if WATERMARK_FIELD.encode() in value:
         _watermarks(topic, msg, read, where)
     return items

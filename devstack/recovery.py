@@ -89,7 +89,7 @@ class Report:
             },
             "not_on_the_log": list(NOT_ON_THE_LOG),
             "redrive": self.redrive_plan.as_dict()
-            | {"moved_groups": self.redriven, "proposals_published": self.proposals},
+            | {"wakes_published": self.redriven, "proposals_published": self.proposals},
         }
 
 
@@ -141,7 +141,7 @@ def recover(
         for problem in task.problems:
             report.refused.append(f"task {task.task_id}: {problem}")
     # Once the inbox marks that dedupe what the log reflects are back in Redis (D87).
-    report.redriven = redrive.apply(settings, report.redrive_plan, say)
+    report.redriven = redrive.republish(settings, report.redrive_plan, read.coverage.purged, say)
     report.proposals = redrive_proposals.publish(settings, [h for hs in answered.values() for h in hs], say)
     return report
 

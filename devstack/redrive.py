@@ -1,14 +1,16 @@
-"""`wakeful recover`'s re-drive (D87): move the gate's and the executor's groups back to where the
-log says nothing after is certain (state/redrive.py), so that the workers, when they start again,
-apply once more whatever a lost Redis held and the log does not. The inbox marks the recover
-rebuilt from the log dedupe what the log already reflects; op keys and the tool's lookup keep an
-effect from running twice (crash cases B and C).
+"""`wakeful recover`'s re-drive of the gate (D87): the wakes the gate had read from where the log
+vouches for nothing (state/redrive.py) are published again, so that the gate, when the workers
+start, applies once more whatever a lost Redis held and the log does not. The inbox marks the
+recover rebuilt from the log dedupe what the log already reflects; op keys and the tool's lookup
+keep an effect from running twice (crash cases B and C).
 
-Why move the offsets rather than publish the messages again: the roles then read the very
-messages they read before, with their producers' signatures and the broker's append times, so the
-gate judges an old wake exactly as it did when it first read it (D84); nothing new lands on the
-topics for a later re-drive to read again; and the broker refuses to move the offsets of a group
-that has a member, so a worker still running makes the re-drive fail instead of racing it.
+Why publish them again rather than move the gate's group back: a re-read of the partition would
+take every wake from there, and a purged task's create (D73) would make that task anew, since
+nothing of it is left to dedupe it; publishing lets recover leave out the wakes of tasks whose
+tombstone ends their history on the log. The copies carry their producers' tags (the tag covers
+topic, key and value) and the door's verdict with its time; the gate holds that verdict to the
+copy's append as it did to the first (D84). Nothing needs the group to be empty, and what is sent
+twice (a recover run again) is deduped by the inbox.
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
     AdminClient,
     OffsetSpec,
 )
 
-from wakeful.consumers.consuming import CLASSIC_SESSION_S
+from wakeful.consumers import log_reader
+from wakeful.consumers.producing import producer_config
 from wakeful.consumers.redrive_retention import REDRIVEN
 from wakeful.core import kafka_auth, kafka_rights, topics
 from wakeful.core.errors import WakefulError
@@ -33,11 +37,6 @@ from wakeful.state.redrive import Coverage, Start, start
 
 Say = Callable[[str], None]
 TIMEOUT_S = 30.0
-EMPTY_WAIT_S = CLASSIC_SESSION_S + 15  # a static member that died keeps its place for its session
-# The groups moved back. The executor's is not: a proposal the log does not reflect is either ahead
-# of its restored task (the gate, re-driven, asks again) or answers its outstanding request, and is
-# published again then (redrive_proposals.py); moving the group would dead-letter the others.
-MOVED = {topics.WAKE: REDRIVEN[topics.WAKE]}
 
 
 @dataclass
@@ -102,48 +101,52 @@ def _committed(admin: AdminClient, group: str, parts: list[TopicPartition]) -> d
     return {tp.partition: tp.offset for tp in result.result(TIMEOUT_S).topic_partitions if tp.offset >= 0}
 
 
-def apply(settings: Settings, found: Plan, say: Say, wait_s: float = EMPTY_WAIT_S) -> list[str]:
-    """Move each group back to its partitions' starts; returns what moved. Waits up to `wait_s`
-    for a group to have no member (a worker that died keeps its place for its session), then
-    refuses: the broker moves no offsets under a running member, nor must recover."""
-    admin = _admin(settings)
-    moved: list[str] = []
-    for topic, group in MOVED.items():
-        back = [
-            TopicPartition(topic, s.partition, s.offset) for s in found.starts if s.topic == topic and s.moved
-        ]
-        if not back:
-            continue
-        _wait_empty(admin, group, say, wait_s)
-        request = [ConsumerGroupTopicPartitions(group, back)]
-        future = next(iter(admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT_S).values()))
-        try:
-            future.result(TIMEOUT_S)
-        except KafkaException as exc:
-            raise WakefulError(
-                f"could not move {group} back on {topic} ({exc}): stop every gate and executor, "
-                "then run `wakeful recover` again (it restores nothing twice)"
-            ) from exc
-        moved += [f"{group} {topic}[{tp.partition}] -> {tp.offset}" for tp in back]
-    for line in moved:
-        say(f"recover: re-drive {line}")
-    return moved
-
-
-def _wait_empty(admin: AdminClient, group: str, say: Say, wait_s: float) -> None:
-    deadline = time.monotonic() + wait_s
-    said = False
-    while True:
-        future = next(iter(admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S).values()))
-        described = future.result(TIMEOUT_S)
-        if described.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD) or not described.members:
-            return
-        if time.monotonic() > deadline:
-            raise WakefulError(
-                f"{group} still has {len(described.members)} member(s) after {wait_s:.0f} s: stop "
-                "every gate and executor, then run `wakeful recover` again (it restores nothing twice)"
+def republish(settings: Settings, found: Plan, purged: set[str], say: Say) -> list[str]:
+    """Publish again, byte for byte with their headers and keys, the wakes the gate had read from
+    each partition's start, except those of purged tasks; returns what each partition sent."""
+    spans = [(s.partition, *s.again) for s in found.starts if s.topic == topics.WAKE and s.moved]
+    if not spans:
+        return []
+    consumer = Consumer(
+        kafka_auth.client_config(settings, kafka_rights.ADMIN)
+        | {"group.id": f"wakeful-redrive-reader-{time.time_ns()}", "enable.auto.commit": False}
+    )
+    producer = Producer(producer_config(settings, kafka_rights.ADMIN))
+    failed: list[Any] = []
+    sent: dict[int, int] = {}
+    left: dict[int, int] = {}
+    try:
+        for msg in log_reader.messages(consumer, topics.WAKE, spans):
+            partition, key = msg.partition() or 0, msg.key() or b""
+            if key.decode("utf-8", "replace") in purged:
+                left[partition] = left.get(partition, 0) + 1
+                continue
+            raw = msg.headers() or []
+            headers: list[tuple[str, str | bytes | None]] = (
+                list(raw.items()) if isinstance(raw, dict) else list(raw)
             )
-        if not said:
-            say(f"recover: waiting for {group} to have no member (a stopped worker's session ends) ...")
-            said = True
-        time.sleep(1.0)
+            producer.produce(
+                topics.WAKE,
+                key=key,
+                value=msg.value(),
+                headers=headers,
+                on_delivery=lambda err, _m: failed.append(err) if err is not None else None,
+            )
+            producer.poll(0)
+            sent[partition] = sent.get(partition, 0) + 1
+    finally:
+        consumer.close()
+    if producer.flush(30) != 0 or failed:
+        raise WakefulError(
+            f"{len(failed) or 'some'} wake(s) were not taken by Kafka again ({failed[:1]}): run "
+            "`wakeful recover` again before starting the workers (what it sends twice is deduped)"
+        )
+    said = [
+        f"{topics.WAKE}[{p}]: {n} wake(s) from offset {start} sent again"
+        + (f", {left[p]} of purged tasks left out" if left.get(p) else "")
+        for p, start, _ in spans
+        if (n := sent.get(p, 0)) or left.get(p)
+    ]
+    for line in said:
+        say(f"recover: re-drive {line}")
+    return said

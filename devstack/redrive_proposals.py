@@ -13,9 +13,10 @@ The tag is not checked here: the executor, the topic's only reader, holds the pr
 was the first time. Two that answer (a proposal read twice) are both published: the first closes
 the task, and the second is then behind it, dropped as superseded (D85).
 
-The executor's group is not moved back instead: every other proposal from that point is ahead of
-its restored task (the re-driven gate asks again, under the same request id) or behind it, and
-one read before the gate caught up would be dead-lettered as claiming a newer version.
+Not every proposal from that point is sent again, as the gate's wakes are (devstack/redrive.py):
+the others are ahead of their restored task (the re-driven gate asks again, under the same request
+id) or behind it, and one read before the gate caught up would be dead-lettered as claiming a newer
+version than its task's.
 """
 
 from __future__ import annotations

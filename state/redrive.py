@@ -37,6 +37,10 @@ class Coverage:
     earlier one is covered whenever it is), and one entry for everything before it."""
 
     covers: dict[int, int] = field(default_factory=dict)  # log partition -> end offset vouched for
+    # Tasks whose last record on the log is their tombstone (D73): their wakes are not re-driven, or
+    # a create read again would make a purged task anew. Every record of such a task is on the log
+    # (a purge waits for its outbox to drain), so nothing of theirs is missing.
+    purged: set[str] = field(default_factory=set)
     watermarks: int = 0
     changes: int = 0  # changes that named their source
     steps: dict[tuple[int, str, int], list[tuple[int, int]]] = field(default_factory=dict)
@@ -47,6 +51,13 @@ class Coverage:
         if steps and steps[-1][1] >= source.floor:
             return
         steps.append((log_offset, source.floor))
+
+    def tombstone(self, task_id: str) -> None:
+        self.purged.add(task_id)
+
+    def lives(self, task_id: str) -> None:
+        """A change of the task after its tombstone: made again under the same id (D73)."""
+        self.purged.discard(task_id)
 
     def watermark(self, mark: LogWatermark) -> None:
         self.watermarks += 1
@@ -90,8 +101,16 @@ class Start:
 
     @property
     def moved(self) -> bool:
-        """The group must be moved back to `offset`."""
+        """Some message the group has read already must be read again (from `offset`)."""
         return self.committed is not None and self.offset < self.committed
+
+    @property
+    def again(self) -> tuple[int, int]:
+        """The offsets [from, to) the group read already and must read again: what is published
+        again. What it has not read yet it reads anyway."""
+        if self.committed is None or not self.moved:
+            return (self.offset, self.offset)
+        return (self.offset, min(self.committed, self.high))
 
     def why(self) -> str:
         where = f"{self.topic}[{self.partition}]"
@@ -108,8 +127,8 @@ class Start:
         if self.committed is None:
             return f"{where}: {said}; the group has no offset: it reads from the earliest kept"
         if not self.moved:
-            return f"{where}: {said}; the group reads from {self.committed} already, left as it is"
-        return f"{where}: {said}; the group moves back from {self.committed}"
+            return f"{where}: {said}; the group reads from {self.committed} yet, nothing to read again"
+        return f"{where}: {said}; the group had read up to {self.committed}: what it read is sent again"
 
 
 def start(where: Where, floor: int | None, low: int, high: int, committed: int | None) -> Start:

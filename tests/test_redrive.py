@@ -190,8 +190,8 @@ def test_approvals_applied_while_the_relay_lagged_are_applied_once_after_redis_i
         fleet.stop()
     redriven = report["redrive"]
     assert redriven["watermarks"] >= 1 and redriven["changes_with_source"] >= TASKS
-    assert redriven["moved_groups"] and redriven["deleted_by_retention"] == []
-    assert all(line.startswith("wakeful-gate wakeful.wake[") for line in redriven["moved_groups"])
+    assert redriven["wakes_published"] and redriven["deleted_by_retention"] == []
+    assert all(line.startswith("wakeful.wake[") for line in redriven["wakes_published"])
 
 
 def test_a_close_made_while_the_relay_lagged_runs_its_own_proposal_again_and_books_nothing_twice(

@@ -130,12 +130,15 @@ STARTS = [
 
 
 @pytest.mark.parametrize(("given", "expected"), [(c[1], c[2]) for c in STARTS], ids=[c[0] for c in STARTS])
-def test_a_group_only_ever_moves_back_and_a_deleted_start_is_named(
+def test_only_what_a_group_read_is_read_again_and_a_deleted_start_is_named(
     given: tuple[int | None, int, int, int | None], expected: tuple[int, bool, int]
 ) -> None:
     floor, low, high, committed = given
     got = start((W, 0), floor, low, high, committed)
     assert (got.offset, got.moved, got.gone) == expected
+    sent_from, sent_to = got.again  # what was read already: sent again (devstack/redrive.py)
+    assert sent_from == got.offset
+    assert sent_to - sent_from == (min(high, committed) - got.offset if got.moved and committed else 0)
     if got.gone:
         assert "deleted" in got.why() and f"{W}[0]" in got.why()
 
@@ -237,3 +240,12 @@ def test_a_watermark_counts_only_with_the_relays_log_signature() -> None:
 def test_a_watermark_is_no_task_record_for_the_fold() -> None:
     value = LOG_BATCH_HEAD + mark((0, 9)).encode() + LOG_BATCH_TAIL
     assert log_items(value) == ([], [])
+
+
+def test_a_task_whose_history_ends_in_its_tombstone_is_left_out_and_one_made_again_is_not() -> None:
+    coverage = Coverage()
+    for task_id in ("t-gone", "t-again"):
+        coverage.lives(task_id)
+        coverage.tombstone(task_id)
+    coverage.lives("t-again")  # a change after its tombstone: made anew under the same id (D73)
+    assert coverage.purged == {"t-gone"}
