@@ -128,7 +128,7 @@ class Start:
             return f"{where}: {said}; the group has no offset: it reads from the earliest kept"
         if not self.moved:
             return f"{where}: {said}; the group reads from {self.committed} yet, nothing to read again"
-        return f"{where}: {said}; the group had read up to {self.committed}: what it read is sent again"
+        return f"{where}: {said}; its group had read up to {self.committed}"
 
 
 def start(where: Where, floor: int | None, low: int, high: int, committed: int | None) -> Start:
