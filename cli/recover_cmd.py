@@ -64,15 +64,18 @@ def backup(settings: Settings) -> None:
 @click.option(
     "--check",
     is_flag=True,
-    help="Write nothing: say whether the log could give back every task Redis holds now.",
+    help="Write nothing: say whether the log could give back every task Redis holds now, and whether "
+    "wakeful.wake and wakeful.proposals keep enough for a re-drive.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_obj
 def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None:
     """Rebuild wakeful's Redis keys from Kafka after Redis lost them: authority from its newest
     sealed copy, then every task's checkpoint, counters, inbox, action log, receipts, waits and
-    timers from wakeful.log. Stop the workers first. Safe to run twice."""
-    from wakeful.devstack import recovery, stack
+    timers from wakeful.log; then re-drives what Redis had applied and the log does not carry yet
+    (the wakes the gate had read since, and the proposals a lost close carried out, published
+    again). Stop the workers first. Safe to run twice."""
+    from wakeful.devstack import recovery, recovery_scan, stack
     from wakeful.devstack.client import Client
 
     stack.require_redis(settings)
@@ -80,13 +83,14 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
     client = Client(settings)
     if check:
         try:
-            on_log, missing = recovery.uncovered(client.admin, settings, say)
+            on_log, missing, coverage = recovery_scan.uncovered(client.admin, settings, say)
         finally:
             client.close()
+        retention = _retention(settings, coverage)
         lines = [f"  {task}: {why}" for task, why in sorted(missing.items())[:50]]
         held = f"{on_log} tasks on the log"
         emit(
-            {"tasks_on_log": on_log, "uncovered": missing},
+            {"tasks_on_log": on_log, "uncovered": missing, "retention": retention},
             as_json,
             "\n".join(
                 [
@@ -94,11 +98,14 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
                     if not missing
                     else f"{held}; {len(missing)} task(s) Redis holds it could not give back as they are:",
                     *lines,
+                    *[f"  re-drive: {why}" for why in retention],
                 ]
             ),
         )
         if missing:
             raise WakefulError(f"{len(missing)} task(s) are not covered by the log")
+        if retention:
+            raise WakefulError(f"a re-drive could not reach back far enough: {retention[0]}")
         return
     try:
         report = recovery.recover(settings, client.app, client.admin, client.store.sealer, say, force=force)
@@ -108,6 +115,22 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
     emit(doc, as_json, _human(doc))
     if report.done.failed:
         raise WakefulError(f"{len(report.done.failed)} task(s) could not be restored: see above")
+    if report.redrive_plan.gone:
+        raise WakefulError(
+            f"{report.redrive_plan.gone[0].why()}: events applied in the relay's lag may be lost; raise "
+            "the topic's retention.ms (docs/recovery.md)"
+        )
+
+
+def _retention(settings: Settings, coverage: Any) -> list[str]:
+    """Why a re-drive after a loss of Redis now could not reach back far enough (D87): a re-driven
+    topic that keeps too little, or whose messages from the log's floor are deleted already."""
+    from wakeful.consumers import redrive_retention
+    from wakeful.core import kafka_rights
+    from wakeful.devstack import redrive
+
+    kept = redrive_retention.kept(settings, kafka_rights.ADMIN)
+    return redrive_retention.problems(kept) + [s.why() for s in redrive.plan(settings, coverage).gone]
 
 
 def _human(doc: dict[str, Any]) -> str:
@@ -123,4 +146,12 @@ def _human(doc: dict[str, Any]) -> str:
     lines += [f"  skipped on the log: {why}" for why in doc["refused_messages"]]
     lines += [f"  index: {why}" for why in doc["index_skipped"]]
     lines += [f"  not on the log: {what}" for what in doc["not_on_the_log"]]
+    redriven = doc["redrive"]
+    lines.append(
+        f"re-drive: wakes sent again on {len(redriven['wakes_published'])} partition(s), "
+        f"{len(redriven['proposals_published'])} proposal(s) sent again, from {redriven['watermarks']} "
+        f"relay watermark(s) and {redriven['changes_with_source']} change(s) naming their input"
+    )
+    lines += [f"  re-drive: {line}" for line in redriven["wakes_published"]]
+    lines += [f"  re-drive: {why}" for why in redriven["deleted_by_retention"]]
     return "\n".join(lines)

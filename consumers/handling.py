@@ -27,7 +27,7 @@ from wakeful.consumers.producing import (
     current_input,
     describe,
 )
-from wakeful.core import metrics
+from wakeful.core import metrics, sources
 from wakeful.core.errors import Contention, KafkaClientFailed, LeaseBusy, LeaseLost, Stopping
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry, backoff
@@ -156,10 +156,17 @@ class Handling:
         current_input.message = msg
         started = metrics.clock()
         try:
-            self.handler(msg)
+            with sources.taking(self.taken(msg)):  # what a change it makes carries (D87)
+                self.handler(msg)
             metrics.handled(self.role, msg.topic(), started)
         finally:
             current_input.message = None
+
+    def taken(self, msg: Message) -> sources.Taken | None:
+        """Where msg was read from and the run loop's floor for its partition, or None when this
+        run loop does not track one (a change then carries no source, and recover re-drives its
+        partition from what other changes say)."""
+        return None
 
     def _verdict(self, exc: BaseException) -> Verdict:
         """Transient: wait and try again. Permanent: it will never pass (a poison message).

@@ -1,6 +1,8 @@
 """Reading wakeful.log from its first offset to where it ended when the read began, as the admin:
 what `wakeful recover` folds (D70). Every message must carry the relay's channel tag
-(core/provenance.py): one that does not is named and skipped, never folded in.
+(core/provenance.py): one that does not is named and skipped, never folded in. Beside the records,
+the read notes where each change's input came from and the relay's watermarks (D87,
+state/redrive.py); a watermark counts only with a valid log signature too (D72).
 """
 
 from __future__ import annotations
@@ -12,15 +14,20 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from wakeful.core import kafka_auth, kafka_rights, provenance, topics
+from wakeful.core import kafka_auth, kafka_rights, log_signing, provenance, topics
 from wakeful.core.errors import DecodeError
 from wakeful.core.settings import Settings
 from wakeful.schemas.changelog import LogItem, Mark, Wanted, log_items, log_marks
+from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL
+from wakeful.schemas.redrive import WATERMARK_FIELD, LogWatermark, MessageSource
+from wakeful.state.redrive import Coverage
 
 Progress = Callable[[int, int], None]  # (messages read, messages to read)
 T = TypeVar("T")
 # A message's value -> its records, why any could not be read, how many were passed over.
 Decode = Callable[[bytes], tuple[list[T], list[str], int]]
+# What one message's records tell the re-drive's coverage (D87): (partition, offset, records).
+Cover = Callable[[int, int, list[T]], None]
 PROGRESS_EVERY_S = 2.0
 STALL_S = 60.0  # no message for this long while the partition has more: the read fails, loudly
 
@@ -33,6 +40,9 @@ class Read:
     total: int = 0
     refused: list[str] = field(default_factory=list)  # "<partition>:<offset>: why"
     passed_over: int = 0  # records not decoded: of tasks the reader did not want
+    coverage: Coverage = field(default_factory=Coverage)  # how far back to re-drive (D87)
+    log_keys: dict[str, bytes] = field(default_factory=dict)  # the relay's public log keys
+    unvouched: list[str] = field(default_factory=list)  # "<partition>:<offset>: why" of watermarks not taken
 
 
 # The consumer's read-ahead, bounded (D86): librdkafka queues up to 64 MiB and 100,000 messages
@@ -97,8 +107,21 @@ def read_marks(
     settings: Settings, read: Read, spans: list[Span], progress: Progress | None = None
 ) -> Iterator[tuple[int, int, list[Mark]]]:
     """(partition, offset, marks) of each message of wakeful.log in `spans`: each record's task id
-    and each tombstone, the rest not decoded (the first read of `wakeful recover`)."""
-    yield from _read(settings, read, spans, progress, one_by_one=False, decode=log_marks)
+    and each tombstone, the rest not decoded (the first read of `wakeful recover`). It alone feeds
+    `read.coverage` (D87): each change's source and the relay's watermarks, each message's once,
+    before the second read restores any task."""
+    read.log_keys = log_signing.public_log_keys(settings)
+    sources: list[MessageSource] = []
+
+    def decode(value: bytes) -> tuple[list[Mark], list[str], int]:
+        sources.clear()
+        return log_marks(value, sources)
+
+    def cover(partition: int, offset: int, _: list[Mark]) -> None:
+        for source in sources:
+            read.coverage.change(partition, offset, source)
+
+    yield from _read(settings, read, spans, progress, one_by_one=False, decode=decode, cover=cover)
 
 
 def _read(
@@ -110,6 +133,7 @@ def _read(
     one_by_one: bool,
     decode: Decode[T],
     topic: str = topics.LOG,
+    cover: Cover[T] | None = None,
 ) -> Iterator[tuple[int, int, list[T]]]:
     role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
     consumer = Consumer(_config(settings))
@@ -117,10 +141,10 @@ def _read(
         read.total += sum(high - low for _, low, high in spans)
         said = [time.monotonic()]
         groups = [[span] for span in spans] if one_by_one else [spans]
-        messages = (msg for group in groups for msg in _messages(consumer, topic, group))
-        for msg in messages:
+        stream = (msg for group in groups for msg in messages(consumer, topic, group))
+        for msg in stream:
             read.messages += 1
-            items = _decoded(role_keys, topic, msg, read, decode)
+            items = _decoded(role_keys, topic, msg, read, decode, cover=cover)
             if items:
                 yield msg.partition() or 0, msg.offset() or 0, items
             if progress is not None and time.monotonic() - said[0] >= PROGRESS_EVERY_S:
@@ -161,12 +185,12 @@ def partition_messages(
         p = partition_of(len(meta.partitions))
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
         if high > low:
-            yield from _messages(consumer, topic, [(p, low, high)])
+            yield from messages(consumer, topic, [(p, low, high)])
     finally:
         consumer.close()
 
 
-def _messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]]) -> Iterator[Message]:
+def messages(consumer: Consumer, topic: str, spans: list[tuple[int, int, int]]) -> Iterator[Message]:
     """Every partition's messages from its `low` up to (not including) its `high`, read together:
     each partition's in offset order (a task's records are in one partition)."""
     consumer.assign([TopicPartition(topic, p, low) for p, low, _ in spans])
@@ -199,7 +223,13 @@ def _items(role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read)
 
 
 def _decoded(
-    role_keys: provenance.RoleKeys, topic: str, msg: Message, read: Read, decode: Decode[T]
+    role_keys: provenance.RoleKeys,
+    topic: str,
+    msg: Message,
+    read: Read,
+    decode: Decode[T],
+    *,
+    cover: Cover[T] | None = None,
 ) -> list[T]:
     where = f"{msg.partition()}:{msg.offset()}"
     value: bytes = msg.value() or b""
@@ -216,4 +246,26 @@ def _decoded(
         return []
     read.refused += [f"{where}: {problem}" for problem in problems]
     read.passed_over += passed
+    if cover is not None:
+        cover(msg.partition() or 0, msg.offset() or 0, items)
+        if WATERMARK_FIELD.encode() in value:
+            _watermarks(topic, msg, read, where)
     return items
+
+
+def _watermarks(topic: str, msg: Message, read: Read, where: str) -> None:
+    """The relay's watermarks in a message, each read only from bytes its log signature vouches
+    for: a watermark tells recover how little it may re-drive, so a forged one would lose events."""
+    value: bytes = msg.value() or b""
+    checked = log_signing.check(read.log_keys, topic, value, msg.headers(), (LOG_BATCH_HEAD, LOG_BATCH_TAIL))
+    if checked.reason is not None:
+        read.unvouched.append(f"{where}: a watermark not taken: {checked.reason}")
+        return
+    for _, raw in checked.vouched:
+        if WATERMARK_FIELD.encode() not in raw:
+            continue
+        try:
+            read.coverage.watermark(LogWatermark.decode(raw))
+        except DecodeError as exc:
+            if b'"' + WATERMARK_FIELD.encode() + b'"' in raw and b'"task_id"' not in raw:
+                read.unvouched.append(f"{where}: an unreadable watermark: {exc.reason}")

@@ -8,6 +8,8 @@ at-least-once, and readers dedupe by record_id ("<task_id>:<state_version>").
 from __future__ import annotations
 
 import functools
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -17,7 +19,14 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from wakeful.consumers import kafka_client, relay_batches, relay_memory, task_gauges
+from wakeful.consumers import (
+    kafka_client,
+    redrive_retention,
+    relay_batches,
+    relay_memory,
+    relay_watermark,
+    task_gauges,
+)
 from wakeful.consumers.failures import TRANSIENT_IO, forever
 from wakeful.consumers.producing import DEAD_LETTER_MAX_BYTES, producer_config
 from wakeful.core import metrics, topics
@@ -61,6 +70,7 @@ class Relay:
         index: Index | None = None,
         memory: MemoryStore | None = None,
         log_signer: LogSigner | None = None,
+        sweep_s: float = keys.OUTBOX_SWEEP_S,
     ) -> None:
         self.outbox = outbox
         self.index = index  # the task index it keeps (state/index.py), if any
@@ -73,6 +83,12 @@ class Relay:
         self.published = 0  # records acknowledged
         self.messages = 0  # wakeful.log messages they went in
         self.partitions: int | None = None  # of the topic, read when first needed and at each sweep
+        self.sweep_s = sweep_s
+        # Per log partition, the offset after the last message the broker acknowledged (D87).
+        self.appended: dict[int, int] = {}
+        self.watermarks = relay_watermark.Watermarks(f"{socket.gethostname()}-{os.getpid()}")
+        # How long the re-driven topics keep messages (redrive_retention.kept), read at start-up.
+        self.kept: dict[str, redrive_retention.Kept | None] = {}
 
     def run_once(self, flush_timeout: float = 30.0) -> int:
         """Publish what one claim of the index finds; returns the records acknowledged."""
@@ -84,9 +100,11 @@ class Relay:
         traces = {p.task_id: p.trace for p in pending if p.trace}  # each task's trace, if it has one
         failed: set[str] = set()  # tasks with a message or letter the broker did not acknowledge
 
-        def delivered(tasks: Iterable[str], err: KafkaError | None, _msg: Message) -> None:
+        def delivered(tasks: Iterable[str], err: KafkaError | None, msg: Message) -> None:
             if err is not None:
                 failed.update(tasks)
+            else:
+                self._appended(msg)
 
         for bad in [*malformed, *unfit]:
             self._dead_letter(bad, functools.partial(delivered, (bad.task_id,)))
@@ -140,6 +158,39 @@ class Relay:
             self.partitions = len(meta.partitions)
         return kafka_client.partition_of(task_id, self.partitions)
 
+    def _appended(self, msg: Message) -> None:
+        if msg.topic() == self.topic and msg.offset() is not None:
+            partition, end = msg.partition() or 0, (msg.offset() or 0) + 1
+            self.appended[partition] = max(end, self.appended.get(partition, 0))
+
+    def sweep(self) -> int:
+        """Re-index every outbox that holds records, and put a watermark on the log when every change
+        made before an earlier snapshot of the relay's appends is there (relay_watermark, D87)."""
+        appended = dict(self.appended)  # read before the clock: every record below was appended before it
+        now_ms = self.outbox.time_ms()
+        self.watermarks.take(appended, now_ms)
+        found = self.outbox.sweep()
+        oldest = self.outbox.oldest_ms
+        for problem in redrive_retention.problems(
+            {t: k for t, k in self.kept.items() if k is not None},
+            0.0 if oldest is None else max(0.0, (now_ms - oldest) / 1000),
+        ):
+            self.log("relay.retention_short", problem=problem)
+        mark = self.watermarks.due(oldest)
+        if mark is not None:
+            message = relay_batches.LogMessage(0, records=[mark.encode()])
+
+            def sent(err: KafkaError | None, _msg: Message) -> None:
+                # Not counted in `appended`: a watermark holds no change for a later one to cover,
+                # and counting it would make each idle sweep publish one more.
+                if err is not None:  # the next sweep's watermark says as much and more
+                    self.log("relay.watermark_unsent", error=str(err))
+
+            self._produce(message, sent)
+            covers = {str(partition): end for partition, end in mark.covers}
+            self.log("relay.watermark", covers=covers, at=mark.watermark_at.isoformat())
+        return found
+
     def run(self, stop: threading.Event) -> None:
         next_sweep = 0.0  # sweep at start, every OUTBOX_SWEEP_S, and after any failed step
         empty = 0  # claims in a row that found nothing
@@ -148,8 +199,11 @@ class Relay:
             nonlocal next_sweep, empty
             if time.monotonic() >= next_sweep:
                 self.partitions = None  # read again: partitions may have been added
-                self.log("relay.sweep", found=self.outbox.sweep())  # a failure here retries it
-                next_sweep = time.monotonic() + keys.OUTBOX_SWEEP_S
+                found = self.sweep()  # a failure here retries it
+                # How many of its messages no watermark of it covers yet (D87).
+                unmarked = sum(e - self.watermarks.published.get(p, 0) for p, e in self.appended.items())
+                self.log("relay.sweep", found=found, unmarked=unmarked)
+                next_sweep = time.monotonic() + self.sweep_s
             try:
                 # The log is not on any task's critical path: let small claims grow into batches.
                 published = self.run_once()
@@ -227,8 +281,12 @@ def main(settings: Settings, stop: threading.Event) -> None:
         index=Index(client),
         memory=MemoryStore(client),
         log_signer=load_log_signer(settings),
+        sweep_s=settings.outbox_sweep_s,
     )
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
+    relay.kept = redrive_retention.kept(settings, "relay")
+    for problem in redrive_retention.problems(relay.kept):  # said again at each sweep, with the lag
+        relay.log("relay.retention_short", problem=problem)
     task_gauges.start(settings, stop, relay.log)
     relay.run(stop)
     relay.log(

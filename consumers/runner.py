@@ -26,6 +26,7 @@ from wakeful.consumers.consuming import REJOIN_S, Membership, why_waiting
 from wakeful.consumers.failures import Verdict
 from wakeful.consumers.handling import Handler, Handling
 from wakeful.consumers.producing import DeliveryFailures, describe
+from wakeful.core import sources
 from wakeful.core.errors import KafkaClientFailed, Stopping
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -79,6 +80,9 @@ class Runner(Handling):
         self.between_batches = between_batches  # runs before each poll, no handler running
         self.remake = remake  # a fresh client like `consumer`, for one that never got back in
         self.membership = Membership(rejoin_s, started_at=time.monotonic())
+        # Per partition, the lowest offset of the batch being handled: nothing below it is left
+        # undone, so it is what a commit would record now (the floor a change carries, D87).
+        self.floors: dict[tuple[str, int], int] = {}
 
     def run(self, stop: threading.Event) -> None:
         # Start-up objects never die: keep them out of the collector's way, and collect young
@@ -176,6 +180,7 @@ class Runner(Handling):
 
     def run_batch(self, msgs: list[Message], stop: threading.Event) -> None:
         self._before(msgs)
+        self.floors = {(tp.topic, tp.partition): tp.offset for tp in _first_offsets(msgs)}
         queues: OrderedDict[bytes, deque[Message]] = OrderedDict()
         for m in msgs:
             queues.setdefault(m.key() or b"", deque()).append(m)
@@ -204,6 +209,11 @@ class Runner(Handling):
             self.log("runner.offsets_not_stored", role=self.role, error=repr(exc))
         self.counters.batches += 1
         self.counters.messages += len(msgs)
+
+    def taken(self, msg: Message) -> sources.Taken | None:
+        topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+        floor = self.floors.get((topic, partition))
+        return None if floor is None else sources.Taken(topic, partition, offset, min(floor, offset))
 
     def _before(self, msgs: list[Message]) -> None:
         """The before_batch hook, for a batch about to be handed to its handlers."""

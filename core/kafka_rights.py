@@ -13,7 +13,9 @@ RIGHTS, so the two never drift. The table follows DESIGN.md section 2:
 | wakeful-gate     | wakeful.wake              | wakeful.proposals.request, .dlq       | wakeful-gate      |
 | wakeful-proposer | wakeful.proposals.request | wakeful.proposals, wakeful.dlq        | wakeful-proposer  |
 | wakeful-executor | wakeful.proposals         | wakeful.dlq                           | wakeful-executor  |
-| wakeful-relay    | - (its input is Redis)    | wakeful.log, wakeful.dlq              | -                 |
+| wakeful-relay    | - (its input is Redis;    | wakeful.log, wakeful.dlq              | -                 |
+|                  | .wake's, .proposals'      |                                       |                   |
+|                  | config)                   |                                       |                   |
 | wakeful-admin    | super user: creates topics, SCRAM users and ACLs; reads the log and dlq    |
 
 Roles that dead-letter through the runner also read the dlq's config (DescribeConfigs), so a
@@ -72,7 +74,8 @@ RIGHTS: dict[str, Rights] = {
         groups=("wakeful-executor",),
         reads_config=_LETTERS,
     ),
-    "relay": Rights(writes=(topics.LOG, topics.DLQ)),
+    # It reads how long the re-driven topics keep their messages, against its own lag (D87).
+    "relay": Rights(writes=(topics.LOG, topics.DLQ), reads_config=(topics.WAKE, topics.PROPOSALS)),
     ADMIN: Rights(),  # a super user (super.users); it needs no ACL of its own
 }
 ROLES = tuple(RIGHTS)

@@ -128,6 +128,9 @@ class Settings:
     # whose backlog is still read, its age judged on arrival (D84)
     events_retention_hours: int = 168
     sweep_s: int = 60  # how often the timer looks for tasks nothing will wake (D85)
+    # How often the relay re-finds every outbox holding records, and puts its watermark on the log:
+    # how far behind the log a recover's re-drive starts, at least (D87)
+    outbox_sweep_s: int = 60
 
     @property
     def redis_cluster_ports(self) -> tuple[int, ...]:
@@ -263,6 +266,7 @@ class Settings:
             log_retention_days=_int(env, "WAKEFUL_LOG_RETENTION_DAYS", 0, 0, 100 * 365),
             events_retention_hours=_int(env, "WAKEFUL_EVENTS_RETENTION_HOURS", 168, 1, 100 * 365 * 24),
             sweep_s=_int(env, "WAKEFUL_SWEEP_S", 60, 1, 24 * 3600),
+            outbox_sweep_s=_int(env, "WAKEFUL_OUTBOX_SWEEP_S", 60, 1, 3600),
         )
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from wakeful.core.errors import WakefulError
 from wakeful.core.process import Say, port_free, wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack import bench_log, chaos, recovery, redis_server, stack
+from wakeful.devstack import bench_log, chaos, recovery, recovery_scan, redis_server, stack
 from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.traffic import Planned, load_traffic, plan_tasks, warm_up
@@ -58,7 +58,7 @@ def run(settings: Settings, tasks: int, mode: str, seed: int | None, say: Say) -
         _load(client, fleet, plans)
         before = _waiting(client, plans)
         timers = _timers(client, list(before))
-        _, missing = recovery.uncovered(client.admin, settings, say)
+        _, missing, _ = recovery_scan.uncovered(client.admin, settings, say)
         if missing:
             raise WakefulError(
                 f"this stack's Redis holds {len(missing)} task(s) its log cannot give back (e.g. "

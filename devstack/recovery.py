@@ -2,9 +2,11 @@
 
 Order: refuse while workers hold leases or report alive (unless forced); put back authority from
 the newest sealed copy on wakeful.authority; read wakeful.log from its first offset twice (where
-each task's records end, then the fold: state/rebuild_ends.py, state/rebuild.py), restoring every
-task Redis lacks or holds behind the log (state/restore.py) in batches as soon as its records are
-all folded, saying how far it got. Run twice, the second run restores nothing: every task is left.
+each task's records end and how far back the log vouches for the role topics, then the fold:
+state/rebuild_ends.py, state/rebuild.py), restoring every task Redis lacks or holds behind the log
+(state/restore.py) in batches as soon as its records are all folded, saying how far it got; then
+re-drive what Redis had applied and the log lacks (D87: devstack/redrive.py,
+redrive_proposals.py). Run twice, the second run restores nothing: every task is left.
 
 What the log does not hold is named in the report, never passed over: memory records, evidence
 documents (each task's excerpt of them is restored), receipts of events refused without a change,
@@ -14,7 +16,7 @@ and wakes a freeze held.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,25 +25,23 @@ import redis
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from wakeful.authority import backup
-from wakeful.consumers import log_reader
+from wakeful.consumers import executor_steps
 from wakeful.consumers.producing import producer_config
 from wakeful.consumers.switch_acks import LIVE_S
 from wakeful.core import kafka_auth, kafka_rights, topics
 from wakeful.core.errors import DecodeError, IntegrityError, KeyringError, WakefulError
 from wakeful.core.retry import FunctionsMissing
 from wakeful.core.settings import Settings
-from wakeful.devstack import stack
+from wakeful.devstack import redrive, redrive_proposals, stack
+from wakeful.devstack.recovery_scan import Scan
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import RUNTIME_STAGES
 from wakeful.state import keys, library
-from wakeful.state.rebuild import Fold, Folded
-from wakeful.state.rebuild_ends import Ends, fold_message, position
 from wakeful.state.restore import Restored, Restorer
 from wakeful.state.seal import Sealer
 from wakeful.workflow import engine
 
-BATCH = 200  # tasks restored between two progress lines
 NOT_ON_THE_LOG = (
     "memory records (wk:mem:*): re-verify and re-remember what the tasks need",
     "evidence (wk:{T}:evidence, wk:ev:*): kept off a log that outlives its erasure (memory forget)",
@@ -66,6 +66,9 @@ class Report:
     authority_written: list[str] = field(default_factory=list)
     authority_left: list[str] = field(default_factory=list)
     authority_copy: str = "none on wakeful.authority"
+    redrive_plan: redrive.Plan = field(default_factory=redrive.Plan)  # D87
+    redriven: list[str] = field(default_factory=list)
+    proposals: list[str] = field(default_factory=list)  # published again (redrive_proposals)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +89,8 @@ class Report:
                 "left": self.authority_left,
             },
             "not_on_the_log": list(NOT_ON_THE_LOG),
+            "redrive": self.redrive_plan.as_dict()
+            | {"wakes_published": self.redriven, "proposals_published": self.proposals},
         }
 
 
@@ -117,8 +122,15 @@ def recover(
         raise WakefulError(str(exc)) from exc
     report = Report()
     _authority(settings, admin, sealer, report, say)
-    restorer = Restorer(admin, sealer, _wakes(app), datetime.now(UTC))
     scan = Scan(say)
+    scan.find_ends(settings)
+    # Where the log vouches for nothing, and the proposals from there, before any task is restored:
+    # a task whose own proposal is published again is not woken (D87).
+    report.redrive_plan = redrive.plan(settings, scan.coverage)
+    held = redrive_proposals.read(settings, report.redrive_plan.starts)
+    scan.among = redrive.named(settings, report.redrive_plan)
+    answered: dict[str, list[redrive_proposals.Held]] = {}
+    restorer = Restorer(admin, sealer, _wakes(app, held, answered), datetime.now(UTC))
     for tasks in scan.folds(settings):
         report.done.merge(restorer.restore(tasks))
         for task in tasks:
@@ -130,87 +142,25 @@ def recover(
     fold, read = scan.fold, scan.read
     report.messages, report.duplicates = read.messages, fold.duplicates
     report.records = fold.records + read.passed_over
-    report.refused[:0] = read.refused + fold.problems
+    report.refused[:0] = read.refused + scan.first.unvouched + fold.problems
     report.tasks, report.purged = len(scan.ends), fold.purged
+    # Once the inbox marks that dedupe what the log reflects are back in Redis (D87).
+    report.redriven = redrive.republish(settings, report.redrive_plan, scan.purged, say)
+    report.proposals = redrive_proposals.publish(settings, [h for hs in answered.values() for h in hs], say)
     return report
 
 
-class Scan:
-    """wakeful.log read twice up to the same ends (state/rebuild_ends.py): first where each task's
-    records end, then folded partition by partition, each task handed over in batches as soon as
-    its records are all folded. Holds the ends (one int per task living on the log), the tasks
-    whose records span the read, and one batch: never the log's fold."""
+def _wakes(
+    app: App, held: dict[str, list[redrive_proposals.Held]], answered: dict[str, list[redrive_proposals.Held]]
+) -> Callable[[Checkpoint], bool]:
+    """Whether a restored task is woken; one that proposals `held` answer as it is gets them again
+    instead (put in `answered`)."""
 
-    def __init__(self, say: Say) -> None:
-        self.say = say
-        self.ends = Ends()
-        self.fold = Fold()
-        self.read = log_reader.Read()
-
-    def folds(self, settings: Settings) -> Iterator[list[Folded]]:
-        spans = log_reader.spans(settings)
-        first = log_reader.Read()
-
-        def noted(done: int, total: int) -> None:
-            self.say(f"recover: found where {len(self.ends)} tasks end in {done} of {total} log messages")
-
-        for partition, offset, marks in log_reader.read_marks(settings, first, spans, noted):
-            self.ends.add(position(partition, offset), marks)
-
-        def progress(done: int, total: int) -> None:
-            self.say(f"recover: read {done} of {total} log messages ({len(self.fold.tasks)} tasks open)")
-
-        batch: list[Folded] = []
-        # partition by partition: a task split over two (partitions added later) ends in the later
-        read = log_reader.read_positioned(
-            settings, self.read, spans, progress, one_by_one=True, wanted=self.ends.wanted
-        )
-        for partition, offset, items in read:
-            batch += fold_message(self.fold, self.ends, position(partition, offset), items)
-            if len(batch) >= BATCH:
-                yield batch
-                batch = []
-        rest = [*batch, *(self.fold.take(t) for t in list(self.fold.tasks))]
-        for start in range(0, len(rest), BATCH):
-            yield [t for t in rest[start : start + BATCH] if t is not None]
-
-
-def uncovered(admin: redis.Redis, settings: Settings, say: Say) -> tuple[int, dict[str, str]]:
-    """How many tasks live on the log, and the tasks Redis holds that the log could not give back
-    as they are now: the log is behind them (the relay's lag, or a change made before the log
-    carried checkpoints), their outbox holds records not yet published, or the log cannot restore
-    them at all. Empty: a loss of Redis now would lose no task's progress."""
-    found: dict[str, str] = {}
-    scan = Scan(say)
-    for tasks in scan.folds(settings):
-        pipe = admin.pipeline(transaction=False)
-        for task in tasks:
-            pipe.xrevrange(keys.ctr(task.task_id), "+", "-", count=1)
-        for task, top in zip(tasks, pipe.execute(), strict=True):
-            if not top:
-                continue  # Redis does not hold it: nothing of it to lose
-            held = int(top[0][0].split(b"-")[0])
-            why = task.unrestorable()
-            if why is None and task.last is not None and task.last.state_version < held:
-                why = f"Redis is at version {held}, the log at {task.last.state_version}"
-            if why is not None:
-                found[task.task_id] = why
-    outboxes = [k.decode() for k in admin.scan_iter(match=keys.PATTERN_OUTBOX, count=10_000)]
-    pipe = admin.pipeline(transaction=False)
-    for name in outboxes:
-        pipe.xlen(name)
-    for name, waiting in zip(outboxes, pipe.execute(), strict=True):
-        if waiting:
-            found[keys.task_of(name)] = f"{waiting} record(s) in its outbox not yet on the log"
-    for name in admin.scan_iter(match=keys.PATTERN_CTR, count=10_000):
-        task_id = keys.task_of(name.decode())
-        if task_id not in scan.ends:
-            found.setdefault(task_id, "the log holds nothing of it")
-    return len(scan.ends), found
-
-
-def _wakes(app: App) -> Callable[[Checkpoint], bool]:
     def wakes(cp: Checkpoint) -> bool:
+        fit = [h for h in held.get(cp.task_id, ()) if executor_steps.unanswered(app, cp, h.env) is None]
+        if fit:
+            answered[cp.task_id] = fit
+            return False
         if cp.stage in RUNTIME_STAGES or cp.execution.pending_waits:
             return False
         try:

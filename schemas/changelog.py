@@ -11,11 +11,13 @@ changes. `log_items` reads every kind from a wakeful.log message.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable
 from typing import ClassVar
 
 import orjson
+from pydantic import ValidationError
 
 from wakeful.core.errors import DecodeError
 from wakeful.schemas.base import Record
@@ -27,6 +29,7 @@ from wakeful.schemas.logs import (
     OutboxRecord,
     batch_items,
 )
+from wakeful.schemas.redrive import WATERMARK_FIELD, MessageSource
 from wakeful.schemas.tombstone import PurgeRecord
 
 
@@ -88,6 +91,8 @@ def log_items(value: bytes, wanted: Wanted | None = None) -> tuple[list[LogItem]
     problems: list[str] = []
     passed = 0
     for i, item in enumerate(batch_items(value)):
+        if isinstance(item, dict) and WATERMARK_FIELD in item:
+            continue  # no task's: read by log_reader from the signed bytes alone (D87)
         kind = _kind(item)
         if wanted is not None and kind is not PurgeRecord and not wanted(_task_of(item) or " "):
             passed += 1
@@ -99,17 +104,25 @@ def log_items(value: bytes, wanted: Wanted | None = None) -> tuple[list[LogItem]
     return items, problems, passed
 
 
-def log_marks(value: bytes) -> tuple[list[Mark], list[str], int]:
+def log_marks(value: bytes, sources: list[MessageSource] | None = None) -> tuple[list[Mark], list[str], int]:
     """Each record's task id, and each tombstone decoded, of one wakeful.log message: a record
-    with no task id is named. Raises DecodeError when the message itself is unreadable."""
+    with no task id is named, a relay watermark passed over (D87). Each change's source, when it
+    names one, goes to `sources` (one that does not decode is left out: the re-drive then starts
+    earlier, which loses nothing). Raises DecodeError when the message itself is unreadable."""
     marks: list[Mark] = []
     problems: list[str] = []
     for i, item in enumerate(batch_items(value)):
+        if isinstance(item, dict) and WATERMARK_FIELD in item:
+            continue
         task_id = _task_of(item)
         if not task_id:
             problems.append(f"record {i}: it names no task id")
         elif _kind(item) is not PurgeRecord:
             marks.append((task_id, None))
+            source = item.get("source") if isinstance(item, dict) else None
+            if sources is not None and isinstance(source, dict) and _kind(item) is OutboxRecord:
+                with contextlib.suppress(ValidationError):
+                    sources.append(MessageSource.model_validate(source))
         else:
             try:
                 marks.append((task_id, PurgeRecord.decode(orjson.dumps(item))))

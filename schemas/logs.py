@@ -14,6 +14,7 @@ from pydantic import Field
 from wakeful.core.errors import DecodeError
 from wakeful.schemas.base import Record, cut, migration
 from wakeful.schemas.custody import ApprovalBound, ProposalTrail
+from wakeful.schemas.redrive import WATERMARK_FIELD, MessageSource
 
 
 class ActionStatus(StrEnum):
@@ -90,10 +91,12 @@ class OutboxRecord(Record):
     references), each as [command, key, field or value, ...] in UTF-8 text. It also carries what
     an audit checks offline (D72, schemas/custody.py): the policy and tool-catalog stamps in
     force, the signed event a gate change applied (its JSON text, as received), the approval it
-    bound, and the proposal an executor's close carried out."""
+    bound, and the proposal an executor's close carried out. From schema 4 a change a role's
+    handler made says which message it applied and the run loop's floor then (`source`,
+    schemas/redrive.py): how far back `wakeful recover` re-drives (D87)."""
 
     KIND: ClassVar[str] = "outbox"
-    SCHEMA: ClassVar[int] = 3
+    SCHEMA: ClassVar[int] = 4
     schema_version: int = SCHEMA
 
     # Dedupe key format, never change: "<task_id>:<state_version>".
@@ -116,6 +119,7 @@ class OutboxRecord(Record):
     event: str = ""
     approval: ApprovalBound | None = None
     proposal: ProposalTrail | None = None
+    source: MessageSource | None = None  # D87; None: not made by a run loop's handler, or before schema 4
 
 
 @migration(OutboxRecord.KIND, 1)
@@ -126,6 +130,11 @@ def _outbox_v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
 @migration(OutboxRecord.KIND, 2)
 def _outbox_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "sealed": "", "writes": []}  # v2 did not carry them
+
+
+@migration(OutboxRecord.KIND, 3)
+def _outbox_v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "source": None}  # v3 did not say what it applied from where
 
 
 # A wakeful.log message carries a batch of OutboxRecords (D47): this head, the records' JSON joined by
@@ -141,7 +150,7 @@ LOG_BATCH_TAIL = b"]}"
 ACTION_FIELD = "action"
 QUARANTINE_FIELD = "quarantine"
 PURGE_FIELD = "purged_at"  # a purged task's tombstone (schemas/tombstone.py)
-OTHER_FIELDS = (ACTION_FIELD, QUARANTINE_FIELD, PURGE_FIELD)
+OTHER_FIELDS = (ACTION_FIELD, QUARANTINE_FIELD, PURGE_FIELD, WATERMARK_FIELD)
 
 
 def batch_items(value: bytes) -> list[Any]:
@@ -171,9 +180,7 @@ def log_records(value: bytes) -> tuple[list[OutboxRecord], list[str]]:
     records: list[OutboxRecord] = []
     problems: list[str] = []
     for i, item in enumerate(batch_items(value)):
-        if isinstance(item, dict) and (
-            ACTION_FIELD in item or QUARANTINE_FIELD in item or PURGE_FIELD in item
-        ):
+        if isinstance(item, dict) and any(name in item for name in OTHER_FIELDS):
             continue
         try:
             records.append(OutboxRecord.decode(orjson.dumps(item)))

@@ -132,7 +132,9 @@ RULES: dict[str, str] = {
         f"(%R~{keys.PATTERN_QUARANTINE} %R~{keys.PATTERN_LEASE} +exists)"
     ),
     "relay": (
-        f"resetkeys -@all {_KEYLESS} +scan (~{keys.PATTERN_OUTBOX} {_FUNCTIONS} +xrange +xdel +xlen +del) "
+        # +time: the clock its outbox entries are stamped with, for its watermark on the log (D87).
+        f"resetkeys -@all {_KEYLESS} +scan +time "
+        f"(~{keys.PATTERN_OUTBOX} {_FUNCTIONS} +xrange +xdel +xlen +del) "
         f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard) {_INDEX_WRITE} {_INDEX_COUNT} {_MEMORY_WRITE}"
     ),
     # The read door (consumers/ingress.py): a signer's key, its own receipts, its tenant's index.

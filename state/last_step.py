@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from wakeful.core import tracing
+from wakeful.core import sources, tracing
 from wakeful.schemas import custody
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import OutboxRecord, WaitSummary
+from wakeful.schemas.redrive import MessageSource
 from wakeful.state import keys
 from wakeful.state.seal import Sealer
 
@@ -67,6 +68,7 @@ def commands(
         event=event,
         approval=approval,
         proposal=proposal,
+        source=_source(),
     )
     traced = tracing.outbox_field()  # the change's trace, for the relay's span of its publish
     return [
@@ -80,6 +82,14 @@ def commands(
         ("EXEC",),
         ("SADD", keys.OUTBOX_DIRTY, task_id),
     ]
+
+
+def _source() -> MessageSource | None:
+    """The message the current handler applies and its run loop's floor (D87), if any."""
+    taken = sources.current()
+    if taken is None:
+        return None
+    return MessageSource(topic=taken.topic, partition=taken.partition, offset=taken.offset, floor=taken.floor)
 
 
 def logged(task_id: str, also: Sequence[Command]) -> tuple[tuple[str, ...], ...]:

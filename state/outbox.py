@@ -38,7 +38,19 @@ return n
 """,
     ("allow-oom",),
 )
-FUNCTIONS = (TRIM,)
+# KEYS[1] a task's outbox. returns: the id of its oldest entry, or false when it has none. Only the
+# id leaves Redis: the relay's sweep reads it from every outbox that holds records, for its
+# watermark (D87), and a backlog's first records are kilobytes each.
+FIRST = Function(
+    "outbox_first",
+    """
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+if #first == 0 then return false end
+return first[1][1]
+""",
+    ("no-writes",),
+)
+FUNCTIONS = (TRIM, FIRST)
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,14 @@ class Outbox:
     def __init__(self, client: redis.Redis, batch: int = 500) -> None:
         self.client = client
         self.batch = batch
+        # The last sweep's oldest entry still waiting, as its stream id's milliseconds (Redis's
+        # time when it was added), or None: every outbox was empty (the relay's watermark, D87).
+        self.oldest_ms: int | None = None
+
+    def time_ms(self) -> int:
+        """Redis's clock, in milliseconds: what outbox entry ids are stamped with."""
+        seconds, micros = self.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
 
     def claim(self, tasks: int = 200) -> list[str]:
         """Take up to `tasks` task ids off the index."""
@@ -128,6 +148,7 @@ class Outbox:
         outbox (left by a relay from before the trim deleted them) is deleted on the way."""
         found: list[str] = []
         chunk: list[bytes] = []
+        self.oldest_ms = None
         for key in self.client.scan_iter(match=keys.PATTERN_OUTBOX, count=1000, _type="stream"):
             chunk.append(key)
             if len(chunk) == 500:
@@ -140,7 +161,16 @@ class Outbox:
     def _nonempty(self, outboxes: list[bytes]) -> list[str]:
         pipe = self.client.pipeline(transaction=False)
         for key in outboxes:
-            pipe.xlen(key)
-        counted = list(zip(outboxes, pipe.execute(), strict=True))
-        self._delete_if_empty([k.decode() for k, n in counted if not n])
-        return [keys.task_of(k.decode()) for k, n in counted if n]
+            pipe.execute_command(*functions.command(FIRST, [key.decode()], []))  # type: ignore[no-untyped-call]
+        replies = pipe.execute(raise_on_error=False)
+        for value in replies:
+            functions.raise_if_missing(FIRST, value)
+            if isinstance(value, redis.ResponseError):
+                raise value
+        counted = list(zip(outboxes, replies, strict=True))
+        self._delete_if_empty([k.decode() for k, first in counted if not first])
+        for _, first in counted:
+            if first:
+                ms = int(first.split(b"-")[0])
+                self.oldest_ms = ms if self.oldest_ms is None else min(self.oldest_ms, ms)
+        return [keys.task_of(k.decode()) for k, first in counted if first]

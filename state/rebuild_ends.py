@@ -12,7 +12,7 @@ the position it reads, not the log.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from wakeful.core import ids
@@ -58,6 +58,18 @@ class Ends:
 
     def __contains__(self, task_id: object) -> bool:
         return task_id in self.at
+
+
+def purged_for_good(ends: Ends, items: Iterable[LogItem], among: Container[str]) -> Iterator[str]:
+    """The tasks of `among` whose history on the log a tombstone in `items` ends: their own
+    tombstone, and the first read found no record of theirs after it (`ends` does not hold them).
+    `wakeful recover` leaves out their re-driven wakes (D87): `among` is the tasks those wakes name,
+    so what it keeps is bounded by the re-drive, not by the log's purged history."""
+    for item in items:
+        if not isinstance(item, PurgeRecord) or item.task_id in ends or item.task_id not in among:
+            continue
+        if item.record_id == purge_record_id(item.task_id, item.state_version, item.purged_at):
+            yield item.task_id
 
 
 def marks(items: Iterable[LogItem]) -> list[Mark]:

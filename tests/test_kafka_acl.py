@@ -139,7 +139,9 @@ def test_a_role_sees_only_the_topics_it_uses(settings: Settings, kafka_bootstrap
         assert listing.returncode == 0, listing.stderr
         seen = {t for t in topics.ALL if f'topic "{t}"'.encode() in listing.stdout}
         rights = RIGHTS[role]
-        assert seen == {*rights.reads, *rights.writes, *rights.reads_config}, role
+        # A topic whose settings alone a role reads (DescribeConfigs) may stay out of its listing.
+        used = {*rights.reads, *rights.writes}
+        assert used <= seen <= used | set(rights.reads_config), role
 
 
 def consume_error(config: dict[str, Any], topic: str) -> str | None:

@@ -29,6 +29,7 @@ from wakeful.schemas import events
 from wakeful.schemas.changelog import action_record
 from wakeful.schemas.custody import ApprovalBound, ProposalTrail
 from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, ActionLogEntry, ActionStatus, OutboxRecord
+from wakeful.schemas.redrive import LogWatermark
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -336,3 +337,14 @@ def test_a_verified_event_of_another_task_proves_nothing_of_this_one() -> None:
     assert _not_this_tasks(ours, "default", change(2), waited) is None
     assert _not_this_tasks(by_corr, "default", change(2), waited) is None
     assert _not_this_tasks(stray, "default", change(2), waited) is not None
+
+
+def test_a_relay_watermark_among_the_tasks_messages_is_no_link_and_no_problem() -> None:
+    """D87: the relay's watermark rides the log beside the tasks' records, signed as they are."""
+    watermark = LogWatermark(
+        record_id="watermark:r:1", relay="r", watermark_at=datetime.now(UTC), covers=((0, 12),)
+    ).encode()
+    chain = Chain().build()
+    found = audit(T, [*chain, _message([watermark], 99)], KEYS)
+    assert found.verified, _why(found)
+    assert len(found.changes) == len(audit(T, chain, KEYS).changes)

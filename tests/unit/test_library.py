@@ -18,6 +18,7 @@ RELEASED = {
     "wakeful_v4": "fbc5d42e0b54d29d0d9f188f94eb67343629d9ab1f6b04aaa3395334fbc9b577",  # + action records
     "wakeful_v5": "2258740bcfc5da2885bbfaa583aa0e8786cfcee720c935fa2354473e80a987af",  # + the purge
     "wakeful_v6": "8104ed76108ea237a13b88896528956c6c8e8d83474db8c3576f99c1dda7679b",  # + the outbox trim
+    "wakeful_v7": "f9e51ad9629a103e33807a2200d3e96dc5dad0b325d2090073f46777533acb0d",  # + outbox_first (D87)
 }
 
 

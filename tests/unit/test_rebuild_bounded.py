@@ -18,7 +18,7 @@ from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, ActionStatus
 from wakeful.schemas.tombstone import PurgeRecord
 from wakeful.state import keys
 from wakeful.state.rebuild import TOMBSTONES_KEPT, Fold, Folded
-from wakeful.state.rebuild_ends import Ends, fold_message, marks, position
+from wakeful.state.rebuild_ends import Ends, fold_message, marks, position, purged_for_good
 
 
 @pytest.mark.parametrize(
@@ -215,3 +215,25 @@ def test_a_record_that_names_no_task_is_still_named_on_the_second_read() -> None
     no_id = LOG_BATCH_HEAD + b'{"state_version":1}' + LOG_BATCH_TAIL
     items, problems, passed = log_items(no_id, ends.wanted)
     assert (items, len(problems), passed) == ([], 1, 0)
+
+
+FORGED = tombstone(1).model_copy(update={"record_id": "t-1:purge:not-its-own"})
+
+
+@pytest.mark.parametrize(
+    ("history", "among", "purged"),
+    [
+        ([change(1), tombstone(1)], {TASK}, {TASK}),
+        ([change(1), tombstone(1), change(2)], {TASK}, set()),  # made again under its id (D73)
+        ([change(1), tombstone(1)], set(), set()),  # no re-driven wake names it: nothing kept of it
+        ([change(1), FORGED], {TASK}, set()),  # a tombstone the fold does not take
+    ],
+    ids=["purged", "made-again", "not-re-driven", "not-its-own-tombstone"],
+)
+def test_a_re_driven_wake_is_left_out_only_when_its_tasks_history_ends_in_its_tombstone(
+    history: list[LogItem], among: set[str], purged: set[str]
+) -> None:
+    ends = Ends()
+    for offset, item in enumerate(history):
+        ends.add(position(0, offset), marks([item]))
+    assert set(purged_for_good(ends, history, among)) == purged
