@@ -113,21 +113,22 @@ def test_a_role_down_for_three_times_the_max_age_dead_letters_nothing_the_door_t
     assert letter is None, f"accepted work was dead-lettered after the outage: {letter}"
 
 
+def signed_long_ago(client: Client, prefix: str) -> tuple[SignedEvent, str]:
+    """A create its upstream system signed longer ago than the max age (captured, never delivered),
+    and the id of the task it names."""
+    named = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    signed_at = datetime.now(UTC) - timedelta(seconds=MAX_AGE_S + 3)
+    payload = {"amount": 10, "currency": "EUR"}
+    event = sign_event(client.signer(REQUESTER), events.CREATE, payload, task_id=named, issued_at=signed_at)
+    return event, ids.task_in(ids.DEFAULT_TENANT, named)
+
+
 def test_a_captured_event_published_after_its_max_age_is_refused_as_stale(
     client: Client, fleet: Fleet
 ) -> None:
     """Its append is new, its signature old: the broker's time does not make it fresh."""
-    named = f"t-captured-{uuid.uuid4().hex[:10]}"
-    signed_at = datetime.now(UTC) - timedelta(seconds=MAX_AGE_S + 2)
-    captured = sign_event(
-        client.signer(REQUESTER),
-        events.CREATE,
-        {"amount": 10, "currency": "EUR"},
-        task_id=named,
-        issued_at=signed_at,
-    )
+    captured, task_id = signed_long_ago(client, "t-captured")
     client.publisher.publish(captured)
-    task_id = ids.task_in(ids.DEFAULT_TENANT, named)
     receipt = client.receipt(captured.event_id, task_id, SETTLE_S, key_id=captured.key_id)
     assert receipt["status"] == "rejected" and receipt["reason"].startswith("event is too old"), receipt
     assert not client.admin.exists(keys.state(task_id)), "a stale create made its task"
@@ -155,20 +156,13 @@ def test_a_topic_made_before_is_stamped_with_the_brokers_time_and_nothing_else_c
 def test_a_producer_cannot_choose_the_time_its_event_is_judged_by(client: Client, fleet: Fleet) -> None:
     """A captured event published with its producer's timestamp set to just after it was signed is
     stamped by the broker all the same: it is judged by when it really arrived, and refused."""
-    named = f"t-backdated-{uuid.uuid4().hex[:10]}"
-    signed_at = datetime.now(UTC) - timedelta(seconds=MAX_AGE_S + 5)
-    captured = sign_event(
-        client.signer(REQUESTER),
-        events.CREATE,
-        {"amount": 10, "currency": "EUR"},
-        task_id=named,
-        issued_at=signed_at,
-    )
+    captured, task_id = signed_long_ago(client, "t-backdated")
     producer = Producer(kafka_as(client.settings.kafka_bootstrap, UPSTREAM))
-    claimed_ms = int((signed_at + timedelta(seconds=1)).timestamp() * 1000)
-    producer.produce(topics.EVENTS, key=named.encode(), value=captured.encode(), timestamp=claimed_ms)
+    claimed_ms = int((captured.issued_at + timedelta(seconds=1)).timestamp() * 1000)
+    producer.produce(
+        topics.EVENTS, key=captured.routing_key.encode(), value=captured.encode(), timestamp=claimed_ms
+    )
     assert producer.flush(30) == 0
-    task_id = ids.task_in(ids.DEFAULT_TENANT, named)
     receipt = client.receipt(captured.event_id, task_id, SETTLE_S, key_id=captured.key_id)
     assert receipt["status"] == "rejected" and receipt["reason"].startswith("event is too old"), receipt
 
