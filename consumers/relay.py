@@ -266,15 +266,15 @@ class Relay:
                 self.producer.poll(0.05)
 
 
-def main(settings: Settings, stop: threading.Event) -> None:
-    """Run the relay as its own process until stop is set."""
+def relay_for(settings: Settings) -> Relay:
+    """A relay as its role runs one, logged in as the relay: what main() runs, and what a bench
+    that grows the log through a real relay drives with run_once()."""
     client = acl.connect(settings, "relay")
-    outbox = Outbox(client)
     # Every producer shares one configuration (acks=all, idempotent, murmur2 keys); the log is off
     # every task's critical path, so the relay lingers longer for bigger batches.
     producer = Producer(producer_config(settings, "relay") | {"linger.ms": 5})
-    relay = Relay(
-        outbox,
+    return Relay(
+        Outbox(client),
         producer,
         Log(role="relay"),
         signer=load_signer(settings, "relay"),
@@ -283,6 +283,11 @@ def main(settings: Settings, stop: threading.Event) -> None:
         log_signer=load_log_signer(settings),
         sweep_s=settings.outbox_sweep_s,
     )
+
+
+def main(settings: Settings, stop: threading.Event) -> None:
+    """Run the relay as its own process until stop is set."""
+    relay = relay_for(settings)
     relay.log("relay.start", bootstrap=settings.kafka_bootstrap)
     relay.kept = redrive_retention.kept(settings, "relay")
     for problem in redrive_retention.problems(relay.kept):  # said again at each sweep, with the lag

@@ -25,20 +25,13 @@ from typing import Any
 
 import orjson
 import redis
-from confluent_kafka import Producer
 
-from wakeful.consumers.producing import producer_config
-from wakeful.consumers.relay import Relay
-from wakeful.core.log import Log
-from wakeful.core.log_signing import load_log_signer
-from wakeful.core.provenance import load_signer
+from wakeful.consumers.relay import relay_for
 from wakeful.core.settings import Settings
 from wakeful.devstack import bench_retention, purge
 from wakeful.sdk.app import DEFAULT_APP, load_app
 from wakeful.state import acl, keys, last_step
 from wakeful.state import purge as state_purge
-from wakeful.state.index import Index
-from wakeful.state.outbox import Outbox
 from wakeful.state.pinned import Pinned
 from wakeful.state.seal import Keyring, Sealer
 
@@ -64,7 +57,7 @@ def seed(
     refund = load_app(DEFAULT_APP)
     now = datetime.now(UTC)
     old = now - refund.retention.closed_tasks - timedelta(days=30)
-    relay = _relay(settings)
+    relay = relay_for(settings)
     made = 0
     total = sum(counts.values())
     said = time.monotonic()
@@ -94,19 +87,6 @@ def seed(
             relay.run_once()
         relay.producer.flush(30)
         state_purge.drop_outboxes(client)
-
-
-def _relay(settings: Settings) -> Relay:
-    relay_client = acl.connect(settings, "relay")
-    producer = Producer(producer_config(settings, "relay") | {"linger.ms": 5})
-    return Relay(
-        Outbox(relay_client),
-        producer,
-        Log(role="relay"),
-        signer=load_signer(settings, "relay"),
-        log_signer=load_log_signer(settings),
-        index=Index(relay_client),
-    )
 
 
 def lose(client: redis.Redis, tenant: str) -> int:
