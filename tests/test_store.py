@@ -302,6 +302,9 @@ def test_rotated_key_keeps_old_blobs_readable_and_seals_new_ones_with_the_new_ke
     # A worker that was never given the new key cannot read it (and says which key it lacks).
     with pytest.raises(KeyringError, match=new_ring.active):
         Store(gate_store.client, Sealer(old_ring), moves=gate_store.moves).load(cp.task_id)
+    # The new key lived only in this test: park the task, so no later wake (the timer's sweep, D85)
+    # meets a task no worker can read.
+    gate_store.quarantine(cp.task_id, "tampered", "sealed under a key only this test held")
 
 
 def test_v1_checkpoint_is_upgraded_by_its_migration_on_load(settings: Settings, gate_store: Store) -> None:
