@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from wakeful.authority import freezes
 from wakeful.authority.kept import Ask, Kept
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import executor_steps, switch_acks, wiring
+from wakeful.consumers import executor_steps, switch_acks, unreadable, wiring
 from wakeful.consumers.executor_heartbeat import Heartbeats
 from wakeful.consumers.executor_writes import Loaded, Writes, proposal_trail
 from wakeful.consumers.models import Proposal
@@ -112,8 +112,10 @@ class Executor:
                 return self._superseded(msg, env, "task is quarantined")  # parked since it was asked
             except (TaskNotFound, IntegrityError) as exc:
                 return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
-            except (KeyringError, DecodeError) as exc:
-                raise Retry(f"cannot read task {env.task_id}: {exc}", after=5.0) from exc
+            except (KeyringError, DecodeError) as exc:  # this worker's keyring, not the task (D88)
+                self.log("executor.unreadable", task_id=env.task_id, error=str(exc), fix=unreadable.FIX)
+                unreadable.mark(self.store.client, env.task_id)
+                return self._superseded(msg, env, f"this worker cannot read the task: {exc}")
             held = Held(lease)
             try:
                 self._execute(msg, env, proposal, Loaded(cp, replies, held, pinned, watched), ask)
@@ -337,6 +339,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     leases, actions = wiring.leases_for(settings, "executor"), wiring.actions_for(settings, "executor")
 
     def build(producer: RunnerProducer, log: Log) -> Executor:
+        unreadable.wake_at_start(store.client, log)  # it may hold the key a task was sealed under now
         return Executor(store, leases, actions, log, keys=keys, app=app)
 
     def hooks(executor: Executor) -> Hooks:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import redis
@@ -35,6 +36,7 @@ from wakeful.consumers import (
     gate_writes,
     kafka_client,
     switch_acks,
+    unreadable,
     wiring,
 )
 from wakeful.consumers.gate_hold import Source, StillFrozen
@@ -62,6 +64,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Refuse
+from wakeful.state.pinned import Command
 from wakeful.state.store import Change, Store
 from wakeful.workflow import engine
 
@@ -175,6 +178,8 @@ class Gate:
             change = self._transition(step, judge)
         except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:
             return self._unreadable(step, exc)
+        except (KeyringError, DecodeError) as exc:
+            return self._sealed_away(step, exc, source)
         cp = change.checkpoint
         if change.status == "duplicate":  # applied before a crash: redo only what follows the CAS
             self.writes.finish(None, "", "", cp.task_id, cp, pinned=step.pinned)
@@ -190,23 +195,29 @@ class Gate:
     def _transition(self, step: Taken, judge: Judge) -> Change:
         """The task judged and changed by compare-and-swap, from the read `step` made."""
         envelope, event = step.wake.envelope, step.wake.event
-        try:
-            return self.store.transition(
-                envelope.task_id,
-                None,
-                identity(envelope, event),
-                judge.write,
-                lease=None,
-                detail=judge.detail,
-                restamp=True,
-                before=judge.before,
-                also=judge.also,
-                pinned=step.pinned,
-                first=step.first,
-            )
-        except (KeyringError, DecodeError) as exc:
-            # Not tampering, but this worker cannot read the task: keep the message, loudly.
-            raise Retry(f"cannot read task {envelope.task_id}: {exc}", after=5.0) from exc
+        return self.store.transition(
+            envelope.task_id,
+            None,
+            identity(envelope, event),
+            judge.write,
+            lease=None,
+            detail=judge.detail,
+            restamp=True,
+            before=judge.before,
+            also=judge.also,
+            pinned=step.pinned,
+            first=step.first,
+        )
+
+    def _sealed_away(self, step: Taken, exc: KeyringError | DecodeError, source: Source) -> None:
+        """A task this gate cannot open (a key its keyring lacks: not tampering, D9): its wake is
+        held and the task marked, so the wakes behind it on the partition go on; the gate or
+        executor that starts with the key wakes it (unreadable.py)."""
+        task_id = step.wake.envelope.task_id
+        self.log("gate.unreadable", task_id=task_id, error=str(exc), fix=unreadable.FIX)
+        if source.parts is None:  # a held wake replayed: it stays held, the task marked again
+            unreadable.mark(self.client, task_id)
+        self._held(step, f"this worker cannot read the task ({exc})", source, unreadable.marks(task_id))
 
     def _unreadable(self, step: Taken, exc: TaskNotFound | TaskQuarantined | IntegrityError) -> None:
         """Answer a wake for a task that is not there, or cannot be trusted: nothing is written."""
@@ -248,7 +259,7 @@ class Gate:
         finish("accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self.writes.follow_up(cp, wake)
 
-    def _held(self, step: Taken, why: str, source: Source) -> None:
+    def _held(self, step: Taken, why: str, source: Source, marks: Sequence[Command] = ()) -> None:
         """Keep a frozen task's wake for the thaw, and tell its sender it is held, not refused. A
         deadline wake is not kept: the task is marked, and the thaw's own wake checks its waits.
         Nothing else is written (a hold re-registers no deadline: the timer would fire it again)."""
@@ -262,8 +273,11 @@ class Gate:
             self.runner.dead_letter(source.msg, full, task_id)
             said = f"held in the dead letters: {full}"
             return self.writes.finish(wake.event, "held", said, task_id, None, pinned=step.pinned)
-        kept = gate_hold.hold_writes(task_id, gate_hold.record(source.parts) if wake.event else None)
-        said = f"held: {why}; it runs when thawed"
+        kept = [
+            *gate_hold.hold_writes(task_id, gate_hold.record(source.parts) if wake.event else None),
+            *marks,
+        ]
+        said = f"held: {why}; it runs when thawed" if not marks else f"held: {why}; {unreadable.FIX}"
         self.writes.finish(wake.event, "held", said, task_id, None, pinned=step.pinned, also=kept)
         self.log("gate.held", task_id=task_id, why=why)
 
@@ -285,8 +299,9 @@ class Gate:
             cp = self.store.read_back(task_id, step.first)
         except (TaskNotFound, TaskQuarantined, IntegrityError):
             return None  # refused because the task was not there to take it: still nothing to do
-        except (KeyringError, DecodeError) as exc:
-            raise Retry(f"cannot read task {task_id}: {exc}", after=5.0) from exc
+        except (KeyringError, DecodeError) as exc:  # the follow-up waits for a worker with the key
+            self.log("gate.unreadable", task_id=task_id, error=str(exc), fix=unreadable.FIX)
+            return unreadable.mark(self.client, task_id)
         event_id = wake.event.event_id if wake.event else None
         self.log("gate.decided_before", task_id=cp.task_id, event_id=event_id)
         self.writes.finish(None, "", "", cp.task_id, cp, pinned=step.pinned)
@@ -328,6 +343,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     store = wiring.store_for(settings, "gate")
 
     def build(producer: RunnerProducer, log: Log) -> Gate:
+        unreadable.wake_at_start(store.client, log)  # this gate may hold the key a task was sealed under now
         return Gate(
             store,
             producer,

@@ -42,6 +42,9 @@ UPGRADE = (
     "the timer's Redis user lacks this release's rights: run `wakeful dev up` or `wakeful dev acl --apply`"
 )
 SAMPLE = 500  # tasks read from one stage set per pass; the rest wait for the next
+# Tasks woken per pass, at most: after an outage, or a fleet moved onto a state dir of old tasks,
+# thousands may be found at once, and their wakes would crowd out the live ones on wakeful.wake.
+WAKE_MAX = 200
 
 
 class Sweep:
@@ -126,7 +129,8 @@ class Sweep:
             pipe.sismember(keys.HELD_TASKS, task_id)
             pipe.exists(keys.quarantine(task_id), keys.lease(task_id))
         marks = pipe.execute()
-        woken = [t for i, t in enumerate(candidates) if not marks[2 * i] and not marks[2 * i + 1]]
+        free = [t for i, t in enumerate(candidates) if not marks[2 * i] and not marks[2 * i + 1]]
+        woken = free[:WAKE_MAX]  # the rest are found again by a later pass
         if woken:
             now_ms = int(now * 1000)
             self.client.zadd(keys.DEADLINES, {f"{task_id}|{now_ms}": now_ms for task_id in woken})

@@ -81,6 +81,9 @@ _MEMORY_CANDIDATES = f"(~{keys.PATTERN_TASK_MEMORY} +xadd)"
 # have taken in (the freeze's acknowledgement).
 _HELD = f"(~{keys.PATTERN_HELD} +rpush +lindex +lrem +llen) (~{keys.HELD_TASKS} +sadd +srem)"
 _LIVE = f"+time (~{keys.HELD_TASKS} +sadd) (~{keys.LIVE} +hset)"
+# A task a Progress writer could not open (a key its keyring lacks, D88) is marked, not retried;
+# each of the two wakes the marked tasks when it starts (consumers/unreadable.py).
+_UNREADABLE = f"(~{keys.UNREADABLE_TASKS} +sadd +smembers +srem) (~{keys.HELD_TASKS} +srem)"
 # The proposer's budget: read before a model call, add what the call cost after it (a plain
 # pipeline, no MULTI: the two counters live in different slots). A counter is a stream's top id and
 # XADD is the one write: no command here can move it back or make it lapse (state/budget.py, D51).
@@ -118,12 +121,14 @@ RULES: dict[str, str] = {
     ),
     "gate": (
         f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE} {_HELD} {_LIVE} "
-        f"{_MEMORY_READ} {_MEMORY_CANDIDATES}"
+        f"{_MEMORY_READ} {_MEMORY_CANDIDATES} {_UNREADABLE}"
     ),
     "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer),
     # and indexes a wait its close made (a workflow's `done` returned one, or a tool's call is pending).
-    "executor": f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE}",
+    "executor": (
+        f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE} {_UNREADABLE}"
+    ),
     # Its sweep (consumers/timer_sweep.py) reads the task index, and whether a task is frozen,
     # quarantined or leased, for the tasks nothing will wake (D85).
     "timer": (

@@ -74,6 +74,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:{T}:held       | list   | wakes a freeze held for the task, oldest first     | gate: push, replay, pop|
 | wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin; |
 |                   |        |                                                    | timer (sweep) reads    |
+| wk:unreadable     | set    | task ids a worker could not open (a key its keyring | gate, executor: mark,  |
+|                   |        | lacks); woken when a gate or executor starts (D88) | wake at start          |
 | wk:journal:authority | string | digest of the authority copy last put on        | admin only             |
 |                   |        | wakeful.authority (devstack/recovery.py)           |                        |
 | wk:live           | hash   | "<role>:<process>" -> "<switched seen> <ms>": which | gate, executor         |
@@ -210,6 +212,7 @@ AUTH_TOOL_SWITCHES = f"{_TOOLS}:switches"  # hash JSON [app, tool] -> JSON {by, 
 AUTH_TOOL_HISTORY = f"{_TOOLS}:history"  # stream: {app, tool, action, by, reason, at}
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
+UNREADABLE_TASKS = f"{PREFIX}:unreadable"
 # The digest of the authority copy last published on wakeful.authority (devstack/recovery.py): admin only.
 JOURNAL_AUTHORITY = f"{PREFIX}:journal:authority"
 LIVE = f"{PREFIX}:live"

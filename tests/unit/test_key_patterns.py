@@ -48,6 +48,7 @@ KINDS: dict[str, str | None] = {
     "outbox index": None,
     "deadlines": None,
     "held tasks": None,
+    "unreadable tasks": None,
     "live": None,
     "dlq replays": None,  # the admin's alone: no role's pattern may reach it
 }
@@ -77,6 +78,7 @@ def every_key() -> list[tuple[str, str]]:
         ("outbox index", keys.OUTBOX_DIRTY),
         ("deadlines", keys.DEADLINES),
         ("held tasks", keys.HELD_TASKS),
+        ("unreadable tasks", keys.UNREADABLE_TASKS),
         ("live", keys.LIVE),
         ("dlq replays", keys.DLQ_REPLAYS),
         *(("authority", k) for k in (keys.AUTH_APPROVERS, keys.AUTH_LIMIT, keys.AUTH_SIGNERS)),
@@ -123,6 +125,7 @@ def test_every_pattern_the_acl_grants_is_one_of_the_key_tables_kinds() -> None:
         keys.OUTBOX_DIRTY,
         keys.DEADLINES,
         keys.HELD_TASKS,
+        keys.UNREADABLE_TASKS,
         keys.LIVE,
         keys.AUTH_SIGNERS,  # the read door reads this one authority key only
     }

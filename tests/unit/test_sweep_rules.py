@@ -154,3 +154,17 @@ def test_frozen_tasks_at_the_front_of_a_stage_never_hide_the_stuck_ones_behind_t
     for _ in range(3):
         sweep.run()
     assert sorted(index.woken) == ["t-6", "t-7"], index.woken
+
+
+def test_a_flood_of_stuck_tasks_is_woken_a_bounded_number_per_pass_and_none_is_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(timer_sweep, "WAKE_MAX", 2)
+    index = Index({f"t-{i}": summary() for i in range(5)}, frozen=set())
+    now = NOW.timestamp()
+    sweep = timer_sweep.Sweep(index, refund_app, Log(), clock=lambda: now)  # type: ignore[arg-type]
+    passes = []
+    for _ in range(4):
+        passes.append(len(sweep.run()))
+    assert passes == [2, 2, 1, 0]
+    assert sorted(index.woken) == [f"t-{i}" for i in range(5)]
