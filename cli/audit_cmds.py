@@ -19,6 +19,7 @@ from wakeful.cli.output import emit, say
 from wakeful.consumers import audit_read
 from wakeful.consumers.audit_chain import Audit, audit
 from wakeful.consumers.audit_file import PublicKeys, message_line
+from wakeful.core import ids
 from wakeful.core.settings import Settings
 from wakeful.producers.signing import VerifyKey
 
@@ -66,6 +67,7 @@ def audit_cmd(
 ) -> None:
     """For every effect of TASK: the event that started it, each approval, the policy and tool
     catalog in force, the proposal and its model and checks, the op key, fence and outcome."""
+    _task_id(task_id)
     for given in (log_file, keys_file):  # checked when run: a command line parses wherever it is read
         if given is not None and not given.is_file():
             raise click.BadParameter(f"no file {given}", param_hint="--log/--keys")
@@ -129,13 +131,36 @@ def log_group() -> None:
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True)
 @click.pass_obj
 def log_export(settings: Settings, task_id: str, out: Path) -> None:
-    """The task's log messages, raw, with their headers, partition and offset: one JSON per line."""
+    """The task's log messages, raw, with their headers, partition and offset: one JSON per line.
+    A task the log holds nothing of is refused, and no file is written."""
+    _task_id(task_id)
     count = 0
-    with out.open("wb") as f:
-        for m in audit_read.from_kafka(settings, task_id):
-            f.write(message_line(m))
-            count += 1
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        with partial.open("wb") as f:
+            for m in audit_read.from_kafka(settings, task_id):
+                f.write(message_line(m))
+                count += 1
+        if count == 0:
+            raise click.ClickException(
+                f"wakeful.log holds no message of task {task_id}: check the id (the runtime's, as "
+                "`wakeful task list` shows it, tenant prefix and all); nothing was written"
+            )
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
     say(f"wrote {count} log messages of task {task_id} to {out}")
+
+
+def _task_id(task_id: str) -> str:
+    """A task id as the runtime names tasks, or a usage error that shows the shape."""
+    if not ids.TASK_ID_RE.fullmatch(task_id):
+        raise click.BadParameter(
+            f"{task_id!r} is not a task id (an optional `tenant.` prefix, then up to 64 letters, digits, "
+            "`_` or `-`: `wakeful task list` shows them)",
+            param_hint="TASK_ID",
+        )
+    return task_id
 
 
 @click.command("export")

@@ -83,6 +83,12 @@ def audit(task_id: str, messages: Iterable[Logged], keys: PublicKeys) -> Audit:
     # In the log's own order, whatever order a file gives: a task's records are in one partition,
     # by offset. The same offset twice is a file that was tampered with, not the relay at work.
     ordered = sorted(messages, key=lambda m: (m.partition, m.offset))
+    if not ordered:
+        said = (
+            f"the log given holds no message of task {task_id}: an empty or partial export, or another task's"
+        )
+        out.problems.append(Problem("", "", said))
+        return out
     for m, after in zip(ordered, [*ordered[1:], None], strict=True):
         if after is not None and (after.partition, after.offset) == (m.partition, m.offset):
             out.problems.append(Problem(m.where, "", "the log given holds this message's offset twice"))

@@ -116,3 +116,23 @@ def test_an_audit_straight_from_kafka_verifies(
     shown = wakeful("audit", task_id, "--verify")
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "verified: every link holds" in shown.stdout and f"effect REFUND:{task_id}:v1" in shown.stdout
+
+
+def test_an_export_of_a_task_the_log_does_not_hold_is_refused_and_writes_nothing(
+    client: Client, tmp_path: Path
+) -> None:
+    out = tmp_path / "task.log.jsonl"
+    for wrong in ("any text!", "../../etc/passwd", f"t-never-{os.getpid()}"):
+        exported = wakeful("log", "export", wrong, "--out", str(out))
+        assert exported.returncode != 0, (wrong, exported.stdout)
+        assert "Traceback" not in exported.stderr and "task" in exported.stderr, exported.stderr
+        assert not out.exists() and list(tmp_path.iterdir()) == [], wrong
+
+
+def test_an_audit_of_an_empty_export_names_it_instead_of_crashing(client: Client, tmp_path: Path) -> None:
+    log, keys = tmp_path / "empty.jsonl", tmp_path / "keys.json"
+    log.write_bytes(b"")
+    assert wakeful("keys", "export", "--out", str(keys)).returncode == 0
+    shown = offline("audit", "t-some-task", "--verify", "--log", str(log), "--keys", str(keys))
+    assert shown.returncode == 1 and "Traceback" not in shown.stderr, shown.stderr
+    assert "holds no message of task t-some-task" in shown.stdout, shown.stdout
