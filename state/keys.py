@@ -243,7 +243,13 @@ def auth_policies(app: str) -> str:
 
 PATTERN_CORR = f"{PREFIX}:corr:*"
 PATTERN_SEEN = f"{PREFIX}:seen:*"
-PATTERN_RECEIPT = f"{PREFIX}:receipt:*"
+# A receipt's name as a Redis glob, as near its shape as a glob comes: `receipt:`, a key id's first
+# character, `:` after the rest of it, then an event id's first eight (ids.py: key ids and event ids
+# hold no `:`, `{` or `}`). A glob's `*` also matches `:`, so a name with more after a real event id
+# still matches; nothing reads such a name, and no other kind of key does (tests/unit/test_key_patterns).
+# A class lists `-` first: Redis reads `@-]` as a range.
+_RECEIPT_SHAPE = "receipt:[-A-Za-z0-9_.@]*:" + "[-A-Za-z0-9_.]" * 8 + "*"
+PATTERN_RECEIPT = f"{PREFIX}:{_RECEIPT_SHAPE}"
 
 
 def corr(correlation_id: str) -> str:
@@ -308,7 +314,7 @@ PATTERN_QUARANTINE = f"{PATTERN_TASK}quarantine"
 PATTERN_EVIDENCE = f"{PATTERN_TASK}evidence"
 PATTERN_TASK_MEMORY = f"{PATTERN_TASK}memory"
 PATTERN_HELD = f"{PATTERN_TASK}held"
-PATTERN_TASK_RECEIPT = f"{PATTERN_TASK}receipt:*"
+PATTERN_TASK_RECEIPT = f"{PATTERN_TASK}{_RECEIPT_SHAPE}"
 PATTERN_TASK_SPENT = f"{PATTERN_TASK}spent"
 PATTERN_TASK_TOKENS = f"{PATTERN_TASK}tokens"
 PATTERN_TENANT_SPENT = f"{PREFIX}:tenant:*:spent"

@@ -273,3 +273,30 @@ def test_a_connection_without_credentials_can_do_nothing(settings: Settings, tas
         ["redis-cli", "-u", settings.redis_url, "ping"], capture_output=True, text=True, check=False
     )
     assert "NOAUTH" in ping.stdout + ping.stderr  # it answers, and refuses a stranger
+
+
+@pytest.mark.parametrize("role", ["inbound", "gate", "executor"])
+def test_the_receipt_writers_may_write_a_receipts_name_and_no_name_of_another_shape(
+    settings: Settings, role: str, task_id: str
+) -> None:
+    """The receipt writers' glob was `wk:receipt:*` and `wk:{*}:receipt:*`: any name at all after the
+    prefix (an empty one, one without its event id, a brace) could be written with their login."""
+    client = acl.connect(settings, role)
+    for name in (
+        keys.receipt("evt-00000001", key_id="key-x"),
+        keys.receipt("evt-00000001", task_id, key_id="key-x"),
+    ):
+        assert client.set(name, "{}", ex=5)
+    for name in (
+        "wk:receipt:",
+        "wk:receipt:anything",
+        "wk:receipt:key-x:short",
+        "wk:receipt::evt-00000001",
+        "wk:receipt:key-x:{evt-00000001}",
+        f"wk:{{{task_id}}}:receipt:",
+        f"wk:{{{task_id}}}:receipt:tokens",
+        f"wk:{{{task_id}}}:receipt:key-x:}}:x",
+    ):
+        with pytest.raises(NOPERM):
+            client.set(name, "0")
+    assert acl.connect(settings, "admin").exists("wk:receipt:anything") == 0
