@@ -33,7 +33,7 @@ pytestmark = pytest.mark.timeout(420)
 
 def partition_of(task_id: str, partitions: int) -> int:
     """The wakeful.wake partition a task's wakes go to (the producers' murmur2 partitioner)."""
-    return (murmur2(task_id.encode()) & 0x7FFFFFFF) % partitions
+    return int(murmur2(task_id.encode()) & 0x7FFFFFFF) % partitions
 
 
 @pytest.fixture(scope="module")
