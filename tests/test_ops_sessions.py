@@ -23,12 +23,13 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+import redis
 from cli_run import with_tests_on_path
 from helpers import BankClient, free_ports
 
 from wakeful.core.settings import Settings
 from wakeful.devstack import kill, ops_auth
-from wakeful.state import keys
+from wakeful.state import acl, keys
 
 OPERATOR = "ops-lead"  # a dev signer that may send task.reopen: an operator
 START_S = 30.0
@@ -224,3 +225,22 @@ def test_a_configured_proxy_is_believed_about_the_address_it_forwards_for(
             assert answer.status_code == 401
         failed = ops.records("ops.login_failed")
     assert [(r["client"], r["failures"]) for r in failed] == [("203.0.113.1", 1), ("203.0.113.2", 1)]
+
+
+def test_no_role_login_reads_renews_or_plants_an_ops_session(
+    client: BankClient, settings: Settings, tmp_path: Path
+) -> None:
+    """The session list is the admin's: a role's stolen Redis password neither reads who is logged
+    in, nor keeps a session alive, nor makes a copied cookie good again after its logout."""
+    password = ops_auth.ensure_login(settings).password
+    with ops_server(tmp_path) as ops:
+        person = logged_in(ops.url, password)
+        named = session_key(person.cookies[ops_auth.COOKIE])
+        for role in (r for r in acl.ROLES if r != "admin"):
+            stolen = acl.connect(settings, role, timeout=5.0)
+            for command in (("GET", named), ("PEXPIRE", named, 60_000), ("SET", named, "{}"), ("DEL", named)):
+                with pytest.raises(redis.exceptions.NoPermissionError):
+                    stolen.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            stolen.close()
+        assert client.admin.exists(named) == 1
+        person.close()
