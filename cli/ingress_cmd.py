@@ -33,10 +33,34 @@ from wakeful.core.settings import Settings
     envvar="WAKEFUL_INGRESS_BURST",
     help="Posts one key may send at once before --rate holds it back (WAKEFUL_INGRESS_BURST).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    envvar="WAKEFUL_METRICS_PORT",
+    default=None,
+    help="Serve the door's Prometheus metrics on GET /metrics at this port, apart from the door "
+    "(WAKEFUL_METRICS_PORT; docs/metrics.md). Default: none. The door's own port never serves them.",
+)
+@click.option(
+    "--metrics-host",
+    envvar="WAKEFUL_METRICS_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address the metrics port is bound on (WAKEFUL_METRICS_HOST).",
+)
 @click.pass_obj
-def ingress(settings: Settings, host: str | None, port: int | None, rate: float, burst: int) -> None:
+def ingress(  # noqa: PLR0917 -- click passes every option as a parameter
+    settings: Settings,
+    host: str | None,
+    port: int | None,
+    rate: float,
+    burst: int,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
     """Take signed events and webhooks (POST /v1/events, /v1/webhooks) and serve signed reads
-    (receipts, a tenant's tasks by stage or wait) until Ctrl-C or SIGTERM."""
+    (receipts, a tenant's tasks by stage or wait) until Ctrl-C or SIGTERM; its metrics only on
+    --metrics-port."""
     from wakeful.consumers import ingress as door
     from wakeful.consumers import kafka_client
     from wakeful.consumers.ingress_limits import Limit
@@ -52,7 +76,10 @@ def ingress(settings: Settings, host: str | None, port: int | None, rate: float,
         f"ingress on http://{host}:{port} (POST /v1/events, /v1/webhooks; GET /v1/health, "
         "/v1/receipts/E, /v1/tasks/T, /v1/tasks?stage=S)"
     )
-    door.main(settings, host, port, Limit(rate=rate, burst=burst))
+    scrape = (metrics_host, metrics_port) if metrics_port is not None else None
+    if scrape is not None:
+        say(f"its metrics on http://{metrics_host}:{metrics_port}/metrics (never on the door's port)")
+    door.main(settings, host, port, Limit(rate=rate, burst=burst), scrape)
 
 
 @click.command("bench-ingress")

@@ -5,7 +5,11 @@
     POST /v1/webhooks                    a webhook (Wakeful-Key, Wakeful-Signature): the same
     GET  /v1/receipts/{event_id}         the sender's own receipt for its event (a signed read)
     GET  /v1/tasks/{task_id}, /v1/tasks  the sender's tenant's tasks, from the task index
-    GET  /metrics                        Prometheus metrics: its answers by route and status, timed
+
+Nothing else: /metrics is 404 here, since whoever reaches the door (behind its proxy, anyone) would
+read it. Its metrics (its answers by route and status, timed) are served on a listener of their
+own, `--metrics-port` (WAKEFUL_METRICS_PORT) on `--metrics-host` (127.0.0.1 by default), as a
+role's are (core/metrics.py, docs/metrics.md, D8X).
 
 Writes are consumers/ingress_events.py, reads consumers/ingress_reads.py. The door's Redis user
 reads the signers, the receipts and the index and writes nothing (state/acl.py); its Kafka user
@@ -22,8 +26,6 @@ from typing import Any
 import redis
 import uvicorn
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -57,7 +59,6 @@ def build(
 
     app = Starlette(
         routes=[
-            Route("/metrics", scrape),
             Route("/v1/health", reads.health),
             Route("/v1/events", writes.event, methods=["POST"]),
             Route("/v1/webhooks", writes.webhook, methods=["POST"]),
@@ -69,11 +70,6 @@ def build(
     )
     app.add_middleware(Counted)
     return app
-
-
-async def scrape(_request: Request) -> Response:
-    body, content_type = metrics.exposition()
-    return Response(body, media_type=content_type)
 
 
 class Counted:
@@ -108,8 +104,16 @@ def _route(scope: Scope) -> str:
     return "other"
 
 
-def main(settings: Settings, host: str, port: int, per_key: Limit = PER_KEY) -> None:
-    """Serve the door until interrupted."""
+def main(
+    settings: Settings,
+    host: str,
+    port: int,
+    per_key: Limit = PER_KEY,
+    metrics_at: tuple[str, int] | None = None,
+) -> None:
+    """Serve the door until interrupted; with metrics_at (host, port), its metrics there, apart."""
+    if metrics_at is not None:  # bound first: a taken port stops the start at once, named
+        metrics.serve(metrics_at[1], metrics_at[0], "ingress")
     log = Log(role="ingress")
     client = acl.connect(settings, "ingress", timeout=5.0)
     kinds = load_app(settings.app).kinds

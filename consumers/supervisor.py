@@ -89,6 +89,12 @@ def members(roles: Sequence[str], replicas: Mapping[str, int] | None = None) -> 
     ]
 
 
+def supervised(roles: Sequence[str], replicas: Mapping[str, int] | None, door: bool) -> list[str]:
+    """Every process a supervisor runs, in metrics port order: the roles' (members()), then the
+    HTTP door's when it runs (`--ingress-port`), so the door never moves a role's port."""
+    return members(roles, replicas) + ([INGRESS] if door else [])
+
+
 def role_of_member(name: str) -> str:
     return name.partition(REPLICA_SEP)[0]
 
@@ -229,9 +235,9 @@ def supervise(
 ) -> int:
     """Run roles, replicas[role] processes each (default 1), until stop is set; with home, a whole
     fleet holds that state dir's fleet lock. Fault points go to each role's first process. With an
-    ingress_port, the HTTP door runs beside them, supervised the same way (it serves its metrics on
-    its own port). metrics: (host, first port): each role process serves its metrics on its own
-    port (metrics_at)."""
+    ingress_port, the HTTP door runs beside them, supervised the same way. metrics: (host, first
+    port): each role process, and the door last, serves its metrics on its own port (metrics_at);
+    the door's metrics are never on the door's port."""
     lock = None
     if home is not None and set(roles) == set(ROLES):
         lock = process.hold_lock(home / FLEET_LOCK)
@@ -239,8 +245,8 @@ def supervise(
             raise fleet_running(home, ", or pass --allow-second to run another in the same consumer groups")
     log = Log(role="supervisor")
     pending = {r: [p for p in fault_points if role_of(p) == r] for r in roles}
-    at = metrics_at(members(roles, replicas), metrics)
-    names = members(roles, replicas) + ([INGRESS] if ingress_port is not None else [])
+    names = supervised(roles, replicas, ingress_port is not None)
+    at = metrics_at(names, metrics)  # the door's, if it runs, on the port after the last role's
     if at:
         log("supervisor.metrics", urls={m: f"http://{h}:{p}/metrics" for m, (h, p) in at.items()})
     procs = {m: spawn(m, pending.pop(m, []), ingress_port=ingress_port, metrics_at=at.get(m)) for m in names}

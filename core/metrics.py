@@ -87,7 +87,7 @@ GAUGES_AGE = Gauge("wakeful_task_gauges_refreshed", "Unix time the task gauges w
 CONSUMER_LAG = Gauge(
     "wakeful_consumer_lag", "Messages behind the partition's end, per group", ["role", "topic", "partition"]
 )
-# ---- the HTTP ingress (counted by consumers/ingress.py; mount `exposition` there) ----
+# ---- the HTTP ingress (counted by consumers/ingress.py; served on its metrics port, never the door's) ----
 INGRESS_REQUESTS = Counter(
     "wakeful_ingress_requests", "HTTP requests the ingress answered", ["route", "status"]
 )
@@ -169,8 +169,9 @@ def check_free(host: str, port: int, who: str) -> None:
 
 
 def exposition() -> tuple[bytes, str]:
-    """This process's metrics in the Prometheus text format: (body, content type), for any HTTP
-    server to answer GET /metrics with (the ingress mounts it)."""
+    """This process's metrics in the Prometheus text format: (body, content type), for an HTTP
+    server of an app's own to answer GET /metrics with. The door does not: its public port would
+    publish them (D8X); it serves them on its metrics port, as a role does (serve())."""
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
 
@@ -254,7 +255,9 @@ def relay_published(count: int) -> None:
 
 def ingress_answered(route: str, status: int, started: float) -> None:
     """An HTTP request the ingress answered (route: its template, never the path as sent), timed
-    from `started` (clock()). Always counted: the ingress serves exposition() on its own port."""
+    from `started` (clock()). Counted only while the door serves its metrics (`--metrics-port`)."""
+    if not _on:
+        return
     _kid(INGRESS_REQUESTS, route, str(status)).inc()
     _kid(INGRESS_SECONDS, route).observe(time.perf_counter() - started)
 

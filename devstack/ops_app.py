@@ -1,9 +1,10 @@
 """`wakeful ops`: the ops web page (D76), a Starlette app rendered on the server.
 
-Every page but the login asks for a session (devstack/ops_auth.py) and redirects to /login without
-one. Every POST but the login's carries the session's CSRF token. Reads go to Redis and Kafka in
-a worker thread (the clients are synchronous); bad input (an odd task id, a forged cookie, a
-missing token) is answered with a page that says what is wrong, never a crash.
+Every page but the login asks for a live session (a signed cookie, devstack/ops_auth.py, whose
+session the server still holds, devstack/ops_sessions.py) and redirects to /login without one.
+Every POST but the login's carries the session's CSRF token. Reads go to Redis and Kafka in a
+worker thread (the clients are synchronous); bad input (an odd task id, a forged cookie, a missing
+token) is answered with a page that says what is wrong, never a crash.
 
 The kill path's switches are thrown in two steps: /switches/confirm says exactly what will
 happen, and only its form (confirmed, with the token) reaches /switches/apply, which calls what
@@ -34,6 +35,7 @@ from wakeful.devstack import ops_auth, ops_log, ops_switches
 from wakeful.devstack.client import Client
 from wakeful.devstack.ops_data import Reader
 from wakeful.devstack.ops_render import HEADERS, Html, esc, join, page, tag
+from wakeful.devstack.ops_sessions import Limits, Sessions
 from wakeful.devstack.ops_sweep import Sweep
 from wakeful.devstack.ops_views import Views
 
@@ -44,9 +46,18 @@ Handler = Callable[[Request, ops_auth.Session], Awaitable[Response]]
 
 class Ops:
     def __init__(
-        self, client: Client, login: ops_auth.Login, *, on_change: Callable[[], object], secure: bool
+        self,
+        client: Client,
+        login: ops_auth.Login,
+        *,
+        on_change: Callable[[], object],
+        secure: bool,
+        limits: Limits,
+        proxies: tuple[ops_auth.Network, ...],
     ) -> None:
         self.client, self.login, self.on_change, self.secure = client, login, on_change, secure
+        self.limits, self.proxies = limits, proxies
+        self.sessions = Sessions(client.admin, limits)
         self.tail = ops_log.LogTail(client.settings)
         self.sweep = Sweep(client.admin, also=self.tail.refresh)
         self.reader = Reader(client, self.sweep)
@@ -66,12 +77,26 @@ class Ops:
     def csrf(self, session: ops_auth.Session) -> str:
         return ops_auth.csrf_token(self.login.session_key, session)
 
-    def session(self, request: Request) -> ops_auth.Session | None:
-        return ops_auth.verify(self.login.session_key, request.cookies.get(ops_auth.COOKIE), int(time.time()))
+    async def session(self, request: Request) -> ops_auth.Session | None:
+        """The request's session if its cookie is signed and the server still holds it (renewed)."""
+        signed = ops_auth.verify(
+            self.login.session_key, request.cookies.get(ops_auth.COOKIE), int(time.time())
+        )
+        if signed is None or not await run_in_threadpool(self.sessions.touch, signed):
+            return None
+        return signed
+
+    def who(self, request: Request) -> str:
+        peer = request.client.host if request.client else None
+        return ops_auth.client_address(peer, request.headers.get("x-forwarded-for"), self.proxies)
 
     def guarded(self, handler: Handler, *, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            session = self.session(request)
+            try:
+                session = await self.session(request)
+            except redis.RedisError as exc:  # no session can be checked: none is let in
+                said = f"Redis did not answer ({type(exc).__name__}): sessions cannot be checked."
+                return self.html("Redis is away", tag("p", said, class_="warn"), None, 503)
             if session is None:
                 if post:
                     return self.html(
@@ -157,7 +182,7 @@ class Ops:
         nonce = request.cookies.get(LOGIN_NONCE, "")
         if form is None or not nonce or not random.compare_digest(nonce, form.get("nonce", "")):
             return await self.login_form(request, "The login form had expired: try again.", 400)
-        who = request.client.host if request.client else "?"
+        who = self.who(request)
         operator, password = form.get("operator", ""), form.get("password", "")
         known = await run_in_threadpool(self._operators)
         named = ops_auth.OPERATOR_RE.fullmatch(operator) is not None and operator in known
@@ -166,7 +191,11 @@ class Ops:
             self.log("ops.login_failed", client=who, operator=operator[:64], failures=before + 1)
             await asyncio.sleep(ops_auth.delay_after(before))
             return await self.login_form(request, "Wrong operator name or password.", 401)
-        cookie = ops_auth.sign(self.login.session_key, operator, int(time.time()))
+        now = int(time.time())
+        cookie = ops_auth.sign(self.login.session_key, operator, now, lasts=self.limits.max_s)
+        session = ops_auth.verify(self.login.session_key, cookie, now)
+        assert session is not None  # just signed with this key, ending after now
+        await run_in_threadpool(self.sessions.start, session, who, now)
         self.log("ops.login", client=who, operator=operator)
         wanted = form.get("next", "/")
         target = (
@@ -176,7 +205,7 @@ class Ops:
         response.set_cookie(
             ops_auth.COOKIE,
             cookie,
-            max_age=ops_auth.SESSION_S,
+            max_age=self.limits.max_s,
             httponly=True,
             samesite="strict",
             secure=self.secure,
@@ -189,6 +218,8 @@ class Ops:
         return ops_switches.operators(self.client)
 
     async def logout(self, request: Request, session: ops_auth.Session) -> Response:
+        await run_in_threadpool(self.sessions.end, session)  # the cookie, wherever copied, opens nothing now
+        self.log("ops.logout", client=self.who(request), operator=session.operator)
         response = RedirectResponse("/login", 303, HEADERS)
         response.delete_cookie(ops_auth.COOKIE, path="/")
         return response
@@ -211,12 +242,22 @@ async def _form(request: Request) -> dict[str, str] | None:
 
 
 def build(
-    client: Client, login: ops_auth.Login, *, on_change: Callable[[], object], secure: bool = False
+    client: Client,
+    login: ops_auth.Login,
+    *,
+    on_change: Callable[[], object],
+    secure: bool = False,
+    limits: Limits | None = None,
+    proxies: tuple[ops_auth.Network, ...] = (),
 ) -> Starlette:
-    ops = Ops(client, login, on_change=on_change, secure=secure)
+    ops = Ops(client, login, on_change=on_change, secure=secure, limits=limits or Limits(), proxies=proxies)
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return ops.html("Not found", tag("p", "No such page."), ops.session(request), 404)
+        try:
+            session = await ops.session(request)
+        except redis.RedisError:
+            session = None
+        return ops.html("Not found", tag("p", "No such page."), session, 404)
 
     async def failed(request: Request, exc: Exception) -> Response:
         ops.log("ops.failed", path=request.url.path, error=f"{type(exc).__name__}: {str(exc)[:300]}")

@@ -6,11 +6,17 @@ admin's Redis password may read this one too, and nobody else. The Redis passwor
 leaves the machine: the page connects to Redis with it, a person logs in with the page's own.
 
 A session is a cookie `<payload>.<mac>`: the payload names the operator (who is recorded as `--by`
-on every switch they throw), when the session ends and a random nonce; the MAC is HMAC-SHA256 under
-the session key. Nothing is kept on the server, so a cookie is good until it expires or the key is
-rotated (`wakeful ops --new-password`). Each form carries a CSRF token, the HMAC of the session's
-nonce, so a form posted from another site (or from another session) is refused. Every comparison of
-a secret is constant-time. Pure: no I/O but reading and writing the secret file.
+on every switch they throw), when the session ends at the latest and a random nonce; the MAC is
+HMAC-SHA256 under the session key. A good signature is not enough: the session must also be live on
+the server (devstack/ops_sessions.py: logout, the idle limit and the absolute limit end it there), and
+a new key (`wakeful ops --new-password`) ends every session at once. Each form carries a CSRF token,
+the HMAC of the session's nonce, so a form posted from another site (or from another session) is
+refused. Every comparison of a secret is constant-time.
+
+A failed login is slowed by the address it came from: the peer's, or, only when the peer is a
+proxy the operator named (`--trusted-proxy`), the address that proxy says it forwards for. Anyone
+else's `X-Forwarded-For` is their own word and changes nothing. Pure: no I/O but reading and writing
+the secret file.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import re
 import secrets as random
 from dataclasses import dataclass
@@ -25,10 +32,11 @@ from pathlib import Path
 
 from wakeful.core import secrets
 from wakeful.core.settings import Settings
+from wakeful.state import keys
 
 NAME = "ops"  # $WAKEFUL_SECRETS/admin/ops.json
 COOKIE = "wakeful_ops"
-SESSION_S = 8 * 3600  # a session lasts a working day, then its person logs in again
+SESSION_S = keys.OPS_SESSION_MAX_S  # a session lasts a working day at most, then its person logs in again
 OPERATOR_RE = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # a principal's name, as a signer key names it
 FAILURE_WINDOW_S = 900  # failed logins are counted this long
 DELAY_BASE_S = 0.5  # the first failed login answers after this; each next one waits twice as long
@@ -142,3 +150,45 @@ class Failures:
         if len(self._seen) > 10_000:  # many addresses: drop the oldest rather than grow for ever
             self._seen.pop(next(iter(self._seen)))
         return before
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def trusted_proxies(text: str) -> tuple[Network, ...]:
+    """The proxies a comma-separated list names (addresses or CIDR blocks); ValueError names a bad one."""
+    found = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            found.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"{part[:64]!r} is not an IP address or CIDR block") from None
+    return tuple(found)
+
+
+def _within(address: str, proxies: tuple[Network, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in proxies)
+
+
+def client_address(peer: str | None, forwarded_for: str | None, proxies: tuple[Network, ...]) -> str:
+    """Who a request counts as: its peer, unless the peer is a trusted proxy; then the right-most
+    address of X-Forwarded-For that is no trusted proxy (what the proxy saw: anything left of it is
+    the sender's word). A header that is absent or holds no address leaves the peer."""
+    who = peer or "?"
+    if not forwarded_for or not _within(who, proxies):
+        return who
+    hops = [h.strip() for h in forwarded_for[:1024].split(",")]
+    for hop in reversed(hops):
+        try:
+            ipaddress.ip_address(hop)
+        except ValueError:
+            return who  # a hop that is no address: nothing to its left can be believed either
+        if not _within(hop, proxies):
+            return hop
+    return hops[0]

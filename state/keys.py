@@ -108,6 +108,10 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:mem:{N}:refused | stream | candidates the write door refused, and why  | relay: XADD only       |
 | wk:dlq:replays    | stream | each `wakeful dlq replay`: letter, by, reason, at, | admin: XADD only       |
 |                   |        | what it did, the event identity (state/replays.py) | (no role reaches it)   |
+| wk:ops:session:{D}| string | one ops page session (D: SHA-256 of its nonce):   | admin (`wakeful ops`): |
+|                   |        | JSON {operator, client, started, ends}; TTL its    | SET at login, PEXPIRE  |
+|                   |        | idle limit, never past its end (devstack/          | each page, DEL at      |
+|                   |        | ops_sessions.py)                                   | logout; no role reaches|
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
@@ -475,3 +479,16 @@ DLQ_REPLAYS = f"{PREFIX}:dlq:replays"
 DLQ_REPLAYS_KEPT = (
     100_000  # replays kept (trimmed to about this): a letter replayed long ago may be replayed again
 )
+
+
+# The ops page's sessions (devstack/ops_sessions.py): one key each, named by the SHA-256 of the
+# session's nonce (so the key names no cookie), living as long as its idle limit and renewed by each
+# page, never past the session's absolute end; logout deletes it. Admin only: no pattern of a role's
+# reaches it. The limits are `wakeful ops --session-idle/--session-max`; these are their defaults.
+OPS_SESSION_IDLE_S = 30 * 60
+OPS_SESSION_MAX_S = 8 * 3600
+_OPS_SESSION_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def ops_session(digest: str) -> str:
+    return f"{PREFIX}:ops:session:{checked(_OPS_SESSION_DIGEST, digest, 'session digest')}"

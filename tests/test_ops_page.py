@@ -3,7 +3,8 @@ as an operator runs it, on the real stack: nothing is mocked. A person logs in t
 finds tasks by stage and one by its id, and freezes a task through the confirmation step: the page
 then shows it frozen, `wakeful frozen` agrees, and the authority copy is refreshed as the CLI's
 freeze refreshes it. A page asked for without a login goes to the login, a wrong password is
-refused, and a form posted without the CSRF token or with a forged cookie changes nothing."""
+refused, and a form posted without the CSRF token, with a forged cookie or with a signed cookie of
+no session the server holds changes nothing (tests/test_ops_sessions.py attacks the sessions)."""
 
 from __future__ import annotations
 
@@ -203,11 +204,17 @@ def test_no_page_without_a_login_and_no_switch_without_the_csrf_token_or_a_signe
 
     forged = ops_auth.sign(b"not the key" * 3, OPERATOR, int(time.time()))
     freeze = {"action": "freeze", "kind": "all", "name": "", "reason": "r", "confirmed": "yes"}
-    real = ops_auth.sign(login.session_key, OPERATOR, int(time.time()))
-    with httpx.Client(base_url=url, cookies={ops_auth.COOKIE: forged}) as as_forger:
-        assert as_forger.post("/switches/apply", data=freeze).status_code == 403
-        assert as_forger.get("/").status_code == 303
-    with httpx.Client(base_url=url, cookies={ops_auth.COOKIE: real}) as logged_in:
+    # Signed with the real key but never logged in: the server holds no such session (D8X).
+    unheld = ops_auth.sign(login.session_key, OPERATOR, int(time.time()))
+    for cookie in (forged, unheld):
+        with httpx.Client(base_url=url, cookies={ops_auth.COOKIE: cookie}) as as_forger:
+            assert as_forger.post("/switches/apply", data=freeze).status_code == 403
+            assert as_forger.get("/").status_code == 303
+    with httpx.Client(base_url=url) as logged_in:
+        form = logged_in.get("/login").text
+        nonce = form.split('name="nonce" value="')[1].split('"')[0]
+        fields = {"nonce": nonce, "next": "/", "operator": OPERATOR, "password": login.password}
+        assert logged_in.post("/login", data=fields).status_code == 303
         answer = logged_in.post("/switches/apply", data=freeze)
         assert answer.status_code == 403 and "CSRF" in answer.text
         odd = logged_in.get("/task", params={"id": "x}:{y"})

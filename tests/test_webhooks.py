@@ -19,7 +19,7 @@ import orjson
 import pytest
 import redis
 from confluent_kafka import Consumer, Producer
-from helpers import ingress_door, kafka_as, topic_marks, wait_dead_letter
+from helpers import free_ports, ingress_door, kafka_as, topic_marks, wait_dead_letter
 
 from wakeful.client import ReadRefused, Upstream
 from wakeful.core import topics
@@ -45,6 +45,14 @@ def door(client: Client) -> Iterator[str]:
     """`wakeful ingress` with a small per-key allowance, as an operator starts it; its URL."""
     with ingress_door({"WAKEFUL_INGRESS_RATE": str(RATE), "WAKEFUL_INGRESS_BURST": str(BURST)}) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def metered_door(client: Client) -> Iterator[tuple[str, str]]:
+    """`wakeful ingress` with its metrics port, as docs/metrics.md starts it: (door URL, scrape URL)."""
+    (port,) = free_ports(1)
+    with ingress_door({"WAKEFUL_METRICS_PORT": str(port)}) as url:
+        yield url, f"http://127.0.0.1:{port}/metrics"
 
 
 @pytest.fixture(scope="module")
@@ -243,11 +251,21 @@ def test_an_upstream_client_without_a_kafka_login_sends_through_the_door(
             up.send(events.RUN, task_id=named)
 
 
-def test_the_door_counts_its_answers_by_route_template_and_status_on_its_metrics(door: str) -> None:
-    """A route's template labels the count, never the path as sent (the sender's choice)."""
+def test_the_doors_public_port_answers_no_metrics_and_its_metrics_port_counts_by_route_template(
+    metered_door: tuple[str, str],
+) -> None:
+    """Anyone who reaches the door (behind the proxy: the internet) gets 404 for /metrics, and for
+    every other path that is no route; the metrics port, bound to 127.0.0.1, serves them. A route's
+    template labels the count, never the path as sent (the sender's choice)."""
+    door, scrape = metered_door
+    for path in ("/metrics", "/metrics/", "/v1/metrics"):
+        assert httpx.get(f"{door}{path}", timeout=5).status_code == 404, path
     post(f"{door}/v1/webhooks", b"{}", {"Content-Type": "text/plain"})
     httpx.get(f"{door}/v1/tasks/t-{uuid.uuid4().hex}", timeout=5)  # unsigned: 401
-    scraped = httpx.get(f"{door}/metrics", timeout=5).text
+    answer = httpx.get(scrape, timeout=5)
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+    scraped = answer.text
+    assert 'wakeful_ingress_requests_total{route="other",status="404"}' in scraped
     assert 'wakeful_ingress_requests_total{route="/v1/webhooks",status="415"}' in scraped
     assert 'wakeful_ingress_requests_total{route="/v1/tasks/{task_id}",status="401"}' in scraped
     assert "wakeful_ingress_seconds_bucket" in scraped

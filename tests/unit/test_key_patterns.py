@@ -81,6 +81,7 @@ def every_key() -> list[tuple[str, str]]:
         ("unreadable tasks", keys.UNREADABLE_TASKS),
         ("live", keys.LIVE),
         ("dlq replays", keys.DLQ_REPLAYS),
+        ("ops session", keys.ops_session("ab" * 32)),  # admin only: no role's pattern may reach it
         *(("authority", k) for k in (keys.AUTH_APPROVERS, keys.AUTH_LIMIT, keys.AUTH_SIGNERS)),
         *(("authority", k) for k in (keys.AUTH_FROZEN, keys.AUTH_SWITCHED, keys.AUTH_SWITCH_LOG)),
         ("authority", keys.AUTH_POLICY),

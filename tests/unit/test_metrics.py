@@ -17,8 +17,17 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from wakeful.cli.ingress_cmd import ingress
 from wakeful.consumers import executor_steps, task_gauges
-from wakeful.consumers.supervisor import ROLES, members, metrics_at, spawn
+from wakeful.consumers.supervisor import (
+    METRICS_HOST_ENV,
+    METRICS_PORT_ENV,
+    ROLES,
+    members,
+    metrics_at,
+    spawn,
+    supervised,
+)
 from wakeful.core import metrics
 from wakeful.core.errors import ConfigError
 from wakeful.core.metrics_pure import REASONS, lags, ports, reason_class
@@ -84,6 +93,19 @@ def test_each_supervised_process_gets_its_own_port_in_role_order() -> None:
         ports(names, 65530)
 
 
+def test_the_supervised_door_serves_its_metrics_on_the_port_after_the_roles_never_its_own() -> None:
+    """`worker all --ingress-port N --metrics-port M`: the door's metrics listener is M+6, the
+    roles' ports are what they were without the door, and its process is told the port as a role's
+    is (WAKEFUL_METRICS_PORT, which `wakeful ingress --metrics-port` reads)."""
+    got = ports(supervised(ROLES, {"gate": 2}, door=True), 9400)
+    assert got == {**ports(members(ROLES, {"gate": 2}), 9400), "ingress": 9407}
+    assert supervised(ROLES, None, door=False) == members(ROLES)
+    option = next(p for p in ingress.params if "--metrics-port" in p.opts)
+    assert option.envvar == METRICS_PORT_ENV and option.default is None
+    host = next(p for p in ingress.params if "--metrics-host" in p.opts)
+    assert host.envvar == METRICS_HOST_ENV and host.default == "127.0.0.1"
+
+
 def test_a_taken_metrics_port_stops_the_supervisor_at_start_naming_the_option() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -105,8 +127,12 @@ def test_a_spawned_role_serves_metrics_only_on_the_port_it_is_given(monkeypatch:
     env = {"WAKEFUL_METRICS_PORT": "9400", "WAKEFUL_METRICS_HOST": "0.0.0.0"}
     spawn("gate", [], env=env)
     spawn("gate#2", [], env=env, metrics_at=("127.0.0.1", 9402))
+    spawn("ingress", [], env=env, ingress_port=18080)
+    spawn("ingress", [], env=env, ingress_port=18080, metrics_at=("127.0.0.1", 9407))
     assert "WAKEFUL_METRICS_PORT" not in seen[0] and "WAKEFUL_METRICS_HOST" not in seen[0]
     assert seen[1]["WAKEFUL_METRICS_PORT"] == "9402" and seen[1]["WAKEFUL_METRICS_HOST"] == "127.0.0.1"
+    assert "WAKEFUL_METRICS_PORT" not in seen[2]
+    assert seen[3]["WAKEFUL_METRICS_PORT"] == "9407" and seen[3]["WAKEFUL_METRICS_HOST"] == "127.0.0.1"
 
 
 def test_consumer_lag_comes_from_the_partitions_librdkafka_fetches() -> None:
@@ -260,7 +286,14 @@ def test_a_role_given_a_taken_metrics_port_stops_at_once_naming_the_option() -> 
     assert f"--metrics-port (WAKEFUL_METRICS_PORT): cannot serve metrics on 127.0.0.1:{port}" in done.stderr
 
 
-def test_the_ingress_counts_its_answers_by_route_template_and_status() -> None:
+def test_the_ingress_counts_its_answers_by_route_template_and_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "_on", False)  # no metrics port: nothing is counted, as for a role
+    metrics.ingress_answered("/v1/teapot", 418, metrics.clock())
+    assert (
+        REGISTRY.get_sample_value("wakeful_ingress_requests_total", {"route": "/v1/teapot", "status": "418"})
+        is None
+    )
+    monkeypatch.setattr(metrics, "_on", True)
     metrics.ingress_answered("/v1/events", 202, metrics.clock())
     assert _sample("wakeful_ingress_requests_total", {"route": "/v1/events", "status": "202"}) >= 1
     assert _sample("wakeful_ingress_seconds_count", {"route": "/v1/events"}) >= 1
