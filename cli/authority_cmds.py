@@ -135,6 +135,24 @@ def signers_remove(settings: Settings, principal: str) -> None:
     say(f"key-{principal} removed" if removed else f"key-{principal} was not registered")
 
 
+@signers.command("seal")
+@click.pass_obj
+def signers_seal(settings: Settings) -> None:
+    """Seal every HMAC signer secret the registry holds whole (written by a release before this one)
+    or under a retired seal key; give the verifying roles their copy of the seal (docs/security.md)."""
+    from wakeful.authority import signer_reseal, signer_seal
+
+    active = signer_seal.ensure(settings)
+    client = Client(settings)
+    done, unopened = signer_reseal.reseal(client.admin, signer_seal.load(settings, signer_seal.KEEPER))
+    say(f"resealed {done} HMAC signer secret(s) under seal key {active}")
+    if unopened:
+        raise click.ClickException(
+            f"cannot open the sealed secret of {', '.join(unopened)}: restore the admin's "
+            f"{signer_seal.NAME}.json, or register those signers again"
+        )
+
+
 @authority.group()
 def policy() -> None:
     """Each app's Cedar policy versions (deploy, list, show, rollback), and the compatibility rule

@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from wakeful.authority import signer_seal
 from wakeful.consumers.ingress_events import EventDoor
 from wakeful.consumers.ingress_limits import Limit
 from wakeful.consumers.ingress_publish import EventPublisher
@@ -47,7 +48,7 @@ PER_CLIENT_REFUSED = Limit(rate=20.0, burst=100)
 def build(
     client: redis.Redis, log: Log, writes: EventDoor, publisher: EventPublisher | None = None
 ) -> Starlette:
-    reads = ReadDoor(client, log)
+    reads = ReadDoor(client, log, writes.authority.seal)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -112,6 +113,7 @@ def main(settings: Settings, host: str, port: int, per_key: Limit = PER_KEY) -> 
     """Serve the door until interrupted."""
     log = Log(role="ingress")
     client = acl.connect(settings, "ingress", timeout=5.0)
+    seal = signer_seal.load(settings, "ingress")  # the HMAC secrets' seal: webhooks verify with them
     kinds = load_app(settings.app).kinds
     publisher = EventPublisher(settings, log)
     writes = EventDoor(
@@ -122,6 +124,7 @@ def main(settings: Settings, host: str, port: int, per_key: Limit = PER_KEY) -> 
         max_age=settings.event_max_age,
         per_key=per_key,
         per_client=PER_CLIENT_REFUSED,
+        seal=seal,
     )
     log("ingress.start", host=host, port=port, rate=per_key.rate, burst=per_key.burst)
     app = build(client, log, writes, publisher)
