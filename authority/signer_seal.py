@@ -119,10 +119,10 @@ def ensure(settings: Settings) -> str:
     return seal.active
 
 
-def sealed_record(doc: dict[str, object], key_id: str, seal: SignerSeal) -> dict[str, object]:
+def sealed_record(doc: Mapping[str, object], key_id: str, seal: SignerSeal) -> dict[str, object]:
     """A record as the registry keeps it: an HMAC secret sealed, never whole."""
     if doc.get("alg") != HMAC or "material" not in doc:
-        return doc
+        return dict(doc)
     secret = base64.b64decode(str(doc["material"]))
     out = {k: v for k, v in doc.items() if k != "material"}
     out["sealed"] = seal.seal(key_id, HMAC, secret)
