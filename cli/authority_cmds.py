@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from wakeful.authority import signer_reseal, signer_seal
 from wakeful.cli import policy_cmds
 from wakeful.cli.app_option import app_option
 from wakeful.cli.output import emit, say
@@ -139,13 +140,11 @@ def signers_remove(settings: Settings, principal: str) -> None:
 @click.pass_obj
 def signers_seal(settings: Settings) -> None:
     """Seal every HMAC signer secret the registry holds whole (written by a release before this one)
-    or under a retired seal key; give the verifying roles their copy of the seal (docs/security.md)."""
-    from wakeful.authority import signer_reseal, signer_seal
-
-    active = signer_seal.ensure(settings)
-    client = Client(settings)
-    done, unopened = signer_reseal.reseal(client.admin, signer_seal.load(settings, signer_seal.KEEPER))
-    say(f"resealed {done} HMAC signer secret(s) under seal key {active}")
+    or under a retired seal key, with the admin's seal (docs/security.md)."""
+    admin = Client(settings).admin  # a stack that is not running says so first
+    seal = signer_seal.load(settings, signer_seal.KEEPER)  # made by `dev up` or compose's init
+    done, unopened = signer_reseal.reseal(admin, seal)
+    say(f"resealed {done} HMAC signer secret(s) under seal key {seal.active}")
     if unopened:
         raise click.ClickException(
             f"cannot open the sealed secret of {', '.join(unopened)}: restore the admin's "
