@@ -1,6 +1,7 @@
 """Sealing in place the signer records the release before wrote whole (docs/decisions.md D8X):
-`wakeful dev up` and `wakeful authority signers seal` run it as the admin, and so does every
-signer the admin registers. Records sealed under a retired seal key are sealed under the active one.
+`wakeful dev up` and `wakeful authority signers seal` run it as the admin (a signer registered now
+is written sealed: authority/store.py). Records sealed under a retired seal key are sealed under
+the active one.
 """
 
 from __future__ import annotations
