@@ -19,8 +19,11 @@ import redis
 from cli_run import wakeful
 from helpers import ingress_door
 
+from wakeful.authority import signer_seal
+from wakeful.authority.snapshot import decode_signer
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
+from wakeful.devstack import stack
 from wakeful.devstack.client import Client
 from wakeful.schemas import events, webhook
 from wakeful.state import acl, keys
@@ -131,3 +134,27 @@ def test_a_registry_of_the_release_before_is_resealed_and_its_keys_still_verify(
         assert webhook_post(door, base64.b64decode(doc["sealed"].split(":")[-1]), key_id).status_code == 401
     finally:
         redis_client.hdel(keys.AUTH_SIGNERS, key_id)
+
+
+def test_dev_up_seals_a_record_of_the_release_before_and_keeps_an_ed25519_one_as_it_is(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    secret, key_id, public = uuid.uuid4().bytes * 2, f"hmac-{LEGACY}-up", f"key-{LEGACY}-up"
+    plain = {"principal": LEGACY, "alg": "hmac-sha256", "kinds": [events.CREATE], "tenant": "default"}
+    ed = {**plain, "alg": "ed25519", "material": base64.b64encode(bytes(32)).decode()}
+    redis_client.hset(
+        keys.AUTH_SIGNERS, key_id, orjson.dumps({**plain, "material": base64.b64encode(secret).decode()})
+    )
+    redis_client.hset(keys.AUTH_SIGNERS, public, orjson.dumps(ed))
+    said: list[str] = []
+    try:
+        stack.reseal_signers(settings, said.append)  # what `wakeful dev up` runs once Redis is up
+        stored = redis_client.hget(keys.AUTH_SIGNERS, key_id)
+        assert isinstance(stored, bytes) and secret not in candidates(stored), stored
+        assert any("sealed" in line for line in said), said
+        assert orjson.loads(redis_client.hget(keys.AUTH_SIGNERS, public) or b"{}") == ed
+        inbound = signer_seal.load(settings, "inbound")
+        assert decode_signer(key_id, stored, inbound)[0].material == secret  # a verifier still opens it
+        assert decode_signer(key_id, stored)[0].material == b""  # a role without the seal does not
+    finally:
+        redis_client.hdel(keys.AUTH_SIGNERS, key_id, public)
