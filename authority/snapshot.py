@@ -19,6 +19,7 @@ from wakeful.authority import documents, switches
 from wakeful.authority.documents import Policy
 from wakeful.authority.freezes import Freeze, frozen_from
 from wakeful.authority.revocations import Revocation, revoked_from
+from wakeful.authority.signer_seal import SignerSeal
 from wakeful.authority.switches import ToolSwitch
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
@@ -201,10 +202,21 @@ def check_signer(kinds: Collection[str], known: Collection[str], tenant: str) ->
 
 
 @functools.lru_cache(maxsize=4096)
-def decode_signer(key_id: str, raw: bytes) -> tuple[VerifyKey, frozenset[str]]:
+def decode_signer(
+    key_id: str, raw: bytes, seal: SignerSeal | None = None
+) -> tuple[VerifyKey, frozenset[str]]:
     """A signer record as stored; one written before tenants signs for the default tenant. Cached
-    by the record's exact bytes: a changed or re-keyed record is other bytes, so it is read anew."""
+    by the record's exact bytes (and the seal): a changed or re-keyed record is other bytes.
+
+    An HMAC secret is sealed (authority/signer_seal.py): only `seal` opens it. Without it, or when
+    it cannot open it, the key holds no secret, and nothing verifies against it. A record of the
+    release before, its secret whole in `material`, is read as it is until it is resealed."""
     doc = orjson.loads(raw)
     tenant = doc.get("tenant", DEFAULT_TENANT)
-    key = VerifyKey(key_id, doc["alg"], base64.b64decode(doc["material"]), doc["principal"], tenant)
+    if "sealed" in doc:
+        opened = seal.open(key_id, doc["alg"], doc["sealed"]) if seal is not None else None
+        material = opened or b""
+    else:
+        material = base64.b64decode(doc["material"])
+    key = VerifyKey(key_id, doc["alg"], material, doc["principal"], tenant)
     return key, frozenset(doc["kinds"])

@@ -24,6 +24,7 @@ import redis
 from wakeful.authority import freezes, revocations
 from wakeful.authority.documents import Policy
 from wakeful.authority.kept import moved, token
+from wakeful.authority.signer_seal import HMAC, SignerSeal, sealed_record
 from wakeful.authority.snapshot import (
     APP_COMPAT,
     COMPAT_RULES,
@@ -38,6 +39,7 @@ from wakeful.authority.snapshot import (
     snapshot_reads,
     with_policies,
 )
+from wakeful.core import secrets
 from wakeful.core.errors import ConfigError
 from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.producers.signing import Alg, VerifyKey
@@ -48,8 +50,11 @@ SWITCH_LOG_MAX = 10_000  # switches kept in the log (who, why, when), newest
 
 
 class AuthorityStore:
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, seal: SignerSeal | None = None) -> None:
+        """`seal`: the role's signer seal, which opens the HMAC secrets of the signers it reads
+        (a role that verifies no HMAC has none, and reads no secret: signer_seal.py)."""
         self.client = client
+        self.seal = seal
 
     # ---- read (every role, every wake) -------------------------------------------------------
 
@@ -66,7 +71,7 @@ class AuthorityStore:
         signers: dict[str, VerifyKey] = {}
         kinds: dict[str, frozenset[str]] = {}
         for kid, raw in hash_reply(replies[-1]).items():
-            key, allowed = decode_signer(kid.decode(), raw)
+            key, allowed = decode_signer(kid.decode(), raw, self.seal)
             signers[key.key_id] = key
             kinds[key.key_id] = allowed
         return replace(snap, signers=signers, signer_kinds=kinds)
@@ -79,7 +84,7 @@ class AuthorityStore:
 
     def signer(self, key_id: str) -> tuple[VerifyKey, frozenset[str]] | None:
         raw = self.client.hget(keys.AUTH_SIGNERS, key_id)
-        return decode_signer(key_id, raw) if isinstance(raw, bytes) else None
+        return decode_signer(key_id, raw, self.seal) if isinstance(raw, bytes) else None
 
     # ---- write (operators) -------------------------------------------------------------------
 
@@ -227,13 +232,19 @@ class AuthorityStore:
                 f"{principal} of tenant {tenant} is revoked; after a look, lift it with "
                 f"`wakeful authority signers unrevoke {principal} --tenant {tenant} --by P --reason R`",
             )
-        doc = {
+        doc: dict[str, object] = {
             "principal": principal,
             "alg": alg,
             "material": base64.b64encode(material).decode(),
             "kinds": kinds,
             "tenant": tenant,
         }
+        if alg == HMAC:  # its secret is never stored whole (signer_seal.py)
+            if self.seal is None:
+                raise ConfigError(
+                    "hmac-seal", f"no signer seal to seal {key_id}'s secret with: {secrets.MAKE_HINT}"
+                )
+            doc = sealed_record(doc, key_id, self.seal)
         self.client.hset(keys.AUTH_SIGNERS, key_id, orjson.dumps(doc))
         moved(self.client)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from wakeful.authority import signer_reseal, signer_seal
 from wakeful.cli import policy_cmds
 from wakeful.cli.app_option import app_option
 from wakeful.cli.output import emit, say
@@ -133,6 +134,22 @@ def signers_add(settings: Settings, principal: str, kinds: str, tenant: str, alg
 def signers_remove(settings: Settings, principal: str) -> None:
     removed = Client(settings).authority.remove_signer(f"key-{principal}")
     say(f"key-{principal} removed" if removed else f"key-{principal} was not registered")
+
+
+@signers.command("seal")
+@click.pass_obj
+def signers_seal(settings: Settings) -> None:
+    """Seal every HMAC signer secret the registry holds whole (written by a release before this one)
+    or under a retired seal key, with the admin's seal (docs/security.md)."""
+    admin = Client(settings).admin  # a stack that is not running says so first
+    seal = signer_seal.load(settings, signer_seal.KEEPER)  # made by `dev up` or compose's init
+    done, unopened = signer_reseal.reseal(admin, seal)
+    say(f"resealed {done} HMAC signer secret(s) under seal key {seal.active}")
+    if unopened:
+        raise click.ClickException(
+            f"cannot open the sealed secret of {', '.join(unopened)}: restore the admin's "
+            f"{signer_seal.NAME}.json, or register those signers again"
+        )
 
 
 @authority.group()

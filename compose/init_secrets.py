@@ -27,6 +27,7 @@ import os
 import sys
 from pathlib import Path
 
+from wakeful.authority import signer_seal
 from wakeful.core import kafka_auth, provenance
 from wakeful.core.errors import WakefulError
 from wakeful.core.kafka_rights import ADMIN, ROLES
@@ -119,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         print(ensure_keyring(settings.keyring))
         made = provenance.ensure_keys(settings)
         print(f"role channel keys: made {', '.join(made) or 'none'}, kept the rest, in {settings.secrets}")
+        active = signer_seal.ensure(settings)
+        print(f"HMAC signer seal: key {active}, for {', '.join(signer_seal.VERIFIERS)} and the admin")
         users = acl.users(settings)
         unknown = [role for role in args.rotate_redis if role not in (*users, acl.DEFAULT)]
         if unknown:

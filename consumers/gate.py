@@ -26,8 +26,9 @@ from datetime import UTC, datetime, timedelta
 import redis
 from confluent_kafka import Message, Producer
 
-from wakeful.authority import freezes
+from wakeful.authority import freezes, signer_seal
 from wakeful.authority.kept import Kept
+from wakeful.authority.signer_seal import SignerSeal
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import (
     gate_create,
@@ -83,8 +84,10 @@ class Gate:
         app: App,
         event_max_age: float = 300.0,
         events_retention_hours: int = 168,
+        seal: SignerSeal | None = None,
     ) -> None:
         self.app = app
+        self.seal = seal  # opens the HMAC signers' secrets (D91); without it no HMAC event verifies
         self.kept = Kept(app.name, app.shipped_policy)  # the authority Snapshot, while it stands
         self.store = store
         self.role_keys = keys
@@ -93,7 +96,7 @@ class Gate:
         # the broker appended it, and that verdict can be no older than the door can read (D84).
         self.keep = timedelta(seconds=topics.event_keep_s(events_retention_hours))
         self.client: redis.Redis = store.client
-        self.authority = AuthorityStore(store.client)
+        self.authority = AuthorityStore(store.client, seal)
         self.producer = producer
         self.log = log
         self.writes = gate_writes.FollowUps(producer, app, log, recall=Recaller(store.client, app, log))
@@ -133,6 +136,7 @@ class Gate:
                 appended=appended,
                 app=self.app,
                 kept=self.kept,
+                seal=self.seal,
             )
             if isinstance(taken, Untrusted):
                 return self._dead(msg, parts, taken.reason)
@@ -341,6 +345,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     keys = load_keys(settings, "gate")
     app = load_app(settings.app)
     store = wiring.store_for(settings, "gate")
+    seal = signer_seal.load(settings, "gate")
 
     def build(producer: RunnerProducer, log: Log) -> Gate:
         unreadable.wake_at_start(store.client, log)  # this gate may hold the key a task was sealed under now
@@ -352,6 +357,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
             app=app,
             event_max_age=settings.event_max_age,
             events_retention_hours=settings.events_retention_hours,
+            seal=seal,
         )
 
     def hooks(gate: Gate) -> Hooks:

@@ -20,6 +20,7 @@ from typing import Any
 from confluent_kafka import Message
 
 from wakeful.authority.kept import Kept
+from wakeful.authority.signer_seal import SignerSeal
 from wakeful.authority.snapshot import Snapshot, decode_signer
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers import gate_rules, replays
@@ -100,6 +101,7 @@ def authenticate(
     appended: datetime | None,
     app: App,
     kept: Kept,
+    seal: SignerSeal | None,
 ) -> Taken | Untrusted:
     """Gate 1 again, behind the door: a wake is only as good as the signed event inside it, and
     only the role that judges that kind of wake may send it. One round trip on `pinned` WATCHes and
@@ -154,10 +156,10 @@ def authenticate(
         return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None, held)
     signer, answered = after[2], decided(after[3])
     ops = after[4] if gate_rules.needs_started(event.kind) else None
-    found = decode_signer(event.key_id, signer) if isinstance(signer, bytes) else None
+    found = decode_signer(event.key_id, signer, seal) if isinstance(signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
     verified = key is not None and key.verify(event)
-    vouched = _vouched(envelope, replay, after[-1], key.tenant if key else ids.DEFAULT_TENANT)
+    vouched = _vouched(envelope, replay, after[-1], key.tenant if key else ids.DEFAULT_TENANT, seal)
     if isinstance(vouched, str):
         return Untrusted(vouched)
     refused = gate_rules.misaddressed(
@@ -226,13 +228,13 @@ def _replay_in(envelope: Envelope) -> SignedEvent | None:
 
 
 def _vouched(
-    envelope: Envelope, replay: SignedEvent | None, signer: Any, tenant: str
+    envelope: Envelope, replay: SignedEvent | None, signer: Any, tenant: str, seal: SignerSeal | None
 ) -> SignedEvent | str | None:
     """The replay that vouches for the wake's event, verified against its signer's live record
     (`signer`); None for a wake that carries none; a reason when it does not vouch."""
     if replay is None:
         return None
-    found = decode_signer(replay.key_id, signer) if isinstance(signer, bytes) else None
+    found = decode_signer(replay.key_id, signer, seal) if isinstance(signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
     text, event = str(envelope.payload["replay"]), str(envelope.payload["event"])
     return replays.vouched(text, event, key, kinds, tenant=tenant)

@@ -19,6 +19,8 @@ from typing import Any
 import redis
 from confluent_kafka import Message, Producer
 
+from wakeful.authority import signer_seal
+from wakeful.authority.signer_seal import SignerSeal
 from wakeful.authority.snapshot import decode_signer
 from wakeful.consumers import kafka_client, replays
 from wakeful.consumers.door import Accepted, Refused, Vouched, judge, judge_replay, parse
@@ -49,9 +51,17 @@ def claim(claims: dict[str, Position], identity: str, position: Position) -> boo
 
 class Inbound:
     def __init__(
-        self, client: redis.Redis, producer: Producer, log: Log, max_age: float, *, kinds: frozenset[str]
+        self,
+        client: redis.Redis,
+        producer: Producer,
+        log: Log,
+        max_age: float,
+        *,
+        kinds: frozenset[str],
+        seal: SignerSeal | None = None,
     ) -> None:
         self.kinds = kinds  # every event kind the loaded app knows
+        self.seal = seal  # opens the HMAC signers' secrets (D91); without it no HMAC event verifies
         self.client = client
         self.producer = producer
         self.log = log
@@ -105,7 +115,7 @@ class Inbound:
             read = (parsed, self._lookups([parsed])[0])
         sent, (signer_raw, seen, *found) = read
         corr = found[0] if sent.correlation_id else None
-        key, kinds = _signer(sent.key_id, signer_raw)
+        key, kinds = _signer(sent.key_id, signer_raw, self.seal)
         # Freshness is judged at the moment the broker appended the event, so a backlog of any length
         # never makes accepted work stale (D84); a topic made before that judges by this clock.
         judged = self.arrived(msg)
@@ -174,7 +184,9 @@ class Inbound:
             return judge(event, key, kinds, now, self.max_age, known=self.kinds)
         inner = replays.unwrap(event)
         inner_key = (
-            _signer(inner[0].key_id, inner_raw) if not isinstance(inner, str) else (None, frozenset[str]())
+            _signer(inner[0].key_id, inner_raw, self.seal)
+            if not isinstance(inner, str)
+            else (None, frozenset[str]())
         )
         vouched = judge_replay(event, key, kinds, inner_key, now=now, max_age=self.max_age, known=self.kinds)
         if isinstance(vouched, Vouched):
@@ -207,7 +219,7 @@ class Inbound:
         parsed = parse(msg.value() or b"")
         if isinstance(parsed, Refused):
             return
-        key, kinds = _signer(parsed.key_id, self.client.hget(keys.AUTH_SIGNERS, parsed.key_id))
+        key, kinds = _signer(parsed.key_id, self.client.hget(keys.AUTH_SIGNERS, parsed.key_id), self.seal)
         verdict = judge(parsed, key, kinds, datetime.now(UTC), self.max_age, known=self.kinds)
         if verdict.tenant is not None:
             told = Refused(f"inbound could not take this event: {reason}", parsed, verdict.tenant)
@@ -265,18 +277,19 @@ def _position(msg: Message) -> Position:
     return (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
 
 
-def _signer(key_id: str, raw: object) -> tuple[VerifyKey | None, frozenset[str]]:
+def _signer(key_id: str, raw: object, seal: SignerSeal | None) -> tuple[VerifyKey | None, frozenset[str]]:
     if not isinstance(raw, bytes):
         return None, frozenset()
-    return decode_signer(key_id, raw)
+    return decode_signer(key_id, raw, seal)
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
     client = acl.connect(settings, "inbound")  # its password before any wait on the broker
+    seal = signer_seal.load(settings, "inbound")
     kinds = load_app(settings.app).kinds
 
     def build(producer: RunnerProducer, log: Log) -> Inbound:
-        return Inbound(client, producer, log, settings.event_max_age, kinds=kinds)
+        return Inbound(client, producer, log, settings.event_max_age, kinds=kinds, seal=seal)
 
     def hooks(inbound: Inbound) -> Hooks:
         return Hooks(

@@ -9,7 +9,7 @@
 Nothing else: /metrics is 404 here, since whoever reaches the door (behind its proxy, anyone) would
 read it. Its metrics (its answers by route and status, timed) are served on a listener of their
 own, `--metrics-port` (WAKEFUL_METRICS_PORT) on `--metrics-host` (127.0.0.1 by default), as a
-role's are (core/metrics.py, docs/metrics.md, D8X).
+role's are (core/metrics.py, docs/metrics.md, D90).
 
 Writes are consumers/ingress_events.py, reads consumers/ingress_reads.py. The door's Redis user
 reads the signers, the receipts and the index and writes nothing (state/acl.py); its Kafka user
@@ -29,6 +29,7 @@ from starlette.applications import Starlette
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from wakeful.authority import signer_seal
 from wakeful.consumers.ingress_events import EventDoor
 from wakeful.consumers.ingress_limits import Limit
 from wakeful.consumers.ingress_publish import EventPublisher
@@ -49,7 +50,7 @@ PER_CLIENT_REFUSED = Limit(rate=20.0, burst=100)
 def build(
     client: redis.Redis, log: Log, writes: EventDoor, publisher: EventPublisher | None = None
 ) -> Starlette:
-    reads = ReadDoor(client, log)
+    reads = ReadDoor(client, log, writes.authority.seal)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -116,6 +117,7 @@ def main(
         metrics.serve(metrics_at[1], metrics_at[0], "ingress")
     log = Log(role="ingress")
     client = acl.connect(settings, "ingress", timeout=5.0)
+    seal = signer_seal.load(settings, "ingress")  # the HMAC secrets' seal: webhooks verify with them
     kinds = load_app(settings.app).kinds
     publisher = EventPublisher(settings, log)
     writes = EventDoor(
@@ -126,6 +128,7 @@ def main(
         max_age=settings.event_max_age,
         per_key=per_key,
         per_client=PER_CLIENT_REFUSED,
+        seal=seal,
     )
     log("ingress.start", host=host, port=port, rate=per_key.rate, burst=per_key.burst)
     app = build(client, log, writes, publisher)

@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
+from wakeful.authority.signer_seal import SignerSeal
 from wakeful.authority.store import AuthorityStore
 from wakeful.consumers.door import Accepted, Refused, judge, parse
 from wakeful.consumers.ingress_limits import Buckets, Limit, address, retry_after
@@ -86,8 +87,9 @@ class EventDoor:
         max_age: float,
         per_key: Limit,
         per_client: Limit,
+        seal: SignerSeal | None = None,
     ) -> None:
-        self.authority = AuthorityStore(client)
+        self.authority = AuthorityStore(client, seal)  # the seal opens HMAC secrets (D91)
         self.publisher = publisher
         self.log = log
         self.kinds = kinds  # every kind the loaded app knows, as inbound's

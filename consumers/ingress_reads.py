@@ -28,6 +28,7 @@ import redis
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from wakeful.authority.signer_seal import SignerSeal
 from wakeful.authority.store import AuthorityStore
 from wakeful.core import ids
 from wakeful.core.log import Log
@@ -45,10 +46,10 @@ def error(status: int, reason: str) -> JSONResponse:
 
 
 class ReadDoor:
-    def __init__(self, client: redis.Redis, log: Log) -> None:
+    def __init__(self, client: redis.Redis, log: Log, seal: SignerSeal | None = None) -> None:
         self.client = client
         self.index = Index(client)
-        self.authority = AuthorityStore(client)
+        self.authority = AuthorityStore(client, seal)  # the seal opens HMAC secrets (D91)
         self.log = log
 
     def signed(self, handler: Handler) -> Callable[[Request], JSONResponse]:

@@ -171,7 +171,7 @@ def check_free(host: str, port: int, who: str) -> None:
 def exposition() -> tuple[bytes, str]:
     """This process's metrics in the Prometheus text format: (body, content type), for an HTTP
     server of an app's own to answer GET /metrics with. The door does not: its public port would
-    publish them (D8X); it serves them on its metrics port, as a role does (serve())."""
+    publish them (D90); it serves them on its metrics port, as a role does (serve())."""
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
 

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import orjson
 
-from wakeful.authority import documents, revocations
+from wakeful.authority import documents, revocations, signer_seal
 from wakeful.authority.kept import moved
 from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
@@ -64,7 +64,7 @@ class Client:
         stack.require_redis(settings)
         self.settings = settings
         self.admin = acl.connect(settings, "admin")
-        self.authority = AuthorityStore(self.admin)
+        self.authority = AuthorityStore(self.admin, signer_seal.held(settings, signer_seal.KEEPER))
         self.tools = ToolStore(self.admin)
         self.policies = PolicyStore(self.admin)
         self.store = wiring.store_for(settings, "admin")

@@ -1,4 +1,4 @@
-"""The ops page's sessions, kept on the server (D8X): a signed cookie alone is not a session.
+"""The ops page's sessions, kept on the server (D89): a signed cookie alone is not a session.
 
 A login writes one Redis key as the admin, `wk:ops:session:<SHA-256 of the session's nonce>`
 (state/keys.py), whose TTL is the idle limit and never reaches past the session's absolute end.

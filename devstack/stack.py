@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from wakeful.authority import signer_reseal, signer_seal
 from wakeful.core import process, provenance, secrets
 from wakeful.core.errors import ServerUnavailable, StackError
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, kafka_acl, redis_cluster, redis_server, topic_admin
-from wakeful.state import credentials
+from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
 
@@ -41,6 +42,7 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     made = provenance.ensure_keys(settings)
     if made:
         say(f"created role signing keys for {', '.join(made)} in {settings.secrets}")
+    signer_seal.ensure(settings)  # the seal of HMAC signer secrets, for the roles that verify them
     if settings.runs_local_redis and settings.redis_cluster:
         redis_cluster.start(settings, say)
         say("workers, tests and every other command reach it with WAKEFUL_REDIS_CLUSTER=1 set")
@@ -48,6 +50,7 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
         redis_server.start(settings, say)
     else:
         say(f"redis: using {settings.redis_address} (WAKEFUL_REDIS_URL); nothing started")
+    reseal_signers(settings, say)
     if settings.runs_local_kafka:
         kafka.start(settings, say)
         kafka_acl.apply(settings, say)  # every role's SCRAM user and ACLs, as core/kafka_rights.py says
@@ -61,6 +64,18 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
         say(f"created topics: {', '.join(created)} ({settings.partitions} partitions each)")
     private(settings, say)  # what was written beside the servers as they started
     return status(settings)
+
+
+def reseal_signers(settings: Settings, say: process.Say) -> None:
+    """Seal the HMAC secrets a registry of the release before holds whole (D91), as the admin."""
+    seal = signer_seal.load(settings, signer_seal.KEEPER)
+    done, unopened = signer_reseal.reseal(acl.connect(settings, "admin"), seal)
+    if done:
+        say(f"sealed {done} HMAC signer secret(s) in the signer registry under seal key {seal.active}")
+    if unopened:
+        say(
+            f"cannot open the sealed secret of {', '.join(unopened)} with {signer_seal.NAME}.json: restore it"
+        )
 
 
 # What wakeful writes in its state dir. Only these are made private, and the folder itself when it

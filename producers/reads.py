@@ -98,6 +98,8 @@ def verified_webhook(
         return f"unknown key id {key_id[:128]!r}"
     if key.alg != "hmac-sha256":
         return f"key id {key_id!r} is an Ed25519 key: sign the read in the {HEADER} header"
+    if not key.secret_held:
+        return f"bad signature for key id {key_id!r}"
     t, tags = signed
     expected = webhook.tag(key.material, t, webhook_text(method, target))
     if not any(hmac.compare_digest(sent, expected) for sent in tags):

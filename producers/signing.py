@@ -103,7 +103,15 @@ class VerifyKey:
     principal: str
     tenant: str = DEFAULT_TENANT
 
+    @property
+    def secret_held(self) -> bool:
+        """Whether this key can check anything: an HMAC key read without its seal holds no secret
+        (an empty one would be a key anyone could sign with)."""
+        return bool(self.material)
+
     def verify(self, event: SignedEvent) -> bool:
+        if not self.secret_held:
+            return False
         if event.webhook is not None:  # an HMAC over the timestamp and the raw body (schemas/webhook.py)
             if self.alg != "hmac-sha256":
                 return False

@@ -195,7 +195,9 @@ DEADLINES = f"{PREFIX}:deadlines"
 AUTHORITY = f"{PREFIX}:authority"
 AUTH_APPROVERS = f"{AUTHORITY}:approvers"  # shared approvers: an app with none of its own reads it
 AUTH_LIMIT = f"{AUTHORITY}:limit"  # shared approval limit: an app with none of its own reads it
-AUTH_SIGNERS = f"{AUTHORITY}:signers"  # hash key_id -> JSON {principal, alg, material, kinds}
+# hash key_id -> JSON {principal, alg, kinds, tenant, and an Ed25519 public key in `material` or an
+# HMAC secret `sealed` under the verifiers' seal (authority/signer_seal.py, D91); never a secret whole}
+AUTH_SIGNERS = f"{AUTHORITY}:signers"
 AUTH_POLICY = f"{AUTHORITY}:policy"  # hash: policy, tool_catalog, compat (JSON), catalog (JSON)
 # The freezes (authority/freezes.py): one hash tag, so a freeze, its record and the counter the
 # roles acknowledge are written in one MULTI on a Redis Cluster too; no `wk:{` pattern reaches it.

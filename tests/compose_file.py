@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from wakeful.authority import signer_seal
 from wakeful.core import kafka_rights, log_signing, provenance, secrets
 from wakeful.core.settings import Settings
 from wakeful.state import acl, credentials
@@ -35,6 +36,7 @@ SECRETS = (
     *(f"signing:{role}" for role in provenance.SIGNING_ROLES),
     *(f"verifying:{role}" for role in sorted(set(provenance.READERS.values()))),
     f"log-signing:{log_signing.SIGNER_ROLE}",  # the relay's Ed25519 key for wakeful.log (D72)
+    *(f"{signer_seal.NAME}:{role}" for role in (*signer_seal.VERIFIERS, signer_seal.KEEPER)),  # D91
 )
 
 

@@ -41,6 +41,7 @@ from compose_file import (
     service_settings,
 )
 
+from wakeful.authority import signer_seal
 from wakeful.consumers import producing
 from wakeful.consumers.supervisor import ROLES
 from wakeful.core import kafka_auth, log_signing, provenance
@@ -50,7 +51,7 @@ from wakeful.devstack import redis_server
 from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
-KINDS = {"keyring", "redis", "kafka", "signing", "verifying", "log-signing"}
+KINDS = {"keyring", "redis", "kafka", "signing", "verifying", "log-signing", signer_seal.NAME}
 
 
 def make_secret(settings: Settings, secret: str) -> None:
@@ -65,6 +66,8 @@ def make_secret(settings: Settings, secret: str) -> None:
         provenance.ensure_key(settings, user)
     elif kind == "log-signing":
         log_signing.ensure_log_key(settings)
+    elif kind == signer_seal.NAME:
+        signer_seal.ensure(settings)  # the admin's seal and each verifier's copy, as init makes them
     else:
         provenance.publish_keys(settings)  # each reader's file, with whatever sender keys exist
 

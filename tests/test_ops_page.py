@@ -204,7 +204,7 @@ def test_no_page_without_a_login_and_no_switch_without_the_csrf_token_or_a_signe
 
     forged = ops_auth.sign(b"not the key" * 3, OPERATOR, int(time.time()))
     freeze = {"action": "freeze", "kind": "all", "name": "", "reason": "r", "confirmed": "yes"}
-    # Signed with the real key but never logged in: the server holds no such session (D8X).
+    # Signed with the real key but never logged in: the server holds no such session (D91).
     unheld = ops_auth.sign(login.session_key, OPERATOR, int(time.time()))
     for cookie in (forged, unheld):
         with httpx.Client(base_url=url, cookies={ops_auth.COOKIE: cookie}) as as_forger:

@@ -4,7 +4,7 @@ real HTTP client (httpx) against `wakeful ops` run as an operator runs it, on th
 A cookie copied before its person logged out opens nothing after (no page, no switch); a session
 left idle past its idle limit, or used past its absolute limit, is refused; and a local process
 that names a new `X-Forwarded-For` address on every failed login is still slowed, since only a
-configured proxy is believed (D8X: the ops page's sessions live in Redis)."""
+configured proxy is believed (D89: the ops page's sessions live in Redis)."""
 
 from __future__ import annotations
 
