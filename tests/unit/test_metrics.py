@@ -106,10 +106,26 @@ def test_the_supervised_door_serves_its_metrics_on_the_port_after_the_roles_neve
     assert host.envvar == METRICS_HOST_ENV and host.default == "127.0.0.1"
 
 
-def test_a_taken_metrics_port_stops_the_supervisor_at_start_naming_the_option() -> None:
-    with socket.socket() as taken:
+def _taken_after_a_free_port() -> socket.socket:
+    """A listening socket on a port whose predecessor is free (another process may hold a random
+    port's predecessor, which would be named first)."""
+    for _ in range(100):
+        taken = socket.socket()
         taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        with socket.socket() as before:
+            try:
+                before.bind(("127.0.0.1", port - 1))
+            except OSError:
+                taken.close()
+                continue
         taken.listen()
+        return taken
+    raise AssertionError("no free port with a free one before it")
+
+
+def test_a_taken_metrics_port_stops_the_supervisor_at_start_naming_the_option() -> None:
+    with _taken_after_a_free_port() as taken:
         port = taken.getsockname()[1]
         with pytest.raises(ConfigError, match=r"--metrics-port.*gate's metrics on 127\.0\.0\.1"):
             metrics_at(["inbound", "gate"], ("127.0.0.1", port - 1))
