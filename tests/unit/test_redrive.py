@@ -17,7 +17,7 @@ from wakeful.consumers.relay_watermark import Snapshot, Watermarks
 from wakeful.core import topics
 from wakeful.core.log_signing import LogSigner
 from wakeful.core.provenance import RoleKeys, RoleSigner
-from wakeful.schemas.changelog import Mark, log_items, log_marks
+from wakeful.schemas.changelog import ChangeMark, Mark, log_items, log_marks
 from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, OutboxRecord
 from wakeful.schemas.redrive import LogWatermark, MessageSource
 from wakeful.state.redrive import Coverage, start
@@ -267,5 +267,6 @@ def test_the_first_read_passes_over_a_watermark_and_keeps_each_changes_source() 
     value = LOG_BATCH_HEAD + b",".join([mark((0, 9)).encode(), sourced.encode(), unsourced.encode()])
     sources: list[MessageSource] = []
     marks, problems, _ = log_marks(value + LOG_BATCH_TAIL, sources)
-    assert marks == [("t-1", None), ("t-1", None)] and problems == []
+    versions = [(t, m.version if isinstance(m, ChangeMark) else None) for t, m in marks]
+    assert versions == [("t-1", 1), ("t-1", 1)] and problems == []
     assert sources == [src(W, 2, 7)]
