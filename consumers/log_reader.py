@@ -250,21 +250,27 @@ def _decoded(
             signer = provenance.Forged(f"signed by {signer}, not the relay")
         read.refused.append(f"{where}: {signer.reason}")
         return []
+    try:
+        items, problems, passed = decode(value)
+    except DecodeError as exc:
+        items, problems, passed = [], [exc.reason], 0
+    # Whatever the read takes from the message (a record, a problem to name, a watermark) only
+    # from bytes the relay signed (D8X). A message whose records the read passes over, all of tasks
+    # purged for good, gives nothing: its signature is not worth its cost (half the second read's).
+    watermarked = cover is not None and WATERMARK_FIELD.encode() in value
+    if not items and not problems and not watermarked:
+        read.passed_over += passed
+        return []
     checked = log_signing.check(read.log_keys, topic, value, msg.headers(), (LOG_BATCH_HEAD, LOG_BATCH_TAIL))
     if checked.reason is not None:  # not the relay's signed bytes: none of its records is read
         at = f" (record(s) at {', '.join(map(str, checked.changed[:10]))})" if checked.changed else ""
         read.not_signed(where, checked.reason + at)
         return []
-    try:
-        items, problems, passed = decode(value)
-    except DecodeError as exc:
-        read.refused.append(f"{where}: {exc.reason}")
-        return []
     read.refused += [f"{where}: {problem}" for problem in problems]
     read.passed_over += passed
     if cover is not None:
         cover(msg.partition() or 0, msg.offset() or 0, items)
-        if WATERMARK_FIELD.encode() in value:
+        if watermarked:
             _watermarks(checked, read, where)
     return items
 

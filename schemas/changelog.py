@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
@@ -158,16 +159,21 @@ def log_marks(value: bytes, sources: list[MessageSource] | None = None) -> tuple
 
 def change_mark(item: dict[str, Any]) -> ChangeMark | None:
     """A change's mark from its parsed JSON, or None when it lacks what one needs (the fold names
-    such a record; a tombstone after it is judged by the change before)."""
+    such a record; a tombstone after it is judged by the change before). On the first read's path
+    for every change: plain checks, and the names of stages and workflows held once (interned)."""
     version, at, stage = item.get("state_version"), item.get("at"), item.get("stage")
-    tenant, workflow, waits = item.get("tenant", ""), item.get("workflow", ""), item.get("waits", ())
-    writes = item.get("writes", ())
-    if not isinstance(version, int) or not all(isinstance(v, str) for v in (at, stage, tenant, workflow)):
+    tenant, workflow = item.get("tenant", ""), item.get("workflow", "")
+    waits, writes = item.get("waits") or [], item.get("writes") or []
+    if type(version) is not int or type(at) is not str or type(stage) is not str:
         return None
-    if not isinstance(waits, list | tuple) or not isinstance(writes, list | tuple):
+    if type(tenant) is not str or type(workflow) is not str or type(waits) is not list:
         return None
-    deleted = tuple(str(w[1]) for w in writes if isinstance(w, list) and len(w) == 2 and w[0] == "DEL")
-    return ChangeMark(version, str(at), str(tenant), str(workflow), str(stage), len(waits), deleted)
+    deleted: tuple[str, ...] = ()
+    if writes:  # a receipt's SET, or a release's DEL of the marker: rare on the log
+        if type(writes) is not list:
+            return None
+        deleted = tuple(str(w[1]) for w in writes if type(w) is list and len(w) == 2 and w[0] == "DEL")
+    return ChangeMark(version, at, tenant, sys.intern(workflow), sys.intern(stage), len(waits), deleted)
 
 
 def _kind(item: object) -> type[LogItem]:

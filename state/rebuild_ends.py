@@ -19,7 +19,6 @@ two reads can never disagree about a task.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -90,15 +89,20 @@ class Ends:
             self.tips.pop(task_id, None)
 
     def _note(self, task_id: str, mark: ChangeMark | QuarantineMark) -> None:
-        tip = self.tips.get(task_id, Tip())
+        tip = self.tips.get(task_id)
         if isinstance(mark, QuarantineMark):
-            self.tips[task_id] = tip._replace(marker=tip.marker or mark.marker)  # the first stands
+            held = tip or Tip()
+            self.tips[task_id] = held._replace(marker=held.marker or mark.marker)  # the first stands
             return
-        marker = lifted(tip.marker) if keys.quarantine(task_id) in mark.deleted else tip.marker
-        newest = tip.change if tip.change is not None and tip.change.version >= mark.version else mark
-        if newest is mark:  # the names of stages and workflows repeat: held once
-            newest = mark._replace(stage=sys.intern(mark.stage), workflow=sys.intern(mark.workflow))
-        self.tips[task_id] = Tip(newest, marker)
+        if tip is None:
+            self.tips[task_id] = Tip(mark)
+            return
+        marker = tip.marker
+        if mark.deleted and keys.quarantine(task_id) in mark.deleted:
+            marker = lifted(marker)
+        if tip.change is None or tip.change.version < mark.version or marker is not tip.marker:
+            newest = mark if tip.change is None or tip.change.version < mark.version else tip.change
+            self.tips[task_id] = Tip(newest, marker)
 
     def judged(self, item: LogItem) -> bool:
         """Whether the second read folds this tombstone (or any other record): not one refused."""
