@@ -160,6 +160,11 @@ def _human(doc: dict[str, Any]) -> str:
             f"{tombs['count']} tombstone(s) no purge could have made (their tasks kept)"
         )
     lines += [f"  not signed by the relay: {why}" for why in unsigned["named"]]
+    if unsigned["before_the_log_was_signed"]:
+        lines.append(
+            f"  {unsigned['before_the_log_was_signed']} log message(s) written before the relay signed "
+            "the log (D72), each before the first signed one of its partition: not folded"
+        )
     lines += [f"  tombstone refused: {why}" for why in tombs["named"]]
     lines += [f"  index: {why}" for why in doc["index_skipped"]]
     lines += [f"  not on the log: {what}" for what in doc["not_on_the_log"]]

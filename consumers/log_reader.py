@@ -49,8 +49,16 @@ class Read:
     # Messages whose log signature does not hold (D8X): how many, and the first UNSIGNED_NAMED.
     unsigned: int = 0
     unsigned_named: list[str] = field(default_factory=list)  # "<partition>:<offset>: why"
+    # Partitions where a message with a valid log signature was read; unsigned messages before the
+    # first were written before the relay signed the log (D72): not folded either, but no forgery,
+    # since nothing can be appended before a message already there.
+    signed_in: set[int] = field(default_factory=set)
+    unsigned_before_d72: int = 0
 
-    def not_signed(self, where: str, why: str) -> None:
+    def not_signed(self, partition: int, where: str, why: str) -> None:
+        if partition not in self.signed_in:
+            self.unsigned_before_d72 += 1
+            return
         self.unsigned += 1
         if len(self.unsigned_named) < UNSIGNED_NAMED:
             self.unsigned_named.append(f"{where}: {why}")
@@ -264,8 +272,9 @@ def _decoded(
     checked = log_signing.check(read.log_keys, topic, value, msg.headers(), (LOG_BATCH_HEAD, LOG_BATCH_TAIL))
     if checked.reason is not None:  # not the relay's signed bytes: none of its records is read
         at = f" (record(s) at {', '.join(map(str, checked.changed[:10]))})" if checked.changed else ""
-        read.not_signed(where, checked.reason + at)
+        read.not_signed(msg.partition() or 0, where, checked.reason + at)
         return []
+    read.signed_in.add(msg.partition() or 0)
     read.refused += [f"{where}: {problem}" for problem in problems]
     read.passed_over += passed
     if cover is not None:

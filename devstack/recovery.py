@@ -67,6 +67,7 @@ class Report:
     refused: list[str] = field(default_factory=list)
     unsigned: int = 0  # log messages without the relay's log signature: not folded (D8X)
     unsigned_named: list[str] = field(default_factory=list)
+    unsigned_before_d72: int = 0  # written before the relay signed the log: not folded, no error
     tombstones_refused: int = 0  # tombstones a purge could not have made: their tasks kept (D8X)
     tombstones_named: list[str] = field(default_factory=list)
     tasks: int = 0
@@ -85,7 +86,11 @@ class Report:
             "duplicates": self.duplicates,
             "purged": self.purged,
             "refused_messages": self.refused,
-            "unsigned_messages": {"count": self.unsigned, "named": self.unsigned_named},
+            "unsigned_messages": {
+                "count": self.unsigned,
+                "named": self.unsigned_named,
+                "before_the_log_was_signed": self.unsigned_before_d72,
+            },
             "tombstones_refused": {"count": self.tombstones_refused, "named": self.tombstones_named},
             "tasks_on_log": self.tasks,
             "restored": len(self.done.restored),
@@ -156,6 +161,7 @@ def recover(
     report.refused[:0] = read.refused + scan.first.unvouched + fold.problems
     report.tasks, report.purged = len(scan.ends), fold.purged
     report.unsigned, report.unsigned_named = scan.first.unsigned, scan.first.unsigned_named
+    report.unsigned_before_d72 = scan.first.unsigned_before_d72
     refused = scan.ends.refused
     report.tombstones_refused, report.tombstones_named = len(refused), [w for w in refused.values() if w]
     # Once the inbox marks that dedupe what the log reflects are back in Redis (D87).

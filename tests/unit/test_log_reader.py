@@ -41,7 +41,8 @@ def record() -> bytes:
 
 
 def new_read() -> Read:
-    return Read(log_keys={LOG_KEY.key_id: LOG_KEY.public()})
+    """A read that found a message the relay signed in partition 2 already."""
+    return Read(log_keys={LOG_KEY.key_id: LOG_KEY.public()}, signed_in={2})
 
 
 def signed(value: bytes, records: list[bytes]) -> list[tuple[str, str | bytes | None]]:
@@ -116,3 +117,17 @@ def test_a_tagged_message_without_the_relays_log_signature_is_named_and_folded_i
     assert _items(KEYS, topics.LOG, message(batch(), headers), read) == []
     assert read.unsigned == 1 and read.unsigned_named[0].startswith("2:7: ") and why in read.unsigned_named[0]
     assert read.refused == []
+
+
+def test_unsigned_messages_before_the_first_signed_one_of_their_partition_are_history_not_forgeries() -> None:
+    """A log written before the relay signed it (D72) is folded no more than a forgery, but not named
+    as one: nothing can be appended in front of a message already on the log."""
+    read = Read(log_keys={LOG_KEY.key_id: LOG_KEY.public()})
+    tagged_only = message(batch(), RELAY.headers(topics.LOG, b"", batch()))
+    assert _items(KEYS, topics.LOG, tagged_only, read) == []
+    assert (read.unsigned_before_d72, read.unsigned) == (1, 0)
+    assert [
+        i.record_id for i in _items(KEYS, topics.LOG, message(batch(), signed(batch(), [record()])), read)
+    ] == ["t-1:1"]
+    assert _items(KEYS, topics.LOG, tagged_only, read) == []  # after a signed one: a forgery, named
+    assert (read.unsigned_before_d72, read.unsigned) == (1, 1) and read.unsigned_named[0].startswith("2:7: ")

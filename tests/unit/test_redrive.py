@@ -225,7 +225,7 @@ TAG = RoleSigner("relay", "relay-k1", b"r" * 32)
 
 def read_watermarks(message: Message) -> Read:
     """The message read as recover's first read reads it (tagged by the relay's channel key)."""
-    read = Read(log_keys={SIGNER.key_id: SIGNER.public()})
+    read = Read(log_keys={SIGNER.key_id: SIGNER.public()}, signed_in={0})
     tagged = Message(
         topic=topics.LOG,
         partition=0,
