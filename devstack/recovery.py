@@ -137,8 +137,7 @@ def recover(
         raise WakefulError(str(exc)) from exc
     report = Report()
     _authority(settings, admin, sealer, report, say)
-    now = datetime.now(UTC)
-    scan = Scan(say, tombstone_rule(settings, app, now))
+    scan = Scan(say, tombstone_rule(settings, app, datetime.now(UTC)))
     scan.find_ends(settings)
     # Where the log vouches for nothing, and the proposals from there, before any task is restored:
     # a task whose own proposal is published again is not woken (D87).
@@ -146,7 +145,7 @@ def recover(
     held = redrive_proposals.read(settings, report.redrive_plan.starts)
     scan.among = redrive.named(settings, report.redrive_plan)
     answered: dict[str, list[redrive_proposals.Held]] = {}
-    restorer = Restorer(admin, sealer, _wakes(app, held, answered), now)
+    restorer = Restorer(admin, sealer, _wakes(app, held, answered), datetime.now(UTC))
     for tasks in scan.folds(settings):
         report.done.merge(restorer.restore(tasks))
         for task in tasks:
