@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import click
 
@@ -12,7 +12,6 @@ from wakeful.core import ids
 from wakeful.core.settings import Settings
 from wakeful.devstack import purge
 from wakeful.devstack.client import Client
-from wakeful.state import keys
 
 
 def _when(_ctx: click.Context, _param: click.Parameter, value: str) -> datetime:
@@ -30,11 +29,6 @@ def _tenant(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
     if value is not None and not ids.TENANT_RE.fullmatch(value):
         raise click.BadParameter(f"{value[:40]!r} is not a tenant ({ids.TENANT_RE.pattern})")
     return value
-
-
-def replay_window(settings: Settings) -> timedelta:
-    """How long an event may still be accepted at the door: its max age and the replay set's TTL."""
-    return timedelta(seconds=settings.event_max_age + keys.SEEN_TTL_S)
 
 
 @click.command("purge")
@@ -89,7 +83,7 @@ def task_purge(
         by=by,
         wait_s=wait_s,
         tenant=tenant,
-        floor=replay_window(settings),
+        floor=purge.replay_window(settings),
         say=say,
     )
     emit(report.as_dict(), as_json, purge.render(report))

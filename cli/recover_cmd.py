@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -83,7 +84,8 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
     client = Client(settings)
     if check:
         try:
-            on_log, missing, coverage = recovery_scan.uncovered(client.admin, settings, say)
+            rule = recovery.tombstone_rule(settings, client.app, datetime.now(UTC))
+            on_log, missing, coverage = recovery_scan.uncovered(client.admin, settings, say, rule)
         finally:
             client.close()
         retention = _retention(settings, coverage)
@@ -120,6 +122,13 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
             f"{report.redrive_plan.gone[0].why()}: events applied in the relay's lag may be lost; raise "
             "the topic's retention.ms (docs/recovery.md)"
         )
+    if report.unsigned or report.tombstones_refused:
+        raise WakefulError(
+            f"refused {report.unsigned} log message(s) the relay did not sign and "
+            f"{report.tombstones_refused} tombstone(s) no purge could have made: see above. Nothing of "
+            "them was folded and each task they named is kept as the rest of the log has it; find who "
+            "wrote them (docs/security.md)"
+        )
 
 
 def _retention(settings: Settings, coverage: Any) -> list[str]:
@@ -144,6 +153,19 @@ def _human(doc: dict[str, Any]) -> str:
     ]
     lines += [f"  not restored: {task}: {why}" for task, why in sorted(doc["failed"].items())]
     lines += [f"  skipped on the log: {why}" for why in doc["refused_messages"]]
+    unsigned, tombs = doc["unsigned_messages"], doc["tombstones_refused"]
+    if unsigned["count"] or tombs["count"]:
+        lines.append(
+            f"refused {unsigned['count']} log message(s) without the relay's log signature (not folded) and "
+            f"{tombs['count']} tombstone(s) no purge could have made (their tasks kept)"
+        )
+    lines += [f"  not signed by the relay: {why}" for why in unsigned["named"]]
+    if unsigned["before_the_log_was_signed"]:
+        lines.append(
+            f"  {unsigned['before_the_log_was_signed']} log message(s) written before the relay signed "
+            "the log (D72), each before the first signed one of its partition: not folded"
+        )
+    lines += [f"  tombstone refused: {why}" for why in tombs["named"]]
     lines += [f"  index: {why}" for why in doc["index_skipped"]]
     lines += [f"  not on the log: {what}" for what in doc["not_on_the_log"]]
     redriven = doc["redrive"]

@@ -1,8 +1,10 @@
 """Reading wakeful.log from its first offset to where it ended when the read began, as the admin:
 what `wakeful recover` folds (D70). Every message must carry the relay's channel tag
-(core/provenance.py): one that does not is named and skipped, never folded in. Beside the records,
-the read notes where each change's input came from and the relay's watermarks (D87,
-state/redrive.py); a watermark counts only with a valid log signature too (D72).
+(core/provenance.py) and its Ed25519 log signature (D72), checked by the code `wakeful audit
+--verify` checks it with (core/log_signing.check): a message either does not hold is named and
+skipped, never folded in (D8X: the channel key is a secret every relay login holds, the log key's
+private half is in the relay's process alone). Beside the records, the read notes where each
+change's input came from and the relay's watermarks (D87, state/redrive.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ Decode = Callable[[bytes], tuple[list[T], list[str], int]]
 Cover = Callable[[int, int, list[T]], None]
 PROGRESS_EVERY_S = 2.0
 STALL_S = 60.0  # no message for this long while the partition has more: the read fails, loudly
+UNSIGNED_NAMED = 20  # messages whose log signature fails, named one by one; the rest counted
 
 
 @dataclass
@@ -43,6 +46,22 @@ class Read:
     coverage: Coverage = field(default_factory=Coverage)  # how far back to re-drive (D87)
     log_keys: dict[str, bytes] = field(default_factory=dict)  # the relay's public log keys
     unvouched: list[str] = field(default_factory=list)  # "<partition>:<offset>: why" of watermarks not taken
+    # Messages whose log signature does not hold (D8X): how many, and the first UNSIGNED_NAMED.
+    unsigned: int = 0
+    unsigned_named: list[str] = field(default_factory=list)  # "<partition>:<offset>: why"
+    # Partitions where a message with a valid log signature was read; unsigned messages before the
+    # first were written before the relay signed the log (D72): not folded either, but no forgery,
+    # since nothing can be appended before a message already there.
+    signed_in: set[int] = field(default_factory=set)
+    unsigned_before_d72: int = 0
+
+    def not_signed(self, partition: int, where: str, why: str) -> None:
+        if partition not in self.signed_in:
+            self.unsigned_before_d72 += 1
+            return
+        self.unsigned += 1
+        if len(self.unsigned_named) < UNSIGNED_NAMED:
+            self.unsigned_named.append(f"{where}: {why}")
 
 
 # The consumer's read-ahead, bounded (D86): librdkafka queues up to 64 MiB and 100,000 messages
@@ -110,7 +129,6 @@ def read_marks(
     and each tombstone, the rest not decoded (the first read of `wakeful recover`). It alone feeds
     `read.coverage` (D87): each change's source and the relay's watermarks, each message's once,
     before the second read restores any task."""
-    read.log_keys = log_signing.public_log_keys(settings)
     sources: list[MessageSource] = []
 
     def decode(value: bytes) -> tuple[list[Mark], list[str], int]:
@@ -136,6 +154,7 @@ def _read(
     cover: Cover[T] | None = None,
 ) -> Iterator[tuple[int, int, list[T]]]:
     role_keys = provenance.load_keys(settings, kafka_rights.ADMIN)
+    read.log_keys = read.log_keys or log_signing.public_log_keys(settings)
     consumer = Consumer(_config(settings))
     try:
         read.total += sum(high - low for _, low, high in spans)
@@ -242,25 +261,33 @@ def _decoded(
     try:
         items, problems, passed = decode(value)
     except DecodeError as exc:
-        read.refused.append(f"{where}: {exc.reason}")
+        items, problems, passed = [], [exc.reason], 0
+    # Whatever the read takes from the message (a record, a problem to name, a watermark) only
+    # from bytes the relay signed (D8X). A message whose records the read passes over, all of tasks
+    # purged for good, gives nothing: its signature is not worth its cost (half the second read's).
+    watermarked = cover is not None and WATERMARK_FIELD.encode() in value
+    if not items and not problems and not watermarked:
+        read.passed_over += passed
         return []
+    checked = log_signing.check(read.log_keys, topic, value, msg.headers(), (LOG_BATCH_HEAD, LOG_BATCH_TAIL))
+    if checked.reason is not None:  # not the relay's signed bytes: none of its records is read
+        at = f" (record(s) at {', '.join(map(str, checked.changed[:10]))})" if checked.changed else ""
+        read.not_signed(msg.partition() or 0, where, checked.reason + at)
+        return []
+    read.signed_in.add(msg.partition() or 0)
     read.refused += [f"{where}: {problem}" for problem in problems]
     read.passed_over += passed
     if cover is not None:
         cover(msg.partition() or 0, msg.offset() or 0, items)
-        if WATERMARK_FIELD.encode() in value:
-            _watermarks(topic, msg, read, where)
+        if watermarked:
+            _watermarks(checked, read, where)
     return items
 
 
-def _watermarks(topic: str, msg: Message, read: Read, where: str) -> None:
-    """The relay's watermarks in a message, each read only from bytes its log signature vouches
-    for: a watermark tells recover how little it may re-drive, so a forged one would lose events."""
-    value: bytes = msg.value() or b""
-    checked = log_signing.check(read.log_keys, topic, value, msg.headers(), (LOG_BATCH_HEAD, LOG_BATCH_TAIL))
-    if checked.reason is not None:
-        read.unvouched.append(f"{where}: a watermark not taken: {checked.reason}")
-        return
+def _watermarks(checked: log_signing.Checked, read: Read, where: str) -> None:
+    """The relay's watermarks in a message whose log signature holds, each read from the bytes it
+    vouches for: a watermark tells recover how little it may re-drive, so a forged one would lose
+    events."""
     for _, raw in checked.vouched:
         if WATERMARK_FIELD.encode() not in raw:
             continue

@@ -21,6 +21,7 @@ import dataclasses
 import os
 import random
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.core.errors import WakefulError
@@ -58,7 +59,8 @@ def run(settings: Settings, tasks: int, mode: str, seed: int | None, say: Say) -
         _load(client, fleet, plans)
         before = _waiting(client, plans)
         timers = _timers(client, list(before))
-        _, missing, _ = recovery_scan.uncovered(client.admin, settings, say)
+        rule = recovery.tombstone_rule(settings, client.app, datetime.now(UTC))
+        _, missing, _ = recovery_scan.uncovered(client.admin, settings, say, rule)
         if missing:
             raise WakefulError(
                 f"this stack's Redis holds {len(missing)} task(s) its log cannot give back (e.g. "

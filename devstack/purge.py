@@ -20,10 +20,11 @@ from typing import Any
 import redis
 
 from wakeful.core.process import wait_until
+from wakeful.core.settings import Settings
 from wakeful.devstack import retention_sweeps
 from wakeful.schemas.tombstone import purge_record
 from wakeful.sdk.app import App
-from wakeful.state import purge
+from wakeful.state import keys, purge
 from wakeful.workflow import retention
 
 EXAMPLES = 10
@@ -49,6 +50,12 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "kept": dict(self.kept)}
+
+
+def replay_window(settings: Settings) -> timedelta:
+    """How long an event may still be accepted at the door: its max age and the replay set's TTL.
+    No task goes sooner after its last change (and `wakeful recover` holds tombstones to it)."""
+    return timedelta(seconds=settings.event_max_age + keys.SEEN_TTL_S)
 
 
 def run(

@@ -8,6 +8,10 @@ state/rebuild_ends.py, state/rebuild.py), restoring every task Redis lacks or ho
 re-drive what Redis had applied and the log lacks (D87: devstack/redrive.py,
 redrive_proposals.py). Run twice, the second run restores nothing: every task is left.
 
+Only what the relay signed is folded (D8X): a message without its Ed25519 log signature is named
+and skipped, and a tombstone that the purge's rule could not have made (workflow/tombstones.py) is
+refused, its task kept. Either ends the run with an error, after everything else is restored.
+
 What the log does not hold is named in the report, never passed over: memory records, evidence
 documents (each task's excerpt of them is restored), receipts of events refused without a change,
 and wakes a freeze held.
@@ -32,7 +36,7 @@ from wakeful.core import kafka_auth, kafka_rights, topics
 from wakeful.core.errors import DecodeError, IntegrityError, KeyringError, WakefulError
 from wakeful.core.retry import FunctionsMissing
 from wakeful.core.settings import Settings
-from wakeful.devstack import redrive, redrive_proposals, stack
+from wakeful.devstack import purge, redrive, redrive_proposals, stack
 from wakeful.devstack.recovery_scan import Scan
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
@@ -40,7 +44,7 @@ from wakeful.sdk.workflow import RUNTIME_STAGES
 from wakeful.state import keys, library
 from wakeful.state.restore import Restored, Restorer
 from wakeful.state.seal import Sealer
-from wakeful.workflow import engine
+from wakeful.workflow import engine, tombstones
 
 NOT_ON_THE_LOG = (
     "memory records (wk:mem:*): re-verify and re-remember what the tasks need",
@@ -61,6 +65,11 @@ class Report:
     duplicates: int = 0
     purged: int = 0
     refused: list[str] = field(default_factory=list)
+    unsigned: int = 0  # log messages without the relay's log signature: not folded (D8X)
+    unsigned_named: list[str] = field(default_factory=list)
+    unsigned_before_d72: int = 0  # written before the relay signed the log: not folded, no error
+    tombstones_refused: int = 0  # tombstones a purge could not have made: their tasks kept (D8X)
+    tombstones_named: list[str] = field(default_factory=list)
     tasks: int = 0
     done: Restored = field(default_factory=Restored)
     authority_written: list[str] = field(default_factory=list)
@@ -77,6 +86,12 @@ class Report:
             "duplicates": self.duplicates,
             "purged": self.purged,
             "refused_messages": self.refused,
+            "unsigned_messages": {
+                "count": self.unsigned,
+                "named": self.unsigned_named,
+                "before_the_log_was_signed": self.unsigned_before_d72,
+            },
+            "tombstones_refused": {"count": self.tombstones_refused, "named": self.tombstones_named},
             "tasks_on_log": self.tasks,
             "restored": len(self.done.restored),
             "woken": len(self.done.woken),
@@ -122,7 +137,7 @@ def recover(
         raise WakefulError(str(exc)) from exc
     report = Report()
     _authority(settings, admin, sealer, report, say)
-    scan = Scan(say)
+    scan = Scan(say, tombstone_rule(settings, app, datetime.now(UTC)))
     scan.find_ends(settings)
     # Where the log vouches for nothing, and the proposals from there, before any task is restored:
     # a task whose own proposal is published again is not woken (D87).
@@ -144,10 +159,20 @@ def recover(
     report.records = fold.records + read.passed_over
     report.refused[:0] = read.refused + scan.first.unvouched + fold.problems
     report.tasks, report.purged = len(scan.ends), fold.purged
+    report.unsigned, report.unsigned_named = scan.first.unsigned, scan.first.unsigned_named
+    report.unsigned_before_d72 = scan.first.unsigned_before_d72
+    refused = scan.ends.refused
+    report.tombstones_refused, report.tombstones_named = len(refused), [w for w in refused.values() if w]
     # Once the inbox marks that dedupe what the log reflects are back in Redis (D87).
     report.redriven = redrive.republish(settings, report.redrive_plan, scan.purged, say)
     report.proposals = redrive_proposals.publish(settings, [h for hs in answered.values() for h in hs], say)
     return report
+
+
+def tombstone_rule(settings: Settings, app: App, now: datetime) -> tombstones.PurgeRule:
+    """The rule a tombstone on the log is held to (D8X): the one `wakeful task purge` applies for
+    `app` on this stack, the door's replay window its floor."""
+    return tombstones.purge_rule(app, purge.replay_window(settings), now)
 
 
 def _wakes(

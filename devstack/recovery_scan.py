@@ -1,8 +1,9 @@
 """The two reads of wakeful.log that `wakeful recover` and `recover --check` make (D86, D87).
 
-The first read notes where each task's records end (state/rebuild_ends.py) and how far back the
-log vouches for the role topics (state/redrive.Coverage: each change's source and the relay's
-watermarks); the second folds the log partition by partition and hands each task over in batches
+The first read notes where each task's records end (state/rebuild_ends.py), judges each tombstone
+by the purge's rule (workflow/tombstones.py, D8X), and notes how far back the log vouches for the
+role topics (state/redrive.Coverage: each change's source and the relay's watermarks); the second
+folds the log partition by partition and hands each task over in batches
 as soon as its records are all folded. Both read up to the same ends.
 """
 
@@ -16,7 +17,7 @@ from wakeful.consumers import log_reader
 from wakeful.core.settings import Settings
 from wakeful.state import keys
 from wakeful.state.rebuild import Fold, Folded
-from wakeful.state.rebuild_ends import Ends, fold_message, position, purged_for_good
+from wakeful.state.rebuild_ends import Ends, Rule, fold_message, position, purged_for_good
 from wakeful.state.redrive import Coverage
 
 BATCH = 200  # tasks restored between two progress lines
@@ -31,9 +32,9 @@ class Scan:
     tasks re-driven wakes name, the tasks whose records span the read, and one batch: never the
     log's fold."""
 
-    def __init__(self, say: Say) -> None:
+    def __init__(self, say: Say, rule: Rule) -> None:
         self.say = say
-        self.ends = Ends()
+        self.ends = Ends(rule)  # a tombstone `rule` refuses takes nothing (D8X)
         self.fold = Fold()
         self.first = log_reader.Read()  # where tasks end, and the coverage (D87)
         self.read = log_reader.Read()  # the fold's
@@ -82,14 +83,16 @@ class Scan:
             yield [t for t in rest[start : start + BATCH] if t is not None]
 
 
-def uncovered(admin: redis.Redis, settings: Settings, say: Say) -> tuple[int, dict[str, str], Coverage]:
+def uncovered(
+    admin: redis.Redis, settings: Settings, say: Say, rule: Rule
+) -> tuple[int, dict[str, str], Coverage]:
     """How many tasks live on the log, the tasks Redis holds that the log could not give back as
     they are now, and the re-drive's coverage (D87). A task is not covered when the log is behind
     it (the relay's lag, or a change made before the log carried checkpoints), its outbox holds
     records not yet published, or the log cannot restore it at all. None uncovered: a loss of
     Redis now would lose no task's progress."""
     found: dict[str, str] = {}
-    scan = Scan(say)
+    scan = Scan(say, rule)
     for tasks in scan.folds(settings):
         pipe = admin.pipeline(transaction=False)
         for task in tasks:

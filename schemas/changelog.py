@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import sys
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import orjson
 from pydantic import ValidationError
@@ -75,9 +76,28 @@ def quarantine_record(task_id: str, marker: bytes) -> QuarantineRecord:
 LogItem = OutboxRecord | ActionRecord | QuarantineRecord | PurgeRecord
 
 
-# Whose a record is, and the tombstone it is if it is one: what the first read of `wakeful recover`
-# needs of each record (D86), read without decoding the rest.
-Mark = tuple[str, PurgeRecord | None]
+class ChangeMark(NamedTuple):
+    """What the first read keeps of a change: what a tombstone after it is judged by (D8X)."""
+
+    version: int
+    at: str  # as written (ISO 8601): parsed only when a tombstone is judged
+    tenant: str
+    workflow: str
+    stage: str
+    waits: int  # how many waits the change left pending
+    deleted: tuple[str, ...]  # the keys its writes delete (a release lifts a quarantine marker)
+
+
+class QuarantineMark(NamedTuple):
+    """A quarantine marker set outside a change (QuarantineRecord): its JSON as stored."""
+
+    marker: str
+
+
+# Whose a record is, and what the first read of `wakeful recover` needs of it (D86): the tombstone
+# it is, or what a tombstone is judged by (a change's, a quarantine's mark), read without decoding
+# the rest.
+Mark = tuple[str, PurgeRecord | ChangeMark | QuarantineMark | None]
 Wanted = Callable[[str], bool]
 
 
@@ -115,20 +135,45 @@ def log_marks(value: bytes, sources: list[MessageSource] | None = None) -> tuple
         if isinstance(item, dict) and WATERMARK_FIELD in item:
             continue
         task_id = _task_of(item)
+        kind = _kind(item)
         if not task_id:
             problems.append(f"record {i}: it names no task id")
-        elif _kind(item) is not PurgeRecord:
-            marks.append((task_id, None))
-            source = item.get("source") if isinstance(item, dict) else None
-            if sources is not None and isinstance(source, dict) and _kind(item) is OutboxRecord:
+        elif kind is OutboxRecord:
+            marks.append((task_id, change_mark(item)))
+            source = item.get("source")
+            if sources is not None and isinstance(source, dict):
                 with contextlib.suppress(ValidationError):
                     sources.append(MessageSource.model_validate(source))
+        elif kind is QuarantineRecord:
+            marker = item.get("quarantine")
+            marks.append((task_id, QuarantineMark(marker) if isinstance(marker, str) else None))
+        elif kind is not PurgeRecord:
+            marks.append((task_id, None))
         else:
             try:
                 marks.append((task_id, PurgeRecord.decode(orjson.dumps(item))))
             except DecodeError as exc:
                 problems.append(f"record {i}: {exc.reason}")
     return marks, problems, 0
+
+
+def change_mark(item: dict[str, Any]) -> ChangeMark | None:
+    """A change's mark from its parsed JSON, or None when it lacks what one needs (the fold names
+    such a record; a tombstone after it is judged by the change before). On the first read's path
+    for every change: plain checks, and the names of stages and workflows held once (interned)."""
+    version, at, stage = item.get("state_version"), item.get("at"), item.get("stage")
+    tenant, workflow = item.get("tenant", ""), item.get("workflow", "")
+    waits, writes = item.get("waits") or [], item.get("writes") or []
+    if type(version) is not int or type(at) is not str or type(stage) is not str:
+        return None
+    if type(tenant) is not str or type(workflow) is not str or type(waits) is not list:
+        return None
+    deleted: tuple[str, ...] = ()
+    if writes:  # a receipt's SET, or a release's DEL of the marker: rare on the log
+        if type(writes) is not list:
+            return None
+        deleted = tuple(str(w[1]) for w in writes if type(w) is list and len(w) == 2 and w[0] == "DEL")
+    return ChangeMark(version, at, tenant, sys.intern(workflow), sys.intern(stage), len(waits), deleted)
 
 
 def _kind(item: object) -> type[LogItem]:

@@ -236,7 +236,7 @@ def _change(task: Folded, item: OutboxRecord) -> None:
         if problem is not None:
             task.problems.append(f"{item.record_id}: {problem}")
         elif command[0] == "DEL":
-            task.quarantine = _lifted(task.quarantine)
+            task.quarantine = lifted(task.quarantine)
         else:
             task.writes[command[1]] = (command[2], item.at)
     if not item.sealed:
@@ -252,7 +252,7 @@ def _change(task: Folded, item: OutboxRecord) -> None:
     task.last, task.blob = item, blob
 
 
-def _lifted(marker: str | None) -> str | None:
+def lifted(marker: str | None) -> str | None:
     """The marker in force after a release's change lifted one: only a marker a person may release
     is lifted (state/parked.py); one set because a record failed a check stays, whatever the log's
     order says."""

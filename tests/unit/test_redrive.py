@@ -16,7 +16,8 @@ from wakeful.consumers.redrive_retention import Kept
 from wakeful.consumers.relay_watermark import Snapshot, Watermarks
 from wakeful.core import topics
 from wakeful.core.log_signing import LogSigner
-from wakeful.schemas.changelog import log_items, log_marks
+from wakeful.core.provenance import RoleKeys, RoleSigner
+from wakeful.schemas.changelog import ChangeMark, Mark, log_items, log_marks
 from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, OutboxRecord
 from wakeful.schemas.redrive import LogWatermark, MessageSource
 from wakeful.state.redrive import Coverage, start
@@ -219,9 +220,23 @@ def log_message(records: list[bytes], headers: list[tuple[str, str | bytes | Non
     return Message(topic=topics.LOG, partition=0, offset=7, value=value, headers=headers)
 
 
+TAG = RoleSigner("relay", "relay-k1", b"r" * 32)
+
+
 def read_watermarks(message: Message) -> Read:
-    read = Read(log_keys={SIGNER.key_id: SIGNER.public()})
-    log_reader._watermarks(topics.LOG, message, read, "0:7")
+    """The message read as recover's first read reads it (tagged by the relay's channel key)."""
+    read = Read(log_keys={SIGNER.key_id: SIGNER.public()}, signed_in={0})
+    tagged = Message(
+        topic=topics.LOG,
+        partition=0,
+        offset=7,
+        value=message.value(),
+        headers=[*(message.headers() or []), *TAG.headers(topics.LOG, b"", message.value() or b"")],
+    )
+    decode: log_reader.Decode[Mark] = log_marks
+    log_reader._decoded(
+        RoleKeys({"relay-k1": ("relay", b"r" * 32)}), topics.LOG, tagged, read, decode, cover=lambda *_: None
+    )
     return read
 
 
@@ -232,9 +247,9 @@ def test_a_watermark_counts_only_with_the_relays_log_signature() -> None:
     forged = record.replace(b"[[0,9]]", b"[[0,99]]")  # a watermark claiming more than the relay said
     edited = read_watermarks(log_message([forged], SIGNER.headers(topics.LOG, [record])))
     unsigned = read_watermarks(log_message([record], []))
-    for refused in (edited, unsigned):
+    for refused in (edited, unsigned):  # the whole message is refused: none of its records is read
         assert refused.coverage.covers == {} and refused.coverage.watermarks == 0
-        assert refused.unvouched and "watermark not taken" in refused.unvouched[0]
+        assert refused.unsigned == 1 and refused.unsigned_named[0].startswith("0:7: ")
 
 
 def test_a_watermark_is_no_task_record_for_the_fold() -> None:
@@ -252,5 +267,6 @@ def test_the_first_read_passes_over_a_watermark_and_keeps_each_changes_source() 
     value = LOG_BATCH_HEAD + b",".join([mark((0, 9)).encode(), sourced.encode(), unsourced.encode()])
     sources: list[MessageSource] = []
     marks, problems, _ = log_marks(value + LOG_BATCH_TAIL, sources)
-    assert marks == [("t-1", None), ("t-1", None)] and problems == []
+    versions = [(t, m.version if isinstance(m, ChangeMark) else None) for t, m in marks]
+    assert versions == [("t-1", 1), ("t-1", 1)] and problems == []
     assert sources == [src(W, 2, 7)]
