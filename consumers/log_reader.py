@@ -2,7 +2,7 @@
 what `wakeful recover` folds (D70). Every message must carry the relay's channel tag
 (core/provenance.py) and its Ed25519 log signature (D72), checked by the code `wakeful audit
 --verify` checks it with (core/log_signing.check): a message either does not hold is named and
-skipped, never folded in (D8X: the channel key is a secret every relay login holds, the log key's
+skipped, never folded in (D92: the channel key is a secret every relay login holds, the log key's
 private half is in the relay's process alone). Beside the records, the read notes where each
 change's input came from and the relay's watermarks (D87, state/redrive.py).
 """
@@ -46,7 +46,7 @@ class Read:
     coverage: Coverage = field(default_factory=Coverage)  # how far back to re-drive (D87)
     log_keys: dict[str, bytes] = field(default_factory=dict)  # the relay's public log keys
     unvouched: list[str] = field(default_factory=list)  # "<partition>:<offset>: why" of watermarks not taken
-    # Messages whose log signature does not hold (D8X): how many, and the first UNSIGNED_NAMED.
+    # Messages whose log signature does not hold (D92): how many, and the first UNSIGNED_NAMED.
     unsigned: int = 0
     unsigned_named: list[str] = field(default_factory=list)  # "<partition>:<offset>: why"
     # Partitions where a message with a valid log signature was read; unsigned messages before the
@@ -263,7 +263,7 @@ def _decoded(
     except DecodeError as exc:
         items, problems, passed = [], [exc.reason], 0
     # Whatever the read takes from the message (a record, a problem to name, a watermark) only
-    # from bytes the relay signed (D8X). A message whose records the read passes over, all of tasks
+    # from bytes the relay signed (D92). A message whose records the read passes over, all of tasks
     # purged for good, gives nothing: its signature is not worth its cost (half the second read's).
     watermarked = cover is not None and WATERMARK_FIELD.encode() in value
     if not items and not problems and not watermarked:

@@ -8,7 +8,7 @@ state/rebuild_ends.py, state/rebuild.py), restoring every task Redis lacks or ho
 re-drive what Redis had applied and the log lacks (D87: devstack/redrive.py,
 redrive_proposals.py). Run twice, the second run restores nothing: every task is left.
 
-Only what the relay signed is folded (D8X): a message without its Ed25519 log signature is named
+Only what the relay signed is folded (D92): a message without its Ed25519 log signature is named
 and skipped, and a tombstone that the purge's rule could not have made (workflow/tombstones.py) is
 refused, its task kept. Either ends the run with an error, after everything else is restored.
 
@@ -65,10 +65,10 @@ class Report:
     duplicates: int = 0
     purged: int = 0
     refused: list[str] = field(default_factory=list)
-    unsigned: int = 0  # log messages without the relay's log signature: not folded (D8X)
+    unsigned: int = 0  # log messages without the relay's log signature: not folded (D92)
     unsigned_named: list[str] = field(default_factory=list)
     unsigned_before_d72: int = 0  # written before the relay signed the log: not folded, no error
-    tombstones_refused: int = 0  # tombstones a purge could not have made: their tasks kept (D8X)
+    tombstones_refused: int = 0  # tombstones a purge could not have made: their tasks kept (D92)
     tombstones_named: list[str] = field(default_factory=list)
     tasks: int = 0
     done: Restored = field(default_factory=Restored)
@@ -170,7 +170,7 @@ def recover(
 
 
 def tombstone_rule(settings: Settings, app: App, now: datetime) -> tombstones.PurgeRule:
-    """The rule a tombstone on the log is held to (D8X): the one `wakeful task purge` applies for
+    """The rule a tombstone on the log is held to (D92): the one `wakeful task purge` applies for
     `app` on this stack, the door's replay window its floor."""
     return tombstones.purge_rule(app, purge.replay_window(settings), now)
 

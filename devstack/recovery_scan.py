@@ -1,7 +1,7 @@
 """The two reads of wakeful.log that `wakeful recover` and `recover --check` make (D86, D87).
 
 The first read notes where each task's records end (state/rebuild_ends.py), judges each tombstone
-by the purge's rule (workflow/tombstones.py, D8X), and notes how far back the log vouches for the
+by the purge's rule (workflow/tombstones.py, D92), and notes how far back the log vouches for the
 role topics (state/redrive.Coverage: each change's source and the relay's watermarks); the second
 folds the log partition by partition and hands each task over in batches
 as soon as its records are all folded. Both read up to the same ends.
@@ -34,7 +34,7 @@ class Scan:
 
     def __init__(self, say: Say, rule: Rule) -> None:
         self.say = say
-        self.ends = Ends(rule)  # a tombstone `rule` refuses takes nothing (D8X)
+        self.ends = Ends(rule)  # a tombstone `rule` refuses takes nothing (D92)
         self.fold = Fold()
         self.first = log_reader.Read()  # where tasks end, and the coverage (D87)
         self.read = log_reader.Read()  # the fold's

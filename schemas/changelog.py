@@ -77,7 +77,7 @@ LogItem = OutboxRecord | ActionRecord | QuarantineRecord | PurgeRecord
 
 
 class ChangeMark(NamedTuple):
-    """What the first read keeps of a change: what a tombstone after it is judged by (D8X)."""
+    """What the first read keeps of a change: what a tombstone after it is judged by (D92)."""
 
     version: int
     at: str  # as written (ISO 8601): parsed only when a tombstone is judged

@@ -9,7 +9,7 @@ good is never folded: its tombstone would drop it), and hands a task over once t
 holding its last record is folded. What it holds at any moment is the tasks whose records span
 the position it reads, not the log.
 
-A tombstone is judged in the first read, against what the log shows of its task up to it (D8X):
+A tombstone is judged in the first read, against what the log shows of its task up to it (D92):
 the mark of its newest change and the quarantine marker in force (a `Tip` per task living on the
 log). One a purge could not have made (an open task, a version the log does not end at, a task
 finished too lately for the app's retention: the `Rule` says) takes nothing: the task lives on,

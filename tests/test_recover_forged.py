@@ -1,5 +1,5 @@
 """`wakeful recover` folds only what the relay signed, and no tombstone a purge could not have made
-(D8X), on a private stack (the test deletes every wakeful key of the stack it runs on).
+(D92), on a private stack (the test deletes every wakeful key of the stack it runs on).
 
 A task waits for alice's approval, its changes on wakeful.log. Then two stolen credentials each
 plant a tombstone for it:
@@ -7,7 +7,7 @@ plant a tombstone for it:
   relay tags, with no log signature, and another with a signature that is not the relay's;
 - the gate's Redis login: a tombstone added to the task's outbox, which the relay itself then
   signs and publishes (the gate and the executor may add to any outbox).
-Redis is lost, and `wakeful recover` runs as a user runs it. Before D8X the first tombstone, tagged
+Redis is lost, and `wakeful recover` runs as a user runs it. Before D92 the first tombstone, tagged
 by the channel key alone, dropped the task ("purged 1"): it came back from nothing.
 """
 

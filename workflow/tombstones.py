@@ -1,4 +1,4 @@
-"""Whether a tombstone on wakeful.log is one `wakeful task purge` could have made (D8X). Pure.
+"""Whether a tombstone on wakeful.log is one `wakeful task purge` could have made (D92). Pure.
 
 A purge takes a task only when its app's retention lets it go (workflow/retention.py) and its every
 record is on the log (state/purge.py checks the counter's version and the drained outbox). So

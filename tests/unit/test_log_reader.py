@@ -2,7 +2,7 @@
 else: an untagged message, one tagged by another role or with a key it does not hold, or one whose
 bytes changed after the tag, is named with its position and folded into nothing; so is a tagged one
 without the relay's log signature, or whose bytes are not those it signed (consumers/log_reader.py,
-D8X)."""
+D92)."""
 
 from __future__ import annotations
 

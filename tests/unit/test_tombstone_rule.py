@@ -1,5 +1,5 @@
 """A tombstone on wakeful.log takes its task at recovery only if `wakeful task purge` could have
-made it (workflow/tombstones.py, state/rebuild_ends.py, D8X): the log must show the task finished by
+made it (workflow/tombstones.py, state/rebuild_ends.py, D92): the log must show the task finished by
 its app's rules at the version the tombstone names, waiting for nothing, with no quarantine marker,
 and older than the retention at the purge's time. Any other tombstone is refused and named, and
 both of recover's reads keep the task."""
