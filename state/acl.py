@@ -97,10 +97,12 @@ _INDEX_WRITE = f"(~{keys.PATTERN_INDEX} {_FUNCTIONS} +hget +hset +zadd +zrem)"
 _INDEX_COUNT = f"(%R~{keys.PATTERN_INDEX} +zcard +zrangebyscore +hmget) (%R~{keys.DEADLINES} +zcount)"
 
 # Memory (state/memory.py): the relay is its write door, through its one function, which adds a
-# record to a subject's hash (and drops expired or revoked ones to make room); the gate reads a
-# subject's records for the window (the read door).
+# record to a subject's hash with HSETNX, never over one there (and drops expired or revoked ones
+# to make room); the gate reads a subject's records for the window (the read door). Redis 7.0 checks
+# every command a function runs against its caller, so the relay's login may send those commands
+# itself: what makes a record shown is its writer's seal, which the relay cannot make (D8X).
 _MEMORY_WRITE = (
-    f"(~{keys.PATTERN_MEMORY} ~{keys.PATTERN_MEMORY_GONE} {_FUNCTIONS} +hget +hlen +hgetall +hdel +hset "
+    f"(~{keys.PATTERN_MEMORY} ~{keys.PATTERN_MEMORY_GONE} {_FUNCTIONS} +hget +hlen +hgetall +hdel +hsetnx "
     f"+sismember +sadd) (~{keys.PATTERN_MEMORY_REFUSED} +xadd) (~{keys.PATTERN_TASK_MEMORY} +xrange +xdel)"
 )
 _MEMORY_READ = f"(%R~{keys.PATTERN_MEMORY} +hgetall)"

@@ -13,6 +13,8 @@ Integrity is not secrecy, but GCM gives both for the price of one.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import os
 import secrets
 import struct
@@ -62,6 +64,16 @@ class Keyring:
                 )
             cached = self._aead[kid] = AESGCM(key)
         return cached
+
+    def subkey(self, kid: str, purpose: bytes) -> bytes:
+        """A key of its own for another use of the keyring key `kid` (HMAC-SHA256 of `purpose`), so
+        that no two uses ever share key bytes; KeyringError for a key id the keyring lacks."""
+        key = self._keys.get(kid)
+        if key is None:
+            raise KeyringError(
+                f"no key {kid!r} in the keyring: add the retired key back (rotation keeps old ids)"
+            )
+        return hmac.digest(key, purpose, hashlib.sha256)
 
     @property
     def kids(self) -> list[str]:
