@@ -132,8 +132,8 @@ class Vouched:
         self.facts = facts
         self.signers: dict[str, VerifyKey | None] = {}
 
-    def __call__(self, record: MemoryRecord) -> str | None:
-        said = memory_seal.seal_problem(self.keyring, record)
+    def __call__(self, record: MemoryRecord, doc: dict[str, Any] | None = None) -> str | None:
+        said = memory_seal.seal_problem(self.keyring, record, doc)
         fact = self.facts.get(record.fact)
         if said or fact is None or not fact.high_impact:
             return said

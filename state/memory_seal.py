@@ -7,9 +7,10 @@ keyring, so neither its process nor its Redis login can make a record the read d
 record planted in a subject's hash by any login, or changed there (its status, writer,
 provenance, value), fails its seal and is left out of the window with the reason logged.
 
-The seal is an HMAC-SHA256 over the record's fields but the seal itself, as JSON with sorted keys
-(so it does not depend on how a record's text was laid out), under `Keyring.subkey(kid, PURPOSE)`;
-it is stored as "<key id>:<base64>" so the keyring rotates under it.
+The seal is an HMAC-SHA256 over the record as stored (its JSON object, every field but the seal,
+written again with sorted keys: the read door checks the object it parsed, before it decodes a
+record), under `Keyring.subkey(kid, PURPOSE)`; it is stored as "<key id>:<base64>" so the keyring
+rotates under it.
 
 An active record of a high-impact fact must also carry the verifier's signed event (`event`, its
 text as the door received it): its signature is checked against the signer as registered now,
@@ -23,6 +24,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+from typing import Any
 
 import orjson
 
@@ -36,25 +38,25 @@ PURPOSE = b"wakeful-memory-seal/1"
 UNSEALED = "no seal: written before records were sealed, or not through the write door"
 
 
-def _sealed_bytes(record: MemoryRecord) -> bytes:
-    return orjson.dumps(record.model_dump(mode="json", exclude={"seal"}), option=orjson.OPT_SORT_KEYS)
-
-
-def _tag(key: bytes, record: MemoryRecord) -> bytes:
-    return hmac.digest(key, _sealed_bytes(record), hashlib.sha256)
+def _tag(key: bytes, doc: dict[str, Any]) -> bytes:
+    sealed_bytes = orjson.dumps({k: v for k, v in doc.items() if k != "seal"}, option=orjson.OPT_SORT_KEYS)
+    return hmac.digest(key, sealed_bytes, hashlib.sha256)
 
 
 def sealed(keyring: Keyring, record: MemoryRecord) -> MemoryRecord:
     """The record with its seal under the keyring's active key (any seal it had is replaced)."""
     kid = keyring.active
-    tag = _tag(keyring.subkey(kid, PURPOSE), record)
+    tag = _tag(keyring.subkey(kid, PURPOSE), orjson.loads(record.encode()))
     return record.model_copy(update={"seal": f"{kid}:{base64.b64encode(tag).decode()}"})
 
 
-def seal_problem(keyring: Keyring, record: MemoryRecord) -> str | None:
-    """Why the record's seal does not hold (None: it does)."""
+def seal_problem(keyring: Keyring, record: MemoryRecord, doc: dict[str, Any] | None = None) -> str | None:
+    """Why the record's seal does not hold (None: it does). `doc`: the record's JSON object as
+    stored, when the caller parsed it already (else it is written from the record)."""
     if not record.seal:
         return UNSEALED
+    if doc is None or doc.get("seal") != record.seal:
+        doc = orjson.loads(record.encode())
     kid, _, b64 = record.seal.rpartition(":")
     try:
         key = keyring.subkey(kid, PURPOSE)
@@ -64,7 +66,7 @@ def seal_problem(keyring: Keyring, record: MemoryRecord) -> str | None:
         tag = base64.b64decode(b64, validate=True)
     except (ValueError, binascii.Error):
         return "its seal is not base64"
-    if not hmac.compare_digest(tag, _tag(key, record)):
+    if not hmac.compare_digest(tag, _tag(key, doc)):
         return "its seal does not verify: the record was changed or written outside the write door"
     return None
 

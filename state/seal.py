@@ -53,6 +53,7 @@ class Keyring:
         self._keys = dict(keys)
         self.active = active
         self._aead: dict[str, AESGCM] = {}
+        self._subkeys: dict[tuple[str, bytes], bytes] = {}
 
     def aead(self, kid: str) -> AESGCM:
         cached = self._aead.get(kid)
@@ -68,12 +69,15 @@ class Keyring:
     def subkey(self, kid: str, purpose: bytes) -> bytes:
         """A key of its own for another use of the keyring key `kid` (HMAC-SHA256 of `purpose`), so
         that no two uses ever share key bytes; KeyringError for a key id the keyring lacks."""
-        key = self._keys.get(kid)
-        if key is None:
-            raise KeyringError(
-                f"no key {kid!r} in the keyring: add the retired key back (rotation keeps old ids)"
-            )
-        return hmac.digest(key, purpose, hashlib.sha256)
+        found = self._subkeys.get((kid, purpose))
+        if found is None:
+            key = self._keys.get(kid)
+            if key is None:
+                raise KeyringError(
+                    f"no key {kid!r} in the keyring: add the retired key back (rotation keeps old ids)"
+                )
+            found = self._subkeys[kid, purpose] = hmac.digest(key, purpose, hashlib.sha256)
+        return found
 
     @property
     def kids(self) -> list[str]:

@@ -227,13 +227,14 @@ def shown_from(
     subjects: Iterable[str],
     facts: Mapping[str, Fact],
     now: datetime,
-    check: Callable[[MemoryRecord], str | None] | None = None,
+    check: Callable[[MemoryRecord, dict[str, Any]], str | None] | None = None,
     refused: list[tuple[MemoryRecord, str]] | None = None,
 ) -> list[MemoryRecord]:
     """`shown` over records as stored (each a JSON object), decoding strictly only those it may
     show: a subject full of records costs one cheap look at each, and a full decode of at most
     MAX_SHOWN (and of any that would be shown but does not decode: it is skipped, never shown).
-    `check`: why a decoded record may not be shown after all (its seal, its verifier's event); one
+    `check`: why a decoded record (and its object as stored) may not be shown after all (its seal,
+    its verifier's event); one
     it refuses is skipped, so the next of its fact may stand in, and put on `refused` with why."""
     wanted = set(subjects)
     fit: list[tuple[datetime, str, dict[str, Any]]] = []
@@ -264,7 +265,7 @@ def shown_from(
             record = MemoryRecord.decode(orjson.dumps(doc))  # as every stored record is decoded
         except DecodeError:
             continue
-        said = check(record) if check is not None else None
+        said = check(record, doc) if check is not None else None
         if said:
             if refused is not None:
                 refused.append((record, said))
