@@ -31,7 +31,8 @@ from wakeful.consumers.ingress_events import EventDoor
 from wakeful.consumers.ingress_limits import Limit
 from wakeful.consumers.ingress_publish import EventPublisher
 from wakeful.consumers.ingress_reads import ReadDoor
-from wakeful.core import metrics, tracing
+from wakeful.core import index_signing, metrics, tracing
+from wakeful.core.index_signing import IndexKeys
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import load_app
@@ -45,9 +46,13 @@ PER_CLIENT_REFUSED = Limit(rate=20.0, burst=100)
 
 
 def build(
-    client: redis.Redis, log: Log, writes: EventDoor, publisher: EventPublisher | None = None
+    client: redis.Redis,
+    log: Log,
+    writes: EventDoor,
+    publisher: EventPublisher | None = None,
+    index_keys: IndexKeys | None = None,
 ) -> Starlette:
-    reads = ReadDoor(client, log)
+    reads = ReadDoor(client, log, index_keys)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -112,6 +117,7 @@ def main(settings: Settings, host: str, port: int, per_key: Limit = PER_KEY) -> 
     """Serve the door until interrupted."""
     log = Log(role="ingress")
     client = acl.connect(settings, "ingress", timeout=5.0)
+    index_keys = index_signing.load_keys(settings, "ingress")  # serves only summaries the relay signed
     kinds = load_app(settings.app).kinds
     publisher = EventPublisher(settings, log)
     writes = EventDoor(
@@ -124,6 +130,6 @@ def main(settings: Settings, host: str, port: int, per_key: Limit = PER_KEY) -> 
         per_client=PER_CLIENT_REFUSED,
     )
     log("ingress.start", host=host, port=port, rate=per_key.rate, burst=per_key.burst)
-    app = build(client, log, writes, publisher)
+    app = build(client, log, writes, publisher, index_keys)
     with tracing.started("ingress"):  # on only when an OTLP endpoint is set (docs/tracing.md)
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse
 
 from wakeful.authority.store import AuthorityStore
 from wakeful.core import ids
+from wakeful.core.index_signing import IndexKeys
 from wakeful.core.log import Log
 from wakeful.producers import reads
 from wakeful.producers.signing import VerifyKey
@@ -45,9 +46,9 @@ def error(status: int, reason: str) -> JSONResponse:
 
 
 class ReadDoor:
-    def __init__(self, client: redis.Redis, log: Log) -> None:
+    def __init__(self, client: redis.Redis, log: Log, index_keys: IndexKeys | None = None) -> None:
         self.client = client
-        self.index = Index(client)
+        self.index = Index(client, index_keys)  # with the keys: only summaries the relay signed (D8X)
         self.authority = AuthorityStore(client)
         self.log = log
 

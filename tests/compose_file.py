@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from wakeful.core import kafka_rights, log_signing, provenance, secrets
+from wakeful.core import index_signing, kafka_rights, log_signing, provenance, secrets
 from wakeful.core.settings import Settings
 from wakeful.state import acl, credentials
 
@@ -35,6 +35,8 @@ SECRETS = (
     *(f"signing:{role}" for role in provenance.SIGNING_ROLES),
     *(f"verifying:{role}" for role in sorted(set(provenance.READERS.values()))),
     f"log-signing:{log_signing.SIGNER_ROLE}",  # the relay's Ed25519 key for wakeful.log (D72)
+    f"index-signing:{index_signing.OWNER}",  # the relay's MAC key for the task index (D8X)
+    *(f"index-verifying:{reader}" for reader in index_signing.READERS),  # the readers' copies
 )
 
 

@@ -43,14 +43,14 @@ from compose_file import (
 
 from wakeful.consumers import producing
 from wakeful.consumers.supervisor import ROLES
-from wakeful.core import kafka_auth, log_signing, provenance
+from wakeful.core import index_signing, kafka_auth, log_signing, provenance
 from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
 from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
-KINDS = {"keyring", "redis", "kafka", "signing", "verifying", "log-signing"}
+KINDS = {"keyring", "redis", "kafka", "signing", "verifying", "log-signing", "index-signing"}
 
 
 def make_secret(settings: Settings, secret: str) -> None:
@@ -65,6 +65,8 @@ def make_secret(settings: Settings, secret: str) -> None:
         provenance.ensure_key(settings, user)
     elif kind == "log-signing":
         log_signing.ensure_log_key(settings)
+    elif kind in {"index-signing", "index-verifying"}:
+        index_signing.ensure(settings)
     else:
         provenance.publish_keys(settings)  # each reader's file, with whatever sender keys exist
 
