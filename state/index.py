@@ -81,7 +81,33 @@ for i = 3, #KEYS do redis.call('ZADD', KEYS[i], ARGV[i + 2], ARGV[1]) end
 return 1
 """,
 )
-FUNCTIONS = (APPLY, SIGN)
+# KEYS[1] the tenant's tasks hash; ARGV[1] a task id, ARGV[2] its stored summary, which the relay
+# found written by hand (no MAC of its key, D8X). Takes the task out of the sets that summary names
+# and leaves a placeholder of state_version -1, so the APPLY that follows is never refused by the
+# version a forged summary claimed. returns: 1 done; 0 the summary changed since it was read.
+UNFORGE = Function(
+    "index_unforge",
+    """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'tasks')
+local ok, was = pcall(cjson.decode, ARGV[2])
+if ok and type(was) == 'table' then
+  if type(was['stage']) == 'string' then
+    redis.call('ZREM', prefix .. 'stage:' .. was['stage'], ARGV[1])
+  end
+  if type(was['waits']) == 'table' then
+    for _, w in ipairs(was['waits']) do
+      if type(w) == 'table' and type(w['wait_for']) == 'string' then
+        redis.call('ZREM', prefix .. 'wait:' .. w['wait_for'], ARGV[1])
+      end
+    end
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], '{"state_version":-1}')
+return 1
+""",
+)
+FUNCTIONS = (APPLY, SIGN, UNFORGE)
 
 
 def tenant_of(record: dict[str, Any]) -> str:
@@ -153,15 +179,18 @@ class Index:
         serves only summaries that verify); None: neither (the timer's sweep, which only wakes)."""
         self.client = client
         self.keys = keys
+        self.migrated = False  # the summaries of the release before are signed (sign_unsigned)
 
     def apply(self, latest: Sequence[bytes]) -> Applied:
         """Apply each task's latest record (one per task), in one round trip."""
         skipped: list[str] = []
+        signer = self.keys if self.keys is not None and self.keys.active else None
+        sent: list[tuple[Any, ...]] = []
         pipe = self.client.pipeline(transaction=False)
         for raw in latest:
             try:
-                signer = self.keys if self.keys is not None and self.keys.active else None
-                pipe.execute_command(*command(raw, signer))  # type: ignore[no-untyped-call]
+                sent.append(command(raw, signer))
+                pipe.execute_command(*sent[-1])  # type: ignore[no-untyped-call]
             except (ValueError, KeyError, TypeError, orjson.JSONDecodeError) as exc:
                 skipped.append(f"{type(exc).__name__}: {str(exc)[:200]}")
         replies = pipe.execute(raise_on_error=False) if len(pipe) else []
@@ -169,7 +198,30 @@ class Index:
             if isinstance(reply, Exception):
                 functions.reply(APPLY, reply)  # the library missing is raised; any other is counted
                 skipped.append(f"index function failed: {str(reply)[:200]}")
-        return Applied(sum(1 for r in replies if r == 1), skipped)
+        refused = [call for call, reply in zip(sent, replies, strict=True) if reply == 0]
+        mended = self._unforged(refused) if refused and signer is not None and self.migrated else 0
+        return Applied(sum(1 for r in replies if r == 1) + mended, skipped)
+
+    def _unforged(self, calls: Sequence[tuple[Any, ...]]) -> int:
+        """Apply again, once each, the calls refused by a stored summary the relay's key did not
+        sign (written by hand with a version that would keep the task's real one out for good):
+        one read of the stored summaries, then UNFORGE and APPLY for each forged one. Returns how
+        many were applied."""
+        assert self.keys is not None
+        where = [(call[3], call[3 + call[2]]) for call in calls]  # (tasks hash, task id)
+        pipe = self.client.pipeline(transaction=False)
+        for name, task_id in where:
+            pipe.hget(name, task_id)
+        again = self.client.pipeline(transaction=False)
+        for call, (name, task_id), raw in zip(calls, where, pipe.execute(), strict=True):
+            doc = parsed(raw)
+            tenant = str(name)[str(name).index("{") + 1 : str(name).index("}")]
+            if doc is None or self.keys.problem(tenant, doc) is None:
+                continue  # a summary the relay signed: a replay, refused as it should be
+            again.execute_command(*functions.command(UNFORGE, [name], [task_id, raw]))  # type: ignore[no-untyped-call]
+            again.execute_command(*call)  # type: ignore[no-untyped-call]
+        replies = again.execute(raise_on_error=False) if len(again) else []
+        return sum(1 for r in replies[1::2] if r == 1)
 
     def task(self, tenant: str, task_id: str) -> dict[str, Any] | None:
         """The summary of tenant's task `task_id` (the runtime's id), or None."""
@@ -218,7 +270,10 @@ class Index:
     def sign_unsigned(self) -> int:
         """Sign, once per Redis (keys.INDEX_SIGNED), every summary a release before wrote without a
         MAC, each through SIGN so that one applied meanwhile is never overwritten. Returns how many."""
-        if self.keys is None or not self.keys.active or self.client.exists(keys.INDEX_SIGNED):
+        if self.keys is None or not self.keys.active:
+            return 0
+        if self.client.exists(keys.INDEX_SIGNED):
+            self.migrated = True
             return 0
         signed = 0
         for name in self.client.scan_iter(match=keys.PATTERN_INDEX_TASKS, count=1000):
@@ -234,6 +289,7 @@ class Index:
                 pipe.execute_command(*functions.command(SIGN, [text], [task_id, raw, orjson.dumps(doc)]))  # type: ignore[no-untyped-call]
             signed += sum(1 for r in (pipe.execute() if len(pipe) else []) if r == 1)
         self.client.setnx(keys.INDEX_SIGNED, "1")
+        self.migrated = True
         return signed
 
 

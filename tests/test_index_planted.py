@@ -57,7 +57,7 @@ def test_what_the_relays_login_writes_into_the_index_by_hand_is_never_served(set
     # A task that does not exist, and the closed task rewritten as waiting (its real MAC kept).
     ghost = f"{tenant}.t-ghost0001"
     real = orjson.loads(relay_login.hget(keys.index_tasks(tenant), task))  # type: ignore[arg-type]
-    waiting = {**real, "stage": "awaiting_approval", "state_version": 3}
+    waiting = {**real, "stage": "awaiting_approval", "state_version": 99}
     waiting["waits"] = [{"wait_for": "approval", "deadline": "2030-06-01T10:00:00Z", "correlation_id": "c"}]
     fake = {**waiting, "task_id": "t-ghost0001"}
     fake.pop("mac")
@@ -71,6 +71,14 @@ def test_what_the_relays_login_writes_into_the_index_by_hand_is_never_served(set
     assert read.task(tenant, task) is None  # forged in place: not served (its next change mends it)
     assert read.listed(tenant, waiting="approval")[0] == []
     assert read.listed(tenant, stage="awaiting_approval")[0] == []
+
+    # The task's next change mends it, though the forged summary claims a later version.
+    relay.sign_unsigned()  # the relay's first sweep: the index of the release before is signed
+    assert relay.apply([record(task, 3, "closed", tenant)]).applied == 1
+    mended = door(settings).task(tenant, task)
+    assert mended is not None and (mended["stage"], mended["state_version"]) == ("closed", 3)
+    assert door(settings).listed(tenant, waiting="approval")[0] == []
+    assert relay.apply([record(task, 3, "closed", tenant)]).applied == 0  # a replay stays refused
 
 
 def test_summaries_of_the_release_before_are_signed_once_by_the_relay_and_then_served(
