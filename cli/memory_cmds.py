@@ -19,12 +19,14 @@ from wakeful.cli.app_option import app_option
 from wakeful.cli.kill_cmds import operator
 from wakeful.cli.memory_view import TIME_HELP, caught, chosen, line, picked, principal, shown, stamp
 from wakeful.cli.output import emit
+from wakeful.core.errors import KeyringError
 from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.settings import Settings
 from wakeful.devstack.client import Client
 from wakeful.schemas.memory import EVIDENCE_REF, RECORD_ID, SOURCE, MemoryRecord, Status
 from wakeful.state.evidence import Evidence
 from wakeful.state.memory import MemoryStore, derived
+from wakeful.state.seal import Keyring
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 operator_option = click.option(
@@ -89,7 +91,7 @@ def memory_quarantine(
     who, window = chosen(writer, since, until)
     client = Client(settings)
     operator(client, by)
-    store, now = MemoryStore(client.admin), datetime.now(UTC)
+    store, now = MemoryStore(client.admin, _keyring(settings, needed=False)), datetime.now(UTC)
     moved = [
         store.set_status(r, Status.QUARANTINED, by, reason, now, only_from=frozenset({Status.ACTIVE}))
         for r in store.every()
@@ -111,7 +113,7 @@ def memory_release(settings: Settings, record_id: str, by: str, as_json: bool) -
     """Make a quarantined record active, as one of its fact's verifiers in the app. Never a record
     of a high-impact fact: that becomes active only through a verifier's own signed event."""
     client = Client(settings)
-    store = MemoryStore(client.admin)
+    store = MemoryStore(client.admin, _keyring(settings, needed=True))
     record, app, who = _found(store, record_id), client.app, principal(by)
     fact = app.fact_table.get(record.fact)
     if fact is None:
@@ -157,7 +159,7 @@ def memory_revoke(settings: Settings, record_id: str, reason: str, by: str, as_j
     """Revoke a record, whatever its status: no window shows it again, and no release brings it back."""
     client = Client(settings)
     operator(client, by)
-    store = MemoryStore(client.admin)
+    store = MemoryStore(client.admin, _keyring(settings, needed=False))
     record = _found(store, record_id)
     if record.status is Status.REVOKED:
         emit(record.model_dump(mode="json"), as_json, f"{record.id} was revoked already")
@@ -257,6 +259,18 @@ def memory_document(settings: Settings, ref: str, tenant: str, as_json: bool) ->
         as_json,
         f"{ref} from {found['source']} at {found['at']}\n{found['text']}",
     )
+
+
+def _keyring(settings: Settings, *, needed: bool) -> Keyring | None:
+    """The sealing keyring that seals the status a command sets (D93). A release needs it (an
+    unsealed record is never shown); a quarantine or a revoke without it leaves the record unsealed,
+    which hides it all the same."""
+    if not needed and not settings.keyring.is_file():
+        return None
+    try:
+        return Keyring.load(settings.keyring)
+    except KeyringError as exc:
+        raise click.ClickException(f"{exc}: a released record is sealed with it (WAKEFUL_KEYRING)") from None
 
 
 def _found(store: MemoryStore, record_id: str) -> MemoryRecord:

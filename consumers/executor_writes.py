@@ -21,7 +21,7 @@ from wakeful.schemas.custody import PROPOSAL_KEY, ApprovalBound, ProposalTrail
 from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App
 from wakeful.sdk.memory import Remember
-from wakeful.state import keys, last_step
+from wakeful.state import keys, last_step, memory_seal
 from wakeful.state.actions import ActionLog
 from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
@@ -97,8 +97,11 @@ class Writes:
                 state_version=new.state_version,
                 now=now,
             )
-            # on the outbox record: the relay writes them quarantined, whatever they say (D69)
-            kept = {"learned": [r.model_dump(mode="json") for r in taught]} if taught else {}
+            # on the outbox record, quarantined and sealed: the relay writes them quarantined,
+            # whatever they say (D69), and the read door shows only a sealed record (D93)
+            ring = self.store.sealer.keyring
+            sealed = [memory_seal.sealed(ring, memory.learned_form(r)) for r in taught]
+            kept = {"learned": [r.model_dump(mode="json") for r in sealed]} if sealed else {}
             custody = {PROPOSAL_KEY: trail} if trail is not None else {}
             return said | kept | ({"forgot": refused} if refused else {}) | custody
 

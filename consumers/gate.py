@@ -99,7 +99,8 @@ class Gate:
         self.authority = AuthorityStore(store.client, seal)
         self.producer = producer
         self.log = log
-        self.writes = gate_writes.FollowUps(producer, app, log, recall=Recaller(store.client, app, log))
+        recall = Recaller(store.client, app, log, store.sealer.keyring)
+        self.writes = gate_writes.FollowUps(producer, app, log, recall=recall)
         self.runner: Runner | None = None
         self.arrived = kafka_client.ArrivalClock(log)  # when a wake reached Kafka
 
@@ -177,7 +178,7 @@ class Gate:
                 step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
             )
         started = step.started()  # empty unless the event's kind is decided with ctx.started
-        judge = Judge(self.app, wake, now, started, step.recorded())
+        judge = Judge(self.app, wake, now, started, step.recorded(), self.store.sealer.keyring)
         try:
             change = self._transition(step, judge)
         except (TaskNotFound, TaskQuarantined, IntegrityError) as exc:

@@ -42,7 +42,8 @@ def create(
     first = decided.checkpoint.model_copy(
         update={"versions": decided.checkpoint.versions.model_copy(update={"state_version": 1})}
     )  # as the create writes it: its state_version names the records it remembers
-    remembered = gate_memory.admitted(app, decided, gate_memory.writer(event, wake.principal), first, now)
+    who = gate_memory.writer(event, wake.principal, wake.envelope.payload.get("event"))
+    remembered = gate_memory.admitted(app, decided, who, first, now, keyring=store.sealer.keyring)
     attached = gate_writes.PerTry(lambda new: gate_writes.attached(event, new, decided.evidence, remembered))
 
     def also(new: Checkpoint) -> list[tuple[Any, ...]]:

@@ -15,6 +15,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import SignedEvent
 from wakeful.sdk.app import App
 from wakeful.state.last_step import wait_writes
+from wakeful.state.seal import Keyring
 from wakeful.state.store import Keep
 from wakeful.workflow import engine
 
@@ -30,6 +31,7 @@ class Judge:
     now: datetime
     started: frozenset[str]
     recorded: Mapping[str, Mapping[str, Any]]  # the action log's outcomes, for a reopen
+    keyring: Keyring  # seals the records its decision remembers (state/memory_seal.py)
     last: gate_rules.WakeRuling = None
 
     def write(self, cp: Checkpoint) -> Checkpoint | Keep:
@@ -69,8 +71,10 @@ class Judge:
 
     def _attached(self, new: Checkpoint) -> gate_writes.Attached:
         moved = self.last if isinstance(self.last, engine.Moved) else None
-        who = gate_memory.writer(self.wake.event, self.wake.principal)
-        remembered = gate_memory.admitted(self.app, moved, who, new, self.now)
+        who = gate_memory.writer(
+            self.wake.event, self.wake.principal, self.wake.envelope.payload.get("event")
+        )
+        remembered = gate_memory.admitted(self.app, moved, who, new, self.now, keyring=self.keyring)
         return gate_writes.attached(self.wake.event, new, moved.evidence if moved else {}, remembered)
 
 

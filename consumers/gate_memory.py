@@ -15,36 +15,41 @@ from typing import Any
 
 import redis
 
-from wakeful.authority.snapshot import Snapshot
+from wakeful.authority.snapshot import Snapshot, decode_signer
 from wakeful.core.log import Log
+from wakeful.producers.signing import VerifyKey
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import SignedEvent
 from wakeful.schemas.memory import MemoryRecord
 from wakeful.sdk.app import App
-from wakeful.state import keys
+from wakeful.sdk.memory import Fact
+from wakeful.state import keys, memory_seal
 from wakeful.state.memory import MemoryStore
+from wakeful.state.seal import Keyring
 from wakeful.workflow import engine, memory
 
 MAX_SUBJECTS = 4  # subjects one window recalls
 
 
-def writer(event: SignedEvent | None, principal: str | None) -> memory.Writer:
+def writer(event: SignedEvent | None, principal: str | None, text: object = None) -> memory.Writer:
     """Who writes what a decision on this event remembers: the event's verified signer (a deadline:
-    the gate itself), and the event as the words' source."""
+    the gate itself), and the event as the words' source. `text`: the event as the door received
+    it (the wake's payload), which an active high-impact record carries for the read door."""
     if event is None or not principal:
         return memory.Writer("role:gate", "deadline")
-    return memory.Writer(f"principal:{principal}", f"event:{event.key_id}:{event.event_id}")
+    said = text if isinstance(text, str) else None
+    return memory.Writer(f"principal:{principal}", f"event:{event.key_id}:{event.event_id}", said)
 
 
 def admitted(
-    app: App, ruling: object, who: memory.Writer, new: Checkpoint, now: datetime
+    app: App, ruling: object, who: memory.Writer, new: Checkpoint, now: datetime, *, keyring: Keyring
 ) -> tuple[list[MemoryRecord], list[str]]:
-    """The records a change's decision remembered, and why any candidate was refused. `new`: the
-    task as the change writes it (its state_version names the records). Pure: made once per try of
-    the change's compare-and-swap (gate_writes.PerTry)."""
+    """The records a change's decision remembered, each sealed (state/memory_seal.py), and why any
+    candidate was refused. `new`: the task as the change writes it (its state_version names the
+    records). Made once per try of the change's compare-and-swap (gate_writes.PerTry)."""
     if not isinstance(ruling, engine.Moved) or not ruling.remember:
         return [], []
-    return memory.all_admitted(
+    records, refused = memory.all_admitted(
         app.fact_table,
         [(who, ruling.remember, ruling.evidence)],
         tenant=new.security.tenant,
@@ -52,6 +57,7 @@ def admitted(
         state_version=new.state_version,
         now=now,
     )
+    return [memory_seal.sealed(keyring, r) for r in records], refused
 
 
 def detail(records: Sequence[MemoryRecord], refused: Sequence[str]) -> dict[str, Any]:
@@ -69,12 +75,16 @@ def writes(records: Sequence[MemoryRecord]) -> list[tuple[Any, ...]]:
 
 
 class Recaller:
-    """The read door for windows: the records a task's workflow recalls, as the window shows them."""
+    """The read door for windows: the records a task's workflow recalls, as the window shows them.
+    Only a record whose seal holds is shown, and an active high-impact one only with its verifier's
+    signed event, checked against the signer as registered now (state/memory_seal.py); one that
+    fails is left out, the next one of its fact may stand in, and the refusal is logged."""
 
-    def __init__(self, client: redis.Redis, app: App, log: Log) -> None:
+    def __init__(self, client: redis.Redis, app: App, log: Log, keyring: Keyring) -> None:
         self.store = MemoryStore(client)
         self.app = app
         self.log = log
+        self.keyring = keyring
 
     def __call__(self, cp: Checkpoint, auth: Snapshot, now: datetime) -> list[dict[str, Any]]:
         """The window's memory layer; empty, and said, when it cannot be read: a record in Redis
@@ -97,8 +107,50 @@ class Recaller:
         found = self.store.recall_docs(cp.security.tenant, subjects)
         # (a kept workflow version may recall a fact the app no longer declares: not shown)
         facts = {name: self.app.fact_table[name] for name in wf.recall.facts if name in self.app.fact_table}
-        kept = memory.shown_from(found, tenant=cp.security.tenant, subjects=subjects, facts=facts, now=now)
+        refused: list[tuple[MemoryRecord, str]] = []
+        kept = memory.shown_from(
+            found,
+            tenant=cp.security.tenant,
+            subjects=subjects,
+            facts=facts,
+            now=now,
+            check=Vouched(self.store.client, self.keyring, facts),
+            refused=refused,
+        )
+        for record, reason in refused:
+            self.log("gate.memory_refused", task_id=cp.task_id, memory_id=record.id, reason=reason)
         return [memory.window_item(r) for r in kept]
+
+
+class Vouched:
+    """Why one record may not be shown (None: it may): its seal, and for an active high-impact
+    record its verifier's event. Signers are read once per window, only when such a record is."""
+
+    def __init__(self, client: redis.Redis, keyring: Keyring, facts: dict[str, Fact]) -> None:
+        self.client = client
+        self.keyring = keyring
+        self.facts = facts
+        self.signers: dict[str, VerifyKey | None] = {}
+
+    def __call__(self, record: MemoryRecord, doc: dict[str, Any] | None = None) -> str | None:
+        said = memory_seal.seal_problem(self.keyring, record, doc)
+        fact = self.facts.get(record.fact)
+        if said or fact is None or not fact.high_impact:
+            return said
+        if record.verified_by not in fact.verifiers:
+            return f"{record.verified_by} is not a verifier of {record.fact}"
+        return memory_seal.event_problem(record, self._signer(memory_seal.event_key(record)))
+
+    def _signer(self, key_id: str | None) -> VerifyKey | None:
+        if key_id is None:
+            return None
+        if key_id not in self.signers:
+            raw = self.client.hget(keys.AUTH_SIGNERS, key_id)
+            try:
+                self.signers[key_id] = decode_signer(key_id, raw)[0] if isinstance(raw, bytes) else None
+            except (ValueError, KeyError, TypeError):  # a damaged signer record vouches for nothing
+                self.signers[key_id] = None
+        return self.signers[key_id]
 
 
 def _subjects(fn: Callable[[Any], Any], ctx: Any) -> list[str] | str:

@@ -34,7 +34,8 @@ from wakeful.consumers.ingress_events import EventDoor
 from wakeful.consumers.ingress_limits import Limit
 from wakeful.consumers.ingress_publish import EventPublisher
 from wakeful.consumers.ingress_reads import ReadDoor
-from wakeful.core import metrics, tracing
+from wakeful.core import index_signing, metrics, tracing
+from wakeful.core.index_signing import IndexKeys
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import load_app
@@ -48,9 +49,13 @@ PER_CLIENT_REFUSED = Limit(rate=20.0, burst=100)
 
 
 def build(
-    client: redis.Redis, log: Log, writes: EventDoor, publisher: EventPublisher | None = None
+    client: redis.Redis,
+    log: Log,
+    writes: EventDoor,
+    publisher: EventPublisher | None = None,
+    index_keys: IndexKeys | None = None,
 ) -> Starlette:
-    reads = ReadDoor(client, log, writes.authority.seal)
+    reads = ReadDoor(client, log, writes.authority.seal, index_keys)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -118,6 +123,7 @@ def main(
     log = Log(role="ingress")
     client = acl.connect(settings, "ingress", timeout=5.0)
     seal = signer_seal.load(settings, "ingress")  # the HMAC secrets' seal: webhooks verify with them
+    index_keys = index_signing.load_keys(settings, "ingress")  # serves only summaries the relay signed
     kinds = load_app(settings.app).kinds
     publisher = EventPublisher(settings, log)
     writes = EventDoor(
@@ -131,6 +137,6 @@ def main(
         seal=seal,
     )
     log("ingress.start", host=host, port=port, rate=per_key.rate, burst=per_key.burst)
-    app = build(client, log, writes, publisher)
+    app = build(client, log, writes, publisher, index_keys)
     with tracing.started("ingress"):  # on only when an OTLP endpoint is set (docs/tracing.md)
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse
 from wakeful.authority.signer_seal import SignerSeal
 from wakeful.authority.store import AuthorityStore
 from wakeful.core import ids
+from wakeful.core.index_signing import IndexKeys
 from wakeful.core.log import Log
 from wakeful.producers import reads
 from wakeful.producers.signing import VerifyKey
@@ -46,9 +47,15 @@ def error(status: int, reason: str) -> JSONResponse:
 
 
 class ReadDoor:
-    def __init__(self, client: redis.Redis, log: Log, seal: SignerSeal | None = None) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        log: Log,
+        seal: SignerSeal | None = None,
+        index_keys: IndexKeys | None = None,
+    ) -> None:
         self.client = client
-        self.index = Index(client)
+        self.index = Index(client, index_keys)  # with the keys: only summaries the relay signed (D93)
         self.authority = AuthorityStore(client, seal)  # the seal opens HMAC secrets (D91)
         self.log = log
 

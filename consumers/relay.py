@@ -29,7 +29,7 @@ from wakeful.consumers import (
 )
 from wakeful.consumers.failures import TRANSIENT_IO, forever
 from wakeful.consumers.producing import DEAD_LETTER_MAX_BYTES, producer_config
-from wakeful.core import metrics, topics
+from wakeful.core import index_signing, metrics, topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.log_signing import LogSigner, load_log_signer
@@ -74,6 +74,7 @@ class Relay:
     ) -> None:
         self.outbox = outbox
         self.index = index  # the task index it keeps (state/index.py), if any
+        self.index_signed = False  # whether it signed the summaries of the release before
         self.memory = memory  # memory's write door (state/memory.py), if it keeps memory
         self.producer = producer
         self.log = log
@@ -198,6 +199,9 @@ class Relay:
         def step() -> bool:
             nonlocal next_sweep, empty
             if time.monotonic() >= next_sweep:
+                if self.index is not None and not self.index_signed:  # once per Redis (D93)
+                    self.log("relay.index_signed", summaries=self.index.sign_unsigned())
+                    self.index_signed = True
                 self.partitions = None  # read again: partitions may have been added
                 found = self.sweep()  # a failure here retries it
                 # How many of its messages no watermark of it covers yet (D87).
@@ -278,7 +282,7 @@ def relay_for(settings: Settings) -> Relay:
         producer,
         Log(role="relay"),
         signer=load_signer(settings, "relay"),
-        index=Index(client),
+        index=Index(client, index_signing.load_signer(settings)),
         memory=MemoryStore(client),
         log_signer=load_log_signer(settings),
         sweep_s=settings.outbox_sweep_s,

@@ -28,10 +28,11 @@ from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
 from wakeful.core.retry import FunctionsMissing
 from wakeful.schemas.logs import OutboxRecord
-from wakeful.schemas.memory import Change, MemoryRecord, Status
+from wakeful.schemas.memory import MemoryRecord
 from wakeful.state import index
 from wakeful.state.memory import MemoryStore
 from wakeful.state.outbox import Pending
+from wakeful.workflow import memory
 
 GATE_MARK = b'"memory":['  # a gate's change that remembered: its records are on the task's stream
 LEARNED_MARK = b'"learned":['  # an executor's close that learned from a tool's answer
@@ -63,18 +64,7 @@ def learned(raw: bytes) -> tuple[list[MemoryRecord], list[Refusal]]:
         if found is None:
             bad.append((tenant, why))
             continue
-        said = "from a tool's answer: quarantined until a verifier releases it"
-        out.append(
-            found.model_copy(
-                update={
-                    "status": Status.QUARANTINED,
-                    "verified_by": None,
-                    "history": (
-                        Change(status=Status.QUARANTINED, by="write door", reason=said, at=found.created_at),
-                    ),
-                }
-            )
-        )
+        out.append(memory.learned_form(found))
     return out, bad
 
 

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from wakeful.core import kafka_rights, log_signing, secrets, topics
+from wakeful.core import index_signing, kafka_rights, log_signing, secrets, topics
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
 
@@ -157,6 +157,7 @@ def ensure_keys(settings: Settings) -> list[str]:
     publish_keys(settings)
     _drop_public_keys(settings)
     log_signing.ensure_log_key(settings)  # the relay's public-key signature on wakeful.log (D72)
+    index_signing.ensure(settings)  # the relay's MAC on the task index's summaries (D93)
     return made
 
 

@@ -22,12 +22,14 @@ from typing import Any
 import redis
 
 from wakeful.core.ids import DEFAULT_TENANT
+from wakeful.core.settings import Settings
 from wakeful.devstack import bench_steps
 from wakeful.devstack.traffic import Effect, Plan
 from wakeful.schemas.memory import Change, MemoryRecord, Status
 from wakeful.sdk import App, Fact, Recall
-from wakeful.state import keys
+from wakeful.state import keys, memory_seal
 from wakeful.state.memory import MemoryStore
+from wakeful.state.seal import Keyring
 
 SUBJECTS = 160  # 10,000 records over 160 subjects: 62 each, under the door's 64
 FACT = "note"
@@ -96,7 +98,9 @@ class MemoryTraffic:
         store, now = MemoryStore(admin), datetime.now(UTC)
         for subject in range(SUBJECTS):
             admin.delete(keys.memory(DEFAULT_TENANT, f"bench:s-{subject}"))  # afresh: none expired since
-        seeded = records(count, now)
+        # sealed as the gate seals what it admits: the read door shows no unsealed record (D93)
+        ring = Keyring.load(Settings.from_env().keyring)
+        seeded = [memory_seal.sealed(ring, r) for r in records(count, now)]
         for start in range(0, len(seeded), 1000):
             store.put(seeded[start : start + 1000], now)
         return bench_steps.traffic.mark(admin)

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.authority import freezes
-from wakeful.core import ids
+from wakeful.core import ids, index_signing
 from wakeful.core.errors import TaskNotFound, WakefulError
 from wakeful.devstack.client import Client, describe
 from wakeful.devstack.ops_sweep import Sweep, json_doc
@@ -84,7 +84,7 @@ class Reader:
     def __init__(self, client: Client, sweep: Sweep, clock: Callable[[], float] = time.time) -> None:
         self.client, self.sweep, self.clock = client, sweep, clock
         self.admin, self.app = client.admin, client.app
-        self.index = Index(client.admin)
+        self.index = Index(client.admin, index_signing.load_keys(client.settings, "admin"))
 
     def counts(self) -> dict[str, dict[str, int]]:
         """tenant -> stage -> tasks, from the sets the sweep found (one pipelined round trip)."""

@@ -32,7 +32,7 @@ from wakeful.authority import backup
 from wakeful.consumers import executor_steps
 from wakeful.consumers.producing import producer_config
 from wakeful.consumers.switch_acks import LIVE_S
-from wakeful.core import kafka_auth, kafka_rights, topics
+from wakeful.core import index_signing, kafka_auth, kafka_rights, topics
 from wakeful.core.errors import DecodeError, IntegrityError, KeyringError, WakefulError
 from wakeful.core.retry import FunctionsMissing
 from wakeful.core.settings import Settings
@@ -145,7 +145,10 @@ def recover(
     held = redrive_proposals.read(settings, report.redrive_plan.starts)
     scan.among = redrive.named(settings, report.redrive_plan)
     answered: dict[str, list[redrive_proposals.Held]] = {}
-    restorer = Restorer(admin, sealer, _wakes(app, held, answered), datetime.now(UTC))
+    # signed with the relay's index key when this host holds it; else the relay signs them at its
+    # next start (a lost Redis lost the mark that it did: keys.INDEX_SIGNED, D93)
+    signer = index_signing.load_signer(settings) if index_signing.has_signer(settings) else None
+    restorer = Restorer(admin, sealer, _wakes(app, held, answered), datetime.now(UTC), signer)
     for tasks in scan.folds(settings):
         report.done.merge(restorer.restore(tasks))
         for task in tasks:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.cli.demo import Demo, line
+from wakeful.consumers.gate_memory import Vouched
 from wakeful.core.process import wait_until
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples import onboarding_rules, suppliers_keys
@@ -37,6 +38,7 @@ from wakeful.examples.onboarding import (
 from wakeful.examples.suppliers import REFUSE, Payment, Registration, Removal, Suppliers
 from wakeful.schemas.memory import MemoryRecord, Status, evidence_ref
 from wakeful.state.memory import MemoryStore
+from wakeful.state.seal import Keyring
 from wakeful.workflow import memory
 
 SUPPLIER = "Acme Tools GmbH"
@@ -210,7 +212,9 @@ def shown_later(demo: Demo, store: MemoryStore) -> list[MemoryRecord]:
     facts = {REMITTANCE: demo.client.app.fact_table[REMITTANCE]}
     assert onboarding.recall is not None and onboarding.recall.facts == (REMITTANCE,)
     found = store.recall_docs("default", [subject])
-    return memory.shown_from(found, tenant="default", subjects=[subject], facts=facts, now=datetime.now(UTC))
+    check = Vouched(demo.client.admin, Keyring.load(demo.client.settings.keyring), dict(facts))
+    now = datetime.now(UTC)
+    return memory.shown_from(found, tenant="default", subjects=[subject], facts=facts, now=now, check=check)
 
 
 def step6_memory(demo: Demo) -> None:

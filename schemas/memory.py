@@ -26,6 +26,7 @@ WRITER = rf"^(principal:{ids.KEY_ID}|role:[a-z]{{1,16}})$"
 VALUE_CHARS = 1000  # the most characters one record's value may hold
 EVIDENCE_REF = "evidence:sha256:"  # + the content digest of the document (state/evidence.py)
 EXCERPT_CHARS = 2000  # of an evidence document, kept in its task and shown in its window
+EVENT_CHARS = 6000  # of the verifier's signed event a high-impact record carries
 
 
 def evidence_ref(text: str) -> str:
@@ -89,6 +90,12 @@ class MemoryRecord(Record):
     created_at: When
     expires_at: When
     history: tuple[Change, ...] = Field(default=(), max_length=64)
+    # D93, after the fields above so that a record written before them reads as it did:
+    # the verifier's signed event, as the door received it, on an active record of a high-impact
+    # fact (the read door checks its signature); and the writer's seal over every other field
+    # (state/memory_seal.py). A record without a seal is never shown.
+    event: str | None = Field(default=None, max_length=EVENT_CHARS)
+    seal: str | None = Field(default=None, max_length=200)
 
     def lineage(self) -> frozenset[str]:
         """Every source this record came from: its provenance and the records it was derived from."""

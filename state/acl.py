@@ -91,16 +91,23 @@ _TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinf
 
 # The task index (state/index.py): the relay keeps it, through its one function, which moves a task
 # between a tenant's sets (all under the tenant's hash tag) and never back to an older version.
+# Redis 7.0 checks a function's commands against its caller, so the login may send them by hand:
+# what the read door serves is only a summary whose MAC (the relay's index key) verifies (D93).
 _INDEX_WRITE = f"(~{keys.PATTERN_INDEX} {_FUNCTIONS} +hget +hset +zadd +zrem)"
 # The task gauges the relay serves with its metrics (consumers/task_gauges.py): counts of the index's
 # sets, the summaries of tasks that may be stuck, and how many deadlines fall due soon. Reads only.
-_INDEX_COUNT = f"(%R~{keys.PATTERN_INDEX} +zcard +zrangebyscore +hmget) (%R~{keys.DEADLINES} +zcount)"
+# HGETALL: its one pass that signs the summaries of the release before (D93).
+_INDEX_COUNT = (
+    f"(%R~{keys.PATTERN_INDEX} +zcard +zrangebyscore +hmget +hgetall) (%R~{keys.DEADLINES} +zcount)"
+)
 
 # Memory (state/memory.py): the relay is its write door, through its one function, which adds a
-# record to a subject's hash (and drops expired or revoked ones to make room); the gate reads a
-# subject's records for the window (the read door).
+# record to a subject's hash with HSETNX, never over one there (and drops expired or revoked ones
+# to make room); the gate reads a subject's records for the window (the read door). Redis 7.0 checks
+# every command a function runs against its caller, so the relay's login may send those commands
+# itself: what makes a record shown is its writer's seal, which the relay cannot make (D93).
 _MEMORY_WRITE = (
-    f"(~{keys.PATTERN_MEMORY} ~{keys.PATTERN_MEMORY_GONE} {_FUNCTIONS} +hget +hlen +hgetall +hdel +hset "
+    f"(~{keys.PATTERN_MEMORY} ~{keys.PATTERN_MEMORY_GONE} {_FUNCTIONS} +hget +hlen +hgetall +hdel +hsetnx "
     f"+sismember +sadd) (~{keys.PATTERN_MEMORY_REFUSED} +xadd) (~{keys.PATTERN_TASK_MEMORY} +xrange +xdel)"
 )
 _MEMORY_READ = f"(%R~{keys.PATTERN_MEMORY} +hgetall)"
@@ -140,7 +147,9 @@ RULES: dict[str, str] = {
         # +time: the clock its outbox entries are stamped with, for its watermark on the log (D87).
         f"resetkeys -@all {_KEYLESS} +scan +time "
         f"(~{keys.PATTERN_OUTBOX} {_FUNCTIONS} +xrange +xdel +xlen +del) "
-        f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard) {_INDEX_WRITE} {_INDEX_COUNT} {_MEMORY_WRITE}"
+        f"(~{keys.OUTBOX_DIRTY} +spop +sadd +srem +scard) {_INDEX_WRITE} {_INDEX_COUNT} {_MEMORY_WRITE} "
+        # the mark that it signed the summaries of the release before: set once, never unset (D93)
+        f"(~{keys.INDEX_SIGNED} +setnx +exists)"
     ),
     # The read door (consumers/ingress.py): a signer's key, its own receipts, its tenant's index.
     "ingress": (

@@ -14,6 +14,11 @@ A summary holds what the log record says, never the task's own fields: its id as
 it, workflow, stage, task version, state_version, when it last changed, and each wait (what for,
 the deadline, the correlation id an answer names). Records are not trusted for being in Redis: one
 whose parts cannot name a key is skipped and counted, and a summary is read back only if it parses.
+
+Each summary carries the relay's MAC ("mac", core/index_signing.py, D93): an Index built with the
+index keys serves only summaries whose MAC verifies for their tenant, so what the relay's Redis login
+(or any other) puts there by hand is never served. `sign_unsigned` signs, once, the summaries a
+release before wrote, never over a newer one.
 """
 
 from __future__ import annotations
@@ -26,11 +31,23 @@ from typing import Any
 import orjson
 import redis
 
-from wakeful.core import ids
+from wakeful.core import ids, index_signing
+from wakeful.core.index_signing import IndexKeys
 from wakeful.state import functions, keys
 from wakeful.state.functions import Function
 
 PAGE = 100  # the most tasks one read returns
+
+# KEYS[1] the tenant's tasks hash; ARGV[1] a task id, ARGV[2] its summary as read, ARGV[3] the same
+# summary signed. returns: 1 signed; 0 the summary changed since it was read (left as it is).
+SIGN = Function(
+    "index_sign",
+    """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+""",
+)
 
 # KEYS[1] the tenant's tasks hash, KEYS[2] the task's new stage set, KEYS[3..] its new wait sets
 # (all under the tenant's hash tag); ARGV[1] task id, ARGV[2] state_version, ARGV[3] summary JSON,
@@ -64,7 +81,33 @@ for i = 3, #KEYS do redis.call('ZADD', KEYS[i], ARGV[i + 2], ARGV[1]) end
 return 1
 """,
 )
-FUNCTIONS = (APPLY,)
+# KEYS[1] the tenant's tasks hash; ARGV[1] a task id, ARGV[2] its stored summary, which the relay
+# found written by hand (no MAC of its key, D93). Takes the task out of the sets that summary names
+# and leaves a placeholder of state_version -1, so the APPLY that follows is never refused by the
+# version a forged summary claimed. returns: 1 done; 0 the summary changed since it was read.
+UNFORGE = Function(
+    "index_unforge",
+    """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'tasks')
+local ok, was = pcall(cjson.decode, ARGV[2])
+if ok and type(was) == 'table' then
+  if type(was['stage']) == 'string' then
+    redis.call('ZREM', prefix .. 'stage:' .. was['stage'], ARGV[1])
+  end
+  if type(was['waits']) == 'table' then
+    for _, w in ipairs(was['waits']) do
+      if type(w) == 'table' and type(w['wait_for']) == 'string' then
+        redis.call('ZREM', prefix .. 'wait:' .. w['wait_for'], ARGV[1])
+      end
+    end
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], '{"state_version":-1}')
+return 1
+""",
+)
+FUNCTIONS = (APPLY, SIGN, UNFORGE)
 
 
 def tenant_of(record: dict[str, Any]) -> str:
@@ -97,9 +140,10 @@ def _ms(iso: str) -> int:
     return int(datetime.fromisoformat(iso).timestamp() * 1000)
 
 
-def command(raw: bytes) -> tuple[Any, ...]:
-    """The FCALL that applies one log record (its JSON) to its tenant's index. ValueError (or
-    KeyError, TypeError) for a record whose parts cannot name a key or are not what a record holds."""
+def command(raw: bytes, signer: IndexKeys | None = None) -> tuple[Any, ...]:
+    """The FCALL that applies one log record (its JSON) to its tenant's index, its summary signed
+    by `signer` (the relay's index key). ValueError (or KeyError, TypeError) for a record whose
+    parts cannot name a key or are not what a record holds."""
     record = orjson.loads(raw)
     task_id = ids.checked(ids.TASK_ID_RE, str(record["task_id"]), "task id")
     tenant, kept = tenant_of(record), summary(record)
@@ -116,6 +160,8 @@ def command(raw: bytes) -> tuple[Any, ...]:
     version = record["state_version"]
     if not isinstance(version, int) or isinstance(version, bool):
         raise TypeError(f"state_version {version!r} is not a whole number")
+    if signer is not None:
+        kept[index_signing.FIELD] = signer.sign(tenant, kept)
     args: list[functions.Arg] = [task_id, version, orjson.dumps(kept), _ms(kept["updated_at"])]
     args += [_ms(w["deadline"]) for w in waits]
     return functions.command(APPLY, names, args)
@@ -128,16 +174,23 @@ class Applied:
 
 
 class Index:
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, keys: IndexKeys | None = None) -> None:
+        """`keys`: the relay's index key (it signs what it applies), or a reader's copies (it
+        serves only summaries that verify); None: neither (the timer's sweep, which only wakes)."""
         self.client = client
+        self.keys = keys
+        self.migrated = False  # the summaries of the release before are signed (sign_unsigned)
 
     def apply(self, latest: Sequence[bytes]) -> Applied:
         """Apply each task's latest record (one per task), in one round trip."""
         skipped: list[str] = []
+        signer = self.keys if self.keys is not None and self.keys.active else None
+        sent: list[tuple[Any, ...]] = []
         pipe = self.client.pipeline(transaction=False)
         for raw in latest:
             try:
-                pipe.execute_command(*command(raw))  # type: ignore[no-untyped-call]
+                sent.append(command(raw, signer))
+                pipe.execute_command(*sent[-1])  # type: ignore[no-untyped-call]
             except (ValueError, KeyError, TypeError, orjson.JSONDecodeError) as exc:
                 skipped.append(f"{type(exc).__name__}: {str(exc)[:200]}")
         replies = pipe.execute(raise_on_error=False) if len(pipe) else []
@@ -145,12 +198,35 @@ class Index:
             if isinstance(reply, Exception):
                 functions.reply(APPLY, reply)  # the library missing is raised; any other is counted
                 skipped.append(f"index function failed: {str(reply)[:200]}")
-        return Applied(sum(1 for r in replies if r == 1), skipped)
+        refused = [call for call, reply in zip(sent, replies, strict=True) if reply == 0]
+        mended = self._unforged(refused) if refused and signer is not None and self.migrated else 0
+        return Applied(sum(1 for r in replies if r == 1) + mended, skipped)
+
+    def _unforged(self, calls: Sequence[tuple[Any, ...]]) -> int:
+        """Apply again, once each, the calls refused by a stored summary the relay's key did not
+        sign (written by hand with a version that would keep the task's real one out for good):
+        one read of the stored summaries, then UNFORGE and APPLY for each forged one. Returns how
+        many were applied."""
+        assert self.keys is not None
+        where = [(call[3], call[3 + call[2]]) for call in calls]  # (tasks hash, task id)
+        pipe = self.client.pipeline(transaction=False)
+        for name, task_id in where:
+            pipe.hget(name, task_id)
+        again = self.client.pipeline(transaction=False)
+        for call, (name, task_id), raw in zip(calls, where, pipe.execute(), strict=True):
+            doc = parsed(raw)
+            tenant = str(name)[str(name).index("{") + 1 : str(name).index("}")]
+            if doc is None or self.keys.problem(tenant, doc) is None:
+                continue  # a summary the relay signed: a replay, refused as it should be
+            again.execute_command(*functions.command(UNFORGE, [name], [task_id, raw]))  # type: ignore[no-untyped-call]
+            again.execute_command(*call)  # type: ignore[no-untyped-call]
+        replies = again.execute(raise_on_error=False) if len(again) else []
+        return sum(1 for r in replies[1::2] if r == 1)
 
     def task(self, tenant: str, task_id: str) -> dict[str, Any] | None:
         """The summary of tenant's task `task_id` (the runtime's id), or None."""
         raw = self.client.hget(keys.index_tasks(tenant), task_id)
-        return parsed(raw)
+        return self._vouched(tenant, parsed(raw))
 
     def listed(
         self,
@@ -175,13 +251,46 @@ class Index:
         rows = self.client.hmget(keys.index_tasks(tenant), found) if found else []
         out = []
         for raw in rows:
-            doc = parsed(raw)
+            doc = self._vouched(tenant, parsed(raw))
             if doc is None or (stage is not None and doc.get("stage") != stage):
                 continue  # moved on since (the set is behind its summary for a moment), or stage filtered
             if waiting is not None and not any(w.get("wait_for") == waiting for w in doc.get("waits", ())):
                 continue
             out.append(doc)
         return out, (after + limit if len(found) == limit else None)
+
+    def _vouched(self, tenant: str, doc: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The summary, if the relay signed it for `tenant` (or no keys were given), without its MAC."""
+        if doc is None or self.keys is None:
+            return doc
+        if self.keys.problem(tenant, doc) is not None:
+            return None
+        return {k: v for k, v in doc.items() if k != index_signing.FIELD}
+
+    def sign_unsigned(self) -> int:
+        """Sign, once per Redis (keys.INDEX_SIGNED), every summary a release before wrote without a
+        MAC, each through SIGN so that one applied meanwhile is never overwritten. Returns how many."""
+        if self.keys is None or not self.keys.active:
+            return 0
+        if self.client.exists(keys.INDEX_SIGNED):
+            self.migrated = True
+            return 0
+        signed = 0
+        for name in self.client.scan_iter(match=keys.PATTERN_INDEX_TASKS, count=1000):
+            text = name.decode() if isinstance(name, bytes) else str(name)
+            tenant = text[text.index("{") + 1 : text.index("}")]
+            held: dict[bytes, bytes] = self.client.hgetall(text)  # type: ignore[assignment]
+            pipe = self.client.pipeline(transaction=False)
+            for task_id, raw in held.items():
+                doc = parsed(raw)
+                if doc is None or index_signing.FIELD in doc:
+                    continue
+                doc[index_signing.FIELD] = self.keys.sign(tenant, doc)
+                pipe.execute_command(*functions.command(SIGN, [text], [task_id, raw, orjson.dumps(doc)]))  # type: ignore[no-untyped-call]
+            signed += sum(1 for r in (pipe.execute() if len(pipe) else []) if r == 1)
+        self.client.setnx(keys.INDEX_SIGNED, "1")
+        self.migrated = True
+        return signed
 
 
 def parsed(raw: Any) -> dict[str, Any] | None:

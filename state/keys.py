@@ -74,6 +74,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:{T}:held       | list   | wakes a freeze held for the task, oldest first     | gate: push, replay, pop|
 | wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin; |
 |                   |        |                                                    | timer (sweep) reads    |
+| wk:migrated:index-mac | string | set once the relay signed every summary of the | relay: SETNX, EXISTS   |
+|                   |        | release before (state/index.py, D93)               | (never unset)          |
 | wk:unreadable     | set    | task ids a worker could not open (a key its keyring | gate, executor: mark,  |
 |                   |        | lacks); woken when a gate or executor starts (D88) | wake at start          |
 | wk:journal:authority | string | digest of the authority copy last put on        | admin only             |
@@ -91,7 +93,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:authority:app:{A}:policies | hash | version -> JSON {app, version, text,  | admin only; roles read |
 |                   |        | digest, by, at, reason}: never rewritten           | (authority/documents)  |
 | wk:index:{N}:tasks | hash  | tenant N's task id -> its summary: stage, versions, | relay (index function) |
-|                   |        | waits; never the task's fields (state/index.py)    | ingress, timer (sweep) |
+|                   |        | waits, the relay's MAC (served only if it verifies, | ingress, timer (sweep) |
+|                   |        | D93); never the task's fields (state/index.py)     |                        |
 |                   |        |                                                    | read                   |
 | wk:index:{N}:stage:{S} | zset | tenant N's tasks at stage S, by last change  | relay; ingress, timer  |
 |                   |        |                                                    | (sweep) read           |
@@ -404,6 +407,8 @@ def task_of(key: str) -> str:
 # moves a task between the tenant's sets on a Redis Cluster too.
 PATTERN_INDEX = f"{PREFIX}:index:*"
 PATTERN_INDEX_TASKS = f"{PREFIX}:index:{{*}}:tasks"  # every tenant's, for a purge to find them
+# Set (SETNX) once the relay has signed every summary written before summaries were signed (D93).
+INDEX_SIGNED = f"{PREFIX}:migrated:index-mac"
 PURGE_PENDING = f"{PREFIX}:purge:pending"  # purged tasks whose tombstone waits on their outbox
 STAGE_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 WAIT_KIND_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -432,7 +437,7 @@ PATTERN_MEMORY = f"{PREFIX}:mem:{{*}}:records"
 PATTERN_MEMORY_REFUSED = f"{PREFIX}:mem:{{*}}:refused"
 PATTERN_MEMORY_GONE = f"{PREFIX}:mem:{{*}}:gone"
 MEMORY_PER_SUBJECT = 64  # records one subject may hold; the write door refuses past it
-MEMORY_RECORD_BYTES = 4096  # of one record's JSON; the write door refuses past it
+MEMORY_RECORD_BYTES = 8192  # of one record's JSON (its verifier event included); the door refuses past it
 MEMORY_REFUSED_KEPT = 10_000  # refusals kept per tenant, forgets kept (trimmed to about this)
 MEMORY_FORGOTTEN = f"{PREFIX}:mem:forgotten"  # stream: each `memory forget`: source, by, at, what went
 

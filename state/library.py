@@ -1,13 +1,13 @@
 """wakeful's Redis function library: every Lua function a role calls, loaded by the admin only.
 
     FUNCTION LOAD REPLACE <code>         admin, at `wakeful dev up` (every start) and `dev acl --apply`
-    FCALL wakeful_v7_<name> ...           executor (leases, action log), relay (the task index,
+    FCALL wakeful_v8_<name> ...           executor (leases, action log), relay (the task index,
                                           its outbox trim), a downstream (its booking)
-    FCALL wakeful_v7_library 0            executor: `wakeful worker` checks it before it starts
+    FCALL wakeful_v8_library 0            executor: `wakeful worker` checks it before it starts
 
 The library holds the runtime's functions, then those of the downstreams the settings name
 (state/downstreams.py: the example apps' bank and supplier register), in that order. It is persisted
-by Redis with the data (AOF and RDB), so a restarted Redis has it again. `wakeful_v7_library`
+by Redis with the data (AOF and RDB), so a restarted Redis has it again. `wakeful_v8_library`
 answers the digest of the rest of the code: a server that holds a library of this name but other
 code (loaded by an older or newer build, or for other downstreams) is told apart, not called blindly.
 """

@@ -24,8 +24,9 @@ import redis
 from wakeful.core import ids
 from wakeful.core.errors import DecodeError
 from wakeful.schemas.memory import Change, MemoryRecord, Status, stamp
-from wakeful.state import functions, keys
+from wakeful.state import functions, keys, memory_seal
 from wakeful.state.functions import Function
+from wakeful.state.seal import Keyring
 
 # KEYS[1] a subject's records hash, KEYS[2] its gone set (ids forgotten or dropped); ARGV[1] the
 # record's id, ARGV[2] its JSON, ARGV[3] the most records a subject may hold, ARGV[4] now, ARGV[5]
@@ -69,7 +70,7 @@ if count >= most then
   end
   if count >= most then return -1 end
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """,
 )
@@ -88,8 +89,9 @@ class Put:
 
 
 class MemoryStore:
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, keyring: Keyring | None = None) -> None:
         self.client = client
+        self.keyring = keyring  # seals the status set_status sets (D93); None: left unsealed
 
     def put(self, records: Sequence[MemoryRecord], now: datetime) -> Put:
         """The write door: each record into its subject's hash unless it is there, or was
@@ -226,6 +228,13 @@ class MemoryStore:
                     change = Change(status=status, by=by, reason=reason, at=now)
                     updated = current.model_copy(
                         update={"status": status, "history": (*current.history, change)[-64:]}
+                    )
+                    # resealed by the operator's keyring; without one the change leaves it unsealed,
+                    # and an unsealed record is never shown (a quarantine or a revoke needs no more)
+                    updated = (
+                        memory_seal.sealed(self.keyring, updated)
+                        if self.keyring is not None
+                        else updated.model_copy(update={"seal": None})
                     )
                     pipe.multi()
                     pipe.hset(name, record.id, updated.encode())

@@ -24,6 +24,7 @@ from typing import Any
 import redis
 
 from wakeful.core.errors import IntegrityError, KeyringError, TamperedState
+from wakeful.core.index_signing import IndexKeys
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.state import checks, keys, last_step
 from wakeful.state.index import Index
@@ -54,12 +55,19 @@ class Restored:
 
 
 class Restorer:
-    def __init__(self, client: redis.Redis, sealer: Sealer, wakes: Wakes, now: datetime) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        sealer: Sealer,
+        wakes: Wakes,
+        now: datetime,
+        index_keys: IndexKeys | None = None,
+    ) -> None:
         self.client = client
         self.sealer = sealer
         self.wakes = wakes
         self.now = now
-        self.index = Index(client)
+        self.index = Index(client, index_keys)  # the relay's key: what it rebuilds is signed
 
     def restore(self, tasks: Sequence[Folded]) -> Restored:
         done = Restored()

@@ -13,6 +13,8 @@ Integrity is not secrecy, but GCM gives both for the price of one.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import os
 import secrets
 import struct
@@ -51,6 +53,7 @@ class Keyring:
         self._keys = dict(keys)
         self.active = active
         self._aead: dict[str, AESGCM] = {}
+        self._subkeys: dict[tuple[str, bytes], bytes] = {}
 
     def aead(self, kid: str) -> AESGCM:
         cached = self._aead.get(kid)
@@ -62,6 +65,19 @@ class Keyring:
                 )
             cached = self._aead[kid] = AESGCM(key)
         return cached
+
+    def subkey(self, kid: str, purpose: bytes) -> bytes:
+        """A key of its own for another use of the keyring key `kid` (HMAC-SHA256 of `purpose`), so
+        that no two uses ever share key bytes; KeyringError for a key id the keyring lacks."""
+        found = self._subkeys.get((kid, purpose))
+        if found is None:
+            key = self._keys.get(kid)
+            if key is None:
+                raise KeyringError(
+                    f"no key {kid!r} in the keyring: add the retired key back (rotation keeps old ids)"
+                )
+            found = self._subkeys[kid, purpose] = hmac.digest(key, purpose, hashlib.sha256)
+        return found
 
     @property
     def kids(self) -> list[str]:

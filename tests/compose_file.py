@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from wakeful.authority import signer_seal
-from wakeful.core import kafka_rights, log_signing, provenance, secrets
+from wakeful.core import index_signing, kafka_rights, log_signing, provenance, secrets
 from wakeful.core.settings import Settings
 from wakeful.state import acl, credentials
 
@@ -37,6 +37,8 @@ SECRETS = (
     *(f"verifying:{role}" for role in sorted(set(provenance.READERS.values()))),
     f"log-signing:{log_signing.SIGNER_ROLE}",  # the relay's Ed25519 key for wakeful.log (D72)
     *(f"{signer_seal.NAME}:{role}" for role in (*signer_seal.VERIFIERS, signer_seal.KEEPER)),  # D91
+    f"index-signing:{index_signing.OWNER}",  # the relay's MAC key for the task index (D93)
+    *(f"index-verifying:{reader}" for reader in index_signing.READERS),  # the readers' copies
 )
 
 

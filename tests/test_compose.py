@@ -44,14 +44,23 @@ from compose_file import (
 from wakeful.authority import signer_seal
 from wakeful.consumers import producing
 from wakeful.consumers.supervisor import ROLES
-from wakeful.core import kafka_auth, log_signing, provenance
+from wakeful.core import index_signing, kafka_auth, log_signing, provenance
 from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
 from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
-KINDS = {"keyring", "redis", "kafka", "signing", "verifying", "log-signing", signer_seal.NAME}
+KINDS = {
+    "keyring",
+    "redis",
+    "kafka",
+    "signing",
+    "verifying",
+    "log-signing",
+    signer_seal.NAME,
+    "index-signing",
+}
 
 
 def make_secret(settings: Settings, secret: str) -> None:
@@ -68,6 +77,8 @@ def make_secret(settings: Settings, secret: str) -> None:
         log_signing.ensure_log_key(settings)
     elif kind == signer_seal.NAME:
         signer_seal.ensure(settings)  # the admin's seal and each verifier's copy, as init makes them
+    elif kind in {"index-signing", "index-verifying"}:
+        index_signing.ensure(settings)
     else:
         provenance.publish_keys(settings)  # each reader's file, with whatever sender keys exist
 

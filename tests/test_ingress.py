@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from helpers import ingress_door
 
@@ -25,6 +26,7 @@ from wakeful.producers import reads
 from wakeful.producers.keys import generate_signer
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
+from wakeful.state import acl, keys
 
 DESK, OTHER_DESK, OUTSIDER = "ingress-desk", "ingress-desk-2", "ingress-globex"
 KINDS = (events.CREATE, events.AMEND, events.RUN)
@@ -97,6 +99,34 @@ def test_a_key_reads_only_its_own_receipts_and_its_own_tenants_tasks(
         assert named not in {t["task_id"] for t in outsider.tasks(stage=Stage.CLOSED)}
         with pytest.raises(NotAnswered):
             outsider.receipt(event.event_id, task_id=named, timeout=0.5)
+
+
+def test_the_door_never_serves_a_task_the_relays_login_wrote_into_the_index_by_hand(
+    client: Client, shared_fleet: Fleet, door: str
+) -> None:
+    """Issue 46, item 4 (D93): a summary HSET and a ZADD by the relay's own Redis login, past its
+    index function: a task that does not exist, and a closed task rewritten as waiting."""
+    relay = acl.connect(client.settings, "relay")
+    with upstream(client, DESK, door) as up:
+        named = f"t-{uuid.uuid4().hex[:12]}"
+        event = up.send(events.CREATE, {"amount": 10, "currency": "EUR"}, task_id=named)
+        assert up.receipt(event, timeout=60)["status"] == "accepted"
+        real = eventually(lambda: up.task(named), lambda t: t is not None and t["stage"] == Stage.CLOSED)
+        ghost = f"t-ghost{uuid.uuid4().hex[:8]}"
+        wait = {"wait_for": "approval", "deadline": "2030-06-01T10:00:00Z", "correlation_id": "corr-x"}
+        waiting = {**real, "stage": Stage.AWAITING_APPROVAL, "state_version": 99, "waits": [wait]}
+        tasks = keys.index_tasks("default")
+        relay.hset(tasks, named, orjson.dumps(waiting))
+        relay.hset(tasks, ghost, orjson.dumps({**waiting, "task_id": ghost}))
+        for name in (
+            keys.index_wait("default", "approval"),
+            keys.index_stage("default", Stage.AWAITING_APPROVAL),
+        ):
+            relay.zadd(name, {named: 0, ghost: 0})
+        assert up.task(ghost) is None
+        assert up.task(named) is None  # forged in place: unknown to the door until its next change
+        listed = {t["task_id"] for t in up.tasks(waiting="approval")}
+        assert named not in listed and ghost not in listed
 
 
 def get(url: str, target: str, header: str | None) -> httpx.Response:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import redis
 from cli_run import doc, wakeful
 from helpers import killed_at
 from model_server import Scripted, call, scripted_fleet
@@ -32,7 +33,7 @@ from wakeful.examples import onboarding_rules
 from wakeful.examples.onboarding import REMITTANCE, SIGNED, VERIFIED
 from wakeful.examples.suppliers import Payment, Suppliers
 from wakeful.schemas.memory import Change, MemoryRecord, Status, evidence_ref
-from wakeful.state import evidence, keys
+from wakeful.state import acl, evidence, keys
 from wakeful.state.memory import MemoryStore
 
 SPEC = "wakeful.examples.onboarding:app"
@@ -193,6 +194,44 @@ def test_quarantined_revoked_and_expired_records_never_reach_the_model(
     # The later task's own verification is a new record, and may be shown once written; nothing
     # from before the quarantine is.
     assert learned.provenance not in {m["source"] for m in shown(scripted, later)}
+
+
+def test_an_active_verified_record_planted_outside_the_write_door_never_reaches_a_later_window(
+    onboarding: tuple[Client, Scripted],
+) -> None:
+    """Issue 46's attack: a record saying principal:verifier verified another account, citing an
+    event that never existed, put straight into the subject's hash (the relay's login can no longer;
+    the admin's can, as a role that had the right before): the later task's window shows the real
+    verified account, never the planted one, and it pays the real one."""
+    client, scripted = onboarding
+    name = f"Memo {uuid.uuid4().hex[:8]} KG"
+    subject = onboarding_rules.subject(name)
+    first = onboard(client, name)
+    (real,) = remembered(client, subject, first, 1)
+    assert real.status is Status.ACTIVE and real.seal is not None and real.event is not None
+
+    relay = acl.connect(client.settings, "relay")
+    now = datetime.now(UTC)
+    planted = real.model_copy(
+        update={
+            "id": "m-" + "c" * 24,
+            "value": PLANTED_ACCOUNT,
+            "provenance": "event:key-verifier:ev-never-sent-1",
+            "created_at": now,  # newer than the real one: of a fact kept one per subject, it would win
+        }
+    )  # its seal and event copied from the real record
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        relay.hset(keys.memory("default", subject), planted.id, planted.encode())
+    client.admin.hset(keys.memory("default", subject), planted.id, planted.encode())
+    bare = planted.model_copy(update={"id": "m-" + "d" * 24, "seal": None, "event": None})
+    client.admin.hset(keys.memory("default", subject), bare.id, bare.encode())
+
+    later = onboard(client, name)
+    assert client.show(later)["stage"] == "closed"
+    assert PLANTED_ACCOUNT not in text_of(scripted, later)
+    assert {m["value"] for m in shown(scripted, later)} == {VERIFIED_ACCOUNT}
+    payments = [p for p in Suppliers(client.admin).entries() if isinstance(p, Payment)]
+    assert [p.account for p in payments if p.task_id == later] == [VERIFIED_ACCOUNT]
 
 
 def _record(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,6 +41,7 @@ class Writer:
 
     name: str  # "principal:<signer>" or "role:<role>"
     source: str  # "event:<key id>:<event id>", "op:<op key>" or "deadline"
+    event: str | None = None  # the signed event's text as the door received it (source "event:...")
 
 
 def subject_ok(subject: str) -> bool:
@@ -80,6 +81,8 @@ def admitted(
         fact = facts[wish.fact]
         provenance = evidence_ref(evidence[wish.source]) if wish.source else writer.source
         verified = writer.name in fact.verifiers and not (fact.high_impact and wish.source)
+        # an active high-impact record carries the verifier's own signed event: the read door checks it
+        vouched = writer.event if verified and fact.high_impact else None
         status = Status.ACTIVE if verified else Status.QUARANTINED
         why = f"written by verifier {writer.name}" if verified else _quarantined(fact, wish, writer)
         try:
@@ -99,6 +102,7 @@ def admitted(
                     created_at=now,
                     expires_at=now + fact.keep,
                     history=(Change(status=status, by="write door", reason=why, at=now),),
+                    event=vouched,
                 )
             )
         except ValidationError as exc:
@@ -139,6 +143,27 @@ def all_admitted(
         refused += why
         first += len(wishes)
     return records, refused
+
+
+LEARNED = "from a tool's answer: quarantined until a verifier releases it"
+
+
+def learned_form(record: MemoryRecord) -> MemoryRecord:
+    """What a tool's answer taught, as the write door keeps it whatever it says: quarantined, by
+    nobody verified, with that said in its history. The executor seals this form; the relay
+    rewrites what reaches it into it (a record already in it keeps its seal)."""
+    form = record.model_copy(
+        update={
+            "status": Status.QUARANTINED,
+            "verified_by": None,
+            "event": None,
+            "history": (
+                Change(status=Status.QUARANTINED, by="write door", reason=LEARNED, at=record.created_at),
+            ),
+        }
+    )
+    same = form.model_copy(update={"seal": record.seal}) == record
+    return form.model_copy(update={"seal": record.seal if same else None})
 
 
 def _problem(facts: Mapping[str, Fact], wish: Remember, evidence: Mapping[str, str]) -> str:
@@ -196,11 +221,21 @@ def shown(
 
 
 def shown_from(
-    docs: Iterable[Any], *, tenant: str, subjects: Iterable[str], facts: Mapping[str, Fact], now: datetime
+    docs: Iterable[Any],
+    *,
+    tenant: str,
+    subjects: Iterable[str],
+    facts: Mapping[str, Fact],
+    now: datetime,
+    check: Callable[[MemoryRecord, dict[str, Any]], str | None] | None = None,
+    refused: list[tuple[MemoryRecord, str]] | None = None,
 ) -> list[MemoryRecord]:
     """`shown` over records as stored (each a JSON object), decoding strictly only those it may
     show: a subject full of records costs one cheap look at each, and a full decode of at most
-    MAX_SHOWN (and of any that would be shown but does not decode: it is skipped, never shown)."""
+    MAX_SHOWN (and of any that would be shown but does not decode: it is skipped, never shown).
+    `check`: why a decoded record (and its object as stored) may not be shown after all (its seal,
+    its verifier's event); one
+    it refuses is skipped, so the next of its fact may stand in, and put on `refused` with why."""
     wanted = set(subjects)
     fit: list[tuple[datetime, str, dict[str, Any]]] = []
     for doc in docs:
@@ -229,6 +264,11 @@ def shown_from(
         try:
             record = MemoryRecord.decode(orjson.dumps(doc))  # as every stored record is decoded
         except DecodeError:
+            continue
+        said = check(record, doc) if check is not None else None
+        if said:
+            if refused is not None:
+                refused.append((record, said))
             continue
         taken.add(key)
         picked.append(record)

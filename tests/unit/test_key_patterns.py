@@ -80,6 +80,7 @@ def every_key() -> list[tuple[str, str]]:
         ("held tasks", keys.HELD_TASKS),
         ("unreadable tasks", keys.UNREADABLE_TASKS),
         ("live", keys.LIVE),
+        ("index signed", keys.INDEX_SIGNED),
         ("dlq replays", keys.DLQ_REPLAYS),
         ("ops session", keys.ops_session("ab" * 32)),  # admin only: no role's pattern may reach it
         *(("authority", k) for k in (keys.AUTH_APPROVERS, keys.AUTH_LIMIT, keys.AUTH_SIGNERS)),
@@ -128,6 +129,7 @@ def test_every_pattern_the_acl_grants_is_one_of_the_key_tables_kinds() -> None:
         keys.HELD_TASKS,
         keys.UNREADABLE_TASKS,
         keys.LIVE,
+        keys.INDEX_SIGNED,  # the relay's mark that it signed the index of the release before (D93)
         keys.AUTH_SIGNERS,  # the read door reads this one authority key only
     }
     assert granted <= known, granted - known
