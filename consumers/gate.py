@@ -99,7 +99,7 @@ class Gate:
         self.authority = AuthorityStore(store.client, seal)
         self.producer = producer
         self.log = log
-        recall = Recaller(store.client, app, log, store.sealer.keyring)
+        recall = Recaller(store.client, app, log, store.sealer.keyring, seal)
         self.writes = gate_writes.FollowUps(producer, app, log, recall=recall)
         self.runner: Runner | None = None
         self.arrived = kafka_client.ArrivalClock(log)  # when a wake reached Kafka

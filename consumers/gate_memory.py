@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 
+from wakeful.authority.signer_seal import SignerSeal
 from wakeful.authority.snapshot import Snapshot, decode_signer
 from wakeful.core.log import Log
 from wakeful.producers.signing import VerifyKey
@@ -80,11 +81,14 @@ class Recaller:
     signed event, checked against the signer as registered now (state/memory_seal.py); one that
     fails is left out, the next one of its fact may stand in, and the refusal is logged."""
 
-    def __init__(self, client: redis.Redis, app: App, log: Log, keyring: Keyring) -> None:
+    def __init__(
+        self, client: redis.Redis, app: App, log: Log, keyring: Keyring, seal: SignerSeal | None = None
+    ) -> None:
         self.store = MemoryStore(client)
         self.app = app
         self.log = log
         self.keyring = keyring
+        self.seal = seal  # opens an HMAC verifier's secret (D91): without it no webhook-verified record shows
 
     def __call__(self, cp: Checkpoint, auth: Snapshot, now: datetime) -> list[dict[str, Any]]:
         """The window's memory layer; empty, and said, when it cannot be read: a record in Redis
@@ -114,7 +118,7 @@ class Recaller:
             subjects=subjects,
             facts=facts,
             now=now,
-            check=Vouched(self.store.client, self.keyring, facts),
+            check=Vouched(self.store.client, self.keyring, facts, self.seal),
             refused=refused,
         )
         for record, reason in refused:
@@ -126,10 +130,13 @@ class Vouched:
     """Why one record may not be shown (None: it may): its seal, and for an active high-impact
     record its verifier's event. Signers are read once per window, only when such a record is."""
 
-    def __init__(self, client: redis.Redis, keyring: Keyring, facts: dict[str, Fact]) -> None:
+    def __init__(
+        self, client: redis.Redis, keyring: Keyring, facts: dict[str, Fact], seal: SignerSeal | None = None
+    ) -> None:
         self.client = client
         self.keyring = keyring
         self.facts = facts
+        self.seal = seal
         self.signers: dict[str, VerifyKey | None] = {}
 
     def __call__(self, record: MemoryRecord, doc: dict[str, Any] | None = None) -> str | None:
@@ -147,7 +154,8 @@ class Vouched:
         if key_id not in self.signers:
             raw = self.client.hget(keys.AUTH_SIGNERS, key_id)
             try:
-                self.signers[key_id] = decode_signer(key_id, raw)[0] if isinstance(raw, bytes) else None
+                found = decode_signer(key_id, raw, self.seal) if isinstance(raw, bytes) else None
+                self.signers[key_id] = found[0] if found is not None else None
             except (ValueError, KeyError, TypeError):  # a damaged signer record vouches for nothing
                 self.signers[key_id] = None
         return self.signers[key_id]

@@ -9,6 +9,7 @@ import base64
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -124,3 +125,37 @@ def test_what_a_tool_taught_keeps_its_executors_seal_through_the_door_and_nothin
     claimed = memory_seal.sealed(RING, record(writer="role:executor", provenance="op:REFUND:t-1:v1"))
     rewritten = memory.learned_form(claimed)
     assert rewritten.status is Status.QUARANTINED and rewritten.seal is None
+
+
+class Registry:
+    """The signer registry as the gate's login reads it: one HGET."""
+
+    def __init__(self, records: dict[str, bytes]) -> None:
+        self.records = records
+
+    def hget(self, _name: str, key_id: str) -> bytes | None:
+        return self.records.get(key_id)
+
+
+def test_a_record_verified_by_a_webhook_signer_stands_when_the_gate_holds_the_hmac_seal() -> None:
+    """The read door opened signer records without the gate's seal: a sealed HMAC verifier's key
+    held no secret, and every record it verified was refused at every window."""
+    from wakeful.authority.signer_seal import SignerSeal, sealed_record
+    from wakeful.consumers.gate_memory import Vouched
+    from wakeful.producers.signing import HmacSigner
+    from wakeful.sdk.memory import Fact
+
+    hook = HmacSigner("key-verifier", b"s" * 32)
+    event = sign_event(hook, "account.verified", {"account": "DE89"}, task_id="t-1", event_id="ev-00000001")
+    seal = SignerSeal.generate()
+    doc = {"alg": "hmac-sha256", "material": base64.b64encode(hook.secret).decode()}
+    doc |= {"principal": "verifier", "kinds": ["account.verified"], "tenant": "default"}
+    registry = Registry({"key-verifier": orjson.dumps(sealed_record(doc, "key-verifier", seal))})
+    fact = Fact(
+        "remittance_account", verifiers=("principal:verifier",), keep=timedelta(days=30), high_impact=True
+    )
+    facts = {fact.name: fact}
+    held = memory_seal.sealed(RING, record(event=event.encode().decode()))
+    assert Vouched(registry, RING, facts, seal)(held) is None  # type: ignore[arg-type]
+    refused = Vouched(registry, RING, facts)(held)  # type: ignore[arg-type]
+    assert refused is not None and "does not verify" in refused
