@@ -74,7 +74,6 @@ class Relay:
     ) -> None:
         self.outbox = outbox
         self.index = index  # the task index it keeps (state/index.py), if any
-        self.index_signed = False  # whether it signed the summaries of the release before
         self.memory = memory  # memory's write door (state/memory.py), if it keeps memory
         self.producer = producer
         self.log = log
@@ -199,9 +198,10 @@ class Relay:
         def step() -> bool:
             nonlocal next_sweep, empty
             if time.monotonic() >= next_sweep:
-                if self.index is not None and not self.index_signed:  # once per Redis (D93)
-                    self.log("relay.index_signed", summaries=self.index.sign_unsigned())
-                    self.index_signed = True
+                if self.index is not None:  # once per Redis (D93): one EXISTS a sweep after that
+                    signed = self.index.sign_unsigned()  # a recover without the key clears the mark
+                    if signed:
+                        self.log("relay.index_signed", summaries=signed)
                 self.partitions = None  # read again: partitions may have been added
                 found = self.sweep()  # a failure here retries it
                 # How many of its messages no watermark of it covers yet (D87).

@@ -146,8 +146,10 @@ def recover(
     scan.among = redrive.named(settings, report.redrive_plan)
     answered: dict[str, list[redrive_proposals.Held]] = {}
     # signed with the relay's index key when this host holds it; else the relay signs them at its
-    # next start (a lost Redis lost the mark that it did: keys.INDEX_SIGNED, D93)
+    # next sweep: the mark that it did (keys.INDEX_SIGNED, D93) is cleared, also where Redis kept it
     signer = index_signing.load_signer(settings) if index_signing.has_signer(settings) else None
+    if signer is None:
+        admin.delete(keys.INDEX_SIGNED)
     restorer = Restorer(admin, sealer, _wakes(app, held, answered), datetime.now(UTC), signer)
     for tasks in scan.folds(settings):
         report.done.merge(restorer.restore(tasks))

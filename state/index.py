@@ -199,7 +199,10 @@ class Index:
                 functions.reply(APPLY, reply)  # the library missing is raised; any other is counted
                 skipped.append(f"index function failed: {str(reply)[:200]}")
         refused = [call for call, reply in zip(sent, replies, strict=True) if reply == 0]
-        mended = self._unforged(refused) if refused and signer is not None and self.migrated else 0
+        # Only while every summary in Redis should carry a MAC: a recover without the key clears the
+        # mark, and what it wrote unsigned is no forgery (the next sweep signs it).
+        migrated = self.migrated and bool(refused) and bool(self.client.exists(keys.INDEX_SIGNED))
+        mended = self._unforged(refused) if refused and signer is not None and migrated else 0
         return Applied(sum(1 for r in replies if r == 1) + mended, skipped)
 
     def _unforged(self, calls: Sequence[tuple[Any, ...]]) -> int:
