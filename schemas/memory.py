@@ -15,6 +15,7 @@ from pydantic import AfterValidator, AwareDatetime, Field, PlainSerializer
 
 from wakeful.core import ids
 from wakeful.schemas.base import Record
+from wakeful.schemas.events import MAX_EVENT_BYTES
 
 SUBJECT = rf"^[a-z][a-z0-9_]{{0,31}}:{ids.KEY_ID}$"  # "<kind>:<id>", e.g. supplier:acme-gmbh
 FACT = r"^[a-z][a-z0-9_]{0,63}$"
@@ -26,7 +27,9 @@ WRITER = rf"^(principal:{ids.KEY_ID}|role:[a-z]{{1,16}})$"
 VALUE_CHARS = 1000  # the most characters one record's value may hold
 EVIDENCE_REF = "evidence:sha256:"  # + the content digest of the document (state/evidence.py)
 EXCERPT_CHARS = 2000  # of an evidence document, kept in its task and shown in its window
-EVENT_CHARS = 6000  # of the verifier's signed event a high-impact record carries
+# The verifier's signed event a high-impact record carries: any event the door accepts (its bytes
+# are ASCII JSON, so one character each).
+EVENT_CHARS = MAX_EVENT_BYTES
 
 
 def evidence_ref(text: str) -> str:

@@ -437,7 +437,9 @@ PATTERN_MEMORY = f"{PREFIX}:mem:{{*}}:records"
 PATTERN_MEMORY_REFUSED = f"{PREFIX}:mem:{{*}}:refused"
 PATTERN_MEMORY_GONE = f"{PREFIX}:mem:{{*}}:gone"
 MEMORY_PER_SUBJECT = 64  # records one subject may hold; the write door refuses past it
-MEMORY_RECORD_BYTES = 8192  # of one record's JSON (its verifier event included); the door refuses past it
+# One record's JSON, the door refuses past it: 8 KiB of its own, and room for the verifier event a
+# high-impact record carries (any the door accepts, 64 KiB, each byte escaped at worst).
+MEMORY_RECORD_BYTES = 8192 + 2 * 64 * 1024
 MEMORY_REFUSED_KEPT = 10_000  # refusals kept per tenant, forgets kept (trimmed to about this)
 MEMORY_FORGOTTEN = f"{PREFIX}:mem:forgotten"  # stream: each `memory forget`: source, by, at, what went
 

@@ -289,3 +289,21 @@ def test_the_relay_holds_a_tasks_memory_back_when_the_write_door_is_not_loaded()
     said: list[str] = []
     held, written = relay_memory.apply(_Missing(), [gate, other], lambda event, **_: said.append(event))  # type: ignore[arg-type]
     assert (held, written) == ({"t-1"}, 0) and said == ["relay.memory_held"]
+
+
+def test_a_verifier_event_as_large_as_the_door_accepts_still_makes_an_active_record_the_store_takes() -> None:
+    """A record carried at most 6000 characters of its verifier's event and 8192 bytes in all: a
+    verifier whose event carried a document lost its verified record to a refusal."""
+    from wakeful.producers.signing import Ed25519Signer, sign_event
+    from wakeful.schemas.events import MAX_EVENT_BYTES
+    from wakeful.state import keys
+
+    signer = Ed25519Signer.from_seed("key-verifier", b"\x01" * 32)
+    text = 'a "quoted" line\\n' * 2000
+    event = sign_event(signer, "payee.verified", {"doc": text}, task_id="t-1", event_id="evt-00000001")
+    raw = event.encode().decode()
+    assert 20_000 < len(raw) <= MAX_EVENT_BYTES
+    writer = Writer("principal:verifier", "event:key-verifier:evt-00000001", raw)
+    records, refused = admit(Remember("supplier:acme", "payee", "DE89"), writer=writer)
+    assert refused == [] and records[0].status == Status.ACTIVE and records[0].event == raw
+    assert len(records[0].encode()) <= keys.MEMORY_RECORD_BYTES
