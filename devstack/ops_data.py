@@ -151,7 +151,7 @@ class Reader:
                 )
                 docs = self.admin.hmget(keys.index_tasks(tenant), ids_) if ids_ else []  # type: ignore[arg-type]
                 for raw in docs:
-                    doc = json_doc(raw)
+                    doc = self.index.vouched(tenant, json_doc(raw))  # only what the relay signed (D93)
                     if doc is None:
                         continue
                     why = stuck_summary(

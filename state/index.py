@@ -229,7 +229,7 @@ class Index:
     def task(self, tenant: str, task_id: str) -> dict[str, Any] | None:
         """The summary of tenant's task `task_id` (the runtime's id), or None."""
         raw = self.client.hget(keys.index_tasks(tenant), task_id)
-        return self._vouched(tenant, parsed(raw))
+        return self.vouched(tenant, parsed(raw))
 
     def listed(
         self,
@@ -254,7 +254,7 @@ class Index:
         rows = self.client.hmget(keys.index_tasks(tenant), found) if found else []
         out = []
         for raw in rows:
-            doc = self._vouched(tenant, parsed(raw))
+            doc = self.vouched(tenant, parsed(raw))
             if doc is None or (stage is not None and doc.get("stage") != stage):
                 continue  # moved on since (the set is behind its summary for a moment), or stage filtered
             if waiting is not None and not any(w.get("wait_for") == waiting for w in doc.get("waits", ())):
@@ -262,7 +262,7 @@ class Index:
             out.append(doc)
         return out, (after + limit if len(found) == limit else None)
 
-    def _vouched(self, tenant: str, doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    def vouched(self, tenant: str, doc: dict[str, Any] | None) -> dict[str, Any] | None:
         """The summary, if the relay signed it for `tenant` (or no keys were given), without its MAC."""
         if doc is None or self.keys is None:
             return doc

@@ -23,7 +23,9 @@ AT = datetime(2030, 6, 1, 9, 0, tzinfo=UTC)
 pytestmark = pytest.mark.timeout(60)
 
 
-def record(task_id: str, version: int, stage: str, tenant: str, waits: bool = False) -> bytes:
+def record(
+    task_id: str, version: int, stage: str, tenant: str, waits: bool = False, *, at: datetime = AT
+) -> bytes:
     wait = WaitSummary(wait_for="approval", deadline=AT + timedelta(hours=1), correlation_id="corr-x")
     return OutboxRecord(
         record_id=f"{task_id}:{version}",
@@ -32,7 +34,7 @@ def record(task_id: str, version: int, stage: str, tenant: str, waits: bool = Fa
         message_id="m",
         stage=stage,
         task_version=1,
-        at=AT + timedelta(seconds=version),
+        at=at + timedelta(seconds=version),
         tenant=tenant,
         workflow="refund",
         waits=(wait,) if waits else (),
@@ -103,3 +105,28 @@ def test_summaries_of_the_release_before_are_signed_once_by_the_relay_and_then_s
     )
     assert relay.sign_unsigned() == 0
     assert door(settings).task(tenant, f"{tenant}.t-late0001") is None
+
+
+def test_the_ops_pages_stuck_list_shows_no_summary_the_relay_did_not_sign(settings: Settings) -> None:
+    """The stuck list read the stage sets and summaries straight, with no MAC check: a summary
+    planted with the relay's login, scored long ago, was listed with the fields it claimed."""
+    from wakeful.devstack.client import Client
+    from wakeful.devstack.ops_data import Reader
+    from wakeful.devstack.ops_sweep import Sweep
+
+    tenant = f"n{uuid.uuid4().hex[:8]}"
+    real, ghost = f"{tenant}.t-{uuid.uuid4().hex[:8]}", f"{tenant}.t-ghost0002"
+    relay_login = acl.connect(settings, "relay")
+    long_ago = datetime.now(UTC) - timedelta(days=1)
+    signed = Index(relay_login, index_signing.load_signer(settings))
+    assert signed.apply([record(real, 1, "ready", tenant, at=long_ago)]).applied == 1
+    planted = orjson.loads(relay_login.hget(keys.index_tasks(tenant), real))  # type: ignore[arg-type]
+    planted = {**planted, "task_id": "t-ghost0002"}
+    planted.pop("mac")
+    relay_login.hset(keys.index_tasks(tenant), ghost, orjson.dumps(planted))
+    relay_login.zadd(keys.index_stage(tenant, "ready"), {ghost: 1})  # long ago: stuck, if it were real
+    client = Client(settings)
+    sweep = Sweep(client.admin)
+    sweep.found = sweep.sweep()
+    listed = {row["id"] for row in Reader(client, sweep).stuck() if row["tenant"] == tenant}
+    assert ghost not in listed and real in listed, listed
