@@ -113,7 +113,8 @@ class Executor:
             except (TaskNotFound, IntegrityError) as exc:
                 return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
             except (KeyringError, DecodeError) as exc:  # this worker's keyring, not the task (D88)
-                self.log("executor.unreadable", task_id=env.task_id, error=str(exc), fix=unreadable.FIX)
+                fix = unreadable.fix_for(exc)
+                self.log("executor.unreadable", task_id=env.task_id, error=str(exc), fix=fix)
                 unreadable.mark(self.store.client, env.task_id)
                 return self._superseded(msg, env, f"this worker cannot read the task: {exc}")
             held = Held(lease)

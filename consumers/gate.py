@@ -219,10 +219,11 @@ class Gate:
         held and the task marked, so the wakes behind it on the partition go on; the gate or
         executor that starts with the key wakes it (unreadable.py)."""
         task_id = step.wake.envelope.task_id
-        self.log("gate.unreadable", task_id=task_id, error=str(exc), fix=unreadable.FIX)
+        self.log("gate.unreadable", task_id=task_id, error=str(exc), fix=unreadable.fix_for(exc))
         if source.parts is None:  # a held wake replayed: it stays held, the task marked again
             unreadable.mark(self.client, task_id)
-        self._held(step, f"this worker cannot read the task ({exc})", source, unreadable.marks(task_id))
+        why = f"this worker cannot read the task ({exc})"
+        self._held(step, why, source, unreadable.marks(task_id), fix=unreadable.fix_for(exc))
 
     def _unreadable(self, step: Taken, exc: TaskNotFound | TaskQuarantined | IntegrityError) -> None:
         """Answer a wake for a task that is not there, or cannot be trusted: nothing is written."""
@@ -264,7 +265,9 @@ class Gate:
         finish("accepted", f"task is {cp.stage}", cp.task_id, cp)
         return self.writes.follow_up(cp, wake)
 
-    def _held(self, step: Taken, why: str, source: Source, marks: Sequence[Command] = ()) -> None:
+    def _held(
+        self, step: Taken, why: str, source: Source, marks: Sequence[Command] = (), fix: str = ""
+    ) -> None:
         """Keep a frozen task's wake for the thaw, and tell its sender it is held, not refused. A
         deadline wake is not kept: the task is marked, and the thaw's own wake checks its waits.
         Nothing else is written (a hold re-registers no deadline: the timer would fire it again)."""
@@ -277,12 +280,14 @@ class Gate:
             assert self.runner is not None
             self.runner.dead_letter(source.msg, full, task_id)
             said = f"held in the dead letters: {full}"
-            return self.writes.finish(wake.event, "held", said, task_id, None, pinned=step.pinned)
+            return self.writes.finish(
+                wake.event, "held", said, task_id, None, pinned=step.pinned, also=list(marks)
+            )
         kept = [
             *gate_hold.hold_writes(task_id, gate_hold.record(source.parts) if wake.event else None),
             *marks,
         ]
-        said = f"held: {why}; it runs when thawed" if not marks else f"held: {why}; {unreadable.FIX}"
+        said = f"held: {why}; {fix or 'it runs when thawed'}"
         self.writes.finish(wake.event, "held", said, task_id, None, pinned=step.pinned, also=kept)
         self.log("gate.held", task_id=task_id, why=why)
 
@@ -305,7 +310,7 @@ class Gate:
         except (TaskNotFound, TaskQuarantined, IntegrityError):
             return None  # refused because the task was not there to take it: still nothing to do
         except (KeyringError, DecodeError) as exc:  # the follow-up waits for a worker with the key
-            self.log("gate.unreadable", task_id=task_id, error=str(exc), fix=unreadable.FIX)
+            self.log("gate.unreadable", task_id=task_id, error=str(exc), fix=unreadable.fix_for(exc))
             return unreadable.mark(self.client, task_id)
         event_id = wake.event.event_id if wake.event else None
         self.log("gate.decided_before", task_id=cp.task_id, event_id=event_id)

@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 
+from wakeful.core.errors import KeyringError
 from wakeful.core.log import Log
 from wakeful.state import keys
 from wakeful.state.pinned import Command
@@ -31,6 +32,15 @@ UPGRADE = (
     "this role's Redis user lacks this release's rights: run `wakeful dev up` or `wakeful dev acl --apply`"
 )
 BATCH = 500  # tasks woken per round trip
+UNDECODED = (
+    "its stored state does not decode in this release (written by a newer one, or damaged): run the "
+    "release that wrote it, or look with `wakeful task show`; a gate or executor wakes it when it starts"
+)
+
+
+def fix_for(exc: Exception) -> str:
+    """What to do about a task this worker could not open: the key back, or the release that reads it."""
+    return FIX if isinstance(exc, KeyringError) else UNDECODED
 
 
 def marks(task_id: str) -> list[Command]:

@@ -148,7 +148,7 @@ def test_a_record_verified_by_a_webhook_signer_stands_when_the_gate_holds_the_hm
     hook = HmacSigner("key-verifier", b"s" * 32)
     event = sign_event(hook, "account.verified", {"account": "DE89"}, task_id="t-1", event_id="ev-00000001")
     seal = SignerSeal.generate()
-    doc = {"alg": "hmac-sha256", "material": base64.b64encode(hook.secret).decode()}
+    doc: dict[str, object] = {"alg": "hmac-sha256", "material": base64.b64encode(hook.secret).decode()}
     doc |= {"principal": "verifier", "kinds": ["account.verified"], "tenant": "default"}
     registry = Registry({"key-verifier": orjson.dumps(sealed_record(doc, "key-verifier", seal))})
     fact = Fact(
