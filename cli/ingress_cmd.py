@@ -36,17 +36,18 @@ from wakeful.core.settings import Settings
 @click.option(
     "--metrics-port",
     type=click.IntRange(1, 65535),
-    envvar="WAKEFUL_METRICS_PORT",
+    envvar="WAKEFUL_INGRESS_METRICS_PORT",
     default=None,
     help="Serve the door's Prometheus metrics on GET /metrics at this port, apart from the door "
-    "(WAKEFUL_METRICS_PORT; docs/metrics.md). Default: none. The door's own port never serves them.",
+    "(WAKEFUL_INGRESS_METRICS_PORT; docs/metrics.md). Default: none. The door's own port never "
+    "serves them.",
 )
 @click.option(
     "--metrics-host",
-    envvar="WAKEFUL_METRICS_HOST",
+    envvar="WAKEFUL_INGRESS_METRICS_HOST",
     default="127.0.0.1",
     show_default=True,
-    help="The address the metrics port is bound on (WAKEFUL_METRICS_HOST).",
+    help="The address the metrics port is bound on (WAKEFUL_INGRESS_METRICS_HOST).",
 )
 @click.pass_obj
 def ingress(  # noqa: PLR0917 -- click passes every option as a parameter

@@ -47,6 +47,10 @@ MAX_REPLICAS = 64
 # each process its own port, from the one it was given, in members() order (docs/metrics.md).
 METRICS_PORT_ENV = "WAKEFUL_METRICS_PORT"
 METRICS_HOST_ENV = "WAKEFUL_METRICS_HOST"
+# The door's own: a shell that exported a role's metrics port must not bind the door to it.
+INGRESS_METRICS_PORT_ENV = "WAKEFUL_INGRESS_METRICS_PORT"
+INGRESS_METRICS_HOST_ENV = "WAKEFUL_INGRESS_METRICS_HOST"
+_METRICS_ENV = (METRICS_PORT_ENV, METRICS_HOST_ENV, INGRESS_METRICS_PORT_ENV, INGRESS_METRICS_HOST_ENV)
 
 # Linux sends the parent-death signal when the *thread* that forked the child ends, not the process.
 # Forking every role from this one thread, which lives as long as the process, keeps a role started
@@ -145,12 +149,17 @@ def spawn(
     argv = command(member, fault_points, ingress_port)
     parent = os.environ if env is None else env
     child_env = {
-        **{k: v for k, v in parent.items() if k not in (METRICS_PORT_ENV, METRICS_HOST_ENV)},
+        **{k: v for k, v in parent.items() if k not in _METRICS_ENV},
         "WAKEFUL_INSTANCE_ID": instance_id(member, parent),
         PARENT_PID_ENV: str(os.getpid()),
     }
     if metrics_at is not None:
-        child_env |= {METRICS_HOST_ENV: metrics_at[0], METRICS_PORT_ENV: str(metrics_at[1])}
+        host, port = (
+            (INGRESS_METRICS_HOST_ENV, INGRESS_METRICS_PORT_ENV)
+            if member == INGRESS
+            else (METRICS_HOST_ENV, METRICS_PORT_ENV)
+        )
+        child_env |= {host: metrics_at[0], port: str(metrics_at[1])}
     return _forker.submit(
         subprocess.Popen,
         argv,

@@ -51,7 +51,7 @@ def door(client: Client) -> Iterator[str]:
 def metered_door(client: Client) -> Iterator[tuple[str, str]]:
     """`wakeful ingress` with its metrics port, as docs/metrics.md starts it: (door URL, scrape URL)."""
     (port,) = free_ports(1)
-    with ingress_door({"WAKEFUL_METRICS_PORT": str(port)}) as url:
+    with ingress_door({"WAKEFUL_INGRESS_METRICS_PORT": str(port)}) as url:
         yield url, f"http://127.0.0.1:{port}/metrics"
 
 

@@ -20,6 +20,8 @@ from prometheus_client import REGISTRY
 from wakeful.cli.ingress_cmd import ingress
 from wakeful.consumers import executor_steps, task_gauges
 from wakeful.consumers.supervisor import (
+    INGRESS_METRICS_HOST_ENV,
+    INGRESS_METRICS_PORT_ENV,
     METRICS_HOST_ENV,
     METRICS_PORT_ENV,
     ROLES,
@@ -95,15 +97,16 @@ def test_each_supervised_process_gets_its_own_port_in_role_order() -> None:
 
 def test_the_supervised_door_serves_its_metrics_on_the_port_after_the_roles_never_its_own() -> None:
     """`worker all --ingress-port N --metrics-port M`: the door's metrics listener is M+6, the
-    roles' ports are what they were without the door, and its process is told the port as a role's
-    is (WAKEFUL_METRICS_PORT, which `wakeful ingress --metrics-port` reads)."""
+    roles' ports are what they were without the door, and its process is told the port by a
+    variable of its own (WAKEFUL_INGRESS_METRICS_PORT, which `wakeful ingress --metrics-port`
+    reads): a shell that exported a role's port never binds the door to it."""
     got = ports(supervised(ROLES, {"gate": 2}, door=True), 9400)
     assert got == {**ports(members(ROLES, {"gate": 2}), 9400), "ingress": 9407}
     assert supervised(ROLES, None, door=False) == members(ROLES)
     option = next(p for p in ingress.params if "--metrics-port" in p.opts)
-    assert option.envvar == METRICS_PORT_ENV and option.default is None
+    assert option.envvar == INGRESS_METRICS_PORT_ENV != METRICS_PORT_ENV and option.default is None
     host = next(p for p in ingress.params if "--metrics-host" in p.opts)
-    assert host.envvar == METRICS_HOST_ENV and host.default == "127.0.0.1"
+    assert host.envvar == INGRESS_METRICS_HOST_ENV != METRICS_HOST_ENV and host.default == "127.0.0.1"
 
 
 def _taken_after_a_free_port() -> socket.socket:
@@ -148,7 +151,9 @@ def test_a_spawned_role_serves_metrics_only_on_the_port_it_is_given(monkeypatch:
     assert "WAKEFUL_METRICS_PORT" not in seen[0] and "WAKEFUL_METRICS_HOST" not in seen[0]
     assert seen[1]["WAKEFUL_METRICS_PORT"] == "9402" and seen[1]["WAKEFUL_METRICS_HOST"] == "127.0.0.1"
     assert "WAKEFUL_METRICS_PORT" not in seen[2]
-    assert seen[3]["WAKEFUL_METRICS_PORT"] == "9407" and seen[3]["WAKEFUL_METRICS_HOST"] == "127.0.0.1"
+    assert seen[3]["WAKEFUL_INGRESS_METRICS_PORT"] == "9407"
+    assert seen[3]["WAKEFUL_INGRESS_METRICS_HOST"] == "127.0.0.1"
+    assert "WAKEFUL_METRICS_PORT" not in seen[3]  # a role's port, never the door's
 
 
 def test_consumer_lag_comes_from_the_partitions_librdkafka_fetches() -> None:
