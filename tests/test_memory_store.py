@@ -55,8 +55,8 @@ def test_the_write_door_writes_once_and_refuses_past_a_subjects_limit_with_a_rea
     refused = acl.connect(settings, "admin").xrevrange(keys.memory_refused("default"), count=1)
     assert refused[0][1][b"id"] == record(999, who).id.encode()  # type: ignore[index]
     big = record(1000, subject(), value="x" * 1000, derived_from=tuple(f"m-{n:024x}" for n in range(16)))
-    huge = big.model_copy(update={"history": big.history * 60, "event": "e" * 4000})
-    assert "bytes, past the 8192" in door.put([huge], NOW).refused[0][1]
+    huge = big.model_copy(update={"history": big.history * 60, "event": "e" * keys.MEMORY_RECORD_BYTES})
+    assert f"bytes, past the {keys.MEMORY_RECORD_BYTES}" in door.put([huge], NOW).refused[0][1]
 
 
 def test_the_write_door_makes_room_by_dropping_expired_and_revoked_records(settings: Settings) -> None:
