@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
     AdminClient,
     ConfigResource,
@@ -134,6 +134,14 @@ def test_a_captured_event_published_after_its_max_age_is_refused_as_stale(
     assert not client.admin.exists(keys.state(task_id)), "a stale create made its task"
 
 
+def _described(admin: AdminClient, name: str) -> bool:
+    try:
+        next(iter(admin.describe_configs([ConfigResource("topic", name)]).values())).result(10)
+    except KafkaException:
+        return False
+    return True
+
+
 def test_a_topic_made_before_is_stamped_with_the_brokers_time_and_nothing_else_changes(
     settings: Settings,
 ) -> None:
@@ -143,6 +151,8 @@ def test_a_topic_made_before_is_stamped_with_the_brokers_time_and_nothing_else_c
     made = {"message.timestamp.type": "CreateTime", "retention.ms": "3600000"}
     admin.create_topics([NewTopic(name, 1, 1, config=made)])[name].result(30)
     try:
+        # The controller answers the create before every broker's metadata names the topic.
+        assert wait_until(lambda: _described(admin, name), 30), f"{name} never became describable"
         assert topic_admin.stamp_appends(admin, [name], 30) == [name]
         assert topic_admin.stamp_appends(admin, [name], 30) == []  # once is enough
         found = admin.describe_configs([ConfigResource("topic", name)])
