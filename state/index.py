@@ -179,7 +179,6 @@ class Index:
         serves only summaries that verify); None: neither (the timer's sweep, which only wakes)."""
         self.client = client
         self.keys = keys
-        self.migrated = False  # the summaries of the release before are signed (sign_unsigned)
 
     def apply(self, latest: Sequence[bytes]) -> Applied:
         """Apply each task's latest record (one per task), in one round trip."""
@@ -201,8 +200,8 @@ class Index:
         refused = [call for call, reply in zip(sent, replies, strict=True) if reply == 0]
         # Only while every summary in Redis should carry a MAC: a recover without the key clears the
         # mark, and what it wrote unsigned is no forgery (the next sweep signs it).
-        migrated = self.migrated and bool(refused) and bool(self.client.exists(keys.INDEX_SIGNED))
-        mended = self._unforged(refused) if refused and signer is not None and migrated else 0
+        migrated = bool(refused) and signer is not None and bool(self.client.exists(keys.INDEX_SIGNED))
+        mended = self._unforged(refused) if migrated else 0
         return Applied(sum(1 for r in replies if r == 1) + mended, skipped)
 
     def _unforged(self, calls: Sequence[tuple[Any, ...]]) -> int:
@@ -276,7 +275,6 @@ class Index:
         if self.keys is None or not self.keys.active:
             return 0
         if self.client.exists(keys.INDEX_SIGNED):
-            self.migrated = True
             return 0
         signed = 0
         for name in self.client.scan_iter(match=keys.PATTERN_INDEX_TASKS, count=1000):
@@ -292,7 +290,6 @@ class Index:
                 pipe.execute_command(*functions.command(SIGN, [text], [task_id, raw, orjson.dumps(doc)]))  # type: ignore[no-untyped-call]
             signed += sum(1 for r in (pipe.execute() if len(pipe) else []) if r == 1)
         self.client.setnx(keys.INDEX_SIGNED, "1")
-        self.migrated = True
         return signed
 
 
