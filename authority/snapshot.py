@@ -24,7 +24,7 @@ from wakeful.authority.switches import ToolSwitch
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.core.ids import DEFAULT_TENANT
-from wakeful.producers.signing import VerifyKey
+from wakeful.schemas.signatures import VerifyKey
 from wakeful.state import keys
 from wakeful.state.replies import hash_reply
 

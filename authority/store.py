@@ -42,7 +42,7 @@ from wakeful.authority.snapshot import (
 from wakeful.core import secrets
 from wakeful.core.errors import ConfigError
 from wakeful.core.ids import DEFAULT_TENANT
-from wakeful.producers.signing import Alg, VerifyKey
+from wakeful.schemas.signatures import Alg, VerifyKey
 from wakeful.state import keys
 from wakeful.state.replies import hash_reply
 

@@ -16,12 +16,12 @@ import click
 import orjson
 
 from wakeful.cli.output import emit, say
-from wakeful.consumers import audit_read
-from wakeful.consumers.audit_chain import Audit, audit
-from wakeful.consumers.audit_file import PublicKeys, message_line
 from wakeful.core import ids
 from wakeful.core.settings import Settings
-from wakeful.producers.signing import VerifyKey
+from wakeful.operate.audit import read as audit_read
+from wakeful.operate.audit.chain import Audit, audit
+from wakeful.operate.audit.file import PublicKeys, message_line
+from wakeful.schemas.signatures import VerifyKey
 
 
 def _signers(settings: Settings) -> list[tuple[VerifyKey, frozenset[str]]]:

@@ -11,7 +11,7 @@ from wakeful.cli.output import emit, say
 from wakeful.cli.policy_cmds import app_name, app_name_option
 from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
+from wakeful.operate.client import Client
 from wakeful.schemas import events
 
 

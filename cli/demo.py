@@ -19,8 +19,8 @@ from wakeful.core.errors import ConfigError
 from wakeful.core.process import Say
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 from wakeful.sdk.app import App, load_app
 
 WORKERS_START_S = 180.0  # six interpreters importing the Kafka clients, on a small busy machine

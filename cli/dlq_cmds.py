@@ -9,17 +9,18 @@ from typing import Any
 
 import click
 
-from wakeful.cli.memory_view import TIME_HELP, moment
+from wakeful.cli.memory.view import TIME_HELP, moment
 from wakeful.cli.output import emit, say
-from wakeful.consumers import letter_codes, replays
-from wakeful.consumers.replays import EventInput, TaskInput, Unreplayable
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
-from wakeful.devstack import dlq_bulk
-from wakeful.devstack.client import Client
-from wakeful.devstack.dlq import Replayer
-from wakeful.devstack.dlq_read import DlqReader, Letter
+from wakeful.operate.client import Client
+from wakeful.operate.dlq import bulk as dlq_bulk
+from wakeful.operate.dlq import codes as letter_codes
+from wakeful.operate.dlq.read import DlqReader, Letter
+from wakeful.operate.dlq.replay import Replayer
 from wakeful.state.replays import Replay, ReplayStore
+from wakeful.workflow import replays
+from wakeful.workflow.replays import EventInput, TaskInput, Unreplayable
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 REASON_CHARS = 60  # of a letter's reason on its line

@@ -62,13 +62,13 @@ def ingress(  # noqa: PLR0917 -- click passes every option as a parameter
     """Take signed events and webhooks (POST /v1/events, /v1/webhooks) and serve signed reads
     (receipts, a tenant's tasks by stage or wait) until Ctrl-C or SIGTERM; its metrics only on
     --metrics-port."""
-    from wakeful.consumers import ingress as door
-    from wakeful.consumers import kafka_client
-    from wakeful.consumers.ingress_limits import Limit
-    from wakeful.devstack import stack
+    from wakeful.consumers.ingress import main as door
+    from wakeful.consumers.ingress.limits import Limit
+    from wakeful.consumers.kafka import client as kafka_client
+    from wakeful.operate import reach
 
-    stack.require_redis(settings)
-    stack.require_kafka(settings)
+    reach.require_redis(settings)
+    reach.require_kafka(settings)
     kafka_client.check_login(settings, "ingress")
     url = urlsplit(settings.ingress_url)
     host = host or url.hostname or "127.0.0.1"
@@ -98,8 +98,8 @@ def bench_ingress(  # noqa: PLR0917  # click passes every option as a parameter
 ) -> None:
     """N tasks posted over HTTP to `wakeful ingress`, the pipeline behind it, beside N published
     straight to Kafka: requests/s, answer p50/p99, the door's CPU per request, tasks/s."""
+    from wakeful.bench import ingress as bench
     from wakeful.cli.output import emit
-    from wakeful.devstack import bench_ingress as bench
 
     result = bench.run(settings, tasks, approval_ratio, concurrency=concurrency, port=port, say=say)
     emit(result, as_json, bench.render(result))

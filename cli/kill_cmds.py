@@ -17,8 +17,9 @@ from wakeful.cli.app_option import checked_app
 from wakeful.cli.output import emit, say
 from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.settings import Settings
-from wakeful.devstack import kill, release_task
-from wakeful.devstack.client import Client
+from wakeful.operate import kill
+from wakeful.operate import release as release_task
+from wakeful.operate.client import Client
 
 NOT_TAKEN_IN = 3  # exit status: the switch is thrown, but a live role has not taken it in yet
 THAW_WAIT_S = 5.0  # how long a thaw waits for the roles to take it in before it wakes held tasks
@@ -44,7 +45,7 @@ def scoped(command: Any) -> Any:
 
 def operator(client: Client, by: str) -> None:
     """Refuse `--by` unless it names an operator: a principal with a signer key that may send
-    task.reopen (devstack/release_task.py), as for `task release` and `tools disable`."""
+    task.reopen (operate/release.py), as for `task release` and `tools disable`."""
     if by not in release_task.operators(client.authority.snapshot(with_signers=True)):
         raise click.BadParameter(
             f"{by!r} is not an operator: no signer key of {by!r} may send task.reopen", param_hint="--by"

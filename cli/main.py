@@ -17,7 +17,7 @@ from wakeful.cli.authority_cmds import authority, signers
 from wakeful.cli.dlq_cmds import dlq
 from wakeful.cli.ingress_cmd import bench_ingress, ingress
 from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unrevoke_signer
-from wakeful.cli.memory_cmds import memory
+from wakeful.cli.memory.commands import memory
 from wakeful.cli.model_server_cmd import model_server
 from wakeful.cli.ops_cmd import ops
 from wakeful.cli.output import emit, say
@@ -27,7 +27,7 @@ from wakeful.cli.release_cmds import release, task_release
 from wakeful.cli.scaffold import new_agent
 from wakeful.cli.task_cmds import ledger, task
 from wakeful.cli.tools_cmds import tools
-from wakeful.consumers.supervisor import METRICS_PORT_ENV, ROLES
+from wakeful.consumers.kafka.supervisor import METRICS_PORT_ENV, ROLES
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
 
@@ -111,7 +111,7 @@ def dev_fetch(settings: Settings) -> None:
 @click.pass_obj
 def dev_topics(settings: Settings) -> None:
     """Create wakeful's topics on the configured Kafka (idempotent)."""
-    from wakeful.devstack import topic_admin
+    from wakeful.operate import topics as topic_admin
 
     _need_stack(settings, redis=False)
     created = topic_admin.ensure_topics(settings)
@@ -136,7 +136,7 @@ def dev_smoke(settings: Settings, as_json: bool) -> None:
 @click.pass_obj
 def dev_bench_infra(settings: Settings, messages: int, as_json: bool) -> None:
     """Print the raw limits of this stack: Kafka msgs/s, Redis latency, WATCH-CAS ops/s."""
-    from wakeful.devstack import bench_infra
+    from wakeful.bench import infra as bench_infra
 
     _need_stack(settings)
     result = bench_infra.run(settings, messages, say)
@@ -159,7 +159,7 @@ def dev_bench_hops(
 ) -> None:
     """Print what a task's hops cost this box with no wakeful code between them: the floor under
     `wakeful bench`'s box CPU per task."""
-    from wakeful.devstack import bench_hops
+    from wakeful.bench import hops as bench_hops
 
     _need_stack(settings)
     result = bench_hops.run(settings, say, hops=hops, trips=trips, tasks=tasks, rate=rate)
@@ -219,7 +219,7 @@ def dev_functions(settings: Settings) -> None:
 def dev_kafka_acl(settings: Settings, apply: bool) -> None:
     """The SCRAM user of every role and the ACLs of core/kafka_rights.py; --apply creates them on
     your own Kafka (WAKEFUL_KAFKA_BOOTSTRAP), logged in as $WAKEFUL_SECRETS/admin/kafka.json."""
-    from wakeful.devstack import kafka_acl
+    from wakeful.operate import kafka_acl
 
     for line in kafka_acl.plan(settings):
         click.echo(line)
@@ -278,7 +278,7 @@ REPLICAS = click.option(
 
 
 def _replicas(settings: Settings, text: str | None, roles: tuple[str, ...]) -> dict[str, int]:
-    from wakeful.consumers import supervisor
+    from wakeful.consumers.kafka import supervisor
 
     try:
         return supervisor.parse_replicas(text, roles, settings.partitions)
@@ -329,17 +329,17 @@ def bench(
     """Throughput, wake-to-effect latency, CPU per task on the whole box (roles, Kafka and Redis),
     Redis round trips, Kafka messages and memory per role; or, with --idle, what a fleet with
     nothing to do costs."""
-    from wakeful.devstack import bench_pipeline
+    from wakeful.bench import pipeline as bench_pipeline
 
     if idle is not None:
-        from wakeful.devstack import bench_box
+        from wakeful.bench import box as bench_box
 
         found = bench_box.idle(settings, idle, say)
         emit(found, as_json, bench_box.render_idle(found))
         return
     counts = _replicas(settings, replicas, ROLES)
     if plot is not None:
-        from wakeful.devstack import bench_plot
+        from wakeful.bench import plot as bench_plot
 
         bench_plot.require()
     result = bench_pipeline.run(
@@ -392,10 +392,10 @@ def chaos(
     as_json: bool,
 ) -> None:
     """Run tasks while killing random workers, then check the invariants; exit 1 if one broke."""
-    from wakeful.devstack import chaos as chaos_run
+    from wakeful.bench import chaos as chaos_run
 
     if outage is not None:
-        from wakeful.devstack import outage as drill_outage
+        from wakeful.bench import outage as drill_outage
 
         targets, seconds = drill_outage.targets_of([outage]), drill_outage.duration(outage_for)
         counts = _replicas(settings, replicas, ROLES)
@@ -407,7 +407,7 @@ def chaos(
             sys.exit(1)
         return
     if lose_redis is not None:
-        from wakeful.devstack import drill
+        from wakeful.bench import drill
 
         report = drill.run(settings, tasks, lose_redis, seed, say)
         emit(report, as_json, drill.render(report))
@@ -430,7 +430,7 @@ def chaos(
 @click.pass_obj
 def bench_retention(settings: Settings, closed: int, no_purge: bool, as_json: bool) -> None:
     """What N closed tasks cost Redis (used_memory, at N/2 and N), and what a purge gives back."""
-    from wakeful.devstack import bench_retention as bench
+    from wakeful.bench import retention as bench
 
     result = bench.run(settings, closed, say, purge_too=not no_purge)
     emit(result, as_json, bench.render(result))
@@ -467,7 +467,7 @@ def bench_recover(  # noqa: PLR0917 -- click passes every option as a parameter
 ) -> None:
     """Add tasks to wakeful.log through a real relay, lose their keys, and print the peak RSS and
     time of `wakeful recover` over the whole log (a stack of its own: it restores every task)."""
-    from wakeful.devstack import bench_recover as bench
+    from wakeful.bench import recover as bench
 
     _need_stack(settings, kafka=True)
     counts = {"purged": purged, "closed": closed, "open": open_}
@@ -481,7 +481,7 @@ def bench_recover(  # noqa: PLR0917 -- click passes every option as a parameter
 @click.pass_obj
 def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
     """transition() throughput and p50/p99 at 1, 8 and 64 concurrent tasks, beside the raw CAS ceiling."""
-    from wakeful.devstack import bench_state as bench
+    from wakeful.bench import state as bench
 
     _need_stack(settings, kafka=False)
     result = bench.run(settings, seconds, say)
@@ -534,7 +534,7 @@ def worker(  # noqa: PLR0917 -- click passes every option as a parameter
     import signal
     import threading
 
-    from wakeful.consumers import supervisor
+    from wakeful.consumers.kafka import supervisor
     from wakeful.core import faults, metrics
 
     wanted = ROLES if "all" in roles else tuple(dict.fromkeys(roles))
@@ -572,11 +572,11 @@ def worker(  # noqa: PLR0917 -- click passes every option as a parameter
 def _run_role(settings: Settings, role: str, stop: Any) -> int:
     import importlib
 
-    from wakeful.consumers import kafka_client
+    from wakeful.consumers.kafka import client as kafka_client
     from wakeful.core import tracing
     from wakeful.core.log import Log
 
-    module = importlib.import_module(f"wakeful.consumers.{role}")
+    module = importlib.import_module(f"wakeful.consumers.{role}.main")
     # A refused login stops the role here in one line, not as clients retrying for ever.
     kafka_client.check_login(settings, role)
     try:
@@ -613,12 +613,12 @@ def _clustered(settings: Settings, redis_cluster: bool) -> Settings:
 def _need_stack(settings: Settings, *, kafka: bool = True, redis: bool = True) -> None:
     """A command that needs the running stack says in one line how to start it, before it does
     anything else (never a credentials error or a client time-out)."""
-    from wakeful.devstack import stack
+    from wakeful.operate import reach
 
     if redis:
-        stack.require_redis(settings)
+        reach.require_redis(settings)
     if kafka:
-        stack.require_kafka(settings)
+        reach.require_kafka(settings)
 
 
 def _need_functions(settings: Settings, roles: tuple[str, ...]) -> None:
@@ -640,7 +640,7 @@ def _publish_tools(settings: Settings) -> bool:
     catalog, as a deploy does (D57); roles never write authority, and a worker without the
     credential leaves it to `wakeful tools publish`. True if it changed what was published."""
     from wakeful.core import secrets
-    from wakeful.devstack.client import DEPLOYER, Client
+    from wakeful.operate.client import DEPLOYER, Client
 
     if not secrets.exists(settings, "admin", "redis"):
         return False

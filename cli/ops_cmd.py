@@ -1,4 +1,4 @@
-"""`wakeful ops`: the ops web page (devstack/ops_app.py, D76), served until Ctrl-C or SIGTERM."""
+"""`wakeful ops`: the ops web page (operate/ops/app.py, D76), served until Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
@@ -71,9 +71,11 @@ def ops(  # noqa: PLR0917 -- click passes every option as a parameter
     in $WAKEFUL_SECRETS/admin/ops.json (made on first use); log in as an operator's name."""
     import uvicorn
 
-    from wakeful.devstack import ops_app, ops_auth, stack
-    from wakeful.devstack.client import Client
-    from wakeful.devstack.ops_sessions import Limits
+    from wakeful.operate import reach
+    from wakeful.operate.client import Client
+    from wakeful.operate.ops import app as ops_app
+    from wakeful.operate.ops import auth as ops_auth
+    from wakeful.operate.ops.sessions import Limits
 
     try:
         proxies = ops_auth.trusted_proxies(trusted_proxy)
@@ -81,7 +83,7 @@ def ops(  # noqa: PLR0917 -- click passes every option as a parameter
         raise click.BadParameter(
             str(exc), param_hint="--trusted-proxy (WAKEFUL_OPS_TRUSTED_PROXIES)"
         ) from None
-    stack.require_redis(settings)
+    reach.require_redis(settings)
     login = ops_auth.ensure_login(settings, rotate=new_password)
     app = ops_app.build(
         Client(settings),

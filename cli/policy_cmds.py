@@ -18,7 +18,7 @@ from wakeful.cli.app_option import checked_app
 from wakeful.cli.output import emit, say
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
+from wakeful.operate.client import Client
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -10,8 +10,8 @@ from wakeful.cli.app_option import app_option
 from wakeful.cli.output import emit, say
 from wakeful.core import ids
 from wakeful.core.settings import Settings
-from wakeful.devstack import purge
-from wakeful.devstack.client import Client
+from wakeful.operate import purge
+from wakeful.operate.client import Client
 
 
 def _when(_ctx: click.Context, _param: click.Parameter, value: str) -> datetime:

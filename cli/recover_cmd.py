@@ -22,8 +22,9 @@ def journal(settings: Settings, *, always: bool = False) -> bool:
     failure is said, not raised: the command itself did its work, and the next one (or `wakeful
     authority backup`) publishes the copy."""
     from wakeful.core import secrets
-    from wakeful.devstack import recovery, redis_server
-    from wakeful.devstack.client import Client
+    from wakeful.devstack import redis_server
+    from wakeful.operate.client import Client
+    from wakeful.operate.recover import run as recovery
 
     if not secrets.exists(settings, "admin", "redis") or not redis_server.healthy(settings.redis_url):
         return always and _no_redis()  # without Redis no command changed authority
@@ -76,11 +77,13 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
     timers from wakeful.log; then re-drives what Redis had applied and the log does not carry yet
     (the wakes the gate had read since, and the proposals a lost close carried out, published
     again). Stop the workers first. Safe to run twice."""
-    from wakeful.devstack import recovery, recovery_scan, stack
-    from wakeful.devstack.client import Client
+    from wakeful.operate import reach
+    from wakeful.operate.client import Client
+    from wakeful.operate.recover import run as recovery
+    from wakeful.operate.recover import scan as recovery_scan
 
-    stack.require_redis(settings)
-    stack.require_kafka(settings)
+    reach.require_redis(settings)
+    reach.require_kafka(settings)
     client = Client(settings)
     if check:
         try:
@@ -134,9 +137,9 @@ def recover(settings: Settings, force: bool, check: bool, as_json: bool) -> None
 def _retention(settings: Settings, coverage: Any) -> list[str]:
     """Why a re-drive after a loss of Redis now could not reach back far enough (D87): a re-driven
     topic that keeps too little, or whose messages from the log's floor are deleted already."""
-    from wakeful.consumers import redrive_retention
+    from wakeful.consumers.kafka import retention as redrive_retention
     from wakeful.core import kafka_rights
-    from wakeful.devstack import redrive
+    from wakeful.operate.recover import redrive
 
     kept = redrive_retention.kept(settings, kafka_rights.ADMIN)
     return redrive_retention.problems(kept) + [s.why() for s in redrive.plan(settings, coverage).gone]

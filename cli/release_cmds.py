@@ -1,6 +1,6 @@
 """`wakeful release check`: before a deploy, what gate 4 would do to every stored task under the new
 app (workflow/release.py), read from Redis as the admin, with nothing written. `wakeful task release`:
-after one, a person lets a task gate 4 quarantined go on (devstack/release_task.py)."""
+after one, a person lets a task gate 4 quarantined go on (operate/release.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from wakeful.cli.app_option import app_option, checked_app
 from wakeful.cli.output import emit
 from wakeful.cli.task_cmds import task_id_argument
 from wakeful.core.settings import Settings
-from wakeful.devstack import release_task
-from wakeful.devstack.client import Client, describe
+from wakeful.operate import release as release_task
+from wakeful.operate.client import Client, describe
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.workflow import release as dry_run
 

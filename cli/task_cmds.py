@@ -14,7 +14,7 @@ from wakeful.cli.output import emit, outcome_line
 from wakeful.cli.payload import build_payload
 from wakeful.core import ids
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import REQUESTER, Client
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.schemas import events
 from wakeful.sdk.app import load_app
 from wakeful.sdk.workflow import WORKFLOW_FIELD

@@ -13,8 +13,8 @@ from wakeful.cli.app_option import app_option
 from wakeful.cli.output import emit, say
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import DEPLOYER, Client
-from wakeful.devstack.release_task import OPERATOR_KIND, operators
+from wakeful.operate.client import DEPLOYER, Client
+from wakeful.operate.release import OPERATOR_KIND, operators
 from wakeful.sdk.tools import published
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -31,7 +31,7 @@ SLOW = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.
 PENDING_MARK = "wakeful.pending"  # workflow/pending.MARK: a tool's answer that comes later
 STATS_INTERVAL_MS = 5_000  # librdkafka's statistics (consumer lag), only with metrics on
 
-# ---- per message (consumers/handling.py) ----
+# ---- per message (consumers/kafka/handling.py) ----
 HANDLED = Counter("wakeful_messages_handled", "Messages a role's handler finished", ["role", "topic"])
 DEAD_LETTERED = Counter(
     "wakeful_messages_dead_lettered", "Messages sent to wakeful.dlq", ["role", "topic", "reason"]
@@ -74,7 +74,7 @@ SWEPT = Counter(
     "wakeful_tasks_swept", "Tasks the timer's sweep found with nothing to wake them, and woke", ["stage"]
 )
 RELAY_RECORDS = Counter("wakeful_relay_records", "Outbox records the relay published to wakeful.log")
-# ---- read from Redis by the relay, every few seconds (consumers/task_gauges.py) ----
+# ---- read from Redis by the relay, every few seconds (consumers/kafka/task_gauges.py) ----
 TASKS = Gauge("wakeful_tasks", "Tasks at each stage (the task index)", ["stage"])
 WAITING = Gauge(
     "wakeful_tasks_waiting", "Tasks waiting, by what they wait for (the task index)", ["wait_for"]
@@ -87,7 +87,7 @@ GAUGES_AGE = Gauge("wakeful_task_gauges_refreshed", "Unix time the task gauges w
 CONSUMER_LAG = Gauge(
     "wakeful_consumer_lag", "Messages behind the partition's end, per group", ["role", "topic", "partition"]
 )
-# ---- the HTTP ingress (counted by consumers/ingress.py; served on its metrics port, never the door's) ----
+# -- the HTTP ingress (counted by consumers/ingress/main.py; served on its metrics port, never the door's) --
 INGRESS_REQUESTS = Counter(
     "wakeful_ingress_requests", "HTTP requests the ingress answered", ["route", "status"]
 )
@@ -263,7 +263,7 @@ def ingress_answered(route: str, status: int, started: float) -> None:
 
 
 def tool_outcome(result: Any) -> str:
-    """What a call_once result (consumers/executor_steps.py) was: a mapping is an answer (one that
+    """What a call_once result (consumers/executor/steps.py) was: a mapping is an answer (one that
     comes later carries the pending marker), a string why it failed for good, else its type."""
     if isinstance(result, Mapping):
         return "pending" if PENDING_MARK in result else "ok"

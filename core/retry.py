@@ -1,5 +1,5 @@
 """Retry is a policy: one exception that asks for it and one pure backoff function (which Kafka and
-Redis failures are worth retrying at all: consumers/failures.py, beside the clients)."""
+Redis failures are worth retrying at all: consumers/kafka/failures.py, beside the clients)."""
 
 from __future__ import annotations
 

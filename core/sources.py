@@ -5,7 +5,7 @@ what a change's outbox record carries so that `wakeful recover` knows how far ba
 The floor is the lowest offset of the message's partition that the run loop has not yet stored as
 done when the handler took the message: what it would commit. Every message below it was handled
 before this one was taken, so its change (if it made one) was in Redis before this one's.
-consumers/handling.py sets it around each handler call; state/last_step.py reads it.
+consumers/kafka/handling.py sets it around each handler call; state/last_step.py reads it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Kafka topics wakeful uses (created by devstack/topic_admin.py, `wakeful dev topics`).
+"""The Kafka topics wakeful uses (created by operate/topics.py, `wakeful dev topics`).
 
 Every topic is keyed by task id (wakeful.events by correlation id or task id), so one task's
 messages stay ordered on one partition. wakeful.log's messages carry many tasks' records each, sent

@@ -7,8 +7,8 @@ call here is one test of a module global: OpenTelemetry is not even imported (th
 core/trace_spans.py, loaded by `start`), and no header is read or written.
 
 The seams: the handling of each consumed message runs inside `handling()` (a CONSUMER span whose
-parent is the message's traceparent, consumers/handling.py), and every message produced while it
-runs carries the current context in its headers (`inject`, consumers/producing.py). A produced
+parent is the message's traceparent, consumers/kafka/handling.py), and every message produced while it
+runs carries the current context in its headers (`inject`, consumers/kafka/producing.py). A produced
 message gets no span of its own: the next hop's span is a child of the span that produced it.
 Handlers stamp what they know with `stamp()` / `stamp_task()`; a tool's call is a span of its own
 (`tool_call`). Header parsing is core/trace_headers.py.

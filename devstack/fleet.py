@@ -25,8 +25,8 @@ import psutil
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
-from wakeful.consumers.consuming import CLASSIC_SESSION_S, static_id
-from wakeful.consumers.supervisor import (
+from wakeful.consumers.kafka.consuming import CLASSIC_SESSION_S, static_id
+from wakeful.consumers.kafka.supervisor import (
     METRICS_HOST_ENV,
     METRICS_PORT_ENV,
     ROLES,

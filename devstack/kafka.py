@@ -286,7 +286,7 @@ def jvm_flags(heap: str) -> list[str]:
         f"-Xms{max(64, megabytes(heap) // 2)}m",
         COLLECTOR,
         # Compiler threads that live as long as the broker, so `wakeful bench` can count what the
-        # JIT spent (devstack/bench_box.py): a thread that ends takes its CPU time with it.
+        # JIT spent (bench/box.py): a thread that ends takes its CPU time with it.
         "-XX:-UseDynamicNumberOfCompilerThreads",
         "-Djava.awt.headless=true",
     ]

@@ -4,7 +4,7 @@ for the demo, tests and trying wakeful without a language model (`wakeful dev mo
 It answers deterministically from the request alone: `rules` calls the first tool offered with its
 arguments taken from the task card by parameter name; `gullible` does the same, then obeys
 "pay N now" / "change X to Y" found inside EVIDENCE blocks, like a model that was prompt-injected
-(the stand-ins of consumers/models.py, fed with the window read back from the messages).
+(the stand-ins of consumers/proposer/models.py, fed with the window read back from the messages).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from wakeful.consumers import model_messages
-from wakeful.consumers.models import GullibleModel, RulesModel
+from wakeful.consumers.proposer import messages as model_messages
+from wakeful.consumers.proposer.models import GullibleModel, RulesModel
 
 SCRIPTS: dict[str, type[RulesModel]] = {"rules": RulesModel, "gullible": GullibleModel}
 

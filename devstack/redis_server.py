@@ -15,7 +15,10 @@ import redis
 from wakeful.core import process
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
+from wakeful.operate.reach import healthy
 from wakeful.state import acl, credentials, library, upgrades
+
+__all__ = ["healthy"]  # the local stack asks reach.py's question; the rest is used by name
 
 NAME = "redis"
 INSTALL_HINT = "install it with `sudo apt-get install -y redis-server`"
@@ -116,19 +119,6 @@ def write_acl(settings: Settings) -> dict[str, str]:
 
 def admin_client(settings: Settings) -> redis.Redis:
     return acl.connect(settings, "admin")
-
-
-def healthy(url: str, timeout: float = 1.0) -> bool:
-    """The server answers PING (NOAUTH counts: it answered, and it refuses strangers)."""
-    try:
-        client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-        return bool(client.ping())
-    except redis.AuthenticationError:
-        return True
-    except redis.ResponseError as exc:
-        return str(exc).startswith("NOAUTH")
-    except redis.RedisError:
-        return False
 
 
 def start(settings: Settings, say: process.Say) -> int:

@@ -11,7 +11,7 @@ from wakeful.core import kafka_auth
 from wakeful.core.errors import StackError
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
-from wakeful.devstack import topic_admin
+from wakeful.operate import topics as topic_admin
 from wakeful.state import acl
 
 SMOKE_TOPIC = "wakeful.smoke"

@@ -10,10 +10,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from wakeful.authority import signer_reseal, signer_seal
-from wakeful.core import process, provenance, secrets
-from wakeful.core.errors import ServerUnavailable, StackError
+from wakeful.core import process, provenance
 from wakeful.core.settings import Settings
-from wakeful.devstack import kafka, kafka_acl, redis_cluster, redis_server, topic_admin
+from wakeful.devstack import kafka, redis_cluster, redis_server
+from wakeful.operate import kafka_acl
+from wakeful.operate import topics as topic_admin
 from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
@@ -106,42 +107,6 @@ def _private(path: Path, walk: bool = True) -> list[str]:
     except PermissionError:
         return [str(path)]
     return []
-
-
-START_HINT = "start it with `wakeful dev up` (`wakeful demo`, `bench` and `chaos` start it themselves)"
-
-
-def require_redis(settings: Settings) -> None:
-    """Fail in one line, saying how to fix it, when a command's Redis is not there to log in to."""
-    if not redis_server.healthy(settings.redis_url):
-        hint = (
-            f"The local stack is not running: {START_HINT}."
-            if settings.runs_local_redis
-            else "Check WAKEFUL_REDIS_URL and that the server is up."
-        )
-        raise ServerUnavailable("redis", settings.redis_address, hint)
-    admin = secrets.path(settings, "admin", credentials.NAME)
-    if settings.runs_local_redis and not admin.exists():
-        old = credentials.old_file(settings)
-        fix = (
-            f"run `wakeful dev up` once to move the passwords of {old} into one folder per role"
-            if old.exists()
-            else f"this state dir was never set up; {START_HINT}"
-        )
-        raise StackError("redis", f"it answers at {settings.redis_address}, but {admin} is missing: {fix}")
-
-
-def require_kafka(settings: Settings) -> None:
-    """The same for Kafka: a port check, so a stopped broker costs no client time-out."""
-    host, _, port = settings.kafka_bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
-    if process.port_open(host, int(port)):
-        return
-    hint = (
-        f"The local stack is not running: {START_HINT}."
-        if settings.runs_local_kafka
-        else "Check WAKEFUL_KAFKA_BOOTSTRAP and that the broker is up."
-    )
-    raise ServerUnavailable("kafka", settings.kafka_bootstrap, hint)
 
 
 def down(settings: Settings, say: process.Say) -> None:

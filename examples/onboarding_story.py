@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.cli.demo import Demo, line
-from wakeful.consumers.gate_memory import Vouched
+from wakeful.consumers.gate.memory_read import Vouched
 from wakeful.core.process import wait_until
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples import onboarding_rules, suppliers_keys
@@ -207,7 +207,7 @@ def step5_compensation(demo: Demo) -> None:
 
 def shown_later(demo: Demo, store: MemoryStore) -> list[MemoryRecord]:
     """What memory's read door lets into the window of a later task of the supplier (the gate's
-    own filter over the store, consumers/gate_memory.py)."""
+    own filter over the store, consumers/gate/memory_read.py)."""
     subject = onboarding_rules.subject(SUPPLIER)
     facts = {REMITTANCE: demo.client.app.fact_table[REMITTANCE]}
     assert onboarding.recall is not None and onboarding.recall.facts == (REMITTANCE,)

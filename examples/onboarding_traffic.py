@@ -13,12 +13,12 @@ import random
 
 import redis
 
-from wakeful.devstack.dev_signers import REQUESTER
-from wakeful.devstack.traffic import Effect, Plan, Send, stream_after, stream_mark
+from wakeful.bench.traffic import Effect, Plan, Send, stream_after, stream_mark
 from wakeful.examples import onboarding as onb
 from wakeful.examples import suppliers_keys
 from wakeful.examples.onboarding_rules import checksum
 from wakeful.examples.suppliers import REFUSE, Removal, decode
+from wakeful.operate.dev_signers import REQUESTER
 from wakeful.schemas import events
 
 NAMES = ("Acme Tools", "Borealis Metals", "Cobalt Freight", "Delta Fasteners", "Ember Textiles")

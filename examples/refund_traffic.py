@@ -8,10 +8,10 @@ import random
 
 import redis
 
-from wakeful.devstack.dev_signers import REQUESTER
-from wakeful.devstack.traffic import Effect, Plan, Send, stream_after, stream_mark
+from wakeful.bench.traffic import Effect, Plan, Send, stream_after, stream_mark
 from wakeful.examples import bank
 from wakeful.examples.bank import LedgerEntry
+from wakeful.operate.dev_signers import REQUESTER
 from wakeful.schemas import events
 
 LIMIT = 1000  # the local stack's approval limit (Client.reset_authority)

@@ -14,11 +14,11 @@ import random
 
 import redis
 
-from wakeful.devstack.dev_signers import REQUESTER
-from wakeful.devstack.traffic import Effect, Plan, Send, stream_after, stream_mark
+from wakeful.bench.traffic import Effect, Plan, Send, stream_after, stream_mark
 from wakeful.examples import shop
 from wakeful.examples.shop import Notice, Order, Remedy, Shop, Status, Tracking
 from wakeful.examples.support_rules import remedy_due
+from wakeful.operate.dev_signers import REQUESTER
 from wakeful.schemas import events
 
 LIMIT = 1000  # the local stack's approval limit (Client.reset_authority)

@@ -289,5 +289,5 @@ def _missing_topic(topic: str, bootstrap: str) -> ConfigError:
     return ConfigError(
         "topic",
         f"{topic} does not exist at {bootstrap}: create it with `wakeful dev up` "
-        "(or wakeful.devstack.topic_admin.ensure_topics), or fix the name",
+        "(or wakeful.operate.topics.ensure_topics), or fix the name",
     )

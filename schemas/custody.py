@@ -22,7 +22,7 @@ APPROVAL_KEY = "_approval"  # an ApprovalBound
 PROPOSAL_KEY = "_proposal"  # a ProposalTrail
 
 # The checks a proposal passed before its intent was written, in the order the executor runs them
-# (consumers/executor.py). Names, never change: `wakeful audit` shows them.
+# (consumers/executor/main.py). Names, never change: `wakeful audit` shows them.
 CHECKS = (
     "freeze",  # no freeze held the task, its tenant or its app
     "signers not revoked",  # no signer the task rests on was revoked

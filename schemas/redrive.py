@@ -37,7 +37,7 @@ class MessageSource(Record):
 class LogWatermark(Record):
     """The relay's word that the log holds every change made before it had appended the records
     below `covers` (log partition -> the offset after its last such record): at its sweep it found
-    no outbox entry older than those appends still unpublished (consumers/relay_watermark.py)."""
+    no outbox entry older than those appends still unpublished (consumers/relay/watermark.py)."""
 
     KIND: ClassVar[str] = "log_watermark"
     SCHEMA: ClassVar[int] = 1

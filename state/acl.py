@@ -74,7 +74,7 @@ _EVIDENCE = (
 )
 # What a gate's change remembered, for the write door: only the gate adds to it, so only a
 # decision the gate judged (on a signed event) can ask for an active record; what the executor's
-# close remembers rides on its outbox record and is written quarantined (consumers/relay_memory.py).
+# close remembers rides on its outbox record and is written quarantined (consumers/relay/memory_write.py).
 _MEMORY_CANDIDATES = f"(~{keys.PATTERN_TASK_MEMORY} +xadd)"
 # A freeze (authority/freezes.py): the gate keeps a frozen task's wakes in its held list and replays
 # them once thawed; both Progress writers mark a task with held work, and say which switches they
@@ -82,7 +82,7 @@ _MEMORY_CANDIDATES = f"(~{keys.PATTERN_TASK_MEMORY} +xadd)"
 _HELD = f"(~{keys.PATTERN_HELD} +rpush +lindex +lrem +llen) (~{keys.HELD_TASKS} +sadd +srem)"
 _LIVE = f"+time (~{keys.HELD_TASKS} +sadd) (~{keys.LIVE} +hset)"
 # A task a Progress writer could not open (a key its keyring lacks, D88) is marked, not retried;
-# each of the two wakes the marked tasks when it starts (consumers/unreadable.py).
+# each of the two wakes the marked tasks when it starts (consumers/kafka/unreadable.py).
 _UNREADABLE = f"(~{keys.UNREADABLE_TASKS} +sadd +smembers +srem) (~{keys.HELD_TASKS} +srem)"
 # The proposer's budget: read before a model call, add what the call cost after it (a plain
 # pipeline, no MULTI: the two counters live in different slots). A counter is a stream's top id and
@@ -94,7 +94,7 @@ _TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinf
 # Redis 7.0 checks a function's commands against its caller, so the login may send them by hand:
 # what the read door serves is only a summary whose MAC (the relay's index key) verifies (D93).
 _INDEX_WRITE = f"(~{keys.PATTERN_INDEX} {_FUNCTIONS} +hget +hset +zadd +zrem)"
-# The task gauges the relay serves with its metrics (consumers/task_gauges.py): counts of the index's
+# The task gauges the relay serves with its metrics (consumers/kafka/task_gauges.py): counts of the index's
 # sets, the summaries of tasks that may be stuck, and how many deadlines fall due soon. Reads only.
 # HGETALL: its one pass that signs the summaries of the release before (D93).
 _INDEX_COUNT = (
@@ -136,7 +136,7 @@ RULES: dict[str, str] = {
     "executor": (
         f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE} {_UNREADABLE}"
     ),
-    # Its sweep (consumers/timer_sweep.py) reads the task index, and whether a task is frozen,
+    # Its sweep (consumers/timer/sweep.py) reads the task index, and whether a task is frozen,
     # quarantined or leased, for the tasks nothing will wake (D85).
     "timer": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard) "
@@ -151,7 +151,7 @@ RULES: dict[str, str] = {
         # the mark that it signed the summaries of the release before: set once, never unset (D93)
         f"(~{keys.INDEX_SIGNED} +setnx +exists)"
     ),
-    # The read door (consumers/ingress.py): a signer's key, its own receipts, its tenant's index.
+    # The read door (consumers/ingress/main.py): a signer's key, its own receipts, its tenant's index.
     "ingress": (
         f"resetkeys -@all {_KEYLESS} (%R~{keys.AUTH_SIGNERS} +hget) "
         f"(%R~{keys.PATTERN_TASK_RECEIPT} %R~{keys.PATTERN_RECEIPT} +get) "

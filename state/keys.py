@@ -79,7 +79,7 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:unreadable     | set    | task ids a worker could not open (a key its keyring | gate, executor: mark,  |
 |                   |        | lacks); woken when a gate or executor starts (D88) | wake at start          |
 | wk:journal:authority | string | digest of the authority copy last put on        | admin only             |
-|                   |        | wakeful.authority (devstack/recovery.py)           |                        |
+|                   |        | wakeful.authority (operate/recover/run.py)           |                        |
 | wk:live           | hash   | "<role>:<process>" -> "<switched seen> <ms>": which | gate, executor         |
 |                   |        | switches each live role has taken in (a freeze's   |                        |
 |                   |        | acknowledgement)                                   |                        |
@@ -114,7 +114,7 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:ops:session:{D}| string | one ops page session (D: SHA-256 of its nonce):   | admin (`wakeful ops`): |
 |                   |        | JSON {operator, client, started, ends}; TTL its    | SET at login, PEXPIRE  |
 |                   |        | idle limit, never past its end (devstack/          | each page, DEL at      |
-|                   |        | ops_sessions.py)                                   | logout; no role reaches|
+|                   |        | operate/ops/sessions.py)                                   | logout; no role reaches|
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
@@ -222,7 +222,7 @@ AUTH_TOOL_HISTORY = f"{_TOOLS}:history"  # stream: {app, tool, action, by, reaso
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
 UNREADABLE_TASKS = f"{PREFIX}:unreadable"
-# The digest of the authority copy last published on wakeful.authority (devstack/recovery.py): admin only.
+# The digest of the authority copy last published on wakeful.authority (operate/recover/run.py): admin only.
 JOURNAL_AUTHORITY = f"{PREFIX}:journal:authority"
 LIVE = f"{PREFIX}:live"
 APP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -490,7 +490,7 @@ DLQ_REPLAYS_KEPT = (
 )
 
 
-# The ops page's sessions (devstack/ops_sessions.py): one key each, named by the SHA-256 of the
+# The ops page's sessions (operate/ops/sessions.py): one key each, named by the SHA-256 of the
 # session's nonce (so the key names no cookie), living as long as its idle limit and renewed by each
 # page, never past the session's absolute end; logout deletes it. Admin only: no pattern of a role's
 # reaches it. The limits are `wakeful ops --session-idle/--session-max`; these are their defaults.

@@ -29,9 +29,9 @@ from typing import Any
 import orjson
 
 from wakeful.core.errors import DecodeError, KeyringError
-from wakeful.producers.signing import VerifyKey
 from wakeful.schemas.events import SignedEvent
 from wakeful.schemas.memory import MemoryRecord
+from wakeful.schemas.signatures import VerifyKey
 from wakeful.state.seal import Keyring
 
 PURPOSE = b"wakeful-memory-seal/1"

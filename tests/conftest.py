@@ -16,12 +16,12 @@ import pytest
 import redis
 from helpers import BankClient, free_port_run, start_fleet
 
-from wakeful.consumers import wiring
-from wakeful.consumers.supervisor import METRICS_PORT_ENV, ROLES
+from wakeful.consumers.kafka import wiring
+from wakeful.consumers.kafka.supervisor import METRICS_PORT_ENV, ROLES
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 from wakeful.state import acl
 from wakeful.state.lease import Leases
 from wakeful.state.store import Store

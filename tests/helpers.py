@@ -29,10 +29,10 @@ from wakeful.core.log import Log
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
 from wakeful.core.topics import WAKE
-from wakeful.devstack.client import Client
 from wakeful.examples.bank import Bank
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate.client import Client
 from wakeful.schemas.checkpoint import BusinessState, Checkpoint, SecurityScope, VersionStamps
 from wakeful.schemas.logs import UNDO_PREFIX
 
@@ -77,7 +77,7 @@ def race_transitions(
     """
     import threading
 
-    from wakeful.consumers import wiring
+    from wakeful.consumers.kafka import wiring
     from wakeful.core.errors import Contention
     from wakeful.core.settings import Settings
     from wakeful.state.lease import Lease
@@ -144,7 +144,7 @@ def start_fleet(
 
 def refund_proposal(task_id: str, state_version: int, amount: int) -> Any:
     """The envelope a proposer would publish: refund `amount` EUR, decided on `state_version`."""
-    from wakeful.consumers.models import Proposal
+    from wakeful.schemas.proposals import Proposal
 
     body = Proposal(
         tool="refund",
@@ -436,8 +436,8 @@ def gate_for(settings: Any, app: Any = refund_app) -> Any:
     handle() in a test."""
     from confluent_kafka import Producer
 
-    from wakeful.consumers import wiring
-    from wakeful.consumers.gate import Gate
+    from wakeful.consumers.gate.main import Gate
+    from wakeful.consumers.kafka import wiring
     from wakeful.core import provenance
     from wakeful.core.log import Log
 
@@ -503,8 +503,8 @@ def executor_for(
     handle() in a test; the reasons it dead-letters with go to `letters`, its log lines to `log`."""
     from types import SimpleNamespace
 
-    from wakeful.consumers import wiring
-    from wakeful.consumers.executor import Executor
+    from wakeful.consumers.executor.main import Executor
+    from wakeful.consumers.kafka import wiring
     from wakeful.core import provenance
 
     for tool in app.tools:

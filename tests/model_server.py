@@ -64,7 +64,7 @@ def text(said: str) -> Reply:
 
 def task_of(request: Request) -> str:
     """The task a chat-completions request asks about, from its task card."""
-    from wakeful.consumers.model_messages import read_back
+    from wakeful.consumers.proposer.messages import read_back
 
     return str(read_back(request.body)["task_card"]["task_id"])
 

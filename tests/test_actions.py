@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import new_checkpoint
 
-from wakeful.consumers import wiring
+from wakeful.consumers.kafka import wiring
 from wakeful.core.errors import ActionError
 from wakeful.core.settings import Settings
 from wakeful.schemas.logs import ActionStatus

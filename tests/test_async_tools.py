@@ -22,10 +22,10 @@ from helpers import killed_at
 from loop_app import booked
 from model_server import Scripted, call, scripted_fleet, task_of, tool_messages
 
-from wakeful.consumers.model_messages import read_back
+from wakeful.consumers.proposer.messages import read_back
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
 from wakeful.devstack.model_server import Reply, Request
+from wakeful.operate.client import Client
 from wakeful.schemas import events
 from wakeful.state import keys
 

@@ -14,11 +14,11 @@ import orjson
 import pytest
 from cli_run import doc, wakeful, with_tests_on_path
 
-from wakeful.consumers import audit_read
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.audit import read as audit_read
+from wakeful.operate.client import Client
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -29,9 +29,9 @@ from wakeful.core import ids, kafka_auth, topics
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack import topic_admin
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate import topics as topic_admin
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent

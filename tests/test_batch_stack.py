@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from helpers import killed_at
 
+from wakeful.bench import steps as bench_steps
 from wakeful.core.settings import Settings
-from wakeful.devstack import bench_steps
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 
 SETTLE_S = 60.0
 FIRST_RECEIPT_S = 120.0
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.timeout(300)
 def fleet(client: Client) -> Iterator[Fleet]:
     env = {
         **os.environ,
-        "WAKEFUL_APP": "wakeful.devstack.bench_steps:reads",
+        "WAKEFUL_APP": "wakeful.bench.steps:reads",
         "WAKEFUL_MODEL": "rules",
         "WAKEFUL_LEASE_TTL_MS": str(LEASE_TTL_MS),
     }

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from helpers import private_stack, run_cli
 
-from wakeful.consumers.supervisor import ROLES
+from wakeful.consumers.kafka.supervisor import ROLES
 
 pytestmark = pytest.mark.timeout(600)
 

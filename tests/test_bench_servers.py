@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from wakeful.bench.box import server_cpu
 from wakeful.core.settings import Settings
-from wakeful.devstack.bench_box import server_cpu
 
 
 def test_bench_counts_the_engines_run_here_and_no_server_run_elsewhere(

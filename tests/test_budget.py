@@ -17,15 +17,15 @@ from hypothesis import strategies as st
 from redis.backoff import NoBackoff
 from redis.retry import Retry as RedisRetry
 
-from wakeful.consumers.handling import TRANSIENT
-from wakeful.consumers.models import Proposal
-from wakeful.consumers.proposer import Proposer
-from wakeful.consumers.runner import Runner
+from wakeful.consumers.kafka.handling import TRANSIENT
+from wakeful.consumers.kafka.runner import Runner
+from wakeful.consumers.proposer.main import Proposer
 from wakeful.core import provenance, topics
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.schemas.events import Envelope
+from wakeful.schemas.proposals import Proposal
 from wakeful.state import acl, keys
 from wakeful.state.budget import (
     DAY_SPAN,

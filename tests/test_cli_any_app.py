@@ -10,8 +10,8 @@ from contract_app import NOTARY, SIGNED
 from helpers import BankClient, topic_marks
 
 from wakeful.core import topics
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.schemas import events
 
 CONTRACT_APP = "contract_app:app"

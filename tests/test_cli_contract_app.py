@@ -12,8 +12,8 @@ import pytest
 from cli_run import doc, wakeful, with_tests_on_path
 from contract_app import NOTARY, SIGNED
 
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 from wakeful.schemas import events
 
 APP = "contract_app:app"

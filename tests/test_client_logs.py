@@ -25,7 +25,7 @@ RAW_LIBRDKAFKA = re.compile(rb"^%\d+\|", re.MULTILINE)
 PRODUCER = """
 import time
 from confluent_kafka import Producer
-from wakeful.consumers.producing import producer_config
+from wakeful.consumers.kafka.producing import producer_config
 from wakeful.core.settings import Settings
 
 extra = {"message.timeout.ms": 1500, "group.id": "not-for-producers", "debug": "broker"}

@@ -42,8 +42,8 @@ from compose_file import (
 )
 
 from wakeful.authority import signer_seal
-from wakeful.consumers import producing
-from wakeful.consumers.supervisor import ROLES
+from wakeful.consumers.kafka import producing
+from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core import index_signing, kafka_auth, log_signing, provenance
 from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings

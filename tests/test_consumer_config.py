@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from wakeful.consumers.consuming import consumer_config
-from wakeful.consumers.producing import producer_config
+from wakeful.consumers.kafka.consuming import consumer_config
+from wakeful.consumers.kafka.producing import producer_config
 from wakeful.core.settings import GROUP_PROTOCOLS, Settings
 
 

@@ -1,6 +1,6 @@
 """Crash it on purpose: real worker processes killed with SIGKILL at every named step boundary, then
 restarted, for each bundled app (the fleet runs it from WAKEFUL_APP), with the app's own traffic
-(devstack/traffic.py). After each crash: every task settles where its plan says, its downstream
+(bench/traffic.py). After each crash: every task settles where its plan says, its downstream
 recorded exactly one effect per op key and wakeful's action log knows each of them, every event is
 accepted and applied, and no lease is left stuck.
 
@@ -28,13 +28,13 @@ from pathlib import Path
 import pytest
 from helpers import log_records
 
-from wakeful.consumers.supervisor import ROLES
+from wakeful.bench.traffic import Planned, Traffic, load_traffic, per_op_key, plan_tasks, warm_up
+from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core import faults
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
-from wakeful.devstack.traffic import Planned, Traffic, load_traffic, per_op_key, plan_tasks, warm_up
 from wakeful.examples import onboarding as onb
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.state import keys

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from wakeful.consumers.supervisor import ROLES as PROCESS_ROLES
+from wakeful.consumers.kafka.supervisor import ROLES as PROCESS_ROLES
 from wakeful.core.settings import Settings
 from wakeful.state import credentials
 

@@ -22,16 +22,16 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
 from helpers import kafka_as, kcat, kcat_sasl, topic_marks, wait_letter
 
-from wakeful.consumers.consuming import consumer_config
-from wakeful.consumers.producing import make_producer
-from wakeful.consumers.runner import Runner
+from wakeful.consumers.kafka.consuming import consumer_config
+from wakeful.consumers.kafka.producing import make_producer
+from wakeful.consumers.kafka.runner import Runner
 from wakeful.core import topics
 from wakeful.core.kafka_rights import ADMIN, UPSTREAM
 from wakeful.core.log import Log
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent

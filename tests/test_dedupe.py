@@ -25,15 +25,15 @@ from helpers import (
     wait_letter,
 )
 
-from wakeful.consumers.inbound import Inbound
-from wakeful.consumers.runner import Runner
+from wakeful.consumers.inbound.main import Inbound
+from wakeful.consumers.kafka.runner import Runner
 from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent

@@ -15,11 +15,12 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from helpers import free_ports, kafka_as, kcat, kcat_sasl, new_checkpoint, run_cli, set_stage
 
-from wakeful.consumers import wiring
+from wakeful.consumers.kafka import wiring
 from wakeful.core import secrets, topics
 from wakeful.core.settings import Settings
-from wakeful.devstack import kafka, redis_server, topic_admin
+from wakeful.devstack import kafka, redis_server
 from wakeful.examples.refund import Stage
+from wakeful.operate import topics as topic_admin
 from wakeful.state import acl
 
 # Ports nobody else holds now (another stack on this machine must not meet this one).

@@ -19,8 +19,8 @@ from helpers import BankClient, topic_marks
 
 from wakeful.core import topics
 from wakeful.core.process import wait_until
-from wakeful.devstack.client import REQUESTER
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import REQUESTER
 from wakeful.producers.keys import generate_signer
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events

@@ -19,17 +19,17 @@ from cli_run import doc, wakeful
 from confluent_kafka import KafkaError, Message, Producer
 from helpers import BankClient, kafka_as, topic_marks, wait_letter
 
-from wakeful.consumers import replays
 from wakeful.core import topics
 from wakeful.core.process import wait_until
-from wakeful.devstack.client import REQUESTER
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import REQUESTER
 from wakeful.producers.keys import generate_signer
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import DeadLetter
 from wakeful.state import keys
+from wakeful.workflow import replays
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -11,10 +11,10 @@ from typing import Any
 from helpers import BankClient, executor_for, refund_proposal, role_message
 from test_round_trips import UNDER_LIMIT, handled, warmed
 
-from wakeful.consumers import wiring
+from wakeful.consumers.kafka import wiring
 from wakeful.core import topics
-from wakeful.devstack.client import REQUESTER
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate.client import REQUESTER
 from wakeful.schemas import events
 from wakeful.schemas.logs import ActionStatus
 from wakeful.state import keys

@@ -15,8 +15,8 @@ from unit.test_ids import attacker_event
 
 from wakeful.core import topics
 from wakeful.core.kafka_rights import UPSTREAM
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 

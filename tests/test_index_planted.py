@@ -110,9 +110,9 @@ def test_summaries_of_the_release_before_are_signed_once_by_the_relay_and_then_s
 def test_the_ops_pages_stuck_list_shows_no_summary_the_relay_did_not_sign(settings: Settings) -> None:
     """The stuck list read the stage sets and summaries straight, with no MAC check: a summary
     planted with the relay's login, scored long ago, was listed with the fields it claimed."""
-    from wakeful.devstack.client import Client
-    from wakeful.devstack.ops_data import Reader
-    from wakeful.devstack.ops_sweep import Sweep
+    from wakeful.operate.client import Client
+    from wakeful.operate.ops.data import Reader
+    from wakeful.operate.ops.sweep import Sweep
 
     tenant = f"n{uuid.uuid4().hex[:8]}"
     real, ghost = f"{tenant}.t-{uuid.uuid4().hex[:8]}", f"{tenant}.t-ghost0002"

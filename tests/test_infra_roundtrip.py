@@ -12,7 +12,7 @@ from helpers import kafka_as, kafka_python_as
 from kafka import KafkaConsumer
 
 from wakeful.core.settings import Settings
-from wakeful.devstack import topic_admin
+from wakeful.operate import topics as topic_admin
 
 
 def test_messages_from_confluent_kafka_reach_a_consumer_group_and_kafka_python(

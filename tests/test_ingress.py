@@ -19,9 +19,9 @@ import pytest
 from helpers import ingress_door
 
 from wakeful.client import NotAnswered, ReadRefused, Upstream
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
+from wakeful.operate.client import Client
 from wakeful.producers import reads
 from wakeful.producers.keys import generate_signer
 from wakeful.producers.signing import sign_event

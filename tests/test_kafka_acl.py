@@ -25,7 +25,7 @@ from wakeful.core.errors import PermissionRefused
 from wakeful.core.kafka_rights import ADMIN, RIGHTS, UPSTREAM, Acl, principal
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.kafka_acl import binding
+from wakeful.operate.kafka_acl import binding
 from wakeful.producers.publish import ConfluentPublisher
 
 ROLES = [role for role in RIGHTS if role != ADMIN]

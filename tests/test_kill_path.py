@@ -21,7 +21,7 @@ from change_doc import FREEZE, kill_path_command
 from cli_run import doc, wakeful, with_tests_on_path
 from helpers import BankClient, topic_marks, wait_letter
 
-from wakeful.consumers import gate_hold
+from wakeful.consumers.gate import hold as gate_hold
 from wakeful.core import topics
 from wakeful.devstack.fleet import Fleet
 from wakeful.schemas import events

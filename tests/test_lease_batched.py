@@ -8,7 +8,7 @@ import pytest
 import redis
 from helpers import bump_attempts, new_checkpoint, raw_get, set_stage
 
-from wakeful.consumers import wiring
+from wakeful.consumers.kafka import wiring
 from wakeful.core.errors import LeaseBusy, LeaseLost, TaskNotFound
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings

@@ -13,7 +13,7 @@ from helpers import bump_attempts, gate_for, inbound_wake, new_checkpoint, role_
 from wakeful.core import topics
 from wakeful.core.errors import LeaseBusy, LeaseLost
 from wakeful.core.retry import Retry
-from wakeful.devstack.client import REQUESTER, Client
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.state import first_step, keys

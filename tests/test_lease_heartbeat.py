@@ -26,10 +26,10 @@ import pytest
 from cli_run import with_tests_on_path
 from slow_app import read_rows
 
-from wakeful.consumers.supervisor import ROLES
+from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 from wakeful.state import keys
 
 APP = "slow_app:app"

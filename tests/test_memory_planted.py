@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
-from wakeful.consumers.gate_memory import Vouched
+from wakeful.consumers.gate.memory_read import Vouched
 from wakeful.core.settings import Settings
 from wakeful.schemas.memory import Change, MemoryRecord, Status
 from wakeful.sdk.memory import Fact

@@ -24,14 +24,14 @@ from cli_run import doc, wakeful
 from helpers import killed_at
 from model_server import Scripted, call, scripted_fleet
 
-from wakeful.consumers.model_messages import read_back
+from wakeful.consumers.proposer.messages import read_back
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
 from wakeful.devstack.model_server import Reply, Request
 from wakeful.examples import onboarding_rules
 from wakeful.examples.onboarding import REMITTANCE, SIGNED, VERIFIED
 from wakeful.examples.suppliers import Payment, Suppliers
+from wakeful.operate.client import Client
 from wakeful.schemas.memory import Change, MemoryRecord, Status, evidence_ref
 from wakeful.state import acl, evidence, keys
 from wakeful.state.memory import MemoryStore

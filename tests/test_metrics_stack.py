@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from helpers import BankClient, kafka_as
 from prometheus_client import REGISTRY
 
-from wakeful.consumers import task_gauges
+from wakeful.consumers.kafka import task_gauges
 from wakeful.core import topics
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.metrics import ALL

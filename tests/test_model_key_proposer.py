@@ -12,8 +12,8 @@ from model_server import serving
 from unit.test_model_key import KEY, keyed
 from unit.test_model_openai import refund_window
 
-from wakeful.consumers.model_openai import OpenAIModel
-from wakeful.consumers.proposer import Proposer
+from wakeful.consumers.proposer.main import Proposer
+from wakeful.consumers.proposer.openai_model import OpenAIModel
 from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.core.provenance import RoleKeys, RoleSigner

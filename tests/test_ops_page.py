@@ -23,8 +23,9 @@ from cli_run import doc, wakeful, with_tests_on_path
 from helpers import BankClient, free_ports
 
 from wakeful.core.settings import Settings
-from wakeful.devstack import kill, ops_auth
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate import kill
+from wakeful.operate.ops import auth as ops_auth
 from wakeful.state import keys
 from wakeful.state.index import Index
 

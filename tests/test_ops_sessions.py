@@ -28,7 +28,8 @@ from cli_run import with_tests_on_path
 from helpers import BankClient, free_ports
 
 from wakeful.core.settings import Settings
-from wakeful.devstack import kill, ops_auth
+from wakeful.operate import kill
+from wakeful.operate.ops import auth as ops_auth
 from wakeful.state import acl, keys
 
 OPERATOR = "ops-lead"  # a dev signer that may send task.reopen: an operator

@@ -24,18 +24,18 @@ from helpers import (
     wait_logged,
 )
 
-from wakeful.consumers import wiring
-from wakeful.consumers.gate import Gate
+from wakeful.consumers.gate.main import Gate
+from wakeful.consumers.kafka import wiring
 from wakeful.core import provenance, topics
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
 from wakeful.examples.refund_story import INJECTION
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.producers.publish import KafkaPythonPublisher
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events

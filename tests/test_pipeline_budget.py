@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 from wakeful.schemas import events
 from wakeful.state import keys
 from wakeful.state.budget import Account

@@ -13,14 +13,15 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 from helpers import kafka_as, kafka_python_as
 
-from wakeful.consumers import kafka_client
+from wakeful.consumers.kafka import client as kafka_client
 from wakeful.core.errors import ConfigError, PublishError, ServerUnavailable
 from wakeful.core.settings import Settings
-from wakeful.devstack.topic_admin import ensure_topics
+from wakeful.operate.topics import ensure_topics
 from wakeful.producers import keys
 from wakeful.producers.publish import ConfluentPublisher, KafkaPythonPublisher, Publisher
-from wakeful.producers.signing import Ed25519Signer, HmacSigner, VerifyKey, sign_event
+from wakeful.producers.signing import Ed25519Signer, HmacSigner, sign_event
 from wakeful.schemas.events import APPROVE, MAX_EVENT_BYTES, RUN, SignedEvent
+from wakeful.schemas.signatures import VerifyKey
 
 PARTITIONS = 3
 # What a watermark probe may answer while a just-created topic elects its leaders.

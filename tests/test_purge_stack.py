@@ -17,16 +17,16 @@ from cli_run import doc, wakeful
 from confluent_kafka import Consumer, Producer
 from helpers import kafka_as, new_checkpoint, set_stage, topic_marks
 
-from wakeful.consumers.producing import producer_config
-from wakeful.consumers.relay import Relay
+from wakeful.consumers.kafka.producing import producer_config
+from wakeful.consumers.relay.main import Relay
 from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.core.process import wait_until
 from wakeful.core.provenance import load_signer
 from wakeful.core.settings import Settings
-from wakeful.devstack import purge
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate import purge
 from wakeful.schemas.checkpoint import SecurityScope
 from wakeful.schemas.logs import batch_items
 from wakeful.schemas.tombstone import PURGE_FIELD

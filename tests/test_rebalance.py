@@ -4,7 +4,7 @@ stops) and a third is SIGKILLed and never comes back, so each group rebalances t
 the refund's traffic runs through it. Every task still finishes once: none lost, no effect twice
 at the downstream, every event applied once. Under both group protocols (docs/decisions.md D41).
 
-The counts come from `wakeful chaos`'s own check (devstack/chaos.py), the processes from its fleet."""
+The counts come from `wakeful chaos`'s own check (bench/chaos.py), the processes from its fleet."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from wakeful.consumers.supervisor import ROLES
+from wakeful.bench import chaos
+from wakeful.bench.traffic import load_traffic, plan_tasks, split, warm_up
+from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core.settings import GROUP_PROTOCOLS, Settings
-from wakeful.devstack import chaos
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
-from wakeful.devstack.traffic import load_traffic, plan_tasks, split, warm_up
+from wakeful.operate.client import Client
 
 TASKS = 120
 RATE = 10.0  # tasks a second, so that tasks are in flight through every move below

@@ -24,12 +24,12 @@ import pytest
 from confluent_kafka import Producer
 from helpers import BankClient, kafka_as, private_stack, role_message, run_cli
 
-from wakeful.consumers import kafka_client
+from wakeful.consumers.kafka import client as kafka_client
 from wakeful.core import log_signing, topics
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack import recovery
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.recover import run as recovery
 from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL
 from wakeful.schemas.tombstone import OUTBOX_KIND, PurgeRecord, purge_record
 from wakeful.state import acl, keys

@@ -15,13 +15,13 @@ import redis
 from helpers import CHAOS_S, bump_attempts, chaos_report, command, new_checkpoint, start_fleet
 from test_pipeline import LEASE_TTL_MS
 
-from wakeful.consumers import wiring
+from wakeful.consumers.kafka import wiring
 from wakeful.core import process, secrets
 from wakeful.core.retry import SlotMoved
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_cluster
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 from wakeful.state import acl, keys, library
 from wakeful.state.lease import Leases
 from wakeful.state.pinned import CrossSlot, Pinned, node_of, slot

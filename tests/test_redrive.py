@@ -30,8 +30,8 @@ from helpers import BankClient, private_stack, process_paused, run_cli
 from wakeful.core import ids, kafka_auth, topics
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack import recovery
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.recover import run as recovery
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
 from wakeful.sdk.workflow import CLOSED

@@ -11,12 +11,12 @@ import pytest
 from confluent_kafka import Message, Producer
 from helpers import gate_for, inbound_wake, raw_kafka, role_message
 
-from wakeful.consumers.inbound import Inbound
+from wakeful.consumers.inbound.main import Inbound
 from wakeful.core import topics
 from wakeful.core.log import Log
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope

@@ -12,9 +12,9 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from helpers import kafka_as
 from unit.test_rejoin import LostClient
 
-from wakeful.consumers.consuming import consumer_config
-from wakeful.consumers.producing import make_producer
-from wakeful.consumers.runner import Runner
+from wakeful.consumers.kafka.consuming import consumer_config
+from wakeful.consumers.kafka.producing import make_producer
+from wakeful.consumers.kafka.runner import Runner
 from wakeful.core.kafka_rights import ADMIN
 from wakeful.core.log import Log
 from wakeful.core.process import wait_until

@@ -15,7 +15,7 @@ import redis
 from confluent_kafka import Consumer, TopicPartition
 from helpers import bump_attempts, kafka_as, new_checkpoint, topic_marks, wait_letter
 
-from wakeful.consumers import kafka_client
+from wakeful.consumers.kafka import client as kafka_client
 from wakeful.core import kafka_rights, provenance, topics
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings

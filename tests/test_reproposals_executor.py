@@ -10,10 +10,10 @@ from helpers import BankClient, RecordedLog, executor_for, proposal_envelope, ro
 from test_executor_outcome import ready_task
 from test_round_trips import warmed
 
-from wakeful.consumers.models import Proposal
 from wakeful.core import topics
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas.events import Envelope
+from wakeful.schemas.proposals import Proposal
 from wakeful.state import keys
 
 pytestmark = pytest.mark.timeout(120)

@@ -28,11 +28,11 @@ from test_demo import LEASE_TTL_MS
 from test_relay import log_end_offsets
 from test_tutorial_stack import DESK, calendar, free_day
 
-from wakeful.consumers import model_messages
+from wakeful.consumers.proposer import messages as model_messages
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.model_server import ChatServer, Reply, Request, scripted
+from wakeful.operate.client import Client
 from wakeful.schemas import events
 from wakeful.schemas.logs import OutboxRecord, log_records
 from wakeful.sdk import MAX_REPROPOSALS

@@ -35,9 +35,9 @@ from helpers import (
     wait_logged,
 )
 
-from wakeful.consumers import wiring
-from wakeful.consumers.gate import Gate
-from wakeful.consumers.runner import Runner
+from wakeful.consumers.gate.main import Gate
+from wakeful.consumers.kafka import wiring
+from wakeful.consumers.kafka.runner import Runner
 from wakeful.core import provenance, topics
 from wakeful.core.errors import LeaseLost
 from wakeful.core.log import Log
@@ -45,11 +45,11 @@ from wakeful.core.process import wait_until
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_server
-from wakeful.devstack.client import REQUESTER
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples import bank
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate.client import REQUESTER
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope

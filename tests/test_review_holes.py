@@ -12,8 +12,8 @@ from helpers import new_checkpoint
 
 from wakeful.core.errors import UnreadableState
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.schemas import events
 from wakeful.schemas import receipt as receipts
 from wakeful.state import acl, evidence, keys

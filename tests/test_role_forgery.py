@@ -21,8 +21,8 @@ from helpers import kcat, kcat_sasl, raw_kafka, topic_marks, wait_letter
 
 from wakeful.core import kafka_auth, provenance, topics
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 

@@ -17,11 +17,11 @@ import redis
 from confluent_kafka import Message
 from helpers import BankClient, executor_for, gate_for, inbound_wake, refund_proposal, role_message
 
-from wakeful.consumers.inbound import Inbound
-from wakeful.consumers.producing import make_producer
+from wakeful.consumers.inbound.main import Inbound
+from wakeful.consumers.kafka.producing import make_producer
 from wakeful.core import topics
 from wakeful.core.log import Log
-from wakeful.devstack.client import REQUESTER
+from wakeful.operate.client import REQUESTER
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 from wakeful.state import acl, keys

@@ -24,7 +24,7 @@ from wakeful.authority.snapshot import decode_signer
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
 from wakeful.devstack import stack
-from wakeful.devstack.client import Client
+from wakeful.operate.client import Client
 from wakeful.schemas import events, webhook
 from wakeful.state import acl, keys
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 from helpers import bump_attempts, new_checkpoint, race_transitions, raw_get, redis_env, set_stage
 
-from wakeful.consumers import wiring
+from wakeful.consumers.kafka import wiring
 from wakeful.core import secrets
 from wakeful.core.errors import (
     IllegalTransition,

@@ -20,7 +20,7 @@ import psutil
 import pytest
 from helpers import kill_processes, process_alive, process_paused
 
-from wakeful.consumers.supervisor import FLEET_LOCK, ROLES, members
+from wakeful.consumers.kafka.supervisor import FLEET_LOCK, ROLES, members
 from wakeful.core import process
 from wakeful.core.errors import StackError
 from wakeful.core.process import log_tail, wait_until

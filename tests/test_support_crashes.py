@@ -13,9 +13,9 @@ import pytest
 from helpers import killed_at
 from test_steps_loop import EXECUTOR_POINTS, FIRST_RECEIPT_S, LEASE_TTL_MS, REACH_S, SETTLE_S
 
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.shop import Notice, Order, Remedy, Shop, Tracking
+from wakeful.operate.client import Client
 from wakeful.schemas import events
 
 APP = "wakeful.examples.support:app"

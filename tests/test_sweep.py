@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from helpers import BankClient, new_checkpoint, wait_logged
 
-from wakeful.consumers import wiring
+from wakeful.consumers.kafka import wiring
 from wakeful.core.process import wait_until
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage

@@ -12,9 +12,9 @@ from helpers import new_checkpoint
 
 from wakeful.core import ids
 from wakeful.core.errors import WakefulError
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
+from wakeful.operate.client import Client
 from wakeful.schemas import events
 from wakeful.state import keys
 

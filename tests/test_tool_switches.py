@@ -18,13 +18,13 @@ from helpers import BankClient
 
 from wakeful.authority.tool_store import ToolStore
 from wakeful.cli.main import _publish_tools
-from wakeful.consumers import wiring
+from wakeful.consumers.kafka import wiring
 from wakeful.core.errors import ConfigError
-from wakeful.devstack.client import DEPLOYER
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.onboarding import app as onboarding
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate.client import DEPLOYER
 from wakeful.schemas.logs import ActionStatus
 from wakeful.state import acl, keys
 

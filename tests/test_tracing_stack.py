@@ -16,16 +16,16 @@ from cli_run import wakeful
 from confluent_kafka import Producer
 from helpers import answers, free_ports, kafka_as, start_fleet
 
-from wakeful.consumers import audit_read
-from wakeful.consumers.audit_file import Logged
-from wakeful.consumers.kafka_client import partition_of
+from wakeful.consumers.kafka.client import partition_of
 from wakeful.core import ids, topics
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import REQUESTER, Client
 from wakeful.devstack.fleet import Fleet
 from wakeful.devstack.otlp_receiver import Received, Receiver
+from wakeful.operate.audit import read as audit_read
+from wakeful.operate.audit.file import Logged
+from wakeful.operate.client import REQUESTER, Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
 

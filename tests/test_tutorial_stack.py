@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from wakeful.core.settings import Settings
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 from wakeful.schemas import events
 
 APP = "wakeful.examples.tutorial:app"

@@ -15,13 +15,13 @@ import pytest
 from helpers import BankClient, new_checkpoint, wait_logged
 from kafka.partitioner.default import murmur2
 
-from wakeful.consumers import wiring
+from wakeful.consumers.kafka import wiring
 from wakeful.core import ids
 from wakeful.core.process import wait_until
-from wakeful.devstack.client import REQUESTER
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate.client import REQUESTER
 from wakeful.state import keys
 from wakeful.state.seal import Keyring, Sealer
 from wakeful.state.store import Store

@@ -24,8 +24,8 @@ from helpers import free_ports, ingress_door, kafka_as, topic_marks, wait_dead_l
 from wakeful.client import ReadRefused, Upstream
 from wakeful.core import topics
 from wakeful.core.kafka_rights import UPSTREAM
-from wakeful.devstack.client import Client
 from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events, webhook
 from wakeful.schemas.events import SignedEvent

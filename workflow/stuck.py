@@ -3,7 +3,7 @@
 A task sleeps safely only while something will wake it: a pending wait (it has a deadline and an
 owner), a proposal in flight (asked once per state_version), a person (needs_review), a freeze's
 thaw, a quarantine marker. Pure: the operator's client loads the tasks and asks `stuck` of each;
-the timer's sweep (consumers/timer_sweep.py) and the ops page ask `stuck_summary` of the task
+the timer's sweep (consumers/timer/sweep.py) and the ops page ask `stuck_summary` of the task
 index's summaries; the gate asks `stranded` of a task a deadline wake finds with nothing to do.
 """
 

@@ -1,4 +1,4 @@
-"""An effect's chain of custody, checked offline (consumers/audit_chain.py, D72): one good chain,
+"""An effect's chain of custody, checked offline (operate/audit/chain.py, D72): one good chain,
 then one broken link per case, each named by the record and message where it breaks."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from wakeful.consumers.audit_chain import Audit, audit
-from wakeful.consumers.audit_file import (
+from wakeful.core import topics
+from wakeful.core.log_signing import LogSigner
+from wakeful.operate.audit.chain import Audit, audit
+from wakeful.operate.audit.file import (
     Logged,
     PublicKeys,
     Signer,
@@ -22,14 +24,13 @@ from wakeful.consumers.audit_file import (
     read_keys,
     read_messages,
 )
-from wakeful.core import topics
-from wakeful.core.log_signing import LogSigner
-from wakeful.producers.signing import Ed25519Signer, HmacSigner, VerifyKey, sign_event
+from wakeful.producers.signing import Ed25519Signer, HmacSigner, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.changelog import action_record
 from wakeful.schemas.custody import ApprovalBound, ProposalTrail
 from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, ActionLogEntry, ActionStatus, OutboxRecord
 from wakeful.schemas.redrive import LogWatermark
+from wakeful.schemas.signatures import VerifyKey
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -301,7 +302,7 @@ def test_a_record_of_the_task_taken_from_a_signed_message_fails_the_audit() -> N
 
 
 def test_a_verified_event_of_another_task_proves_nothing_of_this_one() -> None:
-    from wakeful.consumers.audit_links import _not_this_tasks
+    from wakeful.operate.audit.links import _not_this_tasks
     from wakeful.schemas.logs import OutboxRecord, WaitSummary
 
     def change(version: int, waits: tuple[WaitSummary, ...] = ()) -> OutboxRecord:

@@ -12,12 +12,13 @@ import orjson
 import pytest
 
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import model_messages
-from wakeful.consumers.model_openai import read_reply
-from wakeful.consumers.models import MAX_CALLS, Call, Proposal, RulesModel
-from wakeful.devstack import bench_steps
+from wakeful.bench import steps as bench_steps
+from wakeful.consumers.proposer import messages as model_messages
+from wakeful.consumers.proposer.models import RulesModel
+from wakeful.consumers.proposer.openai_model import read_reply
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.memory import Status
+from wakeful.schemas.proposals import MAX_CALLS, Call, Proposal
 from wakeful.sdk import CLOSED, App, Effect, Fact, Next, Refuse, Remember, Start
 from wakeful.workflow import batch, effects, engine, memory, window
 

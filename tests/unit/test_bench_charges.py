@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from wakeful.devstack.bench_box import box, render_box, shares
-from wakeful.devstack.bench_pipeline import by_role
+from wakeful.bench.box import box, render_box, shares
+from wakeful.bench.pipeline import by_role
 
 
 def test_bench_charges_the_tasks_nothing_the_roles_spent_before_the_first() -> None:

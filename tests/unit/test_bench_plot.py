@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from wakeful.bench import plot as bench_plot
 from wakeful.core.errors import ConfigError
-from wakeful.devstack import bench_plot
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,8 @@ from wakeful.cli.app_option import app_option
 from wakeful.cli.task_cmds import show_lines
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
-from wakeful.devstack.dev_signers import DEV_SIGNERS, REQUESTER, dev_signers
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate.dev_signers import DEV_SIGNERS, REQUESTER, dev_signers
 from wakeful.schemas import events
 from wakeful.sdk import ANYONE, APPROVERS, Accept, App
 from wakeful.sdk import REQUESTER as REQUESTER_ROLE

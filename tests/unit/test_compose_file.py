@@ -29,7 +29,7 @@ from compose_file import (
     service,
 )
 
-from wakeful.consumers.supervisor import ROLES
+from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core import kafka_rights
 from wakeful.state import library
 from wakeful.state.seal import Keyring

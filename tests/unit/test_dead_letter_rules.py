@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from wakeful.consumers.failures import (
+from wakeful.consumers.kafka.failures import (
     FATAL_CODES,
     PERMANENT_CODES,
     TRANSIENT_CODES,
@@ -31,8 +31,8 @@ from wakeful.consumers.failures import (
     forever,
     is_transient,
 )
-from wakeful.consumers.producing import DeliveryFailures
-from wakeful.consumers.runner import Runner
+from wakeful.consumers.kafka.producing import DeliveryFailures
+from wakeful.consumers.kafka.runner import Runner
 from wakeful.core import topics
 from wakeful.core.errors import KafkaClientFailed, Stopping
 from wakeful.core.log import Log

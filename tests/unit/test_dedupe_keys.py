@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wakeful.consumers.inbound import claim
+from wakeful.consumers.inbound.main import claim
 from wakeful.state import keys
 
 KEY_ID = st.from_regex(r"[A-Za-z0-9_.@-]{1,20}", fullmatch=True)

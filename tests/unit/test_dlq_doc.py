@@ -10,7 +10,7 @@ import pytest
 from cli_run import page_commands, parsed
 
 from wakeful.cli.dlq_cmds import dlq
-from wakeful.devstack.dev_signers import DEV_SIGNERS
+from wakeful.operate.dev_signers import DEV_SIGNERS
 from wakeful.schemas import events
 
 pytestmark = pytest.mark.timeout(30)

@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from wakeful.consumers import replays
-from wakeful.consumers.replays import Republish, Unreplayable, Wake, Wrap
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import DeadLetter
+from wakeful.workflow import replays
+from wakeful.workflow.replays import Republish, Unreplayable, Wake, Wrap
 
 pytestmark = pytest.mark.timeout(30)
 

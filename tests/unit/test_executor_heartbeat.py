@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pay_tool import Pay
 
-from wakeful.consumers import executor_steps
-from wakeful.consumers.executor_heartbeat import (
+from wakeful.consumers.executor import steps as executor_steps
+from wakeful.consumers.executor.heartbeat import (
     Beat,
     Heartbeats,
     Lost,

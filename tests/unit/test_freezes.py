@@ -16,9 +16,10 @@ from refund_rules import APP, refund
 from wakeful.authority import freezes
 from wakeful.authority.freezes import Freeze
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import gate_hold, gate_rules
-from wakeful.consumers.gate_wake import decided
-from wakeful.consumers.switch_acks import LIVE_S, waiting_for
+from wakeful.consumers.gate import hold as gate_hold
+from wakeful.consumers.gate import rules as gate_rules
+from wakeful.consumers.gate.wake import decided
+from wakeful.consumers.kafka.switch_acks import LIVE_S, waiting_for
 from wakeful.core import topics
 from wakeful.core.errors import ConfigError
 from wakeful.core.retry import Retry

@@ -13,14 +13,15 @@ from hypothesis import strategies as st
 from refund_rules import APP, refund
 
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import gate_rules
-from wakeful.consumers.gate_judge import told
-from wakeful.consumers.gate_rules import Incompatible, Stranger
+from wakeful.consumers.gate import rules as gate_rules
+from wakeful.consumers.gate.judge import told
+from wakeful.consumers.gate.rules import Incompatible, Stranger
 from wakeful.examples.refund import Stage
-from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
+from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.schemas.signatures import VerifyKey
 from wakeful.sdk.workflow import Refuse
 from wakeful.state.store import Keep
 from wakeful.workflow import engine

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
-from wakeful.consumers import timer
-from wakeful.consumers.failures import forever
-from wakeful.consumers.relay import IDLE_MAX_S, IDLE_S, idle_wait
-from wakeful.consumers.timer import TICK_S, pause
+from wakeful.consumers.kafka.failures import forever
+from wakeful.consumers.relay.main import IDLE_MAX_S, IDLE_S, idle_wait
+from wakeful.consumers.timer import main as timer
+from wakeful.consumers.timer.main import TICK_S, pause
 
 
 @pytest.mark.parametrize(

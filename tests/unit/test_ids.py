@@ -28,7 +28,7 @@ from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from wakeful.consumers.inbound import Refused, parse
+from wakeful.consumers.inbound.main import Refused, parse
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError, DecodeError
 from wakeful.core.settings import Settings

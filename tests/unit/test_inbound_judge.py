@@ -13,12 +13,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from wakeful.consumers.inbound import Accepted, Refused, judge, parse
+from wakeful.consumers.inbound.main import Accepted, Refused, judge, parse
 from wakeful.examples.refund import app as refund_app
 from wakeful.producers.keys import public_bytes
-from wakeful.producers.signing import Ed25519Signer, HmacSigner, VerifyKey, sign_event
+from wakeful.producers.signing import Ed25519Signer, HmacSigner, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import APPROVE, CREATE, FUTURE_SKEW, KINDS, SignedEvent
+from wakeful.schemas.signatures import VerifyKey
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MAX_AGE = timedelta(minutes=5)

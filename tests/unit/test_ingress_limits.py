@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wakeful.consumers.ingress_limits import Buckets, Limit, address, retry_after
+from wakeful.consumers.ingress.limits import Buckets, Limit, address, retry_after
 
 
 class Clock:
@@ -89,7 +89,7 @@ def test_a_client_address_is_named_once_whatever_its_spelling() -> None:
 
 
 def test_a_delivery_is_recent_for_the_max_age_and_then_forgotten() -> None:
-    from wakeful.consumers.ingress_signers import Cached
+    from wakeful.consumers.ingress.signers import Cached
 
     clock = Clock()
     recent: Cached[tuple[str, str], bool] = Cached(clock, ttl=300.0, size=3)
@@ -103,7 +103,7 @@ def test_a_delivery_is_recent_for_the_max_age_and_then_forgotten() -> None:
 
 
 def test_the_doors_signer_record_is_read_again_after_its_second() -> None:
-    from wakeful.consumers.ingress_signers import Cached
+    from wakeful.consumers.ingress.signers import Cached
 
     clock = Clock()
     cached: Cached[str, str | None] = Cached(clock, ttl=1.0, size=2)

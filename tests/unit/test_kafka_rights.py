@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wakeful.consumers.supervisor import ROLES as PROCESS_ROLES
+from wakeful.consumers.kafka.supervisor import ROLES as PROCESS_ROLES
 from wakeful.core import topics
 from wakeful.core.errors import StackError
 from wakeful.core.kafka_rights import ADMIN, RIGHTS, UPSTREAM, Acl, acls, all_acls, principal, writers
@@ -84,7 +84,7 @@ def test_every_role_joins_only_the_groups_and_reads_only_the_topics_it_is_grante
     """Read from the source: each role's group_consumer(settings, role, group) (or consumer_config,
     with the same arguments) and its Runner topic."""
     for role in PROCESS_ROLES:
-        tree = ast.parse((ROOT / "consumers" / f"{role}.py").read_text())
+        tree = ast.parse((ROOT / "consumers" / role / "main.py").read_text())
         seen: set[str] = set()
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
             name = getattr(call.func, "id", getattr(call.func, "attr", ""))
@@ -113,7 +113,7 @@ def test_every_role_joins_only_the_groups_and_reads_only_the_topics_it_is_grante
 
 def test_run_role_joins_the_roles_own_group_and_builds_its_own_producer() -> None:
     """What run_role() builds for the role it is given, read from its source as above."""
-    tree = ast.parse((ROOT / "consumers" / "role.py").read_text())
+    tree = ast.parse((ROOT / "consumers" / "kafka" / "role.py").read_text())
     calls = {getattr(n.func, "id", ""): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
     assert ast.unparse(calls["make_producer"].args[1]) == "role"
     consumer = calls["group_consumer"]

@@ -11,17 +11,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from wakeful.consumers import letter_codes, replays
-from wakeful.consumers.door import CODES, Refused, judge, judge_replay, parse
 from wakeful.core.metrics_pure import REASONS
-from wakeful.devstack.dlq_bulk import Summary, code_of, select
-from wakeful.devstack.dlq_read import Letter
 from wakeful.examples.refund import app as refund_app
+from wakeful.operate.dlq import codes as letter_codes
+from wakeful.operate.dlq.bulk import Summary, code_of, select
+from wakeful.operate.dlq.read import Letter
 from wakeful.producers.keys import public_bytes
-from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
+from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
 from wakeful.schemas.logs import DeadLetter
+from wakeful.schemas.signatures import VerifyKey
+from wakeful.workflow import replays
+from wakeful.workflow.door import CODES, Refused, judge, judge_replay, parse
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,7 +1,7 @@
 """What `wakeful recover` reads from wakeful.log is what the relay tagged and signed, and nothing
 else: an untagged message, one tagged by another role or with a key it does not hold, or one whose
 bytes changed after the tag, is named with its position and folded into nothing; so is a tagged one
-without the relay's log signature, or whose bytes are not those it signed (consumers/log_reader.py,
+without the relay's log signature, or whose bytes are not those it signed (operate/log_reader.py,
 D92)."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 from confluent_kafka import Message
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from wakeful.consumers.log_reader import Read, _items
 from wakeful.core import topics
 from wakeful.core.log_signing import LogSigner
 from wakeful.core.provenance import RoleKeys, RoleSigner
+from wakeful.operate.log_reader import Read, _items
 from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, OutboxRecord
 
 pytestmark = pytest.mark.timeout(30)

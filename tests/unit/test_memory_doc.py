@@ -8,7 +8,7 @@ import pytest
 from cli_run import parsed
 from memory_doc import PLANTED, commands, memory_commands, page, shown
 
-from wakeful.cli.memory_cmds import memory
+from wakeful.cli.memory.commands import memory
 from wakeful.examples.onboarding import REMITTANCE, VERIFIER
 from wakeful.examples.onboarding import app as onboarding
 from wakeful.examples.onboarding_rules import subject

@@ -1,5 +1,5 @@
 """Memory's two doors as pure rules (workflow/memory.py), the relay's reading of what a change
-carries (consumers/relay_memory.py), and the app's declarations (sdk/app.py)."""
+carries (consumers/relay/memory_write.py), and the app's declarations (sdk/app.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wakeful.consumers import relay_memory
+from wakeful.consumers.relay import memory_write as relay_memory
 from wakeful.core.errors import ConfigError
 from wakeful.core.retry import FunctionsMissing
 from wakeful.examples import onboarding_rules

@@ -13,8 +13,9 @@ import orjson
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
+from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas.memory import Change, MemoryRecord, Status
+from wakeful.schemas.signatures import VerifyKey
 from wakeful.state import memory_seal
 from wakeful.state.seal import Keyring
 from wakeful.workflow import memory
@@ -141,7 +142,7 @@ def test_a_record_verified_by_a_webhook_signer_stands_when_the_gate_holds_the_hm
     """The read door opened signer records without the gate's seal: a sealed HMAC verifier's key
     held no secret, and every record it verified was refused at every window."""
     from wakeful.authority.signer_seal import SignerSeal, sealed_record
-    from wakeful.consumers.gate_memory import Vouched
+    from wakeful.consumers.gate.memory_read import Vouched
     from wakeful.producers.signing import HmacSigner
     from wakeful.sdk.memory import Fact
 

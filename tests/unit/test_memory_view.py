@@ -1,4 +1,4 @@
-"""`wakeful memory`'s pure parts (cli/memory_view.py): a quarantine names a writer or a time window,
+"""`wakeful memory`'s pure parts (cli/memory/view.py): a quarantine names a writer or a time window,
 never both and never neither; a window is [since, until) in UTC whatever offset it was written
 with; only active records are caught; `list` filters exactly and prints newest first, a long value
 cut."""
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wakeful.cli.memory_view import VALUE_SHOWN, caught, chosen, line, moment, picked, principal
+from wakeful.cli.memory.view import VALUE_SHOWN, caught, chosen, line, moment, picked, principal
 from wakeful.schemas.memory import MemoryRecord, Status
 
 AT = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)

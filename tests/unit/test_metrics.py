@@ -18,8 +18,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from wakeful.cli.ingress_cmd import ingress
-from wakeful.consumers import executor_steps, task_gauges
-from wakeful.consumers.supervisor import (
+from wakeful.consumers.executor import steps as executor_steps
+from wakeful.consumers.kafka import task_gauges
+from wakeful.consumers.kafka.supervisor import (
     INGRESS_METRICS_HOST_ENV,
     INGRESS_METRICS_PORT_ENV,
     METRICS_HOST_ENV,

@@ -11,8 +11,8 @@ from model_server import serving
 from pydantic import SecretStr
 from unit.test_model_openai import refund_window
 
-from wakeful.consumers.model_openai import OpenAIModel
-from wakeful.consumers.models import make_model
+from wakeful.consumers.proposer.models import make_model
+from wakeful.consumers.proposer.openai_model import OpenAIModel
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
 from wakeful.devstack.model_server import Reply

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from wakeful.consumers import model_messages
+from wakeful.consumers.proposer import messages as model_messages
 from wakeful.workflow.window import inert
 
 TAG = "0123456789abcdef"

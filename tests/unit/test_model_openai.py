@@ -18,7 +18,7 @@ from refund_rules import APP, AUTH, NOW, refund
 from unit.test_window import checkpoint
 from unit.test_window import window as window_of
 
-from wakeful.consumers.model_openai import OpenAIModel, retry_after
+from wakeful.consumers.proposer.openai_model import OpenAIModel, retry_after
 from wakeful.devstack.model_server import ChatServer, Reply, scripted
 from wakeful.examples.refund import RefundArgs, Stage
 from wakeful.schemas.checkpoint import Checkpoint

@@ -8,8 +8,8 @@ import httpx
 import pytest
 from unit.test_model_openai import GOOD, INJECTION, model, refund_window
 
-from wakeful.consumers import model_messages
-from wakeful.consumers.models import GullibleModel, RulesModel
+from wakeful.consumers.proposer import messages as model_messages
+from wakeful.consumers.proposer.models import GullibleModel, RulesModel
 from wakeful.devstack.model_server import ChatServer, scripted
 
 

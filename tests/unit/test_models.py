@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from wakeful.consumers.models import GullibleModel, RulesModel
+from wakeful.consumers.proposer.models import GullibleModel, RulesModel
 from wakeful.examples.onboarding_tools import PaymentArgs
 from wakeful.examples.refund import RefundArgs
 

@@ -11,9 +11,9 @@ import pytest
 from cli_run import page_commands, parsed
 
 from wakeful.cli.ops_cmd import ops
-from wakeful.devstack import ops_auth
-from wakeful.devstack.dev_signers import DEV_SIGNERS
-from wakeful.devstack.release_task import OPERATOR_KIND
+from wakeful.operate.dev_signers import DEV_SIGNERS
+from wakeful.operate.ops import auth as ops_auth
+from wakeful.operate.release import OPERATOR_KIND
 
 pytestmark = pytest.mark.timeout(30)
 

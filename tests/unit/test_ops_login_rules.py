@@ -1,4 +1,4 @@
-"""The ops page's pure login rules (devstack/ops_auth.py, devstack/ops_sessions.py): whose address a
+"""The ops page's pure login rules (operate/ops/auth.py, operate/ops/sessions.py): whose address a
 failed login counts against, and how long a session's record lives. tests/test_ops_sessions.py
 attacks the running page with them."""
 
@@ -8,8 +8,8 @@ import hashlib
 
 import pytest
 
-from wakeful.devstack import ops_auth
-from wakeful.devstack.ops_sessions import Limits, key_of, ttl_ms
+from wakeful.operate.ops import auth as ops_auth
+from wakeful.operate.ops.sessions import Limits, key_of, ttl_ms
 from wakeful.state import keys
 
 pytestmark = pytest.mark.timeout(30)

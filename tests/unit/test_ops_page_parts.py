@@ -13,11 +13,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from refund_rules import APP
 
-from wakeful.devstack import ops_auth
-from wakeful.devstack.ops_data import finished_stages, per_minute, runtime_id, tenant_of_task
-from wakeful.devstack.ops_log import activity, per_minute_median, percentile
-from wakeful.devstack.ops_render import Switch, confirm_text, esc, svg_chart, table
-from wakeful.devstack.ops_sweep import parse_index_key
+from wakeful.operate.ops import auth as ops_auth
+from wakeful.operate.ops.data import finished_stages, per_minute, runtime_id, tenant_of_task
+from wakeful.operate.ops.log import activity, per_minute_median, percentile
+from wakeful.operate.ops.render import Switch, confirm_text, esc, svg_chart, table
+from wakeful.operate.ops.sweep import parse_index_key
 from wakeful.schemas.changelog import action_record
 from wakeful.schemas.custody import ApprovalBound
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus, OutboxRecord, WaitSummary
@@ -319,8 +319,8 @@ def test_latency_per_minute_is_each_minutes_median() -> None:
 
 
 def test_a_dead_letter_is_listed_with_who_refused_it_and_why_and_a_message_that_is_no_letter_too() -> None:
-    from wakeful.devstack.dlq_read import Letter
-    from wakeful.devstack.ops_panels import dlq
+    from wakeful.operate.dlq.read import Letter
+    from wakeful.operate.ops.panels import dlq
     from wakeful.schemas.logs import DeadLetter
 
     letter = DeadLetter(

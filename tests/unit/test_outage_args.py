@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from wakeful.consumers.supervisor import ROLES
+from wakeful.bench import outage
+from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core.errors import ConfigError
-from wakeful.devstack import outage
 
 
 @pytest.mark.parametrize(

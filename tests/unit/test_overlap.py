@@ -13,8 +13,8 @@ from typing import cast
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from helpers import StandInConsumer, StandInProducer, msg
 
-from wakeful.consumers.overlap import OverlapRunner
-from wakeful.consumers.producing import DeliveryFailures
+from wakeful.consumers.kafka.overlap import OverlapRunner
+from wakeful.consumers.kafka.producing import DeliveryFailures
 from wakeful.core.log import Log
 
 DEADLINE_S = 10.0

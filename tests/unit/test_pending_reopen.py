@@ -18,7 +18,7 @@ from async_app import HOOK, PAYING, PayInvoice, handle_of
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import gate_rules
+from wakeful.consumers.gate import rules as gate_rules
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint

@@ -9,8 +9,9 @@ import pytest
 
 from wakeful.producers import reads
 from wakeful.producers.keys import generate_signer, public_bytes
-from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
+from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas.events import SignedEvent
+from wakeful.schemas.signatures import VerifyKey
 
 
 def now() -> datetime:

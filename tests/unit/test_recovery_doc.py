@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_run import page_commands, parsed
 
-from wakeful.devstack.recovery import NOT_ON_THE_LOG
+from wakeful.operate.recover.run import NOT_ON_THE_LOG
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,6 +1,6 @@
 """Where `wakeful recover` re-drives each partition from (D87): the floors the log's changes carry,
 covered by the relay's watermarks (state/redrive.py), and the watermark the relay may publish
-(consumers/relay_watermark.py). Table-driven; no server."""
+(consumers/relay/watermark.py). Table-driven; no server."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ import pytest
 from confluent_kafka import Message
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from wakeful.consumers import log_reader, redrive_retention, relay_watermark
-from wakeful.consumers.log_reader import Read
-from wakeful.consumers.redrive_retention import Kept
-from wakeful.consumers.relay_watermark import Snapshot, Watermarks
+from wakeful.consumers.kafka import retention as redrive_retention
+from wakeful.consumers.kafka.retention import Kept
+from wakeful.consumers.relay import watermark as relay_watermark
+from wakeful.consumers.relay.watermark import Snapshot, Watermarks
 from wakeful.core import topics
 from wakeful.core.log_signing import LogSigner
 from wakeful.core.provenance import RoleKeys, RoleSigner
+from wakeful.operate import log_reader
+from wakeful.operate.log_reader import Read
 from wakeful.schemas.changelog import ChangeMark, Mark, log_items, log_marks
 from wakeful.schemas.logs import LOG_BATCH_HEAD, LOG_BATCH_TAIL, OutboxRecord
 from wakeful.schemas.redrive import LogWatermark, MessageSource
@@ -137,7 +139,7 @@ def test_only_what_a_group_read_is_read_again_and_a_deleted_start_is_named(
     floor, low, high, committed = given
     got = start((W, 0), floor, low, high, committed)
     assert (got.offset, got.moved, got.gone) == expected
-    sent_from, sent_to = got.again  # what was read already: sent again (devstack/redrive.py)
+    sent_from, sent_to = got.again  # what was read already: sent again (operate/recover/redrive.py)
     assert sent_from == got.offset
     assert sent_to - sent_from == (min(high, committed) - got.offset if got.moved and committed else 0)
     if got.gone:

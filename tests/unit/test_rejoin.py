@@ -1,6 +1,6 @@
 """A consumer that lost its partitions and never got back into its group is replaced, and the role
 consumes again: after a broker restart a static member has been seen to log the loss and never
-rejoin, alive and idle while its partitions waited (consumers/consuming.py, Membership).
+rejoin, alive and idle while its partitions waited (consumers/kafka/consuming.py, Membership).
 
 The rule, as a table; then the runner's wiring with stand-in clients. tests/test_rejoin_broker.py
 replaces a stuck client by a real one that reads on from a real broker."""
@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from helpers import StandInProducer, msg
 
-from wakeful.consumers.consuming import CLASSIC_SESSION_S, TELL_WAIT_S, Membership, why_waiting
-from wakeful.consumers.overlap import OverlapRunner
-from wakeful.consumers.runner import Runner
+from wakeful.consumers.kafka.consuming import CLASSIC_SESSION_S, TELL_WAIT_S, Membership, why_waiting
+from wakeful.consumers.kafka.overlap import OverlapRunner
+from wakeful.consumers.kafka.runner import Runner
 from wakeful.core.log import Log
 from wakeful.core.process import wait_until
 

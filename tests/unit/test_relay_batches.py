@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wakeful.consumers.relay_batches import MESSAGE_BYTES, pack
+from wakeful.consumers.relay.batches import MESSAGE_BYTES, pack
 from wakeful.core.errors import DecodeError
 from wakeful.schemas.logs import LOG_BATCH_HEAD, OutboxRecord, log_records
 from wakeful.state.outbox import Pending

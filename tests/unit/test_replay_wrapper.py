@@ -11,16 +11,18 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from wakeful.consumers import gate_rules, replays
-from wakeful.consumers.door import Refused, Vouched, judge_replay
-from wakeful.consumers.gate_wake import identity
-from wakeful.consumers.inbound import claim
+from wakeful.consumers.gate import rules as gate_rules
+from wakeful.consumers.gate.wake import identity
+from wakeful.consumers.inbound.main import claim
 from wakeful.examples.refund import app as refund_app
 from wakeful.producers.keys import public_bytes
-from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
+from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import Envelope, SignedEvent
+from wakeful.schemas.signatures import VerifyKey
 from wakeful.state import keys
+from wakeful.workflow import replays
+from wakeful.workflow.door import Refused, Vouched, judge_replay
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from retry_app import CHANGE, app
 
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import gate_rules, model_messages
-from wakeful.consumers.gate_wake import Taken
+from wakeful.consumers.gate import rules as gate_rules
+from wakeful.consumers.gate.wake import Taken
+from wakeful.consumers.proposer import messages as model_messages
 from wakeful.core.errors import ConfigError
 from wakeful.examples import refund as refund_app
 from wakeful.examples.tutorial import AWAITING_APPROVAL, READY, BookArgs

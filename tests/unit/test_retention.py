@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wakeful.core.errors import ConfigError
-from wakeful.devstack import retention_sweeps
 from wakeful.examples.refund import app as refund_app
 from wakeful.examples.tutorial import rooms
+from wakeful.operate import retention as retention_sweeps
 from wakeful.sdk import App, Retention
 from wakeful.workflow.retention import (
     Seen,

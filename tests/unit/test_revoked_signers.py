@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from refund_rules import APP, AUTH, refund
 
 from wakeful.authority.revocations import Revocation, record, revoked_from
-from wakeful.consumers import gate_rules
+from wakeful.consumers.gate import rules as gate_rules
 from wakeful.core.errors import ConfigError
 from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events

@@ -11,9 +11,9 @@ import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from helpers import StandInConsumer, StandInProducer, msg
 
-from wakeful.consumers.overlap import OverlapRunner
-from wakeful.consumers.producing import DeliveryFailures
-from wakeful.consumers.runner import Runner
+from wakeful.consumers.kafka.overlap import OverlapRunner
+from wakeful.consumers.kafka.producing import DeliveryFailures
+from wakeful.consumers.kafka.runner import Runner
 from wakeful.core.errors import KafkaClientFailed
 from wakeful.core.log import Log
 from wakeful.core.process import wait_until

@@ -13,8 +13,8 @@ import pytest
 from loop_app import WORKING, FindOrder, RefundOrder, TrackParcel, support
 
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import model_messages
-from wakeful.consumers.models import RulesModel
+from wakeful.consumers.proposer import messages as model_messages
+from wakeful.consumers.proposer.models import RulesModel
 from wakeful.examples.refund import app as refund
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import Checkpoint

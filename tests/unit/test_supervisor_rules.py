@@ -12,7 +12,7 @@ import psutil
 import pytest
 from helpers import kill_processes, process_alive
 
-from wakeful.consumers import supervisor
+from wakeful.consumers.kafka import supervisor
 from wakeful.core.process import wait_until
 
 GONE_S = 60.0
@@ -22,7 +22,7 @@ GONE_S = 60.0
 STUCK_ROLE = """
 import signal, sys, time
 from pathlib import Path
-from wakeful.consumers import supervisor
+from wakeful.consumers.kafka import supervisor
 
 supervisor.STOP_GRACE_S = 2
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -92,7 +92,7 @@ def test_a_roles_first_process_keeps_the_roles_name_and_the_others_are_numbered(
 
 
 def test_worker_all_with_an_ingress_port_runs_the_http_door_as_a_member_of_its_own() -> None:
-    from wakeful.consumers.supervisor import INGRESS, command
+    from wakeful.consumers.kafka.supervisor import INGRESS, command
 
     assert command(INGRESS, [], 18080)[-3:] == ["ingress", "--port", "18080"]
     assert command("gate#2", ["gate.after_consume"])[-3:] == ["gate", "--fault", "gate.after_consume"]

@@ -11,8 +11,8 @@ import pytest
 
 from wakeful.authority.policy import authorize
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import model_messages
-from wakeful.consumers.models import GullibleModel, RulesModel
+from wakeful.consumers.proposer import messages as model_messages
+from wakeful.consumers.proposer.models import GullibleModel, RulesModel
 from wakeful.examples import support as sup
 from wakeful.examples import support_rules as rules
 from wakeful.examples.support_rules import IN_STOCK, PARCEL, REMEDY, STATUS

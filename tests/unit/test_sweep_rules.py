@@ -13,7 +13,8 @@ import pytest
 import redis
 from refund_rules import AUTH, refund
 
-from wakeful.consumers import executor_steps, timer_sweep
+from wakeful.consumers.executor import steps as executor_steps
+from wakeful.consumers.timer import sweep as timer_sweep
 from wakeful.core.log import Log
 from wakeful.examples.refund import app as refund_app
 from wakeful.schemas.checkpoint import Checkpoint

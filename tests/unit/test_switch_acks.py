@@ -1,11 +1,11 @@
 """An idle role reads the switch counter every tick but writes its acknowledgement only when the
-counter moved, or often enough to read as live (consumers/switch_acks.py)."""
+counter moved, or often enough to read as live (consumers/kafka/switch_acks.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from wakeful.consumers.switch_acks import LIVE_S, REFRESH_S, TICK_S, acker, due
+from wakeful.consumers.kafka.switch_acks import LIVE_S, REFRESH_S, TICK_S, acker, due
 
 
 @pytest.mark.parametrize(

@@ -14,11 +14,11 @@ import pytest
 from contract_app import app as contract_v1
 
 from wakeful.authority.snapshot import DEFAULT_COMPAT, Snapshot
-from wakeful.consumers import gate_writes
-from wakeful.devstack.release_task import operators
-from wakeful.producers.signing import VerifyKey
+from wakeful.consumers.gate import writes as gate_writes
+from wakeful.operate.release import operators
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.signatures import VerifyKey
 from wakeful.sdk import App
 from wakeful.workflow import compat
 

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from wakeful.consumers.handling import Handling
+from wakeful.consumers.kafka.handling import Handling
 from wakeful.core import tracing
 from wakeful.core.log import Log
 from wakeful.core.trace_headers import parse_traceparent

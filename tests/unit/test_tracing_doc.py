@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_run import page_commands, parsed
 
-from wakeful.consumers.supervisor import ROLES
+from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core import tracing
 
 pytestmark = pytest.mark.timeout(30)
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timeout(30)
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs/tracing.md"
 CODE = "\n".join(
-    p.read_text() for folder in ("consumers", "core", "state") for p in (ROOT / folder).glob("*.py")
+    p.read_text() for folder in ("consumers", "core", "state") for p in (ROOT / folder).rglob("*.py")
 )
 
 

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wakeful.authority.snapshot import Snapshot
+from wakeful.bench.traffic import Traffic, load_traffic, split
 from wakeful.core.errors import ConfigError
-from wakeful.devstack.traffic import Traffic, load_traffic, split
 from wakeful.examples import onboarding as onb
 from wakeful.examples import refund, shop
 from wakeful.examples import support as sup
@@ -32,12 +32,12 @@ def test_an_app_without_traffic_is_told_in_one_line_what_to_add() -> None:
     with pytest.raises(ConfigError) as caught:
         load_traffic(bare)
     said = str(caught.value)
-    assert "\n" not in said and "traffic=" in said and "wakeful.devstack.traffic.Traffic" in said
+    assert "\n" not in said and "traffic=" in said and "wakeful.bench.traffic.Traffic" in said
 
 
 def test_a_traffic_that_is_not_a_traffic_is_refused_by_name() -> None:
     wrong = dataclasses.replace(refund.app, traffic="wakeful.examples.refund:app")
-    with pytest.raises(ConfigError, match=re.escape("is App, not a wakeful.devstack.traffic.Traffic")):
+    with pytest.raises(ConfigError, match=re.escape("is App, not a wakeful.bench.traffic.Traffic")):
         load_traffic(wrong)
 
 

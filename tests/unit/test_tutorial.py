@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import inbound
+from wakeful.consumers.inbound import main as inbound
 from wakeful.core.settings import Settings
 from wakeful.examples import tutorial
 from wakeful.examples.tutorial import (
@@ -29,9 +29,10 @@ from wakeful.examples.tutorial import (
     start,
 )
 from wakeful.producers.keys import public_bytes
-from wakeful.producers.signing import Ed25519Signer, VerifyKey, sign_event
+from wakeful.producers.signing import Ed25519Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.signatures import VerifyKey
 from wakeful.sdk import (
     APPROVERS,
     CLOSED,

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from wakeful.consumers.door import Accepted, Refused, judge, parse
-from wakeful.consumers.ingress_events import STATUS, _body, status
+from wakeful.consumers.ingress.events import STATUS, _body, status
 from wakeful.producers import reads
-from wakeful.producers.signing import VerifyKey
 from wakeful.schemas import events, webhook
 from wakeful.schemas.events import SignedEvent
+from wakeful.schemas.signatures import VerifyKey
+from wakeful.workflow.door import Accepted, Refused, judge, parse
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 T = int(NOW.timestamp())

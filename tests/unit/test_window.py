@@ -16,7 +16,6 @@ from pydantic import BaseModel
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.examples.refund import RefundArgs, Stage, refund
-from wakeful.producers.signing import VerifyKey
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import (
     BusinessState,
@@ -26,6 +25,7 @@ from wakeful.schemas.checkpoint import (
     SecurityScope,
     VersionStamps,
 )
+from wakeful.schemas.signatures import VerifyKey
 from wakeful.sdk import App, Tool
 from wakeful.workflow.window import EVIDENCE_LIMIT, build, render
 

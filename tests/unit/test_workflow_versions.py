@@ -15,7 +15,7 @@ from contract_app import app as contract_v1
 from contract_app import contract
 
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers import gate_rules
+from wakeful.consumers.gate import rules as gate_rules
 from wakeful.core.errors import ConfigError
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk import App

@@ -1,0 +1,1 @@
+"""`wakeful memory ...`: the operator's commands over memory records."""

@@ -1,0 +1,1 @@
+"""The executor role: carries out an approved proposal's side effects, once."""

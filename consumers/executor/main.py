@@ -1,0 +1,350 @@
+"""The executor: gate 7. Re-load, validate the proposal against Progress and live Authority, then
+execute the side effect once, through the loaded app's tool.
+
+Order, each step durable before the next: intent (action log, under the tool's op key, by
+default {tool}:{task}:v{version}) -> the tool's call WITH the op key and the lease's fencing token ->
+outcome recorded and stage advanced, in one transaction (its outbox record reaches wakeful.log).
+A crash anywhere resumes correctly:
+  A. before the intent:          nothing happened; the redelivered proposal runs from the start.
+  B. after intent, before call:   the intent is in flight; ask the tool's lookup (not found), call
+                                  again with the SAME key.
+  C. after call, before outcome:  in flight; the lookup finds what the call did: record it, advance.
+  D. outcome recorded, stage not: only a recovery (C), or code before D48, leaves this; skip the
+                                  call, advance.
+An ambiguous outcome is never retried blindly: it is looked up by key. A step that fails for good
+parks the task, after undoing what the workflow names (each undo once, under its own op key).
+While a tool runs, a heartbeat renews the lease (consumers/executor/heartbeat.py); a tool that is
+unavailable is tried again by retrying the message with the lease given back, the calls counted on
+the intent, through case B (docs/decisions.md D61).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from confluent_kafka import Message
+from pydantic import ValidationError
+
+from wakeful.authority import freezes
+from wakeful.authority.kept import Ask, Kept
+from wakeful.authority.snapshot import Snapshot
+from wakeful.consumers.executor import steps as executor_steps
+from wakeful.consumers.executor.heartbeat import Heartbeats
+from wakeful.consumers.executor.writes import Loaded, Writes, proposal_trail
+from wakeful.consumers.kafka import switch_acks, unreadable, wiring
+from wakeful.consumers.kafka.producing import RunnerProducer
+from wakeful.consumers.kafka.role import Hooks, run_role
+from wakeful.consumers.kafka.runner import Runner
+from wakeful.core import metrics, topics, tracing
+from wakeful.core.errors import (
+    ActionError,
+    DecodeError,
+    IntegrityError,
+    KeyringError,
+    LeaseBusy,
+    LeaseLost,
+    TaskNotFound,
+    TaskQuarantined,
+)
+from wakeful.core.faults import fault
+from wakeful.core.log import Log
+from wakeful.core.provenance import Forged, RoleKeys, load_keys
+from wakeful.core.retry import Retry
+from wakeful.core.settings import Settings
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.events import Envelope
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
+from wakeful.schemas.proposals import Proposal
+from wakeful.sdk.app import App, load_app
+from wakeful.sdk.tools import Tool
+from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
+from wakeful.state import checks, first_step, keys
+from wakeful.state.actions import ActionLog
+from wakeful.state.lease import Held, Leases
+from wakeful.state.replies import hash_reply
+from wakeful.state.store import Store
+from wakeful.workflow import compat, effects, engine, revoked, switches
+
+
+class Executor:
+    def __init__(
+        self, store: Store, leases: Leases, actions: ActionLog, log: Log, *, keys: RoleKeys, app: App
+    ) -> None:
+        self.store = store
+        self.role_keys = keys
+        self.leases = leases
+        self.actions = actions
+        self.log = log
+        self.app = app
+        self.kept = Kept(app.name, app.shipped_policy)  # the authority Snapshot, while it stands
+        self.writes = Writes(store, actions, app, log)
+        self.heartbeats = Heartbeats(leases, log=log)
+        self.runner: Runner | None = None
+
+    def handle(self, msg: Message) -> None:
+        assert self.runner is not None
+        sender = self.role_keys.sender(topics.PROPOSALS, msg.key() or b"", msg.value() or b"", msg.headers())
+        if isinstance(sender, Forged):
+            return self.runner.dead_letter(msg, sender.reason)
+        try:
+            env = Envelope.decode(msg.value() or b"")
+            proposal = Proposal.decode(orjson.dumps(env.payload))  # its schema's migrations run
+        except (DecodeError, ValidationError) as exc:
+            return self.runner.dead_letter(msg, f"malformed proposal: {exc!r}")
+        ask = self.kept.ask()  # the authority token, and the Snapshot's reads unless one is kept
+        with self.store.pinned(env.task_id) as pinned:
+            try:
+                # One round trip: the task's lease, then the task WATCHed and read, its action log and
+                # live authority.
+                lease, cp, replies, watched = self.store.acquire_with(
+                    self.leases,
+                    env.task_id,
+                    [("HGETALL", keys.ops(env.task_id)), *ask.commands],
+                    pinned=pinned,
+                )
+            except LeaseBusy:
+                raise Retry("task lease is held by another worker", after=0.005) from None
+            except TaskQuarantined:
+                return self._superseded(msg, env, "task is quarantined")  # parked since it was asked
+            except (TaskNotFound, IntegrityError) as exc:
+                return self.runner.dead_letter(msg, f"proposal refused: {exc}", env.task_id)
+            except (KeyringError, DecodeError) as exc:  # this worker's keyring, not the task (D88)
+                fix = unreadable.fix_for(exc)
+                self.log("executor.unreadable", task_id=env.task_id, error=str(exc), fix=fix)
+                unreadable.mark(self.store.client, env.task_id)
+                return self._superseded(msg, env, f"this worker cannot read the task: {exc}")
+            held = Held(lease)
+            try:
+                self._execute(msg, env, proposal, Loaded(cp, replies, held, pinned, watched), ask)
+            finally:
+                self.leases.finish(held)
+        return None
+
+    def _execute(self, msg: Message, env: Envelope, proposal: Proposal, loaded: Loaded, ask: Ask) -> None:
+        """The proposal checked against the task `loaded` under the lease held (and the reads that
+        came with it), then carried out at most once."""
+        assert self.runner is not None
+        cp, replies, held = loaded.checkpoint, loaded.replies, loaded.held
+        tracing.stamp_task(cp, self.app.name)
+        refused = executor_steps.unanswered(self.app, cp, env)
+        if refused is not None and executor_steps.superseded(cp, env):
+            return self._superseded(msg, env, refused)
+        if refused is not None:
+            return self.runner.dead_letter(msg, refused, env.task_id)
+        try:
+            engine.workflow_of(self.app, cp)
+        except engine.UnknownWorkflow as exc:
+            # Another release's (a deploy under way) or one the app dropped: the gate judges which at
+            # the task's next wake, which the timer's sweep gives it if nothing else does (D85).
+            return self._superseded(msg, env, f"{exc}: left to the gate's next wake")
+        # A policy version this process has not parsed yet, or a token that moved: one more trip.
+        ops, auth = hash_reply(replies[0]), self.kept.snapshot(ask, replies[1:], loaded.pinned.batch)
+        # A step of this stage may already have run (cases C and D): settle that by key first. It
+        # was validated before its intent was written; re-validating it against today's authority
+        # could park a task whose effect has already happened.
+        settled = executor_steps.settled(self.app, self.actions, cp, ops, held.lease)
+        if settled is not None:
+            return self.writes.close(loaded, settled, auth)
+        # The kill path: a frozen task takes no new step (a step already begun completes above).
+        # The proposal is dropped, the task marked: the thaw wakes it and the gate asks again.
+        freeze = freezes.holding(auth.frozen, self.app.name, cp.security.tenant, cp.task_id)
+        if freeze is not None:
+            checks.raise_replies(cp.task_id, *loaded.pinned.batch([("SADD", keys.HELD_TASKS, cp.task_id)]))
+            self.log("executor.held", task_id=cp.task_id, scope=freeze.scope)
+            return None
+        # A signer the task rests on was revoked: the app's rule, before any new step.
+        parked = revoked.parks(self.app, cp, auth)
+        if parked is not None:
+            parked_id = keys.runtime_id("revoked", cp.task_id, cp.state_version)
+            self.writes.advance(loaded, parked_id, lambda c: engine.review(c, parked), {"refused": parked})
+            self.log("executor.needs_review", task_id=cp.task_id, reason=parked)
+            return None
+        # Gate 4 again, before a step begins: a proposal in flight across a deploy runs only under
+        # the tools and policy its task was admitted to (a step already begun completes above).
+        incompatible = compat.check_app(self.app, cp, auth)
+        if isinstance(incompatible, str):
+            return self._quarantine(loaded, incompatible)
+        now = datetime.now(UTC)
+        decided = effects.check_proposal(
+            self.app,
+            cp,
+            proposal.tool,
+            proposal.args,
+            auth=auth,
+            now=now,
+            unusable=proposal.unusable,
+            failed=proposal.failed,
+        )
+        if isinstance(decided, Refuse | Review):
+            # The runtime's own id for a refusal at this version, never the proposal's message id
+            # (anyone who can write to wakeful.proposals chooses that).
+            refused_id = keys.runtime_id("refused", cp.task_id, cp.state_version)
+            return self._refused(loaded, refused_id, decided)
+        # The tool's switch, read live with this load: off, the step is refused before its intent.
+        raw = ops.get(decided.op_key.encode())
+        begun = ActionLogEntry.decode(raw).status if raw else None
+        off = switches.refused(self.app.name, decided.tool, begun, auth)
+        if off is not None:
+            parked_id = keys.runtime_id("review", decided.op_key, cp.state_version)
+            self.writes.advance(loaded, parked_id, lambda c: engine.review(c, off.reason), off.detail())
+            self.log("executor.tool_disabled", task_id=cp.task_id, tool=decided.tool, by=off.switch.by)
+            return None
+        more = self._more(loaded, decided, proposal, auth, now)
+        if more is None:
+            return None
+        tracing.stamp(tool=decided.tool, op_key=decided.op_key)
+        args = decided.args.model_dump(mode="json")  # once: for the intent, and for the loop's record
+        done = self._once(loaded, decided, args, auth)
+        if done is None:
+            return None
+        result, first, outcome = done
+        with self.heartbeats.beating(loaded.held.lease) as beat:
+            extra = executor_steps.call_more(self.app, more, loaded.held.lease)
+        beat.check()
+        step = (decided.tool, decided.op_key, result, args)
+        call = (decided.tool, decided.op_key, args)
+        trail = proposal_trail(env, proposal.model, cp, call, [o for _, o, _, _ in extra])
+        return self.writes.close(loaded, step, auth, first, outcome, more=extra, trail=trail)
+
+    def _superseded(self, msg: Message, env: Envelope, why: str) -> None:
+        """A proposal this executor may not carry out, though nothing is wrong with it, is dropped,
+        counted and logged: its task moved on (its newer version has a request of its own, or needs
+        none), or runs a workflow this release lacks. The dead letters are for what is wrong."""
+        metrics.superseded("executor", msg.topic())
+        self.log("executor.superseded", task_id=env.task_id, state_version=env.task_version, why=why)
+
+    def _quarantine(self, loaded: Loaded, detail: str) -> None:
+        """Gate 4 fails under the lease: the task runs under versions (or a workflow) the deployed app
+        cannot run, so it is quarantined with why, as the gate would, readable and releasable by a
+        person (docs/change.md). Never left at a tool stage with its request spent and nothing to wake it."""
+        task_id = loaded.checkpoint.task_id
+        self.store.quarantine(task_id, "incompatible", detail)
+        self.log("executor.quarantined", task_id=task_id, detail=detail)
+
+    def _more(
+        self, loaded: Loaded, decided: Effect, proposal: Proposal, auth: Snapshot, now: datetime
+    ) -> list[Effect] | None:
+        """The read-only calls that share the proposal's turn (D68); None if it may not share it
+        (recorded, and the model asked again)."""
+        cp = loaded.checkpoint
+        judged = executor_steps.judge_more(self.app, cp, decided, proposal.more, auth=auth, now=now)
+        if isinstance(judged, Refuse):
+            self._refused(loaded, keys.runtime_id("refused", cp.task_id, cp.state_version), judged)
+            return None
+        return judged
+
+    def _refused(self, loaded: Loaded, refused_id: str, decided: Refuse | Review) -> None:
+        """A Review parks the task. A Refuse records the reason and asks the model again (the
+        task is woken, and the gate's next window shows why), or, past the workflow's
+        max_reproposals, parks it too (effects.refused)."""
+        cp, reason = loaded.checkpoint, decided.reason
+        if isinstance(decided, Review):
+            self.writes.advance(loaded, refused_id, lambda c: engine.review(c, reason), {"refused": reason})
+            self.log("executor.refused", task_id=cp.task_id, reason=reason, review=True)
+            return
+        after = self.writes.ask_again(loaded, refused_id, lambda c: effects.refused(self.app, c, reason))
+        parked = after.checkpoint.stage != cp.stage
+        count = cp.execution.attempts + 1
+        self.log("executor.refused", task_id=cp.task_id, reason=reason, review=parked, refusals=count)
+
+    def _once(
+        self, loaded: Loaded, effect: Effect, args: dict[str, Any], auth: Snapshot
+    ) -> tuple[Mapping[str, Any], list[Any], tuple[Any, ...] | None] | None:
+        """The tool's call (`args`: the effect's arguments as JSON), at most one effect per op
+        key. Returns what it returned, the close's
+        first step (its inbox check rides with the intent) and the outcome's record for the close
+        to carry (None when it is recorded already); None if the task went to review."""
+        cp, lease = loaded.checkpoint, loaded.held.lease
+        tool = self.app.tool(effect.tool)
+        assert tool is not None  # check_proposal found it
+        intent = self.actions.begin_command(
+            cp.task_id, effect.op_key, lease.fence, lease.token, tool=tool.name, args=args
+        )
+        closed = first_step.seen(cp.task_id, keys.runtime_id("close", effect.op_key))
+        reply, _, seen = loaded.pinned.batch([intent, self.actions.mark_command(cp.task_id), closed])
+        begun = self.actions.begun(cp.task_id, lease.token, reply)
+        first = [*loaded.watched, seen]
+        if begun.entry.status is ActionStatus.SUCCEEDED:  # case D: done before; skip and advance
+            return begun.entry.result or {}, first, None
+        fault("executor.after_intent")
+        # A fresh intent, or case B (in flight, and settled() found nothing downstream): call with
+        # the same key; the tool does it at most once. The lease is renewed while the call runs.
+        with self.heartbeats.beating(lease) as beat:
+            outcome = executor_steps.call_once(
+                tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
+            )
+        beat.check()  # renewed at every beat, or nothing is written with this fence
+        if isinstance(outcome, executor_steps.Unavailable):
+            outcome = self._unavailable(loaded, tool, begun.entry, outcome)
+        if isinstance(outcome, str):
+            self._give_up(loaded, (tool.name, effect.op_key), outcome, auth)
+            return None
+        fault("executor.after_downstream_call")
+        record = self.actions.complete_command(
+            cp.task_id, effect.op_key, lease.fence, dict(outcome), begun.entry
+        )
+        return outcome, first, record
+
+    def _unavailable(
+        self, loaded: Loaded, tool: Tool[Any], intent: ActionLogEntry, failed: executor_steps.Unavailable
+    ) -> str:
+        """A call that found its tool unavailable: counted on the intent, then the message is
+        retried later (Retry), the lease given back meanwhile (D61); or, once the tool's attempts
+        are spent, why the step failed for good."""
+        cp, lease, tried = loaded.checkpoint, loaded.held.lease, intent.attempts + 1
+        try:
+            self.actions.attempted(intent, lease.fence, attempts=tried, reason=failed.reason)
+        except ActionError as exc:  # a newer holder owns the intent: this lease is gone
+            raise LeaseLost(cp.task_id, lease.token, str(exc)) from exc
+        decided = executor_steps.after_unavailable(tool, tried, failed.reason)
+        if isinstance(decided, str):
+            return decided
+        self.log("executor.tool_unavailable", task_id=cp.task_id, tool=tool.name, attempt=tried)
+        raise Retry(f"{tool.name} unavailable (attempt {tried} of {tool.attempts}): {failed.reason}", decided)
+
+    def _give_up(self, loaded: Loaded, step: tuple[str, str], reason: str, auth: Snapshot) -> None:
+        """The step (tool, op key) failed for good, nothing done: record it, undo what the workflow
+        names, and park the task."""
+        (tool, op), cp, lease = step, loaded.checkpoint, loaded.held.lease
+        self.actions.fail(cp.task_id, op, lease.fence, reason)
+        decided = effects.failed(self.app, cp, tool, reason, auth=auth, now=datetime.now(UTC))
+        undone: dict[str, str] = {}
+        if isinstance(decided, Compensate):
+            with self.heartbeats.beating(lease) as beat:
+                reason, undone = executor_steps.compensate(
+                    self.app, self.actions, cp, decided, lease, log=self.log
+                )
+            beat.check()
+
+        def park(c: Checkpoint) -> Checkpoint:
+            parked = engine.review(c, reason)
+            return parked.model_copy(update={"external_refs": {**parked.external_refs, **undone}})
+
+        self.writes.advance(
+            loaded, keys.runtime_id("review", op, cp.state_version), park, {"refused": reason}
+        )
+        self.log("executor.needs_review", task_id=cp.task_id, reason=reason)
+
+
+def main(settings: Settings, stop: threading.Event) -> None:
+    # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
+    keys = load_keys(settings, "executor")
+    app = load_app(settings.app)
+    for tool in app.tools:
+        tool.connect(settings)  # each with its own credentials
+    store = wiring.store_for(settings, "executor", app)
+    leases, actions = wiring.leases_for(settings, "executor"), wiring.actions_for(settings, "executor")
+
+    def build(producer: RunnerProducer, log: Log) -> Executor:
+        unreadable.wake_at_start(store.client, log)  # it may hold the key a task was sealed under now
+        return Executor(store, leases, actions, log, keys=keys, app=app)
+
+    def hooks(executor: Executor) -> Hooks:
+        return Hooks(between_batches=switch_acks.acker(executor.store.client, "executor", executor.log))
+
+    run_role(settings, stop, "executor", topics.PROPOSALS, build, hooks=hooks)

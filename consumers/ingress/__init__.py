@@ -1,0 +1,1 @@
+"""The ingress role: the HTTP door upstream systems post signed events to."""

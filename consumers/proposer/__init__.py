@@ -1,0 +1,1 @@
+"""The proposer role: asks the model for a proposal, which it never acts on."""

@@ -1,0 +1,1 @@
+"""The relay role: publishes the outbox to wakeful.log, and the memory write door."""

@@ -1,0 +1,1 @@
+"""The audit chain over wakeful.log: export, verify and read it."""

@@ -1,0 +1,1 @@
+"""Rebuilding Redis from Kafka after it is lost (`wakeful recover`)."""
