@@ -22,11 +22,11 @@ def journal(settings: Settings, *, always: bool = False) -> bool:
     failure is said, not raised: the command itself did its work, and the next one (or `wakeful
     authority backup`) publishes the copy."""
     from wakeful.core import secrets
-    from wakeful.devstack import redis_server
+    from wakeful.operate import reach
     from wakeful.operate.client import Client
     from wakeful.operate.recover import run as recovery
 
-    if not secrets.exists(settings, "admin", "redis") or not redis_server.healthy(settings.redis_url):
+    if not secrets.exists(settings, "admin", "redis") or not reach.healthy(settings.redis_url):
         return always and _no_redis()  # without Redis no command changed authority
     try:
         client = Client(settings)

@@ -1,0 +1,109 @@
+"""The house's rooms (docs/decisions.md D94): a module under consumers/ lives in a role's package or
+in the roles' shared plumbing; the role packages are exactly those import-linter keeps independent;
+a planted import from one role into another breaks that contract; the map names every folder; and
+docs/memory.md's map of memory's modules is the files that exist."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+SHARED = "kafka"  # the roles' shared plumbing: consumers/kafka/
+
+
+def _contract(kind: str) -> dict[str, object]:
+    found = [c for c in PYPROJECT["tool"]["importlinter"]["contracts"] if c["type"] == kind]
+    assert len(found) == 1, f"one {kind} contract expected, found {len(found)}"
+    return found[0]
+
+
+def _role_packages() -> set[str]:
+    return {p.name for p in (ROOT / "consumers").iterdir() if (p / "__init__.py").exists()} - {SHARED}
+
+
+def test_no_module_lives_under_consumers_outside_a_role_or_the_shared_plumbing() -> None:
+    loose = sorted(p.name for p in (ROOT / "consumers").glob("*.py") if p.name != "__init__.py")
+    assert loose == [], f"consumers/ holds modules of no role: {loose}; move each to a role or kafka/"
+
+
+def test_every_role_package_is_in_the_independence_contract_and_nothing_else_is() -> None:
+    listed = {m.removeprefix("wakeful.consumers.") for m in _contract("independence")["modules"]}  # type: ignore[union-attr]
+    assert listed == _role_packages()
+
+
+def test_every_role_package_has_its_loop_in_main() -> None:
+    for role in sorted(_role_packages()):
+        text = (ROOT / "consumers" / role / "main.py").read_text()
+        assert re.search(r"^def main\(", text, re.M), f"consumers/{role}/main.py has no main()"
+
+
+def test_the_house_map_names_every_folder() -> None:
+    decisions = (ROOT / "docs" / "decisions.md").read_text()
+    house = decisions[decisions.index("## D94.") :]
+    house = house[: house.index("\n## ", 1)] if "\n## " in house[1:] else house
+    packages = PYPROJECT["tool"]["setuptools"]["packages"]
+    folders = {name.split(".", 1)[1].replace(".", "/") for name in packages}
+    missing = sorted(
+        f
+        for f in folders
+        if f"`{f}/`" not in house and not (f.startswith("consumers/") and "`consumers/<role>/`" in house)
+    )
+    assert missing == [], f"docs/decisions.md D94's map leaves out {missing}"
+    for role in _role_packages():
+        assert f"`{role}`" in house, f"D94 does not name the role package {role}"
+
+
+def test_memory_map_lists_exactly_the_modules_of_memory() -> None:
+    page = (ROOT / "docs" / "memory.md").read_text()
+    section = page[page.index("## Where memory lives") :]
+    section = section[: section.index("\n## ", 1)]
+    listed = set(re.findall(r"^\| `([\w/]+\.py)` \|", section, re.M))
+    for path in sorted(listed):
+        assert (ROOT / path).is_file(), f"docs/memory.md names {path}, which does not exist"
+    folders = [p for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    named = {
+        str(p.relative_to(ROOT))
+        for folder in folders
+        for p in folder.rglob("*.py")
+        if "memory" in str(p.relative_to(ROOT)) and p.name != "__init__.py"
+    }
+    assert named - listed == set(), f"docs/memory.md's map leaves out {sorted(named - listed)}"
+
+
+@pytest.mark.timeout(120)
+def test_a_planted_import_from_one_role_into_another_breaks_the_independence_contract(tmp_path: Path) -> None:
+    tree = tmp_path / "wakeful"
+    tree.mkdir()
+    (tree / "__init__.py").write_text("")
+    for name, folder in PYPROJECT["tool"]["setuptools"]["package-dir"].items():
+        copy = tree / name.split(".", 1)[1]
+        shutil.copytree(ROOT / folder, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "consumers" / "gate" / "planted.py").write_text("from wakeful.consumers.executor import main\n")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports_command; lint_imports_command()",
+            "--no-cache",
+        ],
+        check=False,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    broken = [line for line in out.splitlines() if line.endswith(" BROKEN")]
+    assert broken == ["No role imports another: each role package is independent of every other BROKEN"], out
+    assert "wakeful.consumers.gate.planted -> wakeful.consumers.executor" in out, out
