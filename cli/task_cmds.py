@@ -9,6 +9,7 @@ from typing import IO, Any
 
 import click
 
+from wakeful.cli import ledger_view
 from wakeful.cli.app_option import app_option
 from wakeful.cli.output import emit, outcome_line
 from wakeful.cli.payload import build_payload
@@ -266,14 +267,14 @@ def task_list(settings: Settings, stuck: bool, older_than: int, as_json: bool) -
 @json_option
 @click.pass_obj
 def ledger(settings: Settings, task_id: str | None, as_json: bool) -> None:
-    """What the downstreams booked (the example bank's ledger entries), or one task's."""
+    """What each downstream booked (the bank's bookings, the shop's remedies and notices, the
+    register's outcomes), or one task's; each in its own shape (cli/ledger_view.py)."""
     admin = Client(settings).admin
-    entries = [e for d in acl.downstreams_of(settings) if d.entries for e in d.entries(admin, task_id)]
-    human = "\n".join(
-        f"{e['entry_id']:24} {e['task_id']:16} {e['amount']:>8} {e['currency']} {e['op_key']}"
-        for e in entries
-    )
-    emit(entries, as_json, human or "no entries")
+    booked = [(d.user, d.entries(admin, task_id)) for d in acl.downstreams_of(settings) if d.entries]
+    if as_json:  # decided before any formatting: no downstream's shape is assumed by the other form
+        emit(ledger_view.as_json(booked), True, "")
+    else:
+        click.echo(ledger_view.human(booked))
 
 
 def show_lines(shown: dict[str, Any]) -> list[str]:

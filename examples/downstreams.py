@@ -7,12 +7,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+
+import redis
 
 from wakeful.core.errors import DownstreamRefused, DownstreamUnavailable, FencedOff
 from wakeful.examples import bank, shop, suppliers_keys
+from wakeful.examples.suppliers import Suppliers
 from wakeful.sdk import ToolFenced, ToolRefused, ToolUnavailable
 
-DOWNSTREAMS = (bank.DOWNSTREAM, suppliers_keys.DOWNSTREAM, shop.DOWNSTREAM)
+
+def outcomes(admin: redis.Redis, task_id: str | None) -> list[dict[str, object]]:
+    """`wakeful ledger`: the register's registrations, payments and removals, or one task's."""
+    return [e.model_dump(mode="json") for e in Suppliers(admin).entries(task_id)]
+
+
+# The register's listing is given here, not in suppliers_keys: the register's code imports its keys.
+REGISTER = replace(suppliers_keys.DOWNSTREAM, entries=outcomes)
+DOWNSTREAMS = (bank.DOWNSTREAM, REGISTER, shop.DOWNSTREAM)
 
 
 @contextmanager

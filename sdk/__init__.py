@@ -14,8 +14,10 @@ from wakeful.sdk.retention import Retention
 from wakeful.sdk.tools import Pending, Tool, ToolFenced, ToolRefused, ToolUnavailable, catalog
 from wakeful.sdk.workflow import (
     ANYONE,
+    APPROVAL_VALID_FOR,
     APPROVERS,
     CLOSED,
+    MAX_APPROVAL_VALID_FOR,
     MAX_REPROPOSALS,
     NEEDS_REVIEW,
     QUARANTINED,
@@ -36,8 +38,10 @@ from wakeful.sdk.workflow import (
 
 __all__ = [
     "ANYONE",
+    "APPROVAL_VALID_FOR",
     "APPROVERS",
     "CLOSED",
+    "MAX_APPROVAL_VALID_FOR",
     "MAX_REPROPOSALS",
     "NEEDS_REVIEW",
     "QUARANTINED",

@@ -16,7 +16,15 @@ from wakeful.schemas.logs import UNDO_PREFIX
 from wakeful.schemas.memory import FACT
 from wakeful.sdk import retention
 from wakeful.sdk.tools import Tool
-from wakeful.sdk.workflow import ANYONE, APPROVERS, MAX_STEPS, REQUESTER, RUNTIME_STAGES, Workflow
+from wakeful.sdk.workflow import (
+    ANYONE,
+    APPROVERS,
+    MAX_APPROVAL_VALID_FOR,
+    MAX_STEPS,
+    REQUESTER,
+    RUNTIME_STAGES,
+    Workflow,
+)
 from wakeful.state.keys import APP_NAME
 
 if TYPE_CHECKING:
@@ -50,6 +58,7 @@ def problems(app: App) -> list[str]:
         if not isinstance(wf.version, int) or wf.version < 1:
             found.append(f"workflow {wf.name} needs a version >= 1")
         found += _plan_problems(app, wf)
+        found += _validity_problems(wf)
         found += _recall_problems(app, wf)
         if not isinstance(wf.max_steps, int) or not 1 <= wf.max_steps <= MAX_STEPS:
             found.append(f"workflow {wf.name}'s max_steps {wf.max_steps!r} must be from 1 to {MAX_STEPS}")
@@ -148,6 +157,16 @@ def _completion_problems(tool: Tool[Any]) -> list[str]:
     if not (rule == "expire" or re.fullmatch(r"escalate(:[a-z0-9_.-]{1,40})?", rule)):
         found.append(f"tool {tool.name}'s on_deadline {tool.on_deadline!r} is expire or escalate:<owner>")
     return found
+
+
+def _validity_problems(wf: Workflow[Any]) -> list[str]:
+    valid = wf.approval_valid_for
+    if isinstance(valid, timedelta) and timedelta(0) < valid <= MAX_APPROVAL_VALID_FOR:
+        return []
+    return [
+        f"workflow {wf.name}'s approval_valid_for {valid!r} must be a timedelta above 0 and at most "
+        f"{MAX_APPROVAL_VALID_FOR.days} days (e.g. timedelta(hours=8)): how long an approval stays good"
+    ]
 
 
 def _plan_problems(app: App, wf: Workflow[Any]) -> list[str]:

@@ -192,6 +192,10 @@ class Accept(Generic[S]):
 
 
 MAX_STEPS = 1000  # the most Workflow.max_steps may be: op keys carry the step number
+# How long an approval stays good once given (Workflow.approval_valid_for), and the most a workflow
+# may say: a year-old approval no longer speaks for the approver's judgement of the request (D8X).
+APPROVAL_VALID_FOR = timedelta(hours=24)
+MAX_APPROVAL_VALID_FOR = timedelta(days=366)
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,10 @@ class Workflow(Generic[S]):
     # An approval covers its first step, then is used up; a Plan makes it cover several steps (or a
     # total across them), and single use means one use of the plan (workflow/plans.py).
     approval_plan: Plan | None = None
+    # How long an approval stays good once given: its expiry is fixed then, at the moment it was
+    # given plus this (an approval already given keeps its own). A step under an expired approval
+    # is refused and the task parked for a person. More than 0, at most MAX_APPROVAL_VALID_FOR.
+    approval_valid_for: timedelta = APPROVAL_VALID_FOR
     instructions: Mapping[str, str] = field(default_factory=dict)  # policy version -> standing text
     card: Callable[[Context[S]], dict[str, Any]] | None = None  # default: the state's own fields
     window: tuple[str, ...] = LAYERS  # the optional window layers the model is shown

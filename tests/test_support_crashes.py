@@ -1,7 +1,7 @@
 """The bundled support agent through worker processes, its executor killed (SIGKILL) at each of its
 fault points in each of the four steps of a ticket (the order, the tracking, the refund, the notice),
 then restarted: every step still ran once on its own op key, and the shop refunded once and told
-the customer once."""
+the customer once. And what the shop booked, as an operator reads it with `wakeful ledger`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import orjson
 import pytest
+from cli_run import wakeful
 from helpers import killed_at
 from test_steps_loop import EXECUTOR_POINTS, FIRST_RECEIPT_S, LEASE_TTL_MS, REACH_S, SETTLE_S
 
@@ -78,3 +80,25 @@ def test_no_support_step_runs_twice_and_no_refund_or_notice_is_made_twice_after_
 ) -> None:
     task_id = killed_at(fleet, "executor", f"{point}@{step}", lambda: open_ticket(client), REACH_S)
     refunded_and_told_once(client, task_id)
+
+
+@pytest.mark.timeout(180)
+def test_wakeful_ledger_prints_the_shops_entries_in_both_forms_beside_the_banks(
+    client: Client, fleet: Fleet
+) -> None:
+    task_id = open_ticket(client)
+    refunded_and_told_once(client, task_id)
+    remedy, notice = (e.op_key for e in Shop(client.admin).entries(task_id))
+    human = wakeful("ledger")
+    assert human.returncode == 0, human.stderr[-2000:]
+    assert "Traceback" not in human.stderr
+    mine = [line for line in human.stdout.splitlines() if task_id in line]
+    assert any(remedy in line and "remedy=refund" in line for line in mine), human.stdout[-2000:]
+    assert any(notice in line for line in mine), human.stdout[-2000:]
+    as_json = wakeful("ledger", "--json")
+    assert as_json.returncode == 0, as_json.stderr[-2000:]
+    booked = [e for e in orjson.loads(as_json.stdout) if e["task_id"] == task_id]
+    assert [(e["downstream"], e["kind"], e["op_key"]) for e in booked] == [
+        ("shop", "remedy", remedy),
+        ("shop", "notice", notice),
+    ]

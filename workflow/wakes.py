@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from wakeful.authority.policy import authorize
@@ -18,11 +18,11 @@ from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import Checkpoint, PendingWait
 from wakeful.sdk.app import App
 from wakeful.sdk.memory import Remember
-from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, REQUESTER, Context, Next, Refuse
+from wakeful.sdk.workflow import APPROVAL_VALID_FOR, CLOSED, NEEDS_REVIEW, REQUESTER, Context, Next, Refuse
 from wakeful.workflow import effects, engine, pending
 from wakeful.workflow.engine import APPROVAL_WAIT, Ruling
 
-APPROVAL_TTL = timedelta(hours=24)
+APPROVAL_TTL = APPROVAL_VALID_FOR  # an approval's life when its workflow says nothing (D8X)
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: date
         object_digest=engine.terms(cp),
         approver_ref=principal,
         scope=wf.approval_scope or f"{wf.name}.execute",
-        expires_at=now + APPROVAL_TTL,
+        expires_at=now + wf.approval_valid_for,
     )
     business = b.model_copy(
         update={"stage": wait.then or b.stage, "approval": approval, "last_refusal": None}

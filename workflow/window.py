@@ -95,11 +95,18 @@ def refused(limit: int, cp: Checkpoint) -> dict[str, Any] | None:
     return {"reason": b.last_refusal, "refusals": count, "asked_again_up_to": limit}
 
 
+def label(instructions: dict[str, Any]) -> str:
+    """What the standing instructions are, for their heading: the policy version whose text they
+    are, or, where the workflow gives none (no `instructions`), the runtime's generic text."""
+    policy = instructions.get("policy")
+    return f"policy {policy}" if policy else "generic: the workflow gives none"
+
+
 def render(window: dict[str, Any]) -> str:
     """The window as the text a language model would read."""
     card = window["task_card"]
     lines = [
-        f"## Instructions (policy {window['instructions']['policy']})",
+        f"## Instructions ({label(window['instructions'])})",
         window["instructions"]["text"],
         "## Task card",
         *(f"- {k}: {v}" for k, v in card.items()),

@@ -5,6 +5,7 @@ stage does not need (tenant, principal, correlation ids, external references, ke
 from __future__ import annotations
 
 import base64
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from wakeful.authority.snapshot import Snapshot
+from wakeful.consumers.proposer.messages import messages
 from wakeful.examples.refund import RefundArgs, Stage, refund
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import (
@@ -27,7 +29,7 @@ from wakeful.schemas.checkpoint import (
 )
 from wakeful.schemas.signatures import VerifyKey
 from wakeful.sdk import App, Tool
-from wakeful.workflow.window import EVIDENCE_LIMIT, build, render
+from wakeful.workflow.window import EVIDENCE_LIMIT, GENERIC, build, render
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 OPEN, CLOSE = "<<<EVIDENCE ", "<<<END EVIDENCE>>>"
@@ -134,6 +136,16 @@ def test_fallback_instructions_are_labelled_with_the_policy_they_come_from() -> 
     # policy's text under its own policy's name.
     built = build(APP, checkpoint(policy="refund-policy-7"), AUTH, [], {}, memory=[])
     assert built["instructions"] == {"policy": "refund-policy-1", "text": INSTRUCTIONS["refund-policy-1"]}
+
+
+def test_instructions_a_workflow_does_not_give_are_labelled_generic_never_with_an_empty_policy() -> None:
+    silent = App(name="window-test", workflows=[dataclasses.replace(refund, instructions={})], tools=TOOLS)
+    built = build(silent, checkpoint(), AUTH, [], {}, memory=[])
+    assert built["instructions"] == {"policy": "", "text": GENERIC}
+    assert render(built).startswith(f"## Instructions (generic: the workflow gives none)\n{GENERIC}\n")
+    system = messages(built, "0123456789abcdef")[0]["content"]
+    assert system.startswith(f"Standing instructions (generic: the workflow gives none):\n{GENERIC}\n")
+    assert "policy )" not in render(built) + system
 
 
 def test_the_task_card_is_rendered_from_progress_fields() -> None:
