@@ -1,5 +1,5 @@
 """`wakeful dev`: the local stack (Apache Kafka in KRaft mode and Redis on this machine), its
-checks and raw-limit benches, and the provisioning commands it runs."""
+checks and raw-limit benches, and the old names of the provisioning commands now under `admin`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 
 import click
 
+from wakeful.cli.admin_cmds import admin
 from wakeful.cli.model_server_cmd import model_server
+from wakeful.cli.moved import keep_old_names
 from wakeful.cli.output import emit, say
 from wakeful.cli.preflight import need_stack
 from wakeful.core.settings import Settings
@@ -78,17 +80,6 @@ def dev_fetch(settings: Settings) -> None:
     click.echo(str(kafka.ensure_jars(settings, say)))
 
 
-@dev.command("topics")
-@click.pass_obj
-def dev_topics(settings: Settings) -> None:
-    """Create wakeful's topics on the configured Kafka (idempotent)."""
-    from wakeful.operate import topics as topic_admin
-
-    need_stack(settings, redis=False)
-    created = topic_admin.ensure_topics(settings)
-    click.echo(f"created: {', '.join(created)}" if created else "all topics exist")
-
-
 @dev.command("smoke")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
@@ -137,70 +128,6 @@ def dev_bench_hops(
     emit(result, as_json, bench_hops.render(result))
 
 
-@dev.command("acl")
-@click.option(
-    "--apply",
-    is_flag=True,
-    help="Create the users on the configured Redis as its admin, and load wakeful's function library.",
-)
-@click.pass_obj
-def dev_acl(settings: Settings, apply: bool) -> None:
-    """The ACL users for every role (ACL SETUSER lines); --apply creates them on your own Redis."""
-    from wakeful.state import acl, credentials, library, upgrades
-
-    if apply:
-        need_stack(settings, kafka=False)
-    moved = credentials.migrate(settings)
-    if moved:
-        say(moved)
-    users = acl.users(settings)
-    commands = acl.setuser_commands({role: credentials.ensure(settings, role) for role in users}, users)
-    kept = f"{settings.secrets}/<role>/{credentials.NAME}.json (mode 0600, one folder per role)"
-    if not apply:
-        for command in commands:
-            click.echo(" ".join(command))
-        say(f"passwords are kept in {kept}; hashes only above; --apply also loads {library.LIBRARY}")
-        return
-    # On your own Redis, as whoever WAKEFUL_REDIS_URL logs in as: wakeful-admin may not exist yet.
-    owner = acl.connect(settings, "admin") if settings.runs_local_redis else acl.client(settings)
-    # A Redis Cluster keeps users per node: every node, replicas too, is given every user.
-    where = {"target_nodes": "all"} if acl.is_cluster(owner) else {}
-    for command in commands:
-        owner.execute_command(*command, **where)  # type: ignore[no-untyped-call]  # untyped upstream
-    library.load(owner, settings)
-    for line in upgrades.run(owner):
-        say(line)
-    say(f"created {len(commands)} ACL users and loaded {library.LIBRARY}; their passwords are in {kept}")
-
-
-@dev.command("functions")
-@click.pass_obj
-def dev_functions(settings: Settings) -> None:
-    """Load (or replace) wakeful's Redis function library as the admin. `dev up` and `dev acl --apply`
-    do it too; compose runs it once Redis is up."""
-    from wakeful.state import acl, library
-
-    need_stack(settings, kafka=False)
-    click.echo(f"loaded {library.load(acl.connect(settings, 'admin'), settings)}")
-
-
-@dev.command("kafka-acl")
-@click.option("--apply", is_flag=True, help="Create the users and ACLs on the configured Kafka as its admin.")
-@click.pass_obj
-def dev_kafka_acl(settings: Settings, apply: bool) -> None:
-    """The SCRAM user of every role and the ACLs of core/kafka_rights.py; --apply creates them on
-    your own Kafka (WAKEFUL_KAFKA_BOOTSTRAP), logged in as $WAKEFUL_SECRETS/admin/kafka.json."""
-    from wakeful.operate import kafka_acl
-
-    for line in kafka_acl.plan(settings):
-        click.echo(line)
-    if not apply:
-        say("nothing changed; --apply creates them (passwords are made once, each in its role's kafka.json)")
-        return
-    need_stack(settings, redis=False)
-    kafka_acl.apply(settings, say)
-
-
 def _clustered(settings: Settings, redis_cluster: bool) -> Settings:
     """The settings with the Redis Cluster flag given on the command line (it only adds)."""
     return dataclasses.replace(settings, redis_cluster=True) if redis_cluster else settings
@@ -215,3 +142,6 @@ def _status_table(servers: list[Any]) -> str:
 
 
 dev.add_command(model_server)
+# Provisioning moved to `wakeful admin` (D8X); its old names here still run it, saying so.
+MOVED_TO_ADMIN = ("acl", "kafka-acl", "topics", "functions")
+keep_old_names(dev, "wakeful dev", admin, "wakeful admin", MOVED_TO_ADMIN)

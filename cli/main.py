@@ -8,6 +8,7 @@ import click
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from wakeful.cli import audit_cmds
+from wakeful.cli.admin_cmds import admin
 from wakeful.cli.authority_cmds import authority, signers
 from wakeful.cli.bench_cmds import bench, bench_recover, bench_retention, bench_state, chaos
 from wakeful.cli.demo_cmd import demo
@@ -42,6 +43,7 @@ def cli(ctx: click.Context) -> None:
 
 
 cli.add_command(dev)
+cli.add_command(admin)
 cli.add_command(keys)
 cli.add_command(audit_cmds.audit_cmd)
 cli.add_command(audit_cmds.log_group)
