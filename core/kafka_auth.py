@@ -85,5 +85,5 @@ def refused_credentials(settings: Settings, role: str, why: str) -> PermissionRe
     where = secrets.path(settings, role, SECRET)
     return PermissionRefused(
         f"Kafka refused the credentials for role {role} in {where}: {why.splitlines()[0]}; for the local "
-        "stack `wakeful dev up` (re)creates the user, for your own cluster `wakeful dev kafka-acl --apply`"
+        "stack `wakeful dev up` (re)creates the user, for your own cluster `wakeful admin kafka-acl --apply`"
     )

@@ -1,6 +1,6 @@
 """Who may read and write which Kafka topic: one principal per role, and the one table of its rights.
 
-The local stack (`wakeful dev up`) and `wakeful dev kafka-acl` both build the broker's ACLs from
+The local stack (`wakeful dev up`) and `wakeful admin kafka-acl` both build the broker's ACLs from
 RIGHTS, so the two never drift. The table follows DESIGN.md section 2:
 
 | principal        | reads                     | writes                                | groups            |

@@ -1,4 +1,4 @@
-"""The Kafka topics wakeful uses (created by operate/topics.py, `wakeful dev topics`).
+"""The Kafka topics wakeful uses (created by operate/topics.py, `wakeful admin topics`).
 
 Every topic is keyed by task id (wakeful.events by correlation id or task id), so one task's
 messages stay ordered on one partition. wakeful.log's messages carry many tasks' records each, sent
@@ -30,7 +30,7 @@ TOPIC_CONFIG: dict[str, dict[str, str]] = {
 
 # Upstream events and the wakes the door sends are judged by when the broker appended them, never
 # by when a role got round to reading them (D84): on these the broker sets each message's timestamp,
-# whatever its producer said. A topic made before keeps CreateTime until `wakeful dev topics` (or
+# whatever its producer said. A topic made before keeps CreateTime until `wakeful admin topics` (or
 # `dev up`) sets this on it; until then the roles judge by their own clock, as they did.
 APPEND_TIMED = frozenset({EVENTS, WAKE})
 APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}

@@ -58,7 +58,7 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
     else:
         say(
             f"kafka: using {settings.kafka_bootstrap} (WAKEFUL_KAFKA_BOOTSTRAP); nothing started "
-            "(`wakeful dev kafka-acl --apply` sets its users and ACLs)"
+            "(`wakeful admin kafka-acl --apply` sets its users and ACLs)"
         )
     created = topic_admin.ensure_topics(settings)
     if created:

@@ -1,6 +1,6 @@
 """Makes the broker's SCRAM users and ACLs match core/kafka_rights.py, as the admin.
 
-`wakeful dev up` runs `apply` on the local broker at every start; `wakeful dev kafka-acl --apply`
+`wakeful dev up` runs `apply` on the local broker at every start; `wakeful admin kafka-acl --apply`
 runs it on a cluster of your own. Both are safe to run again: each role's user is set to the
 password in its kafka.json (made once), every ACL of the table is created, and any other ACL held
 by a wakeful role's principal is deleted, so a right taken out of the table is taken away.

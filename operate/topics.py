@@ -1,4 +1,4 @@
-"""Creating wakeful's topics, as the Kafka admin (`wakeful dev topics`, `wakeful dev up`)."""
+"""Creating wakeful's topics, as the Kafka admin (`wakeful admin topics`, `wakeful dev up`)."""
 
 from __future__ import annotations
 

@@ -265,8 +265,8 @@ def connect(settings: Settings, role: str, timeout: float | None = None) -> redi
     raise MissingCredential(
         role,
         f"no Redis credential for role {role!r} at {secrets.path(settings, role, 'redis')}: `wakeful dev up` "
-        "creates it for the local stack (compose: the init service); for your own Redis run `wakeful dev acl "
-        "--apply`, or set WAKEFUL_ALLOW_DEFAULT_USER=1 for a local experiment",
+        "creates it for the local stack (compose: the init service); for your own Redis run "
+        "`wakeful admin acl --apply`, or set WAKEFUL_ALLOW_DEFAULT_USER=1 for a local experiment",
     )
 
 

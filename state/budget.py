@@ -12,7 +12,7 @@ back: neither a negative add, nor a trim (the top id outlives its entries), nor 
 no EXPIRE, no DEL). A move forward only spends a budget sooner (docs/decisions.md D51).
 
 Counters written before the streams (a string per task, and one per tenant per day) are moved into
-them by the admin at `dev up` and `dev acl --apply` (state/upgrades.py).
+them by the admin at `dev up` and `admin acl --apply` (state/upgrades.py).
 
 A counter is not trusted for holding a number: one that does not read as a count of tokens counts
 as spent, with the reason, so a damaged counter parks a task instead of lifting its limit.
@@ -293,6 +293,6 @@ def _run(pipe: redis.client.Pipeline) -> list[object]:
 def _no_rights(exc: Exception) -> Retry:
     return Retry(
         f"the proposer's Redis user may not use its token counters ({exc}): reload the users with "
-        "`wakeful dev up`, or `wakeful dev acl --apply` for a Redis of your own",
+        "`wakeful dev up`, or `wakeful admin acl --apply` for a Redis of your own",
         after=1.0,
     )

@@ -6,7 +6,7 @@
     $WAKEFUL_SECRETS/admin/redis-default.json   Redis's built-in default user, whose password no
                                                 role is given (state/acl.py, DEFAULT_RULES)
 
-`wakeful dev up`, `wakeful dev acl` and the compose init service make what is missing and keep
+`wakeful dev up`, `wakeful admin acl` and the compose init service make what is missing and keep
 what exists: a new password would lock out a running role. A state dir from before per-role
 secrets kept every password in $WAKEFUL_HOME/redis-credentials.json; migrate() moves them into
 the folders unchanged, so the users of a running Redis still match, and removes that file.

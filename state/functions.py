@@ -1,7 +1,7 @@
 """Lua in Redis as one function library that the admin loads and the roles only call.
 
 No role may run Lua of its own choosing (EVAL, SCRIPT LOAD, FUNCTION LOAD are not in its ACL
-rules): the admin loads `LIBRARY` with FUNCTION LOAD REPLACE (`wakeful dev up`, `wakeful dev acl
+rules): the admin loads `LIBRARY` with FUNCTION LOAD REPLACE (`wakeful dev up`, `wakeful admin acl
 --apply`), and a role calls a function by name with FCALL, one round trip like EVALSHA. A function
 runs with the caller's rights: FCALL's keys must fit one of the role's selectors, and every command
 inside is checked against the role's ACL user as if the role had sent it (docs/decisions.md D31).
@@ -25,7 +25,7 @@ from wakeful.state.pinned import Pinned
 
 VERSION = 8
 LIBRARY = f"wakeful_v{VERSION}"
-FIX = "run `wakeful dev up` (local stack) or `wakeful dev acl --apply` (your own Redis) to load it"
+FIX = "run `wakeful dev up` (local stack) or `wakeful admin acl --apply` (your own Redis) to load it"
 _NOT_FOUND = "Function not found"
 
 

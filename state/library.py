@@ -1,6 +1,6 @@
 """wakeful's Redis function library: every Lua function a role calls, loaded by the admin only.
 
-    FUNCTION LOAD REPLACE <code>         admin, at `wakeful dev up` (every start) and `dev acl --apply`
+    FUNCTION LOAD REPLACE <code>         admin, at `wakeful dev up` (every start) and `admin acl --apply`
     FCALL wakeful_v8_<name> ...           executor (leases, action log), relay (the task index,
                                           its outbox trim), a downstream (its booking)
     FCALL wakeful_v8_library 0            executor: `wakeful worker` checks it before it starts

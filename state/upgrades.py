@@ -1,5 +1,5 @@
 """Stored data that this build keeps in another form, moved once by the admin: at every `wakeful dev
-up` and `dev acl --apply`, beside the function library and the users (a second run finds nothing).
+up` and `admin acl --apply`, beside the function library and the users (a second run finds nothing).
 
 - Token counts kept before the stream counters (D51): `wk:{T}:tokens` and
   `wk:tenant:<N>:tokens:<yyyymmdd>`, strings the proposer added to with INCRBY. Each count is added

@@ -145,7 +145,7 @@ def _described(admin: AdminClient, name: str) -> bool:
 def test_a_topic_made_before_is_stamped_with_the_brokers_time_and_nothing_else_changes(
     settings: Settings,
 ) -> None:
-    """`wakeful dev topics` (and `dev up`) move a state dir's older topics to the broker's time."""
+    """`wakeful admin topics` (and `dev up`) move a state dir's older topics to the broker's time."""
     name = f"wakeful-test-stamp-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(kafka_auth.client_config(settings, kafka_auth.ADMIN))
     made = {"message.timestamp.type": "CreateTime", "retention.ms": "3600000"}

@@ -181,7 +181,7 @@ def test_roles_reach_kafka_and_redis_by_service_name_and_wait_for_them(
     doc: dict[str, Any], asks: dict[str, frozenset[str]]
 ) -> None:
     services = doc["services"]
-    topic_makers = [name for name, s in services.items() if s.get("command") == ["dev", "topics"]]
+    topic_makers = [name for name, s in services.items() if s.get("command") == ["admin", "topics"]]
     assert topic_makers, "no service creates the topics, and brokers here do not auto-create them"
     for role in ROLES:
         settings = service_settings(service(doc, role))

@@ -209,7 +209,7 @@ def test_a_role_without_the_library_waits_and_worker_stops_in_one_line(
         )
         assert result.returncode != 0
         lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and "wakeful dev up" in lines[0] and "wakeful dev acl --apply" in lines[0], (
+        assert len(lines) == 1 and "wakeful dev up" in lines[0] and "wakeful admin acl --apply" in lines[0], (
             lines
         )
         # Another build's library under this name is told apart from this code's.

@@ -197,7 +197,7 @@ def test_apply_takes_away_a_right_the_table_does_not_grant(settings: Settings, k
     # it from the metadata log a moment later.
     assert wait_until(lambda: _allowed(admin, extra), DEADLINE_S), "the extra ACL never showed"
     env = dict(os.environ, WAKEFUL_KAFKA_BOOTSTRAP=kafka_bootstrap)  # as for a cluster of one's own
-    applied = wakeful_cli("dev", "kafka-acl", "--apply", env=env)
+    applied = wakeful_cli("admin", "kafka-acl", "--apply", env=env)
     assert applied.returncode == 0, applied.stderr
     assert "(1 stale ACLs removed)" in applied.stderr
     assert wait_until(lambda: not _allowed(admin, extra), DEADLINE_S), "the extra ACL was not taken away"

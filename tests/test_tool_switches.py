@@ -17,7 +17,7 @@ from cli_run import doc, wakeful
 from helpers import BankClient
 
 from wakeful.authority.tool_store import ToolStore
-from wakeful.cli.main import _publish_tools
+from wakeful.cli.preflight import publish_tools
 from wakeful.consumers.kafka import wiring
 from wakeful.core.errors import ConfigError
 from wakeful.devstack.fleet import Fleet
@@ -147,7 +147,7 @@ def test_switches_are_recorded_and_only_the_admin_writes_them(client: BankClient
 def test_a_deploy_publishes_its_apps_catalog_where_the_admin_credential_is(client: BankClient) -> None:
     spec = "wakeful.examples.onboarding:app"
     for publish in (
-        lambda: _publish_tools(dataclasses.replace(client.settings, app=spec)),  # as `wakeful worker` starts
+        lambda: publish_tools(dataclasses.replace(client.settings, app=spec)),  # as `wakeful worker` starts
         lambda: wakeful("authority", "init", "--app", spec),
     ):
         client.admin.hdel(keys.AUTH_TOOL_CATALOG, onboarding.name)
@@ -157,6 +157,4 @@ def test_a_deploy_publishes_its_apps_catalog_where_the_admin_credential_is(clien
         assert sorted(t["name"] for t in listed["tools"]) == sorted(t.name for t in onboarding.tools)
         last = client.tools.history(onboarding.name)[-1]
         assert (last["action"], last["by"], last["tool"]) == ("publish", DEPLOYER, "*")
-    assert not _publish_tools(dataclasses.replace(client.settings, app=spec)), (
-        "a publish that changes nothing"
-    )
+    assert not publish_tools(dataclasses.replace(client.settings, app=spec)), "a publish that changes nothing"

@@ -31,7 +31,7 @@ def appended_at(msg: Message) -> datetime | None:
 
 
 STAMP_FIX = (
-    "`wakeful dev topics` (or kafka-configs.sh ... --add-config message.timestamp.type=LogAppendTime) "
+    "`wakeful admin topics` (or kafka-configs.sh ... --add-config message.timestamp.type=LogAppendTime) "
     "has the broker stamp it: until then a backlog longer than the max age is refused as stale"
 )
 

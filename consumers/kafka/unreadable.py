@@ -29,7 +29,7 @@ FIX = (
     "and restart it: a gate or executor wakes every task marked unreadable when it starts"
 )
 UPGRADE = (
-    "this role's Redis user lacks this release's rights: run `wakeful dev up` or `wakeful dev acl --apply`"
+    "this role's Redis user lacks this release's rights: run `wakeful dev up` or `wakeful admin acl --apply`"
 )
 BATCH = 500  # tasks woken per round trip
 UNDECODED = (

@@ -39,7 +39,7 @@ from wakeful.state import keys
 from wakeful.workflow.stuck import STUCK_AFTER_S, stuck_summary
 
 UPGRADE = (
-    "the timer's Redis user lacks this release's rights: run `wakeful dev up` or `wakeful dev acl --apply`"
+    "the timer's Redis user lacks this release's rights: run `wakeful dev up` or `wakeful admin acl --apply`"
 )
 SAMPLE = 500  # tasks read from one stage set per pass; the rest wait for the next
 # Tasks woken per pass, at most: after an outage, or a fleet moved onto a state dir of old tasks,

@@ -133,7 +133,7 @@ def recover(
             "workers are running: " + "; ".join(reasons[:5]) + ". Stop them (a restored task must not "
             "be written under a worker's feet), or pass --force if these are left from before the loss"
         )
-    try:  # the task index is written through the library: a new Redis needs `dev acl --apply` first
+    try:  # the task index is written through the library: a new Redis needs `admin acl --apply` first
         library.check(admin, settings)
     except FunctionsMissing as exc:
         raise WakefulError(str(exc)) from exc

@@ -1,5 +1,5 @@
 """The Redis users written two ways, as the aclfile the local Redis loads and as the ACL SETUSER
-commands `wakeful dev acl` prints for a Redis of one's own, hold the same rules (what they let each
+commands `wakeful admin acl` prints for a Redis of one's own, hold the same rules (what they let each
 role do, on a real Redis: tests/test_acl.py)."""
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ NEEDS_THE_STACK = [
     ["worker", "all"],
     ["worker", "gate"],
     ["dev", "smoke"],
-    ["dev", "topics"],
-    ["dev", "acl", "--apply"],
+    ["admin", "topics"],
+    ["admin", "acl", "--apply"],
     ["bench-state"],
 ]
 

@@ -65,7 +65,7 @@ def test_init_service_makes_the_keyring_and_redis_users_on_volumes_it_may_write(
 
 def test_roles_that_call_redis_functions_start_after_the_admin_has_loaded_them(doc: dict[str, Any]) -> None:
     services = doc["services"]
-    loaders = [name for name, s in services.items() if s.get("command") == ["dev", "functions"]]
+    loaders = [name for name, s in services.items() if s.get("command") == ["admin", "functions"]]
     assert loaders, "no service loads the function library, and no role may load it (decisions.md D31)"
     loader = loaders[0]
     assert service(doc, loader).get("restart") == "no"

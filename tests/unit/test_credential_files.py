@@ -1,6 +1,6 @@
 """Each role's Redis password is in a file of its own secrets folder, and a role without its own
 file is refused whatever else is there; an old state dir with every password in one file keeps
-working after an upgrade, moved into the per-role folders by `dev up` or `dev acl`."""
+working after an upgrade, moved into the per-role folders by `dev up` or `admin acl`."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_dev_acl_on_an_old_state_dir_says_it_moved_the_passwords(tmp_path: Path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEFUL_")}
     env.update(WAKEFUL_HOME=str(tmp_path), WAKEFUL_REDIS_URL="redis://127.0.0.1:9/0")
     result = subprocess.run(
-        [sys.executable, "-m", "wakeful.cli.main", "dev", "acl"],
+        [sys.executable, "-m", "wakeful.cli.main", "admin", "acl"],
         env=env,
         capture_output=True,
         text=True,

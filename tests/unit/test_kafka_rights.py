@@ -1,5 +1,5 @@
 """The one table of Kafka rights (core/kafka_rights.py) says what DESIGN.md section 2 says, the
-code that builds clients asks for nothing it does not grant, and `wakeful dev kafka-acl` prints it.
+code that builds clients asks for nothing it does not grant, and `wakeful admin kafka-acl` prints it.
 Pure: no broker (the broker holding to it: tests/test_kafka_acl.py)."""
 
 from __future__ import annotations
@@ -140,9 +140,9 @@ def test_every_rule_is_an_allow_on_one_named_resource() -> None:
         assert "*" not in rule.name and rule.principal.startswith("User:wakeful-")
 
 
-def test_dev_kafka_acl_prints_every_principal_and_rule_of_the_table() -> None:
+def test_admin_kafka_acl_prints_every_principal_and_rule_of_the_table() -> None:
     shown = subprocess.run(
-        [sys.executable, "-m", "wakeful.cli.main", "dev", "kafka-acl"],
+        [sys.executable, "-m", "wakeful.cli.main", "admin", "kafka-acl"],
         capture_output=True,
         text=True,
         timeout=120,

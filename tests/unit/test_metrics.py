@@ -322,7 +322,7 @@ def test_the_ingress_counts_its_answers_by_route_template_and_status(monkeypatch
 
 
 def test_the_options_the_page_shows_are_the_workers_own() -> None:
-    from wakeful.cli.main import worker
+    from wakeful.cli.worker_cmd import worker
 
     options = {o for p in worker.params for o in p.opts}
     envs = {p.envvar for p in worker.params if isinstance(p.envvar, str)}

@@ -102,7 +102,7 @@ def test_a_failing_sweep_is_logged_with_what_to_do_and_tried_again_on_its_own_th
     timer_sweep.start(sweep, stop).join(timeout=10)  # type: ignore[arg-type]
     assert stop.is_set() and len(sweep.lines) == 3
     assert all(
-        line["event"] == "timer.sweep_failed" and "dev acl --apply" in line["fix"] for line in sweep.lines
+        line["event"] == "timer.sweep_failed" and "admin acl --apply" in line["fix"] for line in sweep.lines
     )
 
 
