@@ -5,11 +5,15 @@ docs/memory.md's map of memory's modules is the files that exist."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +114,42 @@ def test_a_planted_import_from_one_role_into_another_breaks_the_independence_con
     broken = [line for line in out.splitlines() if line.endswith(" BROKEN")]
     assert broken == ["No role imports another: each role package is independent of every other BROKEN"], out
     assert "wakeful.consumers.gate.planted -> wakeful.consumers.executor" in out, out
+
+
+LOCAL = ("dev", "demo", "bench", "chaos", "bench-")  # the commands of the local stack and its benches
+
+
+def _commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    for name, command in group.commands.items():
+        here = (*path, name)
+        if hasattr(command, "commands"):
+            yield from _commands(command, here)
+        else:
+            yield here, command
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found
+
+
+def test_devstack_holds_no_command_an_operator_runs_against_production() -> None:
+    from wakeful.cli.main import cli
+
+    reached = []
+    for path, command in _commands(cli):
+        if path[0].startswith(LOCAL):
+            continue
+        callback = inspect.unwrap(command.callback)
+        module = ast.parse(Path(inspect.getfile(callback)).read_text())
+        top = {n for stmt in module.body for n in _imports(stmt) if not isinstance(stmt, ast.FunctionDef)}
+        own = _imports(ast.parse(textwrap.dedent(inspect.getsource(callback))))
+        local = sorted(m for m in top | own if m.startswith(("wakeful.devstack", "wakeful.bench")))
+        if local:
+            reached.append(f"wakeful {' '.join(path)}: {local}")
+    assert reached == [], "operator commands that reach the local stack's code:\n" + "\n".join(reached)
