@@ -45,7 +45,12 @@ def test_the_offline_test_on_the_page_runs_as_the_page_says(tmp_path: Path) -> N
     assert "python test_offline.py" in TESTING
     (tmp_path / "test_offline.py").write_text(snippet)
     ran = subprocess.run(
-        [sys.executable, "test_offline.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "test_offline.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert (ran.returncode, ran.stdout.strip()) == (0, "ok"), ran.stderr[-3000:]
 
@@ -86,7 +91,8 @@ def test_the_scaffold_commands_on_the_page_run_and_print_what_it_says(
 
 def approved_booking(auth: Snapshot) -> Checkpoint:
     asked = {"room": "boardroom", "day": "2030-06-03", "people": 12}
-    made = engine.create(tutorial.app, "room_booking", Start("t-1", "rooms-desk", "default", asked, auth, NOW))
+    start = Start("t-1", "rooms-desk", "default", asked, auth, NOW)
+    made = engine.create(tutorial.app, "room_booking", start)
     assert isinstance(made, engine.Moved)
     wait = made.checkpoint.execution.pending_waits[0]
     heard = wakes.Heard(events.APPROVE, {"version": 1}, "alice", wait.correlation_id)

@@ -37,7 +37,8 @@ def shown_request() -> dict[str, Any]:
 def built_request() -> dict[str, Any]:
     """What the proposer asks for the page's task, with the page's tag and model name."""
     auth = Snapshot(approvers=frozenset({"alice"}), limit=1000, app=app.name, shipped=app.shipped_policy)
-    made = engine.create(app, "refund", Start("t-1", "shop", "default", {"amount": 2500, "note": NOTE}, auth, NOW))
+    asked = {"amount": 2500, "note": NOTE}
+    made = engine.create(app, "refund", Start("t-1", "shop", "default", asked, auth, NOW))
     assert isinstance(made, engine.Moved), made
     cp = made.checkpoint
     heard = wakes.Heard(events.APPROVE, {"version": 1}, "alice", cp.execution.pending_waits[0].correlation_id)

@@ -84,13 +84,19 @@ def test_the_top_level_table_names_every_field_task_show_prints() -> None:
     ("prefix", "dumped"),
     [
         ("approval.", lambda cp: client.describe(cp)["approval"]),
-        ("pending_waits[].", lambda cp: client.describe(
-            created(tutorial.app, "room_booking", {"room": "boardroom", "day": "2030-06-03", "people": 3})
-        )["pending_waits"][0]),
+        (
+            "pending_waits[].",
+            lambda cp: client.describe(
+                created(tutorial.app, "room_booking", {"room": "boardroom", "day": "2030-06-03", "people": 3})
+            )["pending_waits"][0],
+        ),
         ("versions.", lambda cp: client.describe(cp)["versions"]),
-        ("actions.<op>.", lambda cp: ActionLogEntry(
-            op_key="BOOK:t-1:v1", task_id="t-1", status=ActionStatus.SUCCEEDED, fence=1, started_at=NOW
-        ).model_dump(mode="json")),
+        (
+            "actions.<op>.",
+            lambda cp: ActionLogEntry(
+                op_key="BOOK:t-1:v1", task_id="t-1", status=ActionStatus.SUCCEEDED, fence=1, started_at=NOW
+            ).model_dump(mode="json"),
+        ),
     ],
     ids=["approval", "pending_waits", "versions", "actions"],
 )

@@ -38,9 +38,12 @@ def read_by_the_code() -> dict[str, str]:
         if rel.parts[0] in SKIPPED:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if VARIABLE.fullmatch(node.value):
-                    found.setdefault(node.value, str(rel))
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and VARIABLE.fullmatch(node.value)
+            ):
+                found.setdefault(node.value, str(rel))
     return found
 
 
