@@ -1,6 +1,7 @@
 """docs/compose.md held to compose/docker-compose.yml: its Services table has a row for every
-service the file defines, and none the file lacks; and the services it says see the admin's folder
-are those that mount it."""
+service the file defines, and none the file lacks; the services it says see the admin's folder
+are those that mount it; and the init service's passwords are named for every Redis user and Kafka
+principal the code has."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from typing import Any
 
 import pytest
 from compose_file import load_compose, mounts, secret_place
+
+from wakeful.core import kafka_rights
+from wakeful.state import acl
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -43,3 +47,19 @@ def test_the_page_names_every_service_that_sees_the_admin_folder(doc: dict[str, 
     seen = {n for n, s in doc["services"].items() if admin.volume in {m.volume for m in mounts(doc, s)}}
     said = re.search(r"the admin's folder reaches only (.*?);", PAGE, re.DOTALL)
     assert said is not None and set(re.findall(r"`([a-z-]+)`", said.group(1))) == seen
+
+
+def names_between(start: str, end: str) -> set[str]:
+    """The comma-separated names (the last after "and") the page gives between `start` and `end`."""
+    text = " ".join(PAGE.split()).split(start, 1)[1].split(end, 1)[0]
+    return {name.strip() for name in re.split(r",| and ", text) if name.strip()}
+
+
+def test_init_makes_a_redis_password_for_every_acl_user_the_page_names() -> None:
+    named = names_between("ACL user of `state/acl.py` (", ")")
+    assert set(acl.ROLES) <= named
+    assert named - set(acl.ROLES) == {"bank", "suppliers", "shop"}  # the reference downstreams' users
+
+
+def test_init_makes_a_kafka_password_for_every_role_the_page_names() -> None:
+    assert names_between("`secrets-<role>` volume of each of ", "):") == set(kafka_rights.ROLES)
