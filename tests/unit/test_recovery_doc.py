@@ -1,6 +1,7 @@
 """docs/recovery.md held to the code: every command its bash blocks show is one the CLI parses, and
 what it says the log does not hold is what `wakeful recover` reports (tests/test_recovery_drill.py
-runs the drill on a real stack)."""
+runs the drill on a real stack); and it says which role topics a recover re-drives and which it
+does not."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 from cli_run import page_commands, parsed
 
+from wakeful.consumers.kafka.retention import REDRIVEN
+from wakeful.core import topics
 from wakeful.operate.recover.run import NOT_ON_THE_LOG
 
 pytestmark = pytest.mark.timeout(30)
@@ -37,3 +40,15 @@ def test_the_page_names_everything_the_log_does_not_hold() -> None:
 
 def test_the_page_states_the_fence_bound_not_a_margin() -> None:
     assert "tenths of a millisecond" in PAGE and "1,000 past" not in PAGE
+
+
+def test_the_page_says_which_role_topics_are_re_driven_and_which_are_not() -> None:
+    """ "Done again" names the topics a recover re-drives (consumers/kafka/retention.REDRIVEN) and
+    no other; "Not done again" names the other topics that carry work between roles."""
+    section = PAGE.split("## What can be lost", 1)[1].split("\n## ", 1)[0]
+    redone, not_redone = section.split("Not done again:", 1)
+    between_roles = {topics.EVENTS, topics.WAKE, topics.PROPOSALS_REQUEST, topics.PROPOSALS}
+    named = set(re.findall(r"`(wakeful\.[a-z.]+)`", redone))
+    assert named & between_roles == set(REDRIVEN)
+    not_named = set(re.findall(r"`(wakeful\.[a-z.]+)`", not_redone))
+    assert not_named & between_roles == between_roles - set(REDRIVEN)
