@@ -169,3 +169,16 @@ def test_a_second_init_keeps_the_keyring_and_passwords_it_made(doc: dict[str, An
     Keyring.load(volumes.file("init", "keyring"))
     run_init(doc, volumes)
     assert {path: path.read_bytes() for path in first} == first, "a second `up` replaced a secret"
+
+
+def test_kafka_acl_reads_every_kafka_password_init_made_and_invents_none(doc: dict[str, Any]) -> None:
+    """`admin kafka-acl --apply` sets each principal's SCRAM password from its kafka.json, making
+    one where it finds none: a folder it cannot see gets a password no role holds, and that role
+    is refused by Kafka."""
+    for principal in kafka_rights.ROLES:
+        made = secret_place(doc, "init", f"kafka:{principal}")
+        got = secret_place(doc, "kafka-acl", f"kafka:{principal}")
+        assert made is not None, f"init keeps kafka:{principal} off every named volume"
+        assert got is not None and (got.volume, got.path) == (made.volume, made.path), (
+            f"kafka-acl does not see the kafka.json init made for {principal}"
+        )
