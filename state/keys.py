@@ -113,8 +113,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | what it did, the event identity (state/replays.py) | (no role reaches it)   |
 | wk:ops:session:{D}| string | one ops page session (D: SHA-256 of its nonce):   | admin (`wakeful ops`): |
 |                   |        | JSON {operator, client, started, ends}; TTL its    | SET at login, PEXPIRE  |
-|                   |        | idle limit, never past its end (devstack/          | each page, DEL at      |
-|                   |        | operate/ops/sessions.py)                                   | logout; no role reaches|
+|                   |        | idle limit, never past its end                     | each page, DEL at      |
+|                   |        | (operate/ops/sessions.py)                          | logout; no role reaches|
 | wk:{T}:spent      | stream | model tokens the task's proposals used: top id     | proposer: XADD only    |
 |                   |        | <tokens>-0 (state/budget.py)                       |                        |
 | wk:tenant:{N}:spent | stream | tokens tenant N's tasks used: top id            | proposer: XADD only    |
