@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.authority.snapshot import Snapshot
+from wakeful.consumers.executor import ruling
 from wakeful.core import metrics
 from wakeful.core.errors import ActionError, StaleVersion
 from wakeful.core.faults import fault
@@ -21,13 +22,14 @@ from wakeful.schemas.custody import PROPOSAL_KEY, ApprovalBound, ProposalTrail
 from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import App
 from wakeful.sdk.memory import Remember
-from wakeful.state import keys, last_step, memory_seal
+from wakeful.sdk.workflow import Refuse, Review
+from wakeful.state import checks, keys, last_step, memory_seal
 from wakeful.state.actions import ActionLog
 from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
 from wakeful.state.pinned import Pinned
 from wakeful.state.store import Change, Detail, Store, Transition
-from wakeful.workflow import batch, effects, memory
+from wakeful.workflow import batch, effects, engine, memory
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,45 @@ class Writes:
             self._check_recorded(loaded, op, outcome.also[0])
         fault("executor.after_advance")
         metrics.effect_recorded(loaded.checkpoint, outcome.status)
+
+    def ruled(self, loaded: Loaded, decided: ruling.Written, auth: Snapshot) -> None:
+        """Write what the ruling says (all but a step to run: Executor._run), under the lease held."""
+        cp = loaded.checkpoint
+        if isinstance(decided, ruling.Close):
+            self.close(loaded, decided.step, auth)
+        elif isinstance(decided, ruling.Hold):  # the thaw wakes the task marked here
+            checks.raise_replies(cp.task_id, *loaded.pinned.batch([("SADD", keys.HELD_TASKS, cp.task_id)]))
+            self.log("executor.held", task_id=cp.task_id, scope=decided.scope)
+        elif isinstance(decided, ruling.Park):
+            why, detail = decided.reason, dict(decided.detail)
+            self.advance(loaded, decided.message_id, lambda c: engine.review(c, why), detail)
+            self.log(decided.event, task_id=cp.task_id, **decided.logged)
+        elif isinstance(decided, ruling.Quarantine):
+            self._quarantine(loaded, decided.detail)
+        else:
+            self._refused(loaded, decided.message_id, decided.decided)
+
+    def _quarantine(self, loaded: Loaded, detail: str) -> None:
+        """Gate 4 fails under the lease: the task runs under versions (or a workflow) the deployed app
+        cannot run, so it is quarantined with why, as the gate would, readable and releasable by a
+        person (docs/change.md). Never left at a tool stage with its request spent and nothing to wake it."""
+        task_id = loaded.checkpoint.task_id
+        self.store.quarantine(task_id, "incompatible", detail)
+        self.log("executor.quarantined", task_id=task_id, detail=detail)
+
+    def _refused(self, loaded: Loaded, refused_id: str, decided: Refuse | Review) -> None:
+        """A Review parks the task. A Refuse records the reason and asks the model again (the
+        task is woken, and the gate's next window shows why), or, past the workflow's
+        max_reproposals, parks it too (effects.refused)."""
+        cp, reason = loaded.checkpoint, decided.reason
+        if isinstance(decided, Review):
+            self.advance(loaded, refused_id, lambda c: engine.review(c, reason), {"refused": reason})
+            self.log("executor.refused", task_id=cp.task_id, reason=reason, review=True)
+            return
+        after = self.ask_again(loaded, refused_id, lambda c: effects.refused(self.app, c, reason))
+        parked = after.checkpoint.stage != cp.stage
+        count = cp.execution.attempts + 1
+        self.log("executor.refused", task_id=cp.task_id, reason=reason, review=parked, refusals=count)
 
     def _check_recorded(self, loaded: Loaded, op: str, reply: Any) -> None:
         """The action log took the outcome that rode in the close; if it refused it, the task is
