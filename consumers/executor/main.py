@@ -34,8 +34,9 @@ from wakeful.authority.kept import Ask, Kept
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers.executor import ruling
 from wakeful.consumers.executor import steps as executor_steps
+from wakeful.consumers.executor.closing import proposal_trail
 from wakeful.consumers.executor.heartbeat import Heartbeats
-from wakeful.consumers.executor.writes import Loaded, Writes, proposal_trail
+from wakeful.consumers.executor.writes import Loaded, Writes
 from wakeful.consumers.kafka import switch_acks, unreadable, wiring
 from wakeful.consumers.kafka.producing import RunnerProducer
 from wakeful.consumers.kafka.role import Hooks, run_role
@@ -162,10 +163,9 @@ class Executor:
         with self.heartbeats.beating(loaded.held.lease) as beat:
             extra = executor_steps.call_more(self.app, list(run.more), loaded.held.lease)
         beat.check()
-        step = (decided.tool, decided.op_key, result, args)
-        call = (decided.tool, decided.op_key, args)
-        trail = proposal_trail(env, proposal.model, cp, call, [o for _, o, _, _ in extra])
-        self.writes.close(loaded, step, auth, first, outcome, more=extra, trail=trail)
+        ran = executor_steps.Ran(decided.tool, decided.op_key, result, args)
+        trail = proposal_trail(env, proposal.model, cp, ran, extra)
+        self.writes.close(loaded, ran, auth, first, outcome, more=extra, trail=trail)
 
     def _superseded(self, msg: Message, env: Envelope, why: str) -> None:
         """A proposal this executor may not carry out, though nothing is wrong with it, is dropped,

@@ -46,7 +46,7 @@ class DeadLetter:
 class Close:
     """A step of this stage already ran (cases C and D): advance the task past it, calling nothing."""
 
-    step: tuple[str, str, dict[str, Any], dict[str, Any]]  # steps.settled()'s
+    step: executor_steps.Ran
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def rule(
     ops: Mapping[bytes, bytes],
     auth: Snapshot,
     now: datetime,
-    settled: tuple[str, str, dict[str, Any], dict[str, Any]] | None,
+    settled: executor_steps.Ran | None,
 ) -> Ruling:
     """What to do with an admitted proposal, given the step `settled` found already run (or None).
     A step that ran completes whatever came since: it was validated before its intent was

@@ -17,6 +17,7 @@ from wakeful.authority.revocations import Revocation, name
 from wakeful.authority.snapshot import Snapshot
 from wakeful.authority.switches import ToolSwitch, field_of
 from wakeful.consumers.executor import ruling
+from wakeful.consumers.executor.steps import Ran
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
@@ -29,7 +30,7 @@ from wakeful.workflow import engine
 NOW = datetime(2030, 6, 1, 9, 0, tzinfo=UTC)
 AUTH = Snapshot(approvers=frozenset({"alice"}), limit=1000, app=app.name, shipped=app.shipped_policy)
 TOOL = "book_room"
-SETTLED = (TOOL, "BOOK:t-1:v1", {"booking_id": "b-1"}, {"room": "huddle"})
+SETTLED = Ran(TOOL, "BOOK:t-1:v1", {"booking_id": "b-1"}, {"room": "huddle"})
 
 
 def created() -> Checkpoint:
