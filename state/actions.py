@@ -188,15 +188,18 @@ class ActionLog:
     def read_command(
         self,
         task_id: str,
-        call: tuple[str, str, Mapping[str, Any], Mapping[str, Any]],
+        *,
+        tool: str,
+        op_key: str,
+        result: Mapping[str, Any],
+        args: Mapping[str, Any],
         fence: int,
         now: datetime,
     ) -> list[tuple[Any, ...]]:
-        """A read-only call (tool, op key, what it returned, its arguments) that shared its turn
-        with another (D68), recorded as done, as commands for the close's transaction (the entry,
-        and its record on the outbox): it wrote no intent, because calling it again after a crash
-        changes nothing."""
-        tool, op_key, result, args = call
+        """A read-only call (`tool` under `op_key`, what it returned, its arguments) that shared its
+        turn with another (D68), recorded as done, as commands for the close's transaction (the
+        entry, and its record on the outbox): it wrote no intent, because calling it again after a
+        crash changes nothing."""
         entry = ActionLogEntry(
             op_key=op_key,
             task_id=task_id,

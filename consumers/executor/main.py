@@ -30,12 +30,13 @@ import orjson
 from confluent_kafka import Message
 from pydantic import ValidationError
 
-from wakeful.authority import freezes
 from wakeful.authority.kept import Ask, Kept
 from wakeful.authority.snapshot import Snapshot
+from wakeful.consumers.executor import ruling
 from wakeful.consumers.executor import steps as executor_steps
+from wakeful.consumers.executor.closing import proposal_trail
 from wakeful.consumers.executor.heartbeat import Heartbeats
-from wakeful.consumers.executor.writes import Loaded, Writes, proposal_trail
+from wakeful.consumers.executor.writes import Loaded, Writes
 from wakeful.consumers.kafka import switch_acks, unreadable, wiring
 from wakeful.consumers.kafka.producing import RunnerProducer
 from wakeful.consumers.kafka.role import Hooks, run_role
@@ -62,13 +63,13 @@ from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.schemas.proposals import Proposal
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.tools import Tool
-from wakeful.sdk.workflow import Compensate, Effect, Refuse, Review
-from wakeful.state import checks, first_step, keys
+from wakeful.sdk.workflow import Compensate, Effect
+from wakeful.state import first_step, keys
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.replies import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import compat, effects, engine, revoked, switches
+from wakeful.workflow import effects, engine
 
 
 class Executor:
@@ -127,89 +128,44 @@ class Executor:
 
     def _execute(self, msg: Message, env: Envelope, proposal: Proposal, loaded: Loaded, ask: Ask) -> None:
         """The proposal checked against the task `loaded` under the lease held (and the reads that
-        came with it), then carried out at most once."""
+        came with it: ruling.py rules on them), then carried out at most once."""
         assert self.runner is not None
-        cp, replies, held = loaded.checkpoint, loaded.replies, loaded.held
+        cp = loaded.checkpoint
         tracing.stamp_task(cp, self.app.name)
-        refused = executor_steps.unanswered(self.app, cp, env)
-        if refused is not None and executor_steps.superseded(cp, env):
-            return self._superseded(msg, env, refused)
-        if refused is not None:
-            return self.runner.dead_letter(msg, refused, env.task_id)
-        try:
-            engine.workflow_of(self.app, cp)
-        except engine.UnknownWorkflow as exc:
-            # Another release's (a deploy under way) or one the app dropped: the gate judges which at
-            # the task's next wake, which the timer's sweep gives it if nothing else does (D85).
-            return self._superseded(msg, env, f"{exc}: left to the gate's next wake")
+        admitted = ruling.admit(self.app, cp, env)
+        if isinstance(admitted, ruling.Drop):
+            return self._superseded(msg, env, admitted.why)
+        if isinstance(admitted, ruling.DeadLetter):
+            return self.runner.dead_letter(msg, admitted.reason, env.task_id)
         # A policy version this process has not parsed yet, or a token that moved: one more trip.
+        replies = loaded.replies
         ops, auth = hash_reply(replies[0]), self.kept.snapshot(ask, replies[1:], loaded.pinned.batch)
-        # A step of this stage may already have run (cases C and D): settle that by key first. It
-        # was validated before its intent was written; re-validating it against today's authority
-        # could park a task whose effect has already happened.
-        settled = executor_steps.settled(self.app, self.actions, cp, ops, held.lease)
-        if settled is not None:
-            return self.writes.close(loaded, settled, auth)
-        # The kill path: a frozen task takes no new step (a step already begun completes above).
-        # The proposal is dropped, the task marked: the thaw wakes it and the gate asks again.
-        freeze = freezes.holding(auth.frozen, self.app.name, cp.security.tenant, cp.task_id)
-        if freeze is not None:
-            checks.raise_replies(cp.task_id, *loaded.pinned.batch([("SADD", keys.HELD_TASKS, cp.task_id)]))
-            self.log("executor.held", task_id=cp.task_id, scope=freeze.scope)
-            return None
-        # A signer the task rests on was revoked: the app's rule, before any new step.
-        parked = revoked.parks(self.app, cp, auth)
-        if parked is not None:
-            parked_id = keys.runtime_id("revoked", cp.task_id, cp.state_version)
-            self.writes.advance(loaded, parked_id, lambda c: engine.review(c, parked), {"refused": parked})
-            self.log("executor.needs_review", task_id=cp.task_id, reason=parked)
-            return None
-        # Gate 4 again, before a step begins: a proposal in flight across a deploy runs only under
-        # the tools and policy its task was admitted to (a step already begun completes above).
-        incompatible = compat.check_app(self.app, cp, auth)
-        if isinstance(incompatible, str):
-            return self._quarantine(loaded, incompatible)
+        # A step of this stage may already have run (cases C and D): settled by key first.
+        settled = executor_steps.settled(self.app, self.actions, cp, ops, loaded.held.lease)
         now = datetime.now(UTC)
-        decided = effects.check_proposal(
-            self.app,
-            cp,
-            proposal.tool,
-            proposal.args,
-            auth=auth,
-            now=now,
-            unusable=proposal.unusable,
-            failed=proposal.failed,
-        )
-        if isinstance(decided, Refuse | Review):
-            # The runtime's own id for a refusal at this version, never the proposal's message id
-            # (anyone who can write to wakeful.proposals chooses that).
-            refused_id = keys.runtime_id("refused", cp.task_id, cp.state_version)
-            return self._refused(loaded, refused_id, decided)
-        # The tool's switch, read live with this load: off, the step is refused before its intent.
-        raw = ops.get(decided.op_key.encode())
-        begun = ActionLogEntry.decode(raw).status if raw else None
-        off = switches.refused(self.app.name, decided.tool, begun, auth)
-        if off is not None:
-            parked_id = keys.runtime_id("review", decided.op_key, cp.state_version)
-            self.writes.advance(loaded, parked_id, lambda c: engine.review(c, off.reason), off.detail())
-            self.log("executor.tool_disabled", task_id=cp.task_id, tool=decided.tool, by=off.switch.by)
-            return None
-        more = self._more(loaded, decided, proposal, auth, now)
-        if more is None:
-            return None
+        decided = ruling.rule(self.app, cp, proposal, ops=ops, auth=auth, now=now, settled=settled)
+        if isinstance(decided, ruling.Run):
+            return self._run(env, proposal, loaded, auth, decided)
+        return self.writes.ruled(loaded, decided, auth)
+
+    def _run(
+        self, env: Envelope, proposal: Proposal, loaded: Loaded, auth: Snapshot, run: ruling.Run
+    ) -> None:
+        """The step: its call once under its op key, then the read-only calls that share its turn,
+        then the close that records them and advances the task."""
+        decided, cp = run.effect, loaded.checkpoint
         tracing.stamp(tool=decided.tool, op_key=decided.op_key)
         args = decided.args.model_dump(mode="json")  # once: for the intent, and for the loop's record
         done = self._once(loaded, decided, args, auth)
         if done is None:
-            return None
+            return
         result, first, outcome = done
         with self.heartbeats.beating(loaded.held.lease) as beat:
-            extra = executor_steps.call_more(self.app, more, loaded.held.lease)
+            extra = executor_steps.call_more(self.app, list(run.more), loaded.held.lease)
         beat.check()
-        step = (decided.tool, decided.op_key, result, args)
-        call = (decided.tool, decided.op_key, args)
-        trail = proposal_trail(env, proposal.model, cp, call, [o for _, o, _, _ in extra])
-        return self.writes.close(loaded, step, auth, first, outcome, more=extra, trail=trail)
+        ran = executor_steps.Ran(decided.tool, decided.op_key, result, args)
+        trail = proposal_trail(env, proposal.model, cp, ran, extra)
+        self.writes.close(loaded, ran, auth, first, outcome, more=extra, trail=trail)
 
     def _superseded(self, msg: Message, env: Envelope, why: str) -> None:
         """A proposal this executor may not carry out, though nothing is wrong with it, is dropped,
@@ -217,40 +173,6 @@ class Executor:
         none), or runs a workflow this release lacks. The dead letters are for what is wrong."""
         metrics.superseded("executor", msg.topic())
         self.log("executor.superseded", task_id=env.task_id, state_version=env.task_version, why=why)
-
-    def _quarantine(self, loaded: Loaded, detail: str) -> None:
-        """Gate 4 fails under the lease: the task runs under versions (or a workflow) the deployed app
-        cannot run, so it is quarantined with why, as the gate would, readable and releasable by a
-        person (docs/change.md). Never left at a tool stage with its request spent and nothing to wake it."""
-        task_id = loaded.checkpoint.task_id
-        self.store.quarantine(task_id, "incompatible", detail)
-        self.log("executor.quarantined", task_id=task_id, detail=detail)
-
-    def _more(
-        self, loaded: Loaded, decided: Effect, proposal: Proposal, auth: Snapshot, now: datetime
-    ) -> list[Effect] | None:
-        """The read-only calls that share the proposal's turn (D68); None if it may not share it
-        (recorded, and the model asked again)."""
-        cp = loaded.checkpoint
-        judged = executor_steps.judge_more(self.app, cp, decided, proposal.more, auth=auth, now=now)
-        if isinstance(judged, Refuse):
-            self._refused(loaded, keys.runtime_id("refused", cp.task_id, cp.state_version), judged)
-            return None
-        return judged
-
-    def _refused(self, loaded: Loaded, refused_id: str, decided: Refuse | Review) -> None:
-        """A Review parks the task. A Refuse records the reason and asks the model again (the
-        task is woken, and the gate's next window shows why), or, past the workflow's
-        max_reproposals, parks it too (effects.refused)."""
-        cp, reason = loaded.checkpoint, decided.reason
-        if isinstance(decided, Review):
-            self.writes.advance(loaded, refused_id, lambda c: engine.review(c, reason), {"refused": reason})
-            self.log("executor.refused", task_id=cp.task_id, reason=reason, review=True)
-            return
-        after = self.writes.ask_again(loaded, refused_id, lambda c: effects.refused(self.app, c, reason))
-        parked = after.checkpoint.stage != cp.stage
-        count = cp.execution.attempts + 1
-        self.log("executor.refused", task_id=cp.task_id, reason=reason, review=parked, refusals=count)
 
     def _once(
         self, loaded: Loaded, effect: Effect, args: dict[str, Any], auth: Snapshot

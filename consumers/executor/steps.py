@@ -41,6 +41,16 @@ from wakeful.workflow import batch, pending, switches
 
 
 @dataclass(frozen=True)
+class Ran:
+    """A call that answered: its tool, its op key, what it returned, and its arguments (as JSON)."""
+
+    tool: str
+    op_key: str
+    result: Mapping[str, Any]
+    args: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class Unavailable:
     """The tool could not be reached this time (ToolUnavailable); it may be later."""
 
@@ -67,12 +77,10 @@ def call_once(
 call_once = tool_call(call_once)  # a span per call, with the tool's name and its outcome (D75)
 
 
-def call_more(
-    app: App, more: Sequence[Effect], lease: Lease
-) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
-    """The read-only calls that share a turn with its first (D68), in order: (tool, op key, what it
-    returned, its arguments) for each that answered, up to the first that did not (unavailable,
-    refused, or an answer that comes later): the model sees what came back and may ask again."""
+def call_more(app: App, more: Sequence[Effect], lease: Lease) -> list[Ran]:
+    """The read-only calls that share a turn with its first (D68), in order: each that answered,
+    up to the first that did not (unavailable, refused, or an answer that comes later): the model
+    sees what came back and may ask again."""
     made = []
     for effect in more:
         tool = app.tool(effect.tool)
@@ -82,7 +90,7 @@ def call_more(
         )
         if isinstance(outcome, Unavailable | str) or pending.MARK in outcome:
             break
-        made.append((tool.name, effect.op_key, dict(outcome), effect.args.model_dump(mode="json")))
+        made.append(Ran(tool.name, effect.op_key, dict(outcome), effect.args.model_dump(mode="json")))
     return made
 
 
@@ -114,9 +122,9 @@ def call(tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease
 
 def settled(
     app: App, actions: ActionLog, cp: Checkpoint, ops: dict[bytes, bytes], lease: Lease
-) -> tuple[str, str, dict[str, Any], dict[str, Any]] | None:
-    """(tool, op key, result, args) of this stage's current step if it already ran, recording an
-    outcome that a crash left unrecorded; None if it did not."""
+) -> Ran | None:
+    """This stage's current step if it already ran, recording an outcome that a crash left
+    unrecorded; None if it did not."""
     for tool in app.tools_at(cp.stage):
         op = tool.key_for(cp.task_id, cp.business.version, cp.execution.step)
         raw = ops.get(op.encode())
@@ -124,7 +132,7 @@ def settled(
         if intent is None or intent.status is ActionStatus.FAILED:
             continue
         if intent.status is ActionStatus.SUCCEEDED and intent.result is not None:
-            return tool.name, op, intent.result, dict(intent.args or {})
+            return Ran(tool.name, op, intent.result, dict(intent.args or {}))
         looked = tool.lookup(op)
         if looked is None:
             continue
@@ -133,7 +141,7 @@ def settled(
             continue
         if intent.status is ActionStatus.IN_FLIGHT:
             actions.complete(cp.task_id, op, lease.fence, dict(found), intent)
-        return tool.name, op, dict(found), dict(intent.args or {})
+        return Ran(tool.name, op, dict(found), dict(intent.args or {}))
     return None
 
 

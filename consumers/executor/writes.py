@@ -5,29 +5,30 @@ step parked for review)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.authority.snapshot import Snapshot
+from wakeful.consumers.executor import closing, ruling
+from wakeful.consumers.executor.steps import Ran
 from wakeful.core import metrics
 from wakeful.core.errors import ActionError, StaleVersion
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.retry import Retry
 from wakeful.schemas.checkpoint import Checkpoint
-from wakeful.schemas.custody import PROPOSAL_KEY, ApprovalBound, ProposalTrail
-from wakeful.schemas.events import Envelope
+from wakeful.schemas.custody import ProposalTrail
 from wakeful.sdk.app import App
-from wakeful.sdk.memory import Remember
-from wakeful.state import keys, last_step, memory_seal
+from wakeful.sdk.workflow import Refuse, Review
+from wakeful.state import checks, keys, last_step
 from wakeful.state.actions import ActionLog
 from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
 from wakeful.state.pinned import Pinned
 from wakeful.state.store import Change, Detail, Store, Transition
-from wakeful.workflow import batch, effects, memory
+from wakeful.workflow import effects, engine
 
 
 @dataclass(frozen=True)
@@ -51,83 +52,79 @@ class Writes:
     def close(
         self,
         loaded: Loaded,
-        step: tuple[str, str, Mapping[str, Any], Mapping[str, Any]],
+        ran: Ran,
         auth: Snapshot,
         first: list[Any] | None = None,
         record: tuple[Any, ...] | None = None,
         *,
-        more: Sequence[tuple[str, str, Mapping[str, Any], Mapping[str, Any]]] = (),
+        more: Sequence[Ran] = (),
         trail: ProposalTrail | None = None,
     ) -> None:
-        """Advance the task past a step that ran: (tool, op key, what the tool returned, the
-        arguments it was called with). The lease goes back inside that transaction: nothing is left
-        to do under it (D38). `first`: the change's first step, already read (Executor._once);
-        `record`: the step's outcome for the action log, written inside the same transaction (D48);
-        `trail`: the proposal it carried out, for the log record (D72; None for a step settled by
-        its key, whose proposal was checked before its intent by an earlier handling)."""
-        tool, op, result, args = step
+        """Advance the task past a step that ran (`ran`), and the read-only calls that shared its
+        turn (`more`). The lease goes back inside that transaction: nothing is left to do under it
+        (D38). `first`: the change's first step, already read (Executor._once); `record`: the
+        step's outcome for the action log, written inside the same transaction (D48); `trail`: the
+        proposal it carried out, for the log record (D72; None for a step settled by its key, whose
+        proposal was checked before its intent by an earlier handling)."""
+        cp, fence, ring = loaded.checkpoint, loaded.held.lease.fence, self.store.sealer.keyring
         now = datetime.now(UTC)
-        calls = [(tool, result, args), *((t, r, a) for t, _, r, a in more)]
-        applied = [1]  # how many of the turn's calls the last try of the change applied
-        learned: list[list[Remember]] = []  # what each applied call's `done` remembered, last try
-
-        def moved(c: Checkpoint) -> Checkpoint:
-            learned.clear()
-            after, applied[0] = batch.done(self.app, c, calls, auth=auth, now=now, learned=learned)
-            return after
-
-        said = {
-            "done": tool,
-            **{k: str(v) for k, v in result.items()},
-            **({"more": len(more)} if more else {}),
-        }
-        ops = [op, *(o for _, o, _, _ in more)]
-
-        def detail(_old: Checkpoint, new: Checkpoint) -> dict[str, Any]:
-            # Remembered on a tool's word: the executor writes it, the call's op key is its source.
-            groups: list[memory.Group] = [
-                (memory.Writer("role:executor", f"op:{o}"), wishes, {})
-                for o, wishes in zip(ops, learned, strict=False)
-            ]
-            taught, refused = memory.all_admitted(
-                self.app.fact_table,
-                [g for g in groups if g[1]],
-                tenant=new.security.tenant,
-                task_id=new.task_id,
-                state_version=new.state_version,
-                now=now,
-            )
-            # on the outbox record, quarantined and sealed: the relay writes them quarantined,
-            # whatever they say (D69), and the read door shows only a sealed record (D93)
-            ring = self.store.sealer.keyring
-            sealed = [memory_seal.sealed(ring, memory.learned_form(r)) for r in taught]
-            kept = {"learned": [r.model_dump(mode="json") for r in sealed]} if sealed else {}
-            custody = {PROPOSAL_KEY: trail} if trail is not None else {}
-            return said | kept | ({"forgot": refused} if refused else {}) | custody
-
-        def records(_new: Checkpoint) -> list[Any]:
-            # The first call's outcome (its intent was written before it ran); then each read-only
-            # call that shared its turn and was applied, recorded as done (it wrote no intent).
-            task_id, fence = loaded.checkpoint.task_id, loaded.held.lease.fence
-            calls = more[: applied[0] - 1]
-            done = [c for call in calls for c in self.actions.read_command(task_id, call, fence, now)]
-            return [*([record] if record is not None else []), *done]
-
+        made = closing.of(
+            self.app, self.actions, cp, fence, (ran, *more), record=record, auth=auth, now=now, trail=trail
+        )
         # One close per operation, whichever proposal (or redelivery) gets here.
         outcome = self.advance(
             loaded,
-            keys.runtime_id("close", op),
-            moved,
-            detail,
+            keys.runtime_id("close", made.op_key),
+            made.moved,
+            lambda _old, new: closing.detail(self.app, ring, made, new),
             before=self._next_step,
             release=True,
             first=first,
-            also=records if record is not None or more else None,
+            also=made.also if made.records else None,
         )
         if record is not None and outcome.status == "applied":
-            self._check_recorded(loaded, op, outcome.also[0])
+            self._check_recorded(loaded, made.op_key, outcome.also[0])
         fault("executor.after_advance")
         metrics.effect_recorded(loaded.checkpoint, outcome.status)
+
+    def ruled(self, loaded: Loaded, decided: ruling.Written, auth: Snapshot) -> None:
+        """Write what the ruling says (all but a step to run: Executor._run), under the lease held."""
+        cp = loaded.checkpoint
+        if isinstance(decided, ruling.Close):
+            self.close(loaded, decided.step, auth)
+        elif isinstance(decided, ruling.Hold):  # the thaw wakes the task marked here
+            checks.raise_replies(cp.task_id, *loaded.pinned.batch([("SADD", keys.HELD_TASKS, cp.task_id)]))
+            self.log("executor.held", task_id=cp.task_id, scope=decided.scope)
+        elif isinstance(decided, ruling.Park):
+            why, detail = decided.reason, dict(decided.detail)
+            self.advance(loaded, decided.message_id, lambda c: engine.review(c, why), detail)
+            self.log(decided.event, task_id=cp.task_id, **decided.logged)
+        elif isinstance(decided, ruling.Quarantine):
+            self._quarantine(loaded, decided.detail)
+        else:
+            self._refused(loaded, decided.message_id, decided.decided)
+
+    def _quarantine(self, loaded: Loaded, detail: str) -> None:
+        """Gate 4 fails under the lease: the task runs under versions (or a workflow) the deployed app
+        cannot run, so it is quarantined with why, as the gate would, readable and releasable by a
+        person (docs/change.md). Never left at a tool stage with its request spent and nothing to wake it."""
+        task_id = loaded.checkpoint.task_id
+        self.store.quarantine(task_id, "incompatible", detail)
+        self.log("executor.quarantined", task_id=task_id, detail=detail)
+
+    def _refused(self, loaded: Loaded, refused_id: str, decided: Refuse | Review) -> None:
+        """A Review parks the task. A Refuse records the reason and asks the model again (the
+        task is woken, and the gate's next window shows why), or, past the workflow's
+        max_reproposals, parks it too (effects.refused)."""
+        cp, reason = loaded.checkpoint, decided.reason
+        if isinstance(decided, Review):
+            self.advance(loaded, refused_id, lambda c: engine.review(c, reason), {"refused": reason})
+            self.log("executor.refused", task_id=cp.task_id, reason=reason, review=True)
+            return
+        after = self.ask_again(loaded, refused_id, lambda c: effects.refused(self.app, c, reason))
+        parked = after.checkpoint.stage != cp.stage
+        count = cp.execution.attempts + 1
+        self.log("executor.refused", task_id=cp.task_id, reason=reason, review=parked, refusals=count)
 
     def _check_recorded(self, loaded: Loaded, op: str, reply: Any) -> None:
         """The action log took the outcome that rode in the close; if it refused it, the task is
@@ -193,22 +190,3 @@ class Writes:
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
-
-
-def proposal_trail(
-    env: Envelope, model: str, cp: Checkpoint, call: tuple[str, str, dict[str, Any]], more: Sequence[str]
-) -> ProposalTrail:
-    """What the close's log record says of the proposal it carried out (D72): its message, its
-    model, the call (tool, op key, arguments) at the task's version, the approval in force, and
-    the op keys of the read-only calls that shared its turn."""
-    tool, op_key, args = call
-    return ProposalTrail(
-        message_id=env.message_id,
-        model=model,
-        tool=tool,
-        op_key=op_key,
-        args=args,
-        task_version=cp.business.version,
-        approval=ApprovalBound.of(cp.business.approval),
-        more=tuple(more),
-    )

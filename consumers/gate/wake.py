@@ -23,6 +23,7 @@ from wakeful.authority.kept import Kept
 from wakeful.authority.signer_seal import SignerSeal
 from wakeful.authority.snapshot import Snapshot, decode_signer
 from wakeful.authority.store import AuthorityStore
+from wakeful.consumers.gate import reads as wake_reads
 from wakeful.consumers.gate import rules as gate_rules
 from wakeful.core import ids, topics
 from wakeful.core.errors import DecodeError
@@ -30,6 +31,7 @@ from wakeful.core.provenance import Forged, RoleKeys
 from wakeful.core.retry import Retry
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
+from wakeful.schemas.signatures import VerifyKey
 from wakeful.sdk.app import App
 from wakeful.state import checks, first_step, keys
 from wakeful.state.evidence import excerpt
@@ -108,39 +110,15 @@ def authenticate(
     reads the task (first_step.reads) and reads the live authority, the task's evidence and the
     event's receipt. A task whose lease another worker holds is retried with nothing judged: what
     was read may straddle that worker's EXEC. A wake that fails comes back `Untrusted`, with why."""
-    reason = envelope.payload.get("reason")
-    event: SignedEvent | None = None
-    if WAKE_SENDER.get(str(reason)) not in (None, sender):
-        return Untrusted(f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
-    replay: SignedEvent | None = None  # an operator's replay that vouches for the event (D71)
-    if reason == "event":
-        try:
-            event = _event_in(envelope)
-            replay = _replay_in(envelope)
-        except DecodeError as exc:
-            return Untrusted(f"wake carries a malformed event: {exc.reason}")
-    elif reason != "deadline":  # a deadline wake is trusted only as far as the stored deadline
-        return Untrusted(f"wake with unknown reason {reason!r}")
+    claimed = _claimed(envelope, sender)
+    if isinstance(claimed, Untrusted):
+        return claimed
+    event, replay = claimed
     task_id = envelope.task_id
-    more: list[tuple[Any, ...]] = []
-    if event is not None:  # the claimed event's: nothing read here is trusted before it verifies
-        more = [
-            ("HGET", keys.AUTH_SIGNERS, event.key_id),
-            ("GET", keys.receipt(event.event_id, task_id, key_id=event.key_id)),
-        ]
-        if gate_rules.needs_started(event.kind):
-            more.append(("HGETALL", keys.ops(task_id)))
-        if replay is not None:  # its signer's record, last
-            more.append(("HGET", keys.AUTH_SIGNERS, replay.key_id))
     ask = kept.ask()  # the authority token, and the Snapshot's reads unless one is kept
+    asked = wake_reads.asked(task_id, event, replay)
     replies = pinned.batch(
-        [
-            *first_step.reads(task_id, identity(envelope, event)),
-            *ask.commands,
-            ("HGETALL", keys.evidence(task_id)),
-            ("LLEN", keys.held(task_id)),
-            *more,
-        ]
+        [*first_step.reads(task_id, identity(envelope, event)), *ask.commands, *wake_reads.commands(asked)]
     )
     first, rest = replies[: first_step.READS], replies[first_step.READS :]
     checks.raise_replies(task_id, *first[: first_step.WATCHED])
@@ -149,25 +127,66 @@ def authenticate(
     checks.raise_replies(task_id, *rest)
     # A policy version this process has not parsed yet, or a token that moved: one more round trip.
     auth = kept.snapshot(ask, rest[: len(ask.commands)], pinned.batch)
-    after = rest[len(ask.commands) :]  # the evidence, the held wakes' count, then the event's reads
-    evidence = {k.decode(): excerpt(v.decode("utf-8", "replace")) for k, v in hash_reply(after[0]).items()}
-    held = int(after[1] or 0)
+    got = wake_reads.got(asked, rest[len(ask.commands) :])
+    found = hash_reply(got.evidence).items()
+    evidence = {k.decode(): excerpt(v.decode("utf-8", "replace")) for k, v in found}
+    held = int(got.held or 0)
     if event is None:
         return Taken(Wake(envelope, None, None, auth, evidence), pinned, first, None, held)
-    signer, answered = after[2], decided(after[3])
-    ops = after[4] if gate_rules.needs_started(event.kind) else None
-    found = decode_signer(event.key_id, signer, seal) if isinstance(signer, bytes) else None
+    judged = _verified(envelope, event, replay, got, seal, max_age=max_age, keep=keep, appended=appended)
+    if isinstance(judged, Untrusted):
+        return judged
+    key, vouched = judged
+    # A replay is judged afresh: a receipt (a refusal writes nothing else) does not make it decided;
+    # the task's inbox, in the change's compare-and-swap, keeps an applied event from applying twice.
+    answered = decided(got.receipt) and vouched is None
+    wake = Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
+    return Taken(wake, pinned, first, got.ops, held)
+
+
+def _claimed(envelope: Envelope, sender: str) -> tuple[SignedEvent | None, SignedEvent | None] | Untrusted:
+    """The event a wake claims to carry and the operator's replay that vouches for it (D71), both
+    unverified (None, None for a deadline wake); `Untrusted` if the wake may not be from `sender`
+    or carries no readable event."""
+    reason = envelope.payload.get("reason")
+    if WAKE_SENDER.get(str(reason)) not in (None, sender):
+        return Untrusted(f"a {reason} wake from {sender}: only {WAKE_SENDER[str(reason)]} sends those")
+    if reason == "deadline":  # a deadline wake is trusted only as far as the stored deadline
+        return None, None
+    if reason != "event":
+        return Untrusted(f"wake with unknown reason {reason!r}")
+    try:
+        return _event_in(envelope), _replay_in(envelope)
+    except DecodeError as exc:
+        return Untrusted(f"wake carries a malformed event: {exc.reason}")
+
+
+def _verified(
+    envelope: Envelope,
+    event: SignedEvent,
+    replay: SignedEvent | None,
+    got: wake_reads.Got,
+    seal: SignerSeal | None,
+    *,
+    max_age: timedelta,
+    keep: timedelta,
+    appended: datetime | None,
+) -> tuple[VerifyKey, SignedEvent | None] | Untrusted:
+    """The event's signer key, as its live record (`got.signer`) says, and the replay that vouches
+    for it (None for a wake that carries none); `Untrusted` with why if it does not verify, is
+    misaddressed, or its replay does not vouch."""
+    found = decode_signer(event.key_id, got.signer, seal) if isinstance(got.signer, bytes) else None
     key, kinds = found if found else (None, frozenset[str]())
-    verified = key is not None and key.verify(event)
-    vouched = _vouched(envelope, replay, after[-1], key.tenant if key else ids.DEFAULT_TENANT, seal)
+    tenant = key.tenant if key is not None else ids.DEFAULT_TENANT
+    vouched = _vouched(envelope, replay, got.replay_signer, tenant, seal)
     if isinstance(vouched, str):
         return Untrusted(vouched)
     refused = gate_rules.misaddressed(
         event,
         envelope,
-        verified,
+        key is not None and key.verify(event),
         kinds,
-        tenant=key.tenant if key is not None else ids.DEFAULT_TENANT,
+        tenant=tenant,
         max_age=max_age,
         keep=keep,
         appended=appended,
@@ -175,11 +194,7 @@ def authenticate(
     )
     if refused or key is None:
         return Untrusted(refused or "no signer")
-    # A replay is judged afresh: a receipt (a refusal writes nothing else) does not make it decided;
-    # the task's inbox, in the change's compare-and-swap, keeps an applied event from applying twice.
-    answered = answered and vouched is None
-    wake = Wake(envelope, event, key.principal, auth, evidence, answered, key.tenant)
-    return Taken(wake, pinned, first, ops, held)
+    return key, vouched
 
 
 def decided(receipt: bytes | None) -> bool:
