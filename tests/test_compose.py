@@ -103,7 +103,7 @@ def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
         "WAKEFUL_KEYRING": str(scratch / "keyring.json"),
         "WAKEFUL_SECRETS": str(scratch / "secrets"),
     }
-    main = importlib.import_module(f"wakeful.consumers.{role}").main
+    main = importlib.import_module(f"wakeful.consumers.{role}.main").main
     asked: set[str] = set()
     with pytest.MonkeyPatch.context() as patch:
         # The dlq's size limit, read from a broker that is not there, would be None after its

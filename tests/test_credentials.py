@@ -34,7 +34,7 @@ def seen(event, args):
 sys.addaudithook(seen)
 stop = threading.Event()
 stop.set()
-importlib.import_module(f"wakeful.consumers.{sys.argv[1]}").main(settings, stop)
+importlib.import_module(f"wakeful.consumers.{sys.argv[1]}.main").main(settings, stop)
 print(json.dumps(sorted(opened)))
 """
 

@@ -16,7 +16,7 @@ import importlib, sys, threading
 from wakeful.core.settings import Settings
 stop = threading.Event()
 stop.set()
-importlib.import_module(f"wakeful.consumers.{sys.argv[1]}").main(Settings.from_env(), stop)
+importlib.import_module(f"wakeful.consumers.{sys.argv[1]}.main").main(Settings.from_env(), stop)
 """
 RUNS = 10  # the crash came in about one stop in ten
 
