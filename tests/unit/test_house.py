@@ -153,3 +153,34 @@ def test_devstack_holds_no_command_an_operator_runs_against_production() -> None
         if local:
             reached.append(f"wakeful {' '.join(path)}: {local}")
     assert reached == [], "operator commands that reach the local stack's code:\n" + "\n".join(reached)
+
+
+MODULE_MAX, FUNCTION_MAX = 320, 60  # "about 300" and "about 50", with room for a docstring's growth
+
+
+def _oversized() -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for folder in PYPROJECT["tool"]["setuptools"]["package-dir"].values():
+        for path in (ROOT / folder).rglob("*.py"):
+            name, text = str(path.relative_to(ROOT)), path.read_text()
+            if text.count("\n") > MODULE_MAX:
+                found.add((name, ""))
+            for node in ast.walk(ast.parse(text)):
+                long = (getattr(node, "end_lineno", 0) or 0) - getattr(node, "lineno", 0) + 1 > FUNCTION_MAX
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and long:
+                    found.add((name, node.name))
+    return found
+
+
+def test_every_module_and_function_past_its_size_is_one_the_house_says_why_for() -> None:
+    decisions = (ROOT / "docs" / "decisions.md").read_text()
+    house = decisions[decisions.index("## D94.") : decisions.index("## D95.")]
+    rows = re.findall(r"^\| `([\w/]+\.py)` \| (?:`(\w+)`)? *\| [^|]+ \|$", house, re.M)
+    said = {(module, function) for module, function in rows}
+    assert said, "D94 has no table of what stays over the sizes"
+    found = _oversized()
+    assert found - said == set(), (
+        f"past {MODULE_MAX} lines or functions past {FUNCTION_MAX}, with no why in D94: "
+    )
+    f"{sorted(found - said)}"
+    assert said - found == set(), f"D94 says why for what is no longer over: {sorted(said - found)}"
