@@ -5,6 +5,8 @@ own. A missing server is a loud failure that says how to start it, never a skip.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 import warnings
 from collections.abc import Generator, Iterator
@@ -36,18 +38,90 @@ hypothesis.settings.register_profile("wakeful", deadline=None)
 hypothesis.settings.load_profile("wakeful")
 
 
+# The modules that take a minute or more of a run (`--durations=0`, summed per module), longest
+# first: under pytest-xdist each is given to a worker before the short ones, so that none starts
+# last and keeps one worker busy while the others wait. Refresh it when a module grows or shrinks.
+LONGEST = (
+    "test_crashes.py",
+    "test_outage_drill.py",
+    "test_steps_loop.py",
+    "test_support_crashes.py",
+    "test_lease_heartbeat.py",
+    "test_recovery_drill.py",
+    "test_backlog.py",
+    "test_chaos.py",
+    "test_rebalance.py",
+    "test_devstack_lifecycle.py",
+    "test_redrive.py",
+    "test_dlq_bulk.py",
+    "test_demo.py",
+    "test_dlq_cli.py",
+    "test_kill_path.py",
+)
+WORKER_STRIDE = 10  # worker N's ports are the base ones + 10 N: a Redis cluster's nodes take REDIS_PORT+1..+3
+WORKER_STACK = pytest.StashKey[dict[str, str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`bash scripts/test` runs the server tier as `-n N --dist loadfile`), each
+    worker but the first runs against a stack of its own: a state dir beside the configured one and
+    ports 10 N above it, started here and stopped when the worker ends. The first worker uses the
+    stack the run was given. A module's tests, and so its fleets, stay on one worker."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker == "gw0" or config.option.markexpr.strip() == "unit":
+        return
+    n = int(worker.removeprefix("gw"))
+    base = Settings.from_env()
+    env = {
+        "WAKEFUL_HOME": str(base.home.parent / f"{base.home.name}-{worker}"),
+        "WAKEFUL_KAFKA_PORT": str(base.kafka_port + WORKER_STRIDE * n),
+        "WAKEFUL_KAFKA_CONTROLLER_PORT": str(base.kafka_controller_port + WORKER_STRIDE * n),
+        "WAKEFUL_REDIS_PORT": str(base.redis_port + WORKER_STRIDE * n),
+    }
+    if base.kafka_bootstrap_external or not base.runs_local_redis:
+        raise pytest.UsageError(
+            "run the server tier on one worker against servers of your own (WAKEFUL_KAFKA_BOOTSTRAP, "
+            "WAKEFUL_REDIS_URL): each further worker needs a local stack of its own"
+        )
+    os.environ.update(env)
+    up = subprocess.run(
+        [sys.executable, "-m", "wakeful.cli.main", "dev", "up"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if up.returncode != 0:
+        raise pytest.UsageError(f"worker {worker}'s stack did not start ({env}):\n{up.stdout}{up.stderr}")
+    config.stash[WORKER_STACK] = env
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(WORKER_STACK, None) is not None:
+        subprocess.run(
+            [sys.executable, "-m", "wakeful.cli.main", "dev", "down"],
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test under tests/unit is a `unit` test: `python -m pytest -m unit` runs the pure tier,
     `-m "not unit"` the tests that need the stack (tests/unit/conftest.py keeps the tier pure).
 
     The modules that use the shared fleet run one after another, from where the first of them is,
-    so that it starts once; each module's tests keep their order."""
+    so that it starts once; each module's tests keep their order. Under pytest-xdist a worker takes
+    whole modules (`--dist loadfile`) in this order, the longest first (LONGEST)."""
     for item in items:
         if item.path.is_relative_to(UNIT):
             item.add_marker(pytest.mark.unit)
     sharing = {item.path for item in items if SHARED in getattr(item, "fixturenames", ())}
     config.stash[SHARING] = sharing
+    if "PYTEST_XDIST_WORKER" in os.environ:  # workers take whole modules, longest first
+        items.sort(key=lambda i: LONGEST.index(i.path.name) if i.path.name in LONGEST else len(LONGEST))
+        return
     first = next((i for i, item in enumerate(items) if item.path in sharing), len(items))
     rest = items[first:]
     items[first:] = [i for i in rest if i.path in sharing] + [i for i in rest if i.path not in sharing]
