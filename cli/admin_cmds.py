@@ -1,4 +1,4 @@
-"""`wakeful admin`: provisioning a real deployment (D8X): each role's Redis ACL user, the Redis
+"""`wakeful admin`: provisioning a real deployment (D96): each role's Redis ACL user, the Redis
 function library, each role's Kafka SCRAM user and ACLs, and the topics. `wakeful dev up` runs the
 same steps on the local stack."""
 

@@ -142,6 +142,6 @@ def _status_table(servers: list[Any]) -> str:
 
 
 dev.add_command(model_server)
-# Provisioning moved to `wakeful admin` (D8X); its old names here still run it, saying so.
+# Provisioning moved to `wakeful admin` (D96); its old names here still run it, saying so.
 MOVED_TO_ADMIN = ("acl", "kafka-acl", "topics", "functions")
 keep_old_names(dev, "wakeful dev", admin, "wakeful admin", MOVED_TO_ADMIN)

@@ -1,4 +1,4 @@
-"""An old command name kept working after its command moved (D8X): the same function, options,
+"""An old command name kept working after its command moved (D96): the same function, options,
 output and exit code, with one line on stderr that says where the command went."""
 
 from __future__ import annotations

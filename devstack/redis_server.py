@@ -15,10 +15,8 @@ import redis
 from wakeful.core import process
 from wakeful.core.errors import StackError
 from wakeful.core.settings import Settings
-from wakeful.operate.reach import healthy
+from wakeful.operate import reach
 from wakeful.state import acl, credentials, library, upgrades
-
-__all__ = ["healthy"]  # the local stack asks reach.py's question; the rest is used by name
 
 NAME = "redis"
 INSTALL_HINT = "install it with `sudo apt-get install -y redis-server`"
@@ -165,7 +163,7 @@ def start(settings: Settings, say: process.Say) -> int:
             raise StackError(
                 NAME, "redis-server exited during start-up", process.log_tail(log_path(settings))
             )
-        return healthy(settings.redis_url)
+        return reach.healthy(settings.redis_url)
 
     if not process.wait_until(ready, settings.start_timeout):
         process.stop(pid_path(settings), is_ours(settings))

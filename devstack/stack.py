@@ -13,7 +13,7 @@ from wakeful.authority import signer_reseal, signer_seal
 from wakeful.core import process, provenance
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_cluster, redis_server
-from wakeful.operate import kafka_acl
+from wakeful.operate import kafka_acl, reach
 from wakeful.operate import topics as topic_admin
 from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
@@ -133,7 +133,7 @@ def status(settings: Settings) -> list[ServerStatus]:
             pid=node_pids[0] if settings.runs_local_redis else None,
             healthy=redis_cluster.healthy(settings)
             if settings.runs_local_redis
-            else redis_server.healthy(settings.redis_url),
+            else reach.healthy(settings.redis_url),
         )
         return [_kafka_row(settings, kafka_pid), redis_row]
     return [
@@ -143,7 +143,7 @@ def status(settings: Settings) -> list[ServerStatus]:
             address=settings.redis_address,
             managed="local" if settings.runs_local_redis else "external",
             pid=redis_pid,
-            healthy=redis_server.healthy(settings.redis_url),
+            healthy=reach.healthy(settings.redis_url),
         ),
     ]
 

@@ -193,7 +193,7 @@ class Accept(Generic[S]):
 
 MAX_STEPS = 1000  # the most Workflow.max_steps may be: op keys carry the step number
 # How long an approval stays good once given (Workflow.approval_valid_for), and the most a workflow
-# may say: a year-old approval no longer speaks for the approver's judgement of the request (D8X).
+# may say: a year-old approval no longer speaks for the approver's judgement of the request (D95).
 APPROVAL_VALID_FOR = timedelta(hours=24)
 MAX_APPROVAL_VALID_FOR = timedelta(days=366)
 

@@ -48,6 +48,7 @@ from wakeful.core import index_signing, kafka_auth, log_signing, provenance
 from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
+from wakeful.operate import reach
 from wakeful.state import acl, credentials
 from wakeful.state.seal import Keyring
 
@@ -232,7 +233,7 @@ class RedisLikeCompose:
             # Started in the scratch dir, so that a file with no --dir never writes into the project.
             self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.log.parent)
         deadline = time.monotonic() + 20
-        while not redis_server.healthy(self.url, timeout=0.5):
+        while not reach.healthy(self.url, timeout=0.5):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"redis-server did not start: {self.log.read_text()[-2000:]}")
             time.sleep(0.05)

@@ -22,7 +22,7 @@ from wakeful.sdk.workflow import APPROVAL_VALID_FOR, CLOSED, NEEDS_REVIEW, REQUE
 from wakeful.workflow import effects, engine, pending
 from wakeful.workflow.engine import APPROVAL_WAIT, Ruling
 
-APPROVAL_TTL = APPROVAL_VALID_FOR  # an approval's life when its workflow says nothing (D8X)
+APPROVAL_TTL = APPROVAL_VALID_FOR  # an approval's life when its workflow says nothing (D95)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Provisioning moved from `wakeful dev` to `wakeful admin` (D8X): each old name runs the very same
+"""Provisioning moved from `wakeful dev` to `wakeful admin` (D96): each old name runs the very same
 command (function, options, stdout, exit code) and says on stderr, in one line, where it went."""
 
 from __future__ import annotations
