@@ -16,6 +16,12 @@ from wakeful.cli.output import emit, say
 from wakeful.cli.preflight import need_stack
 from wakeful.core.settings import Settings
 
+REDIS_CLUSTER = click.option(
+    "--redis-cluster",
+    is_flag=True,
+    help="A local 3-master Redis Cluster instead of one Redis (the same as WAKEFUL_REDIS_CLUSTER=1).",
+)
+
 
 @click.group()
 def dev() -> None:
@@ -24,11 +30,7 @@ def dev() -> None:
 
 @dev.command("up")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-@click.option(
-    "--redis-cluster",
-    is_flag=True,
-    help="A local 3-master Redis Cluster instead of one Redis (the same as WAKEFUL_REDIS_CLUSTER=1).",
-)
+@REDIS_CLUSTER
 @click.pass_obj
 def dev_up(settings: Settings, as_json: bool, redis_cluster: bool) -> None:
     """Start Kafka and Redis (unless configured externally) and create the topics. Safe to rerun."""
@@ -40,11 +42,7 @@ def dev_up(settings: Settings, as_json: bool, redis_cluster: bool) -> None:
 
 
 @dev.command("down")
-@click.option(
-    "--redis-cluster",
-    is_flag=True,
-    help="A local 3-master Redis Cluster instead of one Redis (the same as WAKEFUL_REDIS_CLUSTER=1).",
-)
+@REDIS_CLUSTER
 @click.pass_obj
 def dev_down(settings: Settings, redis_cluster: bool) -> None:
     """Stop the servers that `wakeful dev up` started (by pid; nothing else is touched)."""
@@ -55,11 +53,7 @@ def dev_down(settings: Settings, redis_cluster: bool) -> None:
 
 @dev.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-@click.option(
-    "--redis-cluster",
-    is_flag=True,
-    help="A local 3-master Redis Cluster instead of one Redis (the same as WAKEFUL_REDIS_CLUSTER=1).",
-)
+@REDIS_CLUSTER
 @click.pass_obj
 def dev_status(settings: Settings, as_json: bool, redis_cluster: bool) -> None:
     """Show each server with its address, pid and health; exit 1 if one is unhealthy."""
