@@ -8,13 +8,12 @@ heading per downstream and a line of `key=value` per entry. Pure: the command re
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-import orjson
-
 Booked = list[tuple[str, list[dict[str, Any]]]]  # (downstream user, its entries in its own order)
-_PLAIN = re.compile(r'[^\s"=]+')  # a text value shown as is; any other is shown as JSON
+_PLAIN = re.compile(r"[!#-<>-~]+")  # printable ASCII but space, quote and '=': shown as is; else JSON
 _HIDDEN = ("schema_version",)  # every stored record has one; an operator reading entries does not need it
 
 
@@ -42,4 +41,6 @@ def human(booked: Booked) -> str:
 def _value(value: Any) -> str:
     if isinstance(value, str) and _PLAIN.fullmatch(value):
         return value
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    # ASCII-escaped JSON: a value a model's proposal may have put there writes no control or
+    # direction character to the operator's terminal
+    return json.dumps(value, sort_keys=True, ensure_ascii=True, default=str)

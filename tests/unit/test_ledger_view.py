@@ -128,3 +128,14 @@ def test_a_downstream_with_nothing_booked_says_so_and_no_downstream_says_no_entr
 def test_an_entrys_own_downstream_field_does_not_hide_which_downstream_booked_it() -> None:
     out = ledger_view.as_json([("shop", [{"downstream": "elsewhere", "op_key": "K"}])])
     assert out == [{"downstream": "shop", "op_key": "K"}]
+
+
+@pytest.mark.parametrize("text", ["\x1b[2J\x1b[Hpaid", "a\rb", "a\nop_key=forged", "café", "x\u202ey"])
+def test_a_downstream_value_never_writes_a_control_character_or_a_forged_field_to_the_terminal(
+    text: str,
+) -> None:
+    """A value a downstream keeps may come from a model's proposal: on the operator's terminal it is
+    shown as JSON (escaped), never raw, unless it is plain printable ASCII with no space, quote or `=`."""
+    line = ledger_view.human([("shop", [{"op_key": "NOTICE:t-1:v1", "text": text}])])
+    assert all(c == "\n" or 0x20 <= ord(c) < 0x7F for c in line), repr(line)
+    assert line.count("\n") == 1 and line.split("\n")[1].startswith("  op_key=NOTICE:t-1:v1 text="), line
