@@ -98,8 +98,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[WORKER_STACK] = env
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if config.stash.get(WORKER_STACK, None) is not None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the worker's stack while the worker still runs: pytest-xdist ends a worker soon after
+    it reports its session finished, and a `dev down` begun later (at unconfigure) was cut off
+    after stopping the broker, leaving the worker's Redis running."""
+    if session.config.stash.get(WORKER_STACK, None) is not None:
         subprocess.run(
             [sys.executable, "-m", "wakeful.cli.main", "dev", "down"],
             capture_output=True,

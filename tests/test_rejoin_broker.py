@@ -10,7 +10,7 @@ from typing import cast
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # re-exported, not in __all__
 from helpers import kafka_as
-from unit.test_rejoin import LostClient
+from unit.test_rejoin import LostClient, Recorded
 
 from wakeful.consumers.kafka.consuming import consumer_config
 from wakeful.consumers.kafka.producing import make_producer
@@ -68,5 +68,52 @@ def test_a_stuck_client_is_replaced_by_one_that_joins_the_group_on_the_broker_an
     finally:
         stop.set()
         thread.join(30)
+        admin.delete_topics([topic])
+    assert not thread.is_alive()
+
+
+def test_a_client_fenced_by_a_static_twin_is_replaced_at_once_and_the_runner_reads_on(
+    settings: Settings, kafka_bootstrap: str
+) -> None:
+    """A static member's client that another with its group.instance.id fenced (what a broker
+    restart does to one whose rejoin took a new member id) never consumes again. The runner
+    replaces it on the fatal error itself, not a rejoin window later."""
+    unique = uuid.uuid4().hex[:8]
+    topic, group = f"wakeful-test.fenced-{unique}", f"wakeful-test-fenced-{unique}"
+    admin = AdminClient(kafka_as(kafka_bootstrap))
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    producer, failures = make_producer(settings, ADMIN)
+    config = consumer_config(settings, ADMIN, group) | {"group.instance.id": f"static-{unique}"}
+    handled: list[bytes] = []
+    log = Recorded()
+    runner = Runner(
+        "fenced-test", topic, lambda m: handled.append(m.key() or b""), Consumer(config), producer,
+        log=log, failures=failures, remake=lambda: Consumer(config), rejoin_s=3_600,
+    )  # fmt: skip
+    stop = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+    thread.start()
+    twin = Consumer(config)
+    try:
+        producer.produce(topic, key=b"before", value=b"v")
+        assert producer.flush(30) == 0
+        assert wait_until(lambda: handled == [b"before"], DEADLINE_S)
+        twin.subscribe([topic])  # the same identity joins: the runner's client is fenced
+
+        def replaced() -> bool:
+            twin.poll(0.2)  # the twin's client joins as it polls
+            return any(e == "runner.replacing_ended_client" for e, _ in log.records)
+
+        assert wait_until(replaced, DEADLINE_S), [e for e, _ in log.records]
+        producer.produce(topic, key=b"after", value=b"v")
+        assert producer.flush(30) == 0
+        # "before", whose offset commit was the one fenced, may come again: handlers are idempotent.
+        assert wait_until(lambda: handled[-1:] == [b"after"], DEADLINE_S), handled
+        assert set(handled) == {b"before", b"after"}
+    finally:
+        stop.set()
+        thread.join(30)
+        twin.close()
         admin.delete_topics([topic])
     assert not thread.is_alive()

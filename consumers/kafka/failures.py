@@ -111,13 +111,20 @@ def classify(err: KafkaError) -> Verdict:
     describes this client's moment, not the message, and passes.
     """
     code = err.code()
-    if err.fatal() or code in FATAL_CODES:
+    if is_fatal(err):
         return Verdict.FATAL
     if code in PERMANENT_CODES:
         return Verdict.PERMANENT
     if code in TRANSIENT_CODES or err.retriable() or err.txn_requires_abort():
         return Verdict.TRANSIENT
     return Verdict.PERMANENT if code > 0 else Verdict.TRANSIENT
+
+
+def is_fatal(err: KafkaError) -> bool:
+    """Whether `err` ends its client. The fatal-error event librdkafka hands a consumer's poll
+    (code _FATAL: fenced by a static member of the same group.instance.id, say) comes with
+    fatal() False, so the code is read too."""
+    return err.fatal() or err.code() in FATAL_CODES
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:

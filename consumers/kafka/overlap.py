@@ -133,12 +133,12 @@ class OverlapRunner(Runner):
             self._behind.clear()
         return starts
 
-    def _rejoin(self) -> None:
+    def _replace_client(self) -> None:
         """Replace the client once what is in flight has finished. What was read and not stored is
-        forgotten: its partitions were lost, and their next owner reads it again."""
+        forgotten: its partitions were lost or its client ended, and their next owner reads it again."""
         self._forget()
         self._paused = False
-        super()._rejoin()
+        super()._replace_client()
 
     def _pace(self) -> None:
         """Pause reading while max_pending messages wait to be stored; resume below it."""

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from wakeful.consumers.kafka import dead_letters
 from wakeful.consumers.kafka.consuming import REJOIN_S, Membership, why_waiting
-from wakeful.consumers.kafka.failures import Verdict
+from wakeful.consumers.kafka.failures import Verdict, is_fatal
 from wakeful.consumers.kafka.handling import Handler, Handling
 from wakeful.consumers.kafka.producing import DeliveryFailures, describe
 from wakeful.core import sources
@@ -37,7 +37,7 @@ FLUSH_STEP_S = 1.0
 # acknowledgement is read at most this often: switch_acks.TICK_S) and looks at `stop` again. A
 # message that arrives ends the wait at once.
 POLL_S = 0.2
-CLOSE_S = 30  # how long a client being replaced may take to close (Runner._rejoin)
+CLOSE_S = 30  # how long a client being replaced may take to close (Runner._replace_client)
 BATCH = 500  # the most messages a loop takes at once
 
 
@@ -100,6 +100,9 @@ class Runner(Handling):
                 if self.between_batches is not None:
                     self.between_batches()
                 msgs = self._next_batch()
+                if (fatal := _fatal_error(msgs)) is not None:
+                    self._client_ended(fatal)
+                    continue  # the batch is dropped: its offsets were never stored, so it comes again
                 good = [m for m in msgs if not self._is_error(m)]
                 if good:
                     fault(f"{self.role}.after_consume")
@@ -155,18 +158,35 @@ class Runner(Handling):
 
     def _rejoin(self) -> None:
         """Replace a client that lost its partitions and never got back into its group
-        (consuming.Membership) with a fresh one under the same identity. Nothing is in flight
-        between batches, and no offset stored for a lost partition counts: its next owner, maybe
-        this process again, reads on from the last committed one."""
-        assert self.remake is not None
+        (consuming.Membership) with a fresh one under the same identity."""
         lost_at = self.membership.lost_at or time.monotonic()
         self.log("runner.rejoining", role=self.role, lost_for_s=round(time.monotonic() - lost_at, 1))
+        self._replace_client()
+
+    def _client_ended(self, err: KafkaError) -> None:
+        """A fatal error ended the client: it will never consume again, though it may still say it
+        holds its partitions. After a broker restart a static member's offset commit is fenced so
+        (its rejoin gave it a new member id), and that client would sit on its partitions for good.
+        Replaced at once by a fresh client under the same identity, which takes them back; a runner
+        handed one client and no maker exits instead, to be restarted."""
+        self.log("runner.consume_error", error=str(err))
+        if self.remake is None:
+            raise KafkaClientFailed(self.role, str(err))
+        self.log("runner.replacing_ended_client", role=self.role, error=str(err))
+        self._replace_client()
+
+    def _replace_client(self) -> None:
+        """A fresh client in place of this one. Nothing is in flight between batches, and no offset
+        stored but not committed counts: the partitions' next owner, maybe this process again,
+        reads on from the last committed one (a message handled twice is one the handlers'
+        idempotence already covers)."""
+        assert self.remake is not None
         old, self.consumer = self.consumer, self.remake()
         closing = threading.Thread(target=old.close, name=f"{self.role}-close", daemon=True)
         closing.start()
         closing.join(CLOSE_S)
         if closing.is_alive():  # a client that wedged is not trusted to stay quiet: start over clean
-            raise KafkaClientFailed(self.role, f"a client that lost its group did not close in {CLOSE_S} s")
+            raise KafkaClientFailed(self.role, f"a client being replaced did not close in {CLOSE_S} s")
         self.membership.assigned()  # the fresh client starts its own membership
         self._subscribe()
 
@@ -259,9 +279,12 @@ class Runner(Handling):
             return False
         if err.code() != KafkaError._PARTITION_EOF:
             self.log("runner.consume_error", error=str(err))
-        if err.fatal():  # this client instance will never consume again: exit, to be restarted
-            raise KafkaClientFailed(self.role, str(err))
         return True
+
+
+def _fatal_error(msgs: list[Message]) -> KafkaError | None:
+    """The error among msgs that ended the client, if one did."""
+    return next((e for m in msgs if (e := m.error()) is not None and is_fatal(e)), None)
 
 
 def _first_offsets(msgs: list[Message]) -> list[TopicPartition]:

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from helpers import StandInProducer, msg
 
 from wakeful.consumers.kafka.consuming import CLASSIC_SESSION_S, TELL_WAIT_S, Membership, why_waiting
+from wakeful.consumers.kafka.failures import Verdict, classify, is_fatal
 from wakeful.consumers.kafka.overlap import OverlapRunner
 from wakeful.consumers.kafka.runner import Runner
+from wakeful.core.errors import KafkaClientFailed
 from wakeful.core.log import Log
 from wakeful.core.process import wait_until
 
@@ -206,3 +208,70 @@ def test_a_runner_without_a_maker_keeps_its_client() -> None:
         stop.set()
         thread.join(10)
     assert lost.closed.is_set()  # by the runner's own stop
+
+
+FENCED = KafkaError(
+    KafkaError._FATAL,
+    "Fatal error: Broker: Static consumer fenced by other consumer with same group.instance.id: "
+    "OffsetCommit failed",
+)
+
+
+class EndedClient(FreshClient):
+    """A client that still says it holds partition 0, and whose poll hands over one message with
+    the fatal error librdkafka raises when a static member's commit is fenced after a broker
+    restart; it never consumes again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending = [msg("task-0", 0), Message(topic="t", partition=0, offset=-1, error=FENCED)]
+
+    def consume(self, n: int, timeout: float) -> list[Message]:
+        taken, self.pending = self.pending, []
+        return taken
+
+    def store_offsets(self, offsets: list[TopicPartition]) -> None:
+        raise AssertionError("a batch read with a fatal error was handled on an ended client")
+
+
+def test_the_fatal_error_event_is_fatal_though_its_flag_says_not() -> None:
+    assert not FENCED.fatal()  # librdkafka's event as confluent-kafka hands it over
+    assert is_fatal(FENCED) and classify(FENCED) is Verdict.FATAL
+
+
+@pytest.mark.parametrize("kind", [Runner, OverlapRunner])
+def test_a_client_ended_by_a_fatal_error_is_replaced_at_once_though_it_says_it_holds_partitions(
+    kind: type[Runner],
+) -> None:
+    ended, fresh = EndedClient(), FreshClient()
+    handled: list[bytes] = []
+    runner = kind(
+        "test",
+        "t",
+        lambda m: handled.append(m.key() or b""),
+        cast(Consumer, ended),
+        cast(Producer, StandInProducer()),
+        log=Log(),
+        threads=2,
+        remake=lambda: cast(Consumer, fresh),
+        rejoin_s=3_600,  # no loss to wait out: the fatal error alone replaces the client
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: handled == [b"task-1"] and bool(fresh.stored), 10), handled
+        assert ended.closed.is_set() and runner.consumer is cast(Consumer, fresh)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_a_runner_without_a_maker_exits_on_a_fatal_error_to_be_restarted() -> None:
+    runner = Runner(
+        "test", "t", lambda m: None, cast(Consumer, EndedClient()), cast(Producer, StandInProducer()),
+        log=Log(),
+    )  # fmt: skip
+    with pytest.raises(KafkaClientFailed, match="fenced"):
+        runner.run(threading.Event())
