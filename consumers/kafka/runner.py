@@ -279,6 +279,8 @@ class Runner(Handling):
             return False
         if err.code() != KafkaError._PARTITION_EOF:
             self.log("runner.consume_error", error=str(err))
+        if is_fatal(err):  # the loop replaces such a client before it gets here, when it can
+            raise KafkaClientFailed(self.role, str(err))
         return True
 
 
