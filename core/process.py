@@ -96,13 +96,27 @@ def stop(pid_path: Path, is_ours: Callable[[psutil.Process], bool], grace: float
         return None
     proc = psutil.Process(pid)
     proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except psutil.TimeoutExpired:
+    if not _ended(proc, grace):
         proc.kill()
-        proc.wait(timeout=10)
+        if not _ended(proc, 10):
+            raise TimeoutError(f"pid {pid} ({pid_path}) did not end 10 s after SIGKILL")
     pid_path.unlink(missing_ok=True)
     return pid
+
+
+def _ended(proc: psutil.Process, timeout: float) -> bool:
+    """Whether proc ended within timeout. One that ended and waits for its parent to reap it has
+    ended too: a server that a long-lived process (a test worker) started itself stays a zombie
+    until that process reaps it, and psutil's wait() would wait out the whole grace for it, and
+    then fail a `dev down` before it stopped the next server."""
+
+    def ended() -> bool:
+        try:
+            return proc.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    return wait_until(ended, timeout, interval=0.05)
 
 
 def hold_lock(path: Path) -> int | None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -60,3 +63,26 @@ def test_dev_up_leaves_a_state_dir_that_is_also_a_users_folder_as_it_is(tmp_path
     assert home.stat().st_mode & 0o777 == 0o755 and (home / "notes.txt").stat().st_mode & 0o777 == 0o644
     assert (home / "redis").stat().st_mode & 0o777 == 0o700
     assert (home / "redis" / "appendonly.aof").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_server_that_ended_but_waits_for_its_parent_to_reap_it_counts_as_stopped(tmp_path: Path) -> None:
+    """A server a test worker started itself (test_resume restarts Redis and Kafka so) stays a
+    zombie until that worker reaps it; `dev down` in another process waited out its grace for it,
+    then failed before it stopped Redis, which was left running."""
+    starts_and_never_reaps = (
+        "import subprocess, time; print(subprocess.Popen(['sleep', '60']).pid, flush=True); time.sleep(60)"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", starts_and_never_reaps], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        (tmp_path / "pid").write_text(f"{pid}\n")
+        started = time.monotonic()
+        assert process.stop(tmp_path / "pid", lambda _p: True, grace=DEADLINE_S) == pid
+        assert time.monotonic() - started < DEADLINE_S  # ended at SIGTERM, not killed after the grace
+        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE and not (tmp_path / "pid").exists()
+    finally:
+        parent.kill()
+        parent.wait(10)
