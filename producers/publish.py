@@ -24,8 +24,6 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError as ConfluentKafkaError
 from confluent_kafka import KafkaException, Message, Producer
-from kafka import KafkaProducer
-from kafka.errors import KafkaError, KafkaTimeoutError, SaslAuthenticationFailedError
 
 from wakeful.core import topics, tracing
 from wakeful.core.errors import ConfigError, PermissionRefused, PublishError, ServerUnavailable
@@ -220,7 +218,10 @@ def kafka_python_config(
 
 
 class KafkaPythonPublisher:
-    """Publisher on kafka-python, for systems that avoid native wheels. Safe to share between threads."""
+    """Publisher on kafka-python, for systems that avoid native wheels. Safe to share between threads.
+
+    kafka-python is imported when one is made: loading it costs a process about 0.1 s, and every
+    role and CLI command that imports this module for the other publisher would pay it."""
 
     def __init__(
         self,
@@ -229,6 +230,9 @@ class KafkaPythonPublisher:
         connect_timeout: float = 10.0,
         security: Mapping[str, Any] | None = None,
     ) -> None:
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError, KafkaTimeoutError, SaslAuthenticationFailedError
+
         self.bootstrap = bootstrap
         self.topic = topic
         route_client_logs()
@@ -248,6 +252,8 @@ class KafkaPythonPublisher:
         self.publish_many((event,), timeout)
 
     def publish_many(self, events: Iterable[SignedEvent], timeout: float = 10.0) -> None:
+        from kafka.errors import KafkaError
+
         batch = _checked(events)
         deadline = time.monotonic() + timeout
         outcomes = _Outcomes(len(batch))

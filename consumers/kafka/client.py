@@ -8,8 +8,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException, Message, Producer
-from kafka.partitioner.default import murmur2
 
+from wakeful.core import murmur2
 from wakeful.core.kafka_auth import client_config, refused_credentials
 from wakeful.core.settings import Settings
 
@@ -19,7 +19,7 @@ PROBE_STEP_S = 0.5
 def partition_of(key: str, partitions: int) -> int:
     """The partition a message keyed `key` goes to: murmur2, the Java client's hash, which every
     producer here is configured with, so one key lands on one partition whichever client sent it."""
-    return int((murmur2(key.encode()) & 0x7FFFFFFF) % partitions)
+    return murmur2.partition_of(key.encode(), partitions)
 
 
 def appended_at(msg: Message) -> datetime | None:
