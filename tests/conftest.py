@@ -99,9 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop the worker's stack while the worker still runs: pytest-xdist ends a worker soon after
-    it reports its session finished, and a `dev down` begun later (at unconfigure) was cut off
-    after stopping the broker, leaving the worker's Redis running."""
+    """Stop the worker's stack before the worker reports its session finished: once the run is
+    over, pytest-xdist gives a worker 10 s to exit and then kills it, and a broker's stop alone can
+    take longer than that."""
     if session.config.stash.get(WORKER_STACK, None) is not None:
         subprocess.run(
             [sys.executable, "-m", "wakeful.cli.main", "dev", "down"],
