@@ -1,4 +1,7 @@
-"""The one CLI: `wakeful`. Settings are read once here and handed down."""
+"""The one CLI: `wakeful`. Settings are read once here and handed down.
+
+A command's module is imported when it runs (cli/lazy.py): a role process imports its role and
+`wakeful worker`, not the operator tools, the benches and the ops page."""
 
 from __future__ import annotations
 
@@ -7,73 +10,78 @@ import sys
 import click
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from wakeful.cli import audit_cmds
-from wakeful.cli.admin_cmds import admin
-from wakeful.cli.authority_cmds import authority, signers
-from wakeful.cli.bench_cmds import bench, bench_recover, bench_retention, bench_state, chaos
-from wakeful.cli.demo_cmd import demo
-from wakeful.cli.dev_cmds import dev
-from wakeful.cli.dlq_cmds import dlq
-from wakeful.cli.ingress_cmd import bench_ingress, ingress
-from wakeful.cli.keys_cmds import keys
-from wakeful.cli.kill_cmds import freeze, revoke_signer, show_frozen, thaw, unrevoke_signer
-from wakeful.cli.memory.commands import memory
-from wakeful.cli.ops_cmd import ops
-from wakeful.cli.purge_cmds import task_purge
-from wakeful.cli.recover_cmd import CHANGES_AUTHORITY, backup, journal, recover
-from wakeful.cli.release_cmds import release, task_release
-from wakeful.cli.scaffold import new_agent
-from wakeful.cli.task_cmds import ledger, task
-from wakeful.cli.tools_cmds import tools
-from wakeful.cli.worker_cmd import worker
+from wakeful.cli.lazy import LazyGroup, Where
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
 
+# The commands that may change authority: each publishes a fresh sealed copy when it did (D70).
+CHANGES_AUTHORITY = frozenset({"authority", "tools", "freeze", "thaw", "demo", "release"})
 
-@click.group()
+
+def _task() -> click.Command:
+    from wakeful.cli.purge_cmds import task_purge
+    from wakeful.cli.release_cmds import task_release
+    from wakeful.cli.task_cmds import task
+
+    task.add_command(task_release)
+    task.add_command(task_purge)
+    return task
+
+
+def _authority() -> click.Command:
+    from wakeful.cli.authority_cmds import authority, signers
+    from wakeful.cli.kill_cmds import revoke_signer, unrevoke_signer
+    from wakeful.cli.recover_cmd import backup
+
+    authority.add_command(backup)
+    signers.add_command(revoke_signer)
+    signers.add_command(unrevoke_signer)
+    return authority
+
+
+COMMANDS: dict[str, Where] = {
+    "dev": "wakeful.cli.dev_cmds:dev",
+    "admin": "wakeful.cli.admin_cmds:admin",
+    "keys": "wakeful.cli.keys_cmds:keys",
+    "audit": "wakeful.cli.audit_cmds:audit_cmd",
+    "log": "wakeful.cli.audit_cmds:log_group",
+    "bench": "wakeful.cli.bench_cmds:bench",
+    "chaos": "wakeful.cli.bench_cmds:chaos",
+    "bench-retention": "wakeful.cli.bench_cmds:bench_retention",
+    "bench-recover": "wakeful.cli.bench_cmds:bench_recover",
+    "bench-state": "wakeful.cli.bench_cmds:bench_state",
+    "worker": "wakeful.cli.worker_cmd:worker",
+    "demo": "wakeful.cli.demo_cmd:demo",
+    "task": _task,
+    "ledger": "wakeful.cli.task_cmds:ledger",
+    "release": "wakeful.cli.release_cmds:release",
+    "authority": _authority,
+    "recover": "wakeful.cli.recover_cmd:recover",
+    "freeze": "wakeful.cli.kill_cmds:freeze",
+    "thaw": "wakeful.cli.kill_cmds:thaw",
+    "frozen": "wakeful.cli.kill_cmds:show_frozen",
+    "tools": "wakeful.cli.tools_cmds:tools",
+    "memory": "wakeful.cli.memory.commands:memory",
+    "new-agent": "wakeful.cli.scaffold:new_agent",
+    "ingress": "wakeful.cli.ingress_cmd:ingress",
+    "bench-ingress": "wakeful.cli.ingress_cmd:bench_ingress",
+    "dlq": "wakeful.cli.dlq_cmds:dlq",
+    "ops": "wakeful.cli.ops_cmd:ops",
+}
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS)
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """wakeful: durable, safe long-running agent tasks on Kafka and Redis."""
     ctx.obj = Settings.from_env()
     if ctx.invoked_subcommand in CHANGES_AUTHORITY:
+        from wakeful.cli.recover_cmd import journal
+
         # After a command that may have changed authority, however it ends (a freeze not yet
         # taken in exits non-zero): its sealed copy on Kafka (D70).
         settings = ctx.obj
         ctx.call_on_close(lambda: journal(settings))
-
-
-cli.add_command(dev)
-cli.add_command(admin)
-cli.add_command(keys)
-cli.add_command(audit_cmds.audit_cmd)
-cli.add_command(audit_cmds.log_group)
-cli.add_command(bench)
-cli.add_command(chaos)
-cli.add_command(bench_retention)
-cli.add_command(bench_recover)
-cli.add_command(bench_state)
-cli.add_command(worker)
-cli.add_command(demo)
-cli.add_command(task)
-task.add_command(task_release)
-task.add_command(task_purge)
-cli.add_command(ledger)
-cli.add_command(release)
-cli.add_command(authority)
-authority.add_command(backup)
-cli.add_command(recover)
-cli.add_command(freeze)
-cli.add_command(thaw)
-cli.add_command(show_frozen)
-signers.add_command(revoke_signer)
-signers.add_command(unrevoke_signer)
-cli.add_command(tools)
-cli.add_command(memory)
-cli.add_command(new_agent)
-cli.add_command(ingress)
-cli.add_command(bench_ingress)
-cli.add_command(dlq)
-cli.add_command(ops)
 
 
 def main() -> None:

@@ -13,9 +13,6 @@ from wakeful.cli.output import emit, say
 from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
 
-# The commands that may change authority: each publishes a fresh sealed copy when it did.
-CHANGES_AUTHORITY = frozenset({"authority", "tools", "freeze", "thaw", "demo", "release"})
-
 
 def journal(settings: Settings, *, always: bool = False) -> bool:
     """Put a sealed copy of authority on wakeful.authority if it changed since the last one. A
