@@ -49,6 +49,7 @@ REPEAT = "duplicate event "  # inbound's reason for a second copy of an event (c
 RETRY_S = 0.5  # between a failed send and the next
 SENDERS = 16  # upstream systems sending at once: one waiting on its retries holds up no other
 GRACE_S = 60.0  # how long after the targets are back a sender keeps trying
+UP_ATTEMPTS = 3  # `dev up` runs to bring the servers back
 JSON = {"Content-Type": "application/json"}
 
 
@@ -178,7 +179,7 @@ def _through_outage(
     finally:
         back.join()  # the senders keep trying until the targets are back
     if failed:
-        raise WakefulError(f"could not bring {', '.join(targets)} back: {failed[0]}") from failed[0]
+        raise WakefulError(f"could not bring {', '.join(targets)} back: {failed[0]!r}") from failed[0]
     return sent
 
 
@@ -196,11 +197,24 @@ def _down(settings: Settings, fleet: Fleet, targets: Sequence[str]) -> None:
 def _up(settings: Settings, fleet: Fleet, targets: Sequence[str], say: Say) -> None:
     say(f"bringing {', '.join(targets)} back ...")
     if any(t in SERVERS for t in targets):
-        stack.up(settings, say)
+        _servers_up(settings, say)
     for target in targets:
         if target not in SERVERS:
             for member in fleet.members_of(target):
                 fleet.start_role(member)
+
+
+def _servers_up(settings: Settings, say: Say, attempts: int = UP_ATTEMPTS) -> None:
+    """`dev up` until it gets through, as an operator runs it again: a broker that answers
+    metadata may still time out the first admin calls (users, ACLs, topic configs) on a busy box."""
+    for attempt in range(1, attempts + 1):
+        try:
+            stack.up(settings, say)
+            return
+        except Exception as exc:
+            if attempt == attempts:
+                raise
+            say(f"dev up failed ({exc!r}); again ({attempt + 1} of {attempts}) ...")
 
 
 def _send_all(

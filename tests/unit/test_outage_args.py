@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from wakeful.bench import outage
 from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core.errors import ConfigError
+from wakeful.core.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -45,3 +48,25 @@ def test_a_duration_is_seconds_minutes_or_hours(said: str, seconds: float) -> No
 def test_a_duration_that_is_none_is_refused_with_what_to_say(said: str) -> None:
     with pytest.raises(ConfigError, match="--for"):
         outage.duration(said)
+
+
+def test_servers_are_brought_back_by_dev_up_run_again_after_one_that_timed_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A broker that answers metadata may still time out the first admin calls after its restart
+    on a busy box (an empty TimeoutError): the drill runs `dev up` again, as an operator would."""
+    runs: list[int] = []
+
+    def up(_settings: object, _say: object) -> None:
+        runs.append(1)
+        if len(runs) < 2:
+            raise TimeoutError()
+
+    monkeypatch.setattr(outage.stack, "up", up)
+    said: list[str] = []
+    outage._servers_up(cast(Settings, None), said.append)
+    assert len(runs) == 2 and said == ["dev up failed (TimeoutError()); again (2 of 3) ..."]
+    runs.clear()
+    monkeypatch.setattr(outage.stack, "up", lambda *_: (_ for _ in ()).throw(TimeoutError()))
+    with pytest.raises(TimeoutError):
+        outage._servers_up(cast(Settings, None), said.append)
