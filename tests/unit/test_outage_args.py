@@ -10,6 +10,7 @@ from wakeful.bench import outage
 from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
+from wakeful.devstack import stack
 
 
 @pytest.mark.parametrize(
@@ -62,11 +63,11 @@ def test_servers_are_brought_back_by_dev_up_run_again_after_one_that_timed_out(
         if len(runs) < 2:
             raise TimeoutError()
 
-    monkeypatch.setattr(outage.stack, "up", up)
+    monkeypatch.setattr(stack, "up", up)
     said: list[str] = []
     outage._servers_up(cast(Settings, None), said.append)
     assert len(runs) == 2 and said == ["dev up failed (TimeoutError()); again (2 of 3) ..."]
     runs.clear()
-    monkeypatch.setattr(outage.stack, "up", lambda *_: (_ for _ in ()).throw(TimeoutError()))
+    monkeypatch.setattr(stack, "up", lambda *_: (_ for _ in ()).throw(TimeoutError()))
     with pytest.raises(TimeoutError):
         outage._servers_up(cast(Settings, None), said.append)
