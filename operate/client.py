@@ -48,6 +48,7 @@ from wakeful.workflow.stuck import stuck
 
 REQUESTER = dev.REQUESTER  # the dev requester: the principal upstream actions sign as by default
 DEPLOYER = "wakeful-deploy"  # who publishes an app's tool catalog when nobody names themselves
+RECEIPT_S = 30.0  # how long a sender waits for its event's receipt by default
 INIT = "wakeful authority init"  # who deployed an app's own policy as its first version
 OWN_POLICY = "the app's own policy text (App.policy)"
 
@@ -225,19 +226,30 @@ class Client:
         return self._upstreams[principal]
 
     def create(
-        self, payload: dict[str, Any], principal: str = REQUESTER, task_id: str | None = None
+        self,
+        payload: dict[str, Any],
+        principal: str = REQUESTER,
+        task_id: str | None = None,
+        *,
+        timeout: float = RECEIPT_S,
     ) -> tuple[str, dict[str, Any]]:
         """Publish a task.create with `payload` (its `workflow`, else the app's first) and read its
-        receipt."""
+        receipt, waiting up to `timeout` seconds for it."""
         tenant = self.tenant_of(principal)
         named = ids.named_by(tenant, task_id) if task_id else f"t-{uuid.uuid4().hex[:12]}"
         outside(principal, tenant, task_id or named, named)
         event = self.send(principal, events.CREATE, payload, task_id=named)
         task_id = ids.task_in(tenant, named)  # the runtime's id: the principal's tenant's namespace
-        return task_id, self.receipt(event.event_id, task_id, key_id=event.key_id)
+        return task_id, self.receipt(event.event_id, task_id, timeout, key_id=event.key_id)
 
     def new_task(
-        self, amount: int, note: str | None = None, principal: str = REQUESTER, wait_s: int | None = None
+        self,
+        amount: int,
+        note: str | None = None,
+        principal: str = REQUESTER,
+        wait_s: int | None = None,
+        *,
+        timeout: float = RECEIPT_S,
     ) -> tuple[str, dict[str, Any]]:
         """A task of the bundled example app's shape: an amount in EUR, an optional note (kept as
         untrusted evidence) and an optional approval deadline in seconds."""
@@ -246,7 +258,7 @@ class Client:
             payload["note"] = note
         if wait_s:
             payload["wait_s"] = wait_s
-        return self.create(payload, principal)
+        return self.create(payload, principal, timeout=timeout)
 
     def event(
         self,
@@ -303,7 +315,7 @@ class Client:
         self,
         event_id: str,
         task_id: str | None = None,
-        timeout: float = 30.0,
+        timeout: float = RECEIPT_S,
         *,
         key_id: str,
         legacy: str | None = None,

@@ -120,6 +120,9 @@ def raw_get(client: redis.Redis, key: str) -> bytes:
     return value
 
 
+FIRST_RECEIPT_S = 120.0  # a fresh fleet's first event: its roles join their groups first
+
+
 def start_fleet(
     client: Any, model: str = "rules", lease_ttl_ms: int | None = None, env: dict[str, str] | None = None
 ) -> Any:
@@ -134,7 +137,8 @@ def start_fleet(
         env["WAKEFUL_LEASE_TTL_MS"] = str(lease_ttl_ms)
     fleet = Fleet(env).start()
     try:
-        warm, _ = client.new_task(10)
+        # A fresh fleet's roles join their groups first: up to a session on a busy box.
+        warm, _ = client.new_task(10, timeout=FIRST_RECEIPT_S)
         client.wait_settled(warm, 60)
     except BaseException:  # a fleet that never warmed up is stopped here: no fixture would stop it
         fleet.stop()
