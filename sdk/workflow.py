@@ -61,15 +61,46 @@ class Wait:
 
 
 @dataclass(frozen=True)
+class Sleep:
+    """Sleep until `until`, or for `for_` from the decision, with no lease and no process: the task
+    is stored with the time it wakes, which survives restarts and a Redis rebuilt from Kafka. At that
+    time it wakes once and moves to `then` (the stage it sleeps at, when None); where that stage
+    offers a tool, the model is asked for its step. Any later decision that moves the task (an
+    event it accepts) cancels the sleep. Give exactly one of `until` (timezone-aware) and `for_`."""
+
+    until: datetime | None = None
+    for_: timedelta | None = None
+    then: str | None = None
+
+    def due(self, now: datetime) -> datetime:
+        """When the sleep ends, decided `now`."""
+        if self.until is not None:
+            return self.until
+        return now + (self.for_ or timedelta(0))
+
+    def problem(self) -> str | None:
+        """Why this sleep cannot be kept, or None."""
+        if (self.until is None) == (self.for_ is None):
+            return "a Sleep takes exactly one of until= and for_="
+        if self.until is not None and self.until.utcoffset() is None:
+            return "a Sleep's until= must be timezone-aware (datetime.now(UTC) + ...)"
+        if self.for_ is not None and self.for_ <= timedelta(0):
+            return "a Sleep's for_= must be more than 0"
+        return None
+
+
+@dataclass(frozen=True)
 class Next(Generic[S]):
     """The task moves to `stage`, with `state` (None keeps it). `amended` makes a new task version:
     any approval of the old one is void. `refs` are references into other systems to record;
     `evidence` are documents from outside, kept as untrusted input (name -> text); `remember` are
-    memory candidates the runtime writes through memory's write door (sdk/memory.py)."""
+    memory candidates the runtime writes through memory's write door (sdk/memory.py). `sleep`
+    (instead of a `wait`) keeps the task at `stage` until a time (Sleep)."""
 
     stage: str
     state: S | None = None
     wait: Wait | None = None
+    sleep: Sleep | None = None
     amended: bool = False
     refs: Mapping[str, str] = field(default_factory=dict)
     evidence: Mapping[str, str] = field(default_factory=dict)

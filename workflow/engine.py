@@ -38,6 +38,7 @@ from wakeful.sdk.workflow import (
     Wait,
     Workflow,
 )
+from wakeful.workflow import sleeps
 
 APPROVAL_WAIT = "approval"  # a pending wait's wait_for for approvals (any other wait: its event kind)
 # The runtime's external ref on a task in needs_review: the stage it was parked from. Kept in the
@@ -189,6 +190,7 @@ def advance(cp: Checkpoint, nxt: Next[Any], now: datetime) -> Checkpoint:
     b = cp.business
     version = b.version + 1 if nxt.amended else b.version
     waits = (pending(cp.task_id, nxt.wait, version, now),) if nxt.wait is not None else ()
+    waits = (sleeps.asleep(cp.task_id, nxt.sleep, nxt.stage, version, now),) if nxt.sleep else waits
     business = b.model_copy(
         update={
             "stage": nxt.stage,
@@ -305,6 +307,8 @@ def ruling(cp: Checkpoint, decided: Next[Any] | Refuse | Review | None, now: dat
     """What a workflow's decision means for the stored task."""
     if isinstance(decided, Review):
         return ForReview(review(cp, decided.reason), decided.reason)
+    if isinstance(decided, Next) and (wrong := sleeps.problem(decided)) is not None:
+        return ForReview(review(cp, wrong), wrong)
     if isinstance(decided, Next):
         return Moved(advance(cp, decided, now), kept(decided.evidence), tuple(decided.remember))
     return decided

@@ -19,7 +19,7 @@ from wakeful.schemas.checkpoint import Checkpoint, PendingWait
 from wakeful.sdk.app import App
 from wakeful.sdk.memory import Remember
 from wakeful.sdk.workflow import APPROVAL_VALID_FOR, CLOSED, NEEDS_REVIEW, REQUESTER, Context, Next, Refuse
-from wakeful.workflow import effects, engine, pending
+from wakeful.workflow import effects, engine, pending, sleeps
 from wakeful.workflow.engine import APPROVAL_WAIT, Ruling
 
 APPROVAL_TTL = APPROVAL_VALID_FOR  # an approval's life when its workflow says nothing (D95)
@@ -206,6 +206,8 @@ def on_deadline(app: App, cp: Checkpoint, now: datetime) -> Checkpoint | None:
     if not due:
         return None
     wait = due[0]
+    if (stage := sleeps.woken_to(wait)) is not None:
+        return woke(app, cp, stage, now)
     action, _, owner = wait.on_deadline.partition(":")
     cleared = cp.execution.model_copy(update={"pending_waits": (), "attempts": 0})
     what = "approval" if wait.wait_for == APPROVAL_WAIT else wait.wait_for
@@ -228,6 +230,17 @@ def on_deadline(app: App, cp: Checkpoint, now: datetime) -> Checkpoint | None:
             "external_refs": refs,
         }
     )
+
+
+def woke(app: App, cp: Checkpoint, stage: str, now: datetime) -> Checkpoint:
+    """A task whose sleep ended, at `stage`; parked for a person where the workflow's table does not
+    allow that move (a version deployed while it slept may have changed the table)."""
+    wf = engine.workflow_of(app, cp)
+    if not engine.may_move(wf, cp.stage, stage):
+        return engine.review(
+            cp, f"woke from its sleep to {stage}, which workflow {wf.name} does not allow from {cp.stage}"
+        )
+    return engine.advance(cp, Next(stage), now)
 
 
 def held_to(wait: PendingWait, noun: str, correlation_id: str | None, now: datetime) -> Refuse | None:
