@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -348,40 +349,59 @@ def private_stack(home: Path) -> Iterator[dict[str, str]]:
         run_cli(env, "dev", "down", timeout=120)
 
 
-def free_ports(n: int) -> list[int]:
-    """n loopback ports nothing listens on now, so a private stack never meets another one's."""
+def claimable_ports() -> range:
+    """Loopback ports for servers a test starts: below the kernel's ephemeral range, where no
+    outgoing connection takes one between our probe and the server's bind (a port bound to 0 is
+    one of those, and a role's metrics port so taken failed a fleet's start), and this pytest-xdist
+    worker's share of them, so two workers never pick the same one."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    span = range(max(20000, low - 12000), low)
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    share = len(span) // workers
+    return range(span.start + worker * share, span.start + (worker + 1) * share)
+
+
+def _free(ports: range) -> bool:
     import socket
 
-    socks = [socket.socket() for _ in range(n)]
-    for sock in socks:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in socks]
-    for sock in socks:
-        sock.close()
-    return ports
+    socks = [socket.socket() for _ in ports]
+    try:
+        for sock, port in zip(socks, ports, strict=True):
+            sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    finally:
+        for sock in socks:
+            sock.close()
+    return True
+
+
+def free_ports(n: int, tries: int = 200) -> list[int]:
+    """n loopback ports nothing listens on now (claimable_ports), so a private stack never meets
+    another one's."""
+    pool = claimable_ports()
+    found: list[int] = []
+    for port in random.sample(pool, min(tries, len(pool))):
+        if _free(range(port, port + 1)):
+            found.append(port)
+        if len(found) == n:
+            return found
+    raise RuntimeError(f"no {n} free loopback ports found among {pool}")
 
 
 def free_port_run(n: int, tries: int = 50) -> int:
-    """The first of n consecutive loopback ports nothing listens on now (a fleet's metrics ports)."""
-    import socket
-
+    """The first of n consecutive loopback ports nothing listens on now (a fleet's metrics ports),
+    among claimable_ports."""
+    pool = claimable_ports()
     for _ in range(tries):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first: int = probe.getsockname()[1]
-        if first + n - 1 > 65535:
-            continue
-        socks = [socket.socket() for _ in range(n)]
-        try:
-            for i, sock in enumerate(socks):
-                sock.bind(("127.0.0.1", first + i))
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-        return first
-    raise RuntimeError(f"no run of {n} free loopback ports found in {tries} tries")
+        first = random.randrange(pool.start, pool.stop - n)
+        if _free(range(first, first + n)):
+            return first
+    raise RuntimeError(f"no run of {n} free loopback ports found in {tries} tries among {pool}")
 
 
 def process_alive(proc: psutil.Process) -> bool:

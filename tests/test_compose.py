@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -40,6 +39,7 @@ from compose_file import (
     service,
     service_settings,
 )
+from helpers import free_ports
 
 from wakeful.authority import signer_seal
 from wakeful.consumers.kafka import producing
@@ -203,11 +203,10 @@ def test_roles_reach_kafka_and_redis_by_service_name_and_wait_for_them(
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on now (the local stack's ports are left alone)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A loopback port nothing listens on now (the local stack's ports are left alone), where no
+    outgoing connection takes it before the server binds it (helpers.claimable_ports)."""
+    [port] = free_ports(1)
+    return port
 
 
 class RedisLikeCompose:

@@ -8,7 +8,8 @@ replaces a stuck client by a real one that reads on from a real broker."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import pytest
@@ -109,34 +110,44 @@ class FreshClient(LostClient):
         self.stored += offsets
 
 
-@pytest.mark.parametrize("kind", [Runner, OverlapRunner])
-def test_a_client_that_never_got_back_into_its_group_is_replaced_and_reading_goes_on(
-    kind: type[Runner],
-) -> None:
-    lost, fresh = LostClient(), FreshClient()
+@contextmanager
+def replacing(
+    kind: type[Runner], first: LostClient, fresh: FreshClient, rejoin_s: float
+) -> Iterator[tuple[Runner, list[bytes]]]:
+    """A runner of `kind` on `first`, whose maker hands out `fresh`, running in a thread of its own
+    until the block ends; with the keys of what it handled."""
     handled: list[bytes] = []
     runner = kind(
         "test",
         "t",
         lambda m: handled.append(m.key() or b""),
-        cast(Consumer, lost),
+        cast(Consumer, first),
         cast(Producer, StandInProducer()),
         log=Log(),
         threads=2,
         remake=lambda: cast(Consumer, fresh),
-        rejoin_s=0.2,
+        rejoin_s=rejoin_s,
     )
     stop = threading.Event()
     thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        assert wait_until(lambda: handled == [b"task-1"] and bool(fresh.stored), 10)
-        assert lost.closed.is_set() and runner.consumer is cast(Consumer, fresh)
-        assert [(tp.partition, tp.offset) for tp in fresh.stored] == [(0, 1)]
+        yield runner, handled
     finally:
         stop.set()
         thread.join(10)
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("kind", [Runner, OverlapRunner])
+def test_a_client_that_never_got_back_into_its_group_is_replaced_and_reading_goes_on(
+    kind: type[Runner],
+) -> None:
+    lost, fresh = LostClient(), FreshClient()
+    with replacing(kind, lost, fresh, rejoin_s=0.2) as (runner, handled):
+        assert wait_until(lambda: handled == [b"task-1"] and bool(fresh.stored), 10)
+        assert lost.closed.is_set() and runner.consumer is cast(Consumer, fresh)
+        assert [(tp.partition, tp.offset) for tp in fresh.stored] == [(0, 1)]
 
 
 def test_a_role_that_was_never_assigned_says_once_why_it_waits() -> None:
@@ -244,28 +255,10 @@ def test_a_client_ended_by_a_fatal_error_is_replaced_at_once_though_it_says_it_h
     kind: type[Runner],
 ) -> None:
     ended, fresh = EndedClient(), FreshClient()
-    handled: list[bytes] = []
-    runner = kind(
-        "test",
-        "t",
-        lambda m: handled.append(m.key() or b""),
-        cast(Consumer, ended),
-        cast(Producer, StandInProducer()),
-        log=Log(),
-        threads=2,
-        remake=lambda: cast(Consumer, fresh),
-        rejoin_s=3_600,  # no loss to wait out: the fatal error alone replaces the client
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    # No loss to wait out: the fatal error alone replaces the client.
+    with replacing(kind, ended, fresh, rejoin_s=3_600) as (runner, handled):
         assert wait_until(lambda: handled == [b"task-1"] and bool(fresh.stored), 10), handled
         assert ended.closed.is_set() and runner.consumer is cast(Consumer, fresh)
-    finally:
-        stop.set()
-        thread.join(10)
-    assert not thread.is_alive()
 
 
 def test_a_runner_without_a_maker_exits_on_a_fatal_error_to_be_restarted() -> None:
