@@ -29,14 +29,21 @@ def _held_in_group(admin: AdminClient, group: str) -> int:
     return sum(len(member.assignment.topic_partitions) for member in described.members)
 
 
+def made(bootstrap: str, name: str, partitions: int) -> tuple[AdminClient, str, str, str]:
+    """A topic of its own with `partitions`, and a group name of its own: (admin, the unique part,
+    topic, group)."""
+    unique = uuid.uuid4().hex[:8]
+    topic, group = f"wakeful-test.{name}-{unique}", f"wakeful-test-{name}-{unique}"
+    admin = AdminClient(kafka_as(bootstrap))
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+    return admin, unique, topic, group
+
+
 def test_a_stuck_client_is_replaced_by_one_that_joins_the_group_on_the_broker_and_reads_on(
     settings: Settings, kafka_bootstrap: str
 ) -> None:
-    unique = uuid.uuid4().hex[:8]
-    topic, group = f"wakeful-test.rejoin-{unique}", f"wakeful-test-rejoin-{unique}"
-    admin = AdminClient(kafka_as(kafka_bootstrap))
-    for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
-        future.result(30)
+    admin, _, topic, group = made(kafka_bootstrap, "rejoin", partitions=2)
     producer, failures = make_producer(settings, ADMIN)
     for i in range(4):
         producer.produce(topic, key=f"task-{i}".encode(), value=b"v", partition=i % 2)
@@ -78,11 +85,7 @@ def test_a_client_fenced_by_a_static_twin_is_replaced_at_once_and_the_runner_rea
     """A static member's client that another with its group.instance.id fenced (what a broker
     restart does to one whose rejoin took a new member id) never consumes again. The runner
     replaces it on the fatal error itself, not a rejoin window later."""
-    unique = uuid.uuid4().hex[:8]
-    topic, group = f"wakeful-test.fenced-{unique}", f"wakeful-test-fenced-{unique}"
-    admin = AdminClient(kafka_as(kafka_bootstrap))
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
+    admin, unique, topic, group = made(kafka_bootstrap, "fenced", partitions=1)
     producer, failures = make_producer(settings, ADMIN)
     config = consumer_config(settings, ADMIN, group) | {"group.instance.id": f"static-{unique}"}
     handled: list[bytes] = []
