@@ -186,10 +186,12 @@ def create(app: App, workflow: str, start: Start) -> Moved | Refuse:
 
 
 def advance(cp: Checkpoint, nxt: Next[Any], now: datetime) -> Checkpoint:
-    """The checkpoint after a workflow's Next: its waits replace the pending ones."""
+    """The checkpoint after a workflow's Next (one whose sleep cannot be kept: the task parked)."""
+    if (wrong := sleeps.problem(nxt)) is not None:
+        return review(cp, wrong)
     b = cp.business
     version = b.version + 1 if nxt.amended else b.version
-    waits = (pending(cp.task_id, nxt.wait, version, now),) if nxt.wait is not None else ()
+    waits = (pending(cp.task_id, nxt.wait, version, now),) if nxt.wait else ()
     waits = (sleeps.asleep(cp.task_id, nxt.sleep, nxt.stage, version, now),) if nxt.sleep else waits
     business = b.model_copy(
         update={
@@ -305,10 +307,10 @@ def signed_by(signers: tuple[str, ...], principal: str, cp: Checkpoint, auth: Sn
 
 def ruling(cp: Checkpoint, decided: Next[Any] | Refuse | Review | None, now: datetime) -> Ruling:
     """What a workflow's decision means for the stored task."""
+    if isinstance(decided, Next) and (wrong := sleeps.problem(decided)) is not None:
+        decided = Review(wrong)
     if isinstance(decided, Review):
         return ForReview(review(cp, decided.reason), decided.reason)
-    if isinstance(decided, Next) and (wrong := sleeps.problem(decided)) is not None:
-        return ForReview(review(cp, wrong), wrong)
     if isinstance(decided, Next):
         return Moved(advance(cp, decided, now), kept(decided.evidence), tuple(decided.remember))
     return decided

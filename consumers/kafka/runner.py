@@ -100,10 +100,11 @@ class Runner(Handling):
                 if self.between_batches is not None:
                     self.between_batches()
                 msgs = self._next_batch()
-                if (fatal := _fatal_error(msgs)) is not None:
-                    self._client_ended(fatal)
+                try:
+                    good = [m for m in msgs if not self._is_error(m)]
+                except KafkaClientFailed as ended:
+                    self._client_ended(ended)
                     continue  # the batch is dropped: its offsets were never stored, so it comes again
-                good = [m for m in msgs if not self._is_error(m)]
                 if good:
                     fault(f"{self.role}.after_consume")
                     self.run_batch(good, stop)
@@ -163,16 +164,15 @@ class Runner(Handling):
         self.log("runner.rejoining", role=self.role, lost_for_s=round(time.monotonic() - lost_at, 1))
         self._replace_client()
 
-    def _client_ended(self, err: KafkaError) -> None:
+    def _client_ended(self, ended: KafkaClientFailed) -> None:
         """A fatal error ended the client: it will never consume again, though it may still say it
         holds its partitions. After a broker restart a static member's offset commit is fenced so
         (its rejoin gave it a new member id), and that client would sit on its partitions for good.
         Replaced at once by a fresh client under the same identity, which takes them back; a runner
         handed one client and no maker exits instead, to be restarted."""
-        self.log("runner.consume_error", error=str(err))
         if self.remake is None:
-            raise KafkaClientFailed(self.role, str(err))
-        self.log("runner.replacing_ended_client", role=self.role, error=str(err))
+            raise ended
+        self.log("runner.replacing_ended_client", role=self.role, error=str(ended))
         self._replace_client()
 
     def _replace_client(self) -> None:
@@ -279,14 +279,9 @@ class Runner(Handling):
             return False
         if err.code() != KafkaError._PARTITION_EOF:
             self.log("runner.consume_error", error=str(err))
-        if is_fatal(err):  # the loop replaces such a client before it gets here, when it can
+        if is_fatal(err):  # the client is finished: the loop replaces it (_client_ended)
             raise KafkaClientFailed(self.role, str(err))
         return True
-
-
-def _fatal_error(msgs: list[Message]) -> KafkaError | None:
-    """The error among msgs that ended the client, if one did."""
-    return next((e for m in msgs if (e := m.error()) is not None and is_fatal(e)), None)
 
 
 def _first_offsets(msgs: list[Message]) -> list[TopicPartition]:

@@ -126,3 +126,11 @@ def test_a_sleep_that_cannot_be_kept_goes_to_a_person_with_why(
     _, cp = asleep(Sleep(for_=SIX_HOURS))
     ruled = engine.ruling(cp, Next("awake", sleep=sleep, wait=wait), NOW)
     assert isinstance(ruled, engine.ForReview) and why in ruled.reason, ruled
+
+
+def test_a_start_decision_whose_sleep_cannot_be_kept_sends_the_new_task_to_a_person() -> None:
+    app = App(name="naps", workflows=[flow(Sleep())])
+    moved = engine.create(app, "nap", Start("t-1", "desk", "default", {}, AUTH, NOW))
+    assert isinstance(moved, engine.Moved) and moved.checkpoint.stage == NEEDS_REVIEW
+    assert moved.checkpoint.execution.pending_waits == ()
+    assert "exactly one of until= and for_=" in (moved.checkpoint.business.last_refusal or "")
