@@ -55,17 +55,10 @@ def publish_tools(settings: Settings) -> bool:
     """A worker started where the admin credential is (the local stack) publishes its app's tool
     catalog, as a deploy does (D57); roles never write authority, and a worker without the
     credential leaves it to `wakeful tools publish`. True if it changed what was published."""
-    from wakeful.core import secrets
-    from wakeful.operate.client import DEPLOYER, Client
+    from wakeful.operate.catalog import publish_local
 
-    if not secrets.exists(settings, "admin", "redis"):
-        return False
-    client = Client(settings)
-    try:
-        changed = client.publish_tools(DEPLOYER)
-        if changed:
-            say(f"published app {client.app.name}'s tool catalog {client.app.catalog}")
-            journal(settings)
-        return changed
-    finally:
-        client.close()
+    changed = publish_local(settings)
+    if changed:
+        say(changed)
+        journal(settings)
+    return changed is not None

@@ -70,7 +70,8 @@ def worker(  # noqa: PLR0917 -- click passes every option as a parameter
         metrics.serve(metrics_port, metrics_host, wanted[0])
     need_stack(settings)
     need_functions(settings, wanted)
-    publish_tools(settings)
+    if not supervisor.spawned():  # a supervisor or a fleet published before it started this role
+        publish_tools(settings)
     points = fault_points or os.environ.get("WAKEFUL_FAULT")
     faults.arm(points)
     stop = threading.Event()

@@ -74,6 +74,7 @@ class Fleet:
         self._lock = claim_fleet(settings.home)
         if settings.kafka_group_protocol == "consumer":
             wait_for_classic_members_to_go(settings, CLASSIC_SESSION_S + 15)
+        publish_catalog(settings)
         for member in self.members:
             self.start_role(member)
         self._sampler.start()
@@ -209,6 +210,22 @@ class Fleet:
                 self.cpu[role] = times.user + times.system
             except psutil.NoSuchProcess:
                 continue
+
+
+def publish_catalog(settings: Settings) -> None:
+    """What `wakeful worker all` does before it starts its roles, which then leave it to it: publish
+    the app's tool catalog where the admin credential is, and journal authority if that changed it."""
+    from wakeful.operate.catalog import publish_local
+    from wakeful.operate.client import Client
+    from wakeful.operate.recover import run as recovery
+
+    if publish_local(settings) is None:
+        return
+    client = Client(settings)
+    try:
+        recovery.journal_authority(settings, client.admin, client.store.sealer)
+    finally:
+        client.close()
 
 
 def wait_for_classic_members_to_go(settings: Settings, timeout: float) -> None:

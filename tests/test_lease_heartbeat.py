@@ -33,8 +33,8 @@ from wakeful.operate.client import Client
 from wakeful.state import keys
 
 APP = "slow_app:app"
-TTL_MS = 15_000  # the default lease ttl, said here so the hold below is read against it
-LONG_HOLD_S = 60.0  # four times the ttl
+TTL_MS = 6_000  # shorter than the default 15 s, so that four times it is a wait of 24 s, not 60
+LONG_HOLD_S = 4 * TTL_MS / 1000
 STOPPED_HOLD_S = 8.0  # past a third of the ttl: the second executor's call is renewed too
 TAKEN_OVER_S = 150.0  # the stopped member's group session (30 s), a rejoin, the lease and the call
 SETTLE_S = 60.0

@@ -187,6 +187,11 @@ def metrics_at(names: Sequence[str], metrics_from: tuple[str, int] | None) -> di
     return {m: (host, p) for m, p in chosen.items()}
 
 
+def spawned() -> bool:
+    """Whether spawn() started this process (a supervisor or a fleet is its parent)."""
+    return bool(os.environ.get(PARENT_PID_ENV))
+
+
 def stop_with_parent() -> None:
     """In a role that spawn() started: SIGTERM this process when its parent dies, however it dies,
     and end it STOP_GRACE_S later if it has not stopped by then. A no-op in a role started by hand."""
