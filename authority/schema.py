@@ -19,7 +19,7 @@ import orjson
 from wakeful.authority import documents
 
 # The runtime's own event kinds, by the names a policy gives them (authority/policy.py's callers).
-RUNTIME_ACTIONS = ("approve", "create", "amend", "run", "reopen")
+RUNTIME_ACTIONS = ("approve", "create", "amend", "run", "reopen", "cancel")
 CEDAR_TYPES = {int: "Long", str: "String", bool: "Boolean"}
 
 

@@ -37,6 +37,7 @@ from wakeful.producers import reads
 from wakeful.producers.keys import load_signer
 from wakeful.producers.publish import ConfluentPublisher, Publisher
 from wakeful.producers.signing import Ed25519Signer, Signer, sign_event
+from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
 
 __all__ = ["NotAnswered", "ReadRefused", "Upstream"]
@@ -111,6 +112,11 @@ class Upstream:
             raise ReadRefused(f"{answer.status_code}: {body.get('error', answer.text[:200])}")
 
     # ---- reading ------------------------------------------------------------------------------
+
+    def cancel(self, task_id: str, reason: str) -> SignedEvent:
+        """Ask that a task of your tenant be cancelled (task.cancel): its workflow's undos run, and it
+        ends `cancelled`; a finished task's cancel is refused, with the reason on its receipt."""
+        return self.send(events.CANCEL, {"reason": reason}, task_id=task_id)
 
     def receipt(
         self, event: SignedEvent | str, *, task_id: str | None = None, timeout: float = 30.0

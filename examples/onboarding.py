@@ -276,6 +276,8 @@ onboarding = Workflow(
     card=card,
     exposes=("amount", "currency", "country"),
     recall=Recall((REMITTANCE,), lambda ctx: (rules.subject(ctx.state.legal_name),)),
+    # A cancelled onboarding leaves no supplier registered; a first payment made stays made.
+    undo_on_cancel=(RegisterSupplier.name,),
 )
 
 app = App(

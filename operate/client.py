@@ -41,7 +41,7 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.logs import UNDO_PREFIX, ActionLogEntry
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.tools import Pending, published
-from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
+from wakeful.sdk.workflow import CANCELLED, CLOSED, NEEDS_REVIEW, QUARANTINED
 from wakeful.state import acl, budget, keys, parked
 from wakeful.state.replies import hash_reply
 from wakeful.workflow.stuck import stuck
@@ -267,9 +267,11 @@ class Client:
         payload: dict[str, Any],
         principal: str = REQUESTER,
         correlation_id: str | None = None,
+        *,
+        timeout: float = RECEIPT_S,
     ) -> dict[str, Any]:
         """Publish one signed event of any kind for a task (by its runtime id, or by the id the
-        principal's tenant gave it) and read its receipt."""
+        principal's tenant gave it) and read its receipt (waiting up to `timeout` for it)."""
         tenant = self.tenant_of(principal)
         named = ids.named_by(tenant, task_id)
         outside(principal, tenant, task_id, named)
@@ -277,7 +279,7 @@ class Client:
         # A task of the tenant's made before the namespaces has the id as sent (D52): its receipt too.
         scoped = ids.task_in(tenant, named)
         return self.receipt(
-            event.event_id, scoped, key_id=event.key_id, legacy=named if named != scoped else None
+            event.event_id, scoped, timeout, key_id=event.key_id, legacy=named if named != scoped else None
         )
 
     def tenant_of(self, principal: str) -> str:
@@ -307,6 +309,11 @@ class Client:
 
     def reopen(self, task_id: str, principal: str = "ops-lead", wait_s: int | None = None) -> dict[str, Any]:
         return self.event(task_id, events.REOPEN, {"wait_s": wait_s} if wait_s else {}, principal)
+
+    def cancel(
+        self, task_id: str, reason: str, principal: str = REQUESTER, *, timeout: float = RECEIPT_S
+    ) -> dict[str, Any]:
+        return self.event(task_id, events.CANCEL, {"reason": reason}, principal, timeout=timeout)
 
     def run(self, task_id: str, principal: str = REQUESTER) -> dict[str, Any]:
         return self.event(task_id, events.RUN, {}, principal)
@@ -401,7 +408,7 @@ class Client:
             time.sleep(0.02)
 
     def wait_settled(self, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
-        return self.wait_stage(task_id, {CLOSED, QUARANTINED, NEEDS_REVIEW}, timeout)
+        return self.wait_stage(task_id, {CLOSED, QUARANTINED, NEEDS_REVIEW, CANCELLED}, timeout)
 
     def stored(
         self, only: Sequence[str] = ()

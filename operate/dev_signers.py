@@ -16,11 +16,11 @@ from wakeful.sdk.workflow import REQUESTER as REQUESTER_ROLE
 REQUESTER = "svc-refunds"
 DEFAULT_APPROVERS = ("alice", "bob")
 DEV_SIGNERS: dict[str, tuple[str, ...]] = {
-    REQUESTER: (events.CREATE, events.AMEND, events.RUN),
+    REQUESTER: (events.CREATE, events.AMEND, events.RUN, events.CANCEL),
     "alice": (events.APPROVE,),
     "bob": (events.APPROVE,),
     "mallory": (events.APPROVE,),  # a registered signer who is not an approver
-    "ops-lead": (events.REOPEN,),  # the person deadlines escalate to
+    "ops-lead": (events.REOPEN, events.CANCEL),  # the person deadlines escalate to
     "ops-oncall": (events.REPLAY,),  # the operator who replays dead letters (`wakeful dlq replay`)
 }
 PRINCIPAL = "principal:"

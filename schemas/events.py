@@ -16,10 +16,11 @@ APPROVE = "approval.granted"  # {version}; carries correlation_id (or task_id)
 AMEND = "task.amend"  # {amount}; carries task_id
 RUN = "task.run"  # {}: asks a task to run now; carries task_id
 REOPEN = "task.reopen"  # {wait_s?}: a person puts a reviewed task back into the flow; carries task_id
+CANCEL = "task.cancel"  # {reason}: ends a task not finished, its steps undone (workflow/cancels.py)
 # {handle, result: {name: value}} or {handle, failed: reason}: an asynchronous tool's call is done
 # (Tool.completed_by signs it); carries task_id.
 COMPLETE = "tool.completed"
-KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN, COMPLETE)
+KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN, COMPLETE, CANCEL)
 # {letter: "<partition>:<offset>", event: "<the dead-lettered event's JSON text>"}: an operator vouches
 # for an event replayed from wakeful.dlq (`wakeful dlq replay`, docs/decisions.md D71). The door
 # verifies it, then the event inside against the signer registry as it is now; it carries no task_id.
@@ -97,6 +98,11 @@ class SignedEvent(Record):
 def request_id(task_id: str, state_version: int) -> str:
     """The id of the one proposal request a task at this state_version has outstanding."""
     return f"propreq:{task_id}:{state_version}"
+
+
+# An envelope's kind for the runtime's own request of a cancelling task (workflow/cancels.py): the gate
+# asks, the proposer passes it on with no model call, the executor undoes under the lease.
+UNDO_REQUEST = "cancel.undo"
 
 
 class Envelope(Record):

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # Kinds the runtime decides for every workflow; a workflow cannot take them over.
 RUNTIME_KINDS = frozenset(
-    {events.CREATE, events.APPROVE, events.RUN, events.REOPEN, events.COMPLETE, events.REPLAY}
+    {events.CREATE, events.APPROVE, events.RUN, events.REOPEN, events.COMPLETE, events.REPLAY, events.CANCEL}
 )
 REPROPOSALS_CAP = 20  # Workflow.max_reproposals: past this, asking again is a loop, not a retry
 
@@ -60,6 +60,7 @@ def problems(app: App) -> list[str]:
         found += _plan_problems(app, wf)
         found += _validity_problems(wf)
         found += _recall_problems(app, wf)
+        found += _cancel_problems(app, wf)
         if not isinstance(wf.max_steps, int) or not 1 <= wf.max_steps <= MAX_STEPS:
             found.append(f"workflow {wf.name}'s max_steps {wf.max_steps!r} must be from 1 to {MAX_STEPS}")
         if not isinstance(wf.max_reproposals, int) or not 0 <= wf.max_reproposals <= REPROPOSALS_CAP:
@@ -140,19 +141,41 @@ def _recall_problems(app: App, wf: Workflow[Any]) -> list[str]:
     return found
 
 
+def _signer_problems(field: str, signers: object) -> list[str]:
+    """What is wrong with a tuple of signers a declaration names (`field` says whose)."""
+    if isinstance(signers, str) or not isinstance(signers, tuple):
+        return [f"{field} must be a tuple of signers, not {type(signers).__name__}"]
+    return [
+        f"{field} names {who!r}: a signer is principal:<name>, {REQUESTER}, {APPROVERS} or {ANYONE}"
+        for who in signers
+        if who not in (REQUESTER, APPROVERS, ANYONE)
+        and not (isinstance(who, str) and who.startswith("principal:") and len(who) > len("principal:"))
+    ]
+
+
+def _cancel_problems(app: App, wf: Workflow[Any]) -> list[str]:
+    """Who may cancel the workflow's tasks, and what a cancel undoes: reversible tools of the app."""
+    found = _signer_problems(f"workflow {wf.name}'s cancel_by", wf.cancel_by)
+    if not wf.cancel_by:
+        found.append(f"workflow {wf.name}'s cancel_by names no signer: say who may cancel its tasks")
+    if isinstance(wf.undo_on_cancel, str) or not isinstance(wf.undo_on_cancel, tuple):
+        return [*found, f"workflow {wf.name}'s undo_on_cancel must be a tuple of tool names"]
+    for name in wf.undo_on_cancel:
+        tool = app.tool(name)
+        if tool is None:
+            found.append(f"workflow {wf.name}'s undo_on_cancel names unknown tool {name!r}")
+        elif not tool.reversible:
+            found.append(f"workflow {wf.name}'s undo_on_cancel names {name!r}, a tool with no undo")
+    return found
+
+
 def _completion_problems(tool: Tool[Any]) -> list[str]:
     """What is wrong with who may complete an asynchronous tool's call, and its deadline rule."""
     if not tool.completed_by:
         return []
+    found = _signer_problems(f"tool {tool.name}'s completed_by", tool.completed_by)
     if isinstance(tool.completed_by, str):
-        return [f"tool {tool.name}'s completed_by must be a tuple of signers, not one string"]
-    found = [
-        f"tool {tool.name}'s completed_by names {who!r}: a signer is principal:<name>, "
-        f"{REQUESTER}, {APPROVERS} or {ANYONE}"
-        for who in tool.completed_by
-        if who not in (REQUESTER, APPROVERS, ANYONE)
-        and not (isinstance(who, str) and who.startswith("principal:") and len(who) > len("principal:"))
-    ]
+        return found
     rule = tool.on_deadline if isinstance(tool.on_deadline, str) else ""
     if not (rule == "expire" or re.fullmatch(r"escalate(:[a-z0-9_.-]{1,40})?", rule)):
         found.append(f"tool {tool.name}'s on_deadline {tool.on_deadline!r} is expire or escalate:<owner>")

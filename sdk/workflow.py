@@ -33,7 +33,9 @@ S = TypeVar("S", bound=BaseModel)
 
 # Stages every workflow has: the runtime moves a task there, whatever the workflow says.
 CLOSED, NEEDS_REVIEW, QUARANTINED = "closed", "needs_review", "quarantined"
-RUNTIME_STAGES = (CLOSED, NEEDS_REVIEW, QUARANTINED)
+# A cancel's undo under way, and where a cancelled task ends (workflow/cancels.py).
+CANCELLING, CANCELLED = "cancelling", "cancelled"
+RUNTIME_STAGES = (CLOSED, NEEDS_REVIEW, QUARANTINED, CANCELLING, CANCELLED)
 # How many times the model is asked again after a proposal is refused (Workflow.max_reproposals).
 MAX_REPROPOSALS = 3
 # The window's optional layers (instructions, the task card and the stage's tools are always in it).
@@ -276,3 +278,9 @@ class Workflow(Generic[S]):
     # What the window shows of memory: records of these facts about these subjects (sdk/memory.py).
     # None: the memory layer stays empty.
     recall: Recall | None = None
+    # A `task.cancel` ends a task that is not finished (workflow/cancels.py): sent by one of these
+    # signers (default: any the tenant registered for the kind), it moves the task to `cancelling`;
+    # the executor then undoes the succeeded steps of these reversible tools, newest first, each
+    # once, and the task ends `cancelled`. A step running at the cancel finishes first.
+    cancel_by: tuple[str, ...] = (ANYONE,)
+    undo_on_cancel: tuple[str, ...] = ()

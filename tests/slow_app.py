@@ -4,7 +4,8 @@ the retry of an unavailable tool (tests/test_lease_heartbeat.py; docs/decisions.
 Its downstream is a JSON-lines file in $WAKEFUL_HOME that every executor process shares (under an
 flock), one row per thing that happened: a call began (`start`, with its fence and pid), was
 refused for an older fence than one already seen for its op key (`fenced`), found the downstream
-down (`unavailable`, while the task's `outage` lasts), or did its effect (`done`, once per op key).
+down (`unavailable`, while the task's `outage` lasts), did its effect (`done`, once per op key), or
+undid it (`undone`, once per op key: a cancel undoes the call, Workflow.undo_on_cancel).
 A call checks the fence when it begins and again, after its hold, before its effect: a late call
 whose lease another worker took is refused then.
 
@@ -19,16 +20,31 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from wakeful.core.settings import Settings
-from wakeful.sdk import CLOSED, App, Context, Effect, Next, Refuse, Review, Start, Tool, Workflow
+from wakeful.sdk import (
+    CLOSED,
+    REQUESTER,
+    Accept,
+    App,
+    Context,
+    Effect,
+    Next,
+    Refuse,
+    Review,
+    Start,
+    Tool,
+    Wait,
+    Workflow,
+)
 from wakeful.sdk.tools import ToolFenced, ToolUnavailable
 
-READY = "ready"
+READY, CONFIRMING, CONFIRM = "ready", "confirming", "slow.confirm"
 ROWS = "slow-tool.jsonl"
 POLICY = """
 permit (principal, action in [Action::"create", Action::"amend", Action::"run", Action::"reopen"], resource);
@@ -40,6 +56,7 @@ class Hold(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     hold_s: float = Field(ge=0, le=300)  # how long the tool's call takes
     outage: int = Field(default=0, ge=0)  # how many calls first find the downstream down
+    confirm: bool = False  # after the call, wait for a slow.confirm from the requester: a second step
 
 
 class HoldArgs(BaseModel):
@@ -65,6 +82,7 @@ class SlowPay(Tool[HoldArgs]):
     stages = (READY,)
     op_key = "SLOW:{task_id}:v{version}"
     egress = ("slowbank",)
+    reversible = True
 
     def connect(self, settings: Settings) -> None:
         self.home = settings.home
@@ -91,6 +109,12 @@ class SlowPay(Tool[HoldArgs]):
         with self._locked() as rows:
             done = [r for r in rows if r["event"] == "done" and r["op_key"] == op_key]
         return {"receipt": done[0]["receipt"]} if done else None
+
+    def undo(self, op_key: str, args: HoldArgs, fence: int) -> Mapping[str, str]:
+        with self._locked() as rows:
+            if not any(r["event"] == "undone" and r["op_key"] == op_key for r in rows):
+                self._add("undone", op_key, fence)
+        return {"undone": op_key}
 
     def _admit(self, rows: list[dict[str, Any]], op_key: str, fence: int) -> Mapping[str, str] | None:
         """What an earlier call under op_key did, if one did; ToolFenced for a fence older than one
@@ -135,17 +159,22 @@ def check(ctx: Context[Hold], effect: Effect) -> Effect | Refuse | Review:
 
 
 def paid(ctx: Context[Hold], tool: str, result: Mapping[str, Any]) -> Next[Hold]:
-    return Next(CLOSED, refs={"receipt": str(result["receipt"])})
+    refs = {"receipt": str(result["receipt"])}
+    if ctx.state.confirm:
+        return Next(CONFIRMING, refs=refs, wait=Wait(CONFIRM, (REQUESTER,), timedelta(hours=1)))
+    return Next(CLOSED, refs=refs)
 
 
 slow = Workflow(
     name="slow_call",
     version=1,
     state=Hold,
-    stages={"received": (READY,), READY: (CLOSED,)},
+    stages={"received": (READY,), READY: (CONFIRMING, CLOSED), CONFIRMING: (CLOSED,)},
     start=start,
     check=check,
     done=paid,
+    events={CONFIRM: Accept(lambda ctx: Next(CLOSED), signers=(REQUESTER,))},
+    undo_on_cancel=(SlowPay.name,),
 )
 
 app = App(name="slow", workflows=[slow], tools=[SlowPay()], policy=POLICY)

@@ -79,6 +79,25 @@ def test_task_send_publishes_the_kind_given_and_prints_its_receipt(
     assert settled["stage"] == "closed" and settled["approval"]["approver_ref"] == "alice"
 
 
+def test_task_cancel_ends_a_waiting_task_whose_approval_then_counts_for_nothing_and_refuses_a_second(
+    client: Client, shared_fleet: Fleet
+) -> None:
+    task_id, created = client.new_task(2500)
+    assert created["stage"] == "awaiting_approval", created
+    result = wakeful("task", "cancel", task_id, "--reason", "customer withdrew", "--by", REQUESTER)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"task {task_id} is cancelled", result.stdout  # the refund undoes nothing
+    shown = client.show(task_id)
+    assert shown["pending_waits"] == [] and shown["external_refs"]["cancel-reason"] == "customer withdrew"
+    late = client.approve(task_id, "alice", 1)
+    assert (late["status"], late["reason"]) == ("rejected", "task is cancelled; it accepts no more events")
+    again = wakeful("task", "cancel", task_id, "--reason", "twice", "--by", REQUESTER, "--json")
+    assert again.returncode == 1, again.stdout
+    assert doc(again)["reason"] == "task is cancelled; it accepts no more events"
+    refused = wakeful("task", "cancel", client.new_task(300)[0], "--reason", "x", "--by", "mallory")
+    assert refused.returncode == 1 and "mallory" in refused.stdout + refused.stderr, refused
+
+
 def test_task_send_exits_1_with_the_reason_when_the_event_is_refused(
     client: Client, shared_fleet: Fleet
 ) -> None:

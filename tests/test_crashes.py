@@ -51,6 +51,8 @@ COMPENSATION_POINTS = [
     UNDO_POINT,
     "executor.before_offsets",
 ]
+# Points the onboarding's executor reaches while it undoes a cancelled task's registration.
+CANCEL_POINTS = ["executor.after_consume", UNDO_POINT, "executor.after_advance", "executor.before_offsets"]
 # The plain run: two tasks on the first path and one on the second (refund: two through an
 # approval and one under the limit; onboarding: two paid and one compensated).
 PATHS = {REFUND: [True, True, False], ONBOARDING: [False, False, True]}
@@ -302,6 +304,50 @@ def test_no_onboarding_pays_or_undoes_twice_after_a_sigkill_in_its_second_step_a
     app_spec: str, second: bool, point: str, stack: Stack
 ) -> None:
     pays_or_undoes_once_after_a_sigkill(stack, second, point)
+
+
+def cancels_once_after_a_sigkill(s: Stack, point: str) -> None:
+    """Registered onboardings, held before their payment, cancelled while the armed executor dies
+    at `point` in their undo: each ends cancelled, its registration undone once, nothing paid."""
+    fleet, client = s.fleet, s.client
+    timers = fleet.members_of("timer")
+    for timer in timers:  # the payment step is woken through the timer: hold it back
+        fleet.stop_role(timer)
+    member = armed(s, "executor")
+    try:
+        mark = s.traffic.mark(client.admin)
+        planned = send(s, [False, False])
+        for p in planned:
+            assert client.wait_stage(p.task_id, {onb.SCHEDULING}, SETTLE_S)["stage"] == onb.SCHEDULING
+        fleet.restart(member, fault=point)
+        for p in planned:
+            receipt = client.cancel(p.task_id, "the supplier withdrew", REQUESTER)
+            assert receipt["status"] == "accepted", receipt
+        crash(s, member, point)
+    finally:
+        for timer in timers:
+            fleet.start_role(timer)
+    ended = {
+        p.task_id: client.wait_stage(p.task_id, {"cancelled", "needs_review"}, SETTLE_S) for p in planned
+    }
+    found, _ = s.traffic.effects(client.admin, mark)
+    effects = per_op_key(found, [p.task_id for p in planned])
+    for p in planned:
+        shown = ended[p.task_id]
+        assert shown["stage"] == "cancelled", (point, shown)
+        [registered] = [op for op in effects[p.task_id] if op.startswith("SUPPLIER-REG")]
+        assert effects[p.task_id] == Counter({registered: 1, f"UNDO:{registered}": 1}), (point, effects)
+        assert shown["external_refs"]["undone:register_supplier"] == registered
+        assert shown["actions"][f"UNDO:{registered}"]["status"] == "succeeded"
+    check_no_lease_stuck(client, [p.task_id for p in planned])
+
+
+@pytest.mark.parametrize("app_spec", [ONBOARDING], ids=NAMES.get, indirect=True, scope="module")
+@pytest.mark.parametrize("point", CANCEL_POINTS)
+def test_an_onboarding_cancelled_mid_saga_is_undone_once_and_ends_cancelled_after_a_sigkill_at(
+    app_spec: str, point: str, stack: Stack
+) -> None:
+    cancels_once_after_a_sigkill(stack, point)
 
 
 @pytest.mark.parametrize("replicas", [REPLICAS], ids=["three-per-role"], indirect=True, scope="module")

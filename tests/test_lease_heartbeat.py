@@ -141,6 +141,33 @@ def test_an_executor_stopped_mid_call_is_fenced_and_the_task_is_done_once_by_ano
     assert wait_for(lambda: not client.admin.exists(keys.lease(task_id)), TTL_MS / 1000 + 5)
 
 
+def test_a_task_cancelled_while_its_step_runs_lets_the_step_finish_then_undoes_it_once(
+    slow: tuple[Client, Fleet],
+) -> None:
+    client, _ = slow
+    task_id, _ = client.create({"hold_s": STOPPED_HOLD_S, "confirm": True})
+    [began] = wait_for(lambda: rows_of(client, task_id, "start"), SETTLE_S)
+    # The gate applies the cancel only once the step has given the task's lease back: the call
+    # runs to its end, once, and the task moves on; then the cancel undoes it.
+    receipt = client.cancel(task_id, "no longer wanted", timeout=STOPPED_HOLD_S + SETTLE_S)
+    assert receipt["status"] == "accepted", receipt
+    shown = client.wait_stage(task_id, {"cancelled", "needs_review"}, SETTLE_S)
+    assert shown["stage"] == "cancelled", shown
+    assert [r["event"] for r in rows_of(client, task_id)] == ["start", "done", "undone"]
+    op = began["op_key"]
+    assert (shown["actions"][op]["status"], shown["actions"][f"UNDO:{op}"]["status"]) == (
+        "succeeded",
+        "succeeded",
+    )
+    assert shown["external_refs"]["undone:slow_pay"] == op and shown["pending_waits"] == []
+    assert wait_for(lambda: not client.admin.exists(keys.lease(task_id)), 5)
+    refused = client.cancel(task_id, "again")
+    assert (refused["status"], refused["reason"]) == (
+        "rejected",
+        "task is cancelled; it accepts no more events",
+    )
+
+
 def test_an_unavailable_tool_is_called_again_under_a_new_lease_and_its_calls_are_counted(
     slow: tuple[Client, Fleet],
 ) -> None:

@@ -26,6 +26,8 @@ from wakeful.sdk.memory import Remember
 from wakeful.sdk.workflow import (
     ANYONE,
     APPROVERS,
+    CANCELLED,
+    CANCELLING,
     CLOSED,
     NEEDS_REVIEW,
     QUARANTINED,
@@ -259,7 +261,7 @@ def refused(cp: Checkpoint, reason: str) -> Checkpoint:
 
 
 def terminal(wf: Workflow[Any], stage: str) -> bool:
-    return stage in (CLOSED, QUARANTINED) or (
+    return stage in (CLOSED, QUARANTINED, CANCELLED) or (
         stage != NEEDS_REVIEW and not wf.stages.get(stage, ()) and stage in _targets(wf)
     )
 
@@ -271,11 +273,15 @@ def _targets(wf: Workflow[Any]) -> set[str]:
 def may_move(wf: Workflow[Any], old: str, new: str) -> bool:
     """The workflow's transition table, with the runtime's moves added: staying put, parking a task
     that is not finished for review or quarantine, and (unless the workflow lists needs_review in
-    its table) leaving review for any of the workflow's stages: a reopen (wakes.reopen)."""
+    its table) leaving review for any of the workflow's stages: a reopen (wakes.reopen); and a
+    cancel's, from any stage not finished into cancelling or cancelled, and out of cancelling only
+    to cancelled (workflow/cancels.py)."""
     if terminal(wf, old):
         return False
-    if new == old or new in (NEEDS_REVIEW, QUARANTINED):
+    if new == old or new in (NEEDS_REVIEW, QUARANTINED, CANCELLING, CANCELLED):
         return True
+    if old == CANCELLING:
+        return False
     if old == NEEDS_REVIEW and NEEDS_REVIEW not in wf.stages:  # the runtime's stage: a person may
         return new in _targets(wf) or new in wf.stages  # send the task back to any of the workflow's
     return new in wf.stages.get(old, ())

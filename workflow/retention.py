@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED
+from wakeful.sdk.workflow import CANCELLED, CLOSED, NEEDS_REVIEW, QUARANTINED
 from wakeful.workflow import engine
 
 Verdict = Literal["purge", "unknown_workflow", "not_finished", "waiting", "quarantined", "recent"]
@@ -37,7 +37,7 @@ def finished_stages(app: App) -> dict[str, frozenset[str]]:
     """For each workflow the app runs, the stages at which its tasks are done: `closed`, and each
     stage terminal in every version the app deploys or keeps that has it (the index does not say
     which version a task runs: a stage one version ends at and another moves on from is not done);
-    never needs_review or quarantined."""
+    `cancelled`; never needs_review or quarantined."""
     terminal: dict[str, dict[str, bool]] = {}
     for wf in (*app.workflows, *app.retired):
         stages = {s for s in wf.stages} | {t for targets in wf.stages.values() for t in targets}
@@ -45,7 +45,9 @@ def finished_stages(app: App) -> dict[str, frozenset[str]]:
         for stage in stages:
             seen[stage] = seen.get(stage, True) and engine.terminal(wf, stage)
     return {
-        name: frozenset({CLOSED, *(s for s, done in stages.items() if done)} - {NEEDS_REVIEW, QUARANTINED})
+        name: frozenset(
+            {CLOSED, CANCELLED, *(s for s, done in stages.items() if done)} - {NEEDS_REVIEW, QUARANTINED}
+        )
         for name, stages in terminal.items()
     }
 

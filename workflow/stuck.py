@@ -14,12 +14,14 @@ from typing import Any
 
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import RUNTIME_STAGES
+from wakeful.sdk.workflow import CANCELLING, RUNTIME_STAGES
 from wakeful.workflow import engine
 
 # A proposal answers within the model's time budget (timeout x attempts, 4 x 60 s by default) and a
 # re-ask follows at once: a task unchanged for longer than this has none in flight.
 STUCK_AFTER_S = 600
+# The runtime's stages where nothing is owed: finished, or a person's. Not cancelling: its undos are.
+PARKED = frozenset(RUNTIME_STAGES) - {CANCELLING}
 
 
 def stuck(
@@ -27,8 +29,9 @@ def stuck(
 ) -> str | None:
     """Why `cp` is stuck, or None: at a stage that is neither finished nor parked for a person, it
     waits for nothing, no freeze holds it (`held`), and it has not changed for `older_than`, so no
-    proposal is in flight for it. A task of a workflow the app lacks is not judged here."""
-    if cp.stage in RUNTIME_STAGES or cp.execution.pending_waits or held:
+    proposal is in flight for it. A task of a workflow the app lacks is not judged here. A task
+    cancelling waits for its undos, which the gate asks of the executor as it asks a proposal."""
+    if cp.stage in PARKED or cp.execution.pending_waits or held:
         return None
     try:
         wf = engine.workflow_of(app, cp)
@@ -45,7 +48,7 @@ def stuck_summary(
     """Why the task an index summary describes is stuck, or None: `stuck`'s rule, read from the
     summary (stage, waits, last change; state/index.py) instead of the checkpoint."""
     stage = str(doc.get("stage", ""))
-    if stage in RUNTIME_STAGES or doc.get("waits") or held:
+    if stage in PARKED or doc.get("waits") or held:
         return None
     wf = app.workflow(str(doc.get("workflow", "")))
     if wf is None or engine.terminal(wf, stage):
@@ -63,6 +66,8 @@ def _unchanged(app: App, stage: str, changed: datetime, now: datetime, older_tha
     if age < older_than_s:
         return None
     since = f"unchanged for {int(age)} s, since {changed.isoformat()}"
+    if stage == CANCELLING:
+        return f"its cancel's undos have not run; {since}"
     if not app.tools_at(stage):
         return f"stage {stage} offers no tool and waits for nothing; {since}"
     return f"stage {stage} offers a tool, waits for nothing, and no proposal came; {since}"
@@ -72,6 +77,6 @@ def stranded(app: App, cp: Checkpoint, now: datetime) -> str | None:
     """Why nothing but a person can move `cp` on, or None: stuck for STUCK_AFTER_S at a stage that
     offers no tool, so no proposal can be asked for it either. A deadline wake (the timer's sweep)
     that finds it so parks it for review with this reason rather than leave it as it is."""
-    if app.tools_at(cp.stage):
+    if app.tools_at(cp.stage) or cp.stage == CANCELLING:
         return None
     return stuck(app, cp, now, timedelta(seconds=STUCK_AFTER_S))

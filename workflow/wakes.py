@@ -18,8 +18,17 @@ from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import Checkpoint, PendingWait
 from wakeful.sdk.app import App
 from wakeful.sdk.memory import Remember
-from wakeful.sdk.workflow import APPROVAL_VALID_FOR, CLOSED, NEEDS_REVIEW, REQUESTER, Context, Next, Refuse
-from wakeful.workflow import effects, engine, pending, sleeps
+from wakeful.sdk.workflow import (
+    APPROVAL_VALID_FOR,
+    CANCELLING,
+    CLOSED,
+    NEEDS_REVIEW,
+    REQUESTER,
+    Context,
+    Next,
+    Refuse,
+)
+from wakeful.workflow import cancels, effects, engine, pending, sleeps
 from wakeful.workflow.engine import APPROVAL_WAIT, Ruling
 
 APPROVAL_TTL = APPROVAL_VALID_FOR  # an approval's life when its workflow says nothing (D95)
@@ -48,6 +57,10 @@ def on_event(
     """One signed event (already verified, addressed and fresh) applied to a task not finished.
     recorded: the outcomes the task's action log records (pending.outcomes), for a reopen."""
     kind, payload, principal = event.kind, event.payload, event.principal
+    if cp.stage == CANCELLING:  # its undos are under way: nothing moves it but their end
+        return Refuse("task is being cancelled; it accepts no more events")
+    if kind == events.CANCEL:
+        return cancels.cancel(app, cp, principal, payload, auth=auth, now=now)
     if kind == events.APPROVE:
         approved = approve(app, cp, event, auth=auth, now=now)
         return approved if isinstance(approved, Refuse) else engine.Moved(approved, {})

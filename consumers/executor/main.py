@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from wakeful.authority.kept import Ask, Kept
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers.executor import ruling
+from wakeful.consumers.executor import cancelling, ruling
 from wakeful.consumers.executor import steps as executor_steps
 from wakeful.consumers.executor.closing import proposal_trail
 from wakeful.consumers.executor.heartbeat import Heartbeats
@@ -57,19 +57,20 @@ from wakeful.core.log import Log
 from wakeful.core.provenance import Forged, RoleKeys, load_keys
 from wakeful.core.retry import Retry
 from wakeful.core.settings import Settings
+from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import Envelope
 from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.schemas.proposals import Proposal
 from wakeful.sdk.app import App, load_app
 from wakeful.sdk.tools import Tool
-from wakeful.sdk.workflow import Compensate, Effect
+from wakeful.sdk.workflow import CANCELLING, Compensate, Effect
 from wakeful.state import first_step, keys
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Held, Leases
 from wakeful.state.replies import hash_reply
 from wakeful.state.store import Store
-from wakeful.workflow import effects, engine
+from wakeful.workflow import cancels, effects, engine
 
 
 class Executor:
@@ -94,7 +95,8 @@ class Executor:
             return self.runner.dead_letter(msg, sender.reason)
         try:
             env = Envelope.decode(msg.value() or b"")
-            proposal = Proposal.decode(orjson.dumps(env.payload))  # its schema's migrations run
+            # its schema's migrations run; a cancel's request carries none
+            proposal = None if env.kind == events.UNDO_REQUEST else Proposal.decode(orjson.dumps(env.payload))
         except (DecodeError, ValidationError) as exc:
             return self.runner.dead_letter(msg, f"malformed proposal: {exc!r}")
         ask = self.kept.ask()  # the authority token, and the Snapshot's reads unless one is kept
@@ -126,12 +128,16 @@ class Executor:
                 self.leases.finish(held)
         return None
 
-    def _execute(self, msg: Message, env: Envelope, proposal: Proposal, loaded: Loaded, ask: Ask) -> None:
+    def _execute(
+        self, msg: Message, env: Envelope, proposal: Proposal | None, loaded: Loaded, ask: Ask
+    ) -> None:
         """The proposal checked against the task `loaded` under the lease held (and the reads that
         came with it: ruling.py rules on them), then carried out at most once."""
         assert self.runner is not None
         cp = loaded.checkpoint
         tracing.stamp_task(cp, self.app.name)
+        if proposal is None:
+            return self._cancel(msg, env, loaded)
         admitted = ruling.admit(self.app, cp, env)
         if isinstance(admitted, ruling.Drop):
             return self._superseded(msg, env, admitted.why)
@@ -166,6 +172,27 @@ class Executor:
         ran = executor_steps.Ran(decided.tool, decided.op_key, result, args)
         trail = proposal_trail(env, proposal.model, cp, ran, extra)
         self.writes.close(loaded, ran, auth, first, outcome, more=extra, trail=trail)
+
+    def _cancel(self, msg: Message, env: Envelope, loaded: Loaded) -> None:
+        """A cancelling task's undos (consumers/executor/cancelling.py), then its end: cancelled."""
+        cp = loaded.checkpoint
+        if cp.stage != CANCELLING or env.task_version != cp.state_version:
+            return self._superseded(msg, env, f"no cancel is outstanding: task is {cp.stage}")
+        ops = hash_reply(loaded.replies[0])
+        with self.heartbeats.beating(loaded.held.lease) as beat:
+            undone, failures = cancelling.undo_all(
+                self.app, self.actions, cp, ops, loaded.held.lease, log=self.log
+            )
+        beat.check()
+        self.writes.advance(
+            loaded,
+            keys.runtime_id("cancelled", cp.state_version),
+            lambda c: cancels.ended(c, undone, failures),
+            {"cancelled": cancels.reason_of(cp), "undone": [e.op_key for e in undone], "failures": failures},
+        )
+        fault("executor.after_advance")
+        self.log("executor.cancelled", task_id=cp.task_id, undone=len(undone), failures=len(failures))
+        return None
 
     def _superseded(self, msg: Message, env: Envelope, why: str) -> None:
         """A proposal this executor may not carry out, though nothing is wrong with it, is dropped,

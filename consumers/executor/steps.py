@@ -162,24 +162,34 @@ def compensate(
         done = actions.lookup(cp.task_id, op)
         if done is None or done.status is not ActionStatus.SUCCEEDED:
             continue  # nothing was done, so nothing to undo
-        undo_op = f"{UNDO_PREFIX}{op}"
-        args = tool.args.model_validate(done.args or {}, strict=False)
-        begun = actions.begin(cp.task_id, undo_op, lease.fence, lease.token, tool=name, args=done.args)
-        if begun.entry.status is ActionStatus.SUCCEEDED:
-            undone[f"undone:{name}"] = op
+        failed = undo(actions, cp.task_id, tool, done, lease, log=log)
+        if failed is not None:
+            failures.append(failed)
             continue
-        outcome = call(tool, functools.partial(tool.undo, op, args, lease.fence), lease)
-        if isinstance(outcome, str):
-            actions.fail(cp.task_id, undo_op, lease.fence, outcome)
-            failures.append(f"undo of {name} failed: {outcome}")
-            continue
-        fault("executor.after_undo")
-        actions.complete(cp.task_id, undo_op, lease.fence, dict(outcome), begun.entry)
         undone[f"undone:{name}"] = op
-        log("executor.undone", task_id=cp.task_id, tool=name, op_key=op)
     names = ", ".join(key.removeprefix("undone:") for key in undone)
     said = "; ".join(failures) or f"undid {names or 'nothing: nothing had been done'}"
     return f"{decided.reason} ({said})", undone
+
+
+def undo(
+    actions: ActionLog, task_id: str, tool: Tool[Any], done: ActionLogEntry, lease: Lease, *, log: Log
+) -> str | None:
+    """Undo one succeeded step, once, under its own op key (UNDO_PREFIX + the step's): None once
+    it is undone, now or before; else why it could not be."""
+    op, undo_op = done.op_key, f"{UNDO_PREFIX}{done.op_key}"
+    args = tool.args.model_validate(done.args or {}, strict=False)
+    begun = actions.begin(task_id, undo_op, lease.fence, lease.token, tool=tool.name, args=done.args)
+    if begun.entry.status is ActionStatus.SUCCEEDED:
+        return None
+    outcome = call(tool, functools.partial(tool.undo, op, args, lease.fence), lease)
+    if isinstance(outcome, str):
+        actions.fail(task_id, undo_op, lease.fence, outcome)
+        return f"undo of {tool.name} failed: {outcome}"
+    fault("executor.after_undo")
+    actions.complete(task_id, undo_op, lease.fence, dict(outcome), begun.entry)
+    log("executor.undone", task_id=task_id, tool=tool.name, op_key=op)
+    return None
 
 
 def unanswered(app: App, cp: Checkpoint, env: Envelope) -> str | None:

@@ -20,7 +20,7 @@ from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import CLOSED, NEEDS_REVIEW, QUARANTINED, Refuse
+from wakeful.sdk.workflow import CANCELLED, CLOSED, NEEDS_REVIEW, QUARANTINED, Refuse
 from wakeful.state.store import Keep
 from wakeful.workflow import compat, engine, revoked, stuck, wakes
 
@@ -84,7 +84,7 @@ def decide(
         # Another tenant's task (one made before the namespaces, D52, or reached through a
         # correlation id stored before its tenant was) is, to this signer, no task at all.
         return Stranger()
-    if cp.stage in (CLOSED, QUARANTINED):
+    if cp.stage in (CLOSED, QUARANTINED, CANCELLED):
         return Refuse(f"task is {cp.stage}; it accepts no more events")
     freeze = freezes.holding(auth.frozen, app.name, cp.security.tenant, cp.task_id)
     if freeze is not None:  # the kill path: no new step, and the wake is kept, not refused

@@ -31,6 +31,7 @@ from wakeful.schemas.custody import APPROVAL_KEY, EVENT_KEY, ApprovalBound
 from wakeful.schemas.events import Envelope, SignedEvent
 from wakeful.schemas.memory import MemoryRecord
 from wakeful.sdk.app import App
+from wakeful.sdk.workflow import CANCELLING
 from wakeful.state import checks, keys
 from wakeful.state import evidence as stored_evidence
 from wakeful.state.last_step import wait_writes
@@ -76,6 +77,8 @@ class FollowUps:
     def follow_up(self, cp: Checkpoint, wake: Wake) -> None:
         """A task at a stage that offers a tool, and waits for nothing, gets one proposal request."""
         tracing.stamp_task(cp, self.app.name)
+        if cp.stage == CANCELLING:  # no model: the executor is asked to undo, under the lease
+            return self._ask(cp, wake, events.UNDO_REQUEST, {"tenant": cp.security.tenant})
         if cp.execution.pending_waits or not self.app.tools_at(cp.stage):
             return
         if freezes.holding(wake.auth.frozen, self.app.name, cp.security.tenant, cp.task_id):
@@ -84,14 +87,19 @@ class FollowUps:
         recent = [f"{event.kind} by key {event.key_id} at {event.issued_at.isoformat()}"] if event else []
         memory = self.recall(cp, wake.auth, datetime.now(UTC)) if self.recall is not None else []
         body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=memory)
+        # the tenant: whose token budget it spends
+        self._ask(cp, wake, "proposal.request", {"window": body, "tenant": cp.security.tenant})
+
+    def _ask(self, cp: Checkpoint, wake: Wake, kind: str, payload: dict[str, Any]) -> None:
+        """The task's one request at this state_version, to the proposer."""
         request = Envelope(
             message_id=events.request_id(cp.task_id, cp.state_version),
             task_id=cp.task_id,
             task_version=cp.state_version,
-            kind="proposal.request",
+            kind=kind,
             created_at=datetime.now(UTC),
-            trace_id=event.event_id if event else cp.task_id,
-            payload={"window": body, "tenant": cp.security.tenant},  # whose token budget it spends
+            trace_id=wake.event.event_id if wake.event else cp.task_id,
+            payload=payload,
         )
         self.producer.produce(topics.PROPOSALS_REQUEST, key=cp.task_id.encode(), value=request.encode())
 

@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from confluent_kafka import Message, Producer
 from pydantic import ValidationError
@@ -27,6 +28,7 @@ from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.log import Log
 from wakeful.core.provenance import Forged, RoleKeys, load_keys
 from wakeful.core.settings import Settings
+from wakeful.schemas import events
 from wakeful.schemas.base import cut
 from wakeful.schemas.events import Envelope
 from wakeful.schemas.proposals import Proposal
@@ -71,6 +73,8 @@ class Proposer:
         try:
             request = Envelope.decode(msg.value() or b"")
             tracing.stamp(task_id=request.task_id, state_version=request.task_version, model=self.model.name)
+            if request.kind == events.UNDO_REQUEST:  # the runtime's own request: no model, no tokens
+                return self._answer(request, events.UNDO_REQUEST, {})
             window = request.payload["window"]
             made = self._take(request.message_id)  # made by an attempt that failed after the call
             if made is None:
@@ -88,19 +92,23 @@ class Proposer:
             for problem in self.budget.charge(made.account, made.proposal.tokens):
                 self.log("proposer.tokens_uncounted", task_id=request.task_id, error=cut(problem, 300))
             made.charged = True
-        proposal = made.proposal
+        self._answer(request, "proposal", made.proposal.model_dump(mode="json"))
+        self._forget(request.message_id)
+        return None
+
+    def _answer(self, request: Envelope, kind: str, payload: dict[str, Any]) -> None:
+        """The answer to one request, for the executor."""
         out = Envelope(
             message_id=f"proposal:{request.task_id}:{request.task_version}",
             task_id=request.task_id,
             task_version=request.task_version,
-            kind="proposal",
+            kind=kind,
             created_at=datetime.now(UTC),
             trace_id=request.trace_id,
-            payload=proposal.model_dump(mode="json"),
+            payload=payload,
             in_reply_to=request.message_id,
         )
         self.producer.produce(topics.PROPOSALS, key=request.task_id.encode(), value=out.encode())
-        self._forget(request.message_id)
 
     def _account(self, request: Envelope) -> tuple[Account, str | None]:
         """Whose budgets a model call for the request spends, and why none may be made (or None)."""

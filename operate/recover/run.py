@@ -42,11 +42,11 @@ from wakeful.operate.recover import redrive
 from wakeful.operate.recover.scan import Scan
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
-from wakeful.sdk.workflow import RUNTIME_STAGES
 from wakeful.state import keys, library
 from wakeful.state.restore import Restored, Restorer
 from wakeful.state.seal import Sealer
 from wakeful.workflow import engine, tombstones
+from wakeful.workflow.stuck import PARKED
 
 NOT_ON_THE_LOG = (
     "memory records (wk:mem:*): re-verify and re-remember what the tasks need",
@@ -193,7 +193,7 @@ def _wakes(
         if fit:
             answered[cp.task_id] = fit
             return False
-        if cp.stage in RUNTIME_STAGES or cp.execution.pending_waits:
+        if cp.stage in PARKED or cp.execution.pending_waits:  # a cancelling task is woken: its undos are owed
             return False
         try:
             return not engine.terminal(engine.workflow_of(app, cp), cp.stage)

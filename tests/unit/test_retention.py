@@ -36,8 +36,8 @@ def seen(stage: str, age: timedelta, *, workflow: str = "refund", quarantined: b
     return Seen("t-1", workflow, stage, NOW - age, quarantined)
 
 
-def test_the_refunds_finished_stages_are_closed_only_never_review_or_quarantine() -> None:
-    assert {"refund": frozenset({"closed"})} == FINISHED
+def test_the_refunds_finished_stages_are_closed_and_cancelled_never_review_quarantine_or_cancelling() -> None:
+    assert {"refund": frozenset({"closed", "cancelled"})} == FINISHED
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_a_workflows_own_terminal_stage_counts_as_finished() -> None:
     app = App(name="rooms", workflows=[rooms])
     done = finished_stages(app)[rooms.name]
     terminal = {s for targets in rooms.stages.values() for s in targets if not rooms.stages.get(s)}
-    assert done == (terminal | {"closed"}) - {"needs_review", "quarantined"}
+    assert done == (terminal | {"closed", "cancelled"}) - {"needs_review", "quarantined"}
 
 
 @given(

@@ -100,6 +100,7 @@ def test_the_app_the_page_runs_loads_as_the_roles_load_it() -> None:
         events.REOPEN,
         events.COMPLETE,
         events.REPLAY,
+        events.CANCEL,
     }
 
 
