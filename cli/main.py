@@ -15,7 +15,7 @@ from wakeful.core.errors import WakefulError
 from wakeful.core.settings import Settings
 
 # The commands that may change authority: each publishes a fresh sealed copy when it did (D70).
-CHANGES_AUTHORITY = frozenset({"authority", "tools", "freeze", "thaw", "demo", "release"})
+CHANGES_AUTHORITY = frozenset({"authority", "tools", "freeze", "thaw", "demo", "release", "schedule"})
 
 
 def _task() -> click.Command:
@@ -63,6 +63,7 @@ COMMANDS: dict[str, Where] = {
     "thaw": "wakeful.cli.kill_cmds:thaw",
     "frozen": "wakeful.cli.kill_cmds:show_frozen",
     "tools": "wakeful.cli.tools_cmds:tools",
+    "schedule": "wakeful.cli.schedule_cmds:schedule",
     "memory": "wakeful.cli.memory.commands:memory",
     "new-agent": "wakeful.cli.scaffold:new_agent",
     "ingress": "wakeful.cli.ingress_cmd:ingress",

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlencode
@@ -34,13 +33,13 @@ from wakeful.core.errors import WakefulError
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.settings import Settings
 from wakeful.producers import reads
-from wakeful.producers.keys import load_signer
+from wakeful.producers.keys import keystore, local_signer
 from wakeful.producers.publish import ConfluentPublisher, Publisher
-from wakeful.producers.signing import Ed25519Signer, Signer, sign_event
+from wakeful.producers.signing import Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
 
-__all__ = ["NotAnswered", "ReadRefused", "Upstream"]
+__all__ = ["NotAnswered", "ReadRefused", "Upstream", "keystore", "local_signer"]
 JSON_TYPE = "application/json"
 JSON = {"Content-Type": JSON_TYPE}
 
@@ -182,20 +181,3 @@ class Upstream:
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.close()
-
-
-def keystore(settings: Settings) -> Path:
-    """Where this machine keeps its principals' signing keys (`wakeful authority signers add`)."""
-    return settings.home / "signers"
-
-
-def local_signer(settings: Settings, principal: str) -> Ed25519Signer:
-    """`principal`'s signing key from this machine's keystore, or a WakefulError saying how to
-    make one."""
-    path = keystore(settings) / f"{principal}.key"
-    if not path.exists():
-        raise WakefulError(
-            f"no signing key for {principal!r} in {path.parent}: add one with "
-            f"`wakeful authority signers add {principal} --kinds <event kinds>`"
-        )
-    return load_signer(f"key-{principal}", path)

@@ -55,7 +55,8 @@ RIGHTS: dict[str, Rights] = {
         groups=("wakeful-inbound",),
         reads_config=_LETTERS,
     ),
-    "timer": Rights(writes=(topics.WAKE,)),
+    # A schedule's tick is a signed task.create, as an upstream system's (consumers/timer/schedules.py).
+    "timer": Rights(writes=(topics.WAKE, topics.EVENTS)),
     "gate": Rights(
         reads=(topics.WAKE,),
         writes=(topics.PROPOSALS_REQUEST, topics.DLQ),

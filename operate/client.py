@@ -21,6 +21,7 @@ import orjson
 from wakeful.authority import documents, revocations, signer_seal
 from wakeful.authority.kept import moved
 from wakeful.authority.policy_store import PolicyStore
+from wakeful.authority.schedule_store import ScheduleStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
 from wakeful.authority.store import AuthorityStore
 from wakeful.authority.tool_store import ToolStore
@@ -67,6 +68,7 @@ class Client:
         self.admin = acl.connect(settings, "admin")
         self.authority = AuthorityStore(self.admin, signer_seal.held(settings, signer_seal.KEEPER))
         self.tools = ToolStore(self.admin)
+        self.schedules = ScheduleStore(self.admin)  # the SDK's `wakeful schedule ...` (D104)
         self.policies = PolicyStore(self.admin)
         self.store = wiring.store_for(settings, "admin")
         self._publisher: ConfluentPublisher | None = None

@@ -22,6 +22,7 @@ DEV_SIGNERS: dict[str, tuple[str, ...]] = {
     "mallory": (events.APPROVE,),  # a registered signer who is not an approver
     "ops-lead": (events.REOPEN, events.CANCEL),  # the person deadlines escalate to
     "ops-oncall": (events.REPLAY,),  # the operator who replays dead letters (`wakeful dlq replay`)
+    "scheduler": (events.CREATE,),  # signs every schedule's ticks, in the timers (`wakeful schedule`)
 }
 PRINCIPAL = "principal:"
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from wakeful.core.errors import ConfigError
+from wakeful.core.errors import ConfigError, WakefulError
+from wakeful.core.settings import Settings
 from wakeful.producers.signing import Ed25519Signer, HmacSigner
 
 SEED_BYTES = 32
@@ -91,3 +92,20 @@ def load_secret(key_id: str, path: str | Path) -> HmacSigner:
     if len(secret) < 16:
         raise ConfigError(str(path), "not an HMAC secret: expected one hex line of 16 bytes or more")
     return HmacSigner(key_id, secret)
+
+
+def keystore(settings: Settings) -> Path:
+    """Where this machine keeps its principals' signing keys (`wakeful authority signers add`)."""
+    return settings.home / "signers"
+
+
+def local_signer(settings: Settings, principal: str) -> Ed25519Signer:
+    """`principal`'s signing key from this machine's keystore, or a WakefulError saying how to
+    make one."""
+    path = keystore(settings) / f"{principal}.key"
+    if not path.exists():
+        raise WakefulError(
+            f"no signing key for {principal!r} in {path.parent}: add one with "
+            f"`wakeful authority signers add {principal} --kinds <event kinds>`"
+        )
+    return load_signer(f"key-{principal}", path)

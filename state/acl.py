@@ -138,8 +138,12 @@ RULES: dict[str, str] = {
     ),
     # Its sweep (consumers/timer/sweep.py) reads the task index, and whether a task is frozen,
     # quarantined or leased, for the tasks nothing will wake (D85).
+    # Its schedules (consumers/timer/schedules.py) read the schedules, claim a tick before it is
+    # published, and move each schedule's newest published tick forward, never back (ZADD GT).
     "timer": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard) "
+        f"(%R~{keys.AUTH_SCHEDULES} +hgetall) (~{keys.SCHEDULE_FIRED} +zadd +zrange) "
+        f"(~{keys.PATTERN_SCHEDULE_CLAIM} +set) "
         f"(%R~{keys.PATTERN_INDEX} +zrangebyscore +hmget) (%R~{keys.HELD_TASKS} +sismember) "
         f"(%R~{keys.PATTERN_QUARANTINE} %R~{keys.PATTERN_LEASE} +exists)"
     ),

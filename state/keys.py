@@ -58,6 +58,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | has yet to drain (state/purge.py)                  |                        |
 | wk:deadlines      | zset   | "<task_id>|<deadline ms>" scored by deadline ms    | gate, executor; timer  |
 |                   |        |                                                    | removes                |
+| wk:schedule:fired | zset   | schedule name scored by the ms of its newest tick  | timer: ZADD GT only    |
+|                   |        | on wakeful.events (consumers/timer/schedules.py)   | (it never goes back)   |
+| wk:schedule:claim:{N}:{ms} | string | which timer publishes tick ms of N (PX) | timer: SET NX          |
 | wk:corr:{C}       | string | correlation id C -> "<tenant>|<task id>" of the    | gate, executor         |
 |                   |        | wait it answers (a bare task id: written before    |                        |
 |                   |        | the tenant was; corr_target())                     |                        |
@@ -194,6 +197,15 @@ OUTBOX_SWEEP_S = 60.0
 
 OUTBOX_DIRTY = f"{PREFIX}:outbox:dirty"
 DEADLINES = f"{PREFIX}:deadlines"
+SCHEDULE_FIRED = f"{PREFIX}:schedule:fired"
+PATTERN_SCHEDULE_CLAIM = f"{PREFIX}:schedule:claim:*"
+SCHEDULE_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+
+
+def schedule_claim(name: str, tick_ms: int) -> str:
+    """The key a timer sets (NX, with a ttl) before it publishes `name`'s tick at tick_ms."""
+    return f"{PREFIX}:schedule:claim:{checked(SCHEDULE_NAME, name, 'schedule name')}:{int(tick_ms)}"
+
 
 AUTHORITY = f"{PREFIX}:authority"
 AUTH_APPROVERS = f"{AUTHORITY}:approvers"  # shared approvers: an app with none of its own reads it
@@ -219,6 +231,11 @@ _TOOLS = f"{AUTHORITY}:{{tools}}"
 AUTH_TOOL_CATALOG = f"{_TOOLS}:catalog"  # hash app -> JSON {catalog, published_at, by, tools}
 AUTH_TOOL_SWITCHES = f"{_TOOLS}:switches"  # hash JSON [app, tool] -> JSON {by, at, reason}
 AUTH_TOOL_HISTORY = f"{_TOOLS}:history"  # stream: {app, tool, action, by, reason, at}
+# The schedules (authority/schedule_store.py): one hash tag, so a schedule and its history record
+# are written in one MULTI on a Redis Cluster too. The timer reads them; operators write them.
+_SCHEDULES = f"{AUTHORITY}:{{schedules}}"
+AUTH_SCHEDULES = f"{_SCHEDULES}:all"  # hash name -> JSON schedule (workflow/schedules.py)
+AUTH_SCHEDULE_HISTORY = f"{_SCHEDULES}:history"  # stream: {name, action, by, reason, at}
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
 UNREADABLE_TASKS = f"{PREFIX}:unreadable"

@@ -7,6 +7,7 @@ that is not really due). Deadlines are never a Redis TTL: a waiting task is neve
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -17,13 +18,16 @@ from confluent_kafka import Producer
 
 from wakeful.consumers.kafka.failures import forever
 from wakeful.consumers.kafka.producing import DeliveryFailures, make_producer
+from wakeful.consumers.timer import schedules as timer_schedules
 from wakeful.consumers.timer import sweep as timer_sweep
+from wakeful.consumers.timer.schedules import Scheduler
 from wakeful.consumers.timer.sweep import Sweep
 from wakeful.core import metrics, topics
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.core.tracing import root as new_trace
+from wakeful.producers.keys import local_signer
 from wakeful.schemas.events import Envelope
 from wakeful.sdk.app import load_app
 from wakeful.state import acl, keys
@@ -101,6 +105,9 @@ def main(settings: Settings, stop: threading.Event) -> None:
     # The sweep's own connection: its pipelines never wait behind a tick's, nor a tick behind them.
     sweep = Sweep(acl.connect(settings, "timer"), load_app(settings.app), log, settings.sweep_s)
     timer = Timer(client, producer, log, failures, sweep)
+    signer = functools.cache(lambda: local_signer(settings, timer_schedules.SCHEDULER))
+    scheduler = Scheduler(acl.connect(settings, "timer"), producer, signer, log)
     log("role.start")
+    timer_schedules.start(scheduler, stop)
     timer.run(stop)
     log("role.stop", messages=timer.fired, redis_round_trips=acl.CountingConnection.round_trips)

@@ -29,6 +29,7 @@ import redis
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from wakeful.authority import backup
+from wakeful.authority.schedule_store import ScheduleStore
 from wakeful.consumers.executor import steps as executor_steps
 from wakeful.consumers.kafka.producing import producer_config
 from wakeful.consumers.kafka.switch_acks import LIVE_S
@@ -41,11 +42,12 @@ from wakeful.operate.recover import proposals as redrive_proposals
 from wakeful.operate.recover import redrive
 from wakeful.operate.recover.scan import Scan
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.schemas.schedule import ScheduleRecord
 from wakeful.sdk.app import App
 from wakeful.state import keys, library
 from wakeful.state.restore import Restored, Restorer
 from wakeful.state.seal import Sealer
-from wakeful.workflow import engine, tombstones
+from wakeful.workflow import engine, schedules, tombstones
 from wakeful.workflow.stuck import PARKED
 
 NOT_ON_THE_LOG = (
@@ -80,6 +82,7 @@ class Report:
     redrive_plan: redrive.Plan = field(default_factory=redrive.Plan)  # D87
     redriven: list[str] = field(default_factory=list)
     proposals: list[str] = field(default_factory=list)  # published again (redrive_proposals)
+    schedules_marked: dict[str, str] = field(default_factory=dict)  # newest tick per schedule, set again
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +109,7 @@ class Report:
                 "left": self.authority_left,
             },
             "not_on_the_log": list(NOT_ON_THE_LOG),
+            "schedules_newest_tick": self.schedules_marked,
             "redrive": self.redrive_plan.as_dict()
             | {"wakes_published": self.redriven, "proposals_published": self.proposals},
         }
@@ -161,6 +165,7 @@ def recover(
             f"recover: restored {len(report.done.restored)}, left {len(report.done.left)}, "
             f"failed {len(report.done.failed)} of {len(scan.ends)} tasks"
         )
+    report.schedules_marked = _schedule_marks(admin, [*report.done.restored, *report.done.left])
     fold, read = scan.fold, scan.read
     report.messages, report.duplicates = read.messages, fold.duplicates
     report.records = fold.records + read.passed_over
@@ -201,6 +206,20 @@ def _wakes(
             return False  # not this app's: its own fleet's recovery wakes it
 
     return wakes
+
+
+def _schedule_marks(admin: redis.Redis, tasks: list[str]) -> dict[str, str]:
+    """Each schedule's newest published tick set again from the tasks its ticks started (moved
+    forward only): a tick before it is not published twice (D104)."""
+    names = {n for n, r in ScheduleStore(admin).all().items() if isinstance(r, ScheduleRecord)}
+    newest: dict[str, datetime] = {}
+    for task in tasks:
+        found = schedules.tick_of(task, names)
+        if found is not None:
+            newest[found[0]] = max(newest.get(found[0], found[1]), found[1])
+    if newest:
+        admin.zadd(keys.SCHEDULE_FIRED, {n: int(t.timestamp() * 1000) for n, t in newest.items()}, gt=True)
+    return {n: t.isoformat() for n, t in sorted(newest.items())}
 
 
 def _authority(settings: Settings, admin: redis.Redis, sealer: Sealer, report: Report, say: Say) -> None:

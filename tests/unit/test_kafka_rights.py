@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # DESIGN.md section 2, topic by topic: who writes it, who reads it.
 WRITERS = {
-    topics.EVENTS: {UPSTREAM, "ingress"},  # upstream systems, and the HTTP door that takes their posts
+    # upstream systems, the HTTP door that takes their posts, and the timers' schedule ticks (D104)
+    topics.EVENTS: {UPSTREAM, "ingress", "timer"},
     topics.WAKE: {"inbound", "timer"},  # signed events, and deadline wakes
     topics.PROPOSALS_REQUEST: {"gate"},
     topics.PROPOSALS: {"proposer"},

@@ -45,6 +45,8 @@ KINDS: dict[str, str | None] = {
     "memory refused": keys.PATTERN_MEMORY_REFUSED,
     "bank": bank.PATTERN,
     "suppliers": suppliers_keys.PATTERN,
+    "schedule claim": keys.PATTERN_SCHEDULE_CLAIM,
+    "schedule fired": None,
     "outbox index": None,
     "deadlines": None,
     "held tasks": None,
@@ -80,6 +82,8 @@ def every_key() -> list[tuple[str, str]]:
         ("held tasks", keys.HELD_TASKS),
         ("unreadable tasks", keys.UNREADABLE_TASKS),
         ("live", keys.LIVE),
+        ("schedule fired", keys.SCHEDULE_FIRED),
+        ("authority", keys.AUTH_SCHEDULES),
         ("index signed", keys.INDEX_SIGNED),
         ("dlq replays", keys.DLQ_REPLAYS),
         ("ops session", keys.ops_session("ab" * 32)),  # admin only: no role's pattern may reach it
@@ -105,6 +109,8 @@ def every_key() -> list[tuple[str, str]]:
             ("bank", bank.fence_key(word)),
             ("suppliers", suppliers_keys.fence_key(word)),
         ]
+        if keys.SCHEDULE_NAME.fullmatch(word):
+            built.append(("schedule claim", keys.schedule_claim(word, 1_796_000_000_000)))
         for event_id in EVENT_WORDS:
             built += [
                 ("task receipt", keys.receipt(event_id, word, key_id=word)),
@@ -131,5 +137,7 @@ def test_every_pattern_the_acl_grants_is_one_of_the_key_tables_kinds() -> None:
         keys.LIVE,
         keys.INDEX_SIGNED,  # the relay's mark that it signed the index of the release before (D93)
         keys.AUTH_SIGNERS,  # the read door reads this one authority key only
+        keys.SCHEDULE_FIRED,  # each schedule's newest published tick: the timers' (D104)
+        keys.AUTH_SCHEDULES,  # the timers read this one authority key only
     }
     assert granted <= known, granted - known

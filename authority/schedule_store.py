@@ -1,0 +1,144 @@
+"""The schedules in the authority store, and the history of every change to them (D104).
+
+Operators write them as the admin Redis user (`wakeful schedule ...`, or Client.schedules); the
+timer reads them and publishes their ticks (consumers/timer/schedules.py). A change and its history
+record are written in one MULTI, WATCHed, as the tools' switches are (authority/tool_store.py). Being
+authority, they are in its sealed copy on wakeful.authority and come back with `wakeful recover`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import redis
+
+from wakeful.authority import switches
+from wakeful.authority.kept import moved
+from wakeful.core.cron import CATCH_UP
+from wakeful.core.errors import ConfigError, Contention, DecodeError
+from wakeful.schemas.schedule import ScheduleRecord
+from wakeful.state import keys
+
+ADD, PAUSE, RESUME, DELETE = "add", "pause", "resume", "delete"
+T = TypeVar("T")
+
+
+class ScheduleStore:
+    def __init__(
+        self, client: redis.Redis, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> None:
+        self.client = client
+        self.clock = clock
+
+    def add(
+        self, name: str, rule: str, workflow: str, payload: dict[str, Any], *, by: str, catch_up: str
+    ) -> ScheduleRecord:
+        """A new schedule, ticking from now; ConfigError if the name is taken or a field is wrong."""
+        by, _ = switches.checked_words(by, "", reason_needed=False)
+        if catch_up not in CATCH_UP:
+            raise ConfigError("--catch-up", f"{catch_up!r} is not one of {', '.join(CATCH_UP)}")
+        if not keys.SCHEDULE_NAME.fullmatch(name):
+            raise ConfigError("NAME", f"{name!r} must match {keys.SCHEDULE_NAME.pattern}")
+        record = ScheduleRecord(
+            name=name,
+            rule=rule,
+            workflow=workflow,
+            payload=payload,
+            catch_up=catch_up,
+            by=by,
+            since=self.clock(),
+        )
+
+        def write(pipe: Any) -> ScheduleRecord:
+            if pipe.hexists(keys.AUTH_SCHEDULES, name):
+                raise ConfigError("NAME", f"schedule {name} exists: delete it first, or choose another name")
+            pipe.multi()
+            pipe.hset(keys.AUTH_SCHEDULES, name, record.encode())
+            self._record(pipe, name, ADD, by, f"{rule} -> {workflow}, catch-up {catch_up}")
+            return record
+
+        return self._watched(write)
+
+    def pause(self, name: str, *, by: str, reason: str = "") -> ScheduleRecord:
+        """No tick is published while paused; those that fall in the pause are never owed."""
+        return self._change(name, PAUSE, by, reason, lambda r: r.model_copy(update={"paused": True}))
+
+    def resume(self, name: str, *, by: str, reason: str = "") -> ScheduleRecord:
+        """Ticks again from now on: none that fell while it was paused."""
+        now = self.clock()
+        return self._change(
+            name, RESUME, by, reason, lambda r: r.model_copy(update={"paused": False, "since": now})
+        )
+
+    def delete(self, name: str, *, by: str, reason: str = "") -> ScheduleRecord:
+        return self._change(name, DELETE, by, reason, None)
+
+    def all(self) -> dict[str, ScheduleRecord | str]:
+        """Every schedule by name, or for one that does not decode, why not."""
+        found: dict[str, ScheduleRecord | str] = {}
+        stored: dict[bytes, bytes] = self.client.hgetall(keys.AUTH_SCHEDULES)  # type: ignore[assignment]
+        for name, raw in stored.items():
+            try:
+                found[name.decode()] = ScheduleRecord.decode(raw)
+            except DecodeError as exc:
+                found[name.decode()] = f"unreadable: {exc}"
+        return dict(sorted(found.items()))
+
+    def fired(self) -> dict[str, datetime]:
+        """Each schedule's newest tick published on wakeful.events."""
+        rows: Any = self.client.zrange(keys.SCHEDULE_FIRED, 0, -1, withscores=True)
+        return {n.decode(): datetime.fromtimestamp(ms / 1000, UTC) for n, ms in rows}
+
+    def history(self, count: int = 50) -> list[dict[str, str]]:
+        """The last `count` changes, oldest first."""
+        page: Any = self.client.xrevrange(keys.AUTH_SCHEDULE_HISTORY, count=count)
+        rows = [{"id": i.decode(), **{k.decode(): v.decode() for k, v in f.items()}} for i, f in page]
+        return list(reversed(rows))
+
+    def _change(
+        self,
+        name: str,
+        action: str,
+        by: str,
+        reason: str,
+        change: Callable[[ScheduleRecord], ScheduleRecord] | None,
+    ) -> ScheduleRecord:
+        by, reason = switches.checked_words(by, reason, reason_needed=False)
+
+        def write(pipe: Any) -> ScheduleRecord:
+            raw = pipe.hget(keys.AUTH_SCHEDULES, name)
+            if not isinstance(raw, bytes):
+                raise ConfigError("NAME", f"no schedule {name}; `wakeful schedule list` shows them")
+            record = ScheduleRecord.decode(raw)
+            pipe.multi()
+            if change is None:
+                pipe.hdel(keys.AUTH_SCHEDULES, name)
+            else:
+                record = change(record)
+                pipe.hset(keys.AUTH_SCHEDULES, name, record.encode())
+            self._record(pipe, name, action, by, reason)
+            return record
+
+        return self._watched(write)
+
+    def _watched(self, step: Callable[[Any], T]) -> T:
+        for _ in range(keys.CAS_RETRIES):
+            with self.client.pipeline(transaction=True) as pipe:  # one slot: {schedules}
+                try:
+                    pipe.watch(keys.AUTH_SCHEDULES)  # type: ignore[no-untyped-call]
+                    result = step(pipe)
+                    if len(pipe):
+                        pipe.execute()
+                        moved(self.client)
+                    return result
+                except redis.WatchError:
+                    continue
+        raise Contention(keys.AUTH_SCHEDULES, keys.CAS_RETRIES)
+
+    def _record(self, pipe: Any, name: str, action: str, by: str, reason: str) -> None:
+        at = self.clock().isoformat(timespec="seconds").replace("+00:00", "Z")
+        pipe.xadd(
+            keys.AUTH_SCHEDULE_HISTORY, {"name": name, "action": action, "by": by, "reason": reason, "at": at}
+        )

@@ -1,0 +1,175 @@
+"""`wakeful schedule ...`: tasks started on a cron rule or an interval, one per tick (D104). The
+schedules are authority data: operators change them, each change recorded with who and when; the
+timers publish their ticks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import orjson
+
+from wakeful.cli.app_option import app_option
+from wakeful.cli.kill_cmds import operator
+from wakeful.cli.output import emit
+from wakeful.core.cron import CATCH_UP
+from wakeful.core.errors import ConfigError
+from wakeful.core.settings import Settings
+from wakeful.operate.client import Client
+from wakeful.schemas.schedule import ScheduleRecord
+from wakeful.workflow import schedules
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+by_option = click.option(
+    "--by", required=True, help="The operator who changes it (a signer that may send task.reopen): recorded."
+)
+reason_option = click.option("--reason", default="", help="Why: recorded.")
+
+
+@click.group()
+def schedule() -> None:
+    """Start a workflow's tasks on a cron rule or an interval: add, list, pause, resume, delete, history."""
+
+
+@schedule.command("add")
+@app_option
+@click.argument("name")
+@click.option("--cron", "cron_expr", default=None, help="Five fields, UTC: minute hour day month weekday.")
+@click.option("--every", default=None, help="An interval: 30s, 5m, 2h, 1d or 1h30m; ticks count from now.")
+@click.option("--workflow", required=True, help="The app's workflow each tick starts.")
+@click.option("--payload", default="{}", show_default=True, help="The task.create fields, as a JSON object.")
+@click.option(
+    "--catch-up",
+    type=click.Choice(CATCH_UP),
+    default="one",
+    show_default=True,
+    help="After an outage: skip the missed ticks, run the newest one, or run all of them.",
+)
+@by_option
+@json_option
+@click.pass_obj
+def schedule_add(
+    settings: Settings,
+    name: str,
+    cron_expr: str | None,
+    every: str | None,
+    workflow: str,
+    payload: str,
+    catch_up: str,
+    by: str,
+    as_json: bool,
+) -> None:
+    """Add schedule NAME: from now on, each tick of --cron or --every starts one task of --workflow
+    with --payload, signed by the `scheduler` principal."""
+    client = Client(settings)
+    operator(client, by)
+    try:
+        rule = schedules.rule_text(cron_expr, every)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--cron' / '--every'") from None
+    if client.app.workflow(workflow) is None:
+        have = ", ".join(wf.name for wf in client.app.workflows)
+        raise click.BadParameter(
+            f"app {client.app.name} has no workflow {workflow!r}; it has {have}", param_hint="'--workflow'"
+        )
+    fields = _payload(payload)
+    added = client.schedules.add(name, rule, workflow, fields, by=by, catch_up=catch_up)
+    row = _row(added, None)
+    emit(row, as_json, f"schedule {name} added: {row['rule']}, next tick {row['next_tick']}")
+
+
+@schedule.command("list")
+@app_option
+@json_option
+@click.pass_obj
+def schedule_list(settings: Settings, as_json: bool) -> None:
+    """Every schedule: its rule, workflow, catch-up policy, paused or not, its newest tick published
+    and its next."""
+    store = Client(settings).schedules
+    fired = store.fired()
+    rows = [
+        _row(found, fired.get(name)) if isinstance(found, ScheduleRecord) else {"name": name, "error": found}
+        for name, found in store.all().items()
+    ]
+    lines = [f"{r['name']:<20} {r.get('error') or _line(r)}" for r in rows] or [
+        "no schedules (`wakeful schedule add NAME --every 1h --workflow W --by P`)"
+    ]
+    emit({"schedules": rows}, as_json, "\n".join(lines))
+
+
+@schedule.command("pause")
+@app_option
+@click.argument("name")
+@by_option
+@reason_option
+@click.pass_obj
+def schedule_pause(settings: Settings, name: str, by: str, reason: str) -> None:
+    """Publish no tick of NAME until it is resumed; the ticks that fall meanwhile are never owed."""
+    _change(settings, "pause", name, by, reason)
+
+
+@schedule.command("resume")
+@app_option
+@click.argument("name")
+@by_option
+@reason_option
+@click.pass_obj
+def schedule_resume(settings: Settings, name: str, by: str, reason: str) -> None:
+    """Tick again from now."""
+    _change(settings, "resume", name, by, reason)
+
+
+@schedule.command("delete")
+@app_option
+@click.argument("name")
+@by_option
+@reason_option
+@click.pass_obj
+def schedule_delete(settings: Settings, name: str, by: str, reason: str) -> None:
+    """Remove NAME: no tick of it is published again. The tasks it started are left as they are."""
+    _change(settings, "delete", name, by, reason)
+
+
+@schedule.command("history")
+@app_option
+@json_option
+@click.pass_obj
+def schedule_history(settings: Settings, as_json: bool) -> None:
+    """The last changes to the schedules: what, by whom, when and why."""
+    rows = Client(settings).schedules.history()
+    lines = [f"{r['at']} {r['action']:<7} {r['name']:<20} by {r['by']} {r['reason']}" for r in rows]
+    emit({"history": rows}, as_json, "\n".join(lines) or "no changes")
+
+
+def _change(settings: Settings, action: str, name: str, by: str, reason: str) -> None:
+    client = Client(settings)
+    operator(client, by)
+    store = client.schedules
+    changed = {"pause": store.pause, "resume": store.resume, "delete": store.delete}[action](
+        name, by=by, reason=reason
+    )
+    done = {"pause": "paused", "resume": "resumed", "delete": "deleted"}[action]
+    click.echo(f"schedule {changed.name} {done}")
+
+
+def _payload(text: str) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError("--payload", f"not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError("--payload", "must be a JSON object of the task.create fields")
+    return doc
+
+
+def _row(found: ScheduleRecord, fired: Any) -> dict[str, Any]:
+    return {
+        **found.model_dump(mode="json"),
+        "newest_tick": fired.isoformat() if fired else None,
+        "next_tick": None if found.paused else schedules.next_tick(found, fired).isoformat(),
+    }
+
+
+def _line(row: dict[str, Any]) -> str:
+    state = "paused" if row["paused"] else f"next {row['next_tick']}"
+    return f"{row['rule']:<24} {row['workflow']:<20} catch-up {row['catch_up']:<4} {state}"

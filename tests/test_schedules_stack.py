@@ -1,0 +1,138 @@
+"""Schedules on worker processes (D104): each tick of a schedule starts exactly one task, signed by
+the scheduler and taken through the door like any upstream event, whatever the number of timers and
+however often one is killed; the commands add, list, pause, resume and delete one."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from cli_run import doc, wakeful
+
+from wakeful.consumers.kafka.supervisor import ROLES
+from wakeful.core.errors import TaskNotFound
+from wakeful.core.process import wait_until
+from wakeful.core.settings import Settings
+from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
+from wakeful.schemas.schedule import ScheduleRecord
+from wakeful.workflow import schedules
+
+TICKS = 100
+TIMERS = 3
+KILL_EVERY_S = 15.0  # one timer killed, in turn, this often while the ticks run
+SETTLE_S = 120.0
+pytestmark = pytest.mark.timeout(TICKS + 2 * SETTLE_S + 120)
+
+
+@pytest.fixture(scope="module")
+def timers(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[tuple[Client, Fleet]]:
+    """The refund app with three timer processes, one of every other role."""
+    client = Client(dataclasses.replace(settings, app="wakeful.examples.refund:app"))
+    client.reset_authority()  # the dev signers, the scheduler among them
+    env = {**os.environ, "WAKEFUL_APP": "wakeful.examples.refund:app", "WAKEFUL_MODEL": "rules"}
+    fleet = Fleet(env, replicas={**dict.fromkeys(ROLES, 1), "timer": TIMERS}).start()
+    try:
+        yield client, fleet
+    finally:
+        for name in client.schedules.all():
+            client.schedules.delete(name, by="ops-lead")
+        fleet.stop()
+        client.close()
+
+
+def ticks_of(found: ScheduleRecord, until: datetime) -> list[datetime]:
+    """An `every` schedule's ticks after its since, up to `until`."""
+    step = timedelta(seconds=int(found.rule.removeprefix(schedules.EVERY)))
+    first = found.since.replace(microsecond=0) + step
+    return [first + k * step for k in range(int((until - first) / step) + 1)] if until >= first else []
+
+
+def started(client: Client, task_id: str) -> bool:
+    try:
+        client.show(task_id)
+    except TaskNotFound:
+        return False
+    return True
+
+
+def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn(
+    timers: tuple[Client, Fleet],
+) -> None:
+    client, fleet = timers
+    found = client.schedules.add(
+        "hundred", "every:1", "refund", {"amount": 300}, by="ops-lead", catch_up="all"
+    )
+    end = found.since + timedelta(seconds=TICKS)
+    killed, members = 0, fleet.members_of("timer")
+    next_kill = time.monotonic() + KILL_EVERY_S
+    while datetime.now(UTC) < end:
+        if time.monotonic() >= next_kill:  # SIGKILL one, in turn, and start it again
+            member = members[killed % len(members)]
+            fleet.kill(member)
+            fleet.start_role(member)
+            killed, next_kill = killed + 1, time.monotonic() + KILL_EVERY_S
+        time.sleep(0.2)
+    client.schedules.pause("hundred", by="ops-lead")
+    wanted = ticks_of(found, end)
+    assert len(wanted) == TICKS and killed >= TIMERS, (len(wanted), killed)
+    ids = [schedules.task_id("hundred", t) for t in wanted]
+    assert wait_until(lambda: all(started(client, t) for t in ids), SETTLE_S), [
+        t for t in ids if not started(client, t)
+    ]
+    shown = [client.wait_settled(t, SETTLE_S) for t in ids]
+    assert {s["stage"] for s in shown} == {"closed"}, [s for s in shown if s["stage"] != "closed"][:3]
+    # one refund per tick, done once
+    assert all([a["status"] for a in s["actions"].values()] == ["succeeded"] for s in shown), shown[:2]
+    # and no other task of the schedule's: none for a tick twice, none before its since
+    made = sorted(r["id"] for r in client.list_tasks() if r["id"].startswith("hundred-"))
+    assert made[: len(ids)] == ids and len(made) - len(ids) <= 2, made[
+        len(ids) :
+    ]  # ticks after `end`, at most
+    client.schedules.delete("hundred", by="ops-lead")
+
+
+def test_the_commands_add_list_pause_resume_and_delete_a_schedule(timers: tuple[Client, Fleet]) -> None:
+    client, _ = timers
+    added = wakeful(
+        "schedule", "add", "nightly", "--cron", "0 3 * * *", "--workflow", "refund",
+        "--payload", '{"amount": 120}', "--by", "ops-lead", "--json",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert doc(added)["next_tick"].endswith("T03:00:00+00:00"), added.stdout
+    again = wakeful("schedule", "add", "nightly", "--every", "1h", "--workflow", "refund", "--by", "ops-lead")
+    assert again.returncode != 0 and "exists" in again.stderr, again
+    wrong = wakeful(
+        "schedule", "add", "bad", "--cron", "0 25 * * *", "--workflow", "refund", "--by", "ops-lead"
+    )
+    assert wrong.returncode != 0 and "hour" in wrong.stderr, wrong.stderr
+    stranger = wakeful("schedule", "add", "x", "--every", "1h", "--workflow", "refund", "--by", "mallory")
+    assert stranger.returncode != 0 and "not an operator" in stranger.stderr, stranger.stderr
+    quick = wakeful(
+        "schedule", "add", "quick", "--every", "1s", "--workflow", "refund", "--payload", '{"amount": 90}',
+        "--by", "ops-lead",
+    )  # fmt: skip
+    assert quick.returncode == 0, quick.stderr
+    assert wait_until(lambda: "quick" in client.schedules.fired(), 30)
+    assert wakeful("schedule", "pause", "quick", "--by", "ops-lead", "--reason", "quiet").returncode == 0
+    paused_at = client.schedules.fired()["quick"]
+    listed = doc(wakeful("schedule", "list", "--json"))["schedules"]
+    assert {r["name"]: r["paused"] for r in listed} == {"nightly": False, "quick": True}, listed
+    # over two ticks' worth of time, a paused schedule publishes none
+    assert not wait_until(lambda: client.schedules.fired()["quick"] != paused_at, 2.5)
+    assert wakeful("schedule", "resume", "quick", "--by", "ops-lead").returncode == 0
+    assert wait_until(lambda: client.schedules.fired()["quick"] > paused_at, 30)
+    for name in ("quick", "nightly"):
+        assert wakeful("schedule", "delete", name, "--by", "ops-lead").returncode == 0
+    history = doc(wakeful("schedule", "history", "--json"))["history"]
+    assert [(r["name"], r["action"]) for r in history if r["name"] == "quick"] == [
+        ("quick", "add"),
+        ("quick", "pause"),
+        ("quick", "resume"),
+        ("quick", "delete"),
+    ]
+    assert doc(wakeful("schedule", "list", "--json"))["schedules"] == []
