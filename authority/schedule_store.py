@@ -73,7 +73,11 @@ class ScheduleStore:
         )
 
     def delete(self, name: str, *, by: str, reason: str = "") -> ScheduleRecord:
-        return self._change(name, DELETE, by, reason, None)
+        """Remove the schedule, and then its newest published tick: one added later under the name
+        ticks from its own since."""
+        gone = self._change(name, DELETE, by, reason, None)
+        self.client.zrem(keys.SCHEDULE_FIRED, name)
+        return gone
 
     def all(self) -> dict[str, ScheduleRecord | str]:
         """Every schedule by name, or for one that does not decode, why not."""

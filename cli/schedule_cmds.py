@@ -97,37 +97,38 @@ def schedule_list(settings: Settings, as_json: bool) -> None:
     emit({"schedules": rows}, as_json, "\n".join(lines))
 
 
-@schedule.command("pause")
-@app_option
-@click.argument("name")
-@by_option
-@reason_option
-@click.pass_obj
-def schedule_pause(settings: Settings, name: str, by: str, reason: str) -> None:
-    """Publish no tick of NAME until it is resumed; the ticks that fall meanwhile are never owed."""
-    _change(settings, "pause", name, by, reason)
+# (command, what it does to the schedule, its help)
+CHANGES = (
+    (
+        "pause",
+        "paused",
+        "Publish no tick of NAME until it is resumed; the ticks that fall meanwhile are never owed.",
+    ),
+    ("resume", "resumed", "Tick again from now: none of the ticks that fell while NAME was paused."),
+    (
+        "delete",
+        "deleted",
+        "Remove NAME: no tick of it is published again. The tasks it started are left as they are.",
+    ),
+)
 
 
-@schedule.command("resume")
-@app_option
-@click.argument("name")
-@by_option
-@reason_option
-@click.pass_obj
-def schedule_resume(settings: Settings, name: str, by: str, reason: str) -> None:
-    """Tick again from now."""
-    _change(settings, "resume", name, by, reason)
+def _changing(action: str, done: str, help_text: str) -> click.Command:
+    @click.pass_obj
+    def command(settings: Settings, name: str, by: str, reason: str) -> None:
+        client = Client(settings)
+        operator(client, by)
+        store = client.schedules
+        change = {"pause": store.pause, "resume": store.resume, "delete": store.delete}[action]
+        click.echo(f"schedule {change(name, by=by, reason=reason).name} {done}")
+
+    for option in (reason_option, by_option, click.argument("name"), app_option):
+        command = option(command)
+    return click.command(action, help=help_text)(command)
 
 
-@schedule.command("delete")
-@app_option
-@click.argument("name")
-@by_option
-@reason_option
-@click.pass_obj
-def schedule_delete(settings: Settings, name: str, by: str, reason: str) -> None:
-    """Remove NAME: no tick of it is published again. The tasks it started are left as they are."""
-    _change(settings, "delete", name, by, reason)
+for _action, _done, _help in CHANGES:
+    schedule.add_command(_changing(_action, _done, _help))
 
 
 @schedule.command("history")
@@ -139,17 +140,6 @@ def schedule_history(settings: Settings, as_json: bool) -> None:
     rows = Client(settings).schedules.history()
     lines = [f"{r['at']} {r['action']:<7} {r['name']:<20} by {r['by']} {r['reason']}" for r in rows]
     emit({"history": rows}, as_json, "\n".join(lines) or "no changes")
-
-
-def _change(settings: Settings, action: str, name: str, by: str, reason: str) -> None:
-    client = Client(settings)
-    operator(client, by)
-    store = client.schedules
-    changed = {"pause": store.pause, "resume": store.resume, "delete": store.delete}[action](
-        name, by=by, reason=reason
-    )
-    done = {"pause": "paused", "resume": "resumed", "delete": "deleted"}[action]
-    click.echo(f"schedule {changed.name} {done}")
 
 
 def _payload(text: str) -> dict[str, Any]:

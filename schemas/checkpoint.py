@@ -42,6 +42,8 @@ class PendingWait(Layer):
     deadline: datetime
     on_deadline: str  # e.g. "escalate:ops-lead" or "expire"
     then: str | None = None  # an approval wait: the stage the task moves to once approved
+    count: int = 1  # an approval wait: how many different approvers must approve (a quorum)
+    counted: tuple[str, ...] = ()  # the approvers counted so far, each once, at bound_to_version
 
 
 class BusinessState(Layer):
@@ -87,7 +89,7 @@ class SecurityScope(Layer):
 
 
 class VersionStamps(Layer):
-    schema_: int = Field(alias="schema", default=3)
+    schema_: int = Field(alias="schema", default=4)
     policy: str
     tool_catalog: str
     agent_id: str
@@ -96,7 +98,7 @@ class VersionStamps(Layer):
 
 class Checkpoint(Record):
     KIND: ClassVar[str] = "checkpoint"
-    SCHEMA: ClassVar[int] = 3
+    SCHEMA: ClassVar[int] = 4
     schema_version: int = SCHEMA
 
     task_id: str
@@ -163,5 +165,19 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
     versions["schema"] = 3
     if versions.get("tool_catalog") == "catalog-1":
         versions["tool_catalog"] = REFUND_CATALOG_V2
+    data["versions"] = versions
+    return data
+
+
+@migration("checkpoint", 3)
+def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """v4 counts the approvers of a quorum on each wait: a v3 wait wanted one and had counted none."""
+    execution = dict(data.get("execution", {}))
+    execution["pending_waits"] = [
+        {**wait, "count": 1, "counted": []} for wait in execution.get("pending_waits", [])
+    ]
+    data["execution"] = execution
+    versions = dict(data.get("versions", {}))
+    versions["schema"] = 4
     data["versions"] = versions
     return data

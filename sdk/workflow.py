@@ -53,13 +53,16 @@ WORKFLOW_FIELD = "workflow"
 class Wait:
     """Sleep until an `event` from one of `signers` answers, bound to the current task version, or
     until `within` has passed: then `on_deadline` ("escalate:<owner>" parks the task for review,
-    "expire" closes it). For an approval, `then` is the stage the task moves to once approved."""
+    "expire" closes it). For an approval, `then` is the stage the task moves to once approved, and
+    `count` how many different approvers must approve the version (a quorum: each counted once, and
+    only while still an approver); the deadline and its rule are the whole quorum's."""
 
     event: str
     signers: tuple[str, ...]
     within: timedelta
     on_deadline: str = "escalate:ops"
     then: str | None = None
+    count: int = 1
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ hypothesis.settings.load_profile("wakeful")
 LONGEST = (
     "test_crashes.py",
     "test_outage_drill.py",
+    "test_schedules_stack.py",
     "test_steps_loop.py",
     "test_support_crashes.py",
     "test_lease_heartbeat.py",
@@ -55,6 +56,7 @@ LONGEST = (
     "test_rebalance.py",
     "test_devstack_lifecycle.py",
     "test_redrive.py",
+    "test_controls_stack.py",
     "test_dlq_bulk.py",
     "test_demo.py",
     "test_dlq_cli.py",

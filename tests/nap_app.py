@@ -1,6 +1,7 @@
 """A test app whose tasks sleep (sdk Sleep): `nap` sleeps for the `sleep_s` its create names, or
 until the `until` (ISO 8601) it names, then closes. A `nap.poke` from the requester while it sleeps
-wakes it early (and cancels the sleep)."""
+wakes it early (and cancels the sleep). `quorum` waits for two different approvers of its version,
+then closes (Wait(count=2))."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from wakeful.schemas import events
 from wakeful.sdk import (
+    APPROVERS,
     CLOSED,
     REQUESTER,
     Accept,
@@ -21,10 +24,11 @@ from wakeful.sdk import (
     Review,
     Sleep,
     Start,
+    Wait,
     Workflow,
 )
 
-NAPPING = "napping"
+NAPPING, AWAITING = "napping", "awaiting_quorum"
 POKE = "nap.poke"
 
 
@@ -60,4 +64,16 @@ nap = Workflow(
     events={POKE: Accept(lambda ctx: Next(CLOSED, Nap(poked=True)), signers=(REQUESTER,))},
 )
 
-app = App(name="naps", workflows=[nap])
+quorum = Workflow(
+    name="quorum",
+    version=1,
+    state=Nap,
+    stages={"received": (AWAITING,), AWAITING: (CLOSED,)},
+    start=lambda s: Next(
+        AWAITING, Nap(), wait=Wait(events.APPROVE, (APPROVERS,), timedelta(hours=1), then=CLOSED, count=2)
+    ),
+    check=check,
+    done=done,
+)
+
+app = App(name="naps", workflows=[nap, quorum])

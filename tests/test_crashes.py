@@ -16,6 +16,7 @@ one per partition, so the armed process has a share of them whichever partitions
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -240,18 +241,29 @@ def settles_once_after_a_sigkill(s: Stack, app_spec: str, point: str) -> None:
     check_no_lease_stuck(s.client, task_ids)
 
 
+@contextlib.contextmanager
+def registered(s: Stack, paths: list[bool]) -> Iterator[tuple[str, list[Planned]]]:
+    """Onboardings sent on `paths` and each registered, held before their payment step (woken
+    through the timer, stopped meanwhile): the downstream's cursor before them, and them."""
+    timers = s.fleet.members_of("timer")
+    for timer in timers:
+        s.fleet.stop_role(timer)
+    try:
+        mark = s.traffic.mark(s.client.admin)
+        planned = send(s, paths)
+        for p in planned:
+            shown = s.client.wait_stage(p.task_id, {onb.SCHEDULING}, SETTLE_S)
+            assert shown["stage"] == onb.SCHEDULING and not shown["pending_waits"], shown
+        yield mark, planned
+    finally:
+        for timer in timers:
+            s.fleet.start_role(timer)
+
+
 def pays_or_undoes_once_after_a_sigkill(s: Stack, second: bool, point: str) -> None:
     fleet, client = s.fleet, s.client
-    timers = fleet.members_of("timer")
-    for timer in timers:  # the payment step is woken through the timer: hold it back
-        fleet.stop_role(timer)
     member = armed(s, "executor")
-    try:
-        mark = s.traffic.mark(client.admin)
-        planned = send(s, [second, second])
-        for p in planned:
-            shown = client.wait_stage(p.task_id, {onb.SCHEDULING}, SETTLE_S)
-            assert shown["stage"] == onb.SCHEDULING and not shown["pending_waits"], shown
+    with registered(s, [second, second]) as (mark, planned):
         log = fleet.dir / f"{member}.log"
         since = log.stat().st_size if log.exists() else 0
         fleet.restart(member, fault=point)
@@ -260,9 +272,6 @@ def pays_or_undoes_once_after_a_sigkill(s: Stack, second: bool, point: str) -> N
             # before the timers release it: a restarted KIP-848 member gets them back only once
             # the others have let go, and the work could pass it by meanwhile.
             assert wait_until(lambda: bool(holding(log, since)), REACH_S), f"{member} was given no partition"
-    finally:
-        for timer in timers:
-            fleet.start_role(timer)
     crash(s, member, point)
 
     effects = check_settled_once(s, point, planned, mark)
@@ -309,24 +318,13 @@ def test_no_onboarding_pays_or_undoes_twice_after_a_sigkill_in_its_second_step_a
 def cancels_once_after_a_sigkill(s: Stack, point: str) -> None:
     """Registered onboardings, held before their payment, cancelled while the armed executor dies
     at `point` in their undo: each ends cancelled, its registration undone once, nothing paid."""
-    fleet, client = s.fleet, s.client
-    timers = fleet.members_of("timer")
-    for timer in timers:  # the payment step is woken through the timer: hold it back
-        fleet.stop_role(timer)
-    member = armed(s, "executor")
-    try:
-        mark = s.traffic.mark(client.admin)
-        planned = send(s, [False, False])
-        for p in planned:
-            assert client.wait_stage(p.task_id, {onb.SCHEDULING}, SETTLE_S)["stage"] == onb.SCHEDULING
-        fleet.restart(member, fault=point)
+    client, member = s.client, armed(s, "executor")
+    with registered(s, [False, False]) as (mark, planned):
+        s.fleet.restart(member, fault=point)
         for p in planned:
             receipt = client.cancel(p.task_id, "the supplier withdrew", REQUESTER)
             assert receipt["status"] == "accepted", receipt
         crash(s, member, point)
-    finally:
-        for timer in timers:
-            fleet.start_role(timer)
     ended = {
         p.task_id: client.wait_stage(p.task_id, {"cancelled", "needs_review"}, SETTLE_S) for p in planned
     }
@@ -335,10 +333,10 @@ def cancels_once_after_a_sigkill(s: Stack, point: str) -> None:
     for p in planned:
         shown = ended[p.task_id]
         assert shown["stage"] == "cancelled", (point, shown)
-        [registered] = [op for op in effects[p.task_id] if op.startswith("SUPPLIER-REG")]
-        assert effects[p.task_id] == Counter({registered: 1, f"UNDO:{registered}": 1}), (point, effects)
-        assert shown["external_refs"]["undone:register_supplier"] == registered
-        assert shown["actions"][f"UNDO:{registered}"]["status"] == "succeeded"
+        [entered] = [op for op in effects[p.task_id] if op.startswith("SUPPLIER-REG")]
+        assert effects[p.task_id] == Counter({entered: 1, f"UNDO:{entered}": 1}), (point, effects)
+        assert shown["external_refs"]["undone:register_supplier"] == entered
+        assert shown["actions"][f"UNDO:{entered}"]["status"] == "succeeded"
     check_no_lease_stuck(client, [p.task_id for p in planned])
 
 

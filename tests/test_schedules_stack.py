@@ -64,9 +64,8 @@ def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn
     timers: tuple[Client, Fleet],
 ) -> None:
     client, fleet = timers
-    found = client.schedules.add(
-        "hundred", "every:1", "refund", {"amount": 300}, by="ops-lead", catch_up="all"
-    )
+    name = f"hundred-{os.urandom(3).hex()}"  # its own ticks only, on a stack kept from an earlier run
+    found = client.schedules.add(name, "every:1", "refund", {"amount": 300}, by="ops-lead", catch_up="all")
     end = found.since + timedelta(seconds=TICKS)
     killed, members = 0, fleet.members_of("timer")
     next_kill = time.monotonic() + KILL_EVERY_S
@@ -77,10 +76,10 @@ def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn
             fleet.start_role(member)
             killed, next_kill = killed + 1, time.monotonic() + KILL_EVERY_S
         time.sleep(0.2)
-    client.schedules.pause("hundred", by="ops-lead")
+    client.schedules.delete(name, by="ops-lead")
     wanted = ticks_of(found, end)
     assert len(wanted) == TICKS and killed >= TIMERS, (len(wanted), killed)
-    ids = [schedules.task_id("hundred", t) for t in wanted]
+    ids = [schedules.task_id(name, t) for t in wanted]
     assert wait_until(lambda: all(started(client, t) for t in ids), SETTLE_S), [
         t for t in ids if not started(client, t)
     ]
@@ -89,22 +88,23 @@ def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn
     # one refund per tick, done once
     assert all([a["status"] for a in s["actions"].values()] == ["succeeded"] for s in shown), shown[:2]
     # and no other task of the schedule's: none for a tick twice, none before its since
-    made = sorted(r["id"] for r in client.list_tasks() if r["id"].startswith("hundred-"))
+    made = sorted(r["id"] for r in client.list_tasks() if r["id"].startswith(f"{name}-"))
     assert made[: len(ids)] == ids and len(made) - len(ids) <= 2, made[
         len(ids) :
     ]  # ticks after `end`, at most
-    client.schedules.delete("hundred", by="ops-lead")
 
 
 def test_the_commands_add_list_pause_resume_and_delete_a_schedule(timers: tuple[Client, Fleet]) -> None:
     client, _ = timers
+    mark = os.urandom(3).hex()  # names of this run's own, on a stack kept from an earlier run
+    nightly, quick = f"nightly-{mark}", f"quick-{mark}"
     added = wakeful(
-        "schedule", "add", "nightly", "--cron", "0 3 * * *", "--workflow", "refund",
+        "schedule", "add", nightly, "--cron", "0 3 * * *", "--workflow", "refund",
         "--payload", '{"amount": 120}', "--by", "ops-lead", "--json",
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
     assert doc(added)["next_tick"].endswith("T03:00:00+00:00"), added.stdout
-    again = wakeful("schedule", "add", "nightly", "--every", "1h", "--workflow", "refund", "--by", "ops-lead")
+    again = wakeful("schedule", "add", nightly, "--every", "1h", "--workflow", "refund", "--by", "ops-lead")
     assert again.returncode != 0 and "exists" in again.stderr, again
     wrong = wakeful(
         "schedule", "add", "bad", "--cron", "0 25 * * *", "--workflow", "refund", "--by", "ops-lead"
@@ -112,27 +112,30 @@ def test_the_commands_add_list_pause_resume_and_delete_a_schedule(timers: tuple[
     assert wrong.returncode != 0 and "hour" in wrong.stderr, wrong.stderr
     stranger = wakeful("schedule", "add", "x", "--every", "1h", "--workflow", "refund", "--by", "mallory")
     assert stranger.returncode != 0 and "not an operator" in stranger.stderr, stranger.stderr
-    quick = wakeful(
-        "schedule", "add", "quick", "--every", "1s", "--workflow", "refund", "--payload", '{"amount": 90}',
+    started_quick = wakeful(
+        "schedule", "add", quick, "--every", "1s", "--workflow", "refund", "--payload", '{"amount": 90}',
         "--by", "ops-lead",
     )  # fmt: skip
-    assert quick.returncode == 0, quick.stderr
-    assert wait_until(lambda: "quick" in client.schedules.fired(), 30)
-    assert wakeful("schedule", "pause", "quick", "--by", "ops-lead", "--reason", "quiet").returncode == 0
-    paused_at = client.schedules.fired()["quick"]
+    assert started_quick.returncode == 0, started_quick.stderr
+    assert wait_until(lambda: quick in client.schedules.fired(), 30)
+    assert wakeful("schedule", "pause", quick, "--by", "ops-lead", "--reason", "quiet").returncode == 0
+    paused_at = client.schedules.fired()[quick]
     listed = doc(wakeful("schedule", "list", "--json"))["schedules"]
-    assert {r["name"]: r["paused"] for r in listed} == {"nightly": False, "quick": True}, listed
+    assert {r["name"]: r["paused"] for r in listed if r["name"] in (nightly, quick)} == {
+        nightly: False,
+        quick: True,
+    }, listed
     # over two ticks' worth of time, a paused schedule publishes none
-    assert not wait_until(lambda: client.schedules.fired()["quick"] != paused_at, 2.5)
-    assert wakeful("schedule", "resume", "quick", "--by", "ops-lead").returncode == 0
-    assert wait_until(lambda: client.schedules.fired()["quick"] > paused_at, 30)
-    for name in ("quick", "nightly"):
+    assert not wait_until(lambda: client.schedules.fired()[quick] != paused_at, 2.5)
+    assert wakeful("schedule", "resume", quick, "--by", "ops-lead").returncode == 0
+    assert wait_until(lambda: client.schedules.fired()[quick] > paused_at, 30)
+    for name in (quick, nightly):
         assert wakeful("schedule", "delete", name, "--by", "ops-lead").returncode == 0
     history = doc(wakeful("schedule", "history", "--json"))["history"]
-    assert [(r["name"], r["action"]) for r in history if r["name"] == "quick"] == [
-        ("quick", "add"),
-        ("quick", "pause"),
-        ("quick", "resume"),
-        ("quick", "delete"),
+    assert [(r["name"], r["action"]) for r in history if r["name"] == quick] == [
+        (quick, "add"),
+        (quick, "pause"),
+        (quick, "resume"),
+        (quick, "delete"),
     ]
-    assert doc(wakeful("schedule", "list", "--json"))["schedules"] == []
+    assert not {nightly, quick} & {r["name"] for r in doc(wakeful("schedule", "list", "--json"))["schedules"]}

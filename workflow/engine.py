@@ -228,6 +228,7 @@ def pending(task_id: str, wait: Wait, version: int, now: datetime) -> PendingWai
         deadline=now + wait.within,
         on_deadline=wait.on_deadline,
         then=wait.then,
+        count=wait.count,
     )
 
 

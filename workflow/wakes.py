@@ -20,6 +20,7 @@ from wakeful.sdk.app import App
 from wakeful.sdk.memory import Remember
 from wakeful.sdk.workflow import (
     APPROVAL_VALID_FOR,
+    APPROVERS,
     CANCELLING,
     CLOSED,
     NEEDS_REVIEW,
@@ -183,6 +184,14 @@ def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: date
     late = held_to(wait, "approval", event.correlation_id, now)
     if late is not None:
         return late
+    counted = quorum(wait, principal, auth)
+    if isinstance(counted, Refuse):
+        return counted
+    if len(counted) < wait.count:  # counted, and the wait goes on for the others
+        waits = tuple(
+            w.model_copy(update={"counted": counted}) if w is wait else w for w in cp.execution.pending_waits
+        )
+        return cp.model_copy(update={"execution": cp.execution.model_copy(update={"pending_waits": waits})})
     approval = Approval(
         object=wf.name,
         object_version=b.version,
@@ -190,6 +199,7 @@ def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: date
         approver_ref=principal,
         scope=wf.approval_scope or f"{wf.name}.execute",
         expires_at=now + wf.approval_valid_for,
+        co_approvers=counted[:-1],
     )
     business = b.model_copy(
         update={"stage": wait.then or b.stage, "approval": approval, "last_refusal": None}
@@ -197,6 +207,15 @@ def approve(app: App, cp: Checkpoint, event: Heard, *, auth: Snapshot, now: date
     return cp.model_copy(
         update={"business": business, "execution": cp.execution.model_copy(update={"pending_waits": ()})}
     )
+
+
+def quorum(wait: PendingWait, principal: str, auth: Snapshot) -> tuple[str, ...] | Refuse:
+    """The approvers a quorum wait counts once `principal` is counted: each person once, and only
+    those still live approvers now (one whose right was taken since no longer counts)."""
+    if principal in wait.counted:
+        return Refuse(f"{principal} has approved this version already; each approver counts once")
+    kept = tuple(p for p in wait.counted if p in auth.approvers or wait.allowed_signers != (APPROVERS,))
+    return (*kept, principal)
 
 
 def run(app: App, cp: Checkpoint) -> Refuse | None:

@@ -378,7 +378,7 @@ def test_checkpoint_is_stored_as_five_layers_plus_identity() -> None:
         "security",
         "versions",
     }
-    assert doc["schema_version"] == Checkpoint.SCHEMA == 3
+    assert doc["schema_version"] == Checkpoint.SCHEMA == 4
 
 
 def test_layers_carry_no_schema_version_of_their_own() -> None:
@@ -394,9 +394,9 @@ def test_layers_carry_no_schema_version_of_their_own() -> None:
 
 def test_version_stamps_are_stored_under_schema_and_read_back() -> None:
     doc = as_json(checkpoint())
-    assert doc["versions"]["schema"] == 3
+    assert doc["versions"]["schema"] == 4
     assert "schema_" not in doc["versions"]
-    assert Checkpoint.decode(orjson.dumps(doc)).versions.schema_ == 3
+    assert Checkpoint.decode(orjson.dumps(doc)).versions.schema_ == 4
 
 
 def test_stage_and_state_version_read_from_their_layers() -> None:
@@ -486,9 +486,9 @@ def test_a_task_id_is_accepted_exactly_when_it_is_a_tenants_safe_id_after_its_na
 
 def test_v1_checkpoint_is_upgraded_to_keep_only_a_principal_reference() -> None:
     cp = Checkpoint.decode(orjson.dumps(v1_checkpoint()))
-    assert cp.schema_version == 3
+    assert cp.schema_version == 4
     assert cp.security == SecurityScope(tenant="acme", principal_ref="principal:alice")
-    assert cp.versions.schema_ == 3
+    assert cp.versions.schema_ == 4
     assert "alice" not in cp.security.model_dump_json().replace("principal:alice", "")
 
 
@@ -503,10 +503,10 @@ def test_v1_checkpoint_that_already_had_a_reference_keeps_it() -> None:
     assert Checkpoint.decode(orjson.dumps(doc)).security.principal_ref == "principal:bob"
 
 
-def test_upgraded_v1_checkpoint_is_written_back_as_v3() -> None:
+def test_upgraded_v1_checkpoint_is_written_back_at_the_current_version() -> None:
     upgraded = Checkpoint.decode(orjson.dumps(v1_checkpoint()))
     doc = as_json(upgraded)
-    assert (doc["schema_version"], doc["versions"]["schema"]) == (3, 3)
+    assert (doc["schema_version"], doc["versions"]["schema"]) == (4, 4)
     assert Checkpoint.decode(upgraded.encode()) == upgraded
 
 

@@ -1,6 +1,8 @@
-"""Durable sleep on worker processes (sdk Sleep, workflow/sleeps.py): a task that sleeps holds no
-lease and no process; the timer wakes it once, at its time, and it moves on. A task poked while it
-sleeps moves on at once, and its sleep's time passing then changes nothing."""
+"""A task's controls on worker processes. Durable sleep (sdk Sleep, workflow/sleeps.py): a task that
+sleeps holds no lease and no process; the timer wakes it once, at its time, and it moves on; a task
+poked while it sleeps moves on at once, and its sleep's time passing then changes nothing. A quorum
+(Wait(count=2)): two different approvers of the version, the same one twice counting once and an
+approval of another version counting for nothing."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 from cli_run import with_tests_on_path
 from helpers import private_stack, run_cli
-from nap_app import NAPPING, POKE
+from nap_app import AWAITING, NAPPING, POKE
 
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
@@ -36,6 +38,8 @@ def napping(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterato
     client = Client(dataclasses.replace(settings, app="nap_app:app"))
     client.reset_authority()
     client.add_signer(DESK, (events.CREATE, POKE))
+    client.add_signer("carol", (events.APPROVE,))  # a third approver, for a quorum of two of three
+    client.authority.add_approver("carol", client.app.name)
     fleet = Fleet(with_tests_on_path(dict(os.environ)) | {"WAKEFUL_APP": "nap_app:app"}).start()
     try:
         yield client
@@ -80,6 +84,29 @@ def test_a_task_poked_while_it_sleeps_moves_on_and_its_sleep_then_changes_nothin
     assert wait_until(lambda: client.admin.zscore(keys.DEADLINES, member) is None, SLEEP_S + LATE_S)
     assert wait_until(lambda: not client.admin.exists(keys.lease(task_id)), LATE_S)
     assert client.show(task_id)["state_version"] == after["state_version"]
+
+
+def test_a_quorum_of_two_of_three_counts_each_approver_once_and_no_other_versions_approval(
+    napping: Client,
+) -> None:
+    client = napping
+    task_id, receipt = client.create({"workflow": "quorum"}, DESK, timeout=FIRST_RECEIPT_S)
+    assert (receipt["status"], receipt["stage"]) == ("accepted", AWAITING), receipt
+    first = client.approve(task_id, "alice", 1)
+    assert (first["status"], first["stage"]) == ("accepted", AWAITING), first  # counted; still waiting
+    twice = client.approve(task_id, "alice", 1)
+    assert twice["status"] == "rejected" and "counts once" in twice["reason"], twice
+    stale = client.approve(task_id, "bob", 2)
+    assert (stale["status"], stale["reason"]) == (
+        "rejected",
+        "approval is for version 2, task is now version 1",
+    )
+    shown = client.show(task_id)
+    assert shown["stage"] == AWAITING and shown["pending_waits"][0]["counted"] == ["alice"], shown
+    done = client.approve(task_id, "carol", 1)
+    assert (done["status"], done["stage"]) == ("accepted", "closed"), done
+    approval = client.show(task_id)["approval"]
+    assert (approval["approver_ref"], approval["co_approvers"]) == ("carol", ["alice"]), approval
 
 
 RECOVER_SLEEP_S = 40.0  # long enough for the change to reach the log, a wipe and `wakeful recover`
