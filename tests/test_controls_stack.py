@@ -37,7 +37,7 @@ pytestmark = pytest.mark.timeout(300)
 def napping(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
     client = Client(dataclasses.replace(settings, app="nap_app:app"))
     client.reset_authority()
-    client.add_signer(DESK, (events.CREATE, POKE))
+    client.add_signer(DESK, (events.CREATE, POKE, events.CANCEL))
     client.add_signer("carol", (events.APPROVE,))  # a third approver, for a quorum of two of three
     client.authority.add_approver("carol", client.app.name)
     fleet = Fleet(with_tests_on_path(dict(os.environ)) | {"WAKEFUL_APP": "nap_app:app"}).start()
@@ -83,6 +83,25 @@ def test_a_task_poked_while_it_sleeps_moves_on_and_its_sleep_then_changes_nothin
     assert client.admin.zscore(keys.DEADLINES, member) is not None
     assert wait_until(lambda: client.admin.zscore(keys.DEADLINES, member) is None, SLEEP_S + LATE_S)
     assert wait_until(lambda: not client.admin.exists(keys.lease(task_id)), LATE_S)
+    assert client.show(task_id)["state_version"] == after["state_version"]
+
+
+def test_a_task_cancelled_while_it_sleeps_is_cancelled_at_once_and_its_sleep_then_changes_nothing(
+    napping: Client,
+) -> None:
+    client = napping
+    task_id, shown = sleeping(client, {"sleep_s": SLEEP_S})
+    cancelled = client.cancel(task_id, "not needed", DESK)
+    assert (cancelled["status"], cancelled["stage"]) == ("accepted", "cancelled"), (
+        cancelled
+    )  # nothing to undo
+    after = client.show(task_id)
+    assert after["pending_waits"] == [] and after["external_refs"]["cancel-reason"] == "not needed"
+    due_ms = int(datetime.fromisoformat(shown["pending_waits"][0]["deadline"]).timestamp() * 1000)
+    # its time comes and goes: the wake it fires finds a cancelled task, which takes no more events
+    assert wait_until(
+        lambda: client.admin.zscore(keys.DEADLINES, f"{task_id}|{due_ms}") is None, SLEEP_S + LATE_S
+    )
     assert client.show(task_id)["state_version"] == after["state_version"]
 
 
