@@ -283,9 +283,14 @@ def show_lines(shown: dict[str, Any]) -> list[str]:
     lines = [f"{k}: {v}" for k, v in shown.items() if k not in plain]
     for wait in shown.get("pending_waits", []):
         who = ", ".join(wait["allowed_signers"]) or "any allowed signer"
+        count, counted = wait.get("count", 1), wait.get("counted", [])
+        quorum = (
+            f"; {len(counted)} of {count} counted ({', '.join(counted) or 'none yet'})" if count > 1 else ""
+        )
         lines.append(
             f"waits for: {wait['wait_for']} of version {wait['bound_to_version']} by {who} until "
             f"{wait['deadline']}, then {wait['on_deadline']} (correlation id {wait['correlation_id']})"
+            + quorum
         )
     for op, entry in shown["actions"].items():
         result = f" {entry['result']}" if entry.get("result") else ""

@@ -168,3 +168,18 @@ def test_task_show_gives_a_line_to_each_wait_action_and_effect() -> None:
         "effect: BOOK:t-1:v1 -> {'booking': 'B-1'}",
         "effect: BOOK:t-1:v2 -> nothing done",
     ]
+
+
+def test_task_show_says_how_many_of_a_quorum_are_counted_and_who() -> None:
+    wait = {
+        "wait_for": "approval",
+        "bound_to_version": 1,
+        "allowed_signers": ["role:approver"],
+        "deadline": "2030-01-01T00:00:00+00:00",
+        "on_deadline": "escalate:ops",
+        "correlation_id": "corr-1",
+        "count": 2,
+        "counted": ["alice"],
+    }
+    [line] = show_lines({"id": "t-1", "pending_waits": [wait], "actions": {}, "effects": {}})[1:]
+    assert line.endswith("(correlation id corr-1); 1 of 2 counted (alice)"), line
