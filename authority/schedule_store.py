@@ -63,21 +63,25 @@ class ScheduleStore:
 
     def pause(self, name: str, *, by: str, reason: str = "") -> ScheduleRecord:
         """No tick is published while paused; those that fall in the pause are never owed."""
-        return self._change(name, PAUSE, by, reason, lambda r: r.model_copy(update={"paused": True}))
+        paused = self._change(name, PAUSE, by, reason, lambda r: r.model_copy(update={"paused": True}))
+        assert paused is not None
+        return paused
 
     def resume(self, name: str, *, by: str, reason: str = "") -> ScheduleRecord:
         """Ticks again from now on: none that fell while it was paused."""
         now = self.clock()
-        return self._change(
+        resumed = self._change(
             name, RESUME, by, reason, lambda r: r.model_copy(update={"paused": False, "since": now})
         )
+        assert resumed is not None
+        return resumed
 
-    def delete(self, name: str, *, by: str, reason: str = "") -> ScheduleRecord:
-        """Remove the schedule, and then its newest published tick: one added later under the name
-        ticks from its own since."""
-        gone = self._change(name, DELETE, by, reason, None)
+    def delete(self, name: str, *, by: str, reason: str = "") -> str:
+        """Remove the schedule (one that does not decode too), and then its newest published tick:
+        one added later under the name ticks from its own since. Returns the name."""
+        self._change(name, DELETE, by, reason, None)
         self.client.zrem(keys.SCHEDULE_FIRED, name)
-        return gone
+        return name
 
     def all(self) -> dict[str, ScheduleRecord | str]:
         """Every schedule by name, or for one that does not decode, why not."""
@@ -108,16 +112,17 @@ class ScheduleStore:
         by: str,
         reason: str,
         change: Callable[[ScheduleRecord], ScheduleRecord] | None,
-    ) -> ScheduleRecord:
+    ) -> ScheduleRecord | None:
         by, reason = switches.checked_words(by, reason, reason_needed=False)
 
-        def write(pipe: Any) -> ScheduleRecord:
+        def write(pipe: Any) -> ScheduleRecord | None:
             raw = pipe.hget(keys.AUTH_SCHEDULES, name)
             if not isinstance(raw, bytes):
                 raise ConfigError("NAME", f"no schedule {name}; `wakeful schedule list` shows them")
-            record = ScheduleRecord.decode(raw)
+            # A delete reads nothing of it: a record that does not decode can be deleted too.
+            record = ScheduleRecord.decode(raw) if change is not None else None
             pipe.multi()
-            if change is None:
+            if change is None or record is None:
                 pipe.hdel(keys.AUTH_SCHEDULES, name)
             else:
                 record = change(record)

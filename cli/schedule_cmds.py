@@ -119,8 +119,11 @@ def _changing(action: str, done: str, help_text: str) -> click.Command:
         client = Client(settings)
         operator(client, by)
         store = client.schedules
-        change = {"pause": store.pause, "resume": store.resume, "delete": store.delete}[action]
-        click.echo(f"schedule {change(name, by=by, reason=reason).name} {done}")
+        if action == "delete":
+            store.delete(name, by=by, reason=reason)
+        else:
+            (store.pause if action == "pause" else store.resume)(name, by=by, reason=reason)
+        click.echo(f"schedule {name} {done}")
 
     for option in (reason_option, by_option, click.argument("name"), app_option):
         command = option(command)

@@ -1,6 +1,6 @@
 """Schedules on worker processes (D104): each tick of a schedule starts exactly one task, signed by
 the scheduler and taken through the door like any upstream event, whatever the number of timers and
-however often one is killed; the commands add, list, pause, resume and delete one."""
+however often one is killed; meanwhile the commands add, list, pause, resume and delete others."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
 from wakeful.operate.client import Client
 from wakeful.schemas.schedule import ScheduleRecord
+from wakeful.state import keys
 from wakeful.workflow import schedules
 
 TICKS = 100
@@ -60,15 +61,18 @@ def started(client: Client, task_id: str) -> bool:
     return True
 
 
-def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn(
+def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn_and_the_commands_work(
     timers: tuple[Client, Fleet],
 ) -> None:
+    """While one schedule ticks for TICKS seconds, the commands are run on others: each tick of the
+    first still starts one task, and the commands do what they say."""
     client, fleet = timers
     name = f"hundred-{os.urandom(3).hex()}"  # its own ticks only, on a stack kept from an earlier run
     found = client.schedules.add(name, "every:1", "refund", {"amount": 300}, by="ops-lead", catch_up="all")
     end = found.since + timedelta(seconds=TICKS)
+    the_commands_add_list_pause_resume_and_delete_a_schedule(client)  # the ticks go on meanwhile
     killed, members = 0, fleet.members_of("timer")
-    next_kill = time.monotonic() + KILL_EVERY_S
+    next_kill = time.monotonic()
     while datetime.now(UTC) < end:
         if time.monotonic() >= next_kill:  # SIGKILL one, in turn, and start it again
             member = members[killed % len(members)]
@@ -94,8 +98,8 @@ def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn
     ]  # ticks after `end`, at most
 
 
-def test_the_commands_add_list_pause_resume_and_delete_a_schedule(timers: tuple[Client, Fleet]) -> None:
-    client, _ = timers
+def the_commands_add_list_pause_resume_and_delete_a_schedule(client: Client) -> None:
+    """The commands, on schedules of their own, while another schedule ticks."""
     mark = os.urandom(3).hex()  # names of this run's own, on a stack kept from an earlier run
     nightly, quick = f"nightly-{mark}", f"quick-{mark}"
     added = wakeful(
@@ -117,6 +121,9 @@ def test_the_commands_add_list_pause_resume_and_delete_a_schedule(timers: tuple[
         "--by", "ops-lead",
     )  # fmt: skip
     assert started_quick.returncode == 0, started_quick.stderr
+    # A record planted in the schedules that is no schedule: listed with why, ticking nothing,
+    # never stopping the timers, and deleted like any other.
+    client.admin.hset(keys.AUTH_SCHEDULES, f"planted-{mark}", b'{"schema_version": 1, "name": 7')
     assert wait_until(lambda: quick in client.schedules.fired(), 30)
     assert wakeful("schedule", "pause", quick, "--by", "ops-lead", "--reason", "quiet").returncode == 0
     paused_at = client.schedules.fired()[quick]
@@ -129,7 +136,9 @@ def test_the_commands_add_list_pause_resume_and_delete_a_schedule(timers: tuple[
     assert not wait_until(lambda: client.schedules.fired()[quick] != paused_at, 2.5)
     assert wakeful("schedule", "resume", quick, "--by", "ops-lead").returncode == 0
     assert wait_until(lambda: client.schedules.fired()[quick] > paused_at, 30)
-    for name in (quick, nightly):
+    [planted] = [r for r in listed if r["name"] == f"planted-{mark}"]
+    assert planted["error"].startswith("unreadable"), planted
+    for name in (quick, nightly, f"planted-{mark}"):
         assert wakeful("schedule", "delete", name, "--by", "ops-lead").returncode == 0
     history = doc(wakeful("schedule", "history", "--json"))["history"]
     assert [(r["name"], r["action"]) for r in history if r["name"] == quick] == [

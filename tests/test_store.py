@@ -320,7 +320,7 @@ def test_v1_checkpoint_is_upgraded_by_its_migration_on_load(settings: Settings, 
     admin.set(keys.state(cp.task_id), sealed)
     admin.xadd(keys.ctr(cp.task_id), {"v": 1}, id="1-1")
     loaded = gate_store.load(cp.task_id)
-    assert loaded.schema_version == 3 and loaded.security.principal_ref == "principal:alice"
+    assert loaded.schema_version == Checkpoint.SCHEMA and loaded.security.principal_ref == "principal:alice"
     assert loaded.business.data == {"amount": 100, "currency": "EUR"}
 
 
