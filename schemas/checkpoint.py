@@ -44,6 +44,10 @@ class PendingWait(Layer):
     then: str | None = None  # an approval wait: the stage the task moves to once approved
     count: int = 1  # an approval wait: how many different approvers must approve (a quorum)
     counted: tuple[str, ...] = ()  # the approvers counted so far, each once, at bound_to_version
+    # One of a group of waits (Next.waits): the group moves on once `need` of its `of` waits are
+    # answered; 0 for a wait of its own.
+    need: int = 0
+    of: int = 0
 
 
 class BusinessState(Layer):
@@ -171,10 +175,11 @@ def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
 
 @migration("checkpoint", 3)
 def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
-    """v4 counts the approvers of a quorum on each wait: a v3 wait wanted one and had counted none."""
+    """v4 counts the approvers of a quorum on each wait, and groups waits: a v3 wait wanted one
+    approver, had counted none, and stood alone."""
     execution = dict(data.get("execution", {}))
     execution["pending_waits"] = [
-        {**wait, "count": 1, "counted": []} for wait in execution.get("pending_waits", [])
+        {**wait, "count": 1, "counted": [], "need": 0, "of": 0} for wait in execution.get("pending_waits", [])
     ]
     data["execution"] = execution
     versions = dict(data.get("versions", {}))

@@ -100,12 +100,16 @@ class Next(Generic[S]):
     any approval of the old one is void. `refs` are references into other systems to record;
     `evidence` are documents from outside, kept as untrusted input (name -> text); `remember` are
     memory candidates the runtime writes through memory's write door (sdk/memory.py). `sleep`
-    (instead of a `wait`) keeps the task at `stage` until a time (Sleep)."""
+    (instead of a `wait`) keeps the task at `stage` until a time (Sleep). `waits` (instead of a
+    `wait`) waits for several events at once, each with its own signers and deadline: all of them,
+    or `need` of them, in any order (workflow/together.py)."""
 
     stage: str
     state: S | None = None
     wait: Wait | None = None
     sleep: Sleep | None = None
+    waits: tuple[Wait, ...] = ()
+    need: int | None = None
     amended: bool = False
     refs: Mapping[str, str] = field(default_factory=dict)
     evidence: Mapping[str, str] = field(default_factory=dict)

@@ -1,7 +1,8 @@
 """A test app whose tasks sleep (sdk Sleep): `nap` sleeps for the `sleep_s` its create names, or
 until the `until` (ISO 8601) it names, then closes. A `nap.poke` from the requester while it sleeps
 wakes it early (and cancels the sleep). `quorum` waits for two different approvers of its version,
-then closes (Wait(count=2))."""
+then closes (Wait(count=2)). `pair` waits for a `pair.signed` and a `pair.paid` from its requester,
+in either order (Next.waits), then closes."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from wakeful.sdk import (
     Workflow,
 )
 
-NAPPING, AWAITING = "napping", "awaiting_quorum"
+NAPPING, AWAITING, PAIRING = "napping", "awaiting_quorum", "pairing"
+SIGNED, PAID = "pair.signed", "pair.paid"
 POKE = "nap.poke"
 
 
@@ -76,4 +78,17 @@ quorum = Workflow(
     done=done,
 )
 
-app = App(name="naps", workflows=[nap, quorum])
+pair = Workflow(
+    name="pair",
+    version=1,
+    state=Nap,
+    stages={"received": (PAIRING,), PAIRING: (CLOSED,)},
+    start=lambda s: Next(
+        PAIRING, Nap(), waits=tuple(Wait(k, (REQUESTER,), timedelta(hours=1)) for k in (SIGNED, PAID))
+    ),
+    check=check,
+    done=done,
+    events={k: Accept(lambda ctx: Next(CLOSED), signers=(REQUESTER,)) for k in (SIGNED, PAID)},
+)
+
+app = App(name="naps", workflows=[nap, quorum, pair])

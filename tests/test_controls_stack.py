@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from cli_run import with_tests_on_path
 from helpers import private_stack, run_cli
-from nap_app import AWAITING, NAPPING, POKE
+from nap_app import AWAITING, NAPPING, PAID, PAIRING, POKE, SIGNED
 
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.timeout(300)
 def napping(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
     client = Client(dataclasses.replace(settings, app="nap_app:app"))
     client.reset_authority()
-    client.add_signer(DESK, (events.CREATE, POKE, events.CANCEL))
+    client.add_signer(DESK, (events.CREATE, POKE, events.CANCEL, SIGNED, PAID))
     client.add_signer("carol", (events.APPROVE,))  # a third approver, for a quorum of two of three
     client.authority.add_approver("carol", client.app.name)
     fleet = Fleet(with_tests_on_path(dict(os.environ)) | {"WAKEFUL_APP": "nap_app:app"}).start()
@@ -126,6 +126,21 @@ def test_a_quorum_of_two_of_three_counts_each_approver_once_and_no_other_version
     assert (done["status"], done["stage"]) == ("accepted", "closed"), done
     approval = client.show(task_id)["approval"]
     assert (approval["approver_ref"], approval["co_approvers"]) == ("carol", ["alice"]), approval
+
+
+def test_a_task_waiting_for_a_signature_and_a_payment_moves_on_once_both_came_in_either_order(
+    napping: Client,
+) -> None:
+    client = napping
+    task_id, receipt = client.create({"workflow": "pair"}, DESK, timeout=FIRST_RECEIPT_S)
+    assert (receipt["status"], receipt["stage"]) == ("accepted", PAIRING), receipt
+    paid = client.event(task_id, PAID, {}, DESK)
+    assert (paid["status"], paid["stage"]) == ("accepted", PAIRING), paid  # one of two: it stays
+    assert [w["wait_for"] for w in client.show(task_id)["pending_waits"]] == [SIGNED]
+    again = client.event(task_id, PAID, {}, DESK)
+    assert again["status"] == "rejected" and "answers none of them" in again["reason"], again
+    signed = client.event(task_id, SIGNED, {}, DESK)
+    assert (signed["status"], signed["stage"]) == ("accepted", "closed"), signed
 
 
 RECOVER_SLEEP_S = 40.0  # long enough for the change to reach the log, a wipe and `wakeful recover`

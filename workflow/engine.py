@@ -40,7 +40,7 @@ from wakeful.sdk.workflow import (
     Wait,
     Workflow,
 )
-from wakeful.workflow import sleeps
+from wakeful.workflow import sleeps, together
 
 APPROVAL_WAIT = "approval"  # a pending wait's wait_for for approvals (any other wait: its event kind)
 # The runtime's external ref on a task in needs_review: the stage it was parked from. Kept in the
@@ -193,7 +193,9 @@ def advance(cp: Checkpoint, nxt: Next[Any], now: datetime) -> Checkpoint:
         return review(cp, wrong)
     b = cp.business
     version = b.version + 1 if nxt.amended else b.version
-    waits = (pending(cp.task_id, nxt.wait, version, now),) if nxt.wait else ()
+    waits: tuple[PendingWait, ...] = (pending(cp.task_id, nxt.wait, version, now),) if nxt.wait else ()
+    if nxt.waits:  # several at once (workflow/together.py)
+        waits = together.grouped(tuple(pending(cp.task_id, w, version, now) for w in nxt.waits), nxt.need)
     waits = (sleeps.asleep(cp.task_id, nxt.sleep, nxt.stage, version, now),) if nxt.sleep else waits
     business = b.model_copy(
         update={

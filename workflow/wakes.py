@@ -25,11 +25,12 @@ from wakeful.sdk.workflow import (
     CLOSED,
     NEEDS_REVIEW,
     REQUESTER,
+    Accept,
     Context,
     Next,
     Refuse,
 )
-from wakeful.workflow import cancels, effects, engine, pending, sleeps
+from wakeful.workflow import cancels, effects, engine, pending, sleeps, together
 from wakeful.workflow.engine import APPROVAL_WAIT, Ruling
 
 APPROVAL_TTL = APPROVAL_VALID_FOR  # an approval's life when its workflow says nothing (D95)
@@ -76,7 +77,19 @@ def on_event(
     accept = wf.events.get(kind)
     if accept is None:
         return Refuse(f"{kind} does not apply to an existing task")
+    return own_kind(cp, event, accept, ctx, auth=auth, now=now)
+
+
+def own_kind(
+    cp: Checkpoint, event: Heard, accept: Accept[Any], ctx: Context[Any], *, auth: Snapshot, now: datetime
+) -> Ruling:
+    """An event of the workflow's own kind: from a signer its wait (or its Accept) names, before
+    the wait's deadline, then the workflow decides. While a group of waits is pending, only an
+    answer to one of them (workflow/together.py)."""
+    kind, principal = event.kind, event.principal
     wait = _wait_for(cp, kind)
+    if wait is None and (group := [w.wait_for for w in cp.execution.pending_waits if w.need]):
+        return Refuse(f"task waits for {', '.join(group)}; {kind} answers none of them")
     signers = wait.allowed_signers if wait is not None else accept.signers
     if not engine.signed_by(signers, principal, cp, auth):
         if signers == (REQUESTER,):
@@ -86,7 +99,10 @@ def on_event(
         late = held_to(wait, kind, event.correlation_id, now)
         if late is not None:
             return late
-    return engine.ruling(cp, accept.decide(ctx), now)
+    ruled = engine.ruling(cp, accept.decide(ctx), now)
+    if wait is not None and isinstance(ruled, engine.Moved):  # one of a group: it may stay for the rest
+        return engine.Moved(together.answered(cp, wait, ruled.checkpoint), ruled.evidence, ruled.remember)
+    return ruled
 
 
 def reopen(
