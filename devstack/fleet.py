@@ -56,8 +56,15 @@ class Fleet:
         roles: Iterable[str] = ROLES,
         logs: Path | None = None,
         replicas: Mapping[str, int] | None = None,
+        *,
+        restart_failed: bool = False,
     ) -> None:
         self.env = {"WAKEFUL_INSTANCE_ID": "fleet", **env}
+        # As `wakeful worker all` does: a role that gave up (exited with an error, such as a Kafka
+        # client that would not close, which asks for a restart) is started again. Never one that a
+        # signal ended (a kill or a crash point) or that stopped cleanly: tests do those on purpose.
+        self.restart_failed = restart_failed
+        self.restarted: list[tuple[str, int]] = []  # (member, exit code), in order
         self.roles = tuple(roles)
         self.members = tuple(members(self.roles, replicas))
         self.dir = logs or Path(tempfile.mkdtemp(prefix="wakeful-fleet-"))
@@ -200,6 +207,19 @@ class Fleet:
     def _sample(self) -> None:
         while not self._done.wait(0.1):
             self._read()
+            if self.restart_failed:
+                self._restart_failed()
+
+    def _restart_failed(self) -> None:
+        for member, proc in list(self.procs.items()):
+            code = proc.poll()
+            if gave_up(code) and not self._done.is_set():
+                assert code is not None
+                self.restarted.append((member, code))
+                logging.getLogger(__name__).warning(
+                    "fleet: %s exited with %s; started again, as its supervisor would", member, code
+                )
+                self.start_role(member)
 
     def _read(self) -> None:
         for role, proc in list(self.procs.items()):
@@ -210,6 +230,12 @@ class Fleet:
                 self.cpu[role] = times.user + times.system
             except psutil.NoSuchProcess:
                 continue
+
+
+def gave_up(code: int | None) -> bool:
+    """Whether a role's exit code says it gave up and asks to be started again: an error exit.
+    Not a signal's (a kill, a crash point: negative), not a clean stop (0), not one still running."""
+    return code is not None and code > 0
 
 
 def publish_catalog(settings: Settings) -> None:

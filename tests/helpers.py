@@ -125,10 +125,15 @@ FIRST_RECEIPT_S = 120.0  # a fresh fleet's first event: its roles join their gro
 
 
 def start_fleet(
-    client: Any, model: str = "rules", lease_ttl_ms: int | None = None, env: dict[str, str] | None = None
+    client: Any,
+    model: str = "rules",
+    lease_ttl_ms: int | None = None,
+    env: dict[str, str] | None = None,
+    *,
+    restart_failed: bool = False,
 ) -> Any:
     """One process per role, warmed up: the first task has gone all the way through. `env`: the
-    roles' environment (default: this process's)."""
+    roles' environment (default: this process's); `restart_failed`: Fleet's, as `worker all`."""
     import os
 
     from wakeful.devstack.fleet import Fleet
@@ -136,7 +141,7 @@ def start_fleet(
     env = {**(os.environ if env is None else env), "WAKEFUL_MODEL": model}
     if lease_ttl_ms is not None:
         env["WAKEFUL_LEASE_TTL_MS"] = str(lease_ttl_ms)
-    fleet = Fleet(env).start()
+    fleet = Fleet(env, restart_failed=restart_failed).start()
     try:
         # A fresh fleet's roles join their groups first: up to a session on a busy box.
         warm, _ = client.new_task(10, timeout=FIRST_RECEIPT_S)
