@@ -42,6 +42,7 @@ from wakeful.core.log import librdkafka_config
 from wakeful.core.metrics_pure import ports
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
+from wakeful.operate.catalog import publish_and_journal
 
 LEAVE_TIMEOUT_MS = 5_000  # for the admin's call that takes a stopped fleet out of its groups
 
@@ -81,7 +82,7 @@ class Fleet:
         self._lock = claim_fleet(settings.home)
         if settings.kafka_group_protocol == "consumer":
             wait_for_classic_members_to_go(settings, CLASSIC_SESSION_S + 15)
-        publish_catalog(settings)
+        publish_and_journal(settings)  # as `worker all` does, before its roles (D102)
         for member in self.members:
             self.start_role(member)
         self._sampler.start()
@@ -236,22 +237,6 @@ def gave_up(code: int | None) -> bool:
     """Whether a role's exit code says it gave up and asks to be started again: an error exit.
     Not a signal's (a kill, a crash point: negative), not a clean stop (0), not one still running."""
     return code is not None and code > 0
-
-
-def publish_catalog(settings: Settings) -> None:
-    """What `wakeful worker all` does before it starts its roles, which then leave it to it: publish
-    the app's tool catalog where the admin credential is, and journal authority if that changed it."""
-    from wakeful.operate.catalog import publish_local
-    from wakeful.operate.client import Client
-    from wakeful.operate.recover import run as recovery
-
-    if publish_local(settings) is None:
-        return
-    client = Client(settings)
-    try:
-        recovery.journal_authority(settings, client.admin, client.store.sealer)
-    finally:
-        client.close()
 
 
 def wait_for_classic_members_to_go(settings: Settings, timeout: float) -> None:

@@ -24,3 +24,20 @@ def publish_local(settings: Settings) -> str | None:
         return f"published app {client.app.name}'s tool catalog {client.app.catalog}"
     finally:
         client.close()
+
+
+def publish_and_journal(settings: Settings) -> str | None:
+    """publish_local, then, if that changed the catalog, a sealed copy of authority on
+    wakeful.authority: what a fleet does before it starts its roles, as `worker all` does."""
+    from wakeful.operate.client import Client
+    from wakeful.operate.recover import run as recovery
+
+    changed = publish_local(settings)
+    if changed is None:
+        return None
+    client = Client(settings)
+    try:
+        recovery.journal_authority(settings, client.admin, client.store.sealer)
+    finally:
+        client.close()
+    return changed
