@@ -189,7 +189,7 @@ def create(app: App, workflow: str, start: Start) -> Moved | Refuse:
 
 def advance(cp: Checkpoint, nxt: Next[Any], now: datetime) -> Checkpoint:
     """The checkpoint after a workflow's Next (one whose sleep cannot be kept: the task parked)."""
-    if (wrong := sleeps.problem(nxt)) is not None:
+    if (wrong := unkept(nxt)) is not None:
         return review(cp, wrong)
     b = cp.business
     version = b.version + 1 if nxt.amended else b.version
@@ -316,13 +316,18 @@ def signed_by(signers: tuple[str, ...], principal: str, cp: Checkpoint, auth: Sn
 
 def ruling(cp: Checkpoint, decided: Next[Any] | Refuse | Review | None, now: datetime) -> Ruling:
     """What a workflow's decision means for the stored task."""
-    if isinstance(decided, Next) and (wrong := sleeps.problem(decided)) is not None:
+    if isinstance(decided, Next) and (wrong := unkept(decided)) is not None:
         decided = Review(wrong)
     if isinstance(decided, Review):
         return ForReview(review(cp, decided.reason), decided.reason)
     if isinstance(decided, Next):
         return Moved(advance(cp, decided, now), kept(decided.evidence), tuple(decided.remember))
     return decided
+
+
+def unkept(nxt: Next[Any]) -> str | None:
+    """Why a decision's waits or sleep cannot be kept (the task then goes to a person), or None."""
+    return together.problem(nxt) or sleeps.problem(nxt)
 
 
 def kept(evidence: Mapping[str, str]) -> dict[str, str]:

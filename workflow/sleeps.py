@@ -13,10 +13,8 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from wakeful.schemas import events
 from wakeful.schemas.checkpoint import PendingWait
 from wakeful.sdk.workflow import Next, Sleep
-from wakeful.workflow import together
 
 SLEEP_WAIT = "sleep"
 WAKE = "wake"
@@ -36,15 +34,8 @@ def asleep(task_id: str, sleep: Sleep, stage: str, version: int, now: datetime) 
 
 
 def problem(nxt: Next[Any]) -> str | None:
-    """Why a decision's Sleep, or its Wait's quorum, cannot be kept (the workflow's mistake: the
-    task goes to a person rather than wait on it), or None."""
-    if (grouped := together.problem(nxt)) is not None:
-        return grouped
-    count = nxt.wait.count if nxt.wait is not None else 1
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        return f"the wait of the decision to move to {nxt.stage} counts {count!r}: a whole number from 1"
-    if count > 1 and nxt.wait is not None and nxt.wait.event != events.APPROVE:
-        return f"the wait for {nxt.wait.event} counts {count}: only an approval wait has a quorum"
+    """Why a decision's Sleep cannot be kept (the workflow's mistake: the task goes to a person
+    rather than sleep on it), or None."""
     if nxt.sleep is None:
         return None
     if nxt.wait is not None:

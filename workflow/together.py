@@ -19,7 +19,12 @@ from wakeful.sdk.workflow import Next
 
 
 def problem(nxt: Next[Any]) -> str | None:
-    """Why a decision's group of waits cannot be kept, or None."""
+    """Why a decision's waits cannot be kept: its group's, or its one wait's quorum; or None."""
+    count = nxt.wait.count if nxt.wait is not None else 1
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        return f"the wait of the decision to move to {nxt.stage} counts {count!r}: a whole number from 1"
+    if count > 1 and nxt.wait is not None and nxt.wait.event != events.APPROVE:
+        return f"the wait for {nxt.wait.event} counts {count}: only an approval wait has a quorum"
     if not nxt.waits:
         return (
             None if nxt.need is None else f"the decision to move to {nxt.stage} needs {nxt.need} of no waits"
