@@ -80,8 +80,11 @@ def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn
             fleet.start_role(member)
             killed, next_kill = killed + 1, time.monotonic() + KILL_EVERY_S
         time.sleep(0.2)
-    client.schedules.delete(name, by="ops-lead")
     wanted = ticks_of(found, end)
+    # A tick is published up to a look (about a second) after its time: the last is awaited before
+    # the schedule is deleted, or a delete in that second would leave it unpublished, as it should.
+    assert wait_until(lambda: client.schedules.fired().get(name, found.since) >= wanted[-1], SETTLE_S)
+    client.schedules.delete(name, by="ops-lead")
     assert len(wanted) == TICKS and killed >= TIMERS, (len(wanted), killed)
     ids = [schedules.task_id(name, t) for t in wanted]
     assert wait_until(lambda: all(started(client, t) for t in ids), SETTLE_S), [
