@@ -93,10 +93,13 @@ class OutboxRecord(Record):
     force, the signed event a gate change applied (its JSON text, as received), the approval it
     bound, and the proposal an executor's close carried out. From schema 4 a change a role's
     handler made says which message it applied and the run loop's floor then (`source`,
-    schemas/redrive.py): how far back `wakeful recover` re-drives (D87)."""
+    schemas/redrive.py): how far back `wakeful recover` re-drives (D87). From schema 5 it carries
+    what a reader may search and query without unsealing the task (D107): when the task was created,
+    and what its workflow declares readable, computed by the writer from the new checkpoint: its
+    views (name -> a JSON object) and its search attributes (name -> text)."""
 
     KIND: ClassVar[str] = "outbox"
-    SCHEMA: ClassVar[int] = 4
+    SCHEMA: ClassVar[int] = 5
     schema_version: int = SCHEMA
 
     # Dedupe key format, never change: "<task_id>:<state_version>".
@@ -120,6 +123,9 @@ class OutboxRecord(Record):
     approval: ApprovalBound | None = None
     proposal: ProposalTrail | None = None
     source: MessageSource | None = None  # D87; None: not made by a run loop's handler, or before schema 4
+    created_at: datetime | None = None  # D107; None: a task made before checkpoints said, or before schema 5
+    views: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    attributes: dict[str, str] = Field(default_factory=dict)
 
 
 @migration(OutboxRecord.KIND, 1)
@@ -135,6 +141,11 @@ def _outbox_v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
 @migration(OutboxRecord.KIND, 3)
 def _outbox_v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "source": None}  # v3 did not say what it applied from where
+
+
+@migration(OutboxRecord.KIND, 4)
+def _outbox_v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "created_at": None, "views": {}, "attributes": {}}  # v4 did not carry them
 
 
 # A wakeful.log message carries a batch of OutboxRecords (D47): this head, the records' JSON joined by

@@ -102,6 +102,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:index:{N}:stage:{S} | zset | tenant N's tasks at stage S, by last change  | relay; ingress, timer  |
 |                   |        |                                                    | (sweep) read           |
 | wk:index:{N}:wait:{K} | zset | tenant N's tasks waiting for K, by deadline   | relay; ingress reads   |
+| wk:index:{N}:created | zset  | tenant N's tasks, by creation (ms; D107)        | relay; ingress reads   |
+| wk:index:{N}:by:{F}:{H} | zset | tenant N's tasks whose F (`workflow`, or      | relay; ingress reads   |
+|                   |        | `attr:<name>`) has the value of SHA-1 H, by creation |                        |
 | wk:mem:{N.D}:records | hash | tenant N's memory about one subject (D: digest | relay (memory function)|
 |                   |        | of the subject): record id -> MemoryRecord JSON    | admin (status, forget) |
 |                   |        | (state/memory.py)                                  | gate reads (read door) |
@@ -445,6 +448,24 @@ def index_stage(tenant: str, stage: str) -> str:
 
 def index_wait(tenant: str, kind: str) -> str:
     return f"{_index(tenant)}wait:{checked(WAIT_KIND_RE, kind, 'wait kind')}"
+
+
+def index_created(tenant: str) -> str:
+    return f"{_index(tenant)}created"
+
+
+ATTRIBUTE_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")  # a workflow's search attribute's name (D107)
+
+
+def index_by(tenant: str, field: str, value: str) -> str:
+    """The set of tenant's tasks whose `field` ("workflow", or "attr:<name>") is `value`: the value
+    is named by its SHA-1 (the index function names it the same, redis.sha1hex), so no outside text
+    is part of a key name."""
+    if field != "workflow":
+        checked(ATTRIBUTE_RE, field.removeprefix("attr:"), "attribute name")
+        if not field.startswith("attr:"):
+            raise ValueError(f"an index field is workflow or attr:<name>, not {field!r}")
+    return f"{_index(tenant)}by:{field}:{hashlib.sha1(value.encode()).hexdigest()}"  # noqa: S324 - a name, not a seal
 
 
 # Memory (state/memory.py): one hash per tenant and subject, under its own hash tag, so that the
