@@ -22,11 +22,14 @@ def _task() -> click.Command:
     from wakeful.cli.cancel_cmd import task_cancel
     from wakeful.cli.purge_cmds import task_purge
     from wakeful.cli.release_cmds import task_release
+    from wakeful.cli.search_cmds import task_query, task_search
     from wakeful.cli.task_cmds import task
 
     task.add_command(task_release)
     task.add_command(task_purge)
     task.add_command(task_cancel)
+    task.add_command(task_query)
+    task.add_command(task_search)
     return task
 
 

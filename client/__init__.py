@@ -38,8 +38,9 @@ from wakeful.producers.publish import ConfluentPublisher, Publisher
 from wakeful.producers.signing import Signer, sign_event
 from wakeful.schemas import events
 from wakeful.schemas.events import SignedEvent
+from wakeful.schemas.search import Query, to_params
 
-__all__ = ["NotAnswered", "ReadRefused", "Upstream", "keystore", "local_signer"]
+__all__ = ["NotAnswered", "Query", "ReadRefused", "Upstream", "keystore", "local_signer"]
 JSON_TYPE = "application/json"
 JSON = {"Content-Type": JSON_TYPE}
 
@@ -154,7 +155,33 @@ class Upstream:
             yield from found["tasks"]
             after = found["next"]
 
-    def _get(self, path: str, query: dict[str, Any]) -> dict[str, Any] | None:
+    def query(self, task_id: str, view: str) -> dict[str, Any] | None:
+        """Your tenant's task's view `view` (one its workflow declares), as the task's last change
+        computed it: {"value": {...}, "state_version", "updated_at", ...}; None if there is no such
+        task of your tenant's. ReadRefused names the views it has when it has no `view`."""
+        try:
+            return self._get(f"/v1/tasks/{task_id}/views/{view}", {}, missing_ok=False)
+        except ReadRefused as exc:
+            if str(exc).startswith(f"404: no task {task_id}"):
+                return None
+            raise
+
+    def search(self, query: Query | None = None, *, page: int = 100) -> Iterator[dict[str, Any]]:
+        """Your tenant's tasks that match `query` (wakeful.state.search.Query: workflow, stage,
+        attributes, creation and change times), newest created first, page by page."""
+        params = to_params(query or Query())
+        cursor: str | None = None
+        while True:
+            found = self._get(
+                "/v1/search", {**params, "limit": page, **({"cursor": cursor} if cursor else {})}
+            )
+            assert found is not None  # a search is never a 404
+            yield from found["tasks"]
+            cursor = found["next"]
+            if cursor is None:
+                return
+
+    def _get(self, path: str, query: dict[str, Any], *, missing_ok: bool = True) -> dict[str, Any] | None:
         target = path + (f"?{urlencode(query)}" if query else "")
         signed = reads.sign(self.signer, "GET", target)
         try:
@@ -163,7 +190,7 @@ class Upstream:
             raise WakefulError(
                 f"cannot reach wakeful ingress at {self.url}: {exc}; is `wakeful ingress` running?"
             ) from exc
-        if answer.status_code == 404:
+        if answer.status_code == 404 and missing_ok:
             return None
         body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
         if answer.status_code != 200:

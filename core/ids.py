@@ -18,6 +18,7 @@ CORRELATION_ID = r"[A-Za-z0-9_.-]{1,128}"
 KEY_ID = r"[A-Za-z0-9_.@-]{1,128}"
 OP_KEY = r"[A-Za-z0-9_.:-]{1,200}"
 DAY = r"[0-9]{8}"
+NAME = r"[a-z][a-z0-9_]{0,39}"  # a stage, a view, a search attribute (D107)
 OUTSIDE_TASK_ID_RE = re.compile(OUTSIDE_TASK_ID)
 TASK_ID_RE = re.compile(TASK_ID)
 EVENT_ID_RE = re.compile(EVENT_ID)
@@ -26,6 +27,7 @@ KEY_ID_RE = re.compile(KEY_ID)
 OP_KEY_RE = re.compile(OP_KEY)
 TENANT_RE = re.compile(TENANT)
 DAY_RE = re.compile(DAY)
+NAME_RE = re.compile(NAME)
 
 
 # The tenant of a signer registered without one, whose tasks keep the ids their events give them

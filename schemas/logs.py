@@ -123,9 +123,11 @@ class OutboxRecord(Record):
     approval: ApprovalBound | None = None
     proposal: ProposalTrail | None = None
     source: MessageSource | None = None  # D87; None: not made by a run loop's handler, or before schema 4
-    created_at: datetime | None = None  # D107; None: a task made before checkpoints said, or before schema 5
-    views: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    attributes: dict[str, str] = Field(default_factory=dict)
+    # D107, each left out of the JSON when empty: a record of a workflow that declares nothing is no
+    # longer than before. created_at None: a task made before checkpoints said.
+    created_at: datetime | None = Field(default=None, exclude_if=lambda v: v is None)
+    views: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    attributes: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
 
 
 @migration(OutboxRecord.KIND, 1)

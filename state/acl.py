@@ -93,7 +93,7 @@ _TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinf
 # between a tenant's sets (all under the tenant's hash tag) and never back to an older version.
 # Redis 7.0 checks a function's commands against its caller, so the login may send them by hand:
 # what the read door serves is only a summary whose MAC (the relay's index key) verifies (D93).
-_INDEX_WRITE = f"(~{keys.PATTERN_INDEX} {_FUNCTIONS} +hget +hset +zadd +zrem)"
+_INDEX_WRITE = f"(~{keys.PATTERN_INDEX} {_FUNCTIONS} +hget +hset +zadd +zrem +zscore)"
 # The task gauges the relay serves with its metrics (consumers/kafka/task_gauges.py): counts of the index's
 # sets, the summaries of tasks that may be stuck, and how many deadlines fall due soon. Reads only.
 # HGETALL: its one pass that signs the summaries of the release before (D93).

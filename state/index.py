@@ -34,79 +34,10 @@ import redis
 from wakeful.core import ids, index_signing
 from wakeful.core.index_signing import IndexKeys
 from wakeful.state import functions, keys
-from wakeful.state.functions import Function
+from wakeful.state.index_lua import APPLY, SIGN, UNFORGE
 
 PAGE = 100  # the most tasks one read returns
 
-# KEYS[1] the tenant's tasks hash; ARGV[1] a task id, ARGV[2] its summary as read, ARGV[3] the same
-# summary signed. returns: 1 signed; 0 the summary changed since it was read (left as it is).
-SIGN = Function(
-    "index_sign",
-    """
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1
-""",
-)
-
-# KEYS[1] the tenant's tasks hash, KEYS[2] the task's new stage set, KEYS[3..] its new wait sets
-# (all under the tenant's hash tag); ARGV[1] task id, ARGV[2] state_version, ARGV[3] summary JSON,
-# ARGV[4] last change (ms), ARGV[5..] each wait's deadline (ms), in KEYS[3..]'s order.
-# returns: 1 applied, 0 the index holds this or a later state_version already.
-# The sets the task leaves are named from its stored summary: keys of the same hash tag as KEYS[1].
-APPLY = Function(
-    "index_apply",
-    """
-local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'tasks')
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-if old then
-  local ok, was = pcall(cjson.decode, old)
-  if ok and type(was) == 'table' then
-    if (tonumber(was['state_version']) or -1) >= tonumber(ARGV[2]) then return 0 end
-    if type(was['stage']) == 'string' then
-      redis.call('ZREM', prefix .. 'stage:' .. was['stage'], ARGV[1])
-    end
-    if type(was['waits']) == 'table' then
-      for _, w in ipairs(was['waits']) do
-        if type(w) == 'table' and type(w['wait_for']) == 'string' then
-          redis.call('ZREM', prefix .. 'wait:' .. w['wait_for'], ARGV[1])
-        end
-      end
-    end
-  end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
-for i = 3, #KEYS do redis.call('ZADD', KEYS[i], ARGV[i + 2], ARGV[1]) end
-return 1
-""",
-)
-# KEYS[1] the tenant's tasks hash; ARGV[1] a task id, ARGV[2] its stored summary, which the relay
-# found written by hand (no MAC of its key, D93). Takes the task out of the sets that summary names
-# and leaves a placeholder of state_version -1, so the APPLY that follows is never refused by the
-# version a forged summary claimed. returns: 1 done; 0 the summary changed since it was read.
-UNFORGE = Function(
-    "index_unforge",
-    """
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'tasks')
-local ok, was = pcall(cjson.decode, ARGV[2])
-if ok and type(was) == 'table' then
-  if type(was['stage']) == 'string' then
-    redis.call('ZREM', prefix .. 'stage:' .. was['stage'], ARGV[1])
-  end
-  if type(was['waits']) == 'table' then
-    for _, w in ipairs(was['waits']) do
-      if type(w) == 'table' and type(w['wait_for']) == 'string' then
-        redis.call('ZREM', prefix .. 'wait:' .. w['wait_for'], ARGV[1])
-      end
-    end
-  end
-end
-redis.call('HSET', KEYS[1], ARGV[1], '{"state_version":-1}')
-return 1
-""",
-)
 FUNCTIONS = (APPLY, SIGN, UNFORGE)
 
 
@@ -133,6 +64,9 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
             {"wait_for": w["wait_for"], "deadline": w["deadline"], "correlation_id": w["correlation_id"]}
             for w in record.get("waits", ())
         ],
+        "created_at": record.get("created_at"),  # None: a task made before records said (D107)
+        # what its workflow declares readable (D107), only when it declares any
+        **{k: record[k] for k in ("views", "attributes") if record.get(k)},
     }
 
 
@@ -151,10 +85,15 @@ def command(raw: bytes, signer: IndexKeys | None = None) -> tuple[Any, ...]:
     # tenant's task under another (a bare id may be any tenant's, made before the namespaces, D52).
     if not ids.OUTSIDE_TASK_ID_RE.fullmatch(kept["task_id"]):
         raise ValueError(f"record files task {task_id} under tenant {tenant}")
-    waits = kept["waits"]
+    waits, attributes = kept["waits"], kept.get("attributes", {})
+    if not isinstance(attributes, dict) or not all(isinstance(v, str) for v in attributes.values()):
+        raise TypeError("attributes are not a mapping of names to text")
     names = [
         keys.index_tasks(tenant),
         keys.index_stage(tenant, kept["stage"]),
+        keys.index_created(tenant),
+        keys.index_by(tenant, "workflow", str(kept["workflow"])),
+        *(keys.index_by(tenant, f"attr:{name}", value) for name, value in attributes.items()),
         *(keys.index_wait(tenant, w["wait_for"]) for w in waits),
     ]
     version = record["state_version"]
@@ -162,8 +101,9 @@ def command(raw: bytes, signer: IndexKeys | None = None) -> tuple[Any, ...]:
         raise TypeError(f"state_version {version!r} is not a whole number")
     if signer is not None:
         kept[index_signing.FIELD] = signer.sign(tenant, kept)
-    args: list[functions.Arg] = [task_id, version, orjson.dumps(kept), _ms(kept["updated_at"])]
-    args += [_ms(w["deadline"]) for w in waits]
+    created = _ms(kept["created_at"]) if kept["created_at"] else ""
+    args: list[functions.Arg] = [task_id, version, orjson.dumps(kept), _ms(kept["updated_at"]), created]
+    args += [len(attributes), *(_ms(w["deadline"]) for w in waits)]
     return functions.command(APPLY, names, args)
 
 

@@ -146,30 +146,15 @@ from __future__ import annotations
 import hashlib
 import re
 
-from wakeful.core.ids import (
-    CORRELATION_ID_RE as _CORRELATION_ID,
-)
-from wakeful.core.ids import (
-    DAY_RE as _DAY,
-)
-from wakeful.core.ids import (
-    EVENT_ID_RE as _EVENT_ID,
-)
-from wakeful.core.ids import (
-    KEY_ID_RE as _KEY_ID,
-)
-from wakeful.core.ids import (
-    TASK_ID_RE as _TASK_ID,
-)
-from wakeful.core.ids import (
-    TENANT_RE as _TENANT,
-)
-
 # The id alphabets and the task namespaces live in core/ids.py (the wire models check them too);
 # every key builder here checks its parts against them.
-from wakeful.core.ids import (
-    checked,
-)
+from wakeful.core.ids import CORRELATION_ID_RE as _CORRELATION_ID
+from wakeful.core.ids import DAY_RE as _DAY
+from wakeful.core.ids import EVENT_ID_RE as _EVENT_ID
+from wakeful.core.ids import KEY_ID_RE as _KEY_ID
+from wakeful.core.ids import NAME_RE, checked
+from wakeful.core.ids import TASK_ID_RE as _TASK_ID
+from wakeful.core.ids import TENANT_RE as _TENANT
 
 PREFIX = "wk"
 
@@ -454,7 +439,7 @@ def index_created(tenant: str) -> str:
     return f"{_index(tenant)}created"
 
 
-ATTRIBUTE_RE = re.compile(r"[a-z][a-z0-9_]{0,39}")  # a workflow's search attribute's name (D107)
+ATTRIBUTE_RE = NAME_RE  # a workflow's search attribute's name (D107)
 
 
 def index_by(tenant: str, field: str, value: str) -> str:
@@ -465,7 +450,7 @@ def index_by(tenant: str, field: str, value: str) -> str:
         checked(ATTRIBUTE_RE, field.removeprefix("attr:"), "attribute name")
         if not field.startswith("attr:"):
             raise ValueError(f"an index field is workflow or attr:<name>, not {field!r}")
-    return f"{_index(tenant)}by:{field}:{hashlib.sha1(value.encode()).hexdigest()}"  # noqa: S324 - a name, not a seal
+    return f"{_index(tenant)}by:{field}:{hashlib.sha1(value.encode()).hexdigest()}"  # a name, not a seal
 
 
 # Memory (state/memory.py): one hash per tenant and subject, under its own hash tag, so that the

@@ -16,6 +16,7 @@ and, one SCAN each per run, the correlation ids and deadlines that name a purged
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -146,10 +147,26 @@ def unindex(client: redis.Redis, gone: Iterable[Listed]) -> None:
             pipe.zrem(keys.index_stage(t.tenant, summary["stage"]), t.task_id)
         for wait in summary.get("waits") or ():
             pipe.zrem(keys.index_wait(t.tenant, str(wait.get("wait_for"))), t.task_id)
+        for name in searched(t.tenant, summary):
+            pipe.zrem(name, t.task_id)
         pipe.sadd(keys.OUTBOX_DIRTY, t.task_id)  # the relay publishes the tombstone
         pipe.sadd(keys.PURGE_PENDING, t.task_id)
     if len(pipe):
         pipe.execute()
+
+
+def searched(tenant: str, summary: dict[str, Any]) -> list[str]:
+    """The search sets a summary's task is in (D107): the tenant's creation set, its workflow's,
+    and each of its attribute values'. Names a summary holds that no key may carry are skipped."""
+    names = [keys.index_created(tenant)]
+    pairs = [("workflow", summary.get("workflow"))]
+    attributes = summary.get("attributes")
+    pairs += [(f"attr:{k}", v) for k, v in attributes.items()] if isinstance(attributes, dict) else []
+    for field, value in pairs:
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                names.append(keys.index_by(tenant, field, value))
+    return names
 
 
 def drop_outboxes(client: redis.Redis) -> tuple[int, int]:

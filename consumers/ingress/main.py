@@ -5,6 +5,7 @@
     POST /v1/webhooks                    a webhook (Wakeful-Key, Wakeful-Signature): the same
     GET  /v1/receipts/{event_id}         the sender's own receipt for its event (a signed read)
     GET  /v1/tasks/{task_id}, /v1/tasks  the sender's tenant's tasks, from the task index
+    GET  /v1/tasks/{task_id}/views/{view}, /v1/search  a task's view; the tenant's tasks that match
 
 Nothing else: /metrics is 404 here, since whoever reaches the door (behind its proxy, anyone) would
 read it. Its metrics (its answers by route and status, timed) are served on a listener of their
@@ -70,6 +71,8 @@ def build(
             Route("/v1/webhooks", writes.webhook, methods=["POST"]),
             Route("/v1/receipts/{event_id}", reads.signed(reads.receipt)),
             Route("/v1/tasks/{task_id}", reads.signed(reads.task)),
+            Route("/v1/tasks/{task_id}/views/{view}", reads.signed(reads.view)),
+            Route("/v1/search", reads.signed(reads.search)),
             Route("/v1/tasks", reads.signed(reads.tasks)),
         ],
         lifespan=lifespan,

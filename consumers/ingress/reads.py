@@ -10,6 +10,9 @@ holds for readers: the receipts of that key's own events, and its tenant's task 
     GET /v1/receipts/{event_id}?task_id=T             the key's receipt for its event, or 404
     GET /v1/tasks/{task_id}                           the tenant's task, as the index has it, or 404
     GET /v1/tasks?stage=S|waiting=K[&limit=N&after=P] the tenant's tasks at S, or waiting for K
+    GET /v1/tasks/{task_id}/views/{view}              a view its workflow declares, as last indexed
+    GET /v1/search?workflow=W&stage=S&attr.A=V&created_after=T&...&limit=N&cursor=C
+                                                      the tenant's tasks that match, newest first
 
 A task of another tenant is answered as one that does not exist. The door's Redis user may read
 only the signers, the receipts and the index (state/acl.py): it writes nothing. A key with an HMAC
@@ -35,8 +38,10 @@ from wakeful.core.index_signing import IndexKeys
 from wakeful.core.log import Log
 from wakeful.producers import reads
 from wakeful.schemas import webhook
+from wakeful.schemas.search import from_params
 from wakeful.schemas.signatures import VerifyKey
 from wakeful.state import index, keys
+from wakeful.state import search as task_search
 from wakeful.state.index import Index
 
 Handler = Callable[[Request, VerifyKey], JSONResponse]
@@ -152,3 +157,23 @@ class ReadDoor:
         found, more = self.index.listed(key.tenant, stage=stage, waiting=waiting, limit=limit, after=after)
         body: dict[str, Any] = {"tasks": found, "next": more}
         return JSONResponse(body)
+
+    def view(self, request: Request, key: VerifyKey) -> JSONResponse:
+        named, name = request.path_params["task_id"], request.path_params["view"]
+        found = task_search.view(self.index, key.tenant, ids.task_in(key.tenant, named), name)
+        if found is None:
+            return error(404, f"no task {named}")
+        if found.value is None:
+            has = ", ".join(found.known) or "none"
+            return error(404, f"task {named} has no view {name[:40]!r}; its views: {has}")
+        return JSONResponse(found.as_dict())
+
+    def search(self, request: Request, key: VerifyKey) -> JSONResponse:
+        params = dict(request.query_params)
+        query = from_params(params)  # a ValueError is a 400 saying what is wrong
+        try:
+            limit = int(params.get("limit", index.PAGE))
+        except ValueError:
+            return error(400, "limit is a whole number")
+        page = task_search.search(self.index, key.tenant, query, limit=limit, cursor=params.get("cursor"))
+        return JSONResponse({"tasks": page.tasks, "next": page.next})

@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from wakeful.schemas.logs import OutboxRecord, WaitSummary
-from wakeful.state import index
+from wakeful.state import index, keys
+from wakeful.state.index_lua import APPLY
 
 AT = datetime(2030, 6, 1, 9, 0, tzinfo=UTC)
 
@@ -41,19 +42,41 @@ def test_the_index_keeps_a_tasks_place_and_waits_never_its_fields() -> None:
         "state_version": 4,
         "updated_at": "2030-06-01T09:00:00Z",
         "waits": [{"wait_for": "approval", "deadline": "2030-06-01T10:00:00Z", "correlation_id": "corr-1"}],
+        "created_at": None,  # a record that does not say (no views or attributes declared: none kept)
     }
 
 
 def test_one_call_names_the_tenants_keys_and_each_wait_with_its_deadline() -> None:
     call = index.command(record())
-    assert call[:3] == ("FCALL", index.APPLY.qualified, 3)
-    assert call[3:6] == (
+    assert call[:3] == ("FCALL", APPLY.qualified, 5)
+    assert call[3:8] == (
         "wk:index:{globex}:tasks",
         "wk:index:{globex}:stage:awaiting_approval",
+        "wk:index:{globex}:created",
+        keys.index_by("globex", "workflow", "refund"),
         "wk:index:{globex}:wait:approval",
     )
     ms = int(AT.timestamp() * 1000)
-    assert call[6:8] == ("globex.t-1", 4) and call[9:] == (ms, ms + 3_600_000)
+    # no creation time in the record (a task made before records said): "" lets the index keep the first
+    assert call[8:10] == ("globex.t-1", 4) and call[11:] == (ms, "", 0, ms + 3_600_000)
+
+
+def test_a_record_names_its_creation_and_each_attribute_values_set_by_creation_time() -> None:
+    made = AT - timedelta(days=2)
+    call = index.command(record(created_at=made.isoformat(), attributes={"currency": "EUR", "region": "n"}))
+    assert call[2] == 7 and call[7:9] == (
+        keys.index_by("globex", "attr:currency", "EUR"),
+        keys.index_by("globex", "attr:region", "n"),
+    )
+    assert call[14:17] == (int(made.timestamp() * 1000), 2, int((AT + timedelta(hours=1)).timestamp() * 1000))
+    kept = orjson.loads(call[12])
+    assert kept["attributes"] == {"currency": "EUR", "region": "n"} and kept["created_at"] == made.isoformat()
+
+
+@pytest.mark.parametrize("attributes", [{"Bad": "x"}, {"ok": 3}, ["currency"]])
+def test_a_record_whose_attributes_cannot_name_a_set_is_refused(attributes: Any) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        index.command(record(attributes=attributes))
 
 
 def test_a_record_from_before_the_tenant_was_named_is_indexed_under_its_ids_namespace() -> None:
@@ -82,4 +105,4 @@ def test_a_record_whose_parts_cannot_name_a_key_is_refused_before_any_call(over:
 
 
 def test_a_bare_task_id_may_be_any_tenants_made_before_the_namespaces() -> None:
-    assert index.command(record(task_id="t-1"))[6] == "t-1"
+    assert index.command(record(task_id="t-1"))[8] == "t-1"  # after its five keys
