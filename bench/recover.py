@@ -101,7 +101,7 @@ def lose(client: redis.Redis, tenant: str) -> int:
             batch = []
     if batch:
         lost += int(client.delete(*batch))
-    for key in client.scan_iter(match=f"{keys.index_tasks(tenant)}*", count=1000):
+    for key in client.scan_iter(match=f"{keys.PREFIX}:index:{{{tenant}}}:*", count=1000):
         lost += int(client.delete(key))
     return lost
 
