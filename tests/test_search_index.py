@@ -111,3 +111,18 @@ def test_a_purged_task_leaves_every_search_set(settings: Settings) -> None:
     assert every(door(settings), tenant, Query(), 10) == []
     admin.srem(keys.PURGE_PENDING, f"{tenant}.x1")
     admin.srem(keys.OUTBOX_DIRTY, f"{tenant}.x1")
+
+
+def test_a_task_made_before_creation_times_were_kept_is_dated_by_the_first_change_indexed(
+    settings: Settings,
+) -> None:
+    tenant = f"s{os.urandom(3).hex()}"
+    relay(settings).apply([record(tenant, 4, created_at=None)])  # its first change seen: T0 + 4s + 1 min
+    relay(settings).apply([record(tenant, 4, version=2, created_at=None)])  # a later one moves nothing
+    first = T0 + timedelta(seconds=4, minutes=1)
+    assert (
+        acl.connect(settings, "admin").zscore(keys.index_created(tenant), f"{tenant}.x4")
+        == first.timestamp() * 1000
+    )
+    assert every(door(settings), tenant, Query(created_after=first), 10) == ["x4"]
+    assert every(door(settings), tenant, Query(created_before=first), 10) == []
