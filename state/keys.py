@@ -465,7 +465,7 @@ def index_by(tenant: str, field: str, value: str) -> str:
         checked(ATTRIBUTE_RE, field.removeprefix("attr:"), "attribute name")
         if not field.startswith("attr:"):
             raise ValueError(f"an index field is workflow or attr:<name>, not {field!r}")
-    return f"{_index(tenant)}by:{field}:{hashlib.sha1(value.encode()).hexdigest()}"  # noqa: S324 - a name, not a seal
+    return f"{_index(tenant)}by:{field}:{hashlib.sha1(value.encode()).hexdigest()}"  # a name, not a seal
 
 
 # Memory (state/memory.py): one hash per tenant and subject, under its own hash tag, so that the
