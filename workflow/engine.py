@@ -183,6 +183,7 @@ def create(app: App, workflow: str, start: Start) -> Moved | Refuse:
             policy=start.auth.policy, tool_catalog=app.catalog, agent_id=f"{app.name}-agent", state_version=0
         ),
         updated_at=start.now,
+        created_at=start.now,
     )
     return Moved(advance(first, decided, start.now), kept(decided.evidence), tuple(decided.remember))
 
