@@ -59,7 +59,8 @@ def test_the_record_a_change_writes_carries_what_the_task_shows_and_when_it_was_
 
 
 def test_a_change_of_a_workflow_that_declares_nothing_carries_empty_views() -> None:
-    plain = App(name="refund", workflows=[refund_example.refund], tools=[refund_example.BankRefund()])
+    bare = dataclasses.replace(refund_example.refund, views={}, attributes={})
+    plain = App(name="refund", workflows=[bare], tools=[refund_example.BankRefund()])
     cp = created(plain)
     record = record_in(
         last_step.commands(Sealer(Keyring.generate()), cp, "m-1", None, shown=wiring.shows(plain))

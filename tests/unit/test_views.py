@@ -16,11 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wakeful.authority.snapshot import Snapshot
+from wakeful.examples import onboarding as onboarding_example
 from wakeful.examples import refund as refund_example
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk import App, Start, Viewed
 from wakeful.workflow import engine, views
-from wakeful.workflow.views import ATTRIBUTE_CHARS, NOTHING, VIEW_BYTES
+from wakeful.workflow.views import ATTRIBUTE_CHARS, NOTHING, VIEW_BYTES, Shown
 
 NOW = datetime(2030, 6, 1, 9, 0, tzinfo=UTC)
 AUTH = Snapshot(approvers=frozenset({"alice", "bob"}), limit=1000)
@@ -245,6 +246,33 @@ def test_a_state_its_model_cannot_read_shows_each_view_as_that_error_and_no_attr
     got = views.shown(app_with({"p": lambda v: {}, "q": lambda v: {}}, {"a": lambda v: "x"}))(broken)
     assert got.attributes == {} and set(got.views) == {"p", "q"}
     assert got.views["p"]["error"].startswith("the task's state does not read as Refund: ValidationError: ")
+
+
+def test_the_bundled_refund_shows_its_progress_and_currency() -> None:
+    made = engine.create(
+        refund_example.app, "refund", Start("t-1", "svc", "acme", {"amount": 2500}, AUTH, NOW)
+    )
+    assert isinstance(made, engine.Moved)
+    assert views.shown(refund_example.app)(made.checkpoint) == Shown(
+        {
+            "progress": {
+                "stage": "awaiting_approval",
+                "amount": 2500,
+                "currency": "EUR",
+                "awaiting_approval": True,
+            }
+        },
+        {"currency": "EUR"},
+    )
+
+
+def test_the_bundled_onboarding_is_searchable_by_country_and_never_by_its_account() -> None:
+    payload = {"legal_name": "Acme Tools GmbH", "country": "DE", "amount": 120_000, "currency": "EUR"}
+    made = engine.create(
+        onboarding_example.app, "supplier_onboarding", Start("t-1", "svc", "acme", payload, AUTH, NOW)
+    )
+    assert isinstance(made, engine.Moved)
+    assert views.shown(onboarding_example.app)(made.checkpoint) == Shown({}, {"country": "DE"})
 
 
 def _of_workflow(cp: Checkpoint, name: str, version: int) -> Checkpoint:
