@@ -69,7 +69,8 @@ def of(wf: Workflow[Any], cp: Checkpoint) -> Shown:
     try:
         viewed = _viewed(wf, cp)
     except Exception as exc:  # the app's model refused the stored state: the change goes on
-        error = {"error": f"the task's state does not read as {wf.state.__name__}: {_said(exc)}"}
+        # Its type alone: a validation error's message quotes the state, which no view chose to show.
+        error = {"error": f"the task's state does not read as {wf.state.__name__}: {type(exc).__name__}"}
         return Shown({name: error for name in wf.views}, {})
     attributes = {name: attribute(fn, viewed) for name, fn in wf.attributes.items()}
     return Shown(
