@@ -27,6 +27,7 @@ import orjson
 import redis
 
 from wakeful.bench import retention as bench_retention
+from wakeful.consumers.kafka import wiring
 from wakeful.consumers.relay.main import relay_for
 from wakeful.core.settings import Settings
 from wakeful.operate import purge
@@ -46,7 +47,9 @@ def _open_commands(sealer: Sealer, task_id: str, tenant: str, at: datetime) -> l
     cp, message_id, _ = bench_retention._history(refund, task_id, tenant, at)[0]
     new = last_step.stamp(cp, 1, 0, at)
     return [
-        *last_step.commands(sealer, new, message_id, {"by": "bench"}, before=None),
+        *last_step.commands(
+            sealer, new, message_id, {"by": "bench"}, before=None, shown=wiring.shows(refund)
+        ),
         *last_step.wait_writes(new),
     ]
 

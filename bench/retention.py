@@ -21,6 +21,7 @@ import orjson
 import redis
 from confluent_kafka import Producer
 
+from wakeful.consumers.kafka import wiring
 from wakeful.consumers.kafka.producing import producer_config
 from wakeful.consumers.relay.main import Relay
 from wakeful.core import ids
@@ -60,6 +61,7 @@ def _history(app: App, task_id: str, tenant: str, at: datetime) -> list[tuple[Ch
             state_version=0,
         ),
         updated_at=at,
+        created_at=at,
     )
     wait = PendingWait(
         wait_for="approval",
@@ -105,6 +107,7 @@ def _task_commands(
 ) -> list[tuple[Any, ...]]:
     """Every command the runtime sends for the task, relay and trim aside."""
     out: list[tuple[Any, ...]] = []
+    shown = wiring.shows(app)  # what the task shows, on each record as the runtime's store writes it
     for version, (cp, message_id, event) in enumerate(_history(app, task_id, tenant, at), start=1):
         new = last_step.stamp(cp, version, 1 if version == 3 else 0, at)
         key_id = message_id.split(":")[1]
@@ -117,7 +120,9 @@ def _task_commands(
             if event
             else []
         )
-        out += last_step.commands(sealer, new, message_id, {"by": "bench"}, also=receipt, before=None)
+        out += last_step.commands(
+            sealer, new, message_id, {"by": "bench"}, also=receipt, before=None, shown=shown
+        )
         out += last_step.wait_writes(new)[1:]  # its correlation id (the deadline has fired since)
         if version == 2:  # the effect, intent first: the action log and its records
             op = f"REFUND:{task_id}:v1"

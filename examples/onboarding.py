@@ -275,6 +275,7 @@ onboarding = Workflow(
     },
     card=card,
     exposes=("amount", "currency", "country"),
+    attributes={"country": lambda v: v.state.country},  # never the account: every reader sees these
     recall=Recall((REMITTANCE,), lambda ctx: (rules.subject(ctx.state.legal_name),)),
     # A cancelled onboarding leaves no supplier registered; a first payment made stays made.
     undo_on_cancel=(RegisterSupplier.name,),

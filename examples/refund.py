@@ -37,6 +37,7 @@ from wakeful.sdk import (
     Tool,
     ToolFenced,
     ToolUnavailable,
+    Viewed,
     Wait,
     Workflow,
     policy_file,
@@ -181,6 +182,17 @@ def booked(ctx: Context[Refund], tool: str, result: Mapping[str, Any]) -> Next[R
     return Next(CLOSED, refs={"ledger_entry": str(result["ledger_entry"])})
 
 
+def progress(v: Viewed[Refund]) -> dict[str, Any]:
+    """What the tenant's readers see of a refund (`wakeful task query`): how far it is, for how
+    much, and whether it waits for an approver ("approval" is the kind of an approval's wait)."""
+    return {
+        "stage": v.stage,
+        "amount": v.state.amount,
+        "currency": v.state.currency,
+        "awaiting_approval": "approval" in v.waits,
+    }
+
+
 refund = Workflow(
     name="refund",
     version=1,
@@ -199,6 +211,8 @@ refund = Workflow(
     needs_approval=needs_approval,
     approval_scope="refund.execute",
     exposes=("amount", "currency"),
+    views={"progress": progress},
+    attributes={"currency": lambda v: v.state.currency},  # `wakeful task search currency=EUR`
     instructions={
         "refund-policy-1": (
             "You propose the next action for a customer refund. Use only the tools listed. "

@@ -93,7 +93,7 @@ class SecurityScope(Layer):
 
 
 class VersionStamps(Layer):
-    schema_: int = Field(alias="schema", default=4)
+    schema_: int = Field(alias="schema", default=5)
     policy: str
     tool_catalog: str
     agent_id: str
@@ -102,7 +102,7 @@ class VersionStamps(Layer):
 
 class Checkpoint(Record):
     KIND: ClassVar[str] = "checkpoint"
-    SCHEMA: ClassVar[int] = 4
+    SCHEMA: ClassVar[int] = 5
     schema_version: int = SCHEMA
 
     task_id: str
@@ -112,6 +112,7 @@ class Checkpoint(Record):
     security: SecurityScope
     versions: VersionStamps
     updated_at: datetime
+    created_at: datetime | None = None  # the create's time (D107); None: a task made before schema 5
 
     @field_validator("task_id")
     @classmethod
@@ -184,5 +185,15 @@ def _v3_to_v4(data: dict[str, Any]) -> dict[str, Any]:
     data["execution"] = execution
     versions = dict(data.get("versions", {}))
     versions["schema"] = 4
+    data["versions"] = versions
+    return data
+
+
+@migration("checkpoint", 4)
+def _v4_to_v5(data: dict[str, Any]) -> dict[str, Any]:
+    """v5 keeps when the task was created, for the task index (D107): a v4 task never said."""
+    data["created_at"] = None
+    versions = dict(data.get("versions", {}))
+    versions["schema"] = 5
     data["versions"] = versions
     return data

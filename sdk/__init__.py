@@ -12,6 +12,7 @@ from wakeful.sdk.app import App, load_app, policy_file
 from wakeful.sdk.memory import Fact, Recall, Remember
 from wakeful.sdk.retention import Retention
 from wakeful.sdk.tools import Pending, Tool, ToolFenced, ToolRefused, ToolUnavailable, catalog
+from wakeful.sdk.views import Viewed
 from wakeful.sdk.workflow import (
     ANYONE,
     APPROVAL_VALID_FOR,
@@ -73,6 +74,7 @@ __all__ = [
     "ToolFenced",
     "ToolRefused",
     "ToolUnavailable",
+    "Viewed",
     "Wait",
     "Workflow",
     "catalog",

@@ -4,7 +4,7 @@ a mistake stops a role at start with what to fix, never a task mid-flight (sdk/a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from wakeful.sdk.workflow import (
     RUNTIME_STAGES,
     Workflow,
 )
-from wakeful.state.keys import APP_NAME
+from wakeful.state.keys import APP_NAME, ATTRIBUTE_RE
 
 if TYPE_CHECKING:
     from wakeful.sdk.app import App
@@ -61,6 +61,7 @@ def problems(app: App) -> list[str]:
         found += _validity_problems(wf)
         found += _recall_problems(app, wf)
         found += _cancel_problems(app, wf)
+        found += _shown_problems(wf)
         if not isinstance(wf.max_steps, int) or not 1 <= wf.max_steps <= MAX_STEPS:
             found.append(f"workflow {wf.name}'s max_steps {wf.max_steps!r} must be from 1 to {MAX_STEPS}")
         if not isinstance(wf.max_reproposals, int) or not 0 <= wf.max_reproposals <= REPROPOSALS_CAP:
@@ -138,6 +139,22 @@ def _recall_problems(app: App, wf: Workflow[Any]) -> list[str]:
         found.append(f"workflow {wf.name} recalls no fact")
     if not callable(recall.subjects):
         found.append(f"workflow {wf.name}'s recall needs a subjects function of the task's context")
+    return found
+
+
+def _shown_problems(wf: Workflow[Any]) -> list[str]:
+    """What is wrong with the views and search attributes the workflow declares: each a function,
+    under a name the task index can carry (state/keys.py)."""
+    found: list[str] = []
+    for what, declared in (("view", wf.views), ("attribute", wf.attributes)):
+        if not isinstance(declared, Mapping):
+            found.append(f"workflow {wf.name}'s {what}s must be a mapping of name -> function")
+            continue
+        for name, fn in declared.items():
+            if not isinstance(name, str) or not ATTRIBUTE_RE.fullmatch(name):
+                found.append(f"workflow {wf.name}'s {what} {name!r} must be named by {ATTRIBUTE_RE.pattern}")
+            if not callable(fn):
+                found.append(f"workflow {wf.name}'s {what} {name!r} is {type(fn).__name__}, not a function")
     return found
 
 

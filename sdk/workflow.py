@@ -28,6 +28,7 @@ from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.approval import Approval
 from wakeful.schemas.checkpoint import PendingWait
 from wakeful.sdk.memory import Recall, Remember
+from wakeful.sdk.views import Viewed
 
 S = TypeVar("S", bound=BaseModel)
 
@@ -291,3 +292,8 @@ class Workflow(Generic[S]):
     # once, and the task ends `cancelled`. A step running at the cancel finishes first.
     cancel_by: tuple[str, ...] = (ANYONE,)
     undo_on_cancel: tuple[str, ...] = ()
+    # What the tenant's readers see of a task without unsealing it, on wakeful.log and in the task
+    # index: views (name -> a JSON object) and search attributes (name -> a short text), each a pure
+    # function of the task as a Viewed, run at every change (sdk/views.py). Never a secret.
+    views: Mapping[str, Callable[[Viewed[S]], Mapping[str, Any]]] = field(default_factory=dict)
+    attributes: Mapping[str, Callable[[Viewed[S]], object]] = field(default_factory=dict)

@@ -26,6 +26,10 @@ Command = tuple[Any, ...]
 # They must name keys in the task's hash slot (wk:{task}:...), e.g. the sender's receipt. The same
 # shape, given as `before`, builds writes to shared keys that land ahead of the transaction.
 Also = Callable[[Checkpoint], list[Command]]
+# What a checkpoint shows its tenant's readers without being unsealed (D107): its workflow's views
+# (name -> a JSON object) and search attributes (name -> text). The app's, so the roles pass it in
+# (workflow/views.py computes it; state imports no workflow code); it must never raise.
+Shows = Callable[[Checkpoint], tuple[dict[str, dict[str, Any]], dict[str, str]]]
 
 WRITES = 4  # a change's own writes inside its EXEC (commands()); the caller's follow
 
@@ -38,11 +42,14 @@ def commands(
     *,
     also: Sequence[Command] = (),
     before: Also | None = None,
+    shown: Shows | None = None,
 ) -> list[Command]:
     """The change's writes: `before` (shared keys, ahead of MULTI), the transaction with `also`
-    inside it after the change's own WRITES, and the outbox index after EXEC."""
+    inside it after the change's own WRITES, and the outbox index after EXEC. The record carries
+    what `new` shows (nothing without `shown`): the index keeps only what the task's last record says."""
     task_id, version = new.task_id, new.state_version
     blob = sealer.seal(task_id, version, new.schema_version, new.encode())
+    views, attributes = shown(new) if shown is not None else ({}, {})
     said = dict(detail or {})  # the custody keys move to the record's own fields (D72)
     event, approval = said.pop(custody.EVENT_KEY, ""), said.pop(custody.APPROVAL_KEY, None)
     proposal = said.pop(custody.PROPOSAL_KEY, None)
@@ -69,6 +76,9 @@ def commands(
         approval=approval,
         proposal=proposal,
         source=_source(),
+        created_at=new.created_at,
+        views=views,
+        attributes=attributes,
     )
     traced = tracing.outbox_field()  # the change's trace, for the relay's span of its publish
     return [

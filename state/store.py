@@ -47,7 +47,7 @@ from wakeful.schemas.changelog import quarantine_record
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.state import checks, first_step, keys, last_step
 from wakeful.state.checks import Moves
-from wakeful.state.last_step import Also
+from wakeful.state.last_step import Also, Shows
 from wakeful.state.lease import Held, Lease, Leases
 from wakeful.state.pinned import Pinned
 from wakeful.state.seal import Sealer
@@ -83,11 +83,20 @@ class Change:
 
 
 class Store:
-    def __init__(self, client: redis.Redis, sealer: Sealer, *, moves: Moves, clock: Clock = utcnow) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        sealer: Sealer,
+        *,
+        moves: Moves,
+        clock: Clock = utcnow,
+        shown: Shows | None = None,  # what a task shows its readers, on each change's record (D107)
+    ) -> None:
         self.client = client
         self.sealer = sealer
         self.moves = moves
         self.clock = clock
+        self.shown = shown
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -300,8 +309,11 @@ class Store:
         the race is lost and nothing was written)."""
         extra = also(new) if also else []
         releasing = [Leases.release_inside(release)] if release else []
+        inside = [*extra, *releasing]
         replies = conn.batch(
-            last_step.commands(self.sealer, new, message_id, detail, also=[*extra, *releasing], before=before)
+            last_step.commands(
+                self.sealer, new, message_id, detail, also=inside, before=before, shown=self.shown
+            )
         )
         if replies[-2] is None:
             return None

@@ -133,7 +133,7 @@ def context(
         task_id=cp.task_id,
         stage=b.stage,
         version=b.version,
-        state=wf.state.model_validate(b.data, strict=False),
+        state=state_of(wf, cp),
         requester=requester(cp),
         tenant=cp.security.tenant,
         approval=b.approval,
@@ -148,6 +148,11 @@ def context(
         policy=cp.versions.policy,
         resource=resource(wf, cp),
     )
+
+
+def state_of(wf: Workflow[Any], cp: Checkpoint) -> Any:
+    """The task's state as its workflow's model, as every decision and view reads it."""
+    return wf.state.model_validate(cp.business.data, strict=False)
 
 
 def resource(wf: Workflow[Any], cp: Checkpoint) -> dict[str, Any]:
@@ -183,6 +188,7 @@ def create(app: App, workflow: str, start: Start) -> Moved | Refuse:
             policy=start.auth.policy, tool_catalog=app.catalog, agent_id=f"{app.name}-agent", state_version=0
         ),
         updated_at=start.now,
+        created_at=start.now,
     )
     return Moved(advance(first, decided, start.now), kept(decided.evidence), tuple(decided.remember))
 

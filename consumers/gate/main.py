@@ -346,7 +346,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
     keys = load_keys(settings, "gate")
     app = load_app(settings.app)
-    store = wiring.store_for(settings, "gate")
+    store = wiring.store_for(settings, "gate", app)
     seal = signer_seal.load(settings, "gate")
 
     def build(producer: RunnerProducer, log: Log) -> Gate:

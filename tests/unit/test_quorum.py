@@ -124,5 +124,5 @@ def test_a_v3_checkpoint_waits_for_one_approver_after_its_upgrade() -> None:
     for wait in doc["execution"]["pending_waits"]:
         del wait["count"], wait["counted"]
     upgraded = Checkpoint.decode(orjson.dumps(doc))
-    assert upgraded.schema_version == Checkpoint.SCHEMA == 4
+    assert upgraded.schema_version == Checkpoint.SCHEMA == 5
     assert [(w.count, w.counted) for w in upgraded.execution.pending_waits] == [(1, ())]

@@ -158,6 +158,14 @@ def test_amendment_bumps_the_version_and_voids_the_approval() -> None:
     assert out.stage == Stage.AWAITING_APPROVAL and out.execution.pending_waits[0].bound_to_version == 2
 
 
+def test_a_task_keeps_the_time_it_was_created_at_through_its_later_changes() -> None:
+    later = NOW + timedelta(hours=1)
+    made = task()
+    out = refund.amend(approved(made, at=later), "svc", {"amount": 3000}, AUTH, later)
+    assert isinstance(out, Checkpoint)
+    assert (made.created_at, out.created_at, out.business.version) == (NOW, NOW, 2)
+
+
 @pytest.mark.parametrize(
     ("who", "started", "payload", "reason"),
     [

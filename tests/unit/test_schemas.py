@@ -164,6 +164,7 @@ checkpoints = st.builds(
         VersionStamps, policy=texts, tool_catalog=texts, agent_id=texts, state_version=state_versions
     ),
     updated_at=instants,
+    created_at=st.none() | instants,
 )
 json_values = st.recursive(
     st.none() | st.booleans() | ints | st.floats(allow_nan=False, allow_infinity=False) | texts,
@@ -372,13 +373,14 @@ def test_checkpoint_is_stored_as_five_layers_plus_identity() -> None:
         "schema_version",
         "task_id",
         "updated_at",
+        "created_at",
         "business",
         "execution",
         "external_refs",
         "security",
         "versions",
     }
-    assert doc["schema_version"] == Checkpoint.SCHEMA == 4
+    assert doc["schema_version"] == Checkpoint.SCHEMA == 5
 
 
 def test_layers_carry_no_schema_version_of_their_own() -> None:
@@ -394,9 +396,9 @@ def test_layers_carry_no_schema_version_of_their_own() -> None:
 
 def test_version_stamps_are_stored_under_schema_and_read_back() -> None:
     doc = as_json(checkpoint())
-    assert doc["versions"]["schema"] == 4
+    assert doc["versions"]["schema"] == 5
     assert "schema_" not in doc["versions"]
-    assert Checkpoint.decode(orjson.dumps(doc)).versions.schema_ == 4
+    assert Checkpoint.decode(orjson.dumps(doc)).versions.schema_ == 5
 
 
 def test_stage_and_state_version_read_from_their_layers() -> None:
@@ -486,9 +488,9 @@ def test_a_task_id_is_accepted_exactly_when_it_is_a_tenants_safe_id_after_its_na
 
 def test_v1_checkpoint_is_upgraded_to_keep_only_a_principal_reference() -> None:
     cp = Checkpoint.decode(orjson.dumps(v1_checkpoint()))
-    assert cp.schema_version == 4
+    assert cp.schema_version == 5
     assert cp.security == SecurityScope(tenant="acme", principal_ref="principal:alice")
-    assert cp.versions.schema_ == 4
+    assert cp.versions.schema_ == 5
     assert "alice" not in cp.security.model_dump_json().replace("principal:alice", "")
 
 
@@ -506,7 +508,7 @@ def test_v1_checkpoint_that_already_had_a_reference_keeps_it() -> None:
 def test_upgraded_v1_checkpoint_is_written_back_at_the_current_version() -> None:
     upgraded = Checkpoint.decode(orjson.dumps(v1_checkpoint()))
     doc = as_json(upgraded)
-    assert (doc["schema_version"], doc["versions"]["schema"]) == (4, 4)
+    assert (doc["schema_version"], doc["versions"]["schema"]) == (5, 5)
     assert Checkpoint.decode(upgraded.encode()) == upgraded
 
 
@@ -535,6 +537,16 @@ def test_v2_refund_catalog_by_name_becomes_the_refund_apps_catalog_digest_of_the
     # If this fails, the refund's tools changed: gate 4 no longer takes their stamp as them, and tasks from
     # before it follow the declared tool_catalog rule. Leave REFUND_CATALOG_V2 as it is.
     assert refund_app.legacy_catalog == REFUND_CATALOG_V2
+
+
+def test_a_v4_checkpoint_reads_as_one_that_never_said_when_it_was_created() -> None:
+    doc = as_json(checkpoint(created_at=datetime(2026, 1, 1, tzinfo=UTC)))
+    del doc["created_at"]
+    doc["schema_version"] = doc["versions"]["schema"] = 4
+    upgraded = Checkpoint.decode(orjson.dumps(doc))
+    assert (upgraded.schema_version, upgraded.versions.schema_, upgraded.created_at) == (5, 5, None)
+    assert upgraded == checkpoint()  # nothing else of it moved
+    assert Checkpoint.decode(upgraded.encode()) == upgraded
 
 
 def test_v1_checkpoint_without_layers_is_a_decode_error() -> None:
