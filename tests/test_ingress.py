@@ -6,6 +6,8 @@ task does not exist to it; a revoked key reads nothing more."""
 
 from __future__ import annotations
 
+import random
+import string
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,9 +18,10 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from cli_run import doc, wakeful
 from helpers import ingress_door
 
-from wakeful.client import NotAnswered, ReadRefused, Upstream
+from wakeful.client import NotAnswered, Query, ReadRefused, Upstream
 from wakeful.devstack.fleet import Fleet
 from wakeful.examples.refund import Stage
 from wakeful.operate.client import Client
@@ -127,6 +130,44 @@ def test_the_door_never_serves_a_task_the_relays_login_wrote_into_the_index_by_h
         assert up.task(named) is None  # forged in place: unknown to the door until its next change
         listed = {t["task_id"] for t in up.tasks(waiting="approval")}
         assert named not in listed and ghost not in listed
+
+
+def test_a_tasks_view_and_a_search_by_its_attribute_answer_its_own_tenant_only(
+    client: Client, shared_fleet: Fleet, door: str
+) -> None:
+    """Issue 48, item 5 (D107): the refund workflow's `progress` view and `currency` attribute,
+    through the read door and through the operator's commands (docs/search.md); another tenant's
+    key finds neither the task nor its view."""
+    # a currency of this test's own, and only tasks made since it began, on a stack kept from earlier runs
+    currency = "".join(random.choices(string.ascii_uppercase, k=3))
+    since = datetime.now(UTC)
+    mine = Query(attributes={"currency": currency}, created_after=since)
+    with upstream(client, DESK, door) as up:
+        named = [f"t-{uuid.uuid4().hex[:12]}" for _ in range(3)]
+        for n, task_id in enumerate(named):
+            sent = up.send(events.CREATE, {"amount": 10 + n, "currency": currency}, task_id=task_id)
+            assert up.receipt(sent, timeout=60)["status"] == "accepted"
+        found = eventually(
+            lambda: [t["task_id"] for t in up.search(mine, page=2)],
+            lambda ids: len(ids) == 3,
+        )
+        assert found == named[::-1]  # newest created first, across pages of two
+        view = eventually(lambda: up.query(named[0], "progress"), lambda v: v is not None)
+        assert view["task_id"] == named[0] and view["value"]["currency"] == currency
+        with pytest.raises(ReadRefused, match="its views: progress"):
+            up.query(named[0], "nothing")
+    with upstream(client, OUTSIDER, door) as outsider:
+        assert outsider.query(named[0], "progress") is None
+        assert list(outsider.search(mine)) == []
+    shown = wakeful("task", "query", named[0], "progress", "--json")
+    assert shown.returncode == 0 and doc(shown)["value"]["currency"] == currency, shown.stderr
+    listed = wakeful(
+        "task", "search", "--workflow", "refund", "--attr", f"currency={currency}",
+        "--created-after", since.isoformat(), "--json",
+    )  # fmt: skip
+    assert [t["task_id"] for t in doc(listed)["tasks"]] == named[::-1], listed.stderr
+    missing = wakeful("task", "query", named[0], "progress", "--tenant", "globex")
+    assert missing.returncode == 1 and "no task" in missing.stderr
 
 
 def get(url: str, target: str, header: str | None) -> httpx.Response:
