@@ -34,7 +34,12 @@ def schedule() -> None:
 @schedule.command("add")
 @app_option
 @click.argument("name")
-@click.option("--cron", "cron_expr", default=None, help="Five fields, UTC: minute hour day month weekday.")
+@click.option(
+    "--cron",
+    "cron_expr",
+    default=None,
+    help="Five fields, UTC: minute hour day month weekday; `CRON_TZ=<zone> ` first reads them in that zone.",
+)
 @click.option("--every", default=None, help="An interval: 30s, 5m, 2h, 1d or 1h30m; ticks count from now.")
 @click.option("--workflow", required=True, help="The app's workflow each tick starts.")
 @click.option("--payload", default="{}", show_default=True, help="The task.create fields, as a JSON object.")

@@ -1,7 +1,11 @@
 """Schedules that start a task on a cron expression or at a fixed interval, and which of their ticks
 are due when the scheduler comes back from an outage (the catch-up policy).
 
-Pure: times in and out are timezone-aware and come back in UTC; cron fields are read in UTC.
+Pure: times in and out are timezone-aware and come back in UTC. Cron fields are read in UTC, or in
+the zone a `CRON_TZ=<IANA zone> ` prefix names (as cronie reads it): on the day a zone's clocks go
+forward, a wall time that does not exist fires at the instant it names with the offset before the
+change (02:30 in a gap of 02:00-03:00 fires at 03:30), once; on the day they go back, a wall time
+that occurs twice fires at its first occurrence only.
 """
 
 from __future__ import annotations
@@ -10,7 +14,8 @@ import calendar
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import MAXYEAR, UTC, date, datetime, timedelta
+from datetime import MAXYEAR, UTC, date, datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 # What to fire after an outage: only a tick that is on time, only the newest missed one, or all.
 CATCH_UP = ("skip", "one", "all")
@@ -52,14 +57,15 @@ class Cron:
     months: frozenset[int]
     weekdays: frozenset[int]
     either_day: bool  # both day fields restricted: a day matches on either (the standard cron rule)
+    zone: tzinfo = UTC  # the fields' wall clock
 
     def day_matches(self, day: date) -> bool:
         in_month, in_week = day.day in self.days, day.isoweekday() % 7 in self.weekdays
         return (in_month or in_week) if self.either_day else (in_month and in_week)
 
     def matches(self, moment: datetime) -> bool:
-        """Whether the minute of `moment` (in UTC) is one this expression fires in."""
-        at = _utc(moment, "moment")
+        """Whether the minute of `moment`, on the rule's wall clock, is one this expression fires in."""
+        at = _utc(moment, "moment").astimezone(self.zone)
         in_day = at.month in self.months and self.day_matches(at.date())
         return at.minute in self.minutes and at.hour in self.hours and in_day
 
@@ -81,9 +87,20 @@ class Every:
 Rule = Cron | Every
 
 
+ZONE_PREFIX = "CRON_TZ="
+
+
 def parse_cron(expr: str) -> Cron:
-    """Read `minute hour day-of-month month day-of-week` (UTC); ValueError names the bad field."""
-    fields = expr.split()
+    """Read `[CRON_TZ=<zone> ]minute hour day-of-month month day-of-week` (UTC without a zone);
+    ValueError names the bad field or zone."""
+    zone: tzinfo = UTC
+    if expr.startswith(ZONE_PREFIX):
+        name, _, rest = expr.removeprefix(ZONE_PREFIX).partition(" ")
+        zone = _zone(name)
+        expr_fields = rest
+    else:
+        expr_fields = expr
+    fields = expr_fields.split()
     if len(fields) != 5:
         raise ValueError(
             f"cron expression '{expr}' has {len(fields)} fields; it needs exactly 5: "
@@ -94,7 +111,19 @@ def parse_cron(expr: str) -> Cron:
     either_day = not fields[2].startswith("*") and not fields[4].startswith("*")
     if not either_day and min(days) > max(_LONGEST_MONTH[m - 1] for m in months):
         raise ValueError(f"cron expression '{expr}' never fires: none of its months has any of its days")
-    return Cron(expr, minutes, hours, days, months, weekdays, either_day)
+    return Cron(expr, minutes, hours, days, months, weekdays, either_day, zone)
+
+
+def _zone(name: str) -> tzinfo:
+    if name in ("UTC", "Etc/UTC"):
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"time zone {name[:60]!r} is not one this machine knows: name an IANA zone such as "
+            "Europe/Berlin or America/New_York (Debian's tzdata package holds them)"
+        ) from None
 
 
 def _field(index: int, text: str) -> frozenset[int]:
@@ -167,14 +196,29 @@ def next_tick(rule: Rule, after: datetime) -> datetime:
         if after < rule.anchor:
             return rule.anchor.astimezone(UTC)
         return (rule.anchor + ((after - rule.anchor) // rule.interval + 1) * rule.interval).astimezone(UTC)
-    start = after.replace(second=0, microsecond=0) + _MINUTE
-    for day in _days(rule, start.date()):
-        at = _time_of_day(rule, *((start.hour, start.minute) if day == start.date() else (0, 0)))
-        if at is not None:
-            return datetime(day.year, day.month, day.day, *at, tzinfo=UTC)
+    # On the rule's wall clock. A wall time read twice (clocks going back) is taken at its first
+    # occurrence (fold 0): one `after` in the second reads wall times already past, passed over.
+    start = after.astimezone(rule.zone).replace(second=0, microsecond=0, tzinfo=None) + _MINUTE
+    while True:
+        wall = _next_wall(rule, start)
+        if wall is None:
+            break
+        tick = wall.replace(tzinfo=rule.zone).astimezone(UTC)
+        if tick > after:
+            return tick
+        start = wall + _MINUTE
     raise ValueError(
         f"cron '{rule.text}' has no tick within {_HORIZON_YEARS} years after {after.isoformat()}"
     )
+
+
+def _next_wall(rule: Cron, start: datetime) -> datetime | None:
+    """The first wall time (naive) at or after `start` the rule's fields allow, within the horizon."""
+    for day in _days(rule, start.date()):
+        at = _time_of_day(rule, *((start.hour, start.minute) if day == start.date() else (0, 0)))
+        if at is not None:
+            return datetime(day.year, day.month, day.day, *at)
+    return None
 
 
 def _days(rule: Cron, first: date) -> Iterator[date]:
