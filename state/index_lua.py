@@ -17,11 +17,12 @@ return 1
 """,
 )
 
-# Lua: take task ARGV[1] out of the sets its stored summary `was` names (stage, waits, attribute
+# Lua: take task `task` out of the sets its stored summary `was` names (stage, waits, attribute
 # values; its creation and workflow sets hold it for as long as it is indexed), all under the hash
-# tag of `prefix`. An attribute's set is named by the SHA-1 of its value, as keys.index_by names it.
+# tag of `prefix`; an attribute value's set among `new` (set name -> true) it stays in, noted in
+# `kept`. An attribute's set is named by the SHA-1 of its value, as keys.index_by names it.
 _LEAVE = """
-local function leave(prefix, was, task)
+local function leave(prefix, was, task, new, kept)
   if type(was) ~= 'table' then return end
   if type(was['stage']) == 'string' then redis.call('ZREM', prefix .. 'stage:' .. was['stage'], task) end
   if type(was['waits']) == 'table' then
@@ -34,7 +35,8 @@ local function leave(prefix, was, task)
   if type(was['attributes']) == 'table' then
     for name, value in pairs(was['attributes']) do
       if type(name) == 'string' and type(value) == 'string' then
-        redis.call('ZREM', prefix .. 'by:attr:' .. name .. ':' .. redis.sha1hex(value), task)
+        local set = prefix .. 'by:attr:' .. name .. ':' .. redis.sha1hex(value)
+        if new[set] then kept[set] = true else redis.call('ZREM', set, task) end
       end
     end
   end
@@ -53,12 +55,15 @@ APPLY = Function(
     _LEAVE
     + """
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'tasks')
+local n = tonumber(ARGV[6])
+local new, kept = {}, {}
+for i = 5, 4 + n do new[KEYS[i]] = true end
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 if old then
   local ok, was = pcall(cjson.decode, old)
   if ok and type(was) == 'table' then
     if (tonumber(was['state_version']) or -1) >= tonumber(ARGV[2]) then return 0 end
-    leave(prefix, was, ARGV[1])
+    leave(prefix, was, ARGV[1], new, kept)
   end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
@@ -70,8 +75,10 @@ if created == '' then
 else
   redis.call('ZADD', KEYS[3], created, ARGV[1])
 end
-local n = tonumber(ARGV[6])
-for i = 4, 4 + n do redis.call('ZADD', KEYS[i], created, ARGV[1]) end
+redis.call('ZADD', KEYS[4], created, ARGV[1])
+for i = 5, 4 + n do
+  if not kept[KEYS[i]] then redis.call('ZADD', KEYS[i], created, ARGV[1]) end
+end
 for i = 5 + n, #KEYS do redis.call('ZADD', KEYS[i], ARGV[i + 2 - n], ARGV[1]) end
 return 1
 """,
@@ -86,7 +93,7 @@ UNFORGE = Function(
     + """
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 local ok, was = pcall(cjson.decode, ARGV[2])
-if ok then leave(string.sub(KEYS[1], 1, #KEYS[1] - #'tasks'), was, ARGV[1]) end
+if ok then leave(string.sub(KEYS[1], 1, #KEYS[1] - #'tasks'), was, ARGV[1], {}, {}) end
 redis.call('HSET', KEYS[1], ARGV[1], '{"state_version":-1}')
 return 1
 """,
