@@ -86,7 +86,7 @@ def test_a_task_whose_attribute_changes_is_found_by_its_new_value_only(settings:
     relay(settings).apply([record(tenant, 1, version=3, attributes={"currency": "GBP"})])  # kept, not moved
     assert every(door(settings), tenant, Query(attributes={"currency": "GBP"}), 10) == ["x1"]
     shown = search.view(door(settings), tenant, f"{tenant}.x1", "progress")
-    assert shown is not None and shown.value == {"n": 1, "version": 2} and shown.state_version == 2
+    assert shown is not None and shown.value == {"n": 1, "version": 3} and shown.state_version == 3
     missing = search.view(door(settings), tenant, f"{tenant}.x1", "nothing")
     assert missing is not None and missing.value is None and missing.known == ("progress",)
 
