@@ -21,6 +21,7 @@ RELEASED = {
     "wakeful_v7": "f9e51ad9629a103e33807a2200d3e96dc5dad0b325d2090073f46777533acb0d",  # + outbox_first (D87)
     "wakeful_v8": "12c739af5899e65c712bb6a475c799dc7ff2359e6e4ed4116238f40ab0a4660a",  # D93
     "wakeful_v9": "07b1547b579b37fb0917cefd41e3cbd7148a15abc3ece95d8fd2dfa664e70dcf",  # + search sets (D107)
+    "wakeful_v10": "5bf688085664d3cda4c18a81b96a97fc2a5dd6aaf313d1a1186b611df6bce387",  # + limits (D108)
 }
 
 
