@@ -3,6 +3,8 @@
 A member is "<task_id>|<deadline ms>"; it is removed only after its wake is acknowledged by Kafka,
 so a crash in between wakes the task twice (the gate dedupes by message id, and ignores a deadline
 that is not really due). Deadlines are never a Redis TTL: a waiting task is never silently dropped.
+On threads of their own: the sweep (sweep.py), the schedules' ticks (schedules.py) and the held
+creates let in under their tenants' in-flight limits (fair.py).
 """
 
 from __future__ import annotations
