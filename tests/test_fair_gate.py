@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from helpers import BankClient, gate_for, inbound_wake, role_message
+from helpers import BankClient, executor_for, gate_for, inbound_wake, refund_proposal, role_message
 
 from wakeful.consumers.timer.fair import Releaser
 from wakeful.core import ids, topics
@@ -129,6 +129,21 @@ def test_an_ended_task_gives_its_slot_to_the_oldest_held_create_which_the_timer_
     let_in = receipt(client, older, tenant.task("two"))
     assert (let_in["status"], let_in["stage"]) == ("accepted", "awaiting_approval"), let_in
     assert client.admin.llen(keys.held(tenant.task("two"))) == 0
+
+
+def test_a_task_the_executor_closes_gives_its_slot_back(
+    client: BankClient, gate: Any, tenant: Tenant
+) -> None:
+    client.limits.set(f"tenant:{tenant.name}", 1, by=OPERATOR)
+    create(client, gate, tenant, "one", amount=300)  # under the approval limit: ready for its refund
+    task_id = tenant.task("one")
+    assert client.admin.zrange(keys.fair_flight(tenant.name), 0, -1) == [task_id.encode()]
+    version = client.store.load(task_id).state_version
+    proposal = refund_proposal(task_id, version, 300)
+    executor = executor_for(client.settings, [])
+    executor.handle(role_message(client.settings, "proposer", topics.PROPOSALS, task_id, proposal.encode()))
+    assert client.store.load(task_id).stage == "closed"
+    assert client.admin.zcard(keys.fair_flight(tenant.name)) == 0
 
 
 def deadline_wake(client: BankClient, task_id: str, due_ms: int) -> Any:
