@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from helpers import BankClient, executor_for, gate_for, inbound_wake, refund_proposal, role_message
 
+from wakeful.authority.kept import moved
 from wakeful.consumers.timer.fair import Releaser
 from wakeful.core import ids, topics
 from wakeful.core.log import Log
@@ -45,6 +46,7 @@ def tenant(client: BankClient) -> Iterator[Tenant]:
     client.add_signer(name, (events.CREATE, events.CANCEL), tenant=name)
     yield Tenant(name, name)
     client.admin.delete(keys.AUTH_LIMITS)  # the other tests run with no limit
+    moved(client.admin)
 
 
 @pytest.fixture(scope="module")
