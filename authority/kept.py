@@ -3,14 +3,14 @@
 Every write to authority ends by setting `wk:authority:{freeze}:version` to a fresh random token
 (`moved()`): in the write's own MULTI where the write is in that slot (freezes, revocations), else
 once the write has returned. A role reads the token, with the switch counter every freeze and
-thaw bumps, in the batch that reads its task, instead of the nine keys a Snapshot is made of. The
+thaw bumps, in the batch that reads its task, instead of the ten keys a Snapshot is made of. The
 pair is the mark a Snapshot is kept under: a freeze by an older build's CLI bumps the counter
 alone, and a role that acknowledges it must not act on what it kept from before.
 
 - A Snapshot made from reads sent after a round trip that saw mark m holds every write whose token
   came before m. While the keys still read m, no write has ended since: that Snapshot is as good as
-  one read now, and the role uses it (one command a wake, not nine).
-- When the mark has moved, the wake reads the nine keys again, in one more round trip.
+  one read now, and the role uses it (one command a wake, not ten).
+- When the mark has moved, the wake reads the ten keys again, in one more round trip.
 - A Snapshot is kept at most KEEP_S. That bounds how long a write made around wakeful's writers
   (redis-cli, or an older build's CLI during a rolling upgrade) can go unseen, since it sets no
   token. With no token at all (a store no current writer has touched), or one that is not a
@@ -76,7 +76,7 @@ class Ask:
     """What one wake asked for: `commands` to put in its batch (the token first)."""
 
     commands: tuple[Command, ...]
-    kept: _Entry | None  # the Snapshot kept when asked; None: the nine reads follow the token
+    kept: _Entry | None  # the Snapshot kept when asked; None: the ten reads follow the token
     seen: Mark | None  # the mark a round trip before this one saw
     at: float
 
@@ -91,7 +91,7 @@ class Kept:
         self.app, self.shipped, self.clock = app, shipped, clock
         self._entry: _Entry | None = None
         self._seen: Mark | None = None
-        self.reads = 0  # wakes that read the nine keys (in their batch or a round trip more)
+        self.reads = 0  # wakes that read the ten keys (in their batch or a round trip more)
         self.reused = 0  # wakes that used the kept Snapshot
 
     def ask(self) -> Ask:

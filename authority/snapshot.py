@@ -65,6 +65,8 @@ class Snapshot:
     revoked: dict[str, Revocation] = field(default_factory=dict)  # revoked signers (revocations.py)
     # The tools operators turned off, by switches.field_of(app, tool); none by default.
     tool_switches: dict[str, ToolSwitch] = field(default_factory=dict)
+    # The tenants' in-flight limits as stored, scope -> JSON record; workflow/limits.py reads them.
+    limits: dict[str, str] = field(default_factory=dict)
     app: str = ""
     policies: Mapping[str, Policy] = field(default_factory=dict)
     shipped: Policy | None = None
@@ -94,6 +96,7 @@ SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
     ("HGETALL", keys.AUTH_FROZEN),
     ("HGETALL", keys.AUTH_REVOKED),
     ("HGETALL", keys.AUTH_TOOL_SWITCHES),
+    ("HGETALL", keys.AUTH_LIMITS),
 )
 
 
@@ -117,7 +120,7 @@ def snapshot_from(replies: list[Any], app: str = "", shipped: Policy | None = No
     """A Snapshot from the replies to SNAPSHOT_READS (no app) or snapshot_reads(app), in order
     (parsed or raw RESP replies). An app with no limit of its own is one whose authority was kept
     before it was per app: it reads the shared approvers and limit."""
-    approvers, limit, policy, frozen, revoked, tool_switches = replies[: len(SNAPSHOT_READS)]
+    approvers, limit, policy, frozen, revoked, tool_switches, limits = replies[: len(SNAPSHOT_READS)]
     fields = {k.decode(): v.decode() for k, v in hash_reply(policy).items()}
     deployed = fields.get("policy", DEFAULT_POLICY)
     loaded: dict[str, Policy] = {}
@@ -149,6 +152,7 @@ def snapshot_from(replies: list[Any], app: str = "", shipped: Policy | None = No
         frozen=frozen_from(frozen),
         revoked=revoked_from(revoked),
         tool_switches=switches.switches_from(tool_switches),
+        limits={k.decode(): v.decode("utf-8", "replace") for k, v in hash_reply(limits).items()},
         app=app,
         policies=loaded,
         shipped=shipped,

@@ -17,7 +17,7 @@ from wakeful.schemas import events
 
 @click.group()
 def authority() -> None:
-    """Approvers, the approval limit, signer keys and policy versions."""
+    """Approvers, the approval limit, signer keys, policy versions and the tenants' in-flight limits."""
 
 
 @authority.command("show")
@@ -80,7 +80,10 @@ def approvers_list(settings: Settings, app: str | None, as_json: bool) -> None:
 
 @authority.group()
 def limit() -> None:
-    """An app's approval limit: its policy's resource.app.limit."""
+    """Approval amount: an app's resource.app.limit.
+
+    An amount above which a task waits for an approver, read by the app's policy. Not `authority
+    limits`, which says how many of a tenant's tasks may be in flight at once."""
 
 
 @limit.command("set")

@@ -36,9 +36,11 @@ def _task() -> click.Command:
 def _authority() -> click.Command:
     from wakeful.cli.authority_cmds import authority, signers
     from wakeful.cli.kill_cmds import revoke_signer, unrevoke_signer
+    from wakeful.cli.limit_cmds import limits
     from wakeful.cli.recover_cmd import backup
 
     authority.add_command(backup)
+    authority.add_command(limits)
     signers.add_command(revoke_signer)
     signers.add_command(unrevoke_signer)
     return authority

@@ -20,6 +20,7 @@ import orjson
 
 from wakeful.authority import documents, revocations, signer_seal
 from wakeful.authority.kept import moved
+from wakeful.authority.limit_store import LimitStore
 from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.schedule_store import ScheduleStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
@@ -69,6 +70,7 @@ class Client:
         self.authority = AuthorityStore(self.admin, signer_seal.held(settings, signer_seal.KEEPER))
         self.tools = ToolStore(self.admin)
         self.schedules = ScheduleStore(self.admin)  # the SDK's `wakeful schedule ...` (D104)
+        self.limits = LimitStore(self.admin)  # `wakeful authority limits ...` (D108)
         self.policies = PolicyStore(self.admin)
         self.store = wiring.store_for(settings, "admin")
         self._publisher: ConfluentPublisher | None = None
@@ -172,7 +174,7 @@ class Client:
         """The local defaults, restored even where a test or an operator changed them: limit 1000,
         approvers alice and bob (shared, and the app's own), the app's own policy text in force (a
         new version if another is), the deployed tool catalog, pin/quarantine rules, no operator
-        rules for one app, nothing frozen or revoked."""
+        rules for one app, nothing frozen or revoked, no in-flight limit."""
         self.init_authority()
         name = self.app.name
         self.admin.delete(keys.auth_approvers(name), keys.auth_limit(name))  # back to the shared ones
@@ -187,7 +189,7 @@ class Client:
         for scope in self.authority.frozen():
             self.authority.thaw(scope, "wakeful", "local defaults restored")
         self.authority.wake_held()
-        self.admin.delete(keys.AUTH_REVOKED)
+        self.admin.delete(keys.AUTH_REVOKED, keys.AUTH_LIMITS)
         moved(self.admin)  # the deletes above went around the store: say authority changed
         known = self.tool_names()
         for switch in self.tools.switches().values():

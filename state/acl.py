@@ -7,8 +7,9 @@ token counters, streams of the same kind: it reads them and adds to them (XINFO 
 nothing of Progress.
 
 No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
-are in no role's rules. The executor, the relay (the task index, its outbox trim) and a
-downstream's credential FCALL the functions the admin loaded (state/library.py). Redis 7.0 cannot
+are in no role's rules. The executor, the relay (the task index, its outbox trim), the gate and
+the timer (a tenant's in-flight limit) and a downstream's credential FCALL the functions the admin
+loaded (state/library.py). Redis 7.0 cannot
 name a function in an ACL rule, so `+fcall` lets a role call any loaded function; but FCALL's keys
 must fit the selector that grants it, and a function runs with the caller's rights, so each
 selector with `+fcall` also grants exactly the commands its functions run (docs/decisions.md D31).
@@ -112,6 +113,23 @@ _MEMORY_WRITE = (
 )
 _MEMORY_READ = f"(%R~{keys.PATTERN_MEMORY} +hgetall)"
 
+# A tenant's in-flight limit (state/fair.py, D108): the gate admits a create or queues it through
+# fair_take, and marks the tenant queued; the timer lets queued creates in through fair_release and
+# unmarks a tenant whose queue is empty. Both functions name the tenant's flight set and queue,
+# which share one selector that may only call functions; the commands they run are granted on
+# their own. The gate and the executor give a task's slot back after a change (ZREM), and the
+# gate counts a task a person let out of review again (ZADD NX).
+_FAIR_KEYS = f"~{keys.PATTERN_FAIR_FLIGHT} ~{keys.PATTERN_FAIR_QUEUE}"
+_FAIR_TAKE = (
+    f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_KEYS} +zscore +zcard +zrank +zrem +zadd) "
+    f"(~{keys.FAIR_QUEUED} +sadd)"
+)
+_FAIR_RELEASE = (
+    f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_KEYS} +zcard +zrange +zrem +zadd) "
+    f"(~{keys.FAIR_QUEUED} +smembers +srem +sadd) (%R~{keys.AUTH_LIMITS} +hgetall)"
+)
+_FAIR_GIVE_BACK = f"(~{keys.PATTERN_FAIR_FLIGHT} +zrem)"
+
 # The two roles that write Progress (through state.store). Only the executor holds task leases:
 # the gate reads and WATCHes the lease (_TASK_READ) and needs it free (docs/decisions.md D49).
 _PROGRESS_WRITER = (
@@ -128,24 +146,26 @@ RULES: dict[str, str] = {
     ),
     "gate": (
         f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE} {_HELD} {_LIVE} "
-        f"{_MEMORY_READ} {_MEMORY_CANDIDATES} {_UNREADABLE}"
+        f"{_MEMORY_READ} {_MEMORY_CANDIDATES} {_UNREADABLE} {_FAIR_TAKE}"
     ),
     "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer),
     # and indexes a wait its close made (a workflow's `done` returned one, or a tool's call is pending).
     "executor": (
-        f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE} {_UNREADABLE}"
+        f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE} {_UNREADABLE} "
+        f"{_FAIR_GIVE_BACK}"
     ),
     # Its sweep (consumers/timer/sweep.py) reads the task index, and whether a task is frozen,
     # quarantined or leased, for the tasks nothing will wake (D85).
     # Its schedules (consumers/timer/schedules.py) read the schedules, claim a tick before it is
     # published, and move each schedule's newest published tick forward, never back (ZADD GT).
+    # Its look at the held creates (consumers/timer/fair.py) reads the limits and lets them in.
     "timer": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard) "
         f"(%R~{keys.AUTH_SCHEDULES} +hgetall) (~{keys.SCHEDULE_FIRED} +zadd +zrange) "
         f"(~{keys.PATTERN_SCHEDULE_CLAIM} +set) "
         f"(%R~{keys.PATTERN_INDEX} +zrangebyscore +hmget) (%R~{keys.HELD_TASKS} +sismember) "
-        f"(%R~{keys.PATTERN_QUARANTINE} %R~{keys.PATTERN_LEASE} +exists)"
+        f"(%R~{keys.PATTERN_QUARANTINE} %R~{keys.PATTERN_LEASE} +exists) {_FAIR_RELEASE}"
     ),
     "relay": (
         # +time: the clock its outbox entries are stamped with, for its watermark on the log (D87).

@@ -95,6 +95,15 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:authority:app:{A}:policy | hash | app A's policy index: version -> digest   | admin only; roles read |
 | wk:authority:app:{A}:policies | hash | version -> JSON {app, version, text,  | admin only; roles read |
 |                   |        | digest, by, at, reason}: never rewritten           | (authority/documents)  |
+| wk:fair:{N}:flight | zset  | tenant N's tasks a limit admitted and not yet ended | gate (fair_take, after |
+|                   |        | (closed, cancelled, parked) -> ms admitted: what   | a change), executor    |
+|                   |        | the limit counts (workflow/limits.py, D108)        | (after a change);      |
+|                   |        |                                                    | timer (fair_release)   |
+| wk:fair:{N}:queue | zset   | tenant N's creates held over its limit -> ms they  | gate (fair_take);      |
+|                   |        | came: the order they are let in                    | timer (fair_release)   |
+| wk:fair:queued    | set    | tenants with a queue (the timer's look)            | gate: SADD; timer      |
+| wk:authority:{limits}:* | mixed | all (hash scope -> JSON {max_in_flight, by,  | admin only; roles read |
+|                   |        | at, reason}) and history (stream: every change)    |                        |
 | wk:index:{N}:tasks | hash  | tenant N's task id -> its summary: stage, versions, | relay (index function) |
 |                   |        | waits, the relay's MAC (served only if it verifies, | ingress, timer (sweep) |
 |                   |        | D93); never the task's fields (state/index.py)     |                        |
@@ -224,6 +233,11 @@ AUTH_TOOL_HISTORY = f"{_TOOLS}:history"  # stream: {app, tool, action, by, reaso
 _SCHEDULES = f"{AUTHORITY}:{{schedules}}"
 AUTH_SCHEDULES = f"{_SCHEDULES}:all"  # hash name -> JSON schedule (workflow/schedules.py)
 AUTH_SCHEDULE_HISTORY = f"{_SCHEDULES}:history"  # stream: {name, action, by, reason, at}
+# The tenants' in-flight limits (authority/limit_store.py, D108): one hash tag, so a limit and its
+# history record are written in one MULTI on a Redis Cluster too. Roles read them with the Snapshot.
+_LIMITS = f"{AUTHORITY}:{{limits}}"
+AUTH_LIMITS = f"{_LIMITS}:all"  # hash scope (tenant:N, default) -> JSON {max_in_flight, by, at, reason}
+AUTH_LIMIT_HISTORY = f"{_LIMITS}:history"  # stream: {scope, action, max_in_flight, by, reason, at}
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
 UNREADABLE_TASKS = f"{PREFIX}:unreadable"
@@ -451,6 +465,22 @@ def index_by(tenant: str, field: str, value: str) -> str:
         if not field.startswith("attr:"):
             raise ValueError(f"an index field is workflow or attr:<name>, not {field!r}")
     return f"{_index(tenant)}by:{field}:{hashlib.sha1(value.encode()).hexdigest()}"  # a name, not a seal
+
+
+# A tenant's tasks in flight and its held creates (state/fair.py, D108): under the tenant's hash
+# tag, so one function call counts and admits on a Redis Cluster too. The set of tenants with a
+# queue is one key the timer looks at.
+PATTERN_FAIR_FLIGHT = f"{PREFIX}:fair:{{*}}:flight"
+PATTERN_FAIR_QUEUE = f"{PREFIX}:fair:{{*}}:queue"
+FAIR_QUEUED = f"{PREFIX}:fair:queued"
+
+
+def fair_flight(tenant: str) -> str:
+    return f"{PREFIX}:fair:{{{checked(_TENANT, tenant, 'tenant')}}}:flight"
+
+
+def fair_queue(tenant: str) -> str:
+    return f"{PREFIX}:fair:{{{checked(_TENANT, tenant, 'tenant')}}}:queue"
 
 
 # Memory (state/memory.py): one hash per tenant and subject, under its own hash tag, so that the

@@ -91,7 +91,8 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
     task = f"t-{unique}"
     op = f"REFUND:{task}:v1"
     refused = [
-        # The gate calls the bank's refund with the bank's keys: it may not FCALL at all (D49).
+        # The gate calls the bank's refund with the bank's keys: it may FCALL only with a tenant's
+        # flight set and queue (D49, D108).
         (
             "gate",
             "bank_refund",
@@ -99,6 +100,12 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
         ),
         # The gate may read the action log, but not write it through the executor's function.
         ("gate", "action_begin", [keys.ops(task), keys.lease(task)]),
+        # The gate's function right reaches no lease, and the timer's none either.
+        ("gate", "lease_acquire", [keys.lease(task), keys.fence(task)]),
+        ("gate", "fair_take", [keys.state(task), keys.lease(task)]),
+        ("timer", "lease_acquire", [keys.lease(task), keys.fence(task)]),
+        # The executor gives a slot back, and admits nothing.
+        ("executor", "fair_take", [keys.fair_flight(unique), keys.fair_queue(unique)]),
         # The bank's credential holds no lease.
         ("bank", "lease_acquire", [keys.lease(task), keys.fence(task)]),
         # The relay keeps the task index, and reaches no lease or action log with its function right.
@@ -117,7 +124,7 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
             settings, role, "FCALL", f"{library.LIBRARY}_{name}", str(len(names)), *names, "1", "{}", ""
         )
         assert answer.startswith("NOPERM"), (role, name, answer)
-    for role in ("inbound", "gate", "proposer", "timer", "ingress"):  # no FCALL at all, not even keyless
+    for role in ("inbound", "proposer", "ingress"):  # no FCALL at all, not even keyless
         answer = redis_cli(settings, role, "FCALL", library.of(settings).identity.qualified, "0")
         assert answer.startswith("NOPERM"), (role, answer)
     touched = [bank.entry_key(op), bank.fence_key(task), keys.ops(task), keys.lease(task), keys.fence(task)]

@@ -137,7 +137,7 @@ class Executor:
         cp = loaded.checkpoint
         tracing.stamp_task(cp, self.app.name)
         if proposal is None:
-            return self._cancel(msg, env, loaded)
+            return self._cancel(msg, env, loaded, ask)
         admitted = ruling.admit(self.app, cp, env)
         if isinstance(admitted, ruling.Drop):
             return self._superseded(msg, env, admitted.why)
@@ -173,7 +173,7 @@ class Executor:
         trail = proposal_trail(env, proposal.model, cp, ran, extra)
         self.writes.close(loaded, ran, auth, first, outcome, more=extra, trail=trail)
 
-    def _cancel(self, msg: Message, env: Envelope, loaded: Loaded) -> None:
+    def _cancel(self, msg: Message, env: Envelope, loaded: Loaded, ask: Ask) -> None:
         """A cancelling task's undos (consumers/executor/cancelling.py), then its end: cancelled."""
         cp = loaded.checkpoint
         if cp.stage != CANCELLING or env.task_version != cp.state_version:
@@ -189,6 +189,7 @@ class Executor:
             keys.runtime_id("cancelled", cp.state_version),
             lambda c: cancels.ended(c, undone, failures),
             {"cancelled": cancels.reason_of(cp), "undone": [e.op_key for e in undone], "failures": failures},
+            auth=self.kept.snapshot(ask, loaded.replies[1:], loaded.pinned.batch),
         )
         fault("executor.after_advance")
         self.log("executor.cancelled", task_id=cp.task_id, undone=len(undone), failures=len(failures))
@@ -275,7 +276,7 @@ class Executor:
             return parked.model_copy(update={"external_refs": {**parked.external_refs, **undone}})
 
         self.writes.advance(
-            loaded, keys.runtime_id("review", op, cp.state_version), park, {"refused": reason}
+            loaded, keys.runtime_id("review", op, cp.state_version), park, {"refused": reason}, auth=auth
         )
         self.log("executor.needs_review", task_id=cp.task_id, reason=reason)
 

@@ -1,7 +1,8 @@
 """The executor's writes to its task, on the connection that WATCHes the task since its load
 (D43): the close after a step ran, which records the step's outcome inside its transaction (D48)
 and wakes a task moved to another stage that offers a tool; and any other change (a refusal, a
-step parked for review)."""
+step parked for review). After each, a task that no longer occupies a slot of its tenant's
+in-flight limit gives it back (D108)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,13 @@ from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.custody import ProposalTrail
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import Refuse, Review
-from wakeful.state import checks, keys, last_step
+from wakeful.state import checks, fair, keys, last_step
 from wakeful.state.actions import ActionLog
 from wakeful.state.last_step import Also
 from wakeful.state.lease import Held
 from wakeful.state.pinned import Pinned
 from wakeful.state.store import Change, Detail, Store, Transition
-from wakeful.workflow import effects, engine
+from wakeful.workflow import effects, engine, limits
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Writes:
             release=True,
             first=first,
             also=made.also if made.records else None,
+            auth=auth,
         )
         if record is not None and outcome.status == "applied":
             self._check_recorded(loaded, made.op_key, outcome.also[0])
@@ -97,12 +99,12 @@ class Writes:
             self.log("executor.held", task_id=cp.task_id, scope=decided.scope)
         elif isinstance(decided, ruling.Park):
             why, detail = decided.reason, dict(decided.detail)
-            self.advance(loaded, decided.message_id, lambda c: engine.review(c, why), detail)
+            self.advance(loaded, decided.message_id, lambda c: engine.review(c, why), detail, auth=auth)
             self.log(decided.event, task_id=cp.task_id, **decided.logged)
         elif isinstance(decided, ruling.Quarantine):
             self._quarantine(loaded, decided.detail)
         else:
-            self._refused(loaded, decided.message_id, decided.decided)
+            self._refused(loaded, decided.message_id, decided.decided, auth)
 
     def _quarantine(self, loaded: Loaded, detail: str) -> None:
         """Gate 4 fails under the lease: the task runs under versions (or a workflow) the deployed app
@@ -112,16 +114,18 @@ class Writes:
         self.store.quarantine(task_id, "incompatible", detail)
         self.log("executor.quarantined", task_id=task_id, detail=detail)
 
-    def _refused(self, loaded: Loaded, refused_id: str, decided: Refuse | Review) -> None:
+    def _refused(self, loaded: Loaded, refused_id: str, decided: Refuse | Review, auth: Snapshot) -> None:
         """A Review parks the task. A Refuse records the reason and asks the model again (the
         task is woken, and the gate's next window shows why), or, past the workflow's
         max_reproposals, parks it too (effects.refused)."""
         cp, reason = loaded.checkpoint, decided.reason
         if isinstance(decided, Review):
-            self.advance(loaded, refused_id, lambda c: engine.review(c, reason), {"refused": reason})
+            self.advance(
+                loaded, refused_id, lambda c: engine.review(c, reason), {"refused": reason}, auth=auth
+            )
             self.log("executor.refused", task_id=cp.task_id, reason=reason, review=True)
             return
-        after = self.ask_again(loaded, refused_id, lambda c: effects.refused(self.app, c, reason))
+        after = self.ask_again(loaded, refused_id, lambda c: effects.refused(self.app, c, reason), auth)
         parked = after.checkpoint.stage != cp.stage
         count = cp.execution.attempts + 1
         self.log("executor.refused", task_id=cp.task_id, reason=reason, review=parked, refusals=count)
@@ -137,10 +141,10 @@ class Writes:
             self.store.quarantine(task_id, "outcome_not_recorded", str(exc))
             self.log("executor.outcome_not_recorded", task_id=task_id, op_key=op, reason=str(exc))
 
-    def ask_again(self, loaded: Loaded, message_id: str, fn: Transition) -> Change:
+    def ask_again(self, loaded: Loaded, message_id: str, fn: Transition, auth: Snapshot) -> Change:
         """Record a refused proposal (fn: effects.refused) and, when the task stays at a stage
         that offers a tool, wake it as _next_step does, so that the gate asks the model again."""
-        return self.advance(loaded, message_id, fn, effects.refusal_detail, before=self._next_step)
+        return self.advance(loaded, message_id, fn, effects.refusal_detail, before=self._next_step, auth=auth)
 
     def _next_step(self, new: Checkpoint) -> list[tuple[Any, ...]]:
         """A task moved to another stage that offers a tool is woken at once (through the timer,
@@ -169,13 +173,15 @@ class Writes:
         release: bool = False,
         first: list[Any] | None = None,
         also: Also | None = None,
+        auth: Snapshot,
     ) -> Change:
         """The change, on the connection that WATCHes the task since its load (a change applied
         before writes nothing). `release`: give the lease back inside it; `first`: the change's
-        first step, already read; `also`: writes of the task's slot to make inside it."""
+        first step, already read; `also`: writes of the task's slot to make inside it; `auth`: the
+        live authority, whose limits say whether a task that ended gives its slot back."""
         cp = loaded.checkpoint
         try:
-            return self.store.transition(
+            change = self.store.transition(
                 cp.task_id,
                 cp.state_version,
                 message_id,
@@ -190,3 +196,7 @@ class Writes:
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
+        done = change.checkpoint  # as stored: a change applied before gives the slot back again
+        if limits.frees(self.app, done, auth.limits):
+            fair.give_back(self.store.client, done.security.tenant, done.task_id)
+        return change

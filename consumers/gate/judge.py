@@ -35,9 +35,10 @@ class Judge:
     recorded: Mapping[str, Mapping[str, Any]]  # the action log's outcomes, for a reopen
     keyring: Keyring  # seals the records its decision remembers (state/memory_seal.py)
     last: gate_rules.WakeRuling = None
+    was: str = ""  # the stage of the task as last read
 
     def write(self, cp: Checkpoint) -> Checkpoint | Keep:
-        w = self.wake
+        w, self.was = self.wake, cp.stage
         self.last = gate_rules.decide(
             self.app,
             cp,

@@ -34,6 +34,7 @@ from wakeful.consumers.gate import create as gate_create
 from wakeful.consumers.gate import hold as gate_hold
 from wakeful.consumers.gate import rules as gate_rules
 from wakeful.consumers.gate import writes as gate_writes
+from wakeful.consumers.gate.fair import WHEN, Fair
 from wakeful.consumers.gate.hold import Source, StillFrozen
 from wakeful.consumers.gate.judge import Judge, stranger, told
 from wakeful.consumers.gate.memory_read import Recaller
@@ -97,6 +98,7 @@ class Gate:
         self.log = log
         recall = Recaller(store.client, app, log, store.sealer.keyring, seal)
         self.writes = gate_writes.FollowUps(producer, app, log, recall=recall)
+        self.fair = Fair(store.client, app, log)  # the tenants' in-flight limits (D108)
         self.runner: Runner | None = None
         self.arrived = kafka_client.ArrivalClock(log)  # when a wake reached Kafka
 
@@ -171,7 +173,14 @@ class Gate:
             if freeze is not None:
                 return self._held(step, f"task is {freeze.said()}", source)
             return gate_create.create(
-                step, now, app=self.app, store=self.store, writes=self.writes, log=self.log
+                step,
+                now,
+                app=self.app,
+                store=self.store,
+                writes=self.writes,
+                log=self.log,
+                fair=self.fair,
+                hold=lambda why: self._held(step, why, source, fix=WHEN),
             )
         started = step.started()  # empty unless the event's kind is decided with ctx.started
         judge = Judge(self.app, wake, now, started, step.recorded(), self.store.sealer.keyring)
@@ -189,6 +198,7 @@ class Gate:
         else:
             fault("gate.after_cas")
             self._changed(wake, judge, cp)
+        self.fair.after(cp, wake.auth, judge.was if change.status == "applied" else None)
         # Even after a review: the change bumped state_version, so a proposal already in flight
         # is stale now and a ready task needs a fresh request.
         return self.writes.follow_up(cp, wake)
@@ -311,6 +321,7 @@ class Gate:
         event_id = wake.event.event_id if wake.event else None
         self.log("gate.decided_before", task_id=cp.task_id, event_id=event_id)
         self.writes.finish(None, "", "", cp.task_id, cp, pinned=step.pinned)
+        self.fair.after(cp, wake.auth)
         return self.writes.follow_up(cp, wake)
 
     def poisoned(self, msg: Message, reason: str) -> None:

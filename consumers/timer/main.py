@@ -3,6 +3,8 @@
 A member is "<task_id>|<deadline ms>"; it is removed only after its wake is acknowledged by Kafka,
 so a crash in between wakes the task twice (the gate dedupes by message id, and ignores a deadline
 that is not really due). Deadlines are never a Redis TTL: a waiting task is never silently dropped.
+On threads of their own: the sweep (sweep.py), the schedules' ticks (schedules.py) and the held
+creates let in under their tenants' in-flight limits (fair.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from confluent_kafka import Producer
 
 from wakeful.consumers.kafka.failures import forever
 from wakeful.consumers.kafka.producing import DeliveryFailures, make_producer
+from wakeful.consumers.timer import fair as timer_fair
 from wakeful.consumers.timer import schedules as timer_schedules
 from wakeful.consumers.timer import sweep as timer_sweep
 from wakeful.consumers.timer.schedules import Scheduler
@@ -107,7 +110,10 @@ def main(settings: Settings, stop: threading.Event) -> None:
     timer = Timer(client, producer, log, failures, sweep)
     signer = functools.cache(lambda: local_signer(settings, timer_schedules.SCHEDULER))
     scheduler = Scheduler(acl.connect(settings, "timer"), producer, signer, log)
+    # The held creates' look (D108), on a connection of its own as the schedules' is.
+    releaser = timer_fair.Releaser(acl.connect(settings, "timer"), log)
     log("role.start")
     timer_schedules.start(scheduler, stop)
+    timer_fair.start(releaser, stop)
     timer.run(stop)
     log("role.stop", messages=timer.fired, redis_round_trips=acl.CountingConnection.round_trips)

@@ -119,7 +119,9 @@ def test_the_snapshot_reads_each_apps_rules_from_its_own_field() -> None:
         b"compat:expenses": b'{"tool_catalog": "pin"}',
         b"compat:broken": b"{",
     }
-    snap = snapshot_from([set(), None, policy, {}, {}, {}])  # nothing frozen or revoked, no tool off
+    snap = snapshot_from(
+        [set(), None, policy, {}, {}, {}, {}]
+    )  # nothing frozen or revoked, no tool off, no limit
     assert snap.compat == {"policy": "migrate", "tool_catalog": "quarantine"}
     assert snap.compat_by_app == {
         "expenses": {"tool_catalog": "pin"},

@@ -67,7 +67,7 @@ def wake(kept: Kept, store: Store) -> int:
 
 def test_a_snapshot_is_reused_only_once_a_round_trip_before_saw_its_token() -> None:
     store, kept = Store(), Kept(APP, clock=Clock())
-    assert len(kept.ask().commands) == 1 + NINE  # nothing kept: the nine reads ride with the token
+    assert len(kept.ask().commands) == 1 + NINE  # nothing kept: the ten reads ride with the token
     assert wake(kept, store) == 1
     assert len(kept.ask().commands) == 1 + NINE  # read beside the first token seen: not kept yet
     assert wake(kept, store) == 1

@@ -46,6 +46,9 @@ KINDS: dict[str, str | None] = {
     "bank": bank.PATTERN,
     "suppliers": suppliers_keys.PATTERN,
     "schedule claim": keys.PATTERN_SCHEDULE_CLAIM,
+    "fair flight": keys.PATTERN_FAIR_FLIGHT,
+    "fair queue": keys.PATTERN_FAIR_QUEUE,
+    "fair queued": None,
     "schedule fired": None,
     "outbox index": None,
     "deadlines": None,
@@ -84,6 +87,9 @@ def every_key() -> list[tuple[str, str]]:
         ("live", keys.LIVE),
         ("schedule fired", keys.SCHEDULE_FIRED),
         ("authority", keys.AUTH_SCHEDULES),
+        ("authority", keys.AUTH_LIMITS),
+        ("authority", keys.AUTH_LIMIT_HISTORY),
+        ("fair queued", keys.FAIR_QUEUED),
         ("index signed", keys.INDEX_SIGNED),
         ("dlq replays", keys.DLQ_REPLAYS),
         ("ops session", keys.ops_session("ab" * 32)),  # admin only: no role's pattern may reach it
@@ -103,6 +109,8 @@ def every_key() -> list[tuple[str, str]]:
             ("task index", keys.index_wait(word, word)),
             ("memory", keys.memory(word, f"supplier:{word}")),
             ("memory refused", keys.memory_refused(word)),
+            ("fair flight", keys.fair_flight(word)),
+            ("fair queue", keys.fair_queue(word)),
             ("memory gone", keys.memory_gone(word, f"supplier:{word}")),
             ("evidence doc", keys.evidence_doc(word, "ab" * 32)),
             ("evidence tasks", keys.evidence_tasks(word, "ab" * 32)),
@@ -139,5 +147,7 @@ def test_every_pattern_the_acl_grants_is_one_of_the_key_tables_kinds() -> None:
         keys.AUTH_SIGNERS,  # the read door reads this one authority key only
         keys.SCHEDULE_FIRED,  # each schedule's newest published tick: the timers' (D104)
         keys.AUTH_SCHEDULES,  # the timers read this one authority key only
+        keys.AUTH_LIMITS,  # and this one: the tenants' in-flight limits (D108)
+        keys.FAIR_QUEUED,  # the tenants with held creates (D108)
     }
     assert granted <= known, granted - known

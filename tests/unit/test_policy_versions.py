@@ -117,7 +117,7 @@ def test_a_text_is_parsed_once_per_process() -> None:
     assert documents.cached(documents.digest(FORBID_BIG)) is documents.parse(FORBID_BIG)
 
 
-NOTHING_SWITCHED: list[object] = [{}, {}, {}]  # nothing frozen, revoked or switched off
+NOTHING_SWITCHED: list[object] = [{}, {}, {}, {}]  # nothing frozen, revoked or switched off; no limit
 
 
 def _replies(index: dict[bytes, bytes]) -> list[object]:

@@ -101,6 +101,7 @@ def test_the_snapshot_reads_the_switches_with_the_rest_of_authority() -> None:
         {},
         {},
         {field_of("refund", "refund").encode(): switches.encode(OFF)},
+        {},  # the tenants' in-flight limits (D108)
     ]
     assert len(replies) == len(SNAPSHOT_READS)
     auth = snapshot_from(replies)

@@ -1,0 +1,140 @@
+"""The tenants' in-flight limits in the authority store, and the history of every change (D108).
+
+Operators write them as the admin Redis user (`wakeful authority limits ...`); every role reads
+them with its Snapshot (authority/snapshot.py), and what they mean is workflow/limits.py's. A
+change and its history record are written in one MULTI, WATCHed, as the schedules are
+(authority/schedule_store.py). Being authority, they are in its sealed copy on wakeful.authority
+and come back with `wakeful recover`.
+
+A limit counts the tasks it admitted: while no limit is stored at all, nothing is counted, so the
+first one set finds every tenant's flight set left from an earlier limit stale, and clears it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import orjson
+import redis
+
+from wakeful.authority import switches
+from wakeful.authority.kept import moved
+from wakeful.core.errors import ConfigError, Contention
+from wakeful.core.ids import TENANT_RE
+from wakeful.state import keys
+
+SET, UNSET = "set", "unset"
+DEFAULT_SCOPE = "default"  # every tenant with no limit of its own
+TENANT_SCOPE = "tenant:"  # tenant:N, one tenant's own
+MAX_IN_FLIGHT = 1_000_000  # the most a record may say: more is no limit, which `unset` says
+T = TypeVar("T")
+
+
+def scope_of(tenant: str) -> str:
+    """The scope of `tenant`'s own limit."""
+    return f"{TENANT_SCOPE}{tenant}"
+
+
+def checked_scope(scope: str) -> str:
+    """`scope` if it names a limit's scope (`default`, or `tenant:N`); ConfigError otherwise."""
+    tenant = scope.removeprefix(TENANT_SCOPE)
+    if scope == DEFAULT_SCOPE or (scope.startswith(TENANT_SCOPE) and TENANT_RE.fullmatch(tenant)):
+        return scope
+    raise ConfigError("--tenant", f"{tenant[:60]!r} is not a tenant: it must match {TENANT_RE.pattern}")
+
+
+def encode(max_in_flight: int, *, by: str, at: str, reason: str) -> str:
+    """A record as the store keeps it; ConfigError for a number of slots out of range."""
+    if isinstance(max_in_flight, bool) or not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+        raise ConfigError(
+            "--max-in-flight",
+            f"{max_in_flight!r}: a whole number from 1 to {MAX_IN_FLIGHT} (`wakeful freeze` stops a tenant)",
+        )
+    return orjson.dumps({"max_in_flight": max_in_flight, "by": by, "at": at, "reason": reason}).decode()
+
+
+class LimitStore:
+    def __init__(
+        self, client: redis.Redis, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> None:
+        self.client = client
+        self.clock = clock
+
+    def set(self, scope: str, max_in_flight: int, *, by: str, reason: str = "") -> str | None:
+        """Hold `scope` to `max_in_flight` tasks in flight, from the roles' next wake on. Returns
+        the record it replaced, if any."""
+        scope = checked_scope(scope)
+        by, reason = switches.checked_words(by, reason, reason_needed=False)
+        doc = encode(max_in_flight, by=by, at=self._at(), reason=reason)
+
+        def write(pipe: Any) -> str | None:
+            stored: dict[bytes, bytes] = pipe.hgetall(keys.AUTH_LIMITS)
+            if not stored:
+                self._clear_counts()
+            was = stored.get(scope.encode())
+            pipe.multi()
+            pipe.hset(keys.AUTH_LIMITS, scope, doc)
+            self._record(
+                pipe, scope=scope, action=SET, max_in_flight=str(max_in_flight), by=by, reason=reason
+            )
+            return was.decode("utf-8", "replace") if was is not None else None
+
+        return self._watched(write)
+
+    def unset(self, scope: str, *, by: str, reason: str = "") -> str:
+        """Lift `scope`'s limit (its held creates are let in at the timer's next looks). Returns
+        the record it removed; ConfigError if there is none."""
+        scope = checked_scope(scope)
+        by, reason = switches.checked_words(by, reason, reason_needed=False)
+
+        def write(pipe: Any) -> str:
+            was = pipe.hget(keys.AUTH_LIMITS, scope)
+            if not isinstance(was, bytes):
+                raise ConfigError(
+                    "--tenant", f"no limit for {scope}; `wakeful authority limits list` shows them"
+                )
+            pipe.multi()
+            pipe.hdel(keys.AUTH_LIMITS, scope)
+            self._record(pipe, scope=scope, action=UNSET, max_in_flight="", by=by, reason=reason)
+            return was.decode("utf-8", "replace")
+
+        return self._watched(write)
+
+    def all(self) -> dict[str, str]:
+        """Every record as stored, scope -> JSON (workflow/limits.parse reads one)."""
+        stored: dict[bytes, bytes] = self.client.hgetall(keys.AUTH_LIMITS)  # type: ignore[assignment]
+        return {k.decode(): v.decode("utf-8", "replace") for k, v in sorted(stored.items())}
+
+    def history(self, count: int = 50) -> list[dict[str, str]]:
+        """The last `count` changes, oldest first."""
+        page: Any = self.client.xrevrange(keys.AUTH_LIMIT_HISTORY, count=count)
+        rows = [{"id": i.decode(), **{k.decode(): v.decode() for k, v in f.items()}} for i, f in page]
+        return list(reversed(rows))
+
+    def _clear_counts(self) -> None:
+        """Every tenant's flight set: with no limit stored, no role kept them (a task that ended
+        meanwhile gave nothing back), so what they hold is stale. Each in its own slot."""
+        for name in list(self.client.scan_iter(match=keys.PATTERN_FAIR_FLIGHT, count=1000)):
+            self.client.delete(name)
+
+    def _watched(self, step: Callable[[Any], T]) -> T:
+        for _ in range(keys.CAS_RETRIES):
+            with self.client.pipeline(transaction=True) as pipe:  # one slot: {limits}
+                try:
+                    pipe.watch(keys.AUTH_LIMITS)  # type: ignore[no-untyped-call]
+                    result = step(pipe)
+                    pipe.execute()
+                    moved(self.client)
+                    return result
+                except redis.WatchError:
+                    continue
+        raise Contention(keys.AUTH_LIMITS, keys.CAS_RETRIES)
+
+    def _at(self) -> str:
+        return self.clock().isoformat(timespec="seconds").replace("+00:00", "Z")
+
+    def _record(self, pipe: Any, **fields: str) -> None:
+        """The change's history record (scope, action, max_in_flight, by, reason), and when."""
+        pipe.xadd(keys.AUTH_LIMIT_HISTORY, {**fields, "at": self._at()})

@@ -1,0 +1,88 @@
+"""A timer's look at the held creates: each tenant's queue let in, oldest first, while it is under
+its in-flight limit (D108).
+
+About twice a second every timer reads the tenants marked queued (wk:fair:queued) and, if any, the
+limits. For each, the queued creates that fit now (its limit less its tasks in flight, at most
+MOST a look) are woken first, as a thaw wakes held work (a deadline due now, which this timer's
+tick publishes), then moved into the tenant's flight set by fair_release, which lets in only those
+still queued while there is room. At its wake the gate replays the held create, finds its task
+in flight and creates it. A timer that dies between the two leaves the woken creates queued: the
+gate's fair_take lets a queued create in itself when it fits, and one that does not fit is held
+again and woken at a later look. A tenant whose queue is empty is unmarked (state/fair.py says why
+that cannot lose a create queued meanwhile). A limit raised takes effect at the next look; a
+limit lifted lets the whole queue in, MOST a look. Several timers may look at once: fair_release
+moves each create once, and a create woken twice is replayed once (its held list is drained).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from wakeful.authority.limit_store import MAX_IN_FLIGHT
+from wakeful.consumers.kafka.failures import forever
+from wakeful.core.errors import WakefulError
+from wakeful.core.log import Log
+from wakeful.state import fair, keys
+from wakeful.workflow import limits
+
+POLL_S = 0.5  # a freed slot is given to a held create at most about this late (and a tick more)
+MOST = 200  # creates let in per tenant per look: a lifted limit's queue does not flood the wakes
+
+
+class Releaser:
+    def __init__(self, client: redis.Redis, log: Log, clock: Callable[[], float] = time.time) -> None:
+        self.client, self.log, self.clock = client, log, clock
+        self.released = 0
+
+    def look(self) -> int:
+        """One look at every tenant with held creates; how many were let in."""
+        tenants = fair.queued(self.client)
+        if not tenants:
+            return 0
+        stored: Any = self.client.hgetall(keys.AUTH_LIMITS)
+        said = {k.decode(): v.decode("utf-8", "replace") for k, v in stored.items()}
+        count = 0
+        for tenant in tenants:
+            try:
+                count += self._let_in(tenant, said)
+            except (WakefulError, ValueError) as exc:  # one tenant's trouble holds back no other's
+                self.log("timer.fair_unreleased", tenant=tenant, error=str(exc))
+        self.released += count
+        return count
+
+    def _let_in(self, tenant: str, said: dict[str, str]) -> int:
+        limit = limits.applying(said, tenant)
+        slots = limit.max_in_flight if limit is not None else MAX_IN_FLIGHT
+        heads, empty = fair.heads(self.client, tenant, slots, MOST)
+        if empty:
+            fair.unmark(self.client, tenant)
+            return 0
+        if not heads:
+            return 0  # full: its tasks in flight end first
+        now_ms = int(self.clock() * 1000)
+        # Woken before they are moved: a crash in between leaves them queued, never in flight unwoken.
+        self.client.zadd(keys.DEADLINES, {f"{task}|{now_ms}": now_ms for task in heads})
+        left = fair.release(self.client, tenant, slots, now_ms, heads)
+        if left == 0:
+            fair.unmark(self.client, tenant)
+        self.log("timer.fair_released", tenant=tenant, tasks=len(heads), queued=left)
+        return len(heads)
+
+
+def start(releaser: Releaser, stop: threading.Event) -> threading.Thread:
+    """The look's own thread: a slow look never holds a deadline back. A look that let MOST in
+    looks again at once."""
+
+    def step() -> bool:
+        return releaser.look() >= MOST
+
+    thread = threading.Thread(
+        target=forever, args=(step, stop, releaser.log, POLL_S), name="fair", daemon=True
+    )
+    thread.start()
+    return thread

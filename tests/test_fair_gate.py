@@ -1,0 +1,162 @@
+"""A tenant's in-flight limit at the gate and the timer's look, driven through the roles' own
+handle() and look() against the stack `wakeful dev up` starts (D108): a create over the limit is
+held, never refused, and costs no second slot when it comes again; a create the workflow refuses
+is refused at once; a task that ends gives its slot back, and the timer then lets the oldest held
+create in and wakes it, and its replay starts the task."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from helpers import BankClient, executor_for, gate_for, inbound_wake, refund_proposal, role_message
+
+from wakeful.authority.kept import moved
+from wakeful.consumers.timer.fair import Releaser
+from wakeful.core import ids, topics
+from wakeful.core.log import Log
+from wakeful.producers.signing import sign_event
+from wakeful.schemas import events
+from wakeful.schemas.events import Envelope
+from wakeful.state import acl, keys
+
+pytestmark = pytest.mark.timeout(120)
+OVER_LIMIT = 2500  # above the approval limit: the task waits for an approver, in flight
+OPERATOR = "ops-lead"
+
+
+@dataclass
+class Tenant:
+    """A tenant of its own for one test, with a signer that may create and cancel its tasks."""
+
+    name: str
+    principal: str
+
+    def task(self, outside: str) -> str:
+        return ids.task_in(self.name, outside)
+
+
+@pytest.fixture()
+def tenant(client: BankClient) -> Iterator[Tenant]:
+    name = f"fair-{uuid.uuid4().hex[:8]}"
+    client.add_signer(name, (events.CREATE, events.CANCEL), tenant=name)
+    yield Tenant(name, name)
+    client.admin.delete(keys.AUTH_LIMITS)  # the other tests run with no limit
+    moved(client.admin)
+
+
+@pytest.fixture(scope="module")
+def gate(client: BankClient) -> Any:
+    return gate_for(client.settings)
+
+
+def sent(
+    client: BankClient, gate: Any, who: Tenant, kind: str, payload: dict[str, Any], *, outside: str
+) -> Any:
+    """One signed event as inbound wakes the gate with it, handled; the wake message, to send again."""
+    event = sign_event(client.signer(who.principal), kind, payload, task_id=outside)
+    wake = inbound_wake(event, who.task(outside), principal=who.principal)
+    msg = role_message(client.settings, "inbound", topics.WAKE, who.task(outside), wake.encode())
+    gate.handle(msg)
+    return event, msg
+
+
+def receipt(client: BankClient, event: Any, task_id: str) -> dict[str, Any]:
+    return client.receipt(event.event_id, task_id, 5.0, key_id=event.key_id)
+
+
+def create(client: BankClient, gate: Any, who: Tenant, outside: str, amount: int = OVER_LIMIT) -> Any:
+    return sent(client, gate, who, events.CREATE, {"amount": amount, "currency": "EUR"}, outside=outside)
+
+
+def test_a_create_over_its_tenants_limit_is_held_never_refused(
+    client: BankClient, gate: Any, tenant: Tenant
+) -> None:
+    client.limits.set(f"tenant:{tenant.name}", 1, by=OPERATOR)
+    first, _ = create(client, gate, tenant, "one")
+    assert receipt(client, first, tenant.task("one"))["status"] == "accepted"
+    second, _ = create(client, gate, tenant, "two")
+    held = receipt(client, second, tenant.task("two"))
+    assert held["status"] == "held" and "limit" in held["reason"], held
+    assert client.admin.zrange(keys.fair_flight(tenant.name), 0, -1) == [tenant.task("one").encode()]
+    assert client.admin.zrange(keys.fair_queue(tenant.name), 0, -1) == [tenant.task("two").encode()]
+    assert client.admin.sismember(keys.FAIR_QUEUED, tenant.name)
+    assert not client.admin.exists(keys.state(tenant.task("two")))  # no task yet: nothing decided
+    assert client.admin.llen(keys.held(tenant.task("two"))) == 1  # its wake kept to replay
+
+
+def test_a_redelivered_create_takes_no_second_slot(client: BankClient, gate: Any, tenant: Tenant) -> None:
+    client.limits.set(f"tenant:{tenant.name}", 2, by=OPERATOR)
+    _, msg = create(client, gate, tenant, "one")
+    gate.handle(msg)  # the same wake again: a redelivery after a crash
+    assert client.admin.zcard(keys.fair_flight(tenant.name)) == 1
+    second, _ = create(client, gate, tenant, "two")
+    assert receipt(client, second, tenant.task("two"))["status"] == "accepted"  # the second slot is free
+
+
+def test_a_create_the_workflow_refuses_is_refused_at_once_never_held(
+    client: BankClient, gate: Any, tenant: Tenant
+) -> None:
+    client.limits.set(f"tenant:{tenant.name}", 1, by=OPERATOR)
+    create(client, gate, tenant, "one")
+    refused, _ = sent(client, gate, tenant, events.CREATE, {"amount": -5, "currency": "EUR"}, outside="bad")
+    assert receipt(client, refused, tenant.task("bad"))["status"] == "rejected"
+    assert client.admin.zcard(keys.fair_queue(tenant.name)) == 0
+
+
+def test_an_ended_task_gives_its_slot_to_the_oldest_held_create_which_the_timer_lets_in(
+    client: BankClient, gate: Any, tenant: Tenant
+) -> None:
+    client.limits.set(f"tenant:{tenant.name}", 1, by=OPERATOR)
+    create(client, gate, tenant, "one")
+    older, _ = create(client, gate, tenant, "two")
+    create(client, gate, tenant, "three")
+    cancelled, _ = sent(client, gate, tenant, events.CANCEL, {"reason": "not needed"}, outside="one")
+    assert receipt(client, cancelled, tenant.task("one"))["stage"] == "cancelled"
+    assert client.admin.zcard(keys.fair_flight(tenant.name)) == 0  # its slot given back
+    releaser = Releaser(acl.connect(client.settings, "timer"), Log(role="timer"))
+    releaser.look()
+    flight = client.admin.zrange(keys.fair_flight(tenant.name), 0, -1)
+    assert flight == [tenant.task("two").encode()]  # the oldest, and only as many as fit
+    assert client.admin.zrange(keys.fair_queue(tenant.name), 0, -1) == [tenant.task("three").encode()]
+    due: list[bytes] = client.admin.zrange(keys.DEADLINES, 0, -1)  # type: ignore[assignment]
+    woken = [m.decode() for m in due if m.decode().startswith(f"{tenant.task('two')}|")]
+    assert len(woken) == 1
+    due_ms = int(woken[0].rpartition("|")[2])
+    gate.handle(deadline_wake(client, tenant.task("two"), due_ms))  # as the timer's tick publishes it
+    let_in = receipt(client, older, tenant.task("two"))
+    assert (let_in["status"], let_in["stage"]) == ("accepted", "awaiting_approval"), let_in
+    assert client.admin.llen(keys.held(tenant.task("two"))) == 0
+
+
+def test_a_task_the_executor_closes_gives_its_slot_back(
+    client: BankClient, gate: Any, tenant: Tenant
+) -> None:
+    client.limits.set(f"tenant:{tenant.name}", 1, by=OPERATOR)
+    create(client, gate, tenant, "one", amount=300)  # under the approval limit: ready for its refund
+    task_id = tenant.task("one")
+    assert client.admin.zrange(keys.fair_flight(tenant.name), 0, -1) == [task_id.encode()]
+    version = client.store.load(task_id).state_version
+    proposal = refund_proposal(task_id, version, 300)
+    executor = executor_for(client.settings, [])
+    executor.handle(role_message(client.settings, "proposer", topics.PROPOSALS, task_id, proposal.encode()))
+    assert client.store.load(task_id).stage == "closed"
+    assert client.admin.zcard(keys.fair_flight(tenant.name)) == 0
+
+
+def deadline_wake(client: BankClient, task_id: str, due_ms: int) -> Any:
+    message_id = keys.runtime_id("deadline", task_id, due_ms)
+    wake = Envelope(
+        message_id=message_id,
+        task_id=task_id,
+        task_version=0,
+        kind="wake",
+        created_at=datetime.now(UTC),
+        trace_id=message_id,
+        payload={"reason": "deadline", "due_ms": due_ms},
+    )
+    return role_message(client.settings, "timer", topics.WAKE, task_id, wake.encode())

@@ -1,0 +1,185 @@
+"""A tenant's in-flight limit on worker processes (D108), with the nap app's tasks, which stay open
+for as long as their create says: a tenant never has more tasks open than its limit, and every
+create held over it is let in and closes exactly once; a tenant's flood holds back no other
+tenant's tasks; and a limit raised live lets held creates in at the timer's next look, the change
+in the limits' history."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import orjson
+import pytest
+from cli_run import with_tests_on_path
+from helpers import run_cli
+from nap_app import NAPPING, POKE
+
+from wakeful.authority.kept import moved
+from wakeful.core import ids
+from wakeful.core.process import wait_until
+from wakeful.core.settings import Settings
+from wakeful.devstack.fleet import Fleet
+from wakeful.operate.client import Client
+from wakeful.schemas import events
+from wakeful.state import keys
+
+FIRST_RECEIPT_S = 120.0  # the first event also waits for the fresh roles to join their groups
+OPERATOR = "ops-lead"
+LONG = {"sleep_s": 600}  # a task that stays open until it is poked
+pytestmark = pytest.mark.timeout(300)
+
+
+@dataclasses.dataclass
+class Tenant:
+    name: str
+
+    def task(self, outside: str) -> str:
+        return ids.task_in(self.name, outside)
+
+    @property
+    def flight(self) -> str:
+        return keys.fair_flight(self.name)
+
+    @property
+    def queue(self) -> str:
+        return keys.fair_queue(self.name)
+
+
+@pytest.fixture(scope="module")
+def fair(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[Client]:
+    client = Client(dataclasses.replace(settings, app="nap_app:app"))
+    client.reset_authority()
+    fleet = Fleet(with_tests_on_path(dict(os.environ)) | {"WAKEFUL_APP": "nap_app:app"}).start()
+    try:
+        warm = tenant(client)  # the roles join their groups before anything is timed
+        _, receipt = client.create({"sleep_s": 0.1}, warm.name, timeout=FIRST_RECEIPT_S)
+        assert receipt["status"] == "accepted", receipt
+        yield client
+    finally:
+        client.admin.delete(keys.AUTH_LIMITS)  # the next modules run with no limit
+        moved(client.admin)
+        fleet.stop()
+        client.close()
+
+
+def tenant(client: Client) -> Tenant:
+    """A tenant of its own, whose signer (named as the tenant) may create and poke its tasks."""
+    name = f"t{uuid.uuid4().hex[:8]}"
+    client.add_signer(name, (events.CREATE, POKE), tenant=name)
+    return Tenant(name)
+
+
+def flood(client: Client, who: Tenant, count: int, payload: dict[str, Any], prefix: str = "n") -> list[str]:
+    """`count` creates sent at once, none waited for; the runtime's ids of their tasks."""
+    outside = [f"{prefix}{i:03d}" for i in range(count)]
+    for name in outside:
+        client.send(who.name, events.CREATE, payload, task_id=name)
+    return [who.task(name) for name in outside]
+
+
+def closed(client: Client, task_ids: list[str], known: set[str] | None = None) -> int:
+    """How many of `task_ids` are closed (`known`: those found closed before, not read again)."""
+    done = known if known is not None else set()
+    for task_id in set(task_ids) - done:
+        if client.admin.exists(keys.state(task_id)) and client.store.load(task_id).stage == "closed":
+            done.add(task_id)
+    return len(done)
+
+
+def most_open_at_once(client: Client, who: Tenant, task_ids: list[str]) -> int:
+    """The most of `task_ids` open at one moment, from when each was created (the task index's
+    creation time) to when it closed (its last change): an account kept apart from the count."""
+    moments: list[tuple[float, int]] = []
+    for task_id in task_ids:
+        created = client.admin.zscore(keys.index_created(who.name), task_id)
+        assert created is not None, f"the index has no creation time for {task_id}"
+        ended = client.store.load(task_id).updated_at
+        moments += [(float(created) / 1000, 1), (datetime.timestamp(ended), -1)]
+    most = now = 0
+    for _, step in sorted(moments, key=lambda m: (m[0], m[1])):  # an end before a start at one ms
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_a_tenant_never_has_more_than_its_limit_open_and_every_held_create_closes_once(fair: Client) -> None:
+    client, who = fair, tenant(fair)
+    client.limits.set(f"tenant:{who.name}", 3, by=OPERATOR, reason="a flood")
+    task_ids = flood(client, who, 30, {"sleep_s": 0.3})
+    seen: list[int] = []
+    done: set[str] = set()
+
+    def all_closed() -> bool:
+        seen.append(int(client.admin.zcard(who.flight)))
+        return closed(client, task_ids, done) == len(task_ids)
+
+    assert wait_until(all_closed, 60, interval=0.01), f"closed {len(done)} of {len(task_ids)}"
+    assert max(seen) == 3, seen  # full while the flood lasted, and never past its limit
+    assert client.admin.zcard(who.flight) == 0 and client.admin.zcard(who.queue) == 0
+    assert not client.admin.sismember(keys.FAIR_QUEUED, who.name)
+    for task_id in task_ids:  # created once, closed once: nothing ran twice
+        cp = client.store.load(task_id)
+        assert (cp.stage, cp.state_version) == ("closed", 2), (task_id, cp.stage, cp.state_version)
+    assert wait_until(lambda: client.admin.zcard(keys.index_created(who.name)) == len(task_ids), 30)
+    assert most_open_at_once(client, who, task_ids) <= 3
+
+
+def test_a_flooding_tenant_does_not_hold_back_another_tenants_tasks(fair: Client) -> None:
+    client, flooding, other = fair, tenant(fair), tenant(fair)
+    client.limits.set(f"tenant:{flooding.name}", 2, by=OPERATOR, reason="a flood")
+    client.limits.set("default", 3, by=OPERATOR, reason="every tenant")
+    flooded = flood(client, flooding, 40, LONG)
+    assert wait_until(lambda: client.admin.zcard(flooding.queue) == 38, 30), client.admin.zcard(
+        flooding.queue
+    )
+    quick = flood(client, other, 5, {"sleep_s": 0.3})
+    assert wait_until(lambda: closed(client, quick) == 5, 30), f"closed {closed(client, quick)} of 5"
+    # The other tenant's five all closed while the flood's creates were still held: none let in.
+    assert client.admin.zcard(flooding.queue) == 38 and client.admin.zcard(flooding.flight) == 2
+    assert sum(client.admin.exists(keys.state(t)) for t in flooded) == 2
+    tidy(client, flooding, flooded)
+
+
+def test_a_limit_raised_live_releases_held_creates_and_is_in_history(fair: Client) -> None:
+    client, who = fair, tenant(fair)
+    env = with_tests_on_path(dict(os.environ)) | {"WAKEFUL_APP": "nap_app:app"}
+    said = run_cli(env, "authority", "limits", "set", "--tenant", who.name, "--max-in-flight", "1",
+                   "--by", OPERATOR, "--reason", "one at a time", timeout=60)  # fmt: skip
+    assert said.returncode == 0, said.stderr
+    task_ids = flood(client, who, 4, LONG)
+    assert wait_until(lambda: client.admin.zcard(who.queue) == 3, 30)
+    raised = run_cli(env, "authority", "limits", "set", "--tenant", who.name, "--max-in-flight", "4",
+                     "--by", OPERATOR, "--reason", "room for all", timeout=60)  # fmt: skip
+    assert raised.returncode == 0, raised.stderr
+    assert "was 1" in raised.stderr, raised.stderr
+
+    def all_napping() -> bool:
+        stored = [client.store.load(t) for t in task_ids if client.admin.exists(keys.state(t))]
+        return len(stored) == 4 and all(cp.stage == NAPPING for cp in stored)
+
+    assert wait_until(all_napping, 30)
+    assert client.admin.zcard(who.flight) == 4 and client.admin.zcard(who.queue) == 0
+    assert wait_until(lambda: not client.admin.sismember(keys.FAIR_QUEUED, who.name), 5)
+    shown = run_cli(env, "authority", "limits", "history", "--json", timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    mine = [r for r in orjson.loads(shown.stdout)["history"] if r["scope"] == f"tenant:{who.name}"]
+    assert [(r["action"], r["max_in_flight"], r["by"], r["reason"]) for r in mine] == [
+        ("set", "1", OPERATOR, "one at a time"),
+        ("set", "4", OPERATOR, "room for all"),
+    ]
+    tidy(client, who, task_ids)
+
+
+def tidy(client: Client, who: Tenant, task_ids: list[str]) -> None:
+    """Let every held create of `who` in and close its tasks: nothing of this test stays open."""
+    client.admin.delete(keys.AUTH_LIMITS)  # no limit at all: the timer lets every queue in
+    moved(client.admin)
+    assert wait_until(lambda: sum(client.admin.exists(keys.state(t)) for t in task_ids) == len(task_ids), 30)
+    for task_id in task_ids:
+        client.send(who.name, POKE, {}, task_id=ids.named_by(who.name, task_id))
+    assert wait_until(lambda: closed(client, task_ids) == len(task_ids), 30)

@@ -1,0 +1,100 @@
+"""A tenant's in-flight limit (D108): which record holds a tenant, what a record says, and which
+tasks take a slot of it. Pure: the operator writes the records (authority/limit_store.py), every
+role reads them with its Snapshot, the gate and the executor count (state/fair.py) and the timer
+lets held creates in (consumers/timer/fair.py).
+
+A limit holds a tenant to `max_in_flight` tasks in flight: created and neither ended (the
+workflow's end stages, closed, cancelled) nor parked for a person (needs_review, quarantined). A
+create over it is held, never refused, and let in, oldest first, as the tenant's tasks end. The
+tenant's own record (scope `tenant:N`) outranks the `default` one; with neither, nothing is
+counted, as before limits. A record that does not read never lifts a limit: it holds the tenant
+to DAMAGED.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from wakeful.authority.limit_store import DEFAULT_SCOPE, MAX_IN_FLIGHT, scope_of
+from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk.app import App
+from wakeful.workflow import engine
+from wakeful.workflow.stuck import PARKED
+
+# What a record that does not read (not JSON, no whole number of at least 1) holds its tenant to:
+# never 0, which would let nothing in for good, and never no limit, which would lift it.
+DAMAGED = 1
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One record, as read: the slots, where it applies, who set it, when and why. `damaged` says
+    why the record did not read ("" when it did): it then holds the tenant to DAMAGED."""
+
+    scope: str
+    max_in_flight: int
+    by: str = ""
+    at: str = ""
+    reason: str = ""
+    damaged: str = ""
+
+
+def parse(scope: str, raw: str | bytes) -> Limit:
+    """The record `raw` of `scope`; one that does not read holds at DAMAGED, with why."""
+    try:
+        doc: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return Limit(scope, DAMAGED, damaged=f"not JSON: {str(exc)[:80]}")
+    if not isinstance(doc, dict):
+        return Limit(scope, DAMAGED, damaged="not a JSON object")
+    slots = doc.get("max_in_flight")
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_IN_FLIGHT:
+        return Limit(scope, DAMAGED, damaged=f"max_in_flight is {slots!r}, not a whole number from 1")
+    said = {k: str(doc.get(k, "")) for k in ("by", "at", "reason")}
+    return Limit(scope, slots, **said)
+
+
+def applying(limits: Mapping[str, str], tenant: str) -> Limit | None:
+    """The limit that holds `tenant` (its own record, else the default one), or None: no limit."""
+    for scope in (scope_of(tenant), DEFAULT_SCOPE):
+        raw = limits.get(scope)
+        if raw is not None:
+            return parse(scope, raw)
+    return None
+
+
+def every(limits: Mapping[str, str]) -> list[Limit]:
+    """Every record, by scope (the default first), as `wakeful authority limits list` shows them."""
+    return [parse(s, limits[s]) for s in sorted(limits, key=lambda s: (s != DEFAULT_SCOPE, s))]
+
+
+def occupies(app: App, cp: Checkpoint) -> bool:
+    """Whether the task takes a slot of its tenant's limit: not ended and not parked for a person.
+    A task of a workflow this app lacks is counted: a leak over-counts, it never lets more in."""
+    if cp.stage in PARKED:
+        return False
+    try:
+        wf = engine.workflow_of(app, cp)
+    except engine.UnknownWorkflow:
+        return True
+    return not engine.terminal(wf, cp.stage)
+
+
+def frees(app: App, cp: Checkpoint, limits: Mapping[str, str]) -> bool:
+    """Whether a change that left the task as `cp` gives its slot back: some limit is stored (a
+    tenant's may have been lifted since the task took its slot) and the task no longer occupies
+    one. Derived from the stored state, so a change done before (a redelivery, a replay) gives it
+    back again; giving back a slot the task never took changes nothing. With no limit stored at
+    all nothing is given back, and nothing counted: the first limit set clears the counts."""
+    return bool(limits) and not occupies(app, cp)
+
+
+def retakes(app: App, was: str, cp: Checkpoint, limits: Mapping[str, str]) -> bool:
+    """Whether a change from stage `was` to `cp` takes a slot again: a person let a parked task
+    go on. It is counted at once, never held (a person decided it), even past the limit: the
+    tenant's next creates wait for it too."""
+    return was in PARKED and occupies(app, cp) and applying(limits, cp.security.tenant) is not None
