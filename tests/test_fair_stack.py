@@ -6,6 +6,7 @@ in the limits' history."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import uuid
@@ -22,6 +23,7 @@ from nap_app import NAPPING, POKE
 
 from wakeful.authority.kept import moved
 from wakeful.core import ids
+from wakeful.core.errors import ConfigError
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
@@ -34,6 +36,7 @@ OPERATOR = "ops-lead"
 LONG = {"sleep_s": 600}  # a task that stays open until it is poked
 pytestmark = pytest.mark.timeout(300)
 LOGS: dict[str, Path] = {}  # where the module's fleet logs
+MADE: list[str] = []  # the tenants the module made, whose limits it lifts when it ends
 
 
 @dataclasses.dataclass
@@ -64,7 +67,9 @@ def fair(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[C
         assert receipt["status"] == "accepted", receipt
         yield client
     finally:
-        client.admin.delete(keys.AUTH_LIMITS)  # the next modules run with no limit
+        for name in MADE:  # this module's own limits only: others on the stack may hold theirs
+            with contextlib.suppress(ConfigError):
+                client.limits.unset(f"tenant:{name}", by=OPERATOR, reason="the module is done")
         moved(client.admin)
         fleet.stop()
         client.close()
@@ -73,6 +78,7 @@ def fair(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[C
 def tenant(client: Client) -> Tenant:
     """A tenant of its own, whose signer (named as the tenant) may create and poke its tasks."""
     name = f"t{uuid.uuid4().hex[:8]}"
+    MADE.append(name)
     client.add_signer(name, (events.CREATE, POKE), tenant=name)
     return Tenant(name)
 
@@ -142,7 +148,8 @@ def test_a_tenant_never_has_more_than_its_limit_open_and_every_held_create_close
 def test_a_flooding_tenant_does_not_hold_back_another_tenants_tasks(fair: Client) -> None:
     client, flooding, other = fair, tenant(fair), tenant(fair)
     client.limits.set(f"tenant:{flooding.name}", 2, by=OPERATOR, reason="a flood")
-    client.limits.set("default", 3, by=OPERATOR, reason="every tenant")
+    # Not the default scope: that would hold every tenant of the modules that share this stack.
+    client.limits.set(f"tenant:{other.name}", 3, by=OPERATOR, reason="a limit of its own")
     flooded = flood(client, flooding, 40, LONG)
     assert wait_until(lambda: client.admin.zcard(flooding.queue) == 38, 30), client.admin.zcard(
         flooding.queue

@@ -85,6 +85,7 @@ def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn
     # the schedule is deleted, or a delete in that second would leave it unpublished, as it should.
     assert wait_until(lambda: client.schedules.fired().get(name, found.since) >= wanted[-1], SETTLE_S)
     client.schedules.delete(name, by="ops-lead")
+    deleted = datetime.now(UTC)
     assert len(wanted) == TICKS and killed >= TIMERS, (len(wanted), killed)
     ids = [schedules.task_id(name, t) for t in wanted]
     assert wait_until(lambda: all(started(client, t) for t in ids), SETTLE_S), [
@@ -94,11 +95,14 @@ def test_each_tick_starts_exactly_one_task_with_three_timers_each_killed_in_turn
     assert {s["stage"] for s in shown} == {"closed"}, [s for s in shown if s["stage"] != "closed"][:3]
     # one refund per tick, done once
     assert all([a["status"] for a in s["actions"].values()] == ["succeeded"] for s in shown), shown[:2]
-    # and no other task of the schedule's: none for a tick twice, none before its since
+    # and no other task of the schedule's: none for a tick twice, none before its since, and after
+    # `end` only ticks published before the delete (a timer behind, say a broker restarted by a
+    # module beside this one, publishes the ticks it owes in one look)
     made = sorted(r["id"] for r in client.list_tasks() if r["id"].startswith(f"{name}-"))
-    assert made[: len(ids)] == ids and len(made) - len(ids) <= 2, made[
-        len(ids) :
-    ]  # ticks after `end`, at most
+    later = ticks_of(found, deleted)[len(ids) :]
+    assert made[: len(ids)] == ids and set(made[len(ids) :]) <= {schedules.task_id(name, t) for t in later}, (
+        made[len(ids) :]
+    )
 
 
 def the_commands_add_list_pause_resume_and_delete_a_schedule(client: Client) -> None:
