@@ -65,11 +65,17 @@ def approve(client: BankClient, task_id: str) -> SignedEvent:
 
 def all_marked(fleet: Fleet, since: float) -> bool:
     """Whether a sweep of the relay after `since` found every message it published under its
-    watermark."""
+    watermark, and the relay swept again a second later: the watermark is sent without waiting
+    for the broker, so a relay paused at once may never have delivered it."""
+    marked: float | None = None
     for line in (fleet.dir / "relay.log").read_bytes().splitlines():
         said = orjson.loads(line)
-        if said.get("event") == "relay.sweep" and said["ts"] > since and said.get("unmarked") == 0:
+        if said.get("event") != "relay.sweep" or said["ts"] <= since:
+            continue
+        if marked is not None and said["ts"] > marked + 1.0:
             return True
+        if marked is None and said.get("unmarked") == 0:
+            marked = said["ts"]
     return False
 
 
