@@ -10,20 +10,19 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from helpers import BankClient, executor_for, gate_for, inbound_wake, refund_proposal, role_message
 
 from wakeful.authority.kept import moved
+from wakeful.consumers.timer import main as timer_main
 from wakeful.consumers.timer.fair import Releaser
 from wakeful.core import ids, topics
 from wakeful.core.errors import ConfigError
 from wakeful.core.log import Log
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
-from wakeful.schemas.events import Envelope
 from wakeful.state import acl, keys
 
 pytestmark = pytest.mark.timeout(120)
@@ -152,14 +151,5 @@ def test_a_task_the_executor_closes_gives_its_slot_back(
 
 
 def deadline_wake(client: BankClient, task_id: str, due_ms: int) -> Any:
-    message_id = keys.runtime_id("deadline", task_id, due_ms)
-    wake = Envelope(
-        message_id=message_id,
-        task_id=task_id,
-        task_version=0,
-        kind="wake",
-        created_at=datetime.now(UTC),
-        trace_id=message_id,
-        payload={"reason": "deadline", "due_ms": due_ms},
-    )
+    wake = timer_main.deadline_wake(task_id, due_ms)  # as the timer's tick publishes it
     return role_message(client.settings, "timer", topics.WAKE, task_id, wake.encode())

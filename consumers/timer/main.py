@@ -48,6 +48,21 @@ def pause(rng: random.Random) -> float:
     return TICK_S * rng.uniform(0.5, 1.0)
 
 
+def deadline_wake(task_id: str, due_ms: int) -> Envelope:
+    """The wake a deadline due at `due_ms` publishes. The gate derives the same id from task and due
+    time: the runtime's, never an outside one."""
+    message_id = keys.runtime_id("deadline", task_id, due_ms)
+    return Envelope(
+        message_id=message_id,
+        task_id=task_id,
+        task_version=0,
+        kind="wake",
+        created_at=datetime.now(UTC),
+        trace_id=message_id,
+        payload={"reason": "deadline", "due_ms": due_ms},
+    )
+
+
 class Timer:
     def __init__(
         self,
@@ -72,17 +87,7 @@ class Timer:
         for member in due:
             task_id, _, due_ms = member.decode().partition("|")
             due_at = int(due_ms or 0)
-            # The gate derives the same id from task and due time: the runtime's, never an outside one.
-            message_id = keys.runtime_id("deadline", task_id, due_at)
-            wake = Envelope(
-                message_id=message_id,
-                task_id=task_id,
-                task_version=0,
-                kind="wake",
-                created_at=datetime.now(UTC),
-                trace_id=message_id,
-                payload={"reason": "deadline", "due_ms": due_at},
-            )
+            wake = deadline_wake(task_id, due_at)
             with new_trace("wakeful.timer wake", task_id=task_id, due_ms=due_at):  # a new trace per wake
                 self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
         if self.producer.flush(30) > 0 or self.failures.take():
