@@ -18,6 +18,15 @@ from wakeful.core.retry import backoff
 # Failures of the servers themselves: worth waiting out, never a reason to drop work. A
 # KafkaException is only as transient as classify() says: see is_transient().
 TRANSIENT_IO = (redis.ConnectionError, redis.TimeoutError, KafkaException, BufferError)
+# A Redis that answers but cannot do it now: read-only or without a master (failing over), out of
+# memory (until an operator purges or raises maxmemory), or a cluster moving a slot.
+TRANSIENT_REDIS = (
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MasterDownError,
+    redis.exceptions.ClusterDownError,
+)
 
 
 class Verdict(StrEnum):
@@ -140,7 +149,7 @@ def is_transient(exc: BaseException) -> bool:
     err = kafka_error(exc)
     if err is not None:
         return classify(err) is Verdict.TRANSIENT
-    return isinstance(exc, TRANSIENT_IO)
+    return isinstance(exc, TRANSIENT_IO + TRANSIENT_REDIS)
 
 
 def forever(
@@ -148,17 +157,20 @@ def forever(
     stop: threading.Event,
     log: Callable[..., None],
     idle: float | Callable[[], float],
+    nudge: threading.Event | None = None,
 ) -> None:
     """Run step() until stop is set, waiting `idle` seconds (or what `idle()` says then) whenever
-    it returns False (nothing to do). A transient error (Redis or Kafka away, e.g. while a server
-    restarts) is logged and retried with backoff instead of ending the loop; a Kafka refusal that
-    can never succeed is raised: retrying it would only hide it."""
+    it returns False (nothing to do), or less if `nudge` is set meanwhile (another thread made work
+    for it; the loop then ends at most `idle` after stop is set). A transient error (Redis or
+    Kafka away, e.g. while a server restarts, or a Redis out of memory) is logged and retried with
+    backoff instead of ending the loop; a Kafka refusal that can never succeed is raised: retrying
+    it would only hide it."""
     attempt = 0
     while not stop.is_set():
         try:
             busy = step()
             attempt = 0
-        except TRANSIENT_IO as exc:
+        except TRANSIENT_IO + TRANSIENT_REDIS as exc:
             if not is_transient(exc):
                 raise
             attempt += 1
@@ -166,5 +178,7 @@ def forever(
                 log("loop.retry", attempt=attempt, error=repr(exc))
             stop.wait(backoff(attempt))
             continue
-        if not busy:
-            stop.wait(idle() if callable(idle) else idle)
+        if not busy and not stop.is_set():
+            (nudge or stop).wait(idle() if callable(idle) else idle)
+            if nudge is not None:
+                nudge.clear()

@@ -15,11 +15,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import redis
 from confluent_kafka import Message, Producer
 
 from wakeful.consumers.kafka import dead_letters
-from wakeful.consumers.kafka.failures import TRANSIENT_IO, Verdict, classify, kafka_error
+from wakeful.consumers.kafka.failures import TRANSIENT_IO, TRANSIENT_REDIS, Verdict, classify, kafka_error
 from wakeful.consumers.kafka.producing import (
     DEAD_LETTER_MAX_BYTES,
     DeliveryFailures,
@@ -43,11 +42,7 @@ TRANSIENT = (
     LeaseLost,
     LeaseBusy,
     Contention,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.OutOfMemoryError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.MasterDownError,
-    redis.exceptions.ClusterDownError,  # a cluster without a quorum or a slot's master, for now
+    *TRANSIENT_REDIS,  # a cluster without a quorum or a slot's master, for now, among them
     *TRANSIENT_IO,
 )
 

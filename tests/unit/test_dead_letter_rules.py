@@ -116,12 +116,30 @@ def test_the_tables_do_not_contradict_each_other() -> None:
         (KafkaException(KafkaError(E._MSG_TIMED_OUT)), True),
         (BufferError("queue full"), True),
         (redis.ConnectionError("refused"), True),
+        (redis.exceptions.OutOfMemoryError("over maxmemory"), True),  # until memory is freed
+        (redis.exceptions.ReadOnlyError("a replica"), True),  # until a failover ends
+        (redis.exceptions.NoPermissionError("NOPERM"), False),  # a user without the rights
         (ValueError("a bug"), False),
     ],
     ids=repr,
 )
 def test_only_what_can_pass_is_transient(exc: BaseException, transient: bool) -> None:
     assert is_transient(exc) is transient
+
+
+def test_a_loop_waits_out_a_redis_out_of_memory_and_goes_on() -> None:
+    calls: list[int] = []
+    stop = threading.Event()
+
+    def step() -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            raise redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'")
+        stop.set()
+        return True
+
+    forever(step, stop, lambda *_, **__: None, idle=0.01)  # not raised: the loop lives on
+    assert len(calls) == 2
 
 
 def test_a_loop_step_refused_for_good_is_raised_not_retried_forever() -> None:
