@@ -2,9 +2,11 @@
 its in-flight limit (D108).
 
 About twice a second every timer reads the tenants marked queued (wk:fair:queued) and, if any, the
-limits. For each, the queued creates that fit now (its limit less its tasks in flight, at most
-MOST a look) are woken first, as a thaw wakes held work (a deadline due now, which this timer's
-tick publishes), then moved into the tenant's flight set by fair_release, which lets in only those
+limits; while some tenant has held creates it looks every BUSY_S, so that a freed slot is taken
+again at once rather than left empty for most of a look. For each tenant, the queued creates that
+fit now (its limit less its tasks in flight, at most MOST a look) are woken first, as a thaw wakes
+held work (a deadline due now, which this timer's tick publishes at once: the look nudges it),
+then moved into the tenant's flight set by fair_release, which lets in only those
 still queued while there is room. At its wake the gate replays the held create, finds its task
 in flight and creates it. A timer that dies between the two leaves the woken creates queued: the
 gate's fair_take lets a queued create in itself when it fits, and one that does not fit is held
@@ -24,24 +26,34 @@ from typing import Any
 import redis
 
 from wakeful.authority.limit_store import MAX_IN_FLIGHT
-from wakeful.consumers.kafka.failures import forever
+from wakeful.consumers.kafka.failures import forever, is_transient
 from wakeful.core.errors import WakefulError
 from wakeful.core.log import Log
 from wakeful.state import fair, keys
 from wakeful.workflow import limits
 
-POLL_S = 0.5  # a freed slot is given to a held create at most about this late (and a tick more)
+POLL_S = 0.5  # with no creates held anywhere: a tenant's first held create is looked at this late
+BUSY_S = 0.05  # while creates are held: a freed slot is given to one at most about this late
 MOST = 200  # creates let in per tenant per look: a lifted limit's queue does not flood the wakes
 
 
 class Releaser:
-    def __init__(self, client: redis.Redis, log: Log, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        log: Log,
+        clock: Callable[[], float] = time.time,
+        nudge: threading.Event | None = None,
+    ) -> None:
         self.client, self.log, self.clock = client, log, clock
+        self.nudge = nudge or threading.Event()  # set once wakes are due now: the tick looks at once
         self.released = 0
+        self.busy = False  # the last look found held creates
 
     def look(self) -> int:
         """One look at every tenant with held creates; how many were let in."""
         tenants = fair.queued(self.client)
+        self.busy = bool(tenants)
         if not tenants:
             return 0
         stored: Any = self.client.hgetall(keys.AUTH_LIMITS)
@@ -67,6 +79,7 @@ class Releaser:
         now_ms = int(self.clock() * 1000)
         # Woken before they are moved: a crash in between leaves them queued, never in flight unwoken.
         self.client.zadd(keys.DEADLINES, {f"{task}|{now_ms}": now_ms for task in heads})
+        self.nudge.set()
         left = fair.release(self.client, tenant, slots, now_ms, heads)
         if left == 0:
             fair.unmark(self.client, tenant)
@@ -76,13 +89,23 @@ class Releaser:
 
 def start(releaser: Releaser, stop: threading.Event) -> threading.Thread:
     """The look's own thread: a slow look never holds a deadline back. A look that let MOST in
-    looks again at once."""
+    looks again at once; one that found creates held, after BUSY_S."""
 
     def step() -> bool:
-        return releaser.look() >= MOST
+        try:
+            return releaser.look() >= MOST
+        except redis.RedisError as exc:
+            if is_transient(exc):
+                raise  # waited out by forever, with backoff
+            # A refusal (a Redis user without this release's rights, say) never ends the loop:
+            # held creates would be left with nothing to let them in.
+            releaser.busy = False
+            releaser.log("timer.fair_failed", error=repr(exc))
+            return False
 
-    thread = threading.Thread(
-        target=forever, args=(step, stop, releaser.log, POLL_S), name="fair", daemon=True
-    )
+    def idle() -> float:
+        return BUSY_S if releaser.busy else POLL_S
+
+    thread = threading.Thread(target=forever, args=(step, stop, releaser.log, idle), name="fair", daemon=True)
     thread.start()
     return thread

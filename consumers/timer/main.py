@@ -78,6 +78,7 @@ class Timer:
         self.log = log
         self.fired = 0
         self.sweep = sweep  # finds tasks with nothing to wake them (consumers/timer/sweep.py)
+        self.nudge = threading.Event()  # set by a thread that made wakes due now: look at once
 
     def tick(self, now_ms: int | None = None) -> int:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
@@ -103,7 +104,7 @@ class Timer:
         rng = random.Random()
         if self.sweep is not None:  # its own thread: a slow pass never holds a deadline back
             timer_sweep.start(self.sweep, stop)
-        forever(lambda: self.tick() >= BATCH, stop, self.log, lambda: pause(rng))
+        forever(lambda: self.tick() >= BATCH, stop, self.log, lambda: pause(rng), self.nudge)
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
@@ -116,7 +117,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     signer = functools.cache(lambda: local_signer(settings, timer_schedules.SCHEDULER))
     scheduler = Scheduler(acl.connect(settings, "timer"), producer, signer, log)
     # The held creates' look (D108), on a connection of its own as the schedules' is.
-    releaser = timer_fair.Releaser(acl.connect(settings, "timer"), log)
+    releaser = timer_fair.Releaser(acl.connect(settings, "timer"), log, nudge=timer.nudge)
     log("role.start")
     timer_schedules.start(scheduler, stop)
     timer_fair.start(releaser, stop)

@@ -9,11 +9,15 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+import redis
 
 from wakeful.consumers.kafka.failures import forever
 from wakeful.consumers.relay.main import IDLE_MAX_S, IDLE_S, idle_wait
+from wakeful.consumers.timer import fair as timer_fair
 from wakeful.consumers.timer import main as timer
+from wakeful.consumers.timer.fair import Releaser
 from wakeful.consumers.timer.main import TICK_S, pause
+from wakeful.core import process
 
 
 @pytest.mark.parametrize(
@@ -83,8 +87,52 @@ def test_a_running_timer_waits_what_pause_says_each_time_it_finds_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     given: list[Callable[[], float]] = []
-    monkeypatch.setattr(timer, "forever", lambda _step, _stop, _log, idle: given.append(idle))
+    monkeypatch.setattr(timer, "forever", lambda _step, _stop, _log, idle, _nudge=None: given.append(idle))
     timer.Timer(client=None, producer=None, log=lambda *_, **__: None).run(threading.Event())  # type: ignore[arg-type]
     (idle,) = given
     waits = {idle() for _ in range(100)}
     assert all(TICK_S / 2 <= w <= TICK_S for w in waits) and len(waits) > 90
+
+
+def test_a_nudged_loop_looks_again_before_its_idle_wait_is_over() -> None:
+    stop, nudge, looks = threading.Event(), threading.Event(), []
+
+    def step() -> bool:
+        looks.append(1)
+        if len(looks) == 1:
+            nudge.set()  # another thread made work while this look ran: a held create let in
+        else:
+            stop.set()
+        return False
+
+    worker = threading.Thread(target=forever, args=(step, stop, lambda *_, **__: None, 3600.0, nudge))
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and len(looks) == 2  # not an hour: the nudge ended the wait
+    assert not nudge.is_set()  # the next idle wait is a whole one again, unless nudged anew
+
+
+class Refusing:
+    """A Redis client whose user lacks a right the held creates' look needs (NOPERM), then has it
+    (no tenant has creates held)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def smembers(self, _name: str) -> set[bytes]:
+        self.asked += 1
+        if self.asked == 1:
+            raise redis.exceptions.NoPermissionError("NOPERM this user has no permissions to run the command")
+        return set()
+
+
+def test_the_held_creates_look_outlives_a_refusal_and_looks_again() -> None:
+    client, stop, said = Refusing(), threading.Event(), []
+    releaser = Releaser(client, lambda event, **fields: said.append(event))  # type: ignore[arg-type]
+    thread = timer_fair.start(releaser, stop)
+    try:
+        assert process.wait_until(lambda: client.asked >= 2, 10)  # looked again after the refusal
+        assert thread.is_alive() and said == ["timer.fair_failed"]
+    finally:
+        stop.set()
+        thread.join(timeout=10)
