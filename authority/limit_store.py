@@ -1,4 +1,5 @@
-"""The tenants' in-flight limits in the authority store, and the history of every change (D108).
+"""The tenants' in-flight limits (D108) and the tools' calls per second (D109) in the authority
+store, and the history of every change.
 
 Operators write them as the admin Redis user (`wakeful authority limits ...`); every role reads
 them with its Snapshot (authority/snapshot.py), and what they mean is workflow/limits.py's. A
@@ -12,7 +13,7 @@ first one set finds every tenant's flight set left from an earlier limit stale, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -28,7 +29,11 @@ from wakeful.state import keys
 SET, UNSET = "set", "unset"
 DEFAULT_SCOPE = "default"  # every tenant with no limit of its own
 TENANT_SCOPE = "tenant:"  # tenant:N, one tenant's own
+TOOL_SCOPE = "tool:"  # tool:A:T, tool T of app A: its calls per second
 MAX_IN_FLIGHT = 1_000_000  # the most a record may say: more is no limit, which `unset` says
+MAX_RATE = 100_000.0  # calls per second a record may say
+MIN_RATE = 0.001  # about one call in 17 minutes: `wakeful tools disable` stops a tool
+MAX_BURST = 100_000
 T = TypeVar("T")
 
 
@@ -37,8 +42,23 @@ def scope_of(tenant: str) -> str:
     return f"{TENANT_SCOPE}{tenant}"
 
 
+def tool_scope(app: str, tool: str) -> str:
+    """The scope of `tool` of `app`'s calls per second."""
+    return f"{TOOL_SCOPE}{app}:{tool}"
+
+
+def is_tool(scope: str) -> bool:
+    return scope.startswith(TOOL_SCOPE)
+
+
 def checked_scope(scope: str) -> str:
-    """`scope` if it names a limit's scope (`default`, or `tenant:N`); ConfigError otherwise."""
+    """`scope` if it names a limit's scope (`default`, `tenant:N`, or `tool:A:T`, each name as a
+    tenant's); ConfigError otherwise."""
+    if is_tool(scope):
+        names = scope.removeprefix(TOOL_SCOPE).split(":")
+        if len(names) == 2 and all(TENANT_RE.fullmatch(n) for n in names):
+            return scope
+        raise ConfigError("--tool", f"{scope[:80]!r}: an app and a tool, each matching {TENANT_RE.pattern}")
     tenant = scope.removeprefix(TENANT_SCOPE)
     if scope == DEFAULT_SCOPE or (scope.startswith(TENANT_SCOPE) and TENANT_RE.fullmatch(tenant)):
         return scope
@@ -55,6 +75,25 @@ def encode(max_in_flight: int, *, by: str, at: str, reason: str) -> str:
     return orjson.dumps({"max_in_flight": max_in_flight, "by": by, "at": at, "reason": reason}).decode()
 
 
+def encode_rate(calls_per_s: float, burst: int, *, by: str, at: str, reason: str) -> str:
+    """A tool's record as the store keeps it; ConfigError for a rate or burst out of range."""
+    if isinstance(calls_per_s, bool) or not MIN_RATE <= calls_per_s <= MAX_RATE:
+        raise ConfigError(
+            "--calls-per-s",
+            f"{calls_per_s!r}: from {MIN_RATE} to {MAX_RATE:g} (`wakeful tools disable` stops a tool)",
+        )
+    if isinstance(burst, bool) or not 1 <= burst <= MAX_BURST:
+        raise ConfigError("--burst", f"{burst!r}: a whole number from 1 to {MAX_BURST}")
+    doc = {"calls_per_s": calls_per_s, "burst": burst, "by": by, "at": at, "reason": reason}
+    return orjson.dumps(doc).decode()
+
+
+def counting(stored: Mapping[str, object] | Mapping[bytes, object]) -> bool:
+    """Whether some in-flight limit is stored (a tool's rate is not one): only then do the roles
+    count a tenant's tasks."""
+    return any(not is_tool(k.decode() if isinstance(k, bytes) else k) for k in stored)
+
+
 class LimitStore:
     def __init__(
         self, client: redis.Redis, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
@@ -66,19 +105,34 @@ class LimitStore:
         """Hold `scope` to `max_in_flight` tasks in flight, from the roles' next wake on. Returns
         the record it replaced, if any."""
         scope = checked_scope(scope)
+        if is_tool(scope):
+            raise ConfigError("--tool", "a tool's limit is in calls per second: set it with set_rate")
         by, reason = switches.checked_words(by, reason, reason_needed=False)
         doc = encode(max_in_flight, by=by, at=self._at(), reason=reason)
+        return self._put(scope, doc, {"max_in_flight": str(max_in_flight), "by": by, "reason": reason})
 
+    def set_rate(
+        self, scope: str, calls_per_s: float, burst: int, *, by: str, reason: str = ""
+    ) -> str | None:
+        """Hold a tool (scope `tool:A:T`) to `calls_per_s`, `burst` of them at once after a quiet
+        spell, from the executors' next wake on. Returns the record it replaced, if any."""
+        scope = checked_scope(scope)
+        if not is_tool(scope):
+            raise ConfigError("--tool", f"{scope}: a tenant's limit is in tasks in flight: set it with set")
+        by, reason = switches.checked_words(by, reason, reason_needed=False)
+        doc = encode_rate(calls_per_s, burst, by=by, at=self._at(), reason=reason)
+        said = {"calls_per_s": f"{calls_per_s:g}", "burst": str(burst), "by": by, "reason": reason}
+        return self._put(scope, doc, said)
+
+    def _put(self, scope: str, doc: str, said: dict[str, str]) -> str | None:
         def write(pipe: Any) -> str | None:
             stored: dict[bytes, bytes] = pipe.hgetall(keys.AUTH_LIMITS)
-            if not stored:
+            if not is_tool(scope) and not counting(stored):
                 self._clear_counts()
             was = stored.get(scope.encode())
             pipe.multi()
             pipe.hset(keys.AUTH_LIMITS, scope, doc)
-            self._record(
-                pipe, scope=scope, action=SET, max_in_flight=str(max_in_flight), by=by, reason=reason
-            )
+            self._record(pipe, scope=scope, action=SET, **said)
             return was.decode("utf-8", "replace") if was is not None else None
 
         return self._watched(write)
@@ -136,5 +190,6 @@ class LimitStore:
         return self.clock().isoformat(timespec="seconds").replace("+00:00", "Z")
 
     def _record(self, pipe: Any, **fields: str) -> None:
-        """The change's history record (scope, action, max_in_flight, by, reason), and when."""
+        """The change's history record (scope, action, max_in_flight or calls_per_s and burst,
+        by, reason), and when."""
         pipe.xadd(keys.AUTH_LIMIT_HISTORY, {**fields, "at": self._at()})

@@ -1,5 +1,6 @@
 """`wakeful authority limits ...`: how many of a tenant's tasks may be in flight at once (D108),
-not `wakeful authority limit`, an app's approval amount. The limits are authority data: operators
+and how many calls a second a tool may take (D109), not `wakeful authority limit`, an app's
+approval amount. The limits are authority data: operators
 change them, each change recorded with who, when and why; the gate holds a tenant's creates over
 its limit and the timer lets them in as its tasks end (docs/limits.md)."""
 
@@ -10,12 +11,14 @@ from typing import Any
 
 import click
 
-from wakeful.authority.limit_store import DEFAULT_SCOPE, scope_of
+from wakeful.authority.limit_store import DEFAULT_SCOPE, scope_of, tool_scope
+from wakeful.cli.app_option import app_option
 from wakeful.cli.kill_cmds import operator
 from wakeful.cli.output import emit, say
 from wakeful.core.settings import Settings
 from wakeful.operate.client import Client
 from wakeful.workflow import limits as rules
+from wakeful.workflow import rates
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 by_option = click.option(
@@ -26,54 +29,87 @@ tenant_option = click.option("--tenant", default=None, help="The tenant whose li
 default_option = click.option(
     "--default", "default", is_flag=True, help="Every tenant with no limit of its own."
 )
+tool_option = click.option(
+    "--tool", default=None, help="A tool of the app (--app), whose calls a second it is."
+)
 
 
 @click.group()
 def limits() -> None:
-    """How many of a tenant's tasks run at once.
+    """How many of a tenant's tasks run at once, and a tool's calls a second.
 
     A tenant's in-flight limit: at most N of its tasks in flight at once, the rest of its creates
-    held (never refused) until one ends. Not `authority limit`, an app's approval amount."""
+    held (never refused) until one ends. A tool's rate: at most R calls a second, over every
+    executor, a call over it made at its turn. Not `authority limit`, an app's approval amount."""
 
 
-def _scope(tenant: str | None, default: bool) -> str:
-    if (tenant is None) == (not default):
-        raise click.UsageError("name one of --tenant T or --default")
+def _scope(client: Client, tenant: str | None, default: bool, tool: str | None) -> str:
+    if sum((tenant is not None, default, tool is not None)) != 1:
+        raise click.UsageError("name one of --tenant T, --default or --tool T")
+    if tool is not None:
+        known = client.tool_names()
+        if tool not in known:
+            raise click.UsageError(
+                f"--tool: app {client.app.name} has no tool {tool!r}: {', '.join(sorted(known))}"
+            )
+        return tool_scope(client.app.name, tool)
     return DEFAULT_SCOPE if default else scope_of(tenant or "")
 
 
 @limits.command("set")
-@click.option("--max-in-flight", type=int, required=True, help="How many tasks may be in flight at once.")
+@app_option
+@click.option("--max-in-flight", type=int, default=None, help="How many tasks may be in flight at once.")
+@click.option("--calls-per-s", type=float, default=None, help="With --tool: how many calls a second.")
+@click.option("--burst", type=int, default=None, help="With --tool: calls at once after a quiet spell.")
 @by_option
 @reason_option
 @tenant_option
 @default_option
+@tool_option
 @click.pass_obj
-def limits_set(
-    settings: Settings, max_in_flight: int, by: str, reason: str, tenant: str | None, default: bool
-) -> None:
+def limits_set(settings: Settings, /, by: str, reason: str, **said: Any) -> None:
     """Hold a tenant (or, with --default, every tenant with no limit of its own) to
-    --max-in-flight tasks in flight, from the roles' next wake on. Raising it lets held creates in
-    at the timers' next look."""
-    scope = _scope(tenant, default)
+    --max-in-flight tasks in flight, from the roles' next wake on; raising it lets held creates in
+    at the timers' next look. Or hold a --tool to --calls-per-s calls a second (--burst of them at
+    once; default: a second's worth), from the executors' next call on."""
     client = Client(settings)
+    scope = _scope(client, said["tenant"], said["default"], said["tool"])
     operator(client, by)
-    was = client.limits.set(scope, max_in_flight, by=by, reason=reason)
+    if said["tool"] is not None:
+        return _set_rate(client, scope, by, reason, said)
+    if said["max_in_flight"] is None or said["calls_per_s"] is not None or said["burst"] is not None:
+        raise click.UsageError("a tenant's limit is --max-in-flight N (--calls-per-s is a tool's)")
+    was = client.limits.set(scope, said["max_in_flight"], by=by, reason=reason)
     before = f" (was {rules.parse(scope, was).max_in_flight})" if was is not None else ""
-    say(f"{scope}: at most {max_in_flight} tasks in flight{before}")
+    return say(f"{scope}: at most {said['max_in_flight']} tasks in flight{before}")
+
+
+def _set_rate(client: Client, scope: str, by: str, reason: str, said: dict[str, Any]) -> None:
+    calls = said["calls_per_s"]
+    if calls is None or said["max_in_flight"] is not None:
+        raise click.UsageError("a tool's limit is --calls-per-s R (--max-in-flight is a tenant's)")
+    burst = said["burst"] if said["burst"] is not None else rates.default_burst(calls)
+    was = client.limits.set_rate(scope, calls, burst, by=by, reason=reason)
+    before = f" (was {rates.parse(scope, was).calls_per_s:g} a second)" if was is not None else ""
+    say(f"{scope}: at most {calls:g} calls a second, {burst} at once{before}")
 
 
 @limits.command("unset")
+@app_option
 @by_option
 @reason_option
 @tenant_option
 @default_option
+@tool_option
 @click.pass_obj
-def limits_unset(settings: Settings, by: str, reason: str, tenant: str | None, default: bool) -> None:
+def limits_unset(
+    settings: Settings, by: str, reason: str, tenant: str | None, default: bool, tool: str | None
+) -> None:
     """Lift a tenant's own limit (it is then held by the default one, if any) or, with
-    --default, the default one. Its held creates are let in at the timers' next looks."""
-    scope = _scope(tenant, default)
+    --default, the default one: its held creates are let in at the timers' next looks. Or lift a
+    --tool's calls a second."""
     client = Client(settings)
+    scope = _scope(client, tenant, default, tool)
     operator(client, by)
     client.limits.unset(scope, by=by, reason=reason)
     say(f"{scope}: no limit of its own")
@@ -83,11 +119,11 @@ def limits_unset(settings: Settings, by: str, reason: str, tenant: str | None, d
 @json_option
 @click.pass_obj
 def limits_list(settings: Settings, as_json: bool) -> None:
-    """Every limit: its scope, how many tasks in flight, who set it, when and why."""
+    """Every limit: its scope, how many tasks in flight or calls a second, who set it, when and why."""
     rows = [_row(found) for found in rules.every(Client(settings).limits.all())]
     lines = [
-        f"{r['scope']:<24} {r['max_in_flight']:>7}  by {r['by']} at {r['at']} {r['reason']}"
-        + (f"  DAMAGED ({r['damaged']}): held at {rules.DAMAGED}" if r["damaged"] else "")
+        f"{r['scope']:<24} {_amount(r):>7}  by {r['by']} at {r['at']} {r['reason']}"
+        + (f"  DAMAGED ({r['damaged']}): held at {_held(r)}" if r["damaged"] else "")
         for r in rows
     ]
     emit({"limits": rows}, as_json, "\n".join(lines) or "no limits: no tenant's tasks are counted")
@@ -100,11 +136,22 @@ def limits_history(settings: Settings, as_json: bool) -> None:
     """The last changes to the limits: what, by whom, when and why."""
     rows = Client(settings).limits.history()
     lines = [
-        f"{r['at']} {r['action']:<5} {r['scope']:<24} {r['max_in_flight']:>7} by {r['by']} {r['reason']}"
+        f"{r['at']} {r['action']:<5} {r['scope']:<24} {_amount(r):>7} by {r['by']} {r['reason']}"
         for r in rows
     ]
     emit({"history": rows}, as_json, "\n".join(lines) or "no changes")
 
 
-def _row(found: rules.Limit) -> dict[str, Any]:
+def _row(found: rules.Limit | rates.Rate) -> dict[str, Any]:
     return dataclasses.asdict(found)
+
+
+def _amount(row: dict[str, Any]) -> str:
+    """A record's or a change's amount: its tasks in flight, or its calls a second and burst."""
+    if "calls_per_s" in row:
+        return f"{float(row['calls_per_s']):g}/s x{row['burst']}" if row["calls_per_s"] != "" else ""
+    return str(row.get("max_in_flight", ""))
+
+
+def _held(row: dict[str, Any]) -> str:
+    return f"{rates.DAMAGED_RATE:g}/s" if "calls_per_s" in row else str(rules.DAMAGED)

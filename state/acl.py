@@ -130,6 +130,11 @@ _FAIR_RELEASE = (
 )
 _FAIR_GIVE_BACK = f"(~{keys.PATTERN_FAIR_FLIGHT} +zrem)"
 
+# A tool's calls per second (state/rates.py, D109): the executor counts a call through rate_take,
+# which reads Redis's clock and moves the tool's next free time on; the key's selector may only
+# call functions, and the commands the function runs are granted on their own.
+_TOOL_RATE = f"+time (~{keys.PATTERN_TOOL_RATE} {_FUNCTIONS}) (~{keys.PATTERN_TOOL_RATE} +get +set)"
+
 # The two roles that write Progress (through state.store). Only the executor holds task leases:
 # the gate reads and WATCHes the lease (_TASK_READ) and needs it free (docs/decisions.md D49).
 _PROGRESS_WRITER = (
@@ -153,7 +158,7 @@ RULES: dict[str, str] = {
     # and indexes a wait its close made (a workflow's `done` returned one, or a tool's call is pending).
     "executor": (
         f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE} {_UNREADABLE} "
-        f"{_FAIR_GIVE_BACK}"
+        f"{_FAIR_GIVE_BACK} {_TOOL_RATE}"
     ),
     # Its sweep (consumers/timer/sweep.py) reads the task index, and whether a task is frozen,
     # quarantined or leased, for the tasks nothing will wake (D85).

@@ -102,6 +102,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:fair:{N}:queue | zset   | tenant N's creates held over its limit -> ms they  | gate (fair_take);      |
 |                   |        | came: the order they are let in                    | timer (fair_release)   |
 | wk:fair:queued    | set    | tenants with a queue (the timer's look)            | gate: SADD; timer      |
+| wk:rate:{D}       | string | a tool's next free call time (ms, by Redis's clock) | executor (rate_take)  |
+|                   |        | under its calls-per-second limit; D: a digest of   |                        |
+|                   |        | app and tool (state/rates.py, D109)                |                        |
 | wk:authority:{limits}:* | mixed | all (hash scope -> JSON {max_in_flight, by,  | admin only; roles read |
 |                   |        | at, reason}) and history (stream: every change)    |                        |
 | wk:index:{N}:tasks | hash  | tenant N's task id -> its summary: stage, versions, | relay (index function) |
@@ -481,6 +484,16 @@ def fair_flight(tenant: str) -> str:
 
 def fair_queue(tenant: str) -> str:
     return f"{PREFIX}:fair:{{{checked(_TENANT, tenant, 'tenant')}}}:queue"
+
+
+# A tool's calls-per-second limit (state/rates.py, D109): one key per app and tool, named by a
+# digest of the pair, so no outside text is part of a key name.
+PATTERN_TOOL_RATE = f"{PREFIX}:rate:{{*}}"
+
+
+def tool_rate(app: str, tool: str) -> str:
+    pair = f"{len(app)}:{app}/{tool}"  # the length first: no app and tool make another pair's text
+    return f"{PREFIX}:rate:{{{hashlib.sha256(pair.encode()).hexdigest()[:32]}}}"
 
 
 # Memory (state/memory.py): one hash per tenant and subject, under its own hash tag, so that the

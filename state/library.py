@@ -1,10 +1,10 @@
 """wakeful's Redis function library: every Lua function a role calls, loaded by the admin only.
 
     FUNCTION LOAD REPLACE <code>         admin, at `wakeful dev up` (every start) and `admin acl --apply`
-    FCALL wakeful_v10_<name> ...          executor (leases, action log), relay (the task index,
-                                          its outbox trim), gate and timer (a tenant's in-flight
-                                          limit: state/fair.py), a downstream (its booking)
-    FCALL wakeful_v10_library 0           each of them: `wakeful worker` checks it before it starts
+    FCALL wakeful_v11_<name> ...          executor (leases, action log, a tool's calls per second),
+                                          relay (the task index, its outbox trim), gate and timer
+                                          (a tenant's in-flight limit: state/fair.py), a downstream
+    FCALL wakeful_v11_library 0           each of them: `wakeful worker` checks it before it starts
 
 The library holds the runtime's functions, then those of the downstreams the settings name
 (state/downstreams.py: the example apps' bank and supplier register), in that order. It is persisted
@@ -23,7 +23,7 @@ import redis
 
 from wakeful.core.retry import FunctionsMissing
 from wakeful.core.settings import Settings
-from wakeful.state import acl, actions, fair, functions, index, lease, memory, outbox, purge
+from wakeful.state import acl, actions, fair, functions, index, lease, memory, outbox, purge, rates
 from wakeful.state.functions import FIX, Function, call
 
 FUNCTIONS: tuple[Function, ...] = (
@@ -34,6 +34,7 @@ FUNCTIONS: tuple[Function, ...] = (
     *outbox.FUNCTIONS,  # the relay's trim
     *purge.FUNCTIONS,  # the admin's (wakeful task purge)
     *fair.FUNCTIONS,  # the gate's admission and the timer's release (D108)
+    *rates.FUNCTIONS,  # the executor's count of a tool's calls per second (D109)
 )  # the runtime's own
 LIBRARY = functions.LIBRARY
 # The role processes that call them: the executor (also as a downstream), the relay (the task

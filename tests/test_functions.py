@@ -23,7 +23,7 @@ from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
 from wakeful.examples import bank
 from wakeful.examples.bank import Bank
-from wakeful.state import acl, keys, library
+from wakeful.state import acl, keys, library, rates
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Leases
 
@@ -106,6 +106,9 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
         ("timer", "lease_acquire", [keys.lease(task), keys.fence(task)]),
         # The executor gives a slot back, and admits nothing.
         ("executor", "fair_take", [keys.fair_flight(unique), keys.fair_queue(unique)]),
+        # Only the executor counts a tool's calls (D109).
+        ("gate", "rate_take", [keys.tool_rate("app", unique)]),
+        ("timer", "rate_take", [keys.tool_rate("app", unique)]),
         # The bank's credential holds no lease.
         ("bank", "lease_acquire", [keys.lease(task), keys.fence(task)]),
         # The relay keeps the task index, and reaches no lease or action log with its function right.
@@ -129,6 +132,20 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
         assert answer.startswith("NOPERM"), (role, answer)
     touched = [bank.entry_key(op), bank.fence_key(task), keys.ops(task), keys.lease(task), keys.fence(task)]
     assert redis_client.exists(*touched) == 0
+
+
+def test_a_tools_calls_are_counted_over_every_caller_and_one_over_its_rate_is_not_counted(
+    settings: Settings, redis_client: redis.Redis, unique: str
+) -> None:
+    first, second = acl.connect(settings, "executor"), acl.connect(settings, "executor")
+    tool = ("rates", f"tool-{unique}")
+    # A burst of 3 at one call a second: three go at once, from either executor; the fourth waits.
+    waits = [rates.take(executor, *tool, 1.0, 3) for executor in (first, second, first, second)]
+    assert waits[:3] == [0.0, 0.0, 0.0] and 0 < waits[3] <= 1.0, waits
+    again = rates.take(first, *tool, 1.0, 3)  # a call that waited took no turn: no later than before
+    assert 0 < again <= waits[3], (again, waits)
+    assert process.wait_until(lambda: rates.take(second, *tool, 1.0, 3) == 0.0, 10)  # its turn comes
+    assert 0 < redis_client.pttl(keys.tool_rate(*tool)) <= 4000  # the count lapses once the tool is quiet
 
 
 # ---- a private Redis, restarted without wakeful reloading anything --------------------------------

@@ -4,16 +4,18 @@ right one, and the task books once, the model having been shown each earlier ref
 model that keeps proposing the wrong booking parks the task in needs_review after the workflow's
 limit, each refusal on the task's history (wakeful.log), and `task reopen` puts it back. An app's
 own change request is refused once the booking has begun (ctx.started), and `task list --stuck`
-names a task that nothing will move on."""
+names a task that nothing will move on. And a tool held to a number of calls a second (D109) is
+called no faster, every task still booking once."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import date
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -221,3 +223,49 @@ def test_task_list_stuck_names_a_ready_task_nothing_asked_for_and_not_one_that_f
     assert done.task_id not in rows
     fresh = wakeful("task", "list", "--stuck", "--older-than", "3600")
     assert fresh.returncode == 0 and lost.task_id not in fresh.stdout, fresh.stdout
+
+
+def test_a_tool_held_to_calls_a_second_is_called_no_faster_and_every_task_books_once(
+    client: Client, settings: Settings, workers: Fleet, model: tuple[Model, ChatServer]
+) -> None:
+    tool = ("--tool", "book_room", "--app", APP, "--by", "ops-lead")
+    held = wakeful("authority", "limits", "set", *tool, "--calls-per-s", "2", "--burst", "1")
+    assert held.returncode == 0, held.stderr
+    assert "at most 2 calls a second, 1 at once" in held.stderr, held.stderr
+    try:
+        days = free_days(settings, ROOM, 6)
+        task_ids = [book(client, model[0], ["right"], day) for day in days]  # all six at once
+        shown = [client.wait_settled(task_id, SETTLE_S) for task_id in task_ids]
+    finally:
+        lifted = wakeful(
+            "authority", "limits", "unset", "--tool", "book_room", "--app", APP, "--by", "ops-lead"
+        )
+        assert lifted.returncode == 0, lifted.stderr
+    assert all(s["stage"] == "closed" and len(s["actions"]) == 1 for s in shown), shown
+    for task_id in task_ids:  # each booked once
+        assert [r["op_key"] for r in calendar(settings)].count(f"BOOK:{task_id}:v1") == 1
+    # Each call's intent is written just after its turn came: at least half a second apart, less
+    # the time between a turn and its intent.
+    actions = [a for s in shown for a in s["actions"].values()]
+    began = sorted(datetime.fromisoformat(a["started_at"]).timestamp() for a in actions)
+    gaps = [b - a for a, b in itertools.pairwise(began)]
+    assert min(gaps) >= 0.4, gaps
+    assert b"executor.tool_rate" in (workers.dir / "executor.log").read_bytes()  # some waited their turn
+    history = doc(wakeful("authority", "limits", "history", "--json"))["history"]
+    mine = [r for r in history if r["scope"] == "tool:rooms_retry:book_room"][-2:]
+    assert [(r["action"], r.get("calls_per_s"), r.get("burst"), r["by"]) for r in mine] == [
+        ("set", "2", "1", "ops-lead"),
+        ("unset", None, None, "ops-lead"),
+    ]
+
+
+def free_days(settings: Settings, room: str, count: int) -> list[date]:
+    """`count` days, each with no booking of `room` yet."""
+    days = [free_day(settings, room)]
+    taken = {row["day"] for row in calendar(settings) if row["room"] == room}
+    while len(days) < count:
+        day = days[-1] + timedelta(days=1)
+        while day.isoformat() in taken:
+            day += timedelta(days=1)
+        days.append(day)
+    return days

@@ -19,10 +19,10 @@ from typing import Any
 
 import orjson
 
-from wakeful.authority.limit_store import DEFAULT_SCOPE, MAX_IN_FLIGHT, scope_of
+from wakeful.authority.limit_store import DEFAULT_SCOPE, MAX_IN_FLIGHT, counting, is_tool, scope_of
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
-from wakeful.workflow import engine
+from wakeful.workflow import engine, rates
 from wakeful.workflow.stuck import PARKED
 
 # What a record that does not read (not JSON, no whole number of at least 1) holds its tenant to:
@@ -67,9 +67,11 @@ def applying(limits: Mapping[str, str], tenant: str) -> Limit | None:
     return None
 
 
-def every(limits: Mapping[str, str]) -> list[Limit]:
-    """Every record, by scope (the default first), as `wakeful authority limits list` shows them."""
-    return [parse(s, limits[s]) for s in sorted(limits, key=lambda s: (s != DEFAULT_SCOPE, s))]
+def every(limits: Mapping[str, str]) -> list[Limit | rates.Rate]:
+    """Every record, by scope (the default first, the tools' last), as `wakeful authority limits
+    list` shows them."""
+    order = sorted(limits, key=lambda s: (s != DEFAULT_SCOPE, is_tool(s), s))
+    return [rates.parse(s, limits[s]) if is_tool(s) else parse(s, limits[s]) for s in order]
 
 
 def occupies(app: App, cp: Checkpoint) -> bool:
@@ -88,9 +90,10 @@ def frees(app: App, cp: Checkpoint, limits: Mapping[str, str]) -> bool:
     """Whether a change that left the task as `cp` gives its slot back: some limit is stored (a
     tenant's may have been lifted since the task took its slot) and the task no longer occupies
     one. Derived from the stored state, so a change done before (a redelivery, a replay) gives it
-    back again; giving back a slot the task never took changes nothing. With no limit stored at
-    all nothing is given back, and nothing counted: the first limit set clears the counts."""
-    return bool(limits) and not occupies(app, cp)
+    back again; giving back a slot the task never took changes nothing. With no in-flight limit
+    stored at all (a tool's rate is none) nothing is given back, and nothing counted: the first
+    limit set clears the counts."""
+    return counting(limits) and not occupies(app, cp)
 
 
 def retakes(app: App, was: str, cp: Checkpoint, limits: Mapping[str, str]) -> bool:

@@ -212,6 +212,7 @@ class Executor:
         cp, lease = loaded.checkpoint, loaded.held.lease
         tool = self.app.tool(effect.tool)
         assert tool is not None  # check_proposal found it
+        executor_steps.wait_turn(self.store.client, self.app, tool, auth, log=self.log, task_id=cp.task_id)
         intent = self.actions.begin_command(
             cp.task_id, effect.op_key, lease.fence, lease.token, tool=tool.name, args=args
         )

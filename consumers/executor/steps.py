@@ -7,6 +7,10 @@ under the lease: `after_unavailable` counts the attempt (kept on the step's acti
 either fails the step for good, after `Tool.attempts`, or says how long the message should wait
 before it is handled again, with the lease given back meanwhile (docs/decisions.md D61).
 
+A tool held to a number of calls a second (D109) counts each step's call before its intent is
+written (`wait_turn`); a call over it is not made now: the message waits its turn, the lease
+given back meanwhile, as for an unavailable tool.
+
 settled() and compensate() write to the action log under the lease they are given; none of these
 moves the task's stage (the executor does, after).
 """
@@ -25,7 +29,7 @@ from wakeful.core import metrics
 from wakeful.core.errors import LeaseLost
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
-from wakeful.core.retry import backoff
+from wakeful.core.retry import Retry, backoff
 from wakeful.core.tracing import tool_call
 from wakeful.schemas import events
 from wakeful.schemas.checkpoint import Checkpoint
@@ -35,9 +39,10 @@ from wakeful.schemas.proposals import Call
 from wakeful.sdk.app import App
 from wakeful.sdk.tools import Pending, Tool, ToolFenced, ToolRefused, ToolUnavailable
 from wakeful.sdk.workflow import Compensate, Effect, Refuse
+from wakeful.state import rates as counted
 from wakeful.state.actions import ActionLog
 from wakeful.state.lease import Lease
-from wakeful.workflow import batch, pending, switches
+from wakeful.workflow import batch, pending, rates, switches
 
 
 @dataclass(frozen=True)
@@ -222,3 +227,15 @@ def judge_more(
         return judged
     off = next((e.tool for e in judged if switches.refused(app.name, e.tool, None, auth)), None)
     return Refuse(f"{off} is switched off: propose without it") if off else judged
+
+
+def wait_turn(client: Any, app: App, tool: Tool[Any], auth: Snapshot, *, log: Log, task_id: str) -> None:
+    """Count the step's call of `tool` under its calls per second, if a rate holds it; a call
+    over it raises Retry after the time until its turn (nothing was written or called)."""
+    rate = rates.rate_of(auth.limits, app.name, tool.name)
+    if rate is None:
+        return
+    wait = counted.take(client, app.name, tool.name, rate.calls_per_s, rate.burst)
+    if wait > 0:
+        log("executor.tool_rate", task_id=task_id, tool=tool.name, wait_s=round(wait, 3))
+        raise Retry(f"tool {tool.name} is at its limit of {rate.calls_per_s:g} calls a second", wait)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from wakeful.authority.limit_store import counting
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers.gate.wake import Taken
 from wakeful.core.log import Log
@@ -46,7 +47,7 @@ class Fair:
     def refused(self, step: Taken) -> None:
         """A create the workflow refused starts no task: a slot it was let into goes back."""
         wake = step.wake
-        if wake.auth.limits and not _stored(step):
+        if counting(wake.auth.limits) and not _stored(step):
             fair.give_back(self.client, wake.tenant, wake.envelope.task_id)
 
     def after(self, cp: Checkpoint, auth: Snapshot, was: str | None = None) -> None:
