@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import psutil
 
-from wakeful.bench.pipeline import _wait_effects as wait_effects
+from wakeful.bench.pipeline import wait_effects
 from wakeful.bench.traffic import Plan, Traffic, load_traffic, signed, split, warm_up
 from wakeful.consumers.kafka.supervisor import INGRESS, spawn
 from wakeful.core.errors import StackError

@@ -91,7 +91,7 @@ def run(
         started = time.time()
         plans, woken = _publish(client, traffic, split(tasks, approval_ratio), rate)
         say(f"published {tasks} tasks in {time.time() - started:.1f}s; waiting for the effects ...")
-        effects = _wait_effects(client, traffic, mark, plans, timeout=max(120.0, tasks / 20), say=say)
+        effects = wait_effects(client, traffic, mark, plans, timeout=max(120.0, tasks / 20), say=say)
         finished = max((b for b in effects.values()), default=time.time())
         latencies = sorted((effects[t] - woken[t]) * 1000 for t in effects)
         servers, cpu = (
@@ -205,7 +205,7 @@ def by_role(
     return {r: sum(c for m, c in spent.items() if role_of_member(m) == r) for r in roles}
 
 
-def _wait_effects(
+def wait_effects(
     client: Client, traffic: Traffic, mark: str, plans: dict[str, Plan], *, timeout: float, say: Say
 ) -> dict[str, float]:
     """task id -> when its downstream recorded its last effect (epoch seconds, the downstream's

@@ -215,3 +215,30 @@ def bench_state(settings: Settings, seconds: float, as_json: bool) -> None:
     need_stack(settings, kafka=False)
     result = bench.run(settings, seconds, say)
     emit(result, as_json, bench.render(result))
+
+
+@click.command("bench-fair")
+@app_option
+@click.option("--flood", type=click.IntRange(1), default=50_000, show_default=True, help="Flooding creates.")
+@click.option(
+    "--steady", type=click.IntRange(1), default=50, show_default=True, help="Creates of the other tenant."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(0),
+    default=100,
+    show_default=True,
+    help="The flooding tenant's in-flight limit; 0 for none, to compare.",
+)
+@click.option("--rate", type=float, default=None, help="The flood's creates per second (default: flat out).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def bench_fair(
+    settings: Settings, flood: int, steady: int, limit: int, rate: float | None, as_json: bool
+) -> None:
+    """One tenant's flood and another tenant's few creates at once: each tenant's wake-to-effect
+    p50/p95/p99, with the flood held to an in-flight limit (or none), and what held creates cost."""
+    from wakeful.bench import fair as bench
+
+    result = bench.run(settings, flood, steady, limit=limit or None, rate=rate, say=say)
+    emit(result, as_json, bench.render(result))

@@ -57,6 +57,7 @@ COMMANDS: dict[str, Where] = {
     "bench-retention": "wakeful.cli.bench_cmds:bench_retention",
     "bench-recover": "wakeful.cli.bench_cmds:bench_recover",
     "bench-state": "wakeful.cli.bench_cmds:bench_state",
+    "bench-fair": "wakeful.cli.bench_cmds:bench_fair",
     "worker": "wakeful.cli.worker_cmd:worker",
     "demo": "wakeful.cli.demo_cmd:demo",
     "task": _task,

@@ -1,5 +1,6 @@
-"""`wakeful bench --idle N` on a stack of its own (the fleet it starts must be the only one on its
-state dir): what an idle fleet costs, every role process and both servers named (D78)."""
+"""The benches that start a fleet of their own, on a stack of their own (the fleet must be the only
+one on its state dir): `wakeful bench --idle N`, what an idle fleet costs, every role process and
+both servers named (D78); and `wakeful bench-fair`, a flood held to its limit (D108)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,17 @@ def test_an_idle_bench_shorter_than_a_second_is_refused_before_anything_starts(
 ) -> None:
     ran = run_cli(private, "bench", "--idle", "0.5", timeout=60)
     assert ran.returncode == 2 and "--idle" in ran.stderr and "starting" not in ran.stderr
+
+
+def test_a_fair_bench_holds_the_flood_to_its_limit_and_brings_every_task_of_both_tenants_through(
+    private: dict[str, str],
+) -> None:
+    ran = run_cli(
+        private, "bench-fair", "--flood", "300", "--steady", "5", "--limit", "10", "--json", timeout=400
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    report = orjson.loads(ran.stdout)
+    assert (report["flood"]["completed"], report["steady"]["completed"]) == (300, 5)
+    assert report["flood"]["most_in_flight"] <= 10 < report["flood"]["most_held"]
+    assert report["limit"] == 10 and report["redis_bytes_per_held_create"] > 0
+    assert report["steady"]["wake_to_effect_ms"]["p99"] > 0
