@@ -20,7 +20,7 @@ import orjson
 
 from wakeful.authority import documents, revocations, signer_seal
 from wakeful.authority.kept import moved
-from wakeful.authority.limit_store import LimitStore
+from wakeful.authority.limit_store import DEFAULT_SCOPE, LimitStore, tool_scope
 from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.schedule_store import ScheduleStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
@@ -174,7 +174,8 @@ class Client:
         """The local defaults, restored even where a test or an operator changed them: limit 1000,
         approvers alice and bob (shared, and the app's own), the app's own policy text in force (a
         new version if another is), the deployed tool catalog, pin/quarantine rules, no operator
-        rules for one app, nothing frozen or revoked, no in-flight limit."""
+        rules for one app, nothing frozen or revoked, no default in-flight limit and no rate on the
+        app's tools."""
         self.init_authority()
         name = self.app.name
         self.admin.delete(keys.auth_approvers(name), keys.auth_limit(name))  # back to the shared ones
@@ -189,7 +190,12 @@ class Client:
         for scope in self.authority.frozen():
             self.authority.thaw(scope, "wakeful", "local defaults restored")
         self.authority.wake_held()
-        self.admin.delete(keys.AUTH_REVOKED, keys.AUTH_LIMITS)
+        self.admin.delete(keys.AUTH_REVOKED)
+        # The default in-flight limit and this app's tools' rates; a tenant's own limit stays (tests
+        # and benches that share a stack each hold tenants of their own, and lift their own).
+        stale = [s for s in self.limits.all() if s == DEFAULT_SCOPE or s.startswith(tool_scope(name, ""))]
+        if stale:
+            self.admin.hdel(keys.AUTH_LIMITS, *stale)
         moved(self.admin)  # the deletes above went around the store: say authority changed
         known = self.tool_names()
         for switch in self.tools.switches().values():
