@@ -145,7 +145,7 @@ _PROGRESS_WRITER = (
 RULES: dict[str, str] = {
     "inbound": (
         f"resetkeys -@all {_KEYLESS} {_AUTHORITY_READ} {_RECEIPT_WRITE} "
-        f"(%R~{keys.PATTERN_CORR} +get) (~{keys.PATTERN_SEEN} +set +exists +mget) "
+        f"(%R~{keys.PATTERN_CORR} +get) (~{keys.PATTERN_SEEN} +set +get +exists +mget) "
         # Whether a task exists, not what it holds: a task made before the namespaces (D52).
         f"(%R~{keys.PATTERN_STATE} +exists)"
     ),

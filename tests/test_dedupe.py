@@ -157,6 +157,34 @@ def test_a_duplicate_handled_at_the_door_in_one_batch_is_rejected_before_anythin
     assert len(letters) == 2 and letters[1].startswith(f"duplicate event {event_id}")
 
 
+def test_the_same_message_read_again_after_its_commit_was_lost_is_not_a_duplicate(
+    client: Client, settings: Settings
+) -> None:
+    task_id, event_id = f"t-{uuid.uuid4().hex[:12]}", f"ev-{uuid.uuid4().hex}"
+    event = sign_event(client.signer(REQUESTER), events.RUN, {"n": 1}, task_id=task_id, event_id=event_id)
+    letters: list[str] = []
+    producer = Producer(kafka_as(settings.kafka_bootstrap, "inbound"))
+    inbound = Inbound(
+        acl.connect(settings, "inbound"), producer, Log(), settings.event_max_age, kinds=refund_app.kinds
+    )
+    inbound.runner = cast(
+        Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
+    )
+
+    def message(offset: int) -> Message:
+        return Message(
+            topic=topics.EVENTS, partition=3, offset=offset, key=task_id.encode(), value=event.encode()
+        )
+
+    inbound.handle(message(7))
+    assert producer.flush(30) == 0
+    inbound.after_batch()  # its wake is on Kafka; then the broker went away before the commit
+    inbound.handle(message(7))  # the same message, read again by the partition's next owner
+    assert letters == []  # nothing dead-lettered for our own lost commit
+    inbound.handle(message(8))  # the event sent again: a second copy, at another offset
+    assert len(letters) == 1 and letters[0].startswith(f"duplicate event {event_id}")
+
+
 def _records(bootstrap: str, since: list[TopicPartition], key: str) -> list[str]:
     """Values of the records keyed `key` between `since` and the topic's end now."""
     consumer = Consumer(

@@ -70,7 +70,8 @@ class Inbound:
         self.seen_ttl = keys.seen_ttl(max_age)  # past the max age an event is stale, never a repeat
         self.runner: Runner | None = None
         self.arrived = kafka_client.ArrivalClock(log)  # when an event reached Kafka
-        self._accepted: list[tuple[str, str]] = []  # (key id, event id) whose wake is published
+        # (key id, event id, the mark of the message that carried it) whose wake is published
+        self._accepted: list[tuple[str, str, bytes]] = []
         self._claims: dict[str, Position] = {}  # this batch's identities -> the message holding each
         self._found: dict[Position, tuple[SignedEvent, list[Any]]] = {}  # before_batch()'s reads
         self._lock = threading.Lock()
@@ -129,6 +130,10 @@ class Inbound:
         # The receipt under this identity is the first message's: a duplicate writes nothing.
         duplicate = Refused(f"duplicate event {sent.event_id} from key {sent.key_id}", sent, code="duplicate")
         if seen:
+            if seen == _mark(_position(msg)):
+                # This very message, its wake on Kafka before its offset was committed (a broker
+                # away at the commit): read again, not sent again. Nothing to refuse or redo.
+                return self.log("inbound.read_again", event_id=sent.event_id, key_id=sent.key_id)
             return self._refuse(msg, duplicate, receipt=False)
         if event.correlation_id:
             # Another tenant's wait is, to this signer, no wait at all: the same answer, no task id.
@@ -166,8 +171,9 @@ class Inbound:
         self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
         fault("inbound.after_publish")
         with self._lock:
+            at = _mark(_position(msg))
             self._accepted += list(
-                dict.fromkeys([(sent.key_id, sent.event_id), (event.key_id, event.event_id)])
+                dict.fromkeys([(sent.key_id, sent.event_id, at), (event.key_id, event.event_id, at)])
             )
         return None
 
@@ -203,14 +209,14 @@ class Inbound:
 
     def after_batch(self) -> None:
         """The wakes are on Kafka now: remember the events as seen (a replay guard, not the dedupe),
-        then forget the batch's claims. A batch read again (its output did not all reach Kafka) keeps
-        its claims, so the same message wins again."""
+        each by the message that carried it (`_mark`), then forget the batch's claims. A batch read
+        again (its output did not all reach Kafka) keeps its claims, so the same message wins again."""
         with self._lock:
             accepted = list(dict.fromkeys(self._accepted))
         if accepted:
             pipe = self.client.pipeline(transaction=False)
-            for key_id, event_id in accepted:
-                pipe.set(keys.seen(key_id, event_id), 1, ex=self.seen_ttl)
+            for key_id, event_id, at in accepted:
+                pipe.set(keys.seen(key_id, event_id), at, ex=self.seen_ttl)
             pipe.execute()
         with self._lock:
             self._accepted, self._claims = [], {}
@@ -260,7 +266,7 @@ class Inbound:
 def lookups(event: SignedEvent) -> list[tuple[str, ...]]:
     """What judging an event reads: its signer's record, whether it was seen, and the task its
     correlation id names (no PING in its place: a cluster pipeline sends no keyless command)."""
-    reads = [("HGET", keys.AUTH_SIGNERS, event.key_id), ("EXISTS", keys.seen(event.key_id, event.event_id))]
+    reads = [("HGET", keys.AUTH_SIGNERS, event.key_id), ("GET", keys.seen(event.key_id, event.event_id))]
     if event.correlation_id:
         reads.append(("GET", keys.corr(event.correlation_id)))
     inner = replays.unwrap(event) if event.kind == events.REPLAY else None
@@ -276,6 +282,14 @@ def _inner_text(sent: SignedEvent) -> str:
 
 def _position(msg: Message) -> Position:
     return (msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
+
+
+def _mark(at: Position) -> bytes:
+    """What an event's seen key holds: the message that carried it, so that the same message read
+    again (its offset not committed) is told from another copy of the event. A mark written before
+    marks named their message ("1") names none: any copy read again is a duplicate, as before."""
+    topic, partition, offset = at
+    return f"{topic}:{partition}:{offset}".encode()
 
 
 def _signer(key_id: str, raw: object, seal: SignerSeal | None) -> tuple[VerifyKey | None, frozenset[str]]:
