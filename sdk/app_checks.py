@@ -66,6 +66,8 @@ def problems(app: App) -> list[str]:
             found.append(f"workflow {wf.name}'s max_steps {wf.max_steps!r} must be from 1 to {MAX_STEPS}")
         if not isinstance(wf.max_reproposals, int) or not 0 <= wf.max_reproposals <= REPROPOSALS_CAP:
             found.append(f"workflow {wf.name} needs max_reproposals of 0 to {REPROPOSALS_CAP}")
+        if isinstance(wf.priority, bool) or not isinstance(wf.priority, int) or not 0 <= wf.priority <= 9:
+            found.append(f"workflow {wf.name}'s priority {wf.priority!r} must be a whole number from 0 to 9")
         found += [
             f"workflow {wf.name} v{wf.version} migrates from v{v}, not an older version"
             for v in wf.migrate

@@ -292,6 +292,9 @@ class Workflow(Generic[S]):
     # once, and the task ends `cancelled`. A step running at the cancel finishes first.
     cancel_by: tuple[str, ...] = (ANYONE,)
     undo_on_cancel: tuple[str, ...] = ()
+    # Which of a tenant's creates held over its in-flight limit go first (D110): 0 to 9, the higher
+    # first, then the oldest. It orders the tenant's own queue only, never another tenant's.
+    priority: int = 0
     # What the tenant's readers see of a task without unsealing it, on wakeful.log and in the task
     # index: views (name -> a JSON object) and search attributes (name -> a short text), each a pure
     # function of the task as a Viewed, run at every change (sdk/views.py). Never a secret.

@@ -1,11 +1,12 @@
 """A tenant's tasks in flight and its held creates, counted in Redis for its limit (D108).
 
 The gate admits a create with `take` (fair_take) once the workflow has decided it: the task goes
-into the tenant's flight set while it is under its limit, or into its queue, by arrival, and the
-create is held. The gate and the executor give a slot back (`give_back`) after a change whose
-stored state no longer occupies one (workflow/limits.py). The timer lets held creates in, oldest
-first, as slots free (`heads`, then `release`: fair_release) and wakes each, and unmarks a tenant
-whose queue is empty (`unmark`). The sets are the gate's and the executor's own count, not the
+into the tenant's flight set while it is under its limit, or into its queue, by its workflow's
+priority and then by arrival (`place`, D110), and the create is held. The gate and the executor
+give a slot back (`give_back`) after a change whose stored state no longer occupies one
+(workflow/limits.py). The timer lets held creates in, in the queue's order, as slots free
+(`heads`, then `release`: fair_release) and wakes each, and unmarks a tenant whose queue is empty
+(`unmark`). The sets are the gate's and the executor's own count, not the
 task index, which the relay fills behind a flood.
 
 Both functions name only the tenant's two keys (one hash tag, one Redis Cluster slot). The set of
@@ -24,10 +25,10 @@ from wakeful.state import keys
 from wakeful.state.functions import Function, call
 
 # KEYS[1] the tenant's flight set, KEYS[2] its queue; ARGV[1] its limit, ARGV[2] now (ms),
-# ARGV[3] the task id.
+# ARGV[3] the task id, ARGV[4] its place in the queue (place(): its priority, then now).
 # returns: 1 when the task holds a slot (it did already: a redelivery or a replay costs nothing;
 # or it fits: room under the limit, and nothing queued before it that would not fit too), 0 when
-# it is held: queued by its first arrival (NX), behind those before it.
+# it is held: queued at its first arrival's place (NX), behind those before it.
 TAKE = Function(
     "fair_take",
     """
@@ -42,7 +43,7 @@ if room > 0 then
     return 1
   end
 end
-redis.call('ZADD', KEYS[2], 'NX', ARGV[2], task)
+redis.call('ZADD', KEYS[2], 'NX', ARGV[4], task)
 return 0
 """,
 )
@@ -69,12 +70,23 @@ return redis.call('ZCARD', KEYS[2])
 FUNCTIONS = (TAKE, RELEASE)
 
 
-def take(client: redis.Redis, tenant: str, task_id: str, limit: int, now_ms: int) -> bool:
-    """Admit `task_id`'s create under `tenant`'s `limit` (True), or queue it (False). A queued
-    tenant is marked for the timer after its queue holds the task, never before."""
-    admitted = call(
-        client, TAKE, [keys.fair_flight(tenant), keys.fair_queue(tenant)], [limit, now_ms, task_id]
-    )
+PRIORITIES = 10  # a workflow's priority is 0 to 9, the higher let in first
+_BAND = 10**13  # ms: more than any time since 1970 for centuries, so a priority outranks any age
+
+
+def place(priority: int, now_ms: int) -> int:
+    """A held create's place in its tenant's queue: every create of a higher priority before it,
+    and among its own priority, the older first. Below 2**53, as a Redis score must be."""
+    return (PRIORITIES - 1 - max(0, min(PRIORITIES - 1, priority))) * _BAND + now_ms
+
+
+def take(
+    client: redis.Redis, tenant: str, task_id: str, limit: int, now_ms: int, *, priority: int = 0
+) -> bool:
+    """Admit `task_id`'s create under `tenant`'s `limit` (True), or queue it by its `priority`
+    (False). A queued tenant is marked for the timer after its queue holds the task, never before."""
+    flight, queue = keys.fair_flight(tenant), keys.fair_queue(tenant)
+    admitted = call(client, TAKE, [flight, queue], [limit, now_ms, task_id, place(priority, now_ms)])
     if not admitted:
         client.sadd(keys.FAIR_QUEUED, tenant)
     return bool(admitted)
@@ -97,8 +109,8 @@ def queued(client: redis.Redis) -> list[str]:
 
 
 def heads(client: redis.Redis, tenant: str, limit: int, most: int) -> tuple[list[str], bool]:
-    """The queued tasks that fit under `limit` now, oldest first (at most `most`), and whether the
-    queue is empty."""
+    """The queued tasks that fit under `limit` now, in the queue's order (the highest priority,
+    then the oldest, first; at most `most`), and whether the queue is empty."""
     pipe = client.pipeline(transaction=False)  # one slot: the tenant's
     pipe.zcard(keys.fair_flight(tenant))
     pipe.zrange(keys.fair_queue(tenant), 0, max(1, min(limit, most)) - 1)

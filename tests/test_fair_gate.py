@@ -2,7 +2,8 @@
 handle() and look() against the stack `wakeful dev up` starts (D108): a create over the limit is
 held, never refused, and costs no second slot when it comes again; a create the workflow refuses
 is refused at once; a task that ends gives its slot back, and the timer then lets the oldest held
-create in and wakes it, and its replay starts the task."""
+create in and wakes it, and its replay starts the task; a held create of a higher priority goes
+before older ones (D110)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from wakeful.core.errors import ConfigError
 from wakeful.core.log import Log
 from wakeful.producers.signing import sign_event
 from wakeful.schemas import events
-from wakeful.state import acl, keys
+from wakeful.state import acl, fair, keys
 
 pytestmark = pytest.mark.timeout(120)
 OVER_LIMIT = 2500  # above the approval limit: the task waits for an approver, in flight
@@ -153,3 +154,23 @@ def test_a_task_the_executor_closes_gives_its_slot_back(
 def deadline_wake(client: BankClient, task_id: str, due_ms: int) -> Any:
     wake = timer_main.deadline_wake(task_id, due_ms)  # as the timer's tick publishes it
     return role_message(client.settings, "timer", topics.WAKE, task_id, wake.encode())
+
+
+def test_a_held_create_of_a_higher_priority_goes_before_older_ones_of_a_lower(
+    client: BankClient, tenant: Tenant
+) -> None:
+    # The tenant's limit of 1 is taken: no timer on the stack lets any of these in meanwhile.
+    client.limits.set(f"tenant:{tenant.name}", 1, by=OPERATOR)
+    gate_redis, timer_redis = acl.connect(client.settings, "gate"), acl.connect(client.settings, "timer")
+    first, old, urgent, later = (tenant.task(n) for n in ("first", "old", "urgent", "later"))
+    try:
+        assert fair.take(gate_redis, tenant.name, first, 1, 1_000)
+        assert not fair.take(gate_redis, tenant.name, old, 1, 2_000, priority=0)
+        assert not fair.take(gate_redis, tenant.name, urgent, 1, 3_000, priority=5)
+        assert not fair.take(gate_redis, tenant.name, later, 1, 4_000, priority=5)
+        assert not fair.take(gate_redis, tenant.name, old, 1, 5_000, priority=9)  # keeps its first place
+        heads, _ = fair.heads(timer_redis, tenant.name, 4, 200)  # were there room for all three
+        assert heads == [urgent, later, old]
+    finally:
+        client.admin.delete(keys.fair_flight(tenant.name), keys.fair_queue(tenant.name))
+        client.admin.srem(keys.FAIR_QUEUED, tenant.name)

@@ -85,3 +85,19 @@ def test_views_and_attributes_named_as_the_index_names_them_are_taken() -> None:
     )
     app = App(name="rooms", workflows=[right], tools=[BookRoom()])
     assert set(app.workflows[0].views) == {"progress", "a" + "_" * 39}
+
+
+@pytest.mark.parametrize("priority", [-1, 10, 2.5, True, "5", None])
+def test_a_priority_that_is_not_a_whole_number_from_0_to_9_stops_the_app(priority: object) -> None:
+    wrong = dataclasses.replace(rooms, priority=priority)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as caught:
+        App(name="rooms", workflows=[wrong], tools=[BookRoom()])
+    assert f"workflow room_booking's priority {priority!r} must be a whole number from 0 to 9" in str(
+        caught.value
+    )
+
+
+@pytest.mark.parametrize("priority", [0, 9])
+def test_a_priority_from_0_to_9_is_taken(priority: int) -> None:
+    app = App(name="rooms", workflows=[dataclasses.replace(rooms, priority=priority)], tools=[BookRoom()])
+    assert app.workflows[0].priority == priority

@@ -22,7 +22,7 @@ RELEASED = {
     "wakeful_v8": "12c739af5899e65c712bb6a475c799dc7ff2359e6e4ed4116238f40ab0a4660a",  # D93
     "wakeful_v9": "b0fdfb05719dbbfc8a7f0cfac9df2ccab7b454019d43b768e2cccf7702f31a70",  # + search sets (D107)
     "wakeful_v10": "88a37dedb5565d012fcd6f5bba354596c6806b5ca1f4f4de2b28643aa4839647",  # + limits (D108)
-    "wakeful_v11": "9c57f6042ee414bd1003f2a802e99a40b696cef8cfe4b6e2919c26c6d69b26fb",  # + tool rates (D109)
+    "wakeful_v11": "91e97e5a0b875819f475097801345cefefc1df4481e33bdb3fc35d2eb81bb0a8",  # D109, D110
 }
 
 
