@@ -71,7 +71,7 @@ FUNCTIONS = (TAKE, RELEASE)
 
 
 PRIORITIES = 10  # a workflow's priority is 0 to 9, the higher let in first
-_BAND = 10**13  # ms: more than any time since 1970 for centuries, so a priority outranks any age
+_BAND = 10**14  # ms: past any time until the year 5138, so a priority outranks any age
 
 
 def place(priority: int, now_ms: int) -> int:
