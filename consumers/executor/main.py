@@ -140,6 +140,8 @@ class Executor:
             return self._cancel(msg, env, loaded, ask)
         admitted = ruling.admit(self.app, cp, env)
         if isinstance(admitted, ruling.Drop):
+            # A close that a crash cut short after its commit left the slot counted: given back now.
+            self.writes.give_back(cp, self.kept.snapshot(ask, loaded.replies[1:], loaded.pinned.batch))
             return self._superseded(msg, env, admitted.why)
         if isinstance(admitted, ruling.DeadLetter):
             return self.runner.dead_letter(msg, admitted.reason, env.task_id)

@@ -196,7 +196,11 @@ class Writes:
             )
         except StaleVersion as exc:
             raise Retry(str(exc)) from exc
-        done = change.checkpoint  # as stored: a change applied before gives the slot back again
-        if limits.frees(self.app, done, auth.limits):
-            fair.give_back(self.store.client, done.security.tenant, done.task_id)
+        self.give_back(change.checkpoint, auth)  # as stored: a change applied before gives it back again
         return change
+
+    def give_back(self, cp: Checkpoint, auth: Snapshot) -> None:
+        """The task's slot of its tenant's limit, given back once its stored state no longer
+        occupies one (D108); giving back a slot it does not hold changes nothing."""
+        if limits.frees(self.app, cp, auth.limits):
+            fair.give_back(self.store.client, cp.security.tenant, cp.task_id)
