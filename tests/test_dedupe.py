@@ -133,13 +133,7 @@ def test_a_duplicate_handled_at_the_door_in_one_batch_is_rejected_before_anythin
         for n in (1, 2)
     )
     letters: list[str] = []
-    producer = Producer(kafka_as(settings.kafka_bootstrap, "inbound"))
-    inbound = Inbound(
-        acl.connect(settings, "inbound"), producer, Log(), settings.event_max_age, kinds=refund_app.kinds
-    )
-    inbound.runner = cast(
-        Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
-    )
+    inbound, producer = _inbound(settings, letters)
 
     def message(event: SignedEvent, offset: int) -> Message:
         value = event.encode()
@@ -163,13 +157,7 @@ def test_the_same_message_read_again_after_its_commit_was_lost_is_not_a_duplicat
     task_id, event_id = f"t-{uuid.uuid4().hex[:12]}", f"ev-{uuid.uuid4().hex}"
     event = sign_event(client.signer(REQUESTER), events.RUN, {"n": 1}, task_id=task_id, event_id=event_id)
     letters: list[str] = []
-    producer = Producer(kafka_as(settings.kafka_bootstrap, "inbound"))
-    inbound = Inbound(
-        acl.connect(settings, "inbound"), producer, Log(), settings.event_max_age, kinds=refund_app.kinds
-    )
-    inbound.runner = cast(
-        Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
-    )
+    inbound, producer = _inbound(settings, letters)
 
     def message(offset: int) -> Message:
         return Message(
@@ -183,6 +171,18 @@ def test_the_same_message_read_again_after_its_commit_was_lost_is_not_a_duplicat
     assert letters == []  # nothing dead-lettered for our own lost commit
     inbound.handle(message(8))  # the event sent again: a second copy, at another offset
     assert len(letters) == 1 and letters[0].startswith(f"duplicate event {event_id}")
+
+
+def _inbound(settings: Settings, letters: list[str]) -> tuple[Inbound, Producer]:
+    """An inbound role driven by hand, its dead letters' reasons kept in `letters`, and its producer."""
+    producer = Producer(kafka_as(settings.kafka_bootstrap, "inbound"))
+    inbound = Inbound(
+        acl.connect(settings, "inbound"), producer, Log(), settings.event_max_age, kinds=refund_app.kinds
+    )
+    inbound.runner = cast(
+        Runner, SimpleNamespace(dead_letter=lambda _m, reason, _t=None: letters.append(reason))
+    )
+    return inbound, producer
 
 
 def _records(bootstrap: str, since: list[TopicPartition], key: str) -> list[str]:
