@@ -105,6 +105,19 @@ def test_a_task_cancelled_while_it_sleeps_is_cancelled_at_once_and_its_sleep_the
     assert client.show(task_id)["state_version"] == after["state_version"]
 
 
+def test_another_tenants_cancel_of_a_tasks_id_reaches_no_task_of_this_tenant(napping: Client) -> None:
+    client = napping
+    task_id, shown = sleeping(client, {"sleep_s": 600})
+    client.add_signer("rival-desk", (events.CANCEL,), tenant="rival")
+    # By the id this tenant gave it: in the rival's namespace that names a task of the rival's own,
+    # which there is none of (a full id, `default.<id>`, no signer may name: D52).
+    by_its_id = client.cancel(task_id, "mine now", "rival-desk")
+    assert by_its_id["status"] == "rejected", by_its_id
+    after = client.show(task_id)
+    assert (after["stage"], after["state_version"]) == (NAPPING, shown["state_version"]), after
+    assert client.cancel(task_id, "tidy", DESK)["stage"] == "cancelled"
+
+
 def test_a_quorum_of_two_of_three_counts_each_approver_once_and_no_other_versions_approval(
     napping: Client,
 ) -> None:
