@@ -37,6 +37,10 @@ from wakeful.state import acl, keys
 
 TICK_S = 0.25  # a deadline fires at most this late; an idle timer asks Redis about five times a second
 BATCH = 500
+FLUSH_S = 30.0  # the most a tick waits for the broker to acknowledge its wakes
+# ... in slices this long, so that a stop asked meanwhile ends the wait well inside the grace a
+# stopping role has (STOP_GRACE_S): the wakes not acknowledged stay due, for the next tick or timer.
+FLUSH_SLICE_S = 0.5
 
 
 def pause(rng: random.Random) -> float:
@@ -79,6 +83,7 @@ class Timer:
         self.fired = 0
         self.sweep = sweep  # finds tasks with nothing to wake them (consumers/timer/sweep.py)
         self.nudge = threading.Event()  # set by a thread that made wakes due now: look at once
+        self.stopping = threading.Event()  # the role's stop, once run() has it
 
     def tick(self, now_ms: int | None = None) -> int:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
@@ -91,7 +96,7 @@ class Timer:
             wake = deadline_wake(task_id, due_at)
             with new_trace("wakeful.timer wake", task_id=task_id, due_ms=due_at):  # a new trace per wake
                 self.producer.produce(topics.WAKE, key=task_id.encode(), value=wake.encode())
-        if self.producer.flush(30) > 0 or self.failures.take():
+        if not self._acknowledged() or self.failures.take():
             return 0  # not all acknowledged: keep them, try again next tick
         fault("timer.after_publish")
         self.client.zrem(keys.DEADLINES, *due)
@@ -100,7 +105,17 @@ class Timer:
         self.log("timer.fired", count=len(due))
         return len(due)
 
+    def _acknowledged(self) -> bool:
+        """Whether the broker acknowledged every wake produced, waiting at most FLUSH_S, and no
+        longer once the role is asked to stop."""
+        deadline = time.monotonic() + FLUSH_S
+        while self.producer.flush(FLUSH_SLICE_S) > 0:
+            if self.stopping.is_set() or time.monotonic() >= deadline:
+                return False
+        return True
+
     def run(self, stop: threading.Event) -> None:
+        self.stopping = stop
         rng = random.Random()
         if self.sweep is not None:  # its own thread: a slow pass never holds a deadline back
             timer_sweep.start(self.sweep, stop)

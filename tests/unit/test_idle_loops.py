@@ -136,3 +136,41 @@ def test_the_held_creates_look_outlives_a_refusal_and_looks_again() -> None:
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+class Unanswered:
+    """A producer whose broker never acknowledges: each flush leaves the message queued."""
+
+    def __init__(self) -> None:
+        self.produced = 0
+        self.waits: list[float] = []
+
+    def produce(self, *_: object, **__: object) -> None:
+        self.produced += 1
+
+    def flush(self, timeout: float) -> int:
+        self.waits.append(timeout)
+        return 1
+
+
+class Due:
+    """The deadlines set: one due now; what is removed from it is kept."""
+
+    def __init__(self) -> None:
+        self.removed: list[bytes] = []
+
+    def zrangebyscore(self, *_: object, **__: object) -> list[bytes]:
+        return [b"t-1|1000"]
+
+    def zrem(self, _name: str, *members: bytes) -> None:
+        self.removed += members
+
+
+def test_a_timer_asked_to_stop_stops_waiting_for_the_broker_and_keeps_the_wakes_due() -> None:
+    producer, due = Unanswered(), Due()
+    ticking = timer.Timer(client=due, producer=producer, log=lambda *_, **__: None)  # type: ignore[arg-type]
+    ticking.stopping.set()  # SIGTERM came while the broker does not answer
+    assert ticking.tick(now_ms=2000) == 0
+    # One short wait, not a whole FLUSH_S: a role has STOP_GRACE_S to stop before it is killed.
+    assert producer.produced == 1 and producer.waits == [timer.FLUSH_SLICE_S] and timer.FLUSH_SLICE_S <= 1
+    assert due.removed == []  # not acknowledged: still due, for the next tick or another timer
