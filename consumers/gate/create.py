@@ -48,8 +48,7 @@ def create(
     if isinstance(decided, Refuse):
         fair.refused(step)
         return writes.finish(event, "rejected", decided.reason, task_id, None, pinned=step.pinned)
-    chosen = app.workflow(str(workflow))  # decided: the app has it
-    over = fair.held(step, chosen.priority if chosen is not None else 0)
+    over = fair.held(step, decided.checkpoint)
     if over is not None:
         return hold(over)
     created = _stored(step, decided, now, app=app, store=store, writes=writes)

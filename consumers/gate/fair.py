@@ -22,7 +22,7 @@ from wakeful.core.log import Log
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.state import fair, first_step
-from wakeful.workflow import limits
+from wakeful.workflow import engine, limits
 
 WHEN = "it starts when one of the tenant's tasks in flight ends"  # a held create's receipt says so
 
@@ -31,14 +31,15 @@ class Fair:
     def __init__(self, client: Any, app: App, log: Log) -> None:
         self.client, self.app, self.log = client, app, log
 
-    def held(self, step: Taken, priority: int = 0) -> str | None:
+    def held(self, step: Taken, decided: Checkpoint) -> str | None:
         """Why the create `step` carries is held over its tenant's limit, or None: it may go on
         (no limit holds the tenant, the task is stored already, or it takes a slot now). A held
-        create is queued by its workflow's `priority`, then by arrival."""
+        create is queued by the priority of the workflow that `decided` its task, then by arrival."""
         wake, task_id = step.wake, step.wake.envelope.task_id
         limit = limits.applying(wake.auth.limits, wake.tenant)
         if limit is None or _stored(step):
             return None  # a create for a stored task is a duplicate or refused: its slot is its own
+        priority = engine.workflow_of(self.app, decided).priority
         if fair.take(self.client, wake.tenant, task_id, limit.max_in_flight, _now_ms(), priority=priority):
             return None
         said = f" (damaged record: {limit.damaged})" if limit.damaged else ""
