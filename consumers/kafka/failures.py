@@ -152,6 +152,24 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TRANSIENT_IO + TRANSIENT_REDIS)
 
 
+def outliving_refusals(step: Callable[[], bool], log: Callable[..., None], event: str) -> Callable[[], bool]:
+    """`step`, for a loop that something open depends on: a Redis refusal that waiting cannot
+    pass (a user without this release's rights, say) is logged as `event` and read as nothing to
+    do, so the loop looks again after its idle wait rather than ending; what can pass is raised
+    for forever() to wait out."""
+
+    def tolerant() -> bool:
+        try:
+            return step()
+        except redis.RedisError as exc:
+            if is_transient(exc):
+                raise
+            log(event, error=repr(exc))
+            return False
+
+    return tolerant
+
+
 def forever(
     step: Callable[[], bool],
     stop: threading.Event,

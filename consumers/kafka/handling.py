@@ -42,7 +42,7 @@ TRANSIENT = (
     LeaseLost,
     LeaseBusy,
     Contention,
-    *TRANSIENT_REDIS,  # a cluster without a quorum or a slot's master, for now, among them
+    *TRANSIENT_REDIS,
     *TRANSIENT_IO,
 )
 

@@ -26,7 +26,7 @@ from typing import Any
 import redis
 
 from wakeful.authority.limit_store import MAX_IN_FLIGHT
-from wakeful.consumers.kafka.failures import forever, is_transient
+from wakeful.consumers.kafka.failures import forever, outliving_refusals
 from wakeful.core.errors import WakefulError
 from wakeful.core.log import Log
 from wakeful.state import fair, keys
@@ -53,6 +53,7 @@ class Releaser:
     def look(self, tenants: Sequence[str] | None = None) -> int:
         """One look at every tenant with held creates (or at `tenants` only, marked or not: an
         operator's or a test's look at one tenant); how many were let in."""
+        self.busy = False  # until the read says otherwise: a look that fails waits as if idle
         tenants = fair.queued(self.client) if tenants is None else list(tenants)
         self.busy = bool(tenants)
         if not tenants:
@@ -92,17 +93,8 @@ def start(releaser: Releaser, stop: threading.Event) -> threading.Thread:
     """The look's own thread: a slow look never holds a deadline back. A look that let MOST in
     looks again at once; one that found creates held, after BUSY_S."""
 
-    def step() -> bool:
-        try:
-            return releaser.look() >= MOST
-        except redis.RedisError as exc:
-            if is_transient(exc):
-                raise  # waited out by forever, with backoff
-            # A refusal (a Redis user without this release's rights, say) never ends the loop:
-            # held creates would be left with nothing to let them in.
-            releaser.busy = False
-            releaser.log("timer.fair_failed", error=repr(exc))
-            return False
+    # A refusal never ends the loop: held creates would be left with nothing to let them in.
+    step = outliving_refusals(lambda: releaser.look() >= MOST, releaser.log, "timer.fair_failed")
 
     def idle() -> float:
         return BUSY_S if releaser.busy else POLL_S

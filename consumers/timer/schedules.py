@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import redis
 from confluent_kafka import Producer
 
-from wakeful.consumers.kafka.failures import forever, is_transient
+from wakeful.consumers.kafka.failures import forever, outliving_refusals
 from wakeful.consumers.kafka.producing import DeliveryFailures
 from wakeful.core import topics
 from wakeful.core.errors import DecodeError, WakefulError
@@ -120,14 +120,9 @@ def start(scheduler: Scheduler, stop: threading.Event) -> threading.Thread:
     """The schedules' own thread: a slow look never holds a deadline back, nor a deadline a tick.
     A look that published a full batch looks again at once (an outage's catch-up)."""
 
-    def step() -> bool:
-        try:
-            return scheduler.look() >= schedules.BATCH
-        except redis.RedisError as exc:
-            if is_transient(exc):
-                raise  # waited out by forever, with backoff
-            scheduler.log("timer.schedules_failed", error=repr(exc))  # the loop never ends on it
-            return False
+    step = outliving_refusals(
+        lambda: scheduler.look() >= schedules.BATCH, scheduler.log, "timer.schedules_failed"
+    )
 
     thread = threading.Thread(
         target=forever, args=(step, stop, scheduler.log, POLL_S), name="schedules", daemon=True
