@@ -88,6 +88,16 @@ def encode_rate(calls_per_s: float, burst: int, *, by: str, at: str, reason: str
     return orjson.dumps(doc).decode()
 
 
+def read(raw: str | bytes) -> dict[str, Any] | str:
+    """A stored record as a JSON object, or why it does not read as one (workflow/limits.py and
+    workflow/rates.py then hold what it limits to their damaged values)."""
+    try:
+        doc: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return f"not JSON: {str(exc)[:80]}"
+    return doc if isinstance(doc, dict) else "not a JSON object"
+
+
 def counting(stored: Mapping[str, object] | Mapping[bytes, object]) -> bool:
     """Whether some in-flight limit is stored (a tool's rate is not one): only then do the roles
     count a tenant's tasks."""

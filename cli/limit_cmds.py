@@ -149,7 +149,7 @@ def _row(found: rules.Limit | rates.Rate) -> dict[str, Any]:
 def _amount(row: dict[str, Any]) -> str:
     """A record's or a change's amount: its tasks in flight, or its calls a second and burst."""
     if "calls_per_s" in row:
-        return f"{float(row['calls_per_s']):g}/s x{row['burst']}" if row["calls_per_s"] != "" else ""
+        return f"{float(row['calls_per_s']):g}/s x{row['burst']}"
     return str(row.get("max_in_flight", ""))
 
 

@@ -15,11 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
-
-from wakeful.authority.limit_store import DEFAULT_SCOPE, MAX_IN_FLIGHT, counting, is_tool, scope_of
+from wakeful.authority.limit_store import DEFAULT_SCOPE, MAX_IN_FLIGHT, counting, is_tool, read, scope_of
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.workflow import engine, rates
@@ -45,12 +42,9 @@ class Limit:
 
 def parse(scope: str, raw: str | bytes) -> Limit:
     """The record `raw` of `scope`; one that does not read holds at DAMAGED, with why."""
-    try:
-        doc: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return Limit(scope, DAMAGED, damaged=f"not JSON: {str(exc)[:80]}")
-    if not isinstance(doc, dict):
-        return Limit(scope, DAMAGED, damaged="not a JSON object")
+    doc = read(raw)
+    if isinstance(doc, str):
+        return Limit(scope, DAMAGED, damaged=doc)
     slots = doc.get("max_in_flight")
     if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_IN_FLIGHT:
         return Limit(scope, DAMAGED, damaged=f"max_in_flight is {slots!r}, not a whole number from 1")

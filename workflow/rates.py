@@ -13,11 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
-
-from wakeful.authority.limit_store import MAX_BURST, MAX_RATE, MIN_RATE, tool_scope
+from wakeful.authority.limit_store import MAX_BURST, MAX_RATE, MIN_RATE, read, tool_scope
 
 DAMAGED_RATE = 1.0  # a call a second, one at a time: never none, which would lift the limit
 
@@ -43,12 +40,9 @@ def default_burst(calls_per_s: float) -> int:
 
 def parse(scope: str, raw: str | bytes) -> Rate:
     """The record `raw` of `scope`; one that does not read holds at DAMAGED_RATE, with why."""
-    try:
-        doc: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return Rate(scope, DAMAGED_RATE, 1, damaged=f"not JSON: {str(exc)[:80]}")
-    if not isinstance(doc, dict):
-        return Rate(scope, DAMAGED_RATE, 1, damaged="not a JSON object")
+    doc = read(raw)
+    if isinstance(doc, str):
+        return Rate(scope, DAMAGED_RATE, 1, damaged=doc)
     rate, burst = doc.get("calls_per_s"), doc.get("burst")
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not MIN_RATE <= rate <= MAX_RATE:
         return Rate(scope, DAMAGED_RATE, 1, damaged=f"calls_per_s is {rate!r}, not from {MIN_RATE}")
