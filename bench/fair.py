@@ -12,6 +12,7 @@ creates held and of its tasks in flight at once, and what a held create costs Re
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import threading
@@ -132,25 +133,18 @@ def _tenants(client: Client, traffic: Traffic) -> Callable[[str, str], Any]:
     for tenant in (FLOOD, STEADY):
         for principal, sent in kinds.items():
             client.add_signer(f"{tenant}-{principal}", tuple(sorted(sent)), tenant=tenant)
-    cache: dict[tuple[str, str], Any] = {}
-
-    def signer(tenant: str, principal: str) -> Any:
-        if (tenant, principal) not in cache:
-            cache[tenant, principal] = client.signer(f"{tenant}-{principal}")
-        return cache[tenant, principal]
-
-    return signer
+    return functools.cache(lambda tenant, principal: client.signer(f"{tenant}-{principal}"))
 
 
 def _warm(client: Client, traffic: Traffic, tenant: str, signer: Callable[[str, str], Any]) -> None:
-    """One task of `tenant` all the way through, or a StackError that says why the app's first
+    """One task of `tenant` all the way through, or a WakefulError that says why the app's first
     path does not run as a tenant's own signers."""
     outside = f"w-{uuid.uuid4().hex[:12]}"
     task_id = ids.task_in(tenant, outside)
     plan = traffic.plan(task_id, random.Random(0), second=False)
     if plan.arrange is not None:
         plan.arrange(client.admin)
-    client.publisher.publish_many(signed(plan, outside, lambda p: signer(tenant, p)), timeout=60)
+    client.publisher.publish_many(signed(plan, outside, functools.partial(signer, tenant)), timeout=60)
     try:
         client.wait_settled(task_id, 120)
     except Exception as exc:
@@ -179,7 +173,7 @@ def _publish(
         plan = traffic.plan(task_id, rng, second=False)
         if plan.arrange is not None:
             plan.arrange(client.admin)
-        signed_events = signed(plan, outside, lambda p, t=tenant: signer(t, p))  # type: ignore[misc]
+        signed_events = signed(plan, outside, functools.partial(signer, tenant))
         batch += signed_events
         sent[task_id] = Sent(tenant, plan, signed_events[-1].issued_at.timestamp())
         floods += tenant == FLOOD

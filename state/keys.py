@@ -102,7 +102,7 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:fair:{N}:queue | zset   | tenant N's creates held over its limit -> ms they  | gate (fair_take);      |
 |                   |        | came: the order they are let in                    | timer (fair_release)   |
 | wk:fair:queued    | set    | tenants with a queue (the timer's look)            | gate: SADD; timer      |
-| wk:rate:{D}       | string | a tool's next free call time (ms, by Redis's clock) | executor (rate_take)  |
+| wk:rate:{D}       | string | a tool's next free call time (µs, by Redis's clock) | executor (rate_take)  |
 |                   |        | under its calls-per-second limit; D: a digest of   |                        |
 |                   |        | app and tool (state/rates.py, D109)                |                        |
 | wk:authority:{limits}:* | mixed | all (hash scope -> JSON {max_in_flight, by,  | admin only; roles read |

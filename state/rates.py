@@ -3,7 +3,7 @@ tool's call, and a call that would go over waits its turn.
 
 One key per app and tool holds the time its next call may go at no cost (the generic cell rate
 algorithm): each call moves it on by the interval (1/rate), and a call may go while that time is
-at most `burst` intervals ahead of now. The time is Redis's own clock, so executors on machines
+at most `burst` - 1 intervals ahead of now. The time is Redis's own clock, so executors on machines
 whose clocks differ share one count. The key lapses once it is in the past: an idle tool costs
 nothing.
 """
