@@ -18,6 +18,8 @@ from wakeful.state.functions import Function, call
 # KEYS[1] the tool's key; ARGV[1] the interval between calls (microseconds), ARGV[2] the burst
 # (calls that may go at once after a quiet spell).
 # returns: 0 when the call may go now (counted), else the microseconds until it may (not counted).
+# The count never stands more than a burst ahead of now: a value further on (put there by hand, or
+# left by a rate since lowered) is read as a full burst, so it can never hold the tool for longer.
 TAKE = Function(
     "rate_take",
     """
@@ -26,6 +28,7 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local interval, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
 local next_free = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 if next_free < now then next_free = now end
+if next_free > now + burst * interval then next_free = now + burst * interval end
 local wait = next_free - now - (burst - 1) * interval
 if wait > 0 then return wait end
 next_free = next_free + interval

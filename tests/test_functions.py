@@ -148,6 +148,18 @@ def test_a_tools_calls_are_counted_over_every_caller_and_one_over_its_rate_is_no
     assert 0 < redis_client.pttl(keys.tool_rate(*tool)) <= 4000  # the count lapses once the tool is quiet
 
 
+def test_a_tools_count_planted_far_ahead_holds_it_no_longer_than_a_burst(
+    settings: Settings, redis_client: redis.Redis, unique: str
+) -> None:
+    executor = acl.connect(settings, "executor")
+    tool = ("rates", f"planted-{unique}")
+    redis_client.set(keys.tool_rate(*tool), str(10**18), px=60_000)  # a count moved far forward
+    wait = rates.take(executor, *tool, 2.0, 1)
+    assert 0 < wait <= 0.5, wait  # one interval at most: read as a full burst, not a wait of years
+    redis_client.set(keys.tool_rate(*tool), "not a number", px=60_000)
+    assert rates.take(executor, *tool, 2.0, 1) == 0.0  # unreadable: read as a quiet tool, one burst
+
+
 # ---- a private Redis, restarted without wakeful reloading anything --------------------------------
 
 

@@ -22,7 +22,7 @@ RELEASED = {
     "wakeful_v8": "12c739af5899e65c712bb6a475c799dc7ff2359e6e4ed4116238f40ab0a4660a",  # D93
     "wakeful_v9": "b0fdfb05719dbbfc8a7f0cfac9df2ccab7b454019d43b768e2cccf7702f31a70",  # + search sets (D107)
     "wakeful_v10": "88a37dedb5565d012fcd6f5bba354596c6806b5ca1f4f4de2b28643aa4839647",  # + limits (D108)
-    "wakeful_v11": "91e97e5a0b875819f475097801345cefefc1df4481e33bdb3fc35d2eb81bb0a8",  # D109, D110
+    "wakeful_v11": "697f3366851ca3b199252a60c4253dc660e16513b4fdebb5b981ffde12970854",  # D109, D110
 }
 
 
