@@ -146,12 +146,17 @@ def _warm(client: Client, traffic: Traffic, tenant: str, signer: Callable[[str, 
         plan.arrange(client.admin)
     client.publisher.publish_many(signed(plan, outside, functools.partial(signer, tenant)), timeout=60)
     try:
-        client.wait_settled(task_id, 120)
-    except Exception as exc:
+        shown = client.wait_settled(task_id, 120)
+    except WakefulError as exc:
+        shown = {"stage": f"nowhere ({exc})"}
+    if shown.get("stage") != plan.settles:
+        refused = f": {shown['last_refusal']}" if shown.get("last_refusal") else ""
         raise WakefulError(
-            f"a task of tenant {tenant} sent by its own signers did not settle ({exc}); this bench "
-            "needs an app whose first path any signer of the tenant may send"
-        ) from exc
+            f"a task of tenant {tenant}, sent by signers of the tenant's own, settled at "
+            f"{shown.get('stage')} where the app's first path ends at {plan.settles}{refused}. This "
+            "bench needs an app whose first path any signer of a tenant may send; one whose "
+            "workflow names its signers (principal:<name>) can run in one tenant only"
+        )
 
 
 def _publish(
