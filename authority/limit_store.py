@@ -75,17 +75,37 @@ def encode(max_in_flight: int, *, by: str, at: str, reason: str) -> str:
     return orjson.dumps({"max_in_flight": max_in_flight, "by": by, "at": at, "reason": reason}).decode()
 
 
-def encode_rate(calls_per_s: float, burst: int, *, by: str, at: str, reason: str) -> str:
-    """A tool's record as the store keeps it; ConfigError for a rate or burst out of range."""
-    if isinstance(calls_per_s, bool) or not MIN_RATE <= calls_per_s <= MAX_RATE:
-        raise ConfigError(
-            "--calls-per-s",
-            f"{calls_per_s!r}: from {MIN_RATE} to {MAX_RATE:g} (`wakeful tools disable` stops a tool)",
-        )
-    if isinstance(burst, bool) or not 1 <= burst <= MAX_BURST:
-        raise ConfigError("--burst", f"{burst!r}: a whole number from 1 to {MAX_BURST}")
-    doc = {"calls_per_s": calls_per_s, "burst": burst, "by": by, "at": at, "reason": reason}
-    return orjson.dumps(doc).decode()
+def encode_rate(
+    calls_per_s: float | None,
+    burst: int | None,
+    *,
+    max_in_flight: int | None = None,
+    by: str,
+    at: str,
+    reason: str,
+) -> str:
+    """A tool's record as the store keeps it: its calls a second and burst, its calls at once, or
+    both; ConfigError for neither, or a number out of range."""
+    if calls_per_s is None and max_in_flight is None:
+        raise ConfigError("--calls-per-s", "a tool's limit is --calls-per-s R, --max-in-flight N, or both")
+    doc: dict[str, Any] = {}
+    if calls_per_s is not None:
+        if isinstance(calls_per_s, bool) or not MIN_RATE <= calls_per_s <= MAX_RATE:
+            raise ConfigError(
+                "--calls-per-s",
+                f"{calls_per_s!r}: from {MIN_RATE} to {MAX_RATE:g} (`wakeful tools disable` stops a tool)",
+            )
+        if burst is None or isinstance(burst, bool) or not 1 <= burst <= MAX_BURST:
+            raise ConfigError("--burst", f"{burst!r}: a whole number from 1 to {MAX_BURST}")
+        doc.update(calls_per_s=calls_per_s, burst=burst)
+    if max_in_flight is not None:
+        if isinstance(max_in_flight, bool) or not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+            raise ConfigError(
+                "--max-in-flight",
+                f"{max_in_flight!r}: a whole number from 1 to {MAX_IN_FLIGHT} (`tools disable` stops a tool)",
+            )
+        doc["max_in_flight"] = max_in_flight
+    return orjson.dumps({**doc, "by": by, "at": at, "reason": reason}).decode()
 
 
 def read(raw: str | bytes) -> dict[str, Any] | str:
@@ -122,17 +142,28 @@ class LimitStore:
         return self._put(scope, doc, {"max_in_flight": str(max_in_flight), "by": by, "reason": reason})
 
     def set_rate(
-        self, scope: str, calls_per_s: float, burst: int, *, by: str, reason: str = ""
+        self,
+        scope: str,
+        calls_per_s: float | None,
+        burst: int | None,
+        *,
+        max_in_flight: int | None = None,
+        by: str,
+        reason: str = "",
     ) -> str | None:
         """Hold a tool (scope `tool:A:T`) to `calls_per_s`, `burst` of them at once after a quiet
-        spell, from the executors' next wake on. Returns the record it replaced, if any."""
+        spell, and to `max_in_flight` calls running at once (either or both), from the executors'
+        next call on. The record replaces the tool's last whole. Returns the one it replaced, if any."""
         scope = checked_scope(scope)
         if not is_tool(scope):
             raise ConfigError("--tool", f"{scope}: a tenant's limit is in tasks in flight: set it with set")
         by, reason = switches.checked_words(by, reason, reason_needed=False)
-        doc = encode_rate(calls_per_s, burst, by=by, at=self._at(), reason=reason)
-        said = {"calls_per_s": f"{calls_per_s:g}", "burst": str(burst), "by": by, "reason": reason}
-        return self._put(scope, doc, said)
+        doc = encode_rate(
+            calls_per_s, burst, max_in_flight=max_in_flight, by=by, at=self._at(), reason=reason
+        )
+        said = {k: "" if v is None else f"{v:g}" for k, v in (("calls_per_s", calls_per_s), ("burst", burst))}
+        said["max_in_flight"] = "" if max_in_flight is None else str(max_in_flight)
+        return self._put(scope, doc, {**said, "by": by, "reason": reason})
 
     def _put(self, scope: str, doc: str, said: dict[str, str]) -> str | None:
         def write(pipe: Any) -> str | None:

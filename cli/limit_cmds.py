@@ -40,7 +40,8 @@ def limits() -> None:
 
     A tenant's in-flight limit: at most N of its tasks in flight at once, the rest of its creates
     held (never refused) until one ends. A tool's rate: at most R calls a second, over every
-    executor, a call over it made at its turn. Not `authority limit`, an app's approval amount."""
+    executor, and at most N of its calls running at once; a call over either made at its turn.
+    Not `authority limit`, an app's approval amount."""
 
 
 def _scope(client: Client, tenant: str | None, default: bool, tool: str | None) -> str:
@@ -58,7 +59,12 @@ def _scope(client: Client, tenant: str | None, default: bool, tool: str | None) 
 
 @limits.command("set")
 @app_option
-@click.option("--max-in-flight", type=int, default=None, help="How many tasks may be in flight at once.")
+@click.option(
+    "--max-in-flight",
+    type=int,
+    default=None,
+    help="How many tasks (with --tool: calls) may be in flight at once.",
+)
 @click.option("--calls-per-s", type=float, default=None, help="With --tool: how many calls a second.")
 @click.option("--burst", type=int, default=None, help="With --tool: calls at once after a quiet spell.")
 @by_option
@@ -71,7 +77,8 @@ def limits_set(settings: Settings, /, by: str, reason: str, **said: Any) -> None
     """Hold a tenant (or, with --default, every tenant with no limit of its own) to
     --max-in-flight tasks in flight, from the roles' next wake on; raising it lets held creates in
     at the timers' next look. Or hold a --tool to --calls-per-s calls a second (--burst of them at
-    once; default: a second's worth), from the executors' next call on."""
+    once; default: a second's worth), to --max-in-flight calls running at once, or both, from the
+    executors' next call on: the tool's record is replaced whole."""
     client = Client(settings)
     scope = _scope(client, said["tenant"], said["default"], said["tool"])
     operator(client, by)
@@ -85,13 +92,28 @@ def limits_set(settings: Settings, /, by: str, reason: str, **said: Any) -> None
 
 
 def _set_rate(client: Client, scope: str, by: str, reason: str, said: dict[str, Any]) -> None:
-    calls = said["calls_per_s"]
-    if calls is None or said["max_in_flight"] is not None:
-        raise click.UsageError("a tool's limit is --calls-per-s R (--max-in-flight is a tenant's)")
-    burst = said["burst"] if said["burst"] is not None else rates.default_burst(calls)
-    was = client.limits.set_rate(scope, calls, burst, by=by, reason=reason)
-    before = f" (was {rates.parse(scope, was).calls_per_s:g} a second)" if was is not None else ""
-    say(f"{scope}: at most {calls:g} calls a second, {burst} at once{before}")
+    calls, at_once = said["calls_per_s"], said["max_in_flight"]
+    if calls is None and at_once is None:
+        raise click.UsageError(
+            "a tool's limit is --calls-per-s R, --max-in-flight N (calls at once), or both"
+        )
+    if calls is None and said["burst"] is not None:
+        raise click.UsageError("--burst goes with --calls-per-s")
+    burst = None if calls is None else said["burst"] or rates.default_burst(calls)
+    was = client.limits.set_rate(scope, calls, burst, max_in_flight=at_once, by=by, reason=reason)
+    before = f" (was {_tool_amount(rates.parse(scope, was))})" if was is not None else ""
+    say(f"{scope}: {_tool_amount(rates.parse(scope, client.limits.all()[scope]))}{before}")
+
+
+def _tool_amount(rate: rates.Rate) -> str:
+    """What a tool's record holds it to, in words."""
+    parts = (
+        []
+        if rate.calls_per_s is None
+        else [f"at most {rate.calls_per_s:g} calls a second, {rate.burst} at once"]
+    )
+    parts += [] if rate.max_in_flight is None else [f"at most {rate.max_in_flight} calls running at once"]
+    return "; ".join(parts)
 
 
 @limits.command("unset")
@@ -147,11 +169,16 @@ def _row(found: rules.Limit | rates.Rate) -> dict[str, Any]:
 
 
 def _amount(row: dict[str, Any]) -> str:
-    """A record's or a change's amount: its tasks in flight, or its calls a second and burst."""
-    if "calls_per_s" in row:
-        return f"{float(row['calls_per_s']):g}/s x{row['burst']}"
-    return str(row.get("max_in_flight", ""))
+    """A record's or a change's amount: its tasks in flight, or its calls a second and burst and
+    its calls at once."""
+    if "calls_per_s" not in row:
+        return str(row.get("max_in_flight", ""))
+    rate = f"{float(row['calls_per_s']):g}/s x{row['burst']}" if row["calls_per_s"] not in (None, "") else ""
+    at_once = f"{row['max_in_flight']} at once" if row.get("max_in_flight") not in (None, "") else ""
+    return " ".join(p for p in (rate, at_once) if p)
 
 
 def _held(row: dict[str, Any]) -> str:
-    return f"{rates.DAMAGED_RATE:g}/s" if "calls_per_s" in row else str(rules.DAMAGED)
+    if "calls_per_s" in row:
+        return f"{rates.DAMAGED_RATE:g}/s, {rates.DAMAGED_AT_ONCE} at once"
+    return str(rules.DAMAGED)

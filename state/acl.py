@@ -134,6 +134,12 @@ _FAIR_GIVE_BACK = f"(~{keys.PATTERN_FAIR_FLIGHT} +zrem)"
 # which reads Redis's clock and moves the tool's next free time on; the key's selector may only
 # call functions, and the commands the function runs are granted on their own.
 _TOOL_RATE = f"+time (~{keys.PATTERN_TOOL_RATE} {_FUNCTIONS}) (~{keys.PATTERN_TOOL_RATE} +get +set)"
+# A tool's calls at once (D111): slot_take drops lapsed slots and takes one; the call's end gives
+# its slot back (ZREM).
+_TOOL_SLOTS = (
+    f"(~{keys.PATTERN_TOOL_SLOTS} {_FUNCTIONS}) "
+    f"(~{keys.PATTERN_TOOL_SLOTS} +zremrangebyscore +zscore +zcard +zadd +zrange +pexpireat +zrem)"
+)
 
 # The two roles that write Progress (through state.store). Only the executor holds task leases:
 # the gate reads and WATCHes the lease (_TASK_READ) and needs it free (docs/decisions.md D49).
@@ -158,7 +164,7 @@ RULES: dict[str, str] = {
     # and indexes a wait its close made (a workflow's `done` returned one, or a tool's call is pending).
     "executor": (
         f"{_PROGRESS_WRITER} {_LEASE} {_OPS_WRITE} {_DEADLINE_ADD} {_CORR_WRITE} {_LIVE} {_UNREADABLE} "
-        f"{_FAIR_GIVE_BACK} {_TOOL_RATE}"
+        f"{_FAIR_GIVE_BACK} {_TOOL_RATE} {_TOOL_SLOTS}"
     ),
     # Its sweep (consumers/timer/sweep.py) reads the task index, and whether a task is frozen,
     # quarantined or leased, for the tasks nothing will wake (D85).

@@ -23,7 +23,7 @@ import redis
 from wakeful.core.retry import FunctionsMissing, SlotMoved
 from wakeful.state.pinned import Pinned
 
-VERSION = 11
+VERSION = 12
 LIBRARY = f"wakeful_v{VERSION}"
 FIX = "run `wakeful dev up` (local stack) or `wakeful admin acl --apply` (your own Redis) to load it"
 _NOT_FOUND = "Function not found"

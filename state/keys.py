@@ -105,6 +105,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:rate:{D}       | string | a tool's next free call time (µs, by Redis's clock) | executor (rate_take)  |
 |                   |        | under its calls-per-second limit; D: a digest of   |                        |
 |                   |        | app and tool (state/rates.py, D109)                |                        |
+| wk:slots:{D}      | zset   | a tool's calls running now: op key -> ms its slot  | executor (slot_take;   |
+|                   |        | lapses (Redis's clock) unless the call's heartbeat | ZREM at the call's end)|
+|                   |        | renews it (state/rates.py, D111)                   |                        |
 | wk:authority:{limits}:* | mixed | all (hash scope -> JSON {max_in_flight, by,  | admin only; roles read |
 |                   |        | at, reason}) and history (stream: every change)    |                        |
 | wk:index:{N}:tasks | hash  | tenant N's task id -> its summary: stage, versions, | relay (index function) |
@@ -492,8 +495,20 @@ PATTERN_TOOL_RATE = f"{PREFIX}:rate:{{*}}"
 
 
 def tool_rate(app: str, tool: str) -> str:
+    return f"{PREFIX}:rate:{{{_tool_digest(app, tool)}}}"
+
+
+# A tool's calls in flight (state/rates.py, D111): one sorted set per app and tool, named as its rate.
+PATTERN_TOOL_SLOTS = f"{PREFIX}:slots:{{*}}"
+
+
+def tool_slots(app: str, tool: str) -> str:
+    return f"{PREFIX}:slots:{{{_tool_digest(app, tool)}}}"
+
+
+def _tool_digest(app: str, tool: str) -> str:
     pair = f"{len(app)}:{app}/{tool}"  # the length first: no app and tool make another pair's text
-    return f"{PREFIX}:rate:{{{hashlib.sha256(pair.encode()).hexdigest()[:32]}}}"
+    return hashlib.sha256(pair.encode()).hexdigest()[:32]
 
 
 # Memory (state/memory.py): one hash per tenant and subject, under its own hash tag, so that the

@@ -109,6 +109,8 @@ def test_a_role_calling_a_function_with_keys_outside_its_selectors_is_refused(
         # Only the executor counts a tool's calls (D109).
         ("gate", "rate_take", [keys.tool_rate("app", unique)]),
         ("timer", "rate_take", [keys.tool_rate("app", unique)]),
+        ("gate", "slot_take", [keys.tool_slots("app", unique)]),  # and its calls at once (D111)
+        ("timer", "slot_take", [keys.tool_slots("app", unique)]),
         # The bank's credential holds no lease.
         ("bank", "lease_acquire", [keys.lease(task), keys.fence(task)]),
         # The relay keeps the task index, and reaches no lease or action log with its function right.
@@ -158,6 +160,29 @@ def test_a_tools_count_planted_far_ahead_holds_it_no_longer_than_a_burst(
     assert 0 < wait <= 0.5, wait  # one interval at most: read as a full burst, not a wait of years
     redis_client.set(keys.tool_rate(*tool), "not a number", px=60_000)
     assert rates.take(executor, *tool, 2.0, 1) == 0.0  # unreadable: read as a quiet tool, one burst
+
+
+def test_a_tools_calls_at_once_are_counted_over_every_caller_and_a_slot_left_behind_lapses(
+    settings: Settings, redis_client: redis.Redis, unique: str
+) -> None:
+    first, second = acl.connect(settings, "executor"), acl.connect(settings, "executor")
+    tool = ("slots", f"tool-{unique}")
+    taken = [
+        rates.slot_take(ex, *tool, f"op-{i}", most=2, ttl_ms=60_000)
+        for i, ex in enumerate((first, second, first))
+    ]
+    assert taken == [True, True, False]  # two at once, from either executor; the third waits
+    assert rates.slot_take(second, *tool, "op-0", most=2, ttl_ms=60_000)  # its own again: a renewal
+    assert redis_client.zcard(keys.tool_slots(*tool)) == 2
+    rates.slot_give_back(first, *tool, "op-1")  # a call's end frees its slot
+    assert rates.slot_take(second, *tool, "op-2", most=2, ttl_ms=200)
+    assert not rates.slot_take(first, *tool, "op-3", most=2, ttl_ms=200)
+    # op-2's executor died: its slot lapses after its ttl. The key lapses no later than its last slot.
+    assert process.wait_until(lambda: rates.slot_take(first, *tool, "op-3", most=2, ttl_ms=200), 10)
+    assert 0 < redis_client.pttl(keys.tool_slots(*tool)) <= 60_000
+    rates.slot_give_back(first, *tool, "op-0")
+    rates.slot_give_back(first, *tool, "op-3")
+    assert not redis_client.exists(keys.tool_slots(*tool))  # the last given back: nothing left
 
 
 # ---- a private Redis, restarted without wakeful reloading anything --------------------------------

@@ -26,6 +26,7 @@ import pytest
 from cli_run import with_tests_on_path
 from slow_app import read_rows
 
+from wakeful.authority.limit_store import tool_scope
 from wakeful.consumers.kafka.supervisor import ROLES
 from wakeful.core.settings import Settings
 from wakeful.devstack.fleet import Fleet
@@ -194,3 +195,35 @@ def test_a_tool_unavailable_at_every_call_fails_for_good_after_its_attempts(
     assert [r["event"] for r in rows_of(client, task_id)] == ["unavailable"] * 3
     [entry] = shown["actions"].values()
     assert (entry["status"], entry["attempts"]) == ("failed", 3)
+
+
+def test_a_tool_held_to_one_call_at_once_never_runs_two_even_past_the_lease_ttl(
+    slow: tuple[Client, Fleet],
+) -> None:
+    """D111: with the tool held to one call at once, the calls of five tasks sent together run one
+    after another, over both executors, and the first, two and a half times the lease's ttl, keeps
+    its slot by the heartbeat: no call starts while it runs."""
+    client, fleet = slow
+    scope = tool_scope("slow", "slow_pay")
+    client.limits.set_rate(scope, None, None, max_in_flight=1, by="ops-lead", reason="one at a time")
+    try:
+        first, _ = client.create({"hold_s": 2.5 * TTL_MS / 1000})
+        assert wait_for(lambda: rows_of(client, first, "start"), SETTLE_S)
+        others = [client.create({"hold_s": 0.5})[0] for _ in range(4)]
+        shown = [client.wait_settled(task_id, SETTLE_S + 2 * TTL_MS / 1000) for task_id in [first, *others]]
+    finally:
+        client.limits.unset(scope, by="ops-lead")
+    assert [s["stage"] for s in shown] == ["closed"] * 5, shown
+    mine = {first, *others}
+    calls = [r for r in read_rows(client.settings.home) if r["op_key"].split(":")[1] in mine]
+    running, most = 0, 0
+    for row in calls:  # the downstream's rows, in the order it wrote them
+        running += {"start": 1, "done": -1}.get(row["event"], 0)
+        most = max(most, running)
+    assert most == 1, calls
+    assert sorted(r["op_key"] for r in calls if r["event"] == "done") == sorted(
+        f"SLOW:{task_id}:v1" for task_id in mine
+    )  # each task's call done once
+    logs = b"".join((fleet.dir / f"{m}.log").read_bytes() for m in fleet.members_of("executor"))
+    assert b"executor.tool_full" in logs  # the others waited their turn
+    assert not client.admin.exists(keys.tool_slots("slow", "slow_pay"))  # every slot given back

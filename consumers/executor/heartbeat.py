@@ -88,6 +88,7 @@ class Pulse:
     lost: str | None = None
     renewals: int = 0
     renewing: bool = False  # a renewal of it is in flight (outside the lock)
+    also: Callable[[], None] | None = None  # renewed with the lease: the call's slot of its tool (D111)
 
     def check(self) -> None:
         """Raise LeaseLost if a renewal found the lease gone."""
@@ -108,17 +109,18 @@ class Heartbeats:
         self._thread: threading.Thread | None = None
 
     @contextmanager
-    def beating(self, lease: Lease) -> Iterator[Pulse]:
-        """Keep `lease` alive until the block ends, however it ends."""
-        pulse = self.start(lease)
+    def beating(self, lease: Lease, also: Callable[[], None] | None = None) -> Iterator[Pulse]:
+        """Keep `lease` alive until the block ends, however it ends; `also` is called after each
+        renewal that held it (what else the call keeps alive)."""
+        pulse = self.start(lease, also)
         try:
             yield pulse
         finally:
             self.stop(pulse)
 
-    def start(self, lease: Lease) -> Pulse:
+    def start(self, lease: Lease, also: Callable[[], None] | None = None) -> Pulse:
         now = self.clock()  # the lease was taken (or renewed) just before the call began
-        pulse = Pulse(lease, due=now + period_s(lease.ttl_ms), renewed_at=now)
+        pulse = Pulse(lease, due=now + period_s(lease.ttl_ms), renewed_at=now, also=also)
         with self._cond:
             self._pulses.add(pulse)
             if self._thread is None:
@@ -141,7 +143,7 @@ class Heartbeats:
                 due = self._due()
                 for pulse in due:
                     pulse.renewing = True
-            outcomes = [(pulse, self._renew(pulse.lease)) for pulse in due]
+            outcomes = [(pulse, self._renew(pulse)) for pulse in due]
             with self._cond:
                 for pulse, outcome in outcomes:
                     self._beaten(pulse, outcome)
@@ -172,7 +174,8 @@ class Heartbeats:
         else:
             pulse.due = now + decided.wait_s
 
-    def _renew(self, lease: Lease) -> Renewal:
+    def _renew(self, pulse: Pulse) -> Renewal:
+        lease = pulse.lease
         try:
             self.leases.extend(lease)
         except LeaseLost:
@@ -180,4 +183,9 @@ class Heartbeats:
         except Exception as exc:  # any client failure: the rule decides whether the lease may live on
             self.log("executor.lease_renewal_failed", task_id=lease.task_id, error=repr(exc))
             return Renewal.FAILED
+        if pulse.also is not None:
+            try:
+                pulse.also()
+            except Exception as exc:  # the lease held: what else is kept alive is tried at the next beat
+                self.log("executor.renewal_also_failed", task_id=lease.task_id, error=repr(exc))
         return Renewal.RENEWED

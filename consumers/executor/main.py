@@ -36,6 +36,7 @@ from wakeful.consumers.executor import cancelling, ruling
 from wakeful.consumers.executor import steps as executor_steps
 from wakeful.consumers.executor.closing import proposal_trail
 from wakeful.consumers.executor.heartbeat import Heartbeats
+from wakeful.consumers.executor.steps import Turn
 from wakeful.consumers.executor.writes import Loaded, Writes
 from wakeful.consumers.kafka import switch_acks, unreadable, wiring
 from wakeful.consumers.kafka.producing import RunnerProducer
@@ -207,14 +208,30 @@ class Executor:
     def _once(
         self, loaded: Loaded, effect: Effect, args: dict[str, Any], auth: Snapshot
     ) -> tuple[Mapping[str, Any], list[Any], tuple[Any, ...] | None] | None:
-        """The tool's call (`args`: the effect's arguments as JSON), at most one effect per op
-        key. Returns what it returned, the close's
-        first step (its inbox check rides with the intent) and the outcome's record for the close
-        to carry (None when it is recorded already); None if the task went to review."""
-        cp, lease = loaded.checkpoint, loaded.held.lease
+        """The tool's call (`args`: the effect's arguments as JSON), at most one effect per op key,
+        in its turn (D109, D111). Returns what it returned, the close's first step (its inbox check
+        rides with the intent) and the outcome's record for the close to carry (None when it is
+        recorded already); None if the task went to review."""
         tool = self.app.tool(effect.tool)
         assert tool is not None  # check_proposal found it
-        executor_steps.wait_turn(self.store.client, self.app, tool, auth, log=self.log, task_id=cp.task_id)
+        turn = executor_steps.wait_turn(
+            self.store.client,
+            self.app,
+            tool,
+            auth,
+            log=self.log,
+            lease=loaded.held.lease,
+            op_key=effect.op_key,
+        )
+        try:
+            return self._begin_and_call(loaded, (effect, tool), args, auth, turn)
+        finally:
+            turn.give_back()  # however the call ended: its slot of the tool's calls at once is free
+
+    def _begin_and_call(
+        self, loaded: Loaded, step: tuple[Effect, Tool[Any]], args: dict[str, Any], auth: Snapshot, turn: Turn
+    ) -> tuple[Mapping[str, Any], list[Any], tuple[Any, ...] | None] | None:
+        (effect, tool), cp, lease = step, loaded.checkpoint, loaded.held.lease
         intent = self.actions.begin_command(
             cp.task_id, effect.op_key, lease.fence, lease.token, tool=tool.name, args=args
         )
@@ -227,7 +244,7 @@ class Executor:
         fault("executor.after_intent")
         # A fresh intent, or case B (in flight, and settled() found nothing downstream): call with
         # the same key; the tool does it at most once. The lease is renewed while the call runs.
-        with self.heartbeats.beating(lease) as beat:
+        with self.heartbeats.beating(lease, also=turn.renew) as beat:
             outcome = executor_steps.call_once(
                 tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
             )

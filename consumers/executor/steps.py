@@ -7,9 +7,10 @@ under the lease: `after_unavailable` counts the attempt (kept on the step's acti
 either fails the step for good, after `Tool.attempts`, or says how long the message should wait
 before it is handled again, with the lease given back meanwhile (docs/decisions.md D61).
 
-A tool held to a number of calls a second (D109) counts each step's call before its intent is
-written (`wait_turn`); a call over it is not made now: the message waits its turn, the lease
-given back meanwhile, as for an unavailable tool.
+A tool held to a number of calls a second (D109) or calls at once (D111) counts each step's call
+before its intent is written (`wait_turn`); a call over it is not made now: the message waits its
+turn, the lease given back meanwhile, as for an unavailable tool. The step's slot of its tool's
+calls at once is given back once its call has ended, however it ended.
 
 settled() and compensate() write to the action log under the lease they are given; none of these
 moves the task's stage (the executor does, after).
@@ -229,13 +230,56 @@ def judge_more(
     return Refuse(f"{off} is switched off: propose without it") if off else judged
 
 
-def wait_turn(client: Any, app: App, tool: Tool[Any], auth: Snapshot, *, log: Log, task_id: str) -> None:
-    """Count the step's call of `tool` under its calls per second, if a rate holds it; a call
-    over it raises Retry after the time until its turn (nothing was written or called)."""
-    rate = rates.rate_of(auth.limits, app.name, tool.name)
+FULL_WAIT_S = 0.2  # a call whose tool runs its most calls at once looks again about this late
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A step's call of `tool` counted under its calls at once (D111): `most` 0 when no such limit
+    holds the tool. The heartbeat renews the slot with the task's lease; the call's end gives it
+    back; a slot an executor's death left behind lapses after a lease's time."""
+
+    client: Any
+    log: Log
+    app: str
+    tool: str
+    op_key: str
+    most: int = 0
+    ttl_ms: int = 0
+
+    def renew(self) -> None:
+        if not self.most:
+            return
+        if not counted.slot_take(
+            self.client, self.app, self.tool, self.op_key, most=self.most, ttl_ms=self.ttl_ms
+        ):
+            self.log("executor.tool_slot_lost", tool=self.tool, op_key=self.op_key)  # runs on, one over
+
+    def give_back(self) -> None:
+        if self.most:
+            counted.slot_give_back(self.client, self.app, self.tool, self.op_key)
+
+
+def wait_turn(
+    client: Any, app: App, tool: Tool[Any], auth: Snapshot, *, log: Log, lease: Lease, op_key: str
+) -> Turn:
+    """Count the step's call of `tool` under its calls per second and its calls at once, if a
+    record holds it; a call over either raises Retry after the time until it may look again
+    (nothing was written or called, nothing kept counted)."""
+    rate, task_id = rates.rate_of(auth.limits, app.name, tool.name), lease.task_id
     if rate is None:
-        return
+        return Turn(client, log, app.name, tool.name, op_key)
+    turn = Turn(client, log, app.name, tool.name, op_key, rate.max_in_flight or 0, lease.ttl_ms)
+    if turn.most and not counted.slot_take(
+        client, app.name, tool.name, op_key, most=turn.most, ttl_ms=lease.ttl_ms
+    ):
+        log("executor.tool_full", task_id=task_id, tool=tool.name, most=turn.most)
+        raise Retry(f"tool {tool.name} has {turn.most} calls running, its limit", FULL_WAIT_S)
+    if rate.calls_per_s is None:
+        return turn
     wait = counted.take(client, app.name, tool.name, rate.calls_per_s, rate.burst)
     if wait > 0:
+        turn.give_back()
         log("executor.tool_rate", task_id=task_id, tool=tool.name, wait_s=round(wait, 3))
         raise Retry(f"tool {tool.name} is at its limit of {rate.calls_per_s:g} calls a second", wait)
+    return turn

@@ -1,4 +1,5 @@
-"""A tool's calls per second as pure rules (workflow/rates.py, D109): which record holds a tool,
+"""A tool's calls per second and calls at once as pure rules (workflow/rates.py, D109, D111): which
+record holds a tool,
 what a damaged record holds it to, what a record may say, and that a tool's rate counts no
 tenant's tasks. The count on a real Redis: tests/test_functions.py; on worker processes:
 tests/test_reproposals_stack.py."""
@@ -71,6 +72,48 @@ def test_the_record_that_holds_a_tool_and_a_damaged_one_never_lifts_it(
     else:
         assert found is not None and (found.calls_per_s, found.burst) == held_to[:2]
         assert found.damaged.startswith(held_to[2]) and bool(found.damaged) == bool(held_to[2])
+
+
+D = rates.DAMAGED_AT_ONCE
+
+
+@pytest.mark.parametrize(
+    ("raw", "held_to"),
+    [
+        (encode_rate(None, None, max_in_flight=3, by="x", at=AT, reason=""), (None, 3, "")),
+        (encode_rate(2, 1, max_in_flight=3, by="x", at=AT, reason=""), (2.0, 3, "")),
+        (encode_rate(2, 1, by="x", at=AT, reason=""), (2.0, None, "")),  # calls a second only
+        ('{"max_in_flight": 0}', (rates.DAMAGED_RATE, D, "max_in_flight is 0")),
+        ('{"max_in_flight": 2.5}', (rates.DAMAGED_RATE, D, "max_in_flight is 2.5")),
+        ('{"max_in_flight": true}', (rates.DAMAGED_RATE, D, "max_in_flight is True")),
+        ('{"max_in_flight": 3, "calls_per_s": -1}', (rates.DAMAGED_RATE, D, "calls_per_s is -1")),
+        ('{"by": "x"}', (rates.DAMAGED_RATE, D, "it names neither")),  # holds nothing: never lifts
+        ("not json", (rates.DAMAGED_RATE, D, "not JSON")),
+    ],
+)
+def test_a_tools_calls_at_once_are_read_beside_its_rate_and_a_damaged_record_holds_both(
+    raw: str, held_to: tuple[float | None, int | None, str]
+) -> None:
+    found = rates.rate_of({SCOPE: raw}, "refund", "issue_refund")
+    assert found is not None and (found.calls_per_s, found.max_in_flight) == held_to[:2]
+    assert found.damaged.startswith(held_to[2]) and bool(found.damaged) == bool(held_to[2])
+
+
+@pytest.mark.parametrize(
+    ("calls", "at_once", "option"),
+    [
+        (None, None, "--calls-per-s"),
+        (None, 0, "--max-in-flight"),
+        (None, True, "--max-in-flight"),
+        (2, 10**9, "--max-in-flight"),
+    ],
+)
+def test_a_tools_record_names_its_rate_its_calls_at_once_or_both_in_range(
+    calls: float | None, at_once: int | None, option: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        encode_rate(calls, 1, max_in_flight=at_once, by="x", at=AT, reason="")
+    assert refused.value.setting == option
 
 
 @pytest.mark.parametrize(
