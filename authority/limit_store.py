@@ -29,7 +29,8 @@ from wakeful.state import keys
 SET, UNSET = "set", "unset"
 DEFAULT_SCOPE = "default"  # every tenant with no limit of its own
 TENANT_SCOPE = "tenant:"  # tenant:N, one tenant's own
-TOOL_SCOPE = "tool:"  # tool:A:T, tool T of app A: its calls per second
+TOOL_SCOPE = "tool:"  # tool:A:T, tool T of app A: its calls per second and calls at once
+WORKFLOW_SCOPE = "workflow:"  # workflow:A:W, workflow W of app A: each tenant's tasks of it in flight
 MAX_IN_FLIGHT = 1_000_000  # the most a record may say: more is no limit, which `unset` says
 MAX_RATE = 100_000.0  # calls per second a record may say
 MIN_RATE = 0.001  # about one call in 17 minutes: `wakeful tools disable` stops a tool
@@ -47,18 +48,29 @@ def tool_scope(app: str, tool: str) -> str:
     return f"{TOOL_SCOPE}{app}:{tool}"
 
 
+def workflow_scope(app: str, workflow: str) -> str:
+    """The scope of the limit on each tenant's tasks of `workflow` of `app` in flight (D112)."""
+    return f"{WORKFLOW_SCOPE}{app}:{workflow}"
+
+
 def is_tool(scope: str) -> bool:
     return scope.startswith(TOOL_SCOPE)
 
 
+def is_workflow(scope: str) -> bool:
+    return scope.startswith(WORKFLOW_SCOPE)
+
+
 def checked_scope(scope: str) -> str:
-    """`scope` if it names a limit's scope (`default`, `tenant:N`, or `tool:A:T`, each name as a
-    tenant's); ConfigError otherwise."""
-    if is_tool(scope):
-        names = scope.removeprefix(TOOL_SCOPE).split(":")
+    """`scope` if it names a limit's scope (`default`, `tenant:N`, `tool:A:T` or `workflow:A:W`,
+    each name as a tenant's); ConfigError otherwise."""
+    for prefix, option, what in ((TOOL_SCOPE, "--tool", "tool"), (WORKFLOW_SCOPE, "--workflow", "workflow")):
+        if not scope.startswith(prefix):
+            continue
+        names = scope.removeprefix(prefix).split(":")
         if len(names) == 2 and all(TENANT_RE.fullmatch(n) for n in names):
             return scope
-        raise ConfigError("--tool", f"{scope[:80]!r}: an app and a tool, each matching {TENANT_RE.pattern}")
+        raise ConfigError(option, f"{scope[:80]!r}: an app and a {what}, each matching {TENANT_RE.pattern}")
     tenant = scope.removeprefix(TENANT_SCOPE)
     if scope == DEFAULT_SCOPE or (scope.startswith(TENANT_SCOPE) and TENANT_RE.fullmatch(tenant)):
         return scope
@@ -136,7 +148,7 @@ class LimitStore:
         the record it replaced, if any."""
         scope = checked_scope(scope)
         if is_tool(scope):
-            raise ConfigError("--tool", "a tool's limit is in calls per second: set it with set_rate")
+            raise ConfigError("--tool", "a tool's limit is in calls: set it with set_rate")
         by, reason = switches.checked_words(by, reason, reason_needed=False)
         doc = encode(max_in_flight, by=by, at=self._at(), reason=reason)
         return self._put(scope, doc, {"max_in_flight": str(max_in_flight), "by": by, "reason": reason})
@@ -209,10 +221,11 @@ class LimitStore:
         return list(reversed(rows))
 
     def _clear_counts(self) -> None:
-        """Every tenant's flight set: with no limit stored, no role kept them (a task that ended
+        """Every tenant's flight sets: with no limit stored, no role kept them (a task that ended
         meanwhile gave nothing back), so what they hold is stale. Each in its own slot."""
-        for name in list(self.client.scan_iter(match=keys.PATTERN_FAIR_FLIGHT, count=1000)):
-            self.client.delete(name)
+        for pattern in (keys.PATTERN_FAIR_FLIGHT, keys.PATTERN_FAIR_WFLIGHT):
+            for name in list(self.client.scan_iter(match=pattern, count=1000)):
+                self.client.delete(name)
 
     def _watched(self, step: Callable[[Any], T]) -> T:
         for _ in range(keys.CAS_RETRIES):

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from wakeful.authority.limit_store import DEFAULT_SCOPE, scope_of, tool_scope
+from wakeful.authority.limit_store import DEFAULT_SCOPE, scope_of, tool_scope, workflow_scope
 from wakeful.cli.app_option import app_option
 from wakeful.cli.kill_cmds import operator
 from wakeful.cli.output import emit, say
@@ -30,7 +30,10 @@ default_option = click.option(
     "--default", "default", is_flag=True, help="Every tenant with no limit of its own."
 )
 tool_option = click.option(
-    "--tool", default=None, help="A tool of the app (--app), whose calls a second it is."
+    "--tool", default=None, help="A tool of the app (--app), whose calls a second or at once it is."
+)
+workflow_option = click.option(
+    "--workflow", default=None, help="A workflow of the app (--app): each tenant's tasks of it in flight."
 )
 
 
@@ -44,9 +47,9 @@ def limits() -> None:
     Not `authority limit`, an app's approval amount."""
 
 
-def _scope(client: Client, tenant: str | None, default: bool, tool: str | None) -> str:
-    if sum((tenant is not None, default, tool is not None)) != 1:
-        raise click.UsageError("name one of --tenant T, --default or --tool T")
+def _scope(client: Client, tenant: str | None, default: bool, tool: str | None, workflow: str | None) -> str:
+    if sum((tenant is not None, default, tool is not None, workflow is not None)) != 1:
+        raise click.UsageError("name one of --tenant T, --default, --workflow W or --tool T")
     if tool is not None:
         known = client.tool_names()
         if tool not in known:
@@ -54,6 +57,13 @@ def _scope(client: Client, tenant: str | None, default: bool, tool: str | None) 
                 f"--tool: app {client.app.name} has no tool {tool!r}: {', '.join(sorted(known))}"
             )
         return tool_scope(client.app.name, tool)
+    if workflow is not None:
+        names = {wf.name for wf in client.app.workflows}
+        if workflow not in names:
+            raise click.UsageError(
+                f"--workflow: app {client.app.name} has no workflow {workflow!r}: {', '.join(sorted(names))}"
+            )
+        return workflow_scope(client.app.name, workflow)
     return DEFAULT_SCOPE if default else scope_of(tenant or "")
 
 
@@ -71,24 +81,29 @@ def _scope(client: Client, tenant: str | None, default: bool, tool: str | None) 
 @reason_option
 @tenant_option
 @default_option
+@workflow_option
 @tool_option
 @click.pass_obj
 def limits_set(settings: Settings, /, by: str, reason: str, **said: Any) -> None:
-    """Hold a tenant (or, with --default, every tenant with no limit of its own) to
-    --max-in-flight tasks in flight, from the roles' next wake on; raising it lets held creates in
-    at the timers' next look. Or hold a --tool to --calls-per-s calls a second (--burst of them at
-    once; default: a second's worth), to --max-in-flight calls running at once, or both, from the
-    executors' next call on: the tool's record is replaced whole."""
+    """Hold a tenant (or, with --default, every tenant with no limit of its own) to --max-in-flight
+    tasks in flight, or each tenant to --max-in-flight tasks of a --workflow, from the roles' next
+    wake on; raising it lets held creates in at the timers' next look. Or hold a --tool to
+    --calls-per-s calls a second (--burst of them at once; default: a second's worth), to --max-in-flight
+    calls running at once, or both, from the executors' next call on: the tool's record is replaced
+    whole."""
     client = Client(settings)
-    scope = _scope(client, said["tenant"], said["default"], said["tool"])
+    scope = _scope(client, said["tenant"], said["default"], said["tool"], said["workflow"])
     operator(client, by)
     if said["tool"] is not None:
         return _set_rate(client, scope, by, reason, said)
     if said["max_in_flight"] is None or said["calls_per_s"] is not None or said["burst"] is not None:
-        raise click.UsageError("a tenant's limit is --max-in-flight N (--calls-per-s is a tool's)")
+        raise click.UsageError(
+            "a tenant's or a workflow's limit is --max-in-flight N (--calls-per-s is a tool's)"
+        )
     was = client.limits.set(scope, said["max_in_flight"], by=by, reason=reason)
     before = f" (was {rules.parse(scope, was).max_in_flight})" if was is not None else ""
-    return say(f"{scope}: at most {said['max_in_flight']} tasks in flight{before}")
+    each = " of each tenant" if said["workflow"] is not None else ""
+    return say(f"{scope}: at most {said['max_in_flight']} tasks{each} in flight{before}")
 
 
 def _set_rate(client: Client, scope: str, by: str, reason: str, said: dict[str, Any]) -> None:
@@ -122,16 +137,15 @@ def _tool_amount(rate: rates.Rate) -> str:
 @reason_option
 @tenant_option
 @default_option
+@workflow_option
 @tool_option
 @click.pass_obj
-def limits_unset(
-    settings: Settings, by: str, reason: str, tenant: str | None, default: bool, tool: str | None
-) -> None:
+def limits_unset(settings: Settings, /, by: str, reason: str, **said: Any) -> None:
     """Lift a tenant's own limit (it is then held by the default one, if any) or, with
-    --default, the default one: its held creates are let in at the timers' next looks. Or lift a
-    --tool's calls a second."""
+    --default, the default one, or a --workflow's: its held creates are let in at the timers' next
+    looks. Or lift a --tool's calls a second and at once."""
     client = Client(settings)
-    scope = _scope(client, tenant, default, tool)
+    scope = _scope(client, said["tenant"], said["default"], said["tool"], said["workflow"])
     operator(client, by)
     client.limits.unset(scope, by=by, reason=reason)
     say(f"{scope}: no limit of its own")

@@ -20,7 +20,7 @@ import orjson
 
 from wakeful.authority import documents, revocations, signer_seal
 from wakeful.authority.kept import moved
-from wakeful.authority.limit_store import DEFAULT_SCOPE, LimitStore, tool_scope
+from wakeful.authority.limit_store import DEFAULT_SCOPE, LimitStore, tool_scope, workflow_scope
 from wakeful.authority.policy_store import PolicyStore
 from wakeful.authority.schedule_store import ScheduleStore
 from wakeful.authority.snapshot import DEFAULT_CATALOG, DEFAULT_COMPAT, DEFAULT_POLICY, check_signer
@@ -191,9 +191,11 @@ class Client:
             self.authority.thaw(scope, "wakeful", "local defaults restored")
         self.authority.wake_held()
         self.admin.delete(keys.AUTH_REVOKED)
-        # The default in-flight limit and this app's tools' rates; a tenant's own limit stays (tests
-        # and benches that share a stack each hold tenants of their own, and lift their own).
-        stale = [s for s in self.limits.all() if s == DEFAULT_SCOPE or s.startswith(tool_scope(name, ""))]
+        # The default in-flight limit and this app's tools' and workflows' limits; a tenant's own
+        # limit stays (tests and benches that share a stack each hold tenants of their own, and
+        # lift their own).
+        mine = (tool_scope(name, ""), workflow_scope(name, ""))
+        stale = [s for s in self.limits.all() if s == DEFAULT_SCOPE or s.startswith(mine)]
         if stale:
             self.admin.hdel(keys.AUTH_LIMITS, *stale)
         moved(self.admin)  # the deletes above went around the store: say authority changed

@@ -113,29 +113,29 @@ _MEMORY_WRITE = (
 )
 _MEMORY_READ = f"(%R~{keys.PATTERN_MEMORY} +hgetall)"
 
-# A tenant's in-flight limit (state/fair.py, D108): the gate admits a create or queues it through
-# fair_take, and marks the tenant queued; the timer lets queued creates in through fair_release and
-# unmarks a tenant whose queue is empty. Both functions name the tenant's flight set and queue,
-# which share one selector that may only call functions; the commands they run are granted on
-# their own. The gate and the executor give a task's slot back after a change (ZREM), and the
-# gate counts a task a person let out of review again (ZADD NX).
-_FAIR_KEYS = f"~{keys.PATTERN_FAIR_FLIGHT} ~{keys.PATTERN_FAIR_QUEUE}"
+# A tenant's in-flight limit (state/fair.py, D108) and its workflows' (D112): the gate admits a
+# create or queues it (fair_take) and marks the tenant; the timer lets queued creates in
+# (fair_release) and unmarks a tenant whose queues are empty. The functions' keys share one
+# selector that may only call functions. The gate and the executor give a task's slot back (ZREM);
+# the gate counts a task a person let out of review again (ZADD NX).
+_FAIR_FLIGHTS = f"~{keys.PATTERN_FAIR_FLIGHT} ~{keys.PATTERN_FAIR_WFLIGHT}"
+_FAIR_SETS = f"{_FAIR_FLIGHTS} ~{keys.PATTERN_FAIR_QUEUE} ~{keys.PATTERN_FAIR_WQUEUE}"
+_FAIR_KEYS = f"{_FAIR_SETS} ~{keys.PATTERN_FAIR_QUEUES}"
 _FAIR_TAKE = (
-    f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_KEYS} +zscore +zcard +zrank +zrem +zadd) "
-    f"(~{keys.FAIR_QUEUED} +sadd)"
+    f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_SETS} +zscore +zcard +zrank +zrem +zadd) "
+    f"(~{keys.PATTERN_FAIR_QUEUES} +scard +sadd) (~{keys.FAIR_QUEUED} +sadd)"
 )
 _FAIR_RELEASE = (
-    f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_KEYS} +zcard +zrange +zrem +zadd) "
+    f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_SETS} +zcard +zrange +zrem +zadd) "
+    f"(~{keys.PATTERN_FAIR_QUEUES} +smembers +scard +srem +sadd) "
     f"(~{keys.FAIR_QUEUED} +smembers +srem +sadd) (%R~{keys.AUTH_LIMITS} +hgetall)"
 )
-_FAIR_GIVE_BACK = f"(~{keys.PATTERN_FAIR_FLIGHT} +zrem)"
+_FAIR_GIVE_BACK = f"({_FAIR_FLIGHTS} +zrem)"
 
 # A tool's calls per second (state/rates.py, D109): the executor counts a call through rate_take,
-# which reads Redis's clock and moves the tool's next free time on; the key's selector may only
-# call functions, and the commands the function runs are granted on their own.
+# on Redis's clock; its calls at once (D111) through slot_take, and the call's end gives its slot
+# back (ZREM). Each key's selector may only call functions; the commands they run are granted apart.
 _TOOL_RATE = f"+time (~{keys.PATTERN_TOOL_RATE} {_FUNCTIONS}) (~{keys.PATTERN_TOOL_RATE} +get +set)"
-# A tool's calls at once (D111): slot_take drops lapsed slots and takes one; the call's end gives
-# its slot back (ZREM).
 _TOOL_SLOTS = (
     f"(~{keys.PATTERN_TOOL_SLOTS} {_FUNCTIONS}) "
     f"(~{keys.PATTERN_TOOL_SLOTS} +zremrangebyscore +zscore +zcard +zadd +zrange +pexpireat +zrem)"

@@ -101,6 +101,13 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        |                                                    | timer (fair_release)   |
 | wk:fair:{N}:queue | zset   | tenant N's creates held over its limit -> ms they  | gate (fair_take);      |
 |                   |        | came: the order they are let in                    | timer (fair_release)   |
+| wk:fair:{N}:wflight:{W} | zset | tenant N's tasks of workflow W (a digest of app | gate (fair_take, after |
+|                   |        | and workflow) admitted while a limit counts: what  | a change), executor    |
+|                   |        | a workflow's limit counts (D112)                   | (after); timer         |
+| wk:fair:{N}:wqueue:{W} | zset | tenant N's creates of workflow W held over its | gate (fair_take);      |
+|                   |        | limit, or the tenant's, while W has a limit         | timer (fair_release)   |
+| wk:fair:{N}:queues | set   | tenant N's queues with creates: "-" (its own) or a | gate (fair_take);      |
+|                   |        | workflow's, as JSON [app, workflow]                | timer (fair_release)   |
 | wk:fair:queued    | set    | tenants with a queue (the timer's look)            | gate: SADD; timer      |
 | wk:rate:{D}       | string | a tool's next free call time (µs, by Redis's clock) | executor (rate_take)  |
 |                   |        | under its calls-per-second limit; D: a digest of   |                        |
@@ -473,12 +480,28 @@ def index_by(tenant: str, field: str, value: str) -> str:
     return f"{_index(tenant)}by:{field}:{hashlib.sha1(value.encode()).hexdigest()}"  # a name, not a seal
 
 
-# A tenant's tasks in flight and its held creates (state/fair.py, D108): under the tenant's hash
-# tag, so one function call counts and admits on a Redis Cluster too. The set of tenants with a
-# queue is one key the timer looks at.
+# A tenant's tasks in flight and its held creates (state/fair.py, D108), and of each workflow
+# (D112): under the tenant's hash tag, so one function call counts and admits on a Redis Cluster
+# too. A workflow is named by a digest of app and workflow, so no outside text is part of a key
+# name. The set of tenants with a queue is one key the timer looks at.
 PATTERN_FAIR_FLIGHT = f"{PREFIX}:fair:{{*}}:flight"
 PATTERN_FAIR_QUEUE = f"{PREFIX}:fair:{{*}}:queue"
+PATTERN_FAIR_WFLIGHT = f"{PREFIX}:fair:{{*}}:wflight:*"
+PATTERN_FAIR_WQUEUE = f"{PREFIX}:fair:{{*}}:wqueue:*"
+PATTERN_FAIR_QUEUES = f"{PREFIX}:fair:{{*}}:queues"
 FAIR_QUEUED = f"{PREFIX}:fair:queued"
+
+
+def fair_wflight(tenant: str, app: str, workflow: str) -> str:
+    return f"{fair_flight(tenant).removesuffix(':flight')}:wflight:{_pair_digest(app, workflow)}"
+
+
+def fair_wqueue(tenant: str, app: str, workflow: str) -> str:
+    return f"{fair_flight(tenant).removesuffix(':flight')}:wqueue:{_pair_digest(app, workflow)}"
+
+
+def fair_queues(tenant: str) -> str:
+    return f"{PREFIX}:fair:{{{checked(_TENANT, tenant, 'tenant')}}}:queues"
 
 
 def fair_flight(tenant: str) -> str:
@@ -495,7 +518,7 @@ PATTERN_TOOL_RATE = f"{PREFIX}:rate:{{*}}"
 
 
 def tool_rate(app: str, tool: str) -> str:
-    return f"{PREFIX}:rate:{{{_tool_digest(app, tool)}}}"
+    return f"{PREFIX}:rate:{{{_pair_digest(app, tool)}}}"
 
 
 # A tool's calls in flight (state/rates.py, D111): one sorted set per app and tool, named as its rate.
@@ -503,11 +526,12 @@ PATTERN_TOOL_SLOTS = f"{PREFIX}:slots:{{*}}"
 
 
 def tool_slots(app: str, tool: str) -> str:
-    return f"{PREFIX}:slots:{{{_tool_digest(app, tool)}}}"
+    return f"{PREFIX}:slots:{{{_pair_digest(app, tool)}}}"
 
 
-def _tool_digest(app: str, tool: str) -> str:
-    pair = f"{len(app)}:{app}/{tool}"  # the length first: no app and tool make another pair's text
+def _pair_digest(app: str, name: str) -> str:
+    """A digest naming one of an app's tools or workflows."""
+    pair = f"{len(app)}:{app}/{name}"  # the length first: no app and name make another pair's text
     return hashlib.sha256(pair.encode()).hexdigest()[:32]
 
 

@@ -1,10 +1,10 @@
 """wakeful's Redis function library: every Lua function a role calls, loaded by the admin only.
 
     FUNCTION LOAD REPLACE <code>         admin, at `wakeful dev up` (every start) and `admin acl --apply`
-    FCALL wakeful_v11_<name> ...          executor (leases, action log, a tool's calls per second),
+    FCALL wakeful_v12_<name> ...          executor (leases, action log, a tool's calls per second),
                                           relay (the task index, its outbox trim), gate and timer
                                           (a tenant's in-flight limit: state/fair.py), a downstream
-    FCALL wakeful_v11_library 0           each of them: `wakeful worker` checks it before it starts
+    FCALL wakeful_v12_library 0           each of them: `wakeful worker` checks it before it starts
 
 The library holds the runtime's functions, then those of the downstreams the settings name
 (state/downstreams.py: the example apps' bank and supplier register), in that order. It is persisted

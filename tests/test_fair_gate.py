@@ -3,7 +3,7 @@ handle() and look() against the stack `wakeful dev up` starts (D108): a create o
 held, never refused, and costs no second slot when it comes again; a create the workflow refuses
 is refused at once; a task that ends gives its slot back, and the timer then lets the oldest held
 create in and wakes it, and its replay starts the task; a held create of a higher priority goes
-before older ones (D110)."""
+before older ones (D110); a workflow at its limit holds back only its own creates (D112)."""
 
 from __future__ import annotations
 
@@ -182,4 +182,53 @@ def test_a_held_create_of_a_higher_priority_goes_before_older_ones_of_a_lower(
         assert heads == [urgent, later, old]
     finally:
         client.admin.delete(keys.fair_flight(tenant.name), keys.fair_queue(tenant.name))
+        client.admin.srem(keys.FAIR_QUEUED, tenant.name)
+
+
+def test_a_workflow_at_its_limit_holds_its_own_creates_and_none_of_the_tenants_others(
+    client: BankClient, tenant: Tenant
+) -> None:
+    """D112: a workflow held to 2 of each tenant's tasks queues the tenant's third in the workflow's
+    own queue; the tenant's create of another workflow, queued while one is held, is let in at the
+    timer's next look all the same, and the held one once a task of its workflow gives its slot back."""
+    workflow = ("fairtest", f"w{uuid.uuid4().hex[:8]}")  # an app no stack runs: no role's limit
+    scope = f"workflow:{workflow[0]}:{workflow[1]}"
+    client.limits.set(scope, 2, by=OPERATOR, reason="two at once")
+    gate_redis, timer_redis = acl.connect(client.settings, "gate"), acl.connect(client.settings, "timer")
+    held_line = fair.Line(tenant.name, workflow, own_queue=True)
+    other_line = fair.Line(tenant.name, ("fairtest", "other"))
+    a, b, c, d = (tenant.task(n) for n in "abcd")
+    try:
+        assert fair.take(gate_redis, held_line, a, fair.MOST, 1_000, workflow_limit=2)
+        assert fair.take(gate_redis, held_line, b, fair.MOST, 1_001, workflow_limit=2)
+        assert not fair.take(gate_redis, held_line, c, fair.MOST, 1_002, workflow_limit=2)
+        assert client.admin.zrange(keys.fair_wqueue(tenant.name, *workflow), 0, -1) == [c.encode()]
+        assert not fair.take(gate_redis, other_line, d, fair.MOST, 1_003)  # one is held: it waits its turn
+        assert client.admin.zrange(keys.fair_queue(tenant.name), 0, -1) == [d.encode()]
+        client.admin.srem(keys.FAIR_QUEUED, tenant.name)  # this test's look only, not the fleets'
+        releaser = Releaser(timer_redis, Log(role="timer"))
+        assert releaser.look([tenant.name]) == 1  # d; not c: its workflow is at its limit
+        assert client.admin.zscore(keys.fair_flight(tenant.name), d) is not None
+        assert client.admin.zrange(keys.fair_wqueue(tenant.name, *workflow), 0, -1) == [c.encode()]
+        fair.give_back(gate_redis, tenant.name, b, workflow)  # b ended
+        assert releaser.look([tenant.name]) == 1  # c
+        flight = client.admin.zrange(keys.fair_wflight(tenant.name, *workflow), 0, -1)
+        assert sorted(flight) == sorted([a.encode(), c.encode()])
+        assert releaser.look([tenant.name]) == 0
+        assert not client.admin.exists(keys.fair_queues(tenant.name))  # every queue found empty, dropped
+        assert not client.admin.sismember(keys.FAIR_QUEUED, tenant.name)
+        # A name planted in the tenant's set of queues is logged and dropped, and holds nothing back.
+        client.admin.sadd(keys.fair_queues(tenant.name), b"not a queue", b'["only one"]')
+        assert releaser.look([tenant.name]) == 0
+        assert not client.admin.exists(keys.fair_queues(tenant.name))
+    finally:
+        client.limits.unset(scope, by=OPERATOR, reason="the test is done")
+        client.admin.delete(
+            keys.fair_flight(tenant.name),
+            keys.fair_queue(tenant.name),
+            keys.fair_queues(tenant.name),
+            keys.fair_wflight(tenant.name, *workflow),
+            keys.fair_wqueue(tenant.name, *workflow),
+            keys.fair_wflight(tenant.name, "fairtest", "other"),
+        )
         client.admin.srem(keys.FAIR_QUEUED, tenant.name)

@@ -1,8 +1,8 @@
 """A tenant's in-flight limit on worker processes (D108), with the nap app's tasks, which stay open
 for as long as their create says: a tenant never has more tasks open than its limit, and every
 create held over it is let in and closes exactly once; a tenant's flood holds back no other
-tenant's tasks; and a limit raised live lets held creates in at the timer's next look, the change
-in the limits' history."""
+tenant's tasks; a limit raised live lets held creates in at the timer's next look, the change
+in the limits' history; and a workflow's limit holds each tenant's tasks of it (D112)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import orjson
 import pytest
 from cli_run import with_tests_on_path
 from helpers import run_cli
-from nap_app import NAPPING, POKE
+from nap_app import NAPPING, PAID, PAIRING, POKE, SIGNED
 
 from wakeful.authority.kept import moved
 from wakeful.core import ids
@@ -76,10 +76,10 @@ def fair(settings: Settings, kafka_bootstrap: str, redis_url: str) -> Iterator[C
 
 
 def tenant(client: Client) -> Tenant:
-    """A tenant of its own, whose signer (named as the tenant) may create and poke its tasks."""
+    """A tenant of its own, whose signer (named as the tenant) may create, poke and pair its tasks."""
     name = f"t{uuid.uuid4().hex[:8]}"
     MADE.append(name)
-    client.add_signer(name, (events.CREATE, POKE), tenant=name)
+    client.add_signer(name, (events.CREATE, POKE, SIGNED, PAID), tenant=name)
     return Tenant(name)
 
 
@@ -191,6 +191,52 @@ def test_a_limit_raised_live_releases_held_creates_and_is_in_history(fair: Clien
         ("set", "4", OPERATOR, "room for all"),
     ]
     tidy(client, who, task_ids)
+
+
+def test_a_workflow_at_its_limit_holds_each_tenants_tasks_of_it_and_none_of_their_others(
+    fair: Client,
+) -> None:
+    """D112: the nap workflow held to two of each tenant's tasks in flight: a tenant's flood of
+    naps never has more than two open, another tenant's naps are not held by it, and the flooding
+    tenant's create of another workflow starts while its naps are held."""
+    client, who, other = fair, tenant(fair), tenant(fair)
+    env = with_tests_on_path(dict(os.environ)) | {"WAKEFUL_APP": "nap_app:app"}
+    said = run_cli(env, "authority", "limits", "set", "--workflow", "nap", "--max-in-flight", "2",
+                   "--by", OPERATOR, "--reason", "two naps at once", timeout=60)  # fmt: skip
+    assert said.returncode == 0, said.stderr
+    assert "workflow:naps:nap: at most 2 tasks of each tenant in flight" in said.stderr, said.stderr
+    naps_queue = keys.fair_wqueue(who.name, "naps", "nap")
+    try:
+        naps = flood(client, who, 12, {"sleep_s": 0.3})
+        theirs = flood(client, other, 2, {"sleep_s": 0.3})
+        assert wait_until(lambda: client.admin.zcard(naps_queue) >= 4, 30), client.admin.zcard(naps_queue)
+        client.send(who.name, events.CREATE, {"workflow": "pair"}, task_id="pair")
+        pair = who.task("pair")
+        pairing = wait_until(
+            lambda: client.admin.exists(keys.state(pair)) and client.store.load(pair).stage == PAIRING, 30
+        )
+        assert pairing and client.admin.zcard(naps_queue) > 0  # started while naps were still held
+        done: set[str] = set()
+        assert wait_until(lambda: closed(client, naps + theirs, done) == 14, 90), f"closed {len(done)} of 14"
+    finally:
+        lifted = run_cli(
+            env, "authority", "limits", "unset", "--workflow", "nap", "--by", OPERATOR, timeout=60
+        )
+        assert lifted.returncode == 0, lifted.stderr
+    assert most_open_at_once(client, naps) <= 2
+    for task_id in naps:  # created once, closed once: nothing ran twice
+        cp = client.store.load(task_id)
+        assert (cp.stage, cp.state_version) == ("closed", 2), (task_id, cp.stage, cp.state_version)
+    held = [
+        orjson.loads(line)
+        for line in (LOGS["dir"] / "gate.log").read_bytes().splitlines()
+        if b"gate.fair_held" in line
+    ]
+    assert {h["tenant"] for h in held} & {who.name, other.name} == {who.name}  # the other's naps went at once
+    for kind in (SIGNED, PAID):
+        client.send(who.name, kind, {}, task_id="pair")
+    assert wait_until(lambda: closed(client, [pair]) == 1, 30)
+    assert wait_until(lambda: not client.admin.exists(naps_queue, keys.fair_queues(who.name)), 10)
 
 
 def tidy(client: Client, who: Tenant, task_ids: list[str]) -> None:

@@ -7,8 +7,9 @@ A limit holds a tenant to `max_in_flight` tasks in flight: created and neither e
 workflow's end stages, closed, cancelled) nor parked for a person (needs_review, quarantined). A
 create over it is held, never refused, and let in, oldest first, as the tenant's tasks end. The
 tenant's own record (scope `tenant:N`) outranks the `default` one; with neither, nothing is
-counted, as before limits. A record that does not read never lifts a limit: it holds the tenant
-to DAMAGED.
+counted, as before limits. A workflow's record (scope `workflow:A:W`, D112) holds each tenant to
+`max_in_flight` tasks of that workflow in flight, within the tenant's own limit. A record that
+does not read never lifts a limit: it holds the tenant (or its tasks of the workflow) to DAMAGED.
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from wakeful.authority.limit_store import DEFAULT_SCOPE, MAX_IN_FLIGHT, counting, is_tool, read, scope_of
+from wakeful.authority.limit_store import (
+    DEFAULT_SCOPE,
+    MAX_IN_FLIGHT,
+    counting,
+    is_tool,
+    is_workflow,
+    read,
+    scope_of,
+    workflow_scope,
+)
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.workflow import engine, rates
@@ -61,10 +71,16 @@ def applying(limits: Mapping[str, str], tenant: str) -> Limit | None:
     return None
 
 
+def of_workflow(limits: Mapping[str, str], app: str, workflow: str) -> Limit | None:
+    """The limit on each tenant's tasks of `workflow` of `app` in flight (D112), or None."""
+    raw = limits.get(workflow_scope(app, workflow))
+    return parse(workflow_scope(app, workflow), raw) if raw is not None else None
+
+
 def every(limits: Mapping[str, str]) -> list[Limit | rates.Rate]:
-    """Every record, by scope (the default first, the tools' last), as `wakeful authority limits
-    list` shows them."""
-    order = sorted(limits, key=lambda s: (s != DEFAULT_SCOPE, is_tool(s), s))
+    """Every record, by scope (the default first, then the tenants', the workflows', the tools'),
+    as `wakeful authority limits list` shows them."""
+    order = sorted(limits, key=lambda s: (s != DEFAULT_SCOPE, is_tool(s), is_workflow(s), s))
     return [rates.parse(s, limits[s]) if is_tool(s) else parse(s, limits[s]) for s in order]
 
 
@@ -94,4 +110,5 @@ def retakes(app: App, was: str, cp: Checkpoint, limits: Mapping[str, str]) -> bo
     """Whether a change from stage `was` to `cp` takes a slot again: a person let a parked task
     go on. It is counted at once, never held (a person decided it), even past the limit: the
     tenant's next creates wait for it too."""
-    return was in PARKED and occupies(app, cp) and applying(limits, cp.security.tenant) is not None
+    held = applying(limits, cp.security.tenant) or of_workflow(limits, app.name, cp.business.workflow)
+    return was in PARKED and occupies(app, cp) and held is not None

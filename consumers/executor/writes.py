@@ -203,4 +203,6 @@ class Writes:
         """The task's slot of its tenant's limit, given back once its stored state no longer
         occupies one (D108); giving back a slot it does not hold changes nothing."""
         if limits.frees(self.app, cp, auth.limits):
-            fair.give_back(self.store.client, cp.security.tenant, cp.task_id)
+            fair.give_back(
+                self.store.client, cp.security.tenant, cp.task_id, (self.app.name, cp.business.workflow)
+            )

@@ -46,7 +46,7 @@ def create(
     start = Start(task_id, wake.principal, wake.tenant, fields, wake.auth, now)
     decided = engine.create(app, str(workflow), start)
     if isinstance(decided, Refuse):
-        fair.refused(step)
+        fair.refused(step, str(workflow))
         return writes.finish(event, "rejected", decided.reason, task_id, None, pinned=step.pinned)
     over = fair.held(step, decided.checkpoint)
     if over is not None:

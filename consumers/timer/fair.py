@@ -1,23 +1,27 @@
-"""A timer's look at the held creates: each tenant's queue let in, oldest first, while it is under
-its in-flight limit (D108).
+"""A timer's look at the held creates: each tenant's queues let in, each in its order, while the
+tenant is under its in-flight limit (D108) and each workflow with a queue of its own under its
+workflow's (D112).
 
 About twice a second every timer reads the tenants marked queued (wk:fair:queued) and, if any, the
 limits; while some tenant has held creates it looks every BUSY_S, so that a freed slot is taken
-again at once rather than left empty for most of a look. For each tenant, the queued creates that
-fit now (its limit less its tasks in flight, at most MOST a look) are woken first, as a thaw wakes
-held work (a deadline due now, which this timer's tick publishes at once: the look nudges it),
-then moved into the tenant's flight set by fair_release, which lets in only those
-still queued while there is room. At its wake the gate replays the held create, finds its task
-in flight and creates it. A timer that dies between the two leaves the woken creates queued: the
-gate's fair_take lets a queued create in itself when it fits, and one that does not fit is held
-again and woken at a later look. A tenant whose queue is empty is unmarked (state/fair.py says why
-that cannot lose a create queued meanwhile). A limit raised takes effect at the next look; a
-limit lifted lets the whole queue in, MOST a look. Several timers may look at once: fair_release
-moves each create once, and a create woken twice is replayed once (its held list is drained).
+again at once rather than left empty for most of a look. For each of a tenant's queues, the queued
+creates that fit now (its limit less its tasks in flight, and the queue's workflow's limit less its
+tasks of it, at most MOST a look) are woken first, as a thaw wakes held work (a deadline due now,
+which this timer's tick publishes at once: the look nudges it), then moved into the flight sets by
+fair_release, which lets in only those still queued while there is room. At its wake the gate
+replays the held create, finds its task in flight and creates it. A timer that dies between the two
+leaves the woken creates queued: the gate's fair_take lets a queued create in itself when it fits,
+and one that does not fit is held again and woken at a later look. A tenant whose queues are all
+empty is unmarked, and a workflow's empty queue dropped from the tenant's set (state/fair.py says
+why neither can lose a create queued meanwhile); a name in that set that names no queue is logged
+and dropped. A limit raised takes effect at the next look; a limit lifted lets the whole queue in,
+MOST a look. Several timers may look at once: fair_release moves each create once, and a create
+woken twice is replayed once (its held list is drained).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +53,7 @@ class Releaser:
         self.nudge = nudge or threading.Event()  # set once wakes are due now: the tick looks at once
         self.released = 0
         self.busy = False  # the last look found held creates
+        self._shuffle = random.Random().shuffle  # the order of a tenant's queues at each look
 
     def look(self, tenants: Sequence[str] | None = None) -> int:
         """One look at every tenant with held creates (or at `tenants` only, marked or not: an
@@ -70,23 +75,45 @@ class Releaser:
         return count
 
     def _let_in(self, tenant: str, said: dict[str, str]) -> int:
+        """The tenant's queues, each let in as far as it fits, in an order drawn afresh each look:
+        no queue of the tenant is always first to a freed slot."""
         limit = limits.applying(said, tenant)
         slots = limit.max_in_flight if limit is not None else MAX_IN_FLIGHT
-        heads, empty = fair.heads(self.client, tenant, slots, MOST)
-        if empty:
+        lines, bad = fair.lines(self.client, tenant)
+        if bad:
+            self.log(
+                "timer.fair_queue_unread",
+                tenant=tenant,
+                names=[n[:80].decode("utf-8", "replace") for n in bad],
+            )
+            fair.forget(self.client, tenant, bad)
+        self._shuffle(lines)
+        count, empty = 0, 0
+        for line in lines:
+            let_in, found_empty = self._let_in_line(line, slots, said)
+            count, empty = count + let_in, empty + found_empty
+        if empty == len(lines):
             fair.unmark(self.client, tenant)
-            return 0
+        return count
+
+    def _let_in_line(self, line: fair.Line, slots: int, said: dict[str, str]) -> tuple[int, bool]:
+        """One queue's creates that fit now, woken then moved: how many, and whether it was empty."""
+        of_workflow = limits.of_workflow(said, *line.workflow) if line.workflow else None
+        at_most = of_workflow.max_in_flight if of_workflow is not None else MAX_IN_FLIGHT
+        heads, empty = fair.heads(self.client, line, slots, MOST, workflow_limit=at_most)
+        if empty:
+            if line.own_queue:
+                fair.drop_if_empty(self.client, line)
+            return 0, True
         if not heads:
-            return 0  # full: its tasks in flight end first
+            return 0, False  # full: its tasks in flight end first
         now_ms = int(self.clock() * 1000)
         # Woken before they are moved: a crash in between leaves them queued, never in flight unwoken.
         self.client.zadd(keys.DEADLINES, {f"{task}|{now_ms}": now_ms for task in heads})
         self.nudge.set()
-        left = fair.release(self.client, tenant, slots, now_ms, heads)
-        if left == 0:
-            fair.unmark(self.client, tenant)
-        self.log("timer.fair_released", tenant=tenant, tasks=len(heads), queued=left)
-        return len(heads)
+        left = fair.release(self.client, line, slots, now_ms, heads, workflow_limit=at_most)
+        self.log("timer.fair_released", tenant=line.tenant, queue=line.name, tasks=len(heads), queued=left)
+        return len(heads), left == 0
 
 
 def start(releaser: Releaser, stop: threading.Event) -> threading.Thread:

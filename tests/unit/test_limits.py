@@ -9,7 +9,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from wakeful.authority.limit_store import DEFAULT_SCOPE, encode, scope_of
+from wakeful.authority.limit_store import (
+    DEFAULT_SCOPE,
+    checked_scope,
+    counting,
+    encode,
+    scope_of,
+    workflow_scope,
+)
 from wakeful.authority.snapshot import Snapshot
 from wakeful.core.errors import ConfigError
 from wakeful.examples.refund import app as refund_app
@@ -136,3 +143,51 @@ def test_a_parked_task_a_person_lets_go_on_is_counted_again(
     was: str, now: str, stored: dict[str, str], retakes: bool
 ) -> None:
     assert limits.retakes(refund_app, was, task(now), stored) is retakes
+
+
+WORKFLOW = workflow_scope("refund", "refund")
+
+
+@pytest.mark.parametrize(
+    ("stored", "held_to"),
+    [
+        ({}, None),
+        ({WORKFLOW: record(2)}, 2),
+        ({workflow_scope("refund", "other"): record(2)}, None),  # another workflow's
+        ({workflow_scope("shop", "refund"): record(2)}, None),  # another app's workflow of the name
+        ({DEFAULT_SCOPE: record(5)}, None),  # a tenant's limit is not a workflow's
+        ({WORKFLOW: "not json"}, limits.DAMAGED),  # damaged: never lifted
+    ],
+)
+def test_a_workflows_limit_holds_its_own_workflow_of_its_own_app_only(
+    stored: dict[str, str], held_to: int | None
+) -> None:
+    found = limits.of_workflow(stored, "refund", "refund")
+    assert (found.max_in_flight if found is not None else None) == held_to
+
+
+def test_a_workflows_limit_counts_tasks_and_takes_a_parked_task_back_when_it_alone_is_stored() -> None:
+    stored = {WORKFLOW: record(2)}
+    assert counting(stored) and limits.applying(stored, "acme") is None  # no tenant's limit
+    assert limits.frees(refund_app, task(CLOSED), stored)
+    assert limits.retakes(refund_app, NEEDS_REVIEW, task("ready"), stored)
+    every = limits.every({**stored, DEFAULT_SCOPE: record(9), scope_of("acme"): record(3)})
+    assert [r.scope for r in every] == [DEFAULT_SCOPE, scope_of("acme"), WORKFLOW]
+
+
+@pytest.mark.parametrize(
+    ("scope", "ok"),
+    [
+        ("workflow:refund:refund", True),
+        ("workflow:refund", False),
+        ("workflow:a:b:c", False),
+        ("workflow:a:b c", False),
+    ],
+)
+def test_a_workflows_scope_names_one_workflow_of_one_app(scope: str, ok: bool) -> None:
+    if ok:
+        assert checked_scope(scope) == scope
+    else:
+        with pytest.raises(ConfigError) as refused:
+            checked_scope(scope)
+        assert refused.value.setting == "--workflow"
