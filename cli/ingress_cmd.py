@@ -34,6 +34,22 @@ from wakeful.core.settings import Settings
     help="Posts one key may send at once before --rate holds it back (WAKEFUL_INGRESS_BURST).",
 )
 @click.option(
+    "--tenant-rate",
+    default=None,
+    type=click.FloatRange(min=0.001),
+    envvar="WAKEFUL_INGRESS_TENANT_RATE",
+    help="Posts per second all of one tenant's keys may send together (WAKEFUL_INGRESS_TENANT_RATE); "
+    "default: no such bound, each key held by --rate alone.",
+)
+@click.option(
+    "--tenant-burst",
+    default=None,
+    type=click.IntRange(min=1),
+    envvar="WAKEFUL_INGRESS_TENANT_BURST",
+    help="Posts a tenant's keys may send at once before --tenant-rate holds them back "
+    "(WAKEFUL_INGRESS_TENANT_BURST; default: two seconds' worth).",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(1, 65535),
     envvar="WAKEFUL_INGRESS_METRICS_PORT",
@@ -56,6 +72,8 @@ def ingress(  # noqa: PLR0917 -- click passes every option as a parameter
     port: int | None,
     rate: float,
     burst: int,
+    tenant_rate: float | None,
+    tenant_burst: int | None,
     metrics_port: int | None,
     metrics_host: str,
 ) -> None:
@@ -80,7 +98,15 @@ def ingress(  # noqa: PLR0917 -- click passes every option as a parameter
     scrape = (metrics_host, metrics_port) if metrics_port is not None else None
     if scrape is not None:
         say(f"its metrics on http://{metrics_host}:{metrics_port}/metrics (never on the door's port)")
-    door.main(settings, host, port, Limit(rate=rate, burst=burst), scrape)
+    if tenant_burst is not None and tenant_rate is None:
+        raise click.UsageError("--tenant-burst goes with --tenant-rate")
+    per_tenant = None
+    if tenant_rate is not None:
+        per_tenant = Limit(rate=tenant_rate, burst=tenant_burst or max(1, int(2 * tenant_rate)))
+        say(
+            f"each tenant's keys together: at most {tenant_rate:g} posts a second, {per_tenant.burst} at once"
+        )
+    door.main(settings, host, port, Limit(rate=rate, burst=burst), scrape, per_tenant=per_tenant)
 
 
 @click.command("bench-ingress")

@@ -8,11 +8,11 @@ nothing of Progress.
 
 No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
 are in no role's rules. The executor, the relay (the task index, its outbox trim), the gate and
-the timer (a tenant's in-flight limit) and a downstream's credential FCALL the functions the admin
-loaded (state/library.py). Redis 7.0 cannot
-name a function in an ACL rule, so `+fcall` lets a role call any loaded function; but FCALL's keys
-must fit the selector that grants it, and a function runs with the caller's rights, so each
-selector with `+fcall` also grants exactly the commands its functions run (docs/decisions.md D31).
+the timer (the in-flight limits) and a downstream's credential FCALL the functions the admin
+loaded (state/library.py). Redis 7.0 cannot name a function in an ACL rule, so `+fcall` lets a
+role call any loaded function; but FCALL's keys must fit the selector that grants it, and a
+function runs with the caller's rights, so each selector with `+fcall` also grants exactly the
+commands its functions run (docs/decisions.md D31).
 Each role's password is in its own secrets folder (state/credentials.py).
 """
 
@@ -115,9 +115,8 @@ _MEMORY_READ = f"(%R~{keys.PATTERN_MEMORY} +hgetall)"
 
 # A tenant's in-flight limit (state/fair.py, D108) and its workflows' (D112): the gate admits a
 # create or queues it (fair_take) and marks the tenant; the timer lets queued creates in
-# (fair_release) and unmarks a tenant whose queues are empty. The functions' keys share one
-# selector that may only call functions. The gate and the executor give a task's slot back (ZREM);
-# the gate counts a task a person let out of review again (ZADD NX).
+# (fair_release), unmarks a tenant whose queues are empty, and mends leaked slots. The functions'
+# keys share one selector that may only call functions. The gate and the executor give a slot back.
 _FAIR_FLIGHTS = f"~{keys.PATTERN_FAIR_FLIGHT} ~{keys.PATTERN_FAIR_WFLIGHT}"
 _FAIR_SETS = f"{_FAIR_FLIGHTS} ~{keys.PATTERN_FAIR_QUEUE} ~{keys.PATTERN_FAIR_WQUEUE}"
 _FAIR_KEYS = f"{_FAIR_SETS} ~{keys.PATTERN_FAIR_QUEUES}"
@@ -126,8 +125,8 @@ _FAIR_TAKE = (
     f"(~{keys.PATTERN_FAIR_QUEUES} +scard +sadd) (~{keys.FAIR_QUEUED} +sadd)"
 )
 _FAIR_RELEASE = (
-    f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_SETS} +zcard +zrange +zrem +zadd) "
-    f"(~{keys.PATTERN_FAIR_QUEUES} +smembers +scard +srem +sadd) "
+    f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_SETS} +zcard +zrange +zrangebyscore +zrem +zadd) "
+    f"(~{keys.PATTERN_FAIR_QUEUES} +smembers +scard +srem +sadd) (%R~{keys.PATTERN_STATE} +exists) "
     f"(~{keys.FAIR_QUEUED} +smembers +srem +sadd) (%R~{keys.AUTH_LIMITS} +hgetall)"
 )
 _FAIR_GIVE_BACK = f"({_FAIR_FLIGHTS} +zrem)"
@@ -170,7 +169,8 @@ RULES: dict[str, str] = {
     # quarantined or leased, for the tasks nothing will wake (D85).
     # Its schedules (consumers/timer/schedules.py) read the schedules, claim a tick before it is
     # published, and move each schedule's newest published tick forward, never back (ZADD GT).
-    # Its look at the held creates (consumers/timer/fair.py) reads the limits and lets them in.
+    # Its look at the held creates (consumers/timer/fair.py) reads the limits, lets them in, and
+    # gives back slots whose tasks are not stored (EXISTS).
     "timer": (
         f"resetkeys -@all {_KEYLESS} +scan (~{keys.DEADLINES} +zrangebyscore +zrem +zadd +zcard) "
         f"(%R~{keys.AUTH_SCHEDULES} +hgetall) (~{keys.SCHEDULE_FIRED} +zadd +zrange) "

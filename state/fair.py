@@ -266,6 +266,43 @@ def drop_if_empty(client: redis.Redis, line: Line) -> None:
         client.sadd(keys.fair_queues(line.tenant), line.name)
 
 
+def mend(client: redis.Redis, before_ms: int, chunk: int = 500) -> int:
+    """Give back every slot admitted before `before_ms` whose task has no state: removed by hand or
+    by a purge while it held one, or let in and then refused at its replay, where no change gave it
+    back. A slot is never taken from a stored task, and a create let in and not yet replayed takes
+    its slot again (or is held again) at its replay. How many went."""
+    mended = 0
+    for pattern in (keys.PATTERN_FAIR_FLIGHT, keys.PATTERN_FAIR_WFLIGHT):
+        for name in list(client.scan_iter(match=pattern, count=1000)):
+            start = 0
+            while True:
+                found: Any = client.zrangebyscore(name, "-inf", before_ms, start=start, num=chunk)
+                gone = _stateless(client, [t.decode("utf-8", "replace") for t in found])
+                if gone:
+                    client.zrem(name, *gone)
+                    mended += len(gone)
+                if len(found) < chunk:
+                    break
+                start += chunk - len(gone)
+    return mended
+
+
+def _stateless(client: redis.Redis, task_ids: Sequence[str]) -> list[str]:
+    """Those of `task_ids` with no state key (or no task id's shape: planted)."""
+    named = []
+    for task_id in task_ids:
+        try:
+            named.append((task_id, keys.state(task_id)))
+        except ValueError:
+            named.append((task_id, ""))
+    pipe = client.pipeline(transaction=False)
+    for _, key in named:
+        if key:
+            pipe.exists(key)
+    there = iter(pipe.execute() if any(key for _, key in named) else [])
+    return [task_id for task_id, key in named if not key or not next(there)]
+
+
 def unmark(client: redis.Redis, tenant: str) -> None:
     """Unmark a tenant whose queues were found empty, then look again: a create queued meanwhile
     marked it before or after, and either way it stays marked."""

@@ -188,6 +188,33 @@ def test_a_key_over_its_rate_is_answered_429_with_retry_after_and_a_repeat_spend
     assert key_id in limited[0].json()["error"]
 
 
+def test_a_tenants_keys_together_are_held_to_its_rate_at_the_door_and_no_other_tenants_are(
+    client: Client,
+) -> None:
+    """With a tenant's rate, one tenant's many keys cannot take the door for themselves: its third
+    post in a burst of two is answered 429 naming the tenant, whichever key sends it, while another
+    tenant's key posts on."""
+    tenants = [f"door-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    flooding = [f"{tenants[0]}-k{i}" for i in range(3)]
+    for principal in flooding:
+        client.add_signer(principal, (events.RUN,), tenant=tenants[0])
+    client.add_signer(tenants[1], (events.RUN,), tenant=tenants[1])
+    json = {"Content-Type": "application/json"}
+
+    def sent(principal: str) -> httpx.Response:
+        event = sign_event(client.signer(principal), events.RUN, task_id=f"t-{uuid.uuid4().hex[:8]}")
+        return post(f"{door}/v1/events", event.encode(), json)
+
+    env = {"WAKEFUL_INGRESS_TENANT_RATE": "0.5", "WAKEFUL_INGRESS_TENANT_BURST": "2"}
+    with ingress_door(env) as door:
+        answers = [sent(principal) for principal in flooding]  # one post per key: each under its own rate
+        other = sent(tenants[1])
+    assert [a.status_code for a in answers] == [202, 202, 429], [a.text for a in answers]
+    assert f"tenant {tenants[0]} is over its rate" in answers[2].json()["error"]
+    assert int(answers[2].headers["Retry-After"]) >= 1
+    assert other.status_code == 202, other.text
+
+
 def _published_since(bootstrap: str, marks: Any) -> set[str]:
     """The event ids on wakeful.events from `marks` to each partition's end now."""
     consumer = Consumer(

@@ -87,6 +87,7 @@ class EventDoor:
         max_age: float,
         per_key: Limit,
         per_client: Limit,
+        per_tenant: Limit | None = None,
         seal: SignerSeal | None = None,
     ) -> None:
         self.authority = AuthorityStore(client, seal)  # the seal opens HMAC secrets (D91)
@@ -96,6 +97,9 @@ class EventDoor:
         self.max_age = timedelta(seconds=max_age)
         self.keys = Buckets(per_key, time.monotonic)
         self.clients = Buckets(per_client, time.monotonic)
+        # Every key of a tenant together, when the door is given a tenant's rate: one tenant's many
+        # keys cannot take the door for themselves (docs/limits.md).
+        self.tenants = Buckets(per_tenant, time.monotonic) if per_tenant is not None else None
         # The identities (key id, event id) published within the max age: a delivery sent again
         # (a retry, or one captured on the way) is answered as taken, not published again, and
         # spends nothing of its key's allowance; past the max age it is refused as stale. Inbound's
@@ -159,6 +163,11 @@ class EventDoor:
         if wait > 0:
             self.clients.take(client)
             return self._limited(request, f"key {parsed.key_id} is over its rate", wait)
+        tenant = found[0].tenant if found is not None else ""
+        wait = self.tenants.take(tenant) if self.tenants is not None else 0.0
+        if wait > 0:
+            self.clients.take(client)
+            return self._limited(request, f"tenant {tenant} is over its rate at this door", wait)
         failed = await self.publisher.publish(parsed.routing_key, raw, parsed.event_id, PUBLISH_TIMEOUT_S)
         if failed is not None:
             return self._unavailable(request, failed)

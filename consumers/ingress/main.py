@@ -119,6 +119,8 @@ def main(
     port: int,
     per_key: Limit = PER_KEY,
     metrics_at: tuple[str, int] | None = None,
+    *,
+    per_tenant: Limit | None = None,
 ) -> None:
     """Serve the door until interrupted; with metrics_at (host, port), its metrics there, apart."""
     if metrics_at is not None:  # bound first: a taken port stops the start at once, named
@@ -137,9 +139,13 @@ def main(
         max_age=settings.event_max_age,
         per_key=per_key,
         per_client=PER_CLIENT_REFUSED,
+        per_tenant=per_tenant,
         seal=seal,
     )
-    log("ingress.start", host=host, port=port, rate=per_key.rate, burst=per_key.burst)
+    tenant_rate = per_tenant.rate if per_tenant is not None else None
+    log(
+        "ingress.start", host=host, port=port, rate=per_key.rate, burst=per_key.burst, tenant_rate=tenant_rate
+    )
     app = build(client, log, writes, publisher, index_keys)
     with tracing.started("ingress"):  # on only when an OTLP endpoint is set (docs/tracing.md)
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

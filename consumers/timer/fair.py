@@ -39,6 +39,8 @@ from wakeful.workflow import limits
 POLL_S = 0.5  # with no creates held anywhere: a tenant's first held create is looked at this late
 BUSY_S = 0.05  # while creates are held: a freed slot is given to one at most about this late
 MOST = 200  # creates let in per tenant per look: a lifted limit's queue does not flood the wakes
+MEND_EVERY_S = 300.0  # how often a timer gives back the slots of tasks that are not stored
+MEND_AFTER_S = 3600.0  # a slot so old with no task stored is leaked: a create is stored in ms
 
 
 class Releaser:
@@ -54,11 +56,14 @@ class Releaser:
         self.released = 0
         self.busy = False  # the last look found held creates
         self._shuffle = random.Random().shuffle  # the order of a tenant's queues at each look
+        self.mended_at = clock()  # not at start: a fleet that starts after an outage looks first
 
     def look(self, tenants: Sequence[str] | None = None) -> int:
         """One look at every tenant with held creates (or at `tenants` only, marked or not: an
         operator's or a test's look at one tenant); how many were let in."""
         self.busy = False  # until the read says otherwise: a look that fails waits as if idle
+        if tenants is None and self.clock() - self.mended_at >= MEND_EVERY_S:
+            self.mend()
         tenants = fair.queued(self.client) if tenants is None else list(tenants)
         self.busy = bool(tenants)
         if not tenants:
@@ -73,6 +78,16 @@ class Releaser:
                 self.log("timer.fair_unreleased", tenant=tenant, error=str(exc))
         self.released += count
         return count
+
+    def mend(self) -> int:
+        """Give back the slots taken MEND_AFTER_S ago or more whose tasks are not stored (a task
+        removed by hand, or a create let in and refused at its replay): a leak would hold its
+        tenant to fewer tasks for good. How many went."""
+        self.mended_at = self.clock()
+        mended = fair.mend(self.client, int((self.clock() - MEND_AFTER_S) * 1000))
+        if mended:
+            self.log("timer.fair_mended", slots=mended)
+        return mended
 
     def _let_in(self, tenant: str, said: dict[str, str]) -> int:
         """The tenant's queues, each let in as far as it fits, in an order drawn afresh each look:
