@@ -212,9 +212,11 @@ def test_a_workflow_at_its_limit_holds_each_tenants_tasks_of_it_and_none_of_thei
         assert wait_until(lambda: client.admin.zcard(naps_queue) >= 4, 30), client.admin.zcard(naps_queue)
         client.send(who.name, events.CREATE, {"workflow": "pair"}, task_id="pair")
         pair = who.task("pair")
-        pairing = wait_until(
-            lambda: client.admin.exists(keys.state(pair)) and client.store.load(pair).stage == PAIRING, 30
-        )
+
+        def paired() -> bool:
+            return bool(client.admin.exists(keys.state(pair))) and client.store.load(pair).stage == PAIRING
+
+        pairing = wait_until(paired, 30)
         assert pairing and client.admin.zcard(naps_queue) > 0  # started while naps were still held
         done: set[str] = set()
         assert wait_until(lambda: closed(client, naps + theirs, done) == 14, 90), f"closed {len(done)} of 14"
