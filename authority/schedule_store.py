@@ -18,6 +18,7 @@ from wakeful.authority import switches
 from wakeful.authority.kept import moved
 from wakeful.core.cron import CATCH_UP
 from wakeful.core.errors import ConfigError, Contention, DecodeError
+from wakeful.core.ids import DEFAULT_TENANT, TENANT_RE
 from wakeful.schemas.schedule import ScheduleRecord
 from wakeful.state import keys
 
@@ -33,14 +34,27 @@ class ScheduleStore:
         self.clock = clock
 
     def add(
-        self, name: str, rule: str, workflow: str, payload: dict[str, Any], *, by: str, catch_up: str
+        self,
+        name: str,
+        rule: str,
+        workflow: str,
+        payload: dict[str, Any],
+        *,
+        by: str,
+        catch_up: str,
+        tenant: str = DEFAULT_TENANT,
     ) -> ScheduleRecord:
-        """A new schedule, ticking from now; ConfigError if the name is taken or a field is wrong."""
+        """A new schedule of `tenant`'s tasks, ticking from now; ConfigError if the name is taken or a
+        field is wrong."""
         by, _ = switches.checked_words(by, "", reason_needed=False)
         if catch_up not in CATCH_UP:
             raise ConfigError("--catch-up", f"{catch_up!r} is not one of {', '.join(CATCH_UP)}")
         if not keys.SCHEDULE_NAME.fullmatch(name):
             raise ConfigError("NAME", f"{name!r} must match {keys.SCHEDULE_NAME.pattern}")
+        if not TENANT_RE.fullmatch(tenant):
+            raise ConfigError(
+                "--tenant", f"{tenant[:60]!r} is not a tenant: it must match {TENANT_RE.pattern}"
+            )
         record = ScheduleRecord(
             name=name,
             rule=rule,
@@ -49,6 +63,7 @@ class ScheduleStore:
             catch_up=catch_up,
             by=by,
             since=self.clock(),
+            tenant=tenant,
         )
 
         def write(pipe: Any) -> ScheduleRecord:
@@ -56,7 +71,10 @@ class ScheduleStore:
                 raise ConfigError("NAME", f"schedule {name} exists: delete it first, or choose another name")
             pipe.multi()
             pipe.hset(keys.AUTH_SCHEDULES, name, record.encode())
-            self._record(pipe, name, ADD, by, f"{rule} -> {workflow}, catch-up {catch_up}")
+            said = f"{rule} -> {workflow}, catch-up {catch_up}" + (
+                f", tenant {tenant}" if tenant != DEFAULT_TENANT else ""
+            )
+            self._record(pipe, name, ADD, by, said)
             return record
 
         return self._watched(write)

@@ -11,11 +11,13 @@ import orjson
 
 from wakeful.cli.app_option import app_option
 from wakeful.cli.kill_cmds import operator
-from wakeful.cli.output import emit
+from wakeful.cli.output import emit, say
 from wakeful.core.cron import CATCH_UP
 from wakeful.core.errors import ConfigError
+from wakeful.core.ids import DEFAULT_TENANT, TENANT_RE
 from wakeful.core.settings import Settings
 from wakeful.operate.client import Client
+from wakeful.schemas import events
 from wakeful.schemas.schedule import ScheduleRecord
 from wakeful.workflow import schedules
 
@@ -50,6 +52,12 @@ def schedule() -> None:
     show_default=True,
     help="After an outage: skip the missed ticks, run the newest one, or run all of them.",
 )
+@click.option(
+    "--tenant",
+    default=DEFAULT_TENANT,
+    show_default=True,
+    help="The tenant whose tasks the ticks start; its ticks are signed by `scheduler@<tenant>`.",
+)
 @by_option
 @json_option
 @click.pass_obj
@@ -61,13 +69,17 @@ def schedule_add(
     workflow: str,
     payload: str,
     catch_up: str,
+    tenant: str,
     by: str,
     as_json: bool,
 ) -> None:
     """Add schedule NAME: from now on, each tick of --cron or --every starts one task of --workflow
-    with --payload, signed by the `scheduler` principal."""
+    with --payload in --tenant, signed by the `scheduler` principal (another tenant's:
+    `scheduler@<tenant>`, registered here if it is not yet)."""
     client = Client(settings)
     operator(client, by)
+    if not TENANT_RE.fullmatch(tenant):
+        raise click.BadParameter(f"{tenant[:60]!r} must match {TENANT_RE.pattern}", param_hint="'--tenant'")
     try:
         rule = schedules.rule_text(cron_expr, every)
     except ValueError as exc:
@@ -78,7 +90,14 @@ def schedule_add(
             f"app {client.app.name} has no workflow {workflow!r}; it has {have}", param_hint="'--workflow'"
         )
     fields = _payload(payload)
-    added = client.schedules.add(name, rule, workflow, fields, by=by, catch_up=catch_up)
+    if tenant != DEFAULT_TENANT:  # its own scheduler: a signer of the tenant, as any upstream of it
+        principal = schedules.signer_of(tenant)
+        key_id = client.add_signer(principal, (events.CREATE,), tenant=tenant)
+        say(
+            f"ticks of tenant {tenant} are signed by {principal} ({key_id}); every timer reads its key "
+            f"from {client.keystore() / f'{principal}.key'}"
+        )
+    added = client.schedules.add(name, rule, workflow, fields, by=by, catch_up=catch_up, tenant=tenant)
     row = _row(added, None)
     emit(row, as_json, f"schedule {name} added: {row['rule']}, next tick {row['next_tick']}")
 
@@ -170,4 +189,5 @@ def _row(found: ScheduleRecord, fired: Any) -> dict[str, Any]:
 
 def _line(row: dict[str, Any]) -> str:
     state = "paused" if row["paused"] else f"next {row['next_tick']}"
-    return f"{row['rule']:<24} {row['workflow']:<20} catch-up {row['catch_up']:<4} {state}"
+    tenant = f" tenant {row['tenant']}" if row.get("tenant", DEFAULT_TENANT) != DEFAULT_TENANT else ""
+    return f"{row['rule']:<24} {row['workflow']:<20} catch-up {row['catch_up']:<4} {state}{tenant}"

@@ -1,6 +1,6 @@
 """A schedule, as the authority store keeps it (authority/schedule_store.py): what starts a task of
-which workflow, on what rule, on whose word, and what a restart after an outage runs of the ticks it
-missed (workflow/schedules.py)."""
+which workflow in which tenant, on what rule, on whose word, and what a restart after an outage
+runs of the ticks it missed (workflow/schedules.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StringConstraints
 
+from wakeful.core.ids import DEFAULT_TENANT, TENANT
 from wakeful.schemas.base import Record
 
 ScheduleName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,39}$")]
+Tenant = Annotated[str, StringConstraints(pattern=f"^{TENANT}$")]
 
 
 class ScheduleRecord(Record):
     """One schedule. `rule` is "cron:<5 fields>" or "every:<seconds>"; no tick at or before `since`
-    (its creation, or its last resume) is owed."""
+    (its creation, or its last resume) is owed. Its tasks are `tenant`'s (D113): a record written
+    before tenants had none, and is the default tenant's."""
 
     KIND: ClassVar[str] = "schedule"
     SCHEMA: ClassVar[int] = 1
@@ -30,3 +33,11 @@ class ScheduleRecord(Record):
     by: str = Field(max_length=128)
     since: datetime
     paused: bool = False
+    tenant: Tenant = DEFAULT_TENANT
+
+    def encode(self) -> bytes:
+        """As stored: a default tenant's schedule without its tenant, as the release before wrote
+        it and reads it (a timer of that release, in a rolling upgrade, reads it still)."""
+        if self.tenant != DEFAULT_TENANT:
+            return super().encode()
+        return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude={"tenant"})

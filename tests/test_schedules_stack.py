@@ -14,6 +14,7 @@ import pytest
 from cli_run import doc, wakeful
 
 from wakeful.consumers.kafka.supervisor import ROLES
+from wakeful.core import ids
 from wakeful.core.errors import TaskNotFound
 from wakeful.core.process import wait_until
 from wakeful.core.settings import Settings
@@ -155,3 +156,30 @@ def the_commands_add_list_pause_resume_and_delete_a_schedule(client: Client) -> 
         (quick, "delete"),
     ]
     assert not {nightly, quick} & {r["name"] for r in doc(wakeful("schedule", "list", "--json"))["schedules"]}
+
+
+def test_a_schedule_of_another_tenant_starts_its_tasks_in_that_tenant_signed_by_its_own_scheduler(
+    timers: tuple[Client, Fleet],
+) -> None:
+    """D113: `--tenant` registers the tenant's own scheduler, whose key the timers sign its ticks
+    with: each tick's task is the tenant's, in its namespace, and none is the default tenant's."""
+    client, _ = timers
+    mark = os.urandom(3).hex()
+    tenant, name = f"sched-{mark}", f"tenanted-{mark}"
+    added = wakeful(
+        "schedule", "add", name, "--every", "1s", "--workflow", "refund", "--payload", '{"amount": 90}',
+        "--tenant", tenant, "--by", "ops-lead", "--json",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert f"signed by scheduler@{tenant}" in added.stderr and doc(added)["tenant"] == tenant, added
+    try:
+        assert wait_until(lambda: name in client.schedules.fired(), 30)
+        tick = client.schedules.fired()[name]  # the newest published, before the delete forgets it
+    finally:
+        assert wakeful("schedule", "delete", name, "--by", "ops-lead").returncode == 0
+    task_id = ids.task_in(tenant, schedules.task_id(name, tick))
+    assert wait_until(lambda: started(client, task_id), SETTLE_S)
+    assert client.wait_settled(task_id, SETTLE_S)["stage"] == "closed"
+    security = client.store.load(task_id).security
+    assert (security.tenant, security.principal_ref) == (tenant, f"principal:scheduler@{tenant}")
+    assert not started(client, schedules.task_id(name, tick))  # nothing in the default tenant's namespace

@@ -13,11 +13,20 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from wakeful.core import cron
+from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.schemas.schedule import ScheduleRecord
 
 CRON, EVERY = "cron:", "every:"
 TICK_FORMAT = "%Y%m%dT%H%M%S"
 BATCH = 100  # ticks of one schedule published in one look, at most
+SCHEDULER = "scheduler"  # the principal whose key signs the default tenant's ticks
+
+
+def signer_of(tenant: str) -> str:
+    """The principal whose key signs the ticks of a schedule of `tenant` (D113): `scheduler` for the
+    default tenant, `scheduler@<tenant>` for another, a signer registered in that tenant, so that
+    each tick's task is that tenant's, in its namespace, as any of its upstreams' creates are."""
+    return SCHEDULER if tenant == DEFAULT_TENANT else f"{SCHEDULER}@{tenant}"
 
 
 def rule_text(cron_expr: str | None, every: str | None) -> str:

@@ -129,7 +129,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     # The sweep's own connection: its pipelines never wait behind a tick's, nor a tick behind them.
     sweep = Sweep(acl.connect(settings, "timer"), load_app(settings.app), log, settings.sweep_s)
     timer = Timer(client, producer, log, failures, sweep)
-    signer = functools.cache(lambda: local_signer(settings, timer_schedules.SCHEDULER))
+    signer = functools.cache(lambda principal: local_signer(settings, principal))  # one per tenant
     scheduler = Scheduler(acl.connect(settings, "timer"), producer, signer, log)
     # The held creates' look (D108), on a connection of its own as the schedules' is.
     releaser = timer_fair.Releaser(acl.connect(settings, "timer"), log, nudge=timer.nudge)

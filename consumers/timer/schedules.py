@@ -1,4 +1,5 @@
-"""A timer's schedules: each due tick published as a signed task.create on wakeful.events (D104).
+"""A timer's schedules: each due tick published as a signed task.create on wakeful.events (D104),
+signed by its tenant's scheduler (D113).
 
 Every timer looks about once a second. For a schedule with ticks due (workflow/schedules.py, from
 the newest tick published, wk:schedule:fired), one timer claims the batch by its first tick (SET NX
@@ -36,7 +37,7 @@ from wakeful.workflow import schedules
 
 POLL_S = 1.0  # a tick is published at most about this late
 CLAIM_MS = 15_000  # a claim's ttl: how long a dead timer's batch waits for another
-SCHEDULER = "scheduler"  # the principal whose key signs every tick
+SCHEDULER = schedules.SCHEDULER  # the principal whose key signs the default tenant's ticks
 
 
 class Scheduler:
@@ -44,13 +45,13 @@ class Scheduler:
         self,
         client: redis.Redis,
         producer: Producer,
-        signer: Callable[[], Signer],
+        signer: Callable[[str], Signer],
         log: Log,
     ) -> None:
         self.client = client
         self.producer = producer
         self.failures = DeliveryFailures()  # its own: the deadlines' thread shares the producer
-        self.signer = signer  # loaded when a tick is first due: a stack without schedules needs no key
+        self.signer = signer  # a principal's, loaded when its first tick is due: no schedules, no key
         self.log = log
         self.who = f"{socket.gethostname()}:{os.getpid()}"
         self.published = 0
@@ -83,9 +84,9 @@ class Scheduler:
 
     def _publish(self, schedule: ScheduleRecord, ticks: list[datetime]) -> int:
         try:
-            signer = self.signer()
-        except WakefulError as exc:
-            self._say("timer.schedule_unsigned", schedule.name, error=str(exc))
+            signer = self.signer(schedules.signer_of(schedule.tenant))
+        except WakefulError as exc:  # another tenant's scheduler is added with `--tenant <it>`
+            self._say("timer.schedule_unsigned", schedule.name, error=str(exc), tenant=schedule.tenant)
             return 0
         payload = {**schedule.payload, WORKFLOW_FIELD: schedule.workflow}
         for tick in ticks:

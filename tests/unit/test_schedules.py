@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wakeful.core import ids
+from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.schemas.schedule import ScheduleRecord
 from wakeful.workflow import schedules
 
@@ -83,3 +84,22 @@ def test_each_tick_has_one_task_id_and_one_event_id_both_valid_and_the_task_id_s
     assert schedules.tick_of(task, {name}) == (name, tick)
     assert schedules.tick_of(task, {"other"}) is None
     assert (task, event) == (schedules.task_id(name, tick), schedules.event_id(name, tick))
+
+
+def test_another_tenants_ticks_are_signed_by_its_own_scheduler_a_valid_principal() -> None:
+    assert schedules.signer_of(DEFAULT_TENANT) == "scheduler"
+    assert schedules.signer_of("acme.eu") == "scheduler@acme.eu"
+    assert ids.KEY_ID_RE.fullmatch(f"key-{schedules.signer_of('a' * 64)}")  # any tenant's name fits
+
+
+def test_a_schedule_stored_before_tenants_reads_as_the_default_tenants_and_is_stored_as_it_was() -> None:
+    old = ScheduleRecord.decode(
+        b'{"schema_version":1,"name":"nightly","rule":"every:60","workflow":"refund","payload":{},'
+        b'"catch_up":"one","by":"ops-lead","since":"2026-12-01T00:00:00Z","paused":false}'
+    )
+    assert old.tenant == DEFAULT_TENANT
+    assert b"tenant" not in old.encode()  # a timer of the release before reads it still
+    acme = ScheduleRecord.model_validate({**old.model_dump(), "tenant": "acme"})
+    assert ScheduleRecord.decode(acme.encode()).tenant == "acme"
+    with pytest.raises(ValueError):
+        ScheduleRecord.model_validate({**old.model_dump(), "tenant": "no spaces"})
