@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import redis
 
@@ -22,7 +22,7 @@ from wakeful.core.ids import DEFAULT_TENANT, TENANT_RE
 from wakeful.schemas.schedule import ScheduleRecord
 from wakeful.state import keys
 
-ADD, PAUSE, RESUME, DELETE = "add", "pause", "resume", "delete"
+ADD, PAUSE, RESUME, DELETE, RAN = "add", "pause", "resume", "delete", "ran"
 T = TypeVar("T")
 
 
@@ -43,9 +43,10 @@ class ScheduleStore:
         by: str,
         catch_up: str,
         tenant: str = DEFAULT_TENANT,
+        job: Literal["create", "purge"] = "create",
     ) -> ScheduleRecord:
-        """A new schedule of `tenant`'s tasks, ticking from now; ConfigError if the name is taken or a
-        field is wrong."""
+        """A new schedule of `tenant`'s tasks (or, `job` "purge", of the app's retention purge),
+        ticking from now; ConfigError if the name is taken or a field is wrong."""
         by, _ = switches.checked_words(by, "", reason_needed=False)
         if catch_up not in CATCH_UP:
             raise ConfigError("--catch-up", f"{catch_up!r} is not one of {', '.join(CATCH_UP)}")
@@ -64,6 +65,7 @@ class ScheduleStore:
             by=by,
             since=self.clock(),
             tenant=tenant,
+            job=job,
         )
 
         def write(pipe: Any) -> ScheduleRecord:
@@ -78,6 +80,13 @@ class ScheduleStore:
             return record
 
         return self._watched(write)
+
+    def ran(self, name: str, by: str, said: str) -> None:
+        """A purge schedule's run, in the history beside its changes: what it did, on whose word."""
+        with self.client.pipeline(transaction=False) as pipe:
+            self._record(pipe, name, RAN, by, said)
+            pipe.execute()
+        moved(self.client)
 
     def pause(self, name: str, *, by: str, reason: str = "") -> ScheduleRecord:
         """No tick is published while paused; those that fall in the pause are never owed."""

@@ -4,7 +4,9 @@ timers publish their ticks."""
 
 from __future__ import annotations
 
-from typing import Any
+import signal
+import threading
+from typing import Any, Literal
 
 import click
 import orjson
@@ -30,7 +32,8 @@ reason_option = click.option("--reason", default="", help="Why: recorded.")
 
 @click.group()
 def schedule() -> None:
-    """Start a workflow's tasks on a cron rule or an interval: add, list, pause, resume, delete, history."""
+    """Start a workflow's tasks, or purge, on a cron rule or an interval: add, list, pause, resume,
+    delete, history, run-purges."""
 
 
 @schedule.command("add")
@@ -43,7 +46,10 @@ def schedule() -> None:
     help="Five fields, UTC: minute hour day month weekday; `CRON_TZ=<zone> ` first reads them in that zone.",
 )
 @click.option("--every", default=None, help="An interval: 30s, 5m, 2h, 1d or 1h30m; ticks count from now.")
-@click.option("--workflow", required=True, help="The app's workflow each tick starts.")
+@click.option("--workflow", default=None, help="The app's workflow each tick starts.")
+@click.option(
+    "--purge", is_flag=True, help="Each tick runs the app's retention purge instead (`schedule run-purges`)."
+)
 @click.option("--payload", default="{}", show_default=True, help="The task.create fields, as a JSON object.")
 @click.option(
     "--catch-up",
@@ -61,35 +67,21 @@ def schedule() -> None:
 @by_option
 @json_option
 @click.pass_obj
-def schedule_add(
-    settings: Settings,
-    name: str,
-    cron_expr: str | None,
-    every: str | None,
-    workflow: str,
-    payload: str,
-    catch_up: str,
-    tenant: str,
-    by: str,
-    as_json: bool,
-) -> None:
+def schedule_add(settings: Settings, /, name: str, by: str, as_json: bool, **said: Any) -> None:
     """Add schedule NAME: from now on, each tick of --cron or --every starts one task of --workflow
     with --payload in --tenant, signed by the `scheduler` principal (another tenant's:
-    `scheduler@<tenant>`, registered here if it is not yet)."""
+    `scheduler@<tenant>`, registered here if it is not yet). With --purge instead, each tick purges
+    what the app's retention lets go, of every tenant (`wakeful schedule run-purges` runs them)."""
     client = Client(settings)
     operator(client, by)
+    tenant = said["tenant"]
     if not TENANT_RE.fullmatch(tenant):
         raise click.BadParameter(f"{tenant[:60]!r} must match {TENANT_RE.pattern}", param_hint="'--tenant'")
     try:
-        rule = schedules.rule_text(cron_expr, every)
+        rule = schedules.rule_text(said["cron_expr"], said["every"])
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--cron' / '--every'") from None
-    if client.app.workflow(workflow) is None:
-        have = ", ".join(wf.name for wf in client.app.workflows)
-        raise click.BadParameter(
-            f"app {client.app.name} has no workflow {workflow!r}; it has {have}", param_hint="'--workflow'"
-        )
-    fields = _payload(payload)
+    workflow, fields = _what(client, said)
     if tenant != DEFAULT_TENANT:  # its own scheduler: a signer of the tenant, as any upstream of it
         principal = schedules.signer_of(tenant)
         key_id = client.add_signer(principal, (events.CREATE,), tenant=tenant)
@@ -97,9 +89,59 @@ def schedule_add(
             f"ticks of tenant {tenant} are signed by {principal} ({key_id}); every timer reads its key "
             f"from {client.keystore() / f'{principal}.key'}"
         )
-    added = client.schedules.add(name, rule, workflow, fields, by=by, catch_up=catch_up, tenant=tenant)
+    job: Literal["create", "purge"] = "purge" if said["purge"] else "create"
+    added = client.schedules.add(
+        name, rule, workflow, fields, by=by, catch_up=said["catch_up"], tenant=tenant, job=job
+    )
     row = _row(added, None)
     emit(row, as_json, f"schedule {name} added: {row['rule']}, next tick {row['next_tick']}")
+
+
+def _what(client: Client, said: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The workflow and payload each tick starts; ("", {}) for a purge's."""
+    workflow = said["workflow"]
+    if said["purge"]:
+        if workflow is not None or said["payload"] != "{}" or said["tenant"] != DEFAULT_TENANT:
+            raise click.UsageError(
+                "--purge runs the app's retention over every tenant: no --workflow, --payload or --tenant"
+            )
+        return "", {}
+    if workflow is None:
+        raise click.UsageError("name the --workflow each tick starts, or --purge")
+    if client.app.workflow(workflow) is None:
+        have = ", ".join(wf.name for wf in client.app.workflows)
+        raise click.BadParameter(
+            f"app {client.app.name} has no workflow {workflow!r}; it has {have}", param_hint="'--workflow'"
+        )
+    return workflow, _payload(said["payload"])
+
+
+@schedule.command("run-purges")
+@app_option
+@click.option("--once", is_flag=True, help="Look once, run what is due, and stop.")
+@click.option("--json", "as_json", is_flag=True, help="With --once: print the purges' reports as JSON.")
+@click.pass_obj
+def schedule_run_purges(settings: Settings, once: bool, as_json: bool) -> None:
+    """Run the purge schedules (`schedule add --purge`) as their ticks fall due, until Ctrl-C or
+    SIGTERM: one purge per due tick over every replica, as the admin, as `task purge` runs."""
+    from wakeful.operate.purge_schedules import PurgeSchedules
+
+    client = Client(settings)
+    runner = PurgeSchedules(client.admin, client.app, settings, say)
+    if once:
+        ran = runner.look()
+        rows = [{"schedule": name, **report.as_dict()} for name, report in ran]
+        return emit(
+            {"ran": rows},
+            as_json,
+            "\n".join(f"{r['schedule']}: purged {r['purged']}" for r in rows) or "nothing due",
+        )
+    say(f"running the purge schedules of app {client.app.name}; Ctrl-C stops")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    runner.serve(stop)
+    return None
 
 
 @schedule.command("list")
@@ -190,4 +232,5 @@ def _row(found: ScheduleRecord, fired: Any) -> dict[str, Any]:
 def _line(row: dict[str, Any]) -> str:
     state = "paused" if row["paused"] else f"next {row['next_tick']}"
     tenant = f" tenant {row['tenant']}" if row.get("tenant", DEFAULT_TENANT) != DEFAULT_TENANT else ""
-    return f"{row['rule']:<24} {row['workflow']:<20} catch-up {row['catch_up']:<4} {state}{tenant}"
+    what = "(purge)" if row.get("job") == "purge" else row["workflow"]
+    return f"{row['rule']:<24} {what:<20} catch-up {row['catch_up']:<4} {state}{tenant}"

@@ -5,7 +5,7 @@ runs of the ticks it missed (workflow/schedules.py)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StringConstraints
 
@@ -19,7 +19,7 @@ Tenant = Annotated[str, StringConstraints(pattern=f"^{TENANT}$")]
 class ScheduleRecord(Record):
     """One schedule. `rule` is "cron:<5 fields>" or "every:<seconds>"; no tick at or before `since`
     (its creation, or its last resume) is owed. Its tasks are `tenant`'s (D113): a record written
-    before tenants had none, and is the default tenant's."""
+    before tenants had none, and is the default tenant's. A purge's (`job`, D114) has no workflow."""
 
     KIND: ClassVar[str] = "schedule"
     SCHEMA: ClassVar[int] = 1
@@ -34,10 +34,12 @@ class ScheduleRecord(Record):
     since: datetime
     paused: bool = False
     tenant: Tenant = DEFAULT_TENANT
+    # What a tick does (D114): start a task of `workflow`, or run the app's retention purge.
+    job: Literal["create", "purge"] = "create"
 
     def encode(self) -> bytes:
-        """As stored: a default tenant's schedule without its tenant, as the release before wrote
-        it and reads it (a timer of that release, in a rolling upgrade, reads it still)."""
-        if self.tenant != DEFAULT_TENANT:
-            return super().encode()
-        return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude={"tenant"})
+        """As stored: a schedule of the default tenant's creates without its tenant and job, as the
+        release before wrote it and reads it (a timer of that release, in a rolling upgrade, reads
+        it still)."""
+        left = {k for k, v in (("tenant", DEFAULT_TENANT), ("job", "create")) if getattr(self, k) == v}
+        return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude=left or None)

@@ -1,7 +1,8 @@
 """`wakeful task purge` on the real Redis and Kafka: only finished tasks older than the retention go
 (never one that waits, is parked for review or is quarantined), a dry run writes nothing, a purge
 takes every key of the task, its receipts, its index entry, its correlation ids and deadlines,
-leaves a tombstone on wakeful.log, and a second purge finds nothing."""
+leaves a tombstone on wakeful.log, and a second purge finds nothing; a purge schedule's tick runs
+one purge (D114)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from cli_run import doc, wakeful
 from confluent_kafka import Consumer, Producer
 from helpers import kafka_as, new_checkpoint, set_stage, topic_marks
 
+from wakeful.authority.schedule_store import ScheduleStore
 from wakeful.consumers.kafka.producing import producer_config
 from wakeful.consumers.relay.main import Relay
+from wakeful.consumers.timer.schedules import Scheduler
 from wakeful.core import topics
 from wakeful.core.log import Log
 from wakeful.core.process import wait_until
@@ -27,6 +30,7 @@ from wakeful.core.settings import Settings
 from wakeful.examples.refund import Stage
 from wakeful.examples.refund import app as refund_app
 from wakeful.operate import purge
+from wakeful.operate.purge_schedules import PurgeSchedules
 from wakeful.schemas.checkpoint import SecurityScope
 from wakeful.schemas.logs import batch_items
 from wakeful.schemas.tombstone import PURGE_FIELD
@@ -178,3 +182,49 @@ def test_purge_takes_only_old_finished_tasks_leaves_a_tombstone_and_finds_nothin
     for t in kept:
         assert index.task(tenant, t) is not None
         assert admin.get(keys.corr(f"corr-{t.partition('.')[2]}")) is not None
+
+
+def test_a_purge_schedule_purges_old_finished_tasks_once_per_tick_and_no_timer_publishes_it(
+    settings: Settings, relay: Relay
+) -> None:
+    """D114: a schedule added with --purge is run by `schedule run-purges`, not by the timers: its
+    due tick purges the old finished tasks (never one that waits), once however often it is looked
+    at, and the run is in the schedules' history."""
+    admin = acl.connect(settings, "admin")
+    tenant, mark = f"sched{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:6]
+    old = store_at(settings, LONG_AGO)
+    closed = [made(old, tenant, f"closed-{i}", [Stage.READY, Stage.CLOSED], admin) for i in range(2)]
+    waiting = made(old, tenant, "waiting", [Stage.AWAITING_APPROVAL], admin)
+    assert wait_until(lambda: drained(relay, admin, [*closed, waiting]), 60, interval=0.1)
+    refused = wakeful("schedule", "add", f"x-{mark}", "--every", "1h", "--purge", "--workflow", "refund",
+                      "--by", "ops-lead")  # fmt: skip
+    assert refused.returncode != 0 and "--purge runs the app's retention" in refused.stderr, refused.stderr
+    added = wakeful(
+        "schedule", "add", f"cli-{mark}", "--every", "1d", "--purge", "--by", "ops-lead", "--json"
+    )
+    assert added.returncode == 0 and doc(added)["job"] == "purge", added.stderr
+    assert wakeful("schedule", "delete", f"cli-{mark}", "--by", "ops-lead").returncode == 0
+    # One whose first tick fell an hour ago: due now.
+    name = f"nightly-{mark}"
+    ScheduleStore(admin, lambda: NOW - timedelta(hours=2)).add(
+        name, "every:3600", "", {}, by="ops-lead", catch_up="one", job="purge"
+    )
+    said: list[str] = []
+    runner = PurgeSchedules(admin, refund_app, settings, said.append, wait_s=0)
+    try:
+        # A timer looks at it and passes it by: it signs and publishes nothing of a purge's.
+        timer = Scheduler(
+            acl.connect(settings, "timer"), None, lambda _: pytest.fail("signed"), Log(role="timer")
+        )  # type: ignore[arg-type]
+        assert timer.look() == 0
+        ran = dict(runner.look())
+        assert ran[name].purged >= 2 and not any(admin.exists(keys.state(t)) for t in closed), said
+        assert admin.exists(keys.state(waiting))
+        assert name not in dict(runner.look())  # the same tick again: claimed, run once
+        history = [r for r in ScheduleStore(admin).history() if r["name"] == name]
+        assert [r["action"] for r in history] == ["add", "ran"] and "purged" in history[-1]["reason"]
+    finally:
+        ScheduleStore(admin).delete(name, by="ops-lead")
+    assert wait_until(lambda: drained(relay, admin, closed), 60, interval=0.1)
+    once = wakeful("schedule", "run-purges", "--once", "--json")  # as the page runs it: nothing due now
+    assert once.returncode == 0 and name not in {r["schedule"] for r in doc(once)["ran"]}, once.stderr

@@ -69,6 +69,8 @@ class Scheduler:
         for name, raw in found.items():
             try:
                 schedule = ScheduleRecord.decode(raw)
+                if schedule.job != "create":
+                    continue  # a purge's: `wakeful schedule run-purges` runs it (D114), never a timer
                 last = fired.get(schedule.name)
                 ticks = schedules.due(schedule, None if last is None else _at(last), now)
             except (DecodeError, ValueError) as exc:
