@@ -43,6 +43,7 @@ class PurgeSchedules:
         app: App,
         settings: Settings,
         say: Say,
+        *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         wait_s: float = 30.0,
     ) -> None:
