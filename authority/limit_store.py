@@ -24,7 +24,7 @@ from wakeful.authority import switches
 from wakeful.authority.kept import moved
 from wakeful.core.errors import ConfigError, Contention
 from wakeful.core.ids import TENANT_RE
-from wakeful.state import keys
+from wakeful.state import fair, keys
 
 SET, UNSET = "set", "unset"
 DEFAULT_SCOPE = "default"  # every tenant with no limit of its own
@@ -199,9 +199,8 @@ class LimitStore:
         def write(pipe: Any) -> str:
             was = pipe.hget(keys.AUTH_LIMITS, scope)
             if not isinstance(was, bytes):
-                raise ConfigError(
-                    "--tenant", f"no limit for {scope}; `wakeful authority limits list` shows them"
-                )
+                option = "--tool" if is_tool(scope) else "--workflow" if is_workflow(scope) else "--tenant"
+                raise ConfigError(option, f"no limit for {scope}; `wakeful authority limits list` shows them")
             pipe.multi()
             pipe.hdel(keys.AUTH_LIMITS, scope)
             self._record(pipe, scope=scope, action=UNSET, max_in_flight="", by=by, reason=reason)
@@ -213,6 +212,26 @@ class LimitStore:
         """Every record as stored, scope -> JSON (workflow/limits.parse reads one)."""
         stored: dict[bytes, bytes] = self.client.hgetall(keys.AUTH_LIMITS)  # type: ignore[assignment]
         return {k.decode(): v.decode("utf-8", "replace") for k, v in sorted(stored.items())}
+
+    def now(self, scope: str) -> dict[str, int]:
+        """What a scope holds now, where its keys say it: a tenant's tasks in flight and creates
+        held (in its queues), a tool's calls running (slots not yet lapsed); nothing for the
+        default's or a workflow's, which would take a SCAN of every tenant's."""
+        if scope.startswith(TENANT_SCOPE):
+            tenant = scope.removeprefix(TENANT_SCOPE)
+            queues, _ = fair.lines(self.client, tenant)  # its own, and its workflows' with creates
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zcard(keys.fair_flight(tenant))
+            for line in queues:
+                pipe.zcard(line.queue)
+            in_flight, *held = pipe.execute()
+            return {"in_flight": int(in_flight), "held": sum(int(n) for n in held)}
+        if is_tool(scope):
+            app, _, tool = scope.removeprefix(TOOL_SCOPE).partition(":")
+            now_ms = int(self.clock().timestamp() * 1000)
+            running: Any = self.client.zcount(keys.tool_slots(app, tool), now_ms, "+inf")
+            return {"calls_running": int(running)}
+        return {}
 
     def history(self, count: int = 50) -> list[dict[str, str]]:
         """The last `count` changes, oldest first."""

@@ -155,10 +155,12 @@ def limits_unset(settings: Settings, /, by: str, reason: str, **said: Any) -> No
 @json_option
 @click.pass_obj
 def limits_list(settings: Settings, as_json: bool) -> None:
-    """Every limit: its scope, how many tasks in flight or calls a second, who set it, when and why."""
-    rows = [_row(found) for found in rules.every(Client(settings).limits.all())]
+    """Every limit: its scope, how many tasks in flight or calls a second, who set it, when and why,
+    and what a tenant's or a tool's holds now."""
+    store = Client(settings).limits
+    rows = [{**_row(found), **store.now(found.scope)} for found in rules.every(store.all())]
     lines = [
-        f"{r['scope']:<24} {_amount(r):>7}  by {r['by']} at {r['at']} {r['reason']}"
+        f"{r['scope']:<24} {_amount(r):>7}  by {r['by']} at {r['at']} {r['reason']}{_now(r)}"
         + (f"  DAMAGED ({r['damaged']}): held at {_held(r)}" if r["damaged"] else "")
         for r in rows
     ]
@@ -190,6 +192,13 @@ def _amount(row: dict[str, Any]) -> str:
     rate = f"{float(row['calls_per_s']):g}/s x{row['burst']}" if row["calls_per_s"] not in (None, "") else ""
     at_once = f"{row['max_in_flight']} at once" if row.get("max_in_flight") not in (None, "") else ""
     return " ".join(p for p in (rate, at_once) if p)
+
+
+def _now(row: dict[str, Any]) -> str:
+    """What the scope holds now, when one key says it."""
+    if "in_flight" in row:
+        return f"  (now: {row['in_flight']} in flight, {row['held']} held)"
+    return f"  (now: {row['calls_running']} running)" if "calls_running" in row else ""
 
 
 def _held(row: dict[str, Any]) -> str:

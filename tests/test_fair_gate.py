@@ -91,6 +91,7 @@ def test_a_create_over_its_tenants_limit_is_held_never_refused(
     assert client.admin.sismember(keys.FAIR_QUEUED, tenant.name)
     assert not client.admin.exists(keys.state(tenant.task("two")))  # no task yet: nothing decided
     assert client.admin.llen(keys.held(tenant.task("two"))) == 1  # its wake kept to replay
+    assert client.limits.now(f"tenant:{tenant.name}") == {"in_flight": 1, "held": 1}  # as `limits list` says
 
 
 def test_a_redelivered_create_takes_no_second_slot(client: BankClient, gate: Any, tenant: Tenant) -> None:

@@ -171,6 +171,9 @@ def test_a_limit_raised_live_releases_held_creates_and_is_in_history(fair: Clien
     assert said.returncode == 0, said.stderr
     task_ids = flood(client, who, 4, LONG)
     assert wait_until(lambda: client.admin.zcard(who.queue) == 3, 30)
+    listed = run_cli(env, "authority", "limits", "list", "--json", timeout=60)
+    [row] = [r for r in orjson.loads(listed.stdout)["limits"] if r["scope"] == f"tenant:{who.name}"]
+    assert (row["max_in_flight"], row["in_flight"], row["held"]) == (1, 1, 3), row  # what it holds now
     raised = run_cli(env, "authority", "limits", "set", "--tenant", who.name, "--max-in-flight", "4",
                      "--by", OPERATOR, "--reason", "room for all", timeout=60)  # fmt: skip
     assert raised.returncode == 0, raised.stderr
