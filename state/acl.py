@@ -60,15 +60,15 @@ _OPS_WRITE = (
     f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} ~{keys.PATTERN_OUTBOX} {_FUNCTIONS}) "
     f"(~{keys.PATTERN_OPS} ~{keys.PATTERN_LEASE} +hget +hgetall +hsetnx +hset +get)"
 )
-# A Redis Cluster client learns which node serves which slot with CLUSTER SLOTS, and where each
-# command names its keys with COMMAND: topology and the command table, no data. A client of one
-# Redis never sends either.
+# A Redis Cluster client learns which node serves which slot (CLUSTER SLOTS) and where each command
+# names its keys (COMMAND): no data. A client of one Redis never sends either.
 _TOPOLOGY = "+cluster|slots +command"
 _KEYLESS = f"+ping +multi +exec +discard +unwatch {_TOPOLOGY}"
 _AUTHORITY_READ = f"(%R~{keys.PATTERN_AUTHORITY} +get +mget +smembers +sismember +hget +hgetall +hmget)"
 _RECEIPT_WRITE = f"(~{keys.PATTERN_RECEIPT} ~{keys.PATTERN_TASK_RECEIPT} +set +exists +get)"
 _CORR_WRITE = f"(~{keys.PATTERN_CORR} +set +get)"
 _DEADLINE_ADD = f"(~{keys.DEADLINES} +zadd)"
+_PINS = f"(~{keys.PATTERN_HELD_FLOOR} +zadd +zrem +zrange)"
 _EVIDENCE = (
     f"(~{keys.PATTERN_EVIDENCE} +hset +hgetall) "
     f"(~{keys.PATTERN_EVIDENCE_DOC} +set +expire) (~{keys.PATTERN_EVIDENCE_TASKS} +sadd +expire)"
@@ -77,17 +77,16 @@ _EVIDENCE = (
 # decision the gate judged (on a signed event) can ask for an active record; what the executor's
 # close remembers rides on its outbox record and is written quarantined (consumers/relay/memory_write.py).
 _MEMORY_CANDIDATES = f"(~{keys.PATTERN_TASK_MEMORY} +xadd)"
-# A freeze (authority/freezes.py): the gate keeps a frozen task's wakes in its held list and replays
-# them once thawed; both Progress writers mark a task with held work, and say which switches they
-# have taken in (the freeze's acknowledgement).
-_HELD = f"(~{keys.PATTERN_HELD} +rpush +lindex +lrem +llen) (~{keys.HELD_TASKS} +sadd +srem)"
+# A freeze (authority/freezes.py): the gate keeps a frozen task's wakes in its held list, and the
+# floor each pins (D115), and replays them once thawed; both Progress writers mark a task with held
+# work, and say which switches they have taken in (the freeze's acknowledgement).
+_HELD = f"(~{keys.PATTERN_HELD} +rpush +lindex +lrem +llen) (~{keys.HELD_TASKS} +sadd +srem) {_PINS}"
 _LIVE = f"+time (~{keys.HELD_TASKS} +sadd) (~{keys.LIVE} +hset)"
 # A task a Progress writer could not open (a key its keyring lacks, D88) is marked, not retried;
 # each of the two wakes the marked tasks when it starts (consumers/kafka/unreadable.py).
 _UNREADABLE = f"(~{keys.UNREADABLE_TASKS} +sadd +smembers +srem) (~{keys.HELD_TASKS} +srem)"
-# The proposer's budget: read before a model call, add what the call cost after it (a plain
-# pipeline, no MULTI: the two counters live in different slots). A counter is a stream's top id and
-# XADD is the one write: no command here can move it back or make it lapse (state/budget.py, D51).
+# The proposer's budget: read before a model call, add what it cost after (a plain pipeline: two
+# slots). A counter is a stream's top id and XADD the one write: it never moves back (D51).
 _TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinfo|stream)"
 
 # The task index (state/index.py): the relay keeps it, through its one function, which moves a task
@@ -126,8 +125,9 @@ _FAIR_TAKE = (
 )
 _FAIR_RELEASE = (
     f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_SETS} +zcard +zrange +zrangebyscore +zrem +zadd) "
-    f"(~{keys.PATTERN_FAIR_QUEUES} +smembers +scard +srem +sadd) (%R~{keys.PATTERN_STATE} +exists) "
-    f"(~{keys.FAIR_QUEUED} +smembers +srem +sadd) (%R~{keys.AUTH_LIMITS} +hgetall)"
+    f"(~{keys.PATTERN_FAIR_QUEUES} +smembers +scard +srem +sadd) (~{keys.PATTERN_HELD_FLOOR} +zrange +zrem) "
+    f"(%R~{keys.PATTERN_STATE} %R~{keys.PATTERN_HELD} +exists) (~{keys.FAIR_QUEUED} +smembers +srem +sadd) "
+    f"(%R~{keys.AUTH_LIMITS} +hgetall)"
 )
 _FAIR_GIVE_BACK = f"({_FAIR_FLIGHTS} +zrem)"
 

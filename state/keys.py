@@ -77,6 +77,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:{T}:held       | list   | wakes a freeze held for the task, oldest first     | gate: push, replay, pop|
 | wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin; |
 |                   |        |                                                    | timer (sweep) reads    |
+| wk:heldfloor:{P} | zset   | task id -> the offset on wakeful.wake partition P  | gate: ZADD NX at a    |
+|                   |        | of its oldest held wake: the floor a change of P   | hold, ZREM at a drain;|
+|                   |        | carries goes no lower (D115)                       | timer: mend           |
 | wk:migrated:index-mac | string | set once the relay signed every summary of the | relay: SETNX, EXISTS   |
 |                   |        | release before (state/index.py, D93)               | (never unset)          |
 | wk:unreadable     | set    | task ids a worker could not open (a key its keyring | gate, executor: mark,  |
@@ -253,6 +256,17 @@ AUTH_LIMITS = f"{_LIMITS}:all"  # hash scope (tenant:N, default) -> JSON {max_in
 AUTH_LIMIT_HISTORY = f"{_LIMITS}:history"  # stream: {scope, action, max_in_flight, by, reason, at}
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
+# Per partition of wakeful.wake, the offset of each task's oldest held wake (D115): one key each,
+# so a gate's read of its batch's partitions is one command per partition.
+PATTERN_HELD_FLOOR = f"{PREFIX}:heldfloor:{{*}}"
+
+
+def held_floor(partition: int) -> str:
+    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < 1_000_000:
+        raise ValueError(f"a partition is a whole number from 0, not {partition!r}")
+    return f"{PREFIX}:heldfloor:{{{partition}}}"
+
+
 UNREADABLE_TASKS = f"{PREFIX}:unreadable"
 # The digest of the authority copy last published on wakeful.authority (operate/recover/run.py): admin only.
 JOURNAL_AUTHORITY = f"{PREFIX}:journal:authority"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -252,3 +253,45 @@ def test_recover_check_names_a_redriven_topic_that_keeps_too_little_and_what_to_
         assert "retention.ms=86400000" in checked.stderr
     finally:
         keep(admin, topics.PROPOSALS, 7 * 86_400_000)
+
+
+def test_a_create_held_over_its_tenants_limit_comes_back_after_redis_is_lost_and_recovered(
+    private: dict[str, str], client: BankClient, tmp_path: Path
+) -> None:
+    """D115: a create held over its tenant's limit made no change, so nothing on the log names it;
+    it pins its partition's floor while it is held, so that recover re-drives its wake although
+    later tasks' changes on the same partitions are on the log. After the loss it is judged again
+    (the limit came back with authority) and starts once the limit is lifted."""
+    tenant = f"held-{uuid.uuid4().hex[:6]}"
+    client.add_signer(tenant, (events.CREATE,), tenant=tenant)
+    client.limits.set(f"tenant:{tenant}", 1, by="ops-lead", reason="one at a time")
+    recovery.journal_authority(client.settings, client.admin, client.store.sealer)
+    refund = {"amount": 2500, "currency": "EUR"}  # over the approval limit: it waits, in flight
+    fleet = fleet_in(private, tmp_path / "before")
+    try:
+        sent = {name: client.send(tenant, events.CREATE, refund, task_id=name) for name in ("a", "b", "c")}
+        said = {
+            name: client.receipt(e.event_id, ids.task_in(tenant, name), SETTLE_S, key_id=e.key_id)["status"]
+            for name, e in sent.items()
+        }
+        assert sorted(said.values()) == ["accepted", "held", "held"], said  # one in flight, two held
+        held = [name for name, status in said.items() if status == "held"]
+        [first] = [name for name, status in said.items() if status == "accepted"]
+        assert client.admin.zcard(keys.fair_queue(tenant)) == 2
+        # Later tasks on every partition, their changes on the log under a watermark: each
+        # partition's floor moves past the held creates' wakes but for the pins.
+        later = [client.new_task(2500)[0] for _ in range(24)]
+        logged(client, fleet, [*later, ids.task_in(tenant, first)], "awaiting_approval")
+    finally:
+        fleet.stop()
+    lose_and_recover(client, private, later, "awaiting_approval")
+    fleet = fleet_in(private, tmp_path / "after")
+    try:
+        assert wait_until(lambda: client.admin.zcard(keys.fair_flight(tenant)) >= 1, SETTLE_S)
+        client.limits.unset(f"tenant:{tenant}", by="ops-lead", reason="let them in")
+        for name in held:
+            task_id = ids.task_in(tenant, name)
+            assert client.wait_stage(task_id, {"awaiting_approval"}, SETTLE_S)["stage"] == "awaiting_approval"
+            assert client.store.load(task_id).state_version == 1  # created once
+    finally:
+        fleet.stop()

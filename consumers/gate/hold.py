@@ -17,7 +17,7 @@ the door judged it).
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -98,11 +98,35 @@ def full(task_id: str, held: int) -> str | None:
     )
 
 
-def hold_writes(task_id: str, held: bytes | None) -> list[Command]:
+def hold_writes(task_id: str, held: bytes | None, read_at: tuple[int, int] | None = None) -> list[Command]:
     """Keep the wake on the task's held list (none for a deadline wake), and mark the task for the
-    thaw to wake."""
+    thaw to wake. A wake read from Kafka (`read_at`: its partition and offset) pins its partition's
+    floor at its task's oldest held wake (D115): a Redis lost while it is held re-drives it."""
     kept: list[Command] = [("RPUSH", keys.held(task_id), held)] if held is not None else []
+    if held is not None and read_at is not None:
+        kept.append(("ZADD", keys.held_floor(read_at[0]), "NX", read_at[1], task_id))
     return [*kept, ("SADD", keys.HELD_TASKS, task_id)]
+
+
+def pins(client: Any, partitions: Iterable[int]) -> dict[int, int]:
+    """Per partition of wakeful.wake, the offset of its oldest held wake (none: nothing held). One
+    round trip. A read that fails pins each partition at 0: a floor too low only adds work to a
+    recovery, one too high would lose the held wakes."""
+    wanted = sorted(set(partitions))
+    try:
+        pipe = client.pipeline(transaction=False)
+        for partition in wanted:
+            pipe.zrange(keys.held_floor(partition), 0, 0, withscores=True)
+        found = pipe.execute()
+    except Exception:
+        return dict.fromkeys(wanted, 0)
+    return {p: int(first[0][1]) for p, first in zip(wanted, found, strict=True) if first}
+
+
+def unpin(client: Any, task_id: str, partition: int | None) -> None:
+    """The task holds no wake any more: its partition's floor is free of it."""
+    if partition is not None:
+        client.zrem(keys.held_floor(partition), task_id)
 
 
 def letter(parts: Parts) -> Message:
@@ -117,18 +141,22 @@ def drain(
     replay: Callable[[Parts], str],
     dead: Callable[[Parts, str], object],
     log: Callable[..., None],
+    *,
+    partition: int | None = None,
 ) -> bool:
     """Replay the task's held wakes, oldest first, until none is left (True) or one is still
     frozen (False). A record is removed only after its replay is done: a crash in between replays
     it again, and the task's inbox makes that a duplicate. A record that cannot be replayed (it does
     not read as a wake, or judging it fails for good) is handed to `dead` with the reason (the
     record itself as the value where it does not read as a wake): it must not stand in front of the
-    task's later wakes for ever. A transient failure (Retry) is raised, the record kept."""
+    task's later wakes for ever. A transient failure (Retry) is raised, the record kept. Drained,
+    the task no longer pins the floor of `partition` (the one its wakes are read from)."""
     name = keys.held(task_id)
     while True:
         raw = client.lindex(name, 0)
         if raw is None:
             client.srem(keys.HELD_TASKS, task_id)  # a hold after this marks the task again
+            unpin(client, task_id, partition)
             return True
         parts = parts_from(raw)
         if isinstance(parts, str):

@@ -106,8 +106,15 @@ class Gate:
         parts = gate_hold.parts_of(msg)
         if self._take(parts, Source(parts, msg)) == _DRAIN:  # held wakes first, oldest first (hold.py)
             task_id = Envelope.decode(parts[1]).task_id
-            emptied = gate_hold.drain(self.client, task_id, self._replay, self._dead_held, self.log)
+            emptied = gate_hold.drain(
+                self.client, task_id, self._replay, self._dead_held, self.log, partition=msg.partition()
+            )
             self._take(parts, Source(parts, msg, drained=True, behind=not emptied))
+
+    def pins(self, msgs: list[Message]) -> dict[tuple[str, int], int]:
+        """The floors the batch's partitions' held wakes pin (D115): a change goes no higher."""
+        found = gate_hold.pins(self.client, (m.partition() or 0 for m in msgs))
+        return {(topics.WAKE, partition): offset for partition, offset in found.items()}
 
     def _take(self, parts: gate_hold.Parts, source: Source) -> str:
         """One wake message, from Kafka or replayed from a held list (`source`): what it did,
@@ -290,7 +297,11 @@ class Gate:
                 wake.event, "held", said, task_id, None, pinned=step.pinned, also=list(marks)
             )
         kept = [
-            *gate_hold.hold_writes(task_id, gate_hold.record(source.parts) if wake.event else None),
+            *gate_hold.hold_writes(
+                task_id,
+                gate_hold.record(source.parts) if wake.event else None,
+                (source.msg.partition() or 0, source.msg.offset() or 0) if source.msg is not None else None,
+            ),
             *marks,
         ]
         said = f"held: {why}; {fix or 'it runs when thawed'}"
@@ -375,7 +386,9 @@ def main(settings: Settings, stop: threading.Event) -> None:
 
     def hooks(gate: Gate) -> Hooks:
         return Hooks(
-            on_poison=gate.poisoned, between_batches=switch_acks.acker(gate.client, "gate", gate.log)
+            on_poison=gate.poisoned,
+            between_batches=switch_acks.acker(gate.client, "gate", gate.log),
+            pins=gate.pins,
         )
 
     run_role(settings, stop, "gate", topics.WAKE, build, hooks=hooks)

@@ -10,7 +10,7 @@ through it), and runs until `stop` is set.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -41,6 +41,7 @@ class Hooks:
     after the role failed on it."""
 
     before_batch: Callable[[list[Message]], None] | None = None
+    pins: Callable[[list[Message]], Mapping[tuple[str, int], int]] | None = None  # D115
     after_batch: Callable[[], None] | None = None
     between_batches: Callable[[], None] | None = None
     on_poison: Callable[[Message, str], None] | None = None
@@ -74,6 +75,7 @@ def run_role(
         failures=failures,
         remake=consumer,
         before_batch=added.before_batch,
+        pins=added.pins,
         after_batch=added.after_batch,
         between_batches=added.between_batches,
         on_poison=added.on_poison,

@@ -16,7 +16,7 @@ import gc
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -54,6 +54,7 @@ class Runner(Handling):
         threads: int = 16,
         batch: int = BATCH,
         before_batch: Callable[[list[Message]], None] | None = None,
+        pins: Callable[[list[Message]], Mapping[tuple[str, int], int]] | None = None,
         after_batch: Callable[[], None] | None = None,
         between_batches: Callable[[], None] | None = None,
         failures: DeliveryFailures | None = None,
@@ -76,6 +77,9 @@ class Runner(Handling):
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix=role)
         self.batch = batch
         self.before_batch = before_batch  # reads for the whole batch at once, before its handlers
+        # Per partition, an offset below which something read is still kept undone (a held wake,
+        # D115): the floor a change carries goes no higher, so a lost Redis re-drives it.
+        self.pins = pins
         self.after_batch = after_batch  # runs once the batch's output is durable, before offsets
         self.between_batches = between_batches  # runs before each poll, no handler running
         self.remake = remake  # a fresh client like `consumer`, for one that never got back in
@@ -201,6 +205,10 @@ class Runner(Handling):
     def run_batch(self, msgs: list[Message], stop: threading.Event) -> None:
         self._before(msgs)
         self.floors = {(tp.topic, tp.partition): tp.offset for tp in _first_offsets(msgs)}
+        if self.pins is not None:
+            for where, pinned in self.pins(msgs).items():
+                if where in self.floors:
+                    self.floors[where] = min(self.floors[where], pinned)
         queues: OrderedDict[bytes, deque[Message]] = OrderedDict()
         for m in msgs:
             queues.setdefault(m.key() or b"", deque()).append(m)

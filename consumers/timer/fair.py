@@ -85,8 +85,9 @@ class Releaser:
         tenant to fewer tasks for good. How many went."""
         self.mended_at = self.clock()
         mended = fair.mend(self.client, int((self.clock() - MEND_AFTER_S) * 1000))
-        if mended:
-            self.log("timer.fair_mended", slots=mended)
+        unpinned = _unpin_orphans(self.client)
+        if mended or unpinned:
+            self.log("timer.fair_mended", slots=mended, pins=unpinned)
         return mended
 
     def _let_in(self, tenant: str, said: dict[str, str]) -> int:
@@ -129,6 +130,31 @@ class Releaser:
         left = fair.release(self.client, line, slots, now_ms, heads, workflow_limit=at_most)
         self.log("timer.fair_released", tenant=line.tenant, queue=line.name, tasks=len(heads), queued=left)
         return len(heads), left == 0
+
+
+def _unpin_orphans(client: redis.Redis) -> int:
+    """Drop from the held floors (D115) the tasks that hold no wake (a held list purged, or deleted
+    by hand): each would keep its partition's floor down, and a recovery re-driving from it, for
+    good. How many went."""
+    dropped = 0
+    for name in list(client.scan_iter(match=keys.PATTERN_HELD_FLOOR, count=1000)):
+        found: Any = client.zrange(name, 0, -1)
+        tasks = [t.decode("utf-8", "replace") for t in found]
+        pipe = client.pipeline(transaction=False)
+        named = []
+        for task in tasks:
+            try:
+                pipe.exists(keys.held(task))
+                named.append(task)
+            except ValueError:  # no task id's shape: planted
+                client.zrem(name, task)
+                dropped += 1
+        there = pipe.execute() if named else []
+        gone = [task for task, held in zip(named, there, strict=True) if not held]
+        if gone:
+            client.zrem(name, *gone)
+            dropped += len(gone)
+    return dropped
 
 
 def start(releaser: Releaser, stop: threading.Event) -> threading.Thread:

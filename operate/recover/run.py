@@ -54,8 +54,8 @@ NOT_ON_THE_LOG = (
     "memory records (wk:mem:*): re-verify and re-remember what the tasks need",
     "evidence (wk:{T}:evidence, wk:ev:*): kept off a log that outlives its erasure (memory forget)",
     "receipts of events refused without a change, and door dedupe marks (wk:seen:*, a 2-hour TTL)",
-    "wakes held by a freeze (wk:{T}:held): the frozen tasks are woken instead",
-    "creates held over an in-flight limit, and the limits' counts (wk:fair:*): resend those never accepted",
+    "wakes held by a freeze or a limit (wk:{T}:held): re-driven from wakeful.wake while it keeps them",
+    "the in-flight limits' counts (wk:fair:*): tasks open before the loss are not counted",
     "the record of dead-letter replays (wk:dlq:replays)",
     "model token budgets spent (wk:{T}:spent, wk:tenant:*:spent): counted again from zero",
 )

@@ -225,3 +225,27 @@ def test_a_transient_failure_is_raised_and_the_record_kept() -> None:
     with pytest.raises(Retry):
         gate_hold.drain(store, "t-1", replay, no_letter, lambda *_, **__: None)
     assert len(store.items) == 1
+
+
+def test_a_wake_held_from_kafka_pins_its_partitions_floor_at_its_offset_and_a_deadline_pins_none() -> None:
+    """D115: the hold keeps the floor a change of that partition carries at or below the wake."""
+    kept = gate_hold.hold_writes("t-1", b"wake", (3, 42))
+    assert ("ZADD", keys.held_floor(3), "NX", 42, "t-1") in kept  # NX: the task's oldest held wake
+    assert not any(c[0] == "ZADD" for c in gate_hold.hold_writes("t-1", None, (3, 42)))  # a deadline's
+    assert not any(c[0] == "ZADD" for c in gate_hold.hold_writes("t-1", b"wake"))  # replayed: pinned already
+
+
+class _Unanswered:
+    def pipeline(self, transaction: bool = False) -> _Unanswered:
+        return self
+
+    def zrange(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    def execute(self) -> list[object]:
+        raise ConnectionError("Redis did not answer")
+
+
+def test_floors_unread_are_pinned_at_zero_never_left_free() -> None:
+    """A floor too low only adds work to a recovery; one too high would lose the held wakes."""
+    assert gate_hold.pins(_Unanswered(), [2, 0, 2]) == {0: 0, 2: 0}

@@ -51,6 +51,7 @@ KINDS: dict[str, str | None] = {
     "fair workflow flight": keys.PATTERN_FAIR_WFLIGHT,
     "fair workflow queue": keys.PATTERN_FAIR_WQUEUE,
     "fair queues": keys.PATTERN_FAIR_QUEUES,
+    "held floor": keys.PATTERN_HELD_FLOOR,
     "fair queued": None,
     "tool rate": keys.PATTERN_TOOL_RATE,
     "tool slots": keys.PATTERN_TOOL_SLOTS,
@@ -102,6 +103,7 @@ def every_key() -> list[tuple[str, str]]:
         *(("authority", k) for k in (keys.AUTH_FROZEN, keys.AUTH_SWITCHED, keys.AUTH_SWITCH_LOG)),
         ("authority", keys.AUTH_POLICY),
         ("bank", bank.LEDGER),
+        *(("held floor", keys.held_floor(p)) for p in (0, 7, 999_999)),
         ("suppliers", suppliers_keys.LOG),
     ]
     for word in WORDS:
