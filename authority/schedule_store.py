@@ -26,6 +26,21 @@ ADD, PAUSE, RESUME, DELETE, RAN = "add", "pause", "resume", "delete", "ran"
 T = TypeVar("T")
 
 
+def claim(client: redis.Redis, name: str, tick: datetime, who: str, ttl_ms: int) -> bool:
+    """Claim for `who` the run of `name`'s ticks that starts at `tick`, for `ttl_ms`: of every
+    timer (or purge runner) that finds them due, one runs them; a dead one's claim lapses."""
+    return bool(client.set(keys.schedule_claim(name, _ms(tick)), who, nx=True, px=ttl_ms))
+
+
+def mark_fired(client: redis.Redis, name: str, tick: datetime) -> None:
+    """`name`'s newest tick run is `tick`, unless a later one is marked: the mark never moves back."""
+    client.zadd(keys.SCHEDULE_FIRED, {name: _ms(tick)}, gt=True)
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
 class ScheduleStore:
     def __init__(
         self, client: redis.Redis, clock: Callable[[], datetime] = lambda: datetime.now(UTC)

@@ -22,13 +22,12 @@ from datetime import UTC, datetime
 
 import redis
 
-from wakeful.authority.schedule_store import ScheduleStore
+from wakeful.authority.schedule_store import ScheduleStore, claim, mark_fired
 from wakeful.core.errors import DecodeError
 from wakeful.core.settings import Settings
 from wakeful.operate import purge
 from wakeful.schemas.schedule import ScheduleRecord
 from wakeful.sdk.app import App
-from wakeful.state import keys
 from wakeful.workflow import schedules
 
 POLL_S = 30.0  # a purge's tick runs at most about this late
@@ -82,8 +81,7 @@ class PurgeSchedules:
             stop.wait(poll_s)
 
     def _claimed(self, name: str, tick: datetime) -> bool:
-        claim = keys.schedule_claim(name, int(tick.timestamp() * 1000))
-        return bool(self.client.set(claim, self.who, nx=True, px=CLAIM_MS))
+        return claim(self.client, name, tick, self.who, CLAIM_MS)
 
     def _purge(self, schedule: ScheduleRecord, tick: datetime, now: datetime) -> purge.Report:
         by = f"schedule:{schedule.name}"
@@ -97,7 +95,7 @@ class PurgeSchedules:
             wait_s=self.wait_s,
             floor=purge.replay_window(self.settings),
         )
-        self.client.zadd(keys.SCHEDULE_FIRED, {schedule.name: int(tick.timestamp() * 1000)}, gt=True)
+        mark_fired(self.client, schedule.name, tick)
         kept = ", ".join(f"{why} {n}" for why, n in sorted(report.kept.items())) or "none"
         said = f"tick {tick.isoformat()}: purged {report.purged} tasks ({report.keys} keys); kept: {kept}"
         self.store.ran(schedule.name, schedule.by, said)

@@ -125,9 +125,9 @@ _FAIR_TAKE = (
 )
 _FAIR_RELEASE = (
     f"({_FAIR_KEYS} {_FUNCTIONS}) ({_FAIR_SETS} +zcard +zrange +zrangebyscore +zrem +zadd) "
-    f"(~{keys.PATTERN_FAIR_QUEUES} +smembers +scard +srem +sadd) (~{keys.PATTERN_HELD_FLOOR} +zrange +zrem) "
-    f"(%R~{keys.PATTERN_STATE} %R~{keys.PATTERN_HELD} +exists) (~{keys.FAIR_QUEUED} +smembers +srem +sadd) "
-    f"(%R~{keys.AUTH_LIMITS} +hgetall)"
+    f"(~{keys.PATTERN_FAIR_QUEUES} +smembers +scard +srem +sadd) (~{keys.FAIR_QUEUED} +smembers +srem +sadd) "
+    f"(%R~{keys.PATTERN_STATE} %R~{keys.PATTERN_HELD} +exists) (%R~{keys.AUTH_LIMITS} +hgetall) "
+    f"(~{keys.PATTERN_HELD_FLOOR} +zrangebyscore +zrem)"
 )
 _FAIR_GIVE_BACK = f"({_FAIR_FLIGHTS} +zrem)"
 

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import redis
 
-from wakeful.state import keys
+from wakeful.state import keys, orphans
 from wakeful.state.functions import Function, call
 
 # KEYS[1] the tenant's flight set, KEYS[2] the queue the create waits in (its workflow's or the
@@ -141,7 +141,7 @@ class Line:
 
 def take(
     client: redis.Redis,
-    line: Line | str,
+    line: Line,
     task_id: str,
     limit: int,
     now_ms: int,
@@ -152,7 +152,6 @@ def take(
     """Admit `task_id`'s create under its tenant's `limit` and its workflow's (True), or queue it
     by its `priority` (False). A queued tenant is marked for the timer after its queue holds the
     task, never before."""
-    line = Line(line) if isinstance(line, str) else line
     names = [
         line.flight,
         line.queue,
@@ -221,12 +220,11 @@ def _pair(raw: bytes) -> tuple[str, str] | None:
 
 
 def heads(
-    client: redis.Redis, line: Line | str, limit: int, most: int, *, workflow_limit: int = MOST
+    client: redis.Redis, line: Line, limit: int, most: int, *, workflow_limit: int = MOST
 ) -> tuple[list[str], bool]:
     """The creates queued in `line`'s queue that fit under `limit` and its workflow's now, in the
     queue's order (the highest priority, then the oldest, first; at most `most`), and whether the
     queue is empty."""
-    line = Line(line) if isinstance(line, str) else line
     pipe = client.pipeline(transaction=False)  # one slot: the tenant's
     pipe.zcard(line.flight)
     pipe.zcard(line.wflight)
@@ -239,7 +237,7 @@ def heads(
 
 def release(
     client: redis.Redis,
-    line: Line | str,
+    line: Line,
     limit: int,
     now_ms: int,
     woken: Sequence[str],
@@ -248,7 +246,6 @@ def release(
 ) -> int:
     """Move the woken creates still queued in `line`'s queue into the flight sets while there is
     room; the number queued there after."""
-    line = Line(line) if isinstance(line, str) else line
     names = [line.flight, line.queue, line.wflight, keys.fair_queues(line.tenant)]
     return int(call(client, RELEASE, names, [limit, now_ms, workflow_limit, line.name, *woken]))
 
@@ -266,41 +263,13 @@ def drop_if_empty(client: redis.Redis, line: Line) -> None:
         client.sadd(keys.fair_queues(line.tenant), line.name)
 
 
-def mend(client: redis.Redis, before_ms: int, chunk: int = 500) -> int:
+def mend(client: redis.Redis, before_ms: int) -> int:
     """Give back every slot admitted before `before_ms` whose task has no state: removed by hand or
     by a purge while it held one, or let in and then refused at its replay, where no change gave it
     back. A slot is never taken from a stored task, and a create let in and not yet replayed takes
     its slot again (or is held again) at its replay. How many went."""
-    mended = 0
-    for pattern in (keys.PATTERN_FAIR_FLIGHT, keys.PATTERN_FAIR_WFLIGHT):
-        for name in list(client.scan_iter(match=pattern, count=1000)):
-            start = 0
-            while True:
-                found: Any = client.zrangebyscore(name, "-inf", before_ms, start=start, num=chunk)
-                gone = _stateless(client, [t.decode("utf-8", "replace") for t in found])
-                if gone:
-                    client.zrem(name, *gone)
-                    mended += len(gone)
-                if len(found) < chunk:
-                    break
-                start += chunk - len(gone)
-    return mended
-
-
-def _stateless(client: redis.Redis, task_ids: Sequence[str]) -> list[str]:
-    """Those of `task_ids` with no state key (or no task id's shape: planted)."""
-    named = []
-    for task_id in task_ids:
-        try:
-            named.append((task_id, keys.state(task_id)))
-        except ValueError:
-            named.append((task_id, ""))
-    pipe = client.pipeline(transaction=False)
-    for _, key in named:
-        if key:
-            pipe.exists(key)
-    there = iter(pipe.execute() if any(key for _, key in named) else [])
-    return [task_id for task_id, key in named if not key or not next(there)]
+    patterns = (keys.PATTERN_FAIR_FLIGHT, keys.PATTERN_FAIR_WFLIGHT)
+    return sum(orphans.drop_missing(client, p, keys.state, before=before_ms) for p in patterns)
 
 
 def unmark(client: redis.Redis, tenant: str) -> None:

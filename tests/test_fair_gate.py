@@ -174,13 +174,14 @@ def test_a_held_create_of_a_higher_priority_goes_before_older_ones_of_a_lower(
     client.limits.set(f"tenant:{tenant.name}", 1, by=OPERATOR)
     gate_redis, timer_redis = acl.connect(client.settings, "gate"), acl.connect(client.settings, "timer")
     first, old, urgent, later = (tenant.task(n) for n in ("first", "old", "urgent", "later"))
+    line = fair.Line(tenant.name)  # the tenant's own queue
     try:
-        assert fair.take(gate_redis, tenant.name, first, 1, 1_000)
-        assert not fair.take(gate_redis, tenant.name, old, 1, 2_000, priority=0)
-        assert not fair.take(gate_redis, tenant.name, urgent, 1, 3_000, priority=5)
-        assert not fair.take(gate_redis, tenant.name, later, 1, 4_000, priority=5)
-        assert not fair.take(gate_redis, tenant.name, old, 1, 5_000, priority=9)  # keeps its first place
-        heads, _ = fair.heads(timer_redis, tenant.name, 4, 200)  # were there room for all three
+        assert fair.take(gate_redis, line, first, 1, 1_000)
+        assert not fair.take(gate_redis, line, old, 1, 2_000, priority=0)
+        assert not fair.take(gate_redis, line, urgent, 1, 3_000, priority=5)
+        assert not fair.take(gate_redis, line, later, 1, 4_000, priority=5)
+        assert not fair.take(gate_redis, line, old, 1, 5_000, priority=9)  # keeps its first place
+        heads, _ = fair.heads(timer_redis, line, 4, 200)  # were there room for all three
         assert heads == [urgent, later, old]
     finally:
         client.admin.delete(keys.fair_flight(tenant.name), keys.fair_queue(tenant.name))

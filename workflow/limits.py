@@ -71,6 +71,11 @@ def applying(limits: Mapping[str, str], tenant: str) -> Limit | None:
     return None
 
 
+def slots(limit: Limit | None) -> int:
+    """What a limit holds to: its number, or with none, as many as a record may say (no limit)."""
+    return limit.max_in_flight if limit is not None else MAX_IN_FLIGHT
+
+
 def of_workflow(limits: Mapping[str, str], app: str, workflow: str) -> Limit | None:
     """The limit on each tenant's tasks of `workflow` of `app` in flight (D112), or None."""
     raw = limits.get(workflow_scope(app, workflow))

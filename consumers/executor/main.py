@@ -244,7 +244,7 @@ class Executor:
         fault("executor.after_intent")
         # A fresh intent, or case B (in flight, and settled() found nothing downstream): call with
         # the same key; the tool does it at most once. The lease is renewed while the call runs.
-        with self.heartbeats.beating(lease, also=turn.renew) as beat:
+        with self.heartbeats.beating(lease, also=turn.renew if turn.most else None) as beat:
             outcome = executor_steps.call_once(
                 tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
             )

@@ -248,8 +248,6 @@ class Turn:
     ttl_ms: int = 0
 
     def renew(self) -> None:
-        if not self.most:
-            return
         if not counted.slot_take(
             self.client, self.app, self.tool, self.op_key, most=self.most, ttl_ms=self.ttl_ms
         ):

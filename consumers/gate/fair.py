@@ -44,8 +44,7 @@ class Fair:
             return None  # a create for a stored task is a duplicate or refused: its slot is its own
         priority = engine.workflow_of(self.app, decided).priority
         line = fair.Line(wake.tenant, (self.app.name, workflow), own_queue=of_workflow is not None)
-        slots = limit.max_in_flight if limit is not None else fair.MOST
-        at_most = of_workflow.max_in_flight if of_workflow is not None else fair.MOST
+        slots, at_most = limits.slots(limit), limits.slots(of_workflow)
         if fair.take(self.client, line, task_id, slots, _now_ms(), priority=priority, workflow_limit=at_most):
             return None
         self.log("gate.fair_held", task_id=task_id, tenant=wake.tenant, limit=slots, workflow_limit=at_most)

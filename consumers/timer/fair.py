@@ -29,11 +29,10 @@ from typing import Any
 
 import redis
 
-from wakeful.authority.limit_store import MAX_IN_FLIGHT
 from wakeful.consumers.kafka.failures import forever, outliving_refusals
 from wakeful.core.errors import WakefulError
 from wakeful.core.log import Log
-from wakeful.state import fair, keys
+from wakeful.state import fair, keys, orphans
 from wakeful.workflow import limits
 
 POLL_S = 0.5  # with no creates held anywhere: a tenant's first held create is looked at this late
@@ -85,7 +84,9 @@ class Releaser:
         tenant to fewer tasks for good. How many went."""
         self.mended_at = self.clock()
         mended = fair.mend(self.client, int((self.clock() - MEND_AFTER_S) * 1000))
-        unpinned = _unpin_orphans(self.client)
+        # A held floor's task that holds no wake (its held list purged) would keep its partition's
+        # floor down, and a recovery re-driving from it, for good (D115).
+        unpinned = orphans.drop_missing(self.client, keys.PATTERN_HELD_FLOOR, keys.held)
         if mended or unpinned:
             self.log("timer.fair_mended", slots=mended, pins=unpinned)
         return mended
@@ -93,8 +94,7 @@ class Releaser:
     def _let_in(self, tenant: str, said: dict[str, str]) -> int:
         """The tenant's queues, each let in as far as it fits, in an order drawn afresh each look:
         no queue of the tenant is always first to a freed slot."""
-        limit = limits.applying(said, tenant)
-        slots = limit.max_in_flight if limit is not None else MAX_IN_FLIGHT
+        slots = limits.slots(limits.applying(said, tenant))
         lines, bad = fair.lines(self.client, tenant)
         if bad:
             self.log(
@@ -114,8 +114,7 @@ class Releaser:
 
     def _let_in_line(self, line: fair.Line, slots: int, said: dict[str, str]) -> tuple[int, bool]:
         """One queue's creates that fit now, woken then moved: how many, and whether it was empty."""
-        of_workflow = limits.of_workflow(said, *line.workflow) if line.workflow else None
-        at_most = of_workflow.max_in_flight if of_workflow is not None else MAX_IN_FLIGHT
+        at_most = limits.slots(limits.of_workflow(said, *line.workflow) if line.workflow else None)
         heads, empty = fair.heads(self.client, line, slots, MOST, workflow_limit=at_most)
         if empty:
             if line.own_queue:
@@ -130,31 +129,6 @@ class Releaser:
         left = fair.release(self.client, line, slots, now_ms, heads, workflow_limit=at_most)
         self.log("timer.fair_released", tenant=line.tenant, queue=line.name, tasks=len(heads), queued=left)
         return len(heads), left == 0
-
-
-def _unpin_orphans(client: redis.Redis) -> int:
-    """Drop from the held floors (D115) the tasks that hold no wake (a held list purged, or deleted
-    by hand): each would keep its partition's floor down, and a recovery re-driving from it, for
-    good. How many went."""
-    dropped = 0
-    for name in list(client.scan_iter(match=keys.PATTERN_HELD_FLOOR, count=1000)):
-        found: Any = client.zrange(name, 0, -1)
-        tasks = [t.decode("utf-8", "replace") for t in found]
-        pipe = client.pipeline(transaction=False)
-        named = []
-        for task in tasks:
-            try:
-                pipe.exists(keys.held(task))
-                named.append(task)
-            except ValueError:  # no task id's shape: planted
-                client.zrem(name, task)
-                dropped += 1
-        there = pipe.execute() if named else []
-        gone = [task for task, held in zip(named, there, strict=True) if not held]
-        if gone:
-            client.zrem(name, *gone)
-            dropped += len(gone)
-    return dropped
 
 
 def start(releaser: Releaser, stop: threading.Event) -> threading.Thread:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 import redis
 from confluent_kafka import Producer
 
+from wakeful.authority.schedule_store import ScheduleStore, claim, mark_fired
 from wakeful.consumers.kafka.failures import forever, outliving_refusals
 from wakeful.consumers.kafka.producing import DeliveryFailures
 from wakeful.core import topics
@@ -37,7 +38,6 @@ from wakeful.workflow import schedules
 
 POLL_S = 1.0  # a tick is published at most about this late
 CLAIM_MS = 15_000  # a claim's ttl: how long a dead timer's batch waits for another
-SCHEDULER = schedules.SCHEDULER  # the principal whose key signs the default tenant's ticks
 
 
 class Scheduler:
@@ -63,16 +63,14 @@ class Scheduler:
         found: dict[bytes, bytes] = self.client.hgetall(keys.AUTH_SCHEDULES)  # type: ignore[assignment]
         if not found:
             return 0
-        marks: list[tuple[bytes, float]] = self.client.zrange(keys.SCHEDULE_FIRED, 0, -1, withscores=True)  # type: ignore[assignment]
-        fired = {n.decode(): int(ms) for n, ms in marks}
+        fired = ScheduleStore(self.client).fired()
         count = 0
         for name, raw in found.items():
             try:
                 schedule = ScheduleRecord.decode(raw)
                 if schedule.job != "create":
                     continue  # a purge's: `wakeful schedule run-purges` runs it (D114), never a timer
-                last = fired.get(schedule.name)
-                ticks = schedules.due(schedule, None if last is None else _at(last), now)
+                ticks = schedules.due(schedule, fired.get(schedule.name), now)
             except (DecodeError, ValueError) as exc:
                 self._say("timer.schedule_unreadable", name.decode(errors="replace"), error=str(exc))
                 continue
@@ -81,8 +79,7 @@ class Scheduler:
         return count
 
     def _claimed(self, schedule: ScheduleRecord, first: datetime) -> bool:
-        claim = keys.schedule_claim(schedule.name, _ms(first))
-        return bool(self.client.set(claim, self.who, nx=True, px=CLAIM_MS))
+        return claim(self.client, schedule.name, first, self.who, CLAIM_MS)
 
     def _publish(self, schedule: ScheduleRecord, ticks: list[datetime]) -> int:
         try:
@@ -108,7 +105,7 @@ class Scheduler:
         if self.producer.flush(30) > 0 or self.failures.take():
             return 0  # not all on Kafka: the claim lapses and the batch goes again, same ids
         fault("timer.after_publish")
-        self.client.zadd(keys.SCHEDULE_FIRED, {schedule.name: _ms(ticks[-1])}, gt=True)
+        mark_fired(self.client, schedule.name, ticks[-1])
         self.published += len(ticks)
         self.log("timer.ticked", schedule=schedule.name, ticks=len(ticks), newest=ticks[-1].isoformat())
         return len(ticks)
@@ -132,11 +129,3 @@ def start(scheduler: Scheduler, stop: threading.Event) -> threading.Thread:
     )
     thread.start()
     return thread
-
-
-def _ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
-
-
-def _at(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)
