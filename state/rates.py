@@ -46,13 +46,16 @@ return 0
 # KEYS[1] the tool's calls in flight; ARGV[1] the step's op key, ARGV[2] the most at once, ARGV[3]
 # how long the slot lives (ms, Redis's clock).
 # returns: 1 when the call holds a slot now (it did already, or there was room: it lives ARGV[3]
-# from now), 0 when the tool is full (nothing changed but the lapsed slots gone).
+# from now), 0 when the tool is full (nothing changed but the lapsed slots gone). A slot said to
+# live more than an hour (or ARGV[3], if longer) from now was planted or damaged, never taken:
+# it goes with the lapsed ones, so no value can hold a tool's slot for longer.
 SLOT = Function(
     "slot_take",
     """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '(' .. (now + math.max(3600000, tonumber(ARGV[3]))), '+inf')
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
   return 0
 end

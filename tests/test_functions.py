@@ -185,6 +185,17 @@ def test_a_tools_calls_at_once_are_counted_over_every_caller_and_a_slot_left_beh
     assert not redis_client.exists(keys.tool_slots(*tool))  # the last given back: nothing left
 
 
+def test_a_tools_slot_planted_far_ahead_holds_it_no_longer_than_an_hour(
+    settings: Settings, redis_client: redis.Redis, unique: str
+) -> None:
+    executor = acl.connect(settings, "executor")
+    tool = ("slots", f"planted-{unique}")
+    redis_client.zadd(keys.tool_slots(*tool), {"planted": 10**15})  # a slot said to live for ever
+    assert rates.slot_take(executor, *tool, "op-1", most=1, ttl_ms=60_000)  # read as lapsed
+    assert redis_client.zrange(keys.tool_slots(*tool), 0, -1) == [b"op-1"]
+    rates.slot_give_back(executor, *tool, "op-1")
+
+
 # ---- a private Redis, restarted without wakeful reloading anything --------------------------------
 
 
