@@ -23,7 +23,7 @@ RELEASED = {
     "wakeful_v9": "b0fdfb05719dbbfc8a7f0cfac9df2ccab7b454019d43b768e2cccf7702f31a70",  # + search sets (D107)
     "wakeful_v10": "88a37dedb5565d012fcd6f5bba354596c6806b5ca1f4f4de2b28643aa4839647",  # + limits (D108)
     "wakeful_v11": "697f3366851ca3b199252a60c4253dc660e16513b4fdebb5b981ffde12970854",  # D109, D110
-    "wakeful_v12": "204a16a85b9a4dc44f2b4361dff26a9847ab7c03b795eb0fb2df5b17af5932da",  # D111, D112, D115
+    "wakeful_v12": "204a16a85b9a4dc44f2b4361dff26a9847ab7c03b795eb0fb2df5b17af5932da",  # D111, D112
 }
 
 
