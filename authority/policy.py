@@ -12,7 +12,8 @@ What a policy sees:
   approval limit), `workflow`, `tenant`, `stage`, `requester` (a Principal) and the business fields
   the workflow exposes (Workflow.exposes), each a Long, String or Bool;
 - context: `amount` (a Long, where the app exposes one), `approver` (a Principal) and `version` of
-  the approval the task holds, `now` (seconds since the epoch), each present only when known.
+  the approval the task holds, `now` (seconds since the epoch), and, for a tool, `egress` (a Set of
+  Strings: the entries it declares, names or host:port), each present only when known.
 
 Only what the text can read is sent: an attribute of the task or the context whose name the policy
 never reads after a `.` or a `has` is left out of the request (authority/attributes.py), which
@@ -166,6 +167,8 @@ def _context(context: Mapping[str, Any], read: Reads = EVERYTHING) -> dict[str, 
                 found[name] = value
         elif _cedar(value) is not None:
             found[name] = value
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            found[name] = value  # a Set of Strings (a tool's egress)
     return found
 
 

@@ -79,6 +79,14 @@ def audit_cmd(
         sys.exit(1)
 
 
+def _shown(proposal: dict[str, Any]) -> list[str]:
+    """The tool wording the model was shown for the proposal (D119), where the log names it."""
+    if not proposal.get("catalog"):
+        return []
+    fresh = f", refreshed: {', '.join(proposal['refreshed'])}" if proposal.get("refreshed") else ""
+    return [f"  the model was shown the tools of {proposal['catalog']}{fresh}"]
+
+
 def _human(found: Audit, verify: bool) -> str:
     lines = [f"task {found.task_id}: {len(found.changes)} changes in {found.messages} log messages"]
     if found.started:
@@ -95,6 +103,7 @@ def _human(found: Audit, verify: bool) -> str:
         lines += [
             f"effect {e['op_key']}: {e['tool']}({_args(e['args'])}) at task version {e['task_version']}",
             f"  proposal {p['message_id']} by model {p['model']}; checks passed: {', '.join(p['checks'])}",
+            *_shown(p),
             f"  policy {e['policy']}, tool catalog {e['tool_catalog']}",
             f"  fence {e['fence']}, outcome {e['outcome']} {result}".rstrip(),
             "  approval: " + (f"by {a['approver']} of version {a['version']}" if a else "none"),

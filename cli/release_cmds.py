@@ -16,7 +16,9 @@ from wakeful.core.settings import Settings
 from wakeful.operate import release as release_task
 from wakeful.operate.client import Client, describe
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.state.wording import Wordings
 from wakeful.workflow import release as dry_run
+from wakeful.workflow import wording
 
 PROGRESS_EVERY = 1000  # tasks read between progress lines on stderr
 SHOWN = 20  # tasks listed per outcome in the text output (--json lists every one)
@@ -40,7 +42,10 @@ def release() -> None:
 @click.pass_obj
 def check(settings: Settings, spec: str, task_ids: tuple[str, ...], as_json: bool) -> None:
     """Say what gate 4 would do to each stored task (or each --task) at its next wake under the app
-    SPEC (pin, migrate, quarantine...), by the live authority's rules. Writes nothing."""
+    SPEC (pin, migrate, quarantine...), by the live authority's rules, and how its tools' wording
+    differs from the deployed one (a description's diff, egress gained or lost). Writes nothing;
+    fails (exit 1) when a gate or executor of SPEC would refuse to start: a widened egress that
+    App.refresh does not name."""
     app = checked_app(spec)
     client = Client(settings)
     auth = client.authority.snapshot(app=app.name, shipped=app.shipped_policy)
@@ -57,6 +62,10 @@ def check(settings: Settings, spec: str, task_ids: tuple[str, ...], as_json: boo
         if read % PROGRESS_EVERY == 0:
             click.echo(f"read {read} tasks ...", err=True)
     counts = dry_run.tally(forecasts)
+    stored = Wordings(client.admin, app.name)
+    current = stored.current()
+    before = wording.Read(stored.raw)(current) if current else None
+    refused = wording.widened(app, before)  # what a gate or executor of this app will not start with
     data: dict[str, Any] = {
         "app": spec,
         "counts": [
@@ -66,17 +75,29 @@ def check(settings: Settings, spec: str, task_ids: tuple[str, ...], as_json: boo
         ],
         "tasks": [asdict(f) for f in sorted(forecasts, key=lambda f: f.task_id)],
         "unreadable": unreadable,
+        "tools": wording.changes(app, before),  # the wording against the deployed: a reviewer's diff
+        "refused_at_deploy": refused,
     }
-    emit(data, as_json, _human(counts, forecasts, unreadable))
+    emit(data, as_json, _human(counts, forecasts, unreadable, data["tools"]))
+    if refused:
+        raise click.ClickException(
+            f"a deploy of {spec} is refused: {'; '.join(refused)}: name each tool in App(refresh=[...])"
+        )
 
 
 def _human(
-    counts: dict[tuple[str, int], Any], forecasts: list[dry_run.Forecast], unreadable: list[dict[str, str]]
+    counts: dict[tuple[str, int], Any],
+    forecasts: list[dry_run.Forecast],
+    unreadable: list[dict[str, str]],
+    tools: list[str],
 ) -> str:
     lines = [
-        (f"{wf} v{version}: " if wf else "quarantined before: ")
-        + ", ".join(f"{by[o]} {o}" for o in dry_run.OUTCOMES if by[o])
-        for (wf, version), by in counts.items()
+        *tools,
+        *(
+            (f"{wf} v{version}: " if wf else "quarantined before: ")
+            + ", ".join(f"{by[o]} {o}" for o in dry_run.OUTCOMES if by[o])
+            for (wf, version), by in counts.items()
+        ),
     ]
     for outcome in ("quarantine", "no-workflow", "pin", "migrate"):
         these = sorted((f for f in forecasts if f.outcome == outcome), key=lambda f: f.task_id)

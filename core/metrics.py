@@ -24,7 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest, s
 
 from wakeful.core.errors import ConfigError
 from wakeful.core.log import Log
-from wakeful.core.metrics_pure import lags, reason_class
+from wakeful.core.metrics_pure import lags, quarantine_class, reason_class
 
 LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 SLOW = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
@@ -94,6 +94,24 @@ INGRESS_REQUESTS = Counter(
 INGRESS_SECONDS = Histogram(
     "wakeful_ingress_seconds", "Time the ingress took to answer", ["route"], buckets=LATENCY
 )
+# ---- what the alerts watch (docs/alerts.md) ----
+QUARANTINES = Counter(
+    "wakeful_quarantines", "Tasks quarantined, by reason class (metrics_pure.QUARANTINE_REASONS)", ["reason"]
+)
+EVENTS_REFUSED = Counter(
+    "wakeful_events_refused", "Signed events the gate refused (the receipt says why), by class", ["reason"]
+)
+WRONG_TENANT = Counter(
+    "wakeful_wrong_tenant_events", "Signed events aimed at another tenant's task or wait", ["role"]
+)
+UNEXPECTED_TOOLS = Counter(
+    "wakeful_unexpected_tools",
+    "Proposals naming a tool the app lacks (tool: unknown) or the task's stage does not offer",
+    ["app", "tool"],
+)
+EGRESS_REFUSED = Counter(
+    "wakeful_egress_refused", "Tool runs the egress guard refused a connection to (D116)", ["app", "tool"]
+)
 
 ALL = (
     HANDLED,
@@ -120,6 +138,11 @@ ALL = (
     CONSUMER_LAG,
     INGRESS_REQUESTS,
     INGRESS_SECONDS,
+    QUARANTINES,
+    EVENTS_REFUSED,
+    WRONG_TENANT,
+    UNEXPECTED_TOOLS,
+    EGRESS_REFUSED,
 )
 
 # A `_created` series per counter doubles what a scrape reads, for nothing here (the client leaves
@@ -233,6 +256,11 @@ def effect_recorded(checkpoint: Any, status: str) -> None:
         wake_to_effect(checkpoint.business.workflow, checkpoint.updated_at)
 
 
+def egress_refused(app: str, tool: str) -> None:
+    if _on:
+        _kid(EGRESS_REFUSED, app, tool).inc()
+
+
 def wake_to_effect(workflow: str, since: datetime) -> None:
     if _on:
         _kid(WAKE_TO_EFFECT, workflow).observe(max(0.0, time.time() - since.timestamp()))
@@ -251,6 +279,31 @@ def swept(stage: str) -> None:
 def relay_published(count: int) -> None:
     if _on:
         RELAY_RECORDS.inc(count)
+
+
+def quarantined(reason: str) -> None:
+    """A task quarantined (its marker newly set), by the marker's reason."""
+    if _on:
+        _kid(QUARANTINES, quarantine_class(reason)).inc()
+
+
+def event_refused(reason: str) -> None:
+    """A signed event the gate refused, writing nothing but its receipt (`reason`: the receipt's)."""
+    if _on:
+        _kid(EVENTS_REFUSED, reason_class(reason)).inc()
+
+
+def wrong_tenant(role: str) -> None:
+    """A signed event whose signer's tenant is not the tenant of the task or wait it reached."""
+    if _on:
+        _kid(WRONG_TENANT, role).inc()
+
+
+def unexpected_tool(app: str, tool: str | None) -> None:
+    """A proposal naming a tool the task's stage does not offer; `tool` None: one the app lacks
+    (its name is the model's text, so the label says `unknown`)."""
+    if _on:
+        _kid(UNEXPECTED_TOOLS, app, tool or "unknown").inc()
 
 
 def ingress_answered(route: str, status: int, started: float) -> None:

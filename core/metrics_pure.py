@@ -34,7 +34,11 @@ REASON_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "forbidden by policy",
             "carries no messages between roles",
             "not an approver",
+            "not among the approvers",
             "revoked",
+            # an app's policy in its own words (the refund app's "not an authorised approver")
+            "authorised",
+            "authorized",
         ),
     ),
     # "outside the backlog": the gate's word before D84, on letters kept since
@@ -61,6 +65,11 @@ REASON_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("refused", ("refused",)),
 )
 REASONS = (*(name for name, _ in REASON_CLASSES), "other")
+# Why a task was quarantined (Store.quarantine's reason): a failed integrity check
+# (core/errors.py, IntegrityError's reason codes), versions gate 4 cannot carry forward, an outcome
+# the executor could not record. Any other reason is counted as "other".
+INTEGRITY_REASONS = ("integrity", "tampered", "misplaced", "rollback")
+QUARANTINE_REASONS = (*INTEGRITY_REASONS, "schema", "incompatible", "outcome_not_recorded", "other")
 
 
 def reason_class(reason: str) -> str:
@@ -70,6 +79,11 @@ def reason_class(reason: str) -> str:
         if any(p in said for p in phrases):
             return name
     return "other"
+
+
+def quarantine_class(reason: str) -> str:
+    """A quarantine's reason as a label may say it (QUARANTINE_REASONS)."""
+    return reason if reason in QUARANTINE_REASONS else "other"
 
 
 def ports(members: Sequence[str], base: int) -> dict[str, int]:

@@ -67,6 +67,7 @@ from urllib.parse import urlparse, urlsplit
 
 from pydantic import SecretStr
 
+from wakeful.core.egress import parse_map
 from wakeful.core.errors import ConfigError
 
 _HEAP = re.compile(r"^[1-9][0-9]*[mMgG]$")
@@ -131,6 +132,8 @@ class Settings:
     # How often the relay re-finds every outbox holding records, and puts its watermark on the log:
     # how far behind the log a recover's re-drive starts, at least (D87)
     outbox_sweep_s: int = 60
+    # Where each egress name a tool declares lives: `name=host:port,...;name=...` (core/egress.py)
+    egress: str = ""
 
     @property
     def redis_cluster_ports(self) -> tuple[int, ...]:
@@ -267,6 +270,7 @@ class Settings:
             events_retention_hours=_int(env, "WAKEFUL_EVENTS_RETENTION_HOURS", 168, 1, 100 * 365 * 24),
             sweep_s=_int(env, "WAKEFUL_SWEEP_S", 60, 1, 24 * 3600),
             outbox_sweep_s=_int(env, "WAKEFUL_OUTBOX_SWEEP_S", 60, 1, 3600),
+            egress=_egress(env.get("WAKEFUL_EGRESS", "")),
         )
 
 
@@ -374,3 +378,9 @@ def _ingress_url(raw: str | None) -> str:
     if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in ("", "/"):
         raise ConfigError("WAKEFUL_INGRESS_URL", f"{raw!r} is not http(s)://host[:port]")
     return raw.rstrip("/")
+
+
+def _egress(text: str) -> str:
+    """WAKEFUL_EGRESS, checked now: a malformed map stops the process that reads it, naming each problem."""
+    parse_map(text)
+    return text

@@ -75,3 +75,7 @@ class ProposalTrail(Record):
     approval: ApprovalBound | None = None  # the approval in force when it ran
     checks: tuple[str, ...] = CHECKS
     more: tuple[str, ...] = ()  # op keys of the read-only calls that shared its turn (D68)
+    # The task's tool catalog stamp when it was asked: its wording part names the descriptions the
+    # model was shown (D119), less the tools its app refreshed (`refreshed`). "" before D119.
+    catalog: str = ""
+    refreshed: tuple[str, ...] = ()

@@ -8,6 +8,7 @@ complete ones.
 """
 
 from wakeful.authority.snapshot import Snapshot
+from wakeful.core.egress_guard import EgressRefused, outbound_env
 from wakeful.sdk.app import App, load_app, policy_file
 from wakeful.sdk.memory import Fact, Recall, Remember
 from wakeful.sdk.retention import Retention
@@ -58,6 +59,7 @@ __all__ = [
     "Compensate",
     "Context",
     "Effect",
+    "EgressRefused",
     "Fact",
     "Next",
     "Pending",
@@ -79,5 +81,6 @@ __all__ = [
     "Workflow",
     "catalog",
     "load_app",
+    "outbound_env",
     "policy_file",
 ]

@@ -44,7 +44,9 @@ class App:
     `wakeful demo`, `bench` and `chaos`; roles never load them. `policy` is the Cedar text the app
     ships (a `.cedar` file beside it, read with policy_file()): `wakeful authority init` deploys it
     as the app's first version when none is, and a task stamped before the app's policy had
-    versions is judged by it."""
+    versions is judged by it. `refresh` names the tools whose deployed wording (description,
+    egress) reaches tasks that started under another: the rest show each task the wording it
+    started with, and an egress widened for a tool not named here is refused at deploy (D119)."""
 
     name: str
     workflows: Sequence[Workflow[Any]]
@@ -58,6 +60,7 @@ class App:
     facts: Sequence[Fact] = ()  # the classes of fact its decisions may remember (sdk/memory.py)
     # How long its finished tasks, receipts, evidence and memory stay in Redis (sdk/retention.py).
     retention: Retention = DEFAULT_RETENTION
+    refresh: Sequence[str] = ()
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
     _by_version: dict[tuple[str, int], Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 

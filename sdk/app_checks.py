@@ -83,6 +83,7 @@ def problems(app: App) -> list[str]:
         for name, rule in app.compat.items()
         if rule not in COMPAT_RULES
     ]
+    found += _refresh_problems(app.refresh, tools)
     if app.revoked_signer not in REVOKED_RULES:
         found.append(f"revoked_signer={app.revoked_signer!r} is not one of {', '.join(REVOKED_RULES)}")
     current = {wf.name: wf.version for wf in app.workflows}
@@ -249,3 +250,10 @@ def _op_key_problems(name: str, key_for: Callable[[str, int, int], str]) -> list
             f"one is {len(longest)} characters ({longest[:40]}...); use a shorter op_key or tool name"
         ]
     return []
+
+
+def _refresh_problems(refresh: object, tools: list[str]) -> list[str]:
+    """App.refresh: tool names of the app (D119)."""
+    if isinstance(refresh, str) or not isinstance(refresh, list | tuple):
+        return [f"refresh must be a list of tool names, not {refresh!r}"]
+    return [f"refresh names {n!r}, which is not one of its tools" for n in refresh if n not in tools]

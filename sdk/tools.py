@@ -138,7 +138,9 @@ def _digest(described: list[dict[str, Any]]) -> str:
 
 # What a task was admitted under: a change here changes what a step may do, so a waiting task meets
 # its app's compatibility rule. A change of wording only (the description the model reads, the
-# egress a reviewer reads) is no reason to stop a task (workflow/compat.py).
+# egress) is no reason to stop a task, nor does it reach one: the task is shown the wording it was
+# stamped with, unless the app names the tool in `App.refresh`, and an egress widened without that
+# is refused at deploy (workflow/wording.py, D119).
 CONTRACT = ("name", "parameters", "stages", "reversible", "op_key", "effect", "completed_by", "on_deadline")
 WORDING = ("name", "description", "egress")
 
@@ -151,6 +153,23 @@ def catalog(tools: Iterable[Tool[Any]]) -> str:
     contract = _digest([{k: d[k] for k in CONTRACT if k in d} for d in described])
     wording = _digest([{k: d[k] for k in WORDING} for d in described])
     return f"catalog-{contract}.{wording}"
+
+
+def wording(tools: Iterable[Tool[Any]]) -> list[dict[str, Any]]:
+    """Each tool's wording (name, description, egress), by name: what the second part of a catalog
+    stamp is the digest of, and what the model is shown for a task stamped with it (D119)."""
+    return sorted(({k: tool.describe()[k] for k in WORDING} for tool in tools), key=lambda d: str(d["name"]))
+
+
+def wording_digest(entries: list[dict[str, Any]]) -> str:
+    """The digest a catalog stamp's second part holds for these wording entries (wording())."""
+    return _digest(entries)
+
+
+def wording_of(stamp: str) -> str | None:
+    """The wording part of a catalog stamp; None for a stamp of the older, single-digest kind."""
+    head, dot, tail = stamp.partition(".")
+    return tail if dot and head.startswith("catalog-") else None
 
 
 def legacy_catalog(tools: Iterable[Tool[Any]]) -> str:

@@ -2,9 +2,8 @@
 
 Rules use Redis 7 selectors, `(~pattern +command ...)`: a command is allowed only if one selector
 grants both the command and every key it names. So the gate may XADD to a counter stream but not
-SET, DEL, XTRIM or XSETID it: its counter can only move forward. The proposer reaches only its
-token counters, streams of the same kind: it reads them and adds to them (XINFO STREAM, XADD), and
-nothing of Progress.
+SET, DEL, XTRIM or XSETID it: its counter can only move forward. The proposer reaches its token
+counters (XINFO STREAM, XADD), reads the freezes, marks a frozen task held: nothing of Progress.
 
 No role may run Lua of its own: EVAL, EVAL_RO, SCRIPT and FUNCTION (LOAD, DELETE, FLUSH, RESTORE)
 are in no role's rules. The executor, the relay (the task index, its outbox trim), the gate and
@@ -79,15 +78,16 @@ _EVIDENCE = (
 _MEMORY_CANDIDATES = f"(~{keys.PATTERN_TASK_MEMORY} +xadd)"
 # A freeze (authority/freezes.py): the gate keeps a frozen task's wakes in its held list, and the
 # floor each pins (D115), and replays them once thawed; both Progress writers mark a task with held
-# work, and say which switches they have taken in (the freeze's acknowledgement).
+# work, say which switches they have taken in, and publish the tool wording they deploy (D119).
 _HELD = f"(~{keys.PATTERN_HELD} +rpush +lindex +lrem +llen) (~{keys.HELD_TASKS} +sadd +srem) {_PINS}"
-_LIVE = f"+time (~{keys.HELD_TASKS} +sadd) (~{keys.LIVE} +hset)"
+_LIVE = f"+time (~{keys.HELD_TASKS} +sadd) (~{keys.LIVE} +hset) (~{keys.WORDINGS} +hsetnx +hset +hget)"
 # A task a Progress writer could not open (a key its keyring lacks, D88) is marked, not retried;
 # each of the two wakes the marked tasks when it starts (consumers/kafka/unreadable.py).
 _UNREADABLE = f"(~{keys.UNREADABLE_TASKS} +sadd +smembers +srem) (~{keys.HELD_TASKS} +srem)"
-# The proposer's budget: read before a model call, add what it cost after (a plain pipeline: two
-# slots). A counter is a stream's top id and XADD the one write: it never moves back (D51).
+# The proposer's budget, read before a model call and added to after (a plain pipeline: two slots):
+# a stream's top id, XADD its one write, so it never moves back (D51). The freezes; a held mark (D117).
 _TOKENS = f"(~{keys.PATTERN_TASK_SPENT} ~{keys.PATTERN_TENANT_SPENT} +xadd +xinfo|stream)"
+_FROZEN = f"(%R~{keys.AUTH_FROZEN} +hgetall) (~{keys.HELD_TASKS} +sadd)"
 
 # The task index (state/index.py): the relay keeps it, through its one function, which moves a task
 # between a tenant's sets (all under the tenant's hash tag) and never back to an older version.
@@ -158,7 +158,7 @@ RULES: dict[str, str] = {
         f"{_PROGRESS_WRITER} {_OPS_READ} {_CORR_WRITE} {_DEADLINE_ADD} {_EVIDENCE} {_HELD} {_LIVE} "
         f"{_MEMORY_READ} {_MEMORY_CANDIDATES} {_UNREADABLE} {_FAIR_TAKE}"
     ),
-    "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS}",
+    "proposer": f"resetkeys -@all +ping {_TOPOLOGY} {_TOKENS} {_FROZEN}",
     # The executor wakes a task whose next stage offers a tool (a deadline due now, through the timer),
     # and indexes a wait its close made (a workflow's `done` returned one, or a tool's call is pending).
     "executor": (

@@ -75,8 +75,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | why, when), version (a random token every write to |                        |
 |                   |        | authority sets anew: authority/kept.py)            |                        |
 | wk:{T}:held       | list   | wakes a freeze held for the task, oldest first     | gate: push, replay, pop|
-| wk:held           | set    | task ids with held work (thaw wakes each)          | gate, executor; admin; |
-|                   |        |                                                    | timer (sweep) reads    |
+| wk:held           | set    | task ids with held work (thaw wakes each): a wake  | gate, executor,        |
+|                   |        | or step a freeze held, or a proposal request the   | proposer: SADD; admin; |
+|                   |        | proposer left unanswered (D117)                    | timer (sweep) reads    |
 | wk:heldfloor:{P} | zset   | task id -> the offset on wakeful.wake partition P  | gate: ZADD NX at a    |
 |                   |        | of its oldest held wake: the floor a change of P   | hold, ZREM at a drain;|
 |                   |        | carries goes no lower (D115)                       | timer: mend           |
@@ -89,6 +90,10 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:live           | hash   | "<role>:<process>" -> "<switched seen> <ms>": which | gate, executor         |
 |                   |        | switches each live role has taken in (a freeze's   |                        |
 |                   |        | acknowledgement)                                   |                        |
+| wk:wordings       | hash   | "<app>:<digest>" -> JSON: a deployed tool wording  | gate, executor: HSETNX,|
+|                   |        | (names, descriptions, egress), under the digest a  | HSET current at start, |
+|                   |        | catalog stamp names; "<app>:current" -> the last   | HGET; admin            |
+|                   |        | deployed (D119)                                    |                        |
 | wk:authority:{tools}:catalog | hash | app -> JSON: its published tool catalog | admin (tools publish) |
 | wk:authority:{tools}:switches | hash | JSON [app, tool] -> JSON: who turned    | admin (tools disable, |
 |                   |        | it off, when, why; no field: the tool is on        | enable); roles read    |
@@ -256,6 +261,7 @@ AUTH_LIMITS = f"{_LIMITS}:all"  # hash scope (tenant:N, default) -> JSON {max_in
 AUTH_LIMIT_HISTORY = f"{_LIMITS}:history"  # stream: {scope, action, max_in_flight, by, reason, at}
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
+WORDINGS = f"{PREFIX}:wordings"  # hash: each app's deployed tool wordings by digest (state/wording.py, D119)
 # Per partition of wakeful.wake, the offset of each task's oldest held wake (D115): one key each,
 # so a gate's read of its batch's partitions is one command per partition.
 PATTERN_HELD_FLOOR = f"{PREFIX}:heldfloor:{{*}}"

@@ -269,6 +269,7 @@ class Store:
                 [("MULTI",), *self._quarantine_writes(task_id, reason, detail), ("EXEC",), *_dirty(task_id)]
             )
         checks.raise_replies(task_id, *replies)
+        _counted(replies[-2], reason)
 
     def quarantine_watched(self, conn: Pinned, task_id: str, reason: str, detail: str) -> bool:
         """quarantine(), judged on a read that still holds: in a transaction on `conn`, whose WATCH
@@ -279,6 +280,7 @@ class Store:
             [("MULTI",), *self._quarantine_writes(task_id, reason, detail), ("EXEC",), *_dirty(task_id)]
         )
         checks.raise_replies(task_id, *replies[:-2])
+        _counted(replies[-2], reason)
         return replies[-2] is not None
 
     def _quarantine_writes(self, task_id: str, reason: str, detail: str) -> list[tuple[Any, ...]]:
@@ -343,6 +345,13 @@ def _first_step(conn: Pinned, task_id: str, message_id: str, first: Sequence[Any
 def _dirty(task_id: str) -> list[tuple[Any, ...]]:
     """After a write to the task's outbox outside a change: the outbox index (state/outbox.py)."""
     return [("SADD", keys.OUTBOX_DIRTY, task_id)]
+
+
+def _counted(done: Any, reason: str) -> None:
+    """Count a quarantine whose marker this EXEC (`done`: its replies; None if aborted) newly set:
+    the first reason wins, so a task quarantined again is not counted again."""
+    if done and done[0]:
+        metrics.quarantined(reason)
 
 
 def _sent(held: Held | None) -> None:

@@ -183,6 +183,30 @@ def test_proposer_may_only_read_and_add_to_its_token_counters(settings: Settings
     assert acl.connect(settings, "admin").get(keys.state(task_id)) is not None
 
 
+def test_the_proposer_may_read_the_freezes_and_mark_a_task_held_and_no_more(
+    settings: Settings, task_id: str
+) -> None:
+    """What it needs to honour a freeze (D117): it reads the freezes and marks a frozen task for the
+    thaw; it can neither lift nor throw a freeze, nor unmark a task, nor read which tasks are held."""
+    proposer = acl.connect(settings, "proposer")
+    assert isinstance(proposer.hgetall(keys.AUTH_FROZEN), dict)
+    assert proposer.sadd(keys.HELD_TASKS, task_id) in (0, 1)
+    for command in (
+        ("HSET", keys.AUTH_FROZEN, "all", "{}"),
+        ("HDEL", keys.AUTH_FROZEN, "all"),
+        ("DEL", keys.AUTH_FROZEN),
+        ("INCR", keys.AUTH_SWITCHED),
+        ("HGETALL", keys.AUTH_SIGNERS),
+        ("SREM", keys.HELD_TASKS, task_id),
+        ("SMEMBERS", keys.HELD_TASKS),
+        ("DEL", keys.HELD_TASKS),
+        ("RPUSH", keys.held(task_id), "x"),
+    ):
+        with pytest.raises(NOPERM):
+            command_(proposer, *command)
+    acl.connect(settings, "admin").srem(keys.HELD_TASKS, task_id)
+
+
 def test_no_command_the_proposer_may_send_moves_a_spent_budget_back(settings: Settings, task_id: str) -> None:
     """The proposer's own login, taken by an attacker, against the budgets it keeps: every write
     it might try is refused or leaves both budgets spent (INCRBY -N and EXPIRE used to lift them)."""

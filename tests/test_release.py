@@ -45,7 +45,7 @@ def test_the_dry_run_forecasts_each_sleeping_task_and_the_wake_does_what_it_said
     assert human[-1].endswith("; nothing was written"), human
     assert {t: redis_client.get(keys.state(t)) for t in (kept, parked)} == stored  # nothing written
 
-    assert under_reworded[kept]["outcome"] == "migrate", under_reworded[kept]
+    assert under_reworded[kept]["outcome"] == "pin", under_reworded[kept]  # keeps its wording (D119)
     assert under_rekeyed[parked]["outcome"] == "quarantine", under_rekeyed[parked]
     assert f"{refund_app.catalog} -> {rekeyed.catalog} (quarantine)" in under_rekeyed[parked]["detail"]
     assert (under_rekeyed[parked]["workflow"], under_rekeyed[parked]["version"]) == ("refund", 1)
@@ -53,7 +53,7 @@ def test_the_dry_run_forecasts_each_sleeping_task_and_the_wake_does_what_it_said
     approve_under(reworded, client, settings, kept)
     approve_under(rekeyed, client, settings, parked)
     went_on = client.store.load(kept)
-    assert went_on.stage == "ready" and went_on.versions.tool_catalog == reworded.catalog
+    assert went_on.stage == "ready" and went_on.versions.tool_catalog == refund_app.catalog
     assert client.show(parked)["stage"] == "quarantined"
 
 

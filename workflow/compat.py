@@ -2,10 +2,11 @@
 
 pin: keep running under the stamped version; migrate: re-stamp the task with the deployed version;
 quarantine: park the task for a person. A tool catalog whose contract is unchanged (only the tools'
-descriptions or egress were reworded, sdk.tools.catalog) is no change at all: the task is re-stamped
-with it whatever the rule, as is a task stamped before the contract was told apart, for tools that
-are the same. Schema versions are handled where records are decoded
-(registered migrations; a newer unknown version is refused).
+descriptions or egress were reworded, sdk.tools.catalog) is no change at all: the task keeps its
+stamp, and with it the wording it started with (workflow/wording.py, D119), whatever the rule; a
+task stamped before the contract was told apart is re-stamped with it, for tools that are the same.
+Schema versions are handled where records are decoded (registered migrations; a newer unknown
+version is refused).
 """
 
 from __future__ import annotations
@@ -40,8 +41,11 @@ def check(
     task stamped before its two parts were told apart was stamped with for the same tools; `rules`,
     the rule per stamp (rules_for; unset: the snapshot's rules for every app)."""
     declared = auth.compat if rules is None else rules
-    if cp.versions.tool_catalog != catalog and same_tools(cp.versions.tool_catalog, catalog, legacy):
-        cp = cp.model_copy(update={"versions": cp.versions.model_copy(update={"tool_catalog": catalog})})
+    tools = cp.versions.tool_catalog
+    if tools != catalog and same_tools(tools, catalog, legacy):
+        if contract_of(tools) is None:  # stamped before its two parts: no wording of its own to keep
+            cp = cp.model_copy(update={"versions": cp.versions.model_copy(update={"tool_catalog": catalog})})
+        catalog = cp.versions.tool_catalog  # the same contract: the task keeps its wording (D119)
     changed = {
         name: (stamped, live)
         for name, stamped, live in (

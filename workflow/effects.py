@@ -1,5 +1,6 @@
 """Gate 7 for any workflow: a proposal against Progress and live authority, and what an effect's
-outcome does to the task. Pure: the executor loads, calls these, and writes what they return.
+outcome does to the task. Pure but for one counter (a tool the stage does not offer): the executor
+loads, calls these, and writes what they return.
 
 The runtime's checks come first and no app can skip them: the tool is offered at the task's stage,
 its arguments fit the tool's model, and, where the workflow says a step needs an approval, the
@@ -18,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from wakeful.authority.snapshot import Snapshot
+from wakeful.core import metrics
 from wakeful.schemas.base import cut
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
@@ -55,6 +57,9 @@ def check_proposal(
         return Refuse(f"the model's reply was not a usable proposal: {cut(unusable, 200)}")
     found = app.tool(tool)
     if found is None or cp.stage not in found.stages:
+        # Counted where every proposal's tool is judged: a model reaching for a tool it was not
+        # offered is an alert (docs/alerts.md), not only a review. A counter is all this touches.
+        metrics.unexpected_tool(app.name, found.name if found else None)
         return Review(f"tool {cut(repr(tool), 64)} is not permitted at stage {cp.stage}")
     try:
         parsed = found.args.model_validate(dict(args))
@@ -73,9 +78,11 @@ def check_proposal(
             if beyond is not None:
                 return Refuse(beyond)
     approval = b.approval
-    facts = (
+    facts: dict[str, Any] = (
         {} if approval is None else {"approver": approval.approver_ref, "version": approval.object_version}
     )
+    # a policy may forbid a tool by what it reaches: context.egress.contains("...") (D116)
+    facts |= {"egress": list(found.egress)} if found.egress else {}
     decision = ctx.authorize(approval.approver_ref if approval else ctx.requester, found.name, **facts)
     if not decision.allowed:
         return Review(decision.reason)

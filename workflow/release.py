@@ -5,9 +5,10 @@ Outcomes, per task:
 
     unchanged    its stamps are the deployed ones: it goes on as it is
     pin          it keeps a version it started with: a policy under the "pin" rule, a tool catalog
-                 under "pin", or a workflow version the app keeps (App.retired) and does not migrate
-    migrate      a stamp is re-stamped with the deployed one: a declared "migrate" rule, a tool
-                 catalog whose contract is unchanged (only the tools' wording changed), or a
+                 under "pin" or whose contract is unchanged (only the tools' wording changed: the
+                 task keeps the wording it started with, D119), or a workflow version the app
+                 keeps (App.retired) and does not migrate
+    migrate      a stamp is re-stamped with the deployed one: a declared "migrate" rule, or a
                  workflow version the deployed one migrates from (its migration ran without error
                  on the task's state, here, and the result validates)
     quarantine   a stamp differs under a "quarantine" rule, a workflow version is neither migrated

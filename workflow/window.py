@@ -2,9 +2,10 @@
 
 Order (DESIGN section 5): standing instructions pinned to the task's policy version; the task card
 rendered from Progress fields; recent events; relevant memory; evidence needed now, in clear
-delimiters with a trust label; the tools permitted at the current stage, with their argument
-schemas; and, at a stage where the model calls tools in a loop (Workflow.max_steps), the calls it
-already made there with what each returned, labelled with the tool's trust (workflow/steps.py).
+delimiters with a trust label; the tools permitted at the current stage and not switched off
+(workflow/switches.py), with their argument schemas; and, at a stage where the model calls tools in
+a loop (Workflow.max_steps), the calls it already made there with what each returned, labelled
+with the tool's trust (workflow/steps.py).
 The workflow chooses which of the optional layers it needs; left out always: the transcript, bulky
 tool output, credentials, anything the stage does not need.
 """
@@ -12,6 +13,7 @@ tool output, credentials, anything the stage does not need.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -20,7 +22,7 @@ from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.schemas.memory import EXCERPT_CHARS
 from wakeful.sdk.app import App
-from wakeful.workflow import engine
+from wakeful.workflow import engine, switches
 
 EVIDENCE_LIMIT = EXCERPT_CHARS  # characters of any one evidence excerpt: what a task keeps
 GENERIC = (
@@ -39,7 +41,10 @@ def build(
     evidence: dict[str, str],
     *,
     memory: list[dict[str, Any]],
+    described: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The window for `cp`; `described`: tool -> the description to show instead of the deployed
+    one (the wording the task was stamped with, workflow/wording.pinned, D119)."""
     wf, b = engine.workflow_of(app, cp), cp.business
     # Instructions for a policy the workflow does not know fall back to its first policy's, and
     # are labelled as what they are, never as the task's policy.
@@ -71,12 +76,12 @@ def build(
         "tools": [
             {
                 "name": t.name,
-                "description": t.description,
+                "description": (described or {}).get(t.name, t.description),
                 "irreversible": not t.reversible,
                 "parameters": t.parameters(),
             }
             | ({} if t.effect else {"read_only": True})  # only a read-only tool says so (D68)
-            for t in app.tools_at(b.stage)
+            for t in switches.offered(app, b.stage, auth)
         ],
         "tool_results": [
             {"tool": r.tool, "op_key": r.op_key, "args": r.args, "result": r.result, "trust": r.trust}

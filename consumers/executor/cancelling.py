@@ -31,7 +31,9 @@ def undo_all(
     """The steps undone, and what could not be (each a line), for the cancelling task `cp` whose
     action log `ops` was read with its lease."""
     entries, failures = _entries(ops)
-    entries = [_settled(app, actions, cp.task_id, e, lease) for e in entries]
+    settled = [_settled(app, actions, cp.task_id, e, lease) for e in entries]
+    entries = [entry for entry, _ in settled]
+    failures += [why for _, why in settled if why]
     undone: list[ActionLogEntry] = []
     for done in cancels.to_undo(app, cp, entries):
         tool = app.tool(done.tool or "")
@@ -60,15 +62,18 @@ def _entries(ops: dict[bytes, bytes]) -> tuple[list[ActionLogEntry], list[str]]:
 
 def _settled(
     app: App, actions: ActionLog, task_id: str, entry: ActionLogEntry, lease: Lease
-) -> ActionLogEntry:
+) -> tuple[ActionLogEntry, str | None]:
     """A step's record once settled: one left in flight is looked up by its key and recorded as
-    done (with what it did) or as never done. Anything else, and an undo, as it is."""
+    done (with what it did) or as never done. Anything else, and an undo, as it is; and one whose
+    lookup the egress guard refused (nothing is known of it), with why."""
     if entry.status is not ActionStatus.IN_FLIGHT or entry.op_key.startswith(UNDO_PREFIX):
-        return entry
+        return entry, None
     tool = app.tool(entry.tool or "")
-    looked = tool.lookup(entry.op_key) if tool is not None else None
+    looked = executor_steps.look_up(tool, task_id, entry.op_key) if tool is not None else None
+    if isinstance(looked, executor_steps.Refused):
+        return entry, f"{entry.op_key} could not be looked up: {looked.reason}"
     if tool is not None and looked is not None:
         found = pending.outcome(tool, looked, datetime.now(UTC))
         if not isinstance(found, str):
-            return actions.complete(task_id, entry.op_key, lease.fence, dict(found), entry)
-    return actions.fail(task_id, entry.op_key, lease.fence, NOT_DONE)
+            return actions.complete(task_id, entry.op_key, lease.fence, dict(found), entry), None
+    return actions.fail(task_id, entry.op_key, lease.fence, NOT_DONE), None

@@ -128,10 +128,13 @@ def detail(app: App, keyring: Keyring, closing: Closing, new: Checkpoint) -> dic
     return dict(closing.said) | kept | ({"forgot": refused} if refused else {}) | custody
 
 
-def proposal_trail(env: Envelope, model: str, cp: Checkpoint, ran: Ran, more: Sequence[Ran]) -> ProposalTrail:
+def proposal_trail(
+    app: App, env: Envelope, model: str, cp: Checkpoint, *, ran: Ran, more: Sequence[Ran]
+) -> ProposalTrail:
     """What the close's log record says of the proposal it carried out (D72): its message, its
     model, the call that ran (tool, op key, arguments) at the task's version, the approval in
-    force, and the op keys of the read-only calls that shared its turn."""
+    force, the op keys of the read-only calls that shared its turn, and the tool wording the model
+    was shown: the task's catalog stamp, less the tools the app refreshes (D119)."""
     return ProposalTrail(
         message_id=env.message_id,
         model=model,
@@ -141,4 +144,6 @@ def proposal_trail(env: Envelope, model: str, cp: Checkpoint, ran: Ran, more: Se
         task_version=cp.business.version,
         approval=ApprovalBound.of(cp.business.approval),
         more=tuple(r.op_key for r in more),
+        catalog=cp.versions.tool_catalog,
+        refreshed=tuple(t for t in app.refresh if t == ran.tool or any(r.tool == t for r in more)),
     )

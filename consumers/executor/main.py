@@ -32,13 +32,13 @@ from pydantic import ValidationError
 
 from wakeful.authority.kept import Ask, Kept
 from wakeful.authority.snapshot import Snapshot
-from wakeful.consumers.executor import cancelling, ruling
+from wakeful.consumers.executor import cancelling, guarding, ruling
 from wakeful.consumers.executor import steps as executor_steps
 from wakeful.consumers.executor.closing import proposal_trail
 from wakeful.consumers.executor.heartbeat import Heartbeats
 from wakeful.consumers.executor.steps import Turn
 from wakeful.consumers.executor.writes import Loaded, Writes
-from wakeful.consumers.kafka import switch_acks, unreadable, wiring
+from wakeful.consumers.kafka import switch_acks, unreadable, wiring, wordings
 from wakeful.consumers.kafka.producing import RunnerProducer
 from wakeful.consumers.kafka.role import Hooks, run_role
 from wakeful.consumers.kafka.runner import Runner
@@ -173,7 +173,7 @@ class Executor:
             extra = executor_steps.call_more(self.app, list(run.more), loaded.held.lease)
         beat.check()
         ran = executor_steps.Ran(decided.tool, decided.op_key, result, args)
-        trail = proposal_trail(env, proposal.model, cp, ran, extra)
+        trail = proposal_trail(self.app, env, proposal.model, cp, ran=ran, more=extra)
         self.writes.close(loaded, ran, auth, first, outcome, more=extra, trail=trail)
 
     def _cancel(self, msg: Message, env: Envelope, loaded: Loaded, ask: Ask) -> None:
@@ -305,9 +305,9 @@ def main(settings: Settings, stop: threading.Event) -> None:
     # Local files first (keys, keyring, passwords): a missing one stops the role before any wait.
     keys = load_keys(settings, "executor")
     app = load_app(settings.app)
-    for tool in app.tools:
-        tool.connect(settings)  # each with its own credentials
+    guarding.connect_tools(settings, app, Log(role="executor"))  # each in its own egress, own credentials
     store = wiring.store_for(settings, "executor", app)
+    wordings.deploy(store.client, app)  # an egress widened for sleeping tasks stops it here (D119)
     leases, actions = wiring.leases_for(settings, "executor"), wiring.actions_for(settings, "executor")
 
     def build(producer: RunnerProducer, log: Log) -> Executor:

@@ -26,7 +26,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wakeful.authority.snapshot import Snapshot
-from wakeful.core import metrics
+from wakeful.consumers.executor import guarding
+from wakeful.core import egress_guard, metrics
 from wakeful.core.errors import LeaseLost
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -67,17 +68,25 @@ class Unavailable:
 def call_once(
     tool: Tool[Any], attempt: Callable[[], Mapping[str, Any] | Pending], lease: Lease
 ) -> Mapping[str, Any] | Unavailable | str:
-    """One call: the tool's result (for an answer that comes later, the marker the action log
-    records: workflow/pending.py), Unavailable, or why the step failed for good. A fence the
-    downstream refused is the lease lost (LeaseLost)."""
-    try:
-        return pending.outcome(tool, attempt(), datetime.now(UTC))
-    except ToolUnavailable as exc:
-        return Unavailable(str(exc))
-    except ToolRefused as exc:
-        return f"{tool.name} refused: {exc}"
-    except ToolFenced as exc:
-        raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+    """One call, held to the tool's egress (D116): the tool's result (for an answer that comes
+    later, the marker the action log records: workflow/pending.py), Unavailable, or why the step
+    failed for good, which is what the guard refused if it refused anything, whatever the tool made
+    of it. A fence the downstream refused is the lease lost (LeaseLost)."""
+    with egress_guard.confined(tool.name) as run:
+        try:
+            outcome: Mapping[str, Any] | Unavailable | str = pending.outcome(
+                tool, attempt(), datetime.now(UTC)
+            )
+        except ToolUnavailable as exc:
+            outcome = Unavailable(str(exc))
+        except ToolRefused as exc:
+            outcome = f"{tool.name} refused: {exc}"
+        except ToolFenced as exc:
+            raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+        except Exception:
+            if run is None or not run.refused:
+                raise
+    return guarding.receipt(run, lease.task_id) or outcome
 
 
 call_once = tool_call(call_once)  # a span per call, with the tool's name and its outcome (D75)
@@ -139,8 +148,8 @@ def settled(
             continue
         if intent.status is ActionStatus.SUCCEEDED and intent.result is not None:
             return Ran(tool.name, op, intent.result, dict(intent.args or {}))
-        looked = tool.lookup(op)
-        if looked is None:
+        looked = look_up(tool, cp.task_id, op)
+        if looked is None or isinstance(looked, Refused):
             continue
         found = pending.outcome(tool, looked, datetime.now(UTC))
         if isinstance(found, str):  # not recordable: the call again under the key says so, and fails
@@ -149,6 +158,26 @@ def settled(
             actions.complete(cp.task_id, op, lease.fence, dict(found), intent)
         return Ran(tool.name, op, dict(found), dict(intent.args or {}))
     return None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A lookup the egress guard refused (D116): what the tool tried, and nothing is known."""
+
+    reason: str
+
+
+def look_up(tool: Tool[Any], task_id: str, op: str) -> Mapping[str, str] | Pending | Refused | None:
+    """The tool's lookup of `op`, held to its egress: Refused when the guard refused anything it
+    tried, whatever the tool made of it (a call again under the key is refused too, and says so)."""
+    with egress_guard.confined(tool.name) as run:
+        try:
+            looked = tool.lookup(op)
+        except Exception:
+            if run is None or not run.refused:
+                raise
+    refused = guarding.receipt(run, task_id)
+    return Refused(refused) if refused is not None else looked
 
 
 def compensate(

@@ -10,9 +10,11 @@ from datetime import datetime
 from typing import Any
 
 from wakeful.consumers.gate import memory_read as gate_memory
+from wakeful.consumers.gate import rules as gate_rules
 from wakeful.consumers.gate import writes as gate_writes
 from wakeful.consumers.gate.fair import Fair
 from wakeful.consumers.gate.wake import Taken, Wake, identity
+from wakeful.core import metrics
 from wakeful.core.errors import TaskExists
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -46,11 +48,13 @@ def create(
     start = Start(task_id, wake.principal, wake.tenant, fields, wake.auth, now)
     decided = engine.create(app, str(workflow), start)
     if isinstance(decided, Refuse):
+        metrics.event_refused(decided.reason)
         fair.refused(step, str(workflow))
         return writes.finish(event, "rejected", decided.reason, task_id, None, pinned=step.pinned)
     over = fair.held(step, decided.checkpoint)
     if over is not None:
         return hold(over)
+    decided = gate_rules.parked_move(app, decided, wake.auth)  # its first stage's tools all off (D117)
     created = _stored(step, decided, now, app=app, store=store, writes=writes)
     if created is None:
         return None  # another task has its id: refused

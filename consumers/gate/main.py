@@ -40,11 +40,11 @@ from wakeful.consumers.gate.judge import Judge, stranger, told
 from wakeful.consumers.gate.memory_read import Recaller
 from wakeful.consumers.gate.wake import Taken, Untrusted, Wake, authenticate, identity, verified_event
 from wakeful.consumers.kafka import client as kafka_client
-from wakeful.consumers.kafka import switch_acks, unreadable, wiring
+from wakeful.consumers.kafka import switch_acks, unreadable, wiring, wordings
 from wakeful.consumers.kafka.producing import RunnerProducer
 from wakeful.consumers.kafka.role import Hooks, run_role
 from wakeful.consumers.kafka.runner import Runner
-from wakeful.core import topics, tracing
+from wakeful.core import metrics, topics, tracing
 from wakeful.core.errors import (
     DecodeError,
     IntegrityError,
@@ -64,7 +64,8 @@ from wakeful.sdk.app import App, load_app
 from wakeful.sdk.workflow import Refuse
 from wakeful.state.pinned import Command
 from wakeful.state.store import Change, Store
-from wakeful.workflow import engine
+from wakeful.state.wording import Wordings
+from wakeful.workflow import engine, wording
 
 _DRAIN = "drain"  # _take(): the task has held wakes; replay them before this one
 _REPLAY = Source(None)
@@ -97,7 +98,8 @@ class Gate:
         self.producer = producer
         self.log = log
         recall = Recaller(store.client, app, log, store.sealer.keyring, seal)
-        self.writes = gate_writes.FollowUps(producer, app, log, recall=recall)
+        pinned = wording.Read(Wordings(store.client, app.name).raw)  # the tools as each task knew them
+        self.writes = gate_writes.FollowUps(producer, app, log, recall=recall, wordings=pinned)
         self.fair = Fair(store.client, app, log)  # the tenants' in-flight limits (D108)
         self.runner: Runner | None = None
         self.arrived = kafka_client.ArrivalClock(log)  # when a wake reached Kafka
@@ -266,8 +268,11 @@ class Gate:
             assert event is not None  # only an event has a signer of another tenant
             # the answer the signer's own namespace gives, in a receipt outside this task's slot
             said, named = stranger(event, wake.tenant)
+            metrics.wrong_tenant("gate")
+            self.log("gate.wrong_tenant", task_id=cp.task_id, key_id=event.key_id, tenant=wake.tenant)
             return finish("rejected", said, named, None)
         if isinstance(ruled, Refuse):  # tell the sender at once, change nothing
+            metrics.event_refused(ruled.reason)
             return finish("rejected", ruled.reason, cp.task_id, None)
         if isinstance(ruled, gate_rules.Incompatible):
             self._quarantine(step, ruled.detail)
@@ -369,6 +374,7 @@ def main(settings: Settings, stop: threading.Event) -> None:
     keys = load_keys(settings, "gate")
     app = load_app(settings.app)
     store = wiring.store_for(settings, "gate", app)
+    wordings.deploy(store.client, app)  # an egress widened for sleeping tasks stops it here (D119)
     seal = signer_seal.load(settings, "gate")
 
     def build(producer: RunnerProducer, log: Log) -> Gate:

@@ -22,7 +22,7 @@ from wakeful.schemas.events import FUTURE_SKEW, Envelope, SignedEvent
 from wakeful.sdk.app import App
 from wakeful.sdk.workflow import CANCELLED, CLOSED, NEEDS_REVIEW, QUARANTINED, Refuse
 from wakeful.state.store import Keep
-from wakeful.workflow import compat, engine, revoked, stuck, wakes
+from wakeful.workflow import compat, engine, revoked, stuck, switches, wakes
 
 
 @dataclass(frozen=True)
@@ -101,23 +101,46 @@ def decide(
         heard = wakes.Heard(event.kind, event.payload, principal, event.correlation_id)
         reopened = wakes.on_event(app, checked, heard, auth=auth, now=now, started=started, recorded=recorded)
         if isinstance(reopened, engine.Moved):
-            return engine.Moved(
-                revoked.cleared(checked, reopened.checkpoint, auth), reopened.evidence, reopened.remember
-            )
-        return reopened
+            cleared = revoked.cleared(checked, reopened.checkpoint, auth)
+            reopened = engine.Moved(cleared, reopened.evidence, reopened.remember)
+        return off_parked(app, checked, reopened, auth)
     parked = revoked.parks(app, checked, auth)
     if parked is not None and checked.stage != NEEDS_REVIEW:  # the app's rule for a revoked signer
         return engine.ForReview(engine.review(checked, parked), parked)
     if event is None:
         due = wakes.on_deadline(app, checked, now)
         if due is not None:
-            return engine.Moved(due, {})
+            return off_parked(app, checked, engine.Moved(due, {}), auth)
         # Woken with nothing due and nothing that could move it (the timer's sweep found it so):
         # a person, never a task left as it is (D85).
         nothing = stuck.stranded(app, checked, now)
-        return engine.ForReview(engine.review(checked, nothing), nothing) if nothing else None
+        if nothing:
+            return engine.ForReview(engine.review(checked, nothing), nothing)
+        return off_parked(app, checked, None, auth)
     heard = wakes.Heard(event.kind, event.payload, principal, event.correlation_id)
-    return wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)
+    ruled = wakes.on_event(app, checked, heard, auth=auth, now=now, started=started)
+    return off_parked(app, checked, ruled, auth)
+
+
+def off_parked(app: App, cp: Checkpoint, ruled: WakeRuling, auth: Snapshot) -> WakeRuling:
+    """`ruled`, unless it would have the model asked at a stage whose every tool is switched off
+    (switches.stage_off; D117): then the task is parked for a person, as a proposal of a disabled
+    tool would park it, with no model call. A move is parked_move()'s; a wake that changed nothing
+    (`cp` as judged) parks the task."""
+    if isinstance(ruled, engine.Moved):
+        return parked_move(app, ruled, auth)
+    if ruled is None and (off := switches.stage_off(app, cp, auth)) is not None:
+        return engine.ForReview(engine.review(cp, off.reason), off.reason)
+    return ruled
+
+
+def parked_move(app: App, moved: engine.Moved, auth: Snapshot) -> engine.Moved:
+    """`moved`, or, where it lands at a stage whose every tool is off, the same move parked for a
+    person on landing: its event is applied, its evidence and memory kept."""
+    off = switches.stage_off(app, moved.checkpoint, auth)
+    if off is None:
+        return moved
+    return engine.Moved(engine.review(moved.checkpoint, off.reason), moved.evidence, moved.remember)
 
 
 def written(ruling: WakeRuling) -> Checkpoint | Keep:

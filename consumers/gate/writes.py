@@ -36,7 +36,7 @@ from wakeful.state import checks, keys
 from wakeful.state import evidence as stored_evidence
 from wakeful.state.last_step import wait_writes
 from wakeful.state.pinned import Command, Pinned
-from wakeful.workflow import compat, window
+from wakeful.workflow import compat, switches, window, wording
 
 # The read door (gate_memory.Recaller): the memory a task's window shows, as window items.
 Recall = Callable[[Checkpoint, Snapshot, datetime], list[dict[str, Any]]]
@@ -47,11 +47,20 @@ class FollowUps:
     waits and the receipt (a change writes those with its transaction: `wait_writes` ahead of it);
     then the task's proposal request."""
 
-    def __init__(self, producer: Producer, app: App, log: Log, *, recall: Recall | None = None) -> None:
+    def __init__(
+        self,
+        producer: Producer,
+        app: App,
+        log: Log,
+        *,
+        recall: Recall | None = None,
+        wordings: wording.Read | None = None,
+    ) -> None:
         self.producer = producer
         self.app = app
         self.log = log
         self.recall = recall  # the read door (consumers/gate/memory_read.py); None: no memory layer
+        self.wordings = wordings  # the tool wordings tasks were stamped with (D119); None: the deployed
 
     def finish(
         self,
@@ -79,16 +88,21 @@ class FollowUps:
         tracing.stamp_task(cp, self.app.name)
         if cp.stage == CANCELLING:  # no model: the executor is asked to undo, under the lease
             return self._ask(cp, wake, events.UNDO_REQUEST, {"tenant": cp.security.tenant})
-        if cp.execution.pending_waits or not self.app.tools_at(cp.stage):
+        # A stage whose every tool is off offers the model nothing: the gate's ruling parks such a
+        # task (gate_rules.off_parked), and a redelivered wake's follow-up asks nothing either.
+        if cp.execution.pending_waits or not switches.offered(self.app, cp.stage, wake.auth):
             return
         if freezes.holding(wake.auth.frozen, self.app.name, cp.security.tenant, cp.task_id):
             return  # no new step while frozen: the thaw wakes the task and asks then
         event = wake.event
         recent = [f"{event.kind} by key {event.key_id} at {event.issued_at.isoformat()}"] if event else []
         memory = self.recall(cp, wake.auth, datetime.now(UTC)) if self.recall is not None else []
-        body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=memory)
-        # the tenant: whose token budget it spends
-        self._ask(cp, wake, "proposal.request", {"window": body, "tenant": cp.security.tenant})
+        stored = self.wordings.of_stamp(cp.versions.tool_catalog) if self.wordings else None
+        shown = wording.pinned(self.app, stored)  # each tool as the task knew it, unless refreshed
+        body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=memory, described=shown)
+        # the tenant: whose token budget it spends; with the app, which freezes the proposer honours
+        asked = {"window": body, "tenant": cp.security.tenant, "app": self.app.name}
+        self._ask(cp, wake, "proposal.request", asked)
 
     def _ask(self, cp: Checkpoint, wake: Wake, kind: str, payload: dict[str, Any]) -> None:
         """The task's one request at this state_version, to the proposer."""

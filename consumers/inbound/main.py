@@ -26,7 +26,7 @@ from wakeful.consumers.kafka import client as kafka_client
 from wakeful.consumers.kafka.producing import RunnerProducer
 from wakeful.consumers.kafka.role import Hooks, run_role
 from wakeful.consumers.kafka.runner import Runner
-from wakeful.core import ids, topics, tracing
+from wakeful.core import ids, metrics, topics, tracing
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
@@ -138,6 +138,8 @@ class Inbound:
         if event.correlation_id:
             # Another tenant's wait is, to this signer, no wait at all: the same answer, no task id.
             owner, task_id = keys.corr_target(corr) if isinstance(corr, bytes) else (None, "")
+            if owner not in (None, verdict.tenant):
+                metrics.wrong_tenant("inbound")
             if not task_id or owner not in (None, verdict.tenant):
                 why = f"unknown correlation id {event.correlation_id!r}"
                 unknown = Refused(why, sent, verdict.tenant, code="unknown_wait")

@@ -1,9 +1,11 @@
 """The proposer: calls the model with the window and checks only the SHAPE of its answer.
 
 It holds no tool credential: it reads wakeful.proposals.request and writes wakeful.proposals. In
-Redis it reaches only its token counters (state/budget.py): a task or tenant whose budget is spent
-gets no model call, but a failed proposal, which the executor parks for a person with the reason.
-Whatever the model says is only a proposal; the executor decides.
+Redis it reaches its token counters (state/budget.py): a task or tenant whose budget is spent gets
+no model call, but a failed proposal, which the executor parks for a person with the reason; and the
+freezes (frozen.py): a frozen task's request gets no model call and no answer, and the task is
+marked for the thaw, which has the gate ask again. Whatever the model says is only a proposal; the
+executor decides.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from wakeful.consumers.kafka.overlap import OverlapRunner
 from wakeful.consumers.kafka.producing import RunnerProducer
 from wakeful.consumers.kafka.role import run_role
 from wakeful.consumers.kafka.runner import Runner
+from wakeful.consumers.proposer.frozen import Freezes
 from wakeful.consumers.proposer.models import Model, make_model
 from wakeful.core import topics, tracing
 from wakeful.core.errors import DecodeError
@@ -52,8 +55,18 @@ class Made:
 
 
 class Proposer:
-    def __init__(self, model: Model, producer: Producer, log: Log, keys: RoleKeys, budget: Budget) -> None:
+    def __init__(
+        self,
+        model: Model,
+        producer: Producer,
+        log: Log,
+        keys: RoleKeys,
+        budget: Budget,
+        *,
+        freezes: Freezes | None = None,
+    ) -> None:
         self.model = model
+        self.freezes = freezes or Freezes(budget.redis)  # the same login, the same connection
         self.role_keys = keys
         self.producer = producer
         self.log = log
@@ -78,6 +91,10 @@ class Proposer:
             window = request.payload["window"]
             made = self._take(request.message_id)  # made by an attempt that failed after the call
             if made is None:
+                held = self.freezes.holding(request.task_id, request.payload)
+                if held is not None:  # no model call, no tokens, no answer: the thaw asks again
+                    self.log("proposer.held", task_id=request.task_id, scope=held.scope)
+                    return None
                 account, refused = self._account(request)
                 if refused is None:
                     proposal = self.model.propose(window)

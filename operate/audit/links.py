@@ -193,6 +193,8 @@ def effect_of(
     entries = [a for a, _, _ in found.actions if a.action.op_key == trail.op_key]
     outcome = entries[-1].action if entries else None
     proposal = {"message_id": trail.message_id, "model": trail.model, "checks": list(trail.checks)}
+    if trail.catalog:  # the tool wording the model was shown (D119)
+        proposal |= {"catalog": trail.catalog, "refreshed": list(trail.refreshed)}
     effect = _effect(
         record, where, outcome, op=trail.op_key, tool=trail.tool, args=trail.args,
         task_version=trail.task_version, proposal=proposal,

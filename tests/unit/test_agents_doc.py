@@ -154,9 +154,11 @@ def test_the_scaffold_writes_an_app_without_a_policy_whose_tool_is_the_one_the_p
 # ---- the page does not deny what it documents ----------------------------------------------------
 
 
-def test_the_page_no_longer_says_egress_confines_a_read_only_tool() -> None:
-    assert "its egress and its op key" not in PAGE and "stages, egress and op key" not in PAGE
-    assert "wakeful does not enforce it" in PAGE
+def test_the_page_says_egress_is_enforced_and_how_a_process_a_tool_starts_goes_out() -> None:
+    # Egress was a declaration until D116; the page must not say otherwise now, nor leave out the
+    # one thing a tool that starts a process must do.
+    assert "wakeful does not enforce it" not in PAGE and "declared for review,\nnot enforced" not in PAGE
+    assert "is refused before it happens" in PAGE and "env=outbound_env()" in PAGE
 
 
 def test_the_tool_reference_no_longer_denies_async_tools_read_only_tools_or_step_budgets() -> None:

@@ -61,6 +61,7 @@ KINDS: dict[str, str | None] = {
     "held tasks": None,
     "unreadable tasks": None,
     "live": None,
+    "wordings": None,
     "dlq replays": None,  # the admin's alone: no role's pattern may reach it
 }
 TASK_KEYS: dict[str, Callable[[str], str]] = {
@@ -91,6 +92,7 @@ def every_key() -> list[tuple[str, str]]:
         ("held tasks", keys.HELD_TASKS),
         ("unreadable tasks", keys.UNREADABLE_TASKS),
         ("live", keys.LIVE),
+        ("wordings", keys.WORDINGS),
         ("schedule fired", keys.SCHEDULE_FIRED),
         ("authority", keys.AUTH_SCHEDULES),
         ("authority", keys.AUTH_LIMITS),
@@ -161,5 +163,7 @@ def test_every_pattern_the_acl_grants_is_one_of_the_key_tables_kinds() -> None:
         keys.AUTH_SCHEDULES,  # the timers read this one authority key only
         keys.AUTH_LIMITS,  # and this one: the tenants' in-flight limits (D108)
         keys.FAIR_QUEUED,  # the tenants with held creates (D108)
+        keys.AUTH_FROZEN,  # the proposer reads this one authority key only (D117)
+        keys.WORDINGS,  # the deployed tool wordings, published by gates and executors (D119)
     }
     assert granted <= known, granted - known

@@ -55,6 +55,8 @@ REASONS_TABLE = [
     ("inbound could not take this event: unknown key id 'k-4'", "unknown_key"),
     ("key 'k-3' (mallory) may not send approval", "not_allowed"),
     ("role gate may not send on wakeful.wake (only inbound, timer)", "not_allowed"),
+    ("bob is not among the approvers this wait names", "not_allowed"),
+    ("not an authorised approver", "not_allowed"),  # the refund app's policy, in its words
     ("event is too old: issued 2026-01-01T00:00:00+00:00, max age 3600s", "stale"),
     ("event is from the future: issued 2031-01-01T00:00:00+00:00", "stale"),
     ("duplicate event ev-1 from key k-1", "duplicate"),

@@ -41,7 +41,14 @@ def live(deployed: str = "p-1", **rules: str) -> Snapshot:
     ("cp", "auth", "app", "outcome", "said"),
     [
         (task(), live(), refund_app, "unchanged", ""),
-        (task(), live(), REWORDED, "migrate", f"tool_catalog {refund_app.catalog} -> {REWORDED.catalog}"),
+        # reworded only: the task keeps the wording it started with (D119)
+        (
+            task(),
+            live(),
+            REWORDED,
+            "pin",
+            f"pinned tool_catalog {refund_app.catalog} (deployed {REWORDED.catalog})",
+        ),
         (task(), live(), REKEYED, "quarantine", "(quarantine)"),
         (task(), live(tool_catalog="pin"), REKEYED, "pin", f"pinned tool_catalog {refund_app.catalog}"),
         (task(), live(tool_catalog="migrate"), REKEYED, "migrate", f"-> {REKEYED.catalog}"),

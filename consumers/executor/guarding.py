@@ -1,0 +1,55 @@
+"""The executor's egress guard, set up before any tool connects (D116): what each of the app's tools
+may reach (core/egress.py), from WAKEFUL_EGRESS and, for a downstream that keeps its records in the
+stack's own Redis (state/downstreams.py), that Redis; then each tool's connect, confined to it.
+
+After a call, `receipt` turns what the guard refused into the step's failure: logged, counted, and
+the reason the task is parked with, naming what the tool tried."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from wakeful.core import egress, egress_guard, metrics
+from wakeful.core.egress import Endpoint
+from wakeful.core.egress_guard import Confinement
+from wakeful.core.egress_proxy import Proxy
+from wakeful.core.log import Log
+from wakeful.core.settings import Settings
+from wakeful.sdk.app import App
+from wakeful.state import acl
+
+_LOG = Log(role="executor")
+
+
+def table(settings: Settings) -> dict[str, tuple[Endpoint, ...]]:
+    """Each egress name's endpoints: the stack's Redis for each downstream user, then WAKEFUL_EGRESS."""
+    url = urlsplit(settings.redis_url)
+    host, port = url.hostname or "127.0.0.1", url.port or 6379
+    local_cluster = settings.redis_cluster and settings.runs_local_redis
+    ports = {port, *(settings.redis_cluster_ports if local_cluster else ())}
+    redis = tuple(Endpoint(host, p, p) for p in sorted(ports))
+    found = {d.user: redis for d in acl.downstreams_of(settings)}
+    for name, endpoints in egress.parse_map(settings.egress).items():
+        found[name] = found.get(name, ()) + endpoints
+    return found
+
+
+def connect_tools(settings: Settings, app: App, log: Log) -> None:
+    """Install the guard with the app's tools' egress, then open each tool, confined to its own."""
+    mapped = table(settings)
+    allowed = {tool.name: egress.resolve(tool.name, tool.egress, mapped) for tool in app.tools}
+    egress_guard.install(app.name, allowed, proxy=Proxy().start())
+    for tool in app.tools:
+        if lost := egress.unmapped(tool.egress, mapped):
+            log("executor.egress_unmapped", tool=tool.name, names=lost, fix=f"map them in {egress.ENV}")
+        with egress_guard.confined(tool.name):
+            tool.connect(settings)  # each with its own credentials, and only its own egress
+
+
+def receipt(run: Confinement | None, task_id: str) -> str | None:
+    """Why the step failed for good, if the guard refused anything its tool tried (None if not)."""
+    if run is None or not run.refused:
+        return None
+    metrics.egress_refused(run.app, run.allowed.tool)
+    _LOG("executor.egress_refused", task_id=task_id, tool=run.allowed.tool, tried=run.refused[:8])
+    return run.allowed.refusal(", ".join(dict.fromkeys(run.refused[:4])))
