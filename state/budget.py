@@ -25,8 +25,10 @@ from __future__ import annotations
 import enum
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from typing import Any
 
 import redis
 
@@ -204,9 +206,25 @@ class Budget:
 
     def check(self, account: Account) -> str | None:
         """Why the task may not call the model now (spent, or a damaged counter), or None."""
-        if not self.limits.task and not self.limits.tenant:
-            return None
-        return spent(self.limits, account, self.usage(account))
+        return self.check_with(account, ())[0]
+
+    def check_with(
+        self, account: Account, also: Sequence[tuple[Any, ...]]
+    ) -> tuple[str | None, list[object]]:
+        """check(), with the read-only commands `also` in the same round trip (the freezes, D117):
+        why the task may not call the model now, or None; and the replies to `also`."""
+        counted = bool(self.limits.task or self.limits.tenant)
+        if not counted and not also:
+            return None, []
+        pipe = self.redis.pipeline(transaction=False)
+        for counter in account.counters if counted else ():
+            pipe.xinfo_stream(counter.key)
+        for command in also:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        replies = _run(pipe)
+        first = len(account.counters) if counted else 0
+        why = spent(self.limits, account, usage(account, replies[:first])) if counted else None
+        return why, replies[first:]
 
     def usage(self, account: Account) -> tuple[int, int] | str:
         """(the task's tokens, the tenant's today), or why a damaged counter cannot say."""

@@ -46,10 +46,16 @@ class Freezes:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
-    def holding(self, task_id: str, payload: Mapping[str, Any]) -> Freeze | None:
+    READ = ("HGETALL", keys.AUTH_FROZEN)  # the first read, which rides with the budget's (D117)
+
+    def holding(
+        self, task_id: str, payload: Mapping[str, Any], first: Mapping[bytes, bytes] | None = None
+    ) -> Freeze | None:
         """The freeze that holds the task now, with the task marked for the thaw; None (and no
-        model call withheld) when none does, or when the one read first was lifted by the mark."""
-        if holding(self._read(), payload, task_id) is None:
+        model call withheld) when none does, or when the one read first was lifted by the mark.
+        `first`: the freezes as read already (READ's reply), else they are read here."""
+        read = freezes.frozen_from(first) if first is not None else self._read()
+        if holding(read, payload, task_id) is None:
             return None
         try:
             self.client.sadd(keys.HELD_TASKS, task_id)

@@ -91,11 +91,11 @@ class Proposer:
             window = request.payload["window"]
             made = self._take(request.message_id)  # made by an attempt that failed after the call
             if made is None:
-                held = self.freezes.holding(request.task_id, request.payload)
+                account, refused, frozen = self._account(request)  # one round trip, with the freezes
+                held = self.freezes.holding(request.task_id, request.payload, frozen)
                 if held is not None:  # no model call, no tokens, no answer: the thaw asks again
                     self.log("proposer.held", task_id=request.task_id, scope=held.scope)
                     return None
-                account, refused = self._account(request)
                 if refused is None:
                     proposal = self.model.propose(window)
                     # Shape only: a proposal that is not a Proposal never leaves this role.
@@ -127,15 +127,17 @@ class Proposer:
         )
         self.producer.produce(topics.PROPOSALS, key=request.task_id.encode(), value=out.encode())
 
-    def _account(self, request: Envelope) -> tuple[Account, str | None]:
-        """Whose budgets a model call for the request spends, and why none may be made (or None)."""
+    def _account(self, request: Envelope) -> tuple[Account, str | None, Any]:
+        """Whose budgets a model call for the request spends, why none may be made (or None), and
+        the freezes as read in the same round trip (None where they were not read)."""
         tenant = str(request.payload.get("tenant", DEFAULT_TENANT))  # none: from a gate before tenants
         now = datetime.now(UTC)
         try:
             account = Account.at(request.task_id, tenant, now)
         except ValueError as exc:  # a tenant that cannot name its counter has no budget to spend
-            return Account.at(request.task_id, DEFAULT_TENANT, now), f"the request's tenant: {exc}"
-        return account, self.budget.check(account)
+            return Account.at(request.task_id, DEFAULT_TENANT, now), f"the request's tenant: {exc}", None
+        refused, [frozen] = self.budget.check_with(account, [Freezes.READ])
+        return account, refused, frozen
 
     def _no_call(self, reason: str) -> Proposal:
         """What the executor parks the task with, in place of a model call."""

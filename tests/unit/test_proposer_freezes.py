@@ -5,6 +5,7 @@ dead-lettered. Redis and Kafka are stand-ins here: the stack's own test is tests
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -121,11 +122,19 @@ class Model:
 
 
 class Counters(Budget):
-    """The token counters, recording each charge instead of writing it."""
+    """The token counters, recording each charge instead of writing it; the reads that ride with
+    the budget's (the freezes) are read from the stand-in Redis."""
 
-    def __init__(self) -> None:
+    def __init__(self, client: Redis) -> None:
         super().__init__(cast(redis.Redis, None), Limits(task=0, tenant=0))
+        self.client = client
         self.charged: list[int] = []
+
+    def check_with(
+        self, account: Account, also: Sequence[tuple[Any, ...]]
+    ) -> tuple[str | None, list[object]]:
+        assert [command for command, _ in also] == ["HGETALL"]
+        return None, [self.client.hgetall(key) for _, key in also]
 
     def charge(self, account: Account, tokens: int) -> list[str]:
         self.charged.append(tokens)
@@ -182,7 +191,8 @@ def request() -> Message:
 def test_a_frozen_fleet_spends_no_tokens_and_answers_nothing_and_dead_letters_nothing(
     reads: tuple[dict[str, Freeze], ...], asked: bool
 ) -> None:
-    model, counters, out, client = Model(), Counters(), Out(), Redis(*reads)
+    client = Redis(*reads)
+    model, counters, out = Model(), Counters(client), Out()
     keys_ = RoleKeys({"gate-1": ("gate", CHANNEL)})
     proposer = Proposer(
         model, cast(Any, out), Log(), keys_, counters, freezes=Freezes(cast(redis.Redis, client))
