@@ -102,6 +102,16 @@ def race_transitions(
     return results
 
 
+def metrics_urls(fleet: Any) -> dict[str, str]:
+    """Each member of a fleet started with a metrics port, by the URL of its /metrics."""
+    urls = {}
+    for member in fleet.members:
+        at = fleet.metrics_at(member)
+        assert at is not None, f"{member} serves no metrics"
+        urls[member] = f"http://{at[0]}:{at[1]}/metrics"
+    return urls
+
+
 def redis_env(settings: Settings) -> dict[str, str]:
     """The settings that name the Redis (or Redis Cluster) `settings` use, for a child process."""
     return {

@@ -16,7 +16,7 @@ import pytest
 from alert_rules import alerts, family, matches, samples, selectors
 from confluent_kafka import Producer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from helpers import BankClient, kafka_as, new_checkpoint, raw_get
+from helpers import BankClient, kafka_as, metrics_urls, new_checkpoint, raw_get
 from prometheus_client import REGISTRY
 
 from wakeful.core import metrics, topics
@@ -43,11 +43,7 @@ def _count(body: str, name: str, matchers: list[tuple[str, str, str]]) -> float:
 def test_every_metric_an_alert_selects_is_served_and_its_selectors_pick_what_the_roles_count(
     shared_fleet: Any, client: BankClient, settings: Settings
 ) -> None:
-    urls = {}
-    for member in shared_fleet.members:
-        at = shared_fleet.metrics_at(member)
-        assert at is not None, f"{member} serves no metrics"
-        urls[member] = f"http://{at[0]}:{at[1]}/metrics"
+    urls = metrics_urls(shared_fleet)
     picked = {
         (name, tuple(ms))
         for rule in alerts()

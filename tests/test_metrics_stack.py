@@ -13,7 +13,7 @@ import httpx
 import orjson
 import redis
 from confluent_kafka import Producer
-from helpers import BankClient, kafka_as
+from helpers import BankClient, kafka_as, metrics_urls
 from prometheus_client import REGISTRY
 
 from wakeful.consumers.kafka import task_gauges
@@ -42,11 +42,7 @@ def total(samples: dict[str, float], name: str, *labels: str) -> float:
 def test_each_role_serves_its_metrics_and_a_task_moves_the_counters_of_every_role_it_passes(
     shared_fleet: Any, client: BankClient, settings: Settings
 ) -> None:
-    urls = {}
-    for member in shared_fleet.members:
-        at = shared_fleet.metrics_at(member)
-        assert at is not None, f"{member} serves no metrics"
-        urls[member] = f"http://{at[0]}:{at[1]}/metrics"
+    urls = metrics_urls(shared_fleet)
     assert len(set(urls.values())) == len(urls), "two processes share a port"
     before = {m: scrape(u)[1] for m, u in urls.items()}
 
