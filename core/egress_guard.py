@@ -100,6 +100,13 @@ def installed() -> bool:
     return _installed is not None
 
 
+def uninstall() -> None:
+    """Lift what the guard enforces: a process that ran an executor's main() for a look and goes
+    on with other work (a test's probe). The hook stays, inert: audit hooks cannot be removed."""
+    global _installed  # noqa: PLW0603 - see install()
+    _installed = None
+
+
 @contextmanager
 def confined(tool: str) -> Iterator[Confinement | None]:
     """Run the body as `tool`: held to its egress (None, unguarded, where no guard is installed)."""
@@ -152,7 +159,7 @@ def _start_confined(self: threading.Thread) -> None:
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
-    if event not in WATCHED:
+    if event not in WATCHED or _installed is None:
         return
     run = current()
     if run is None or getattr(_local, "resolving", False):

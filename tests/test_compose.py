@@ -44,7 +44,7 @@ from helpers import free_ports
 from wakeful.authority import signer_seal
 from wakeful.consumers.kafka import producing
 from wakeful.consumers.kafka.supervisor import ROLES
-from wakeful.core import index_signing, kafka_auth, log_signing, provenance
+from wakeful.core import egress_guard, index_signing, kafka_auth, log_signing, provenance
 from wakeful.core.errors import ConfigError, KeyringError, MissingCredential, WakefulError
 from wakeful.core.settings import Settings
 from wakeful.devstack import redis_server
@@ -125,6 +125,8 @@ def probe_secrets(role: str, scratch: Path) -> frozenset[str]:
                 make_secret(settings, secret)
             else:
                 return frozenset(asked)
+            finally:  # the executor's egress guard holds this process's tool runs no longer
+                egress_guard.uninstall()
     raise AssertionError(f"{role}: main() kept stopping for secrets it had been given")
 
 

@@ -307,10 +307,10 @@ def main(settings: Settings, stop: threading.Event) -> None:
     app = load_app(settings.app)
     guarding.connect_tools(settings, app, Log(role="executor"))  # each in its own egress, own credentials
     store = wiring.store_for(settings, "executor", app)
-    wordings.deploy(store.client, app)  # an egress widened for sleeping tasks stops it here (D119)
     leases, actions = wiring.leases_for(settings, "executor"), wiring.actions_for(settings, "executor")
 
     def build(producer: RunnerProducer, log: Log) -> Executor:
+        wordings.deploy(store.client, app, stop, log)  # an egress widened for sleeping tasks stops it (D119)
         unreadable.wake_at_start(store.client, log)  # it may hold the key a task was sealed under now
         return Executor(store, leases, actions, log, keys=keys, app=app)
 

@@ -374,10 +374,10 @@ def main(settings: Settings, stop: threading.Event) -> None:
     keys = load_keys(settings, "gate")
     app = load_app(settings.app)
     store = wiring.store_for(settings, "gate", app)
-    wordings.deploy(store.client, app)  # an egress widened for sleeping tasks stops it here (D119)
     seal = signer_seal.load(settings, "gate")
 
     def build(producer: RunnerProducer, log: Log) -> Gate:
+        wordings.deploy(store.client, app, stop, log)  # an egress widened for sleeping tasks stops it (D119)
         unreadable.wake_at_start(store.client, log)  # this gate may hold the key a task was sealed under now
         return Gate(
             store,
