@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from wakeful.core.errors import ConfigError
 
 ENV = "WAKEFUL_EGRESS"
+MODE_ENV = "WAKEFUL_EGRESS_MODE"  # enforce (the default), or report: note, never stop (a rollout)
+MODES = ("enforce", "report")
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _HOST = re.compile(r"(\*\.)?[A-Za-z0-9_]([A-Za-z0-9_.-]{0,252})")
 _PORTS = re.compile(r"(\d{1,5})(?:-(\d{1,5}))?")

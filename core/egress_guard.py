@@ -14,7 +14,8 @@ starts:
 
 What is refused raises EgressRefused (an OSError, so a client library fails as if refused by the
 network) and is remembered on the confinement, so a tool that swallows the error still fails its
-step: the executor reads `refused` after the call.
+step: the executor reads `refused` after the call. Installed to `report` (WAKEFUL_EGRESS_MODE=report,
+for a rollout), nothing is stopped: what a run tried outside its egress is only remembered.
 
 What it cannot stop: a C extension's own sockets (librdkafka, a gRPC core), raw `_thread` threads,
 and work handed to a thread the runtime started before the call. A deployment adds a network policy
@@ -68,9 +69,13 @@ class Confinement:
     refused: list[str] = field(default_factory=list)
     names: set[str] = field(default_factory=set)  # names looked up under the guard, and permitted
 
-    def refuse(self, where: str) -> EgressRefused:
+    report: bool = False  # WAKEFUL_EGRESS_MODE=report: remembered, never stopped
+
+    def deny(self, where: str) -> None:
+        """Remember what was tried outside the egress; stop it unless only reporting."""
         self.refused.append(where)
-        return EgressRefused(self.allowed.refusal(where))
+        if not self.report:
+            raise EgressRefused(self.allowed.refusal(where))
 
 
 @dataclass
@@ -78,6 +83,7 @@ class _Installed:
     app: str
     tools: dict[str, Allowed]
     proxy: Any = None  # core.egress_proxy.Proxy, when tools may start processes
+    report: bool = False
 
 
 _installed: _Installed | None = None
@@ -85,12 +91,13 @@ _local = threading.local()  # `resolving`: the guard's own look-ups, never check
 _resolved: dict[str, tuple[float, frozenset[str]]] = {}
 
 
-def install(app: str, tools: Mapping[str, Allowed], proxy: Any = None) -> None:
-    """Confine every later run of the app's tools to `tools` (by name). Once per process: the audit
-    hook cannot be taken back; a second install replaces what it enforces."""
+def install(app: str, tools: Mapping[str, Allowed], proxy: Any = None, *, report: bool = False) -> None:
+    """Confine every later run of the app's tools to `tools` (by name); with `report`, only note
+    what a run tries outside them (a rollout's first step). Once per process: the audit hook
+    cannot be taken back; a second install replaces what it enforces."""
     global _installed  # noqa: PLW0603 - one guard per process, as its audit hook is
     first = _installed is None
-    _installed = _Installed(app, dict(tools), proxy)
+    _installed = _Installed(app, dict(tools), proxy, report)
     if first:
         sys.addaudithook(_hook)
         threading.Thread.start = _start_confined  # type: ignore[method-assign]
@@ -114,7 +121,7 @@ def confined(tool: str) -> Iterator[Confinement | None]:
     if setup is None:
         yield None
         return
-    run = Confinement(setup.tools.get(tool) or Allowed(tool), setup.app)
+    run = Confinement(setup.tools.get(tool) or Allowed(tool), setup.app, report=setup.report)
     if setup.proxy is not None:
         run.proxy = setup.proxy.admit(run)
     thread = threading.current_thread()
@@ -176,8 +183,9 @@ def _look_up(run: Confinement, args: tuple[Any, ...]) -> None:
     host = _text(args[0]) if args[0] is not None else "127.0.0.1"
     port = _port(args[1]) if len(args) > 1 else None
     if not run.allowed.permits(host, port):
-        raise run.refuse(host if port is None else f"{host}:{port}")
+        return run.deny(host if port is None else f"{host}:{port}")
     run.names.add(host)
+    return None
 
 
 def _send(run: Confinement, args: tuple[Any, ...]) -> None:
@@ -187,23 +195,25 @@ def _send(run: Confinement, args: tuple[Any, ...]) -> None:
     if isinstance(address, str | bytes):
         path = _text(address)
         if not run.allowed.permits_path(path):
-            raise run.refuse(f"unix:{path or '(abstract)'}")
+            run.deny(f"unix:{path or '(abstract)'}")
         return
     if sock.family not in (socket.AF_INET, socket.AF_INET6) or not isinstance(address, tuple):
-        raise run.refuse(f"a socket of family {sock.family!r}")
+        return run.deny(f"a socket of family {sock.family!r}")
     host, port = str(address[0]), int(address[1])
     if not (run.allowed.permits(host, port) or host in _addresses(run, port)):
-        raise run.refuse(f"{host}:{port}")
+        run.deny(f"{host}:{port}")
+    return None
 
 
 def _spawn(run: Confinement, event: str, args: tuple[Any, ...]) -> None:
     where = _SPAWNS[event]
     env = args[where] if where is not None and len(args) > where else None
     if run.proxy is None or not isinstance(env, Mapping):
-        raise run.refuse(f"a process ({event}) not started with outbound_env()")
+        return run.deny(f"a process ({event}) not started with outbound_env()")
     shown = {_text(k): _text(v) for k, v in env.items() if _text(k) in PROXY_VARS}
     if any(shown.get(name) != run.proxy for name in PROXY_VARS):
-        raise run.refuse(f"a process ({event}) not started with outbound_env()")
+        run.deny(f"a process ({event}) not started with outbound_env()")
+    return None
 
 
 def _addresses(run: Confinement, port: int) -> frozenset[str]:

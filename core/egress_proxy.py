@@ -80,7 +80,8 @@ class Proxy:
             if not run.allowed.permits(asked.host, asked.port):
                 where = f"{asked.host}:{asked.port}"
                 run.refused.append(where)
-                return _answer(conn, 403, run.allowed.refusal(where))
+                if not run.report:  # reporting only: noted, and tunnelled as asked
+                    return _answer(conn, 403, run.allowed.refusal(where))
             try:
                 upstream = socket.create_connection((asked.host, asked.port), timeout=CONNECT_S)
             except OSError as exc:

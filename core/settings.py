@@ -134,6 +134,7 @@ class Settings:
     outbox_sweep_s: int = 60
     # Where each egress name a tool declares lives: `name=host:port,...;name=...` (core/egress.py)
     egress: str = ""
+    egress_mode: str = "enforce"  # or "report": the guard notes what it would refuse, stops nothing
 
     @property
     def redis_cluster_ports(self) -> tuple[int, ...]:
@@ -271,6 +272,7 @@ class Settings:
             sweep_s=_int(env, "WAKEFUL_SWEEP_S", 60, 1, 24 * 3600),
             outbox_sweep_s=_int(env, "WAKEFUL_OUTBOX_SWEEP_S", 60, 1, 3600),
             egress=_egress(env.get("WAKEFUL_EGRESS", "")),
+            egress_mode=_choice(env, "WAKEFUL_EGRESS_MODE", "enforce", ("enforce", "report")),
         )
 
 

@@ -38,7 +38,10 @@ def connect_tools(settings: Settings, app: App, log: Log) -> None:
     """Install the guard with the app's tools' egress, then open each tool, confined to its own."""
     mapped = table(settings)
     allowed = {tool.name: egress.resolve(tool.name, tool.egress, mapped) for tool in app.tools}
-    egress_guard.install(app.name, allowed, proxy=Proxy().start())
+    report = settings.egress_mode == "report"
+    egress_guard.install(app.name, allowed, proxy=Proxy().start(), report=report)
+    if report:
+        log("executor.egress_report_only", fix=f"set {egress.MODE_ENV}=enforce once nothing is reported")
     for tool in app.tools:
         if lost := egress.unmapped(tool.egress, mapped):
             log("executor.egress_unmapped", tool=tool.name, names=lost, fix=f"map them in {egress.ENV}")
@@ -47,9 +50,11 @@ def connect_tools(settings: Settings, app: App, log: Log) -> None:
 
 
 def receipt(run: Confinement | None, task_id: str) -> str | None:
-    """Why the step failed for good, if the guard refused anything its tool tried (None if not)."""
+    """Why the step failed for good, if the guard refused anything its tool tried (None if not;
+    and None when it only reports, with what was tried logged and counted all the same)."""
     if run is None or not run.refused:
         return None
     metrics.egress_refused(run.app, run.allowed.tool)
-    _LOG("executor.egress_refused", task_id=task_id, tool=run.allowed.tool, tried=run.refused[:8])
-    return run.allowed.refusal(", ".join(dict.fromkeys(run.refused[:4])))
+    event = "executor.egress_outside" if run.report else "executor.egress_refused"
+    _LOG(event, task_id=task_id, tool=run.allowed.tool, tried=run.refused[:8])
+    return None if run.report else run.allowed.refusal(", ".join(dict.fromkeys(run.refused[:4])))

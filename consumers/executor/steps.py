@@ -84,7 +84,7 @@ def call_once(
         except ToolFenced as exc:
             raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
         except Exception:
-            if run is None or not run.refused:
+            if run is None or not run.refused or run.report:  # reporting: the tool's own error
                 raise
     return guarding.receipt(run, lease.task_id) or outcome
 
@@ -174,7 +174,7 @@ def look_up(tool: Tool[Any], task_id: str, op: str) -> Mapping[str, str] | Pendi
         try:
             looked = tool.lookup(op)
         except Exception:
-            if run is None or not run.refused:
+            if run is None or not run.refused or run.report:  # reporting: the tool's own error
                 raise
     refused = guarding.receipt(run, task_id)
     return Refused(refused) if refused is not None else looked

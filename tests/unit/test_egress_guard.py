@@ -125,3 +125,57 @@ def test_a_process_is_started_only_through_the_proxy_and_held_to_the_same_list(
 
 def test_the_runtime_outside_a_tool_run_is_not_held(seen: dict[str, object]) -> None:
     assert seen["outside"] == "HTTP/1.0 200 OK"
+
+
+REPORTING = textwrap.dedent(
+    r"""
+    import json, socket, subprocess, sys, threading
+    from wakeful.core import egress_guard
+    from wakeful.core.egress import resolve
+    from wakeful.core.egress_proxy import Proxy
+
+    server = socket.create_server(("127.0.0.1", 0))
+    seen = []
+    def serve():
+        while True:
+            conn, _ = server.accept()
+            seen.append(1)
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            conn.close()
+    threading.Thread(target=serve, daemon=True).start()
+    port = server.getsockname()[1]
+    egress_guard.install("app", {"fetch": resolve("fetch", [], {})}, proxy=Proxy().start(), report=True)
+    out = {}
+    with egress_guard.confined("fetch") as run:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            out["direct"] = s.recv(100).split(b"\r\n")[0].decode()
+        out["bare_process"] = subprocess.run(["true"]).returncode
+        fetch = "import urllib.request as u,sys; print(u.urlopen(sys.argv[1], timeout=5).read().decode())"
+        done = subprocess.run([sys.executable, "-c", fetch, f"http://127.0.0.1:{port}/"],
+                              env=egress_guard.outbound_env(), capture_output=True, text=True, timeout=30)
+        out["proxied"] = done.stdout.strip() or done.stderr.strip()[-200:]
+        out["noted"] = list(run.refused)
+    out["port"] = port
+    out["reached"] = len(seen)
+    print(json.dumps(out))
+    """
+)
+
+
+def test_reporting_only_stops_nothing_and_notes_everything_it_would_have_refused() -> None:
+    child = [sys.executable, "-c", REPORTING]
+    done = subprocess.run(child, check=False, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    where = f"127.0.0.1:{seen['port']}"
+    assert (seen["direct"], seen["bare_process"], seen["proxied"], seen["reached"]) == (
+        "HTTP/1.0 200 OK",
+        0,
+        "ok",
+        2,
+    )
+    # the direct reach's look-up and its connect (neither stopped), and the proxied reach
+    assert seen["noted"].count(where) == 3, seen["noted"]
+    assert any("not started with outbound_env()" in n for n in seen["noted"]), seen["noted"]
