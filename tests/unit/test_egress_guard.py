@@ -14,7 +14,8 @@ import textwrap
 
 import pytest
 
-CHILD = textwrap.dedent(
+# Each child's start: a listener on 127.0.0.1 that answers a short page and counts connections.
+PRELUDE = textwrap.dedent(
     r"""
     import json, socket, subprocess, sys, threading
     from wakeful.core import egress_guard
@@ -33,7 +34,11 @@ CHILD = textwrap.dedent(
                 conn.close()
         threading.Thread(target=serve, daemon=True).start()
         return server.getsockname()[1], seen
+    """
+)
 
+CHILD = PRELUDE + textwrap.dedent(
+    r"""
     ok_port, ok_seen = listener()
     no_port, no_seen = listener()
     allowed = resolve("fetch", [f"127.0.0.1:{ok_port}"], {})
@@ -127,24 +132,9 @@ def test_the_runtime_outside_a_tool_run_is_not_held(seen: dict[str, object]) -> 
     assert seen["outside"] == "HTTP/1.0 200 OK"
 
 
-REPORTING = textwrap.dedent(
+REPORTING = PRELUDE + textwrap.dedent(
     r"""
-    import json, socket, subprocess, sys, threading
-    from wakeful.core import egress_guard
-    from wakeful.core.egress import resolve
-    from wakeful.core.egress_proxy import Proxy
-
-    server = socket.create_server(("127.0.0.1", 0))
-    seen = []
-    def serve():
-        while True:
-            conn, _ = server.accept()
-            seen.append(1)
-            conn.recv(4096)
-            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
-            conn.close()
-    threading.Thread(target=serve, daemon=True).start()
-    port = server.getsockname()[1]
+    port, seen = listener()
     egress_guard.install("app", {"fetch": resolve("fetch", [], {})}, proxy=Proxy().start(), report=True)
     out = {}
     with egress_guard.confined("fetch") as run:
