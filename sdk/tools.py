@@ -149,10 +149,10 @@ def catalog(tools: Iterable[Tool[Any]]) -> str:
     """The tool catalog version a task is stamped with: `catalog-<contract>.<wording>`, a digest of
     every tool's contract (name, arguments schema, stages, reversibility, op key), then one of its
     wording (description, egress)."""
+    tools = list(tools)
     described = [tool.describe() | {"op_key": tool.op_key} for tool in tools]
     contract = _digest([{k: d[k] for k in CONTRACT if k in d} for d in described])
-    wording = _digest([{k: d[k] for k in WORDING} for d in described])
-    return f"catalog-{contract}.{wording}"
+    return f"catalog-{contract}.{wording_digest(wording(tools))}"
 
 
 def wording(tools: Iterable[Tool[Any]]) -> list[dict[str, Any]]:

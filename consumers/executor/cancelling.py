@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from wakeful.consumers.executor import guarding
 from wakeful.consumers.executor import steps as executor_steps
 from wakeful.core.errors import DecodeError
 from wakeful.core.log import Log
@@ -70,7 +71,7 @@ def _settled(
         return entry, None
     tool = app.tool(entry.tool or "")
     looked = executor_steps.look_up(tool, task_id, entry.op_key) if tool is not None else None
-    if isinstance(looked, executor_steps.Refused):
+    if isinstance(looked, guarding.EgressRefusal):
         return entry, f"{entry.op_key} could not be looked up: {looked.reason}"
     if tool is not None and looked is not None:
         found = pending.outcome(tool, looked, datetime.now(UTC))

@@ -7,6 +7,9 @@ the reason the task is parked with, naming what the tool tried."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from wakeful.core import egress, egress_guard, metrics
@@ -19,6 +22,14 @@ from wakeful.sdk.app import App
 from wakeful.state import acl
 
 _LOG = Log(role="executor")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class EgressRefusal:
+    """A tool run the egress guard refused something in (D116): why its step fails for good."""
+
+    reason: str
 
 
 def table(settings: Settings) -> dict[str, tuple[Endpoint, ...]]:
@@ -58,3 +69,18 @@ def receipt(run: Confinement | None, task_id: str) -> str | None:
     event = "executor.egress_outside" if run.report else "executor.egress_refused"
     _LOG(event, task_id=task_id, tool=run.allowed.tool, tried=run.refused[:8])
     return None if run.report else run.allowed.refusal(", ".join(dict.fromkeys(run.refused[:4])))
+
+
+def held(tool: str, task_id: str, run_tool: Callable[[], T]) -> T | EgressRefusal:
+    """`run_tool()` held to `tool`'s egress: what it returned, or EgressRefusal when the guard refused
+    anything it tried, whatever the tool made of it (an error it raised then is that refusal's). An
+    error of the tool's own is raised, as is any while the guard only reports."""
+    with egress_guard.confined(tool) as run:
+        try:
+            made = run_tool()
+        except Exception:
+            if run is None or not run.refused or run.report:
+                receipt(run, task_id)  # reporting: what it tried is still noted
+                raise
+    said = receipt(run, task_id)
+    return EgressRefusal(said) if said is not None else made

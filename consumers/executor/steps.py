@@ -27,7 +27,8 @@ from typing import Any
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.consumers.executor import guarding
-from wakeful.core import egress_guard, metrics
+from wakeful.consumers.executor.guarding import EgressRefusal
+from wakeful.core import metrics
 from wakeful.core.errors import LeaseLost
 from wakeful.core.faults import fault
 from wakeful.core.log import Log
@@ -72,21 +73,17 @@ def call_once(
     later, the marker the action log records: workflow/pending.py), Unavailable, or why the step
     failed for good, which is what the guard refused if it refused anything, whatever the tool made
     of it. A fence the downstream refused is the lease lost (LeaseLost)."""
-    with egress_guard.confined(tool.name) as run:
-        try:
-            outcome: Mapping[str, Any] | Unavailable | str = pending.outcome(
-                tool, attempt(), datetime.now(UTC)
-            )
-        except ToolUnavailable as exc:
-            outcome = Unavailable(str(exc))
-        except ToolRefused as exc:
-            outcome = f"{tool.name} refused: {exc}"
-        except ToolFenced as exc:
-            raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
-        except Exception:
-            if run is None or not run.refused or run.report:  # reporting: the tool's own error
-                raise
-    return guarding.receipt(run, lease.task_id) or outcome
+    try:
+        made = guarding.held(tool.name, lease.task_id, attempt)
+    except ToolUnavailable as exc:
+        return Unavailable(str(exc))
+    except ToolRefused as exc:
+        return f"{tool.name} refused: {exc}"
+    except ToolFenced as exc:
+        raise LeaseLost(lease.task_id, lease.token, str(exc)) from exc
+    if isinstance(made, guarding.EgressRefusal):
+        return made.reason
+    return pending.outcome(tool, made, datetime.now(UTC))
 
 
 call_once = tool_call(call_once)  # a span per call, with the tool's name and its outcome (D75)
@@ -149,7 +146,7 @@ def settled(
         if intent.status is ActionStatus.SUCCEEDED and intent.result is not None:
             return Ran(tool.name, op, intent.result, dict(intent.args or {}))
         looked = look_up(tool, cp.task_id, op)
-        if looked is None or isinstance(looked, Refused):
+        if looked is None or isinstance(looked, EgressRefusal):
             continue
         found = pending.outcome(tool, looked, datetime.now(UTC))
         if isinstance(found, str):  # not recordable: the call again under the key says so, and fails
@@ -160,24 +157,10 @@ def settled(
     return None
 
 
-@dataclass(frozen=True)
-class Refused:
-    """A lookup the egress guard refused (D116): what the tool tried, and nothing is known."""
-
-    reason: str
-
-
-def look_up(tool: Tool[Any], task_id: str, op: str) -> Mapping[str, str] | Pending | Refused | None:
-    """The tool's lookup of `op`, held to its egress: Refused when the guard refused anything it
-    tried, whatever the tool made of it (a call again under the key is refused too, and says so)."""
-    with egress_guard.confined(tool.name) as run:
-        try:
-            looked = tool.lookup(op)
-        except Exception:
-            if run is None or not run.refused or run.report:  # reporting: the tool's own error
-                raise
-    refused = guarding.receipt(run, task_id)
-    return Refused(refused) if refused is not None else looked
+def look_up(tool: Tool[Any], task_id: str, op: str) -> Mapping[str, str] | Pending | EgressRefusal | None:
+    """The tool's lookup of `op`, held to its egress: EgressRefusal when the guard refused anything
+    tried (a call again under the key is refused too, and says so)."""
+    return guarding.held(tool.name, task_id, lambda: tool.lookup(op))
 
 
 def compensate(

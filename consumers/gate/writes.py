@@ -97,7 +97,8 @@ class FollowUps:
         event = wake.event
         recent = [f"{event.kind} by key {event.key_id} at {event.issued_at.isoformat()}"] if event else []
         memory = self.recall(cp, wake.auth, datetime.now(UTC)) if self.recall is not None else []
-        stored = self.wordings.of_stamp(cp.versions.tool_catalog) if self.wordings else None
+        stamp = cp.versions.tool_catalog  # the deployed one: its wording is the deployed, nothing to pin
+        stored = self.wordings.of_stamp(stamp) if self.wordings and stamp != self.app.catalog else None
         shown = wording.pinned(self.app, stored)  # each tool as the task knew it, unless refreshed
         body = window.build(self.app, cp, wake.auth, recent, wake.evidence, memory=memory, described=shown)
         # the tenant: whose token budget it spends; with the app, which freezes the proposer honours
