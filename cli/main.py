@@ -35,12 +35,14 @@ def _task() -> click.Command:
 
 def _authority() -> click.Command:
     from wakeful.cli.authority_cmds import authority, signers
+    from wakeful.cli.credential_cmds import credentials
     from wakeful.cli.kill_cmds import revoke_signer, unrevoke_signer
     from wakeful.cli.limit_cmds import limits
     from wakeful.cli.recover_cmd import backup
 
     authority.add_command(backup)
     authority.add_command(limits)
+    authority.add_command(credentials)
     signers.add_command(revoke_signer)
     signers.add_command(unrevoke_signer)
     return authority

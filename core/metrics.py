@@ -326,7 +326,7 @@ def tool_outcome(result: Any) -> str:
 
 
 def tool_calls(call_once: F) -> F:
-    """Decorates executor_steps.call_once(tool, attempt, lease): each call counted by tool and
+    """Decorates executor_steps.call_once(tool, op_key, attempt, lease): each call counted by tool and
     outcome, and timed."""
 
     @functools.wraps(call_once)

@@ -135,6 +135,8 @@ class Settings:
     # Where each egress name a tool declares lives: `name=host:port,...;name=...` (core/egress.py)
     egress: str = ""
     egress_mode: str = "enforce"  # or "report": the guard notes what it would refuse, stops nothing
+    # The most a per-step credential lives if its step never says it ended (core/grants.py, D120)
+    credential_ttl_s: int = 120
 
     @property
     def redis_cluster_ports(self) -> tuple[int, ...]:
@@ -273,6 +275,7 @@ class Settings:
             outbox_sweep_s=_int(env, "WAKEFUL_OUTBOX_SWEEP_S", 60, 1, 3600),
             egress=_egress(env.get("WAKEFUL_EGRESS", "")),
             egress_mode=_choice(env, "WAKEFUL_EGRESS_MODE", "enforce", ("enforce", "report")),
+            credential_ttl_s=_int(env, "WAKEFUL_CREDENTIAL_TTL_S", 120, 1, 900),
         )
 
 

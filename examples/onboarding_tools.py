@@ -1,9 +1,11 @@
 """The onboarding's two tools, both calling the reference supplier register (examples/suppliers.py)
-with its own credential, each under its own operation key."""
+with a credential minted for each step (D120), each under its own operation key."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,10 +33,15 @@ class PaymentArgs(BaseModel):
 
 
 class _OnRegister:
-    register: Suppliers
+    credential: ClassVar[str | None] = "suppliers"  # a register user minted for each step (D120)
 
     def connect(self, settings: Settings) -> None:
-        self.register = Suppliers(acl.connect(settings, "suppliers"))
+        self.settings = settings
+
+    @contextlib.contextmanager
+    def _register(self) -> Iterator[Suppliers]:
+        with acl.as_minted(self.settings) as client:
+            yield Suppliers(client)
 
 
 class RegisterSupplier(_OnRegister, Tool[RegisterArgs]):
@@ -50,19 +57,20 @@ class RegisterSupplier(_OnRegister, Tool[RegisterArgs]):
     egress = ("suppliers",)
 
     def call(self, op_key: str, args: RegisterArgs, fence: int) -> Mapping[str, str]:
-        with as_tool_errors():
-            made = self.register.register(
+        with as_tool_errors(), self._register() as register:
+            made = register.register(
                 op_key, args.task_id, fence, legal_name=args.legal_name, account=args.account
             )
         return {"supplier_id": made.supplier_id}
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
-        found = self.register.lookup(op_key)
+        with self._register() as register:
+            found = register.lookup(op_key)
         return {"supplier_id": found.supplier_id} if isinstance(found, Registration) else None
 
     def undo(self, op_key: str, args: RegisterArgs, fence: int) -> Mapping[str, str]:
-        with as_tool_errors():
-            removed = self.register.undo(op_key, args.task_id, fence)
+        with as_tool_errors(), self._register() as register:
+            removed = register.undo(op_key, args.task_id, fence)
         return {"removed": removed.supplier_id or "nothing had been registered"}
 
 
@@ -78,13 +86,14 @@ class ScheduleFirstPayment(_OnRegister, Tool[PaymentArgs]):
     egress = ("suppliers",)
 
     def call(self, op_key: str, args: PaymentArgs, fence: int) -> Mapping[str, str]:
-        with as_tool_errors():
-            paid = self.register.schedule(
+        with as_tool_errors(), self._register() as register:
+            paid = register.schedule(
                 op_key, args.task_id, fence, supplier_id=args.supplier_id, account=args.account,
                 amount=args.amount, currency=args.currency,
             )  # fmt: skip
         return {"payment_id": paid.payment_id}
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
-        found = self.register.lookup(op_key)
+        with self._register() as register:
+            found = register.lookup(op_key)
         return {"payment_id": found.payment_id} if isinstance(found, Payment) else None

@@ -87,13 +87,15 @@ class BankRefund(Tool[RefundArgs]):
     stages = (READY,)
     op_key = "REFUND:{task_id}:v{version}"
     egress = ("bank",)
+    credential = "bank"  # a bank user minted for each call and lookup, removed after it (D120)
 
     def connect(self, settings: Settings) -> None:
-        self.bank = Bank(acl.connect(settings, "bank"))
+        self.settings = settings
 
     def call(self, op_key: str, args: RefundArgs, fence: int) -> Mapping[str, str]:
         try:
-            entry = self.bank.refund(op_key, args.task_id, args.amount, args.currency, fence)
+            with acl.as_minted(self.settings) as client:
+                entry = Bank(client).refund(op_key, args.task_id, args.amount, args.currency, fence)
         except DownstreamUnavailable as exc:
             raise ToolUnavailable(str(exc)) from exc
         except FencedOff as exc:
@@ -101,7 +103,8 @@ class BankRefund(Tool[RefundArgs]):
         return {"ledger_entry": entry.entry_id}
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
-        entry = self.bank.lookup(op_key)
+        with acl.as_minted(self.settings) as client:
+            entry = Bank(client).lookup(op_key)
         return {"ledger_entry": entry.entry_id} if entry is not None else None
 
 

@@ -4,8 +4,9 @@ effects (a refund or a replacement, a notice to the customer)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Literal
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,13 +49,19 @@ class NoticeArgs(BaseModel):
 
 
 class _AtShop:
-    shop: Shop
+    credential: ClassVar[str | None] = "shop"  # a shop user minted for each step (D120)
 
     def connect(self, settings: Settings) -> None:
-        self.shop = Shop(acl.connect(settings, "shop"))
+        self.settings = settings
+
+    @contextlib.contextmanager
+    def _shop(self) -> Iterator[Shop]:
+        with acl.as_minted(self.settings) as client:
+            yield Shop(client)
 
     def _read(self, op_key: str) -> Mapping[str, str] | None:
-        found = self.shop.lookup(op_key)
+        with self._shop() as shop:
+            found = shop.lookup(op_key)
         return found.answer if isinstance(found, Answer) else None
 
 
@@ -69,8 +76,8 @@ class FindOrder(_AtShop, Tool[OrderArgs]):
     output_trust = "trusted"  # the shop's own order records, not outside text
 
     def call(self, op_key: str, args: OrderArgs, fence: int) -> Mapping[str, str]:
-        with as_tool_errors():
-            return self.shop.order(op_key, args.task_id, args.order_id)
+        with as_tool_errors(), self._shop() as shop:
+            return shop.order(op_key, args.task_id, args.order_id)
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
         return self._read(op_key)
@@ -86,8 +93,8 @@ class TrackParcel(_AtShop, Tool[ParcelArgs]):
     effect = False  # output_trust stays "untrusted": the carrier's text is outside text
 
     def call(self, op_key: str, args: ParcelArgs, fence: int) -> Mapping[str, str]:
-        with as_tool_errors():
-            return self.shop.tracking(op_key, args.task_id, args.parcel)
+        with as_tool_errors(), self._shop() as shop:
+            return shop.tracking(op_key, args.task_id, args.parcel)
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
         return self._read(op_key)
@@ -105,15 +112,16 @@ class RemedyOrder(_AtShop, Tool[RemedyArgs]):
     egress = ("shop",)
 
     def call(self, op_key: str, args: RemedyArgs, fence: int) -> Mapping[str, str]:
-        with as_tool_errors():
-            made = self.shop.remedy(
+        with as_tool_errors(), self._shop() as shop:
+            made = shop.remedy(
                 op_key, args.task_id, fence, remedy=args.remedy, order_id=args.order_id,
                 amount=args.amount, currency=args.currency,
             )  # fmt: skip
         return _remedied(made)
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
-        found = self.shop.lookup(op_key)
+        with self._shop() as shop:
+            found = shop.lookup(op_key)
         return _remedied(found) if isinstance(found, Remedy) else None
 
 
@@ -126,12 +134,13 @@ class SendNotice(_AtShop, Tool[NoticeArgs]):
     egress = ("shop",)
 
     def call(self, op_key: str, args: NoticeArgs, fence: int) -> Mapping[str, str]:
-        with as_tool_errors():
-            sent = self.shop.notify(op_key, args.task_id, fence, order_id=args.order_id, message=args.message)
+        with as_tool_errors(), self._shop() as shop:
+            sent = shop.notify(op_key, args.task_id, fence, order_id=args.order_id, message=args.message)
         return _noticed(sent)
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
-        found = self.shop.lookup(op_key)
+        with self._shop() as shop:
+            found = shop.lookup(op_key)
         return _noticed(found) if isinstance(found, Notice) else None
 
 

@@ -9,6 +9,7 @@ complete ones.
 
 from wakeful.authority.snapshot import Snapshot
 from wakeful.core.egress_guard import EgressRefused, outbound_env
+from wakeful.core.minting import Credential, credential
 from wakeful.sdk.app import App, load_app, policy_file
 from wakeful.sdk.memory import Fact, Recall, Remember
 from wakeful.sdk.retention import Retention
@@ -58,6 +59,7 @@ __all__ = [
     "App",
     "Compensate",
     "Context",
+    "Credential",
     "Effect",
     "EgressRefused",
     "Fact",
@@ -80,6 +82,7 @@ __all__ = [
     "Wait",
     "Workflow",
     "catalog",
+    "credential",
     "load_app",
     "outbound_env",
     "policy_file",

@@ -11,6 +11,7 @@ Subclass Tool, declare what it is, and implement `call` and `lookup`:
         egress = ("rooms",)
 
         def connect(self, settings): ...            # open clients with the tool's own credentials
+                                                    # (or declare `credential`: one minted per step)
         def call(self, op_key, args, fence): ...    # do it once per op key; return what to record
         def lookup(self, op_key): ...               # what a call under op_key did, or None
 
@@ -74,6 +75,9 @@ class Tool(Generic[A]):
     op_key: ClassVar[str] = "{tool}:{task_id}:v{version}"  # fields: tool, task_id, version
     reversible: ClassVar[bool] = False
     egress: ClassVar[tuple[str, ...]] = ()  # the outside systems it reaches, for review and policy
+    # A downstream (state/downstreams.py) whose Redis user is minted for each call, lookup and undo
+    # and removed after it (D120): the run reads it with `credential()`; None: the tool keeps its own.
+    credential: ClassVar[str | None] = None
     attempts: ClassVar[int] = 3
     # False: a read-only tool (a lookup, a search, a fetch). It runs without an approval, and uses
     # none up, but is confined like any other (its stages, its egress, its op key).

@@ -17,22 +17,30 @@ Each role's password is in its own secrets folder (state/credentials.py).
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+from collections.abc import Iterator
 from typing import Any, cast
 
 import redis
 from redis.cluster import RedisCluster
 
-from wakeful.core import secrets
+from wakeful.core import minting, secrets
 from wakeful.core.errors import MissingCredential
 from wakeful.core.settings import Settings
 from wakeful.state import downstreams, keys
+from wakeful.state.acl_lines import DEFAULT, DEFAULT_RULES, aclfile_lines, setuser_commands, user_name
 from wakeful.state.downstreams import Downstream
+
+__all__ = [  # the users' written forms (state/acl_lines.py) are part of this module's face
+    "DEFAULT", "DEFAULT_RULES", "ROLES", "RULES", "CountingConnection", "aclfile_lines", "as_minted",
+    "client", "connect", "downstream_rules", "downstreams_of", "is_cluster", "setuser_commands", "user_name",
+    "users",
+]  # fmt: skip
 
 # The runtime's users. A downstream an app's tools call (state/downstreams.py: the example apps'
 # bank and supplier register) is a user of its own beside these, which reaches its own keys only;
 # no role but the executor is given its credential.
-ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "ingress", "admin")
+ROLES = ("inbound", "gate", "proposer", "executor", "timer", "relay", "ingress", "minter", "admin")
 
 _FUNCTIONS = "+fcall"
 _STATE = f"(~{keys.PATTERN_STATE} ~{keys.PATTERN_QUARANTINE} +get +set)"
@@ -192,20 +200,15 @@ RULES: dict[str, str] = {
         f"(%R~{keys.PATTERN_TASK_RECEIPT} %R~{keys.PATTERN_RECEIPT} +get) "
         f"(%R~{keys.PATTERN_INDEX} +hget +hmget +zrange +zrevrange)"
     ),
+    # The minter (consumers/minter, D120) makes and removes per-step users; reads a step's lease and intent.
+    "minter": (
+        f"resetkeys -@all {_KEYLESS} +acl|setuser +acl|deluser +acl|users (%R~{keys.PATTERN_LEASE} +get) "
+        f"(%R~{keys.PATTERN_OPS} +hget) (~{keys.MINTED} ~{keys.MINTED_DUE} +hset +hdel +hkeys +hgetall "
+        "+zadd +zrem +zrangebyscore)"
+    ),
     # The admin alone reaches the record of dead-letter replays (keys.DLQ_REPLAYS): no role's pattern does.
     "admin": "resetkeys ~* resetchannels &* +@all",
 }
-# The built-in default user may run everything, but only with a password nobody is given: an
-# unauthenticated connection gets NOAUTH for every command. It cannot be restricted instead,
-# because Redis 7.0 replays MULTI/EXEC blocks (and multi-write scripts) from the AOF as the
-# default user and re-checks its ACL at EXEC: a restricted default user silently drops every
-# transaction on restart (redis/redis#14541, fixed only in later releases). docs/decisions.md D16.
-DEFAULT_RULES = "on resetkeys ~* resetchannels &* +@all"
-DEFAULT = "default"
-
-
-def user_name(role: str) -> str:
-    return f"wakeful-{role}"
 
 
 def downstreams_of(settings: Settings) -> tuple[Downstream, ...]:
@@ -222,42 +225,6 @@ def downstream_rules(downstream: Downstream) -> str:
 def users(settings: Settings) -> dict[str, str]:
     """Every Redis user wakeful makes, user -> rules: the runtime's roles, then the downstreams'."""
     return RULES | {d.user: downstream_rules(d) for d in downstreams_of(settings)}
-
-
-def aclfile_lines(creds: dict[str, str], rules: dict[str, str]) -> list[str]:
-    """The users (`rules`, from users()) as lines of a Redis aclfile (passwords stored hashed)."""
-    default = hashlib.sha256(creds[DEFAULT].encode()).hexdigest()
-    lines = [f"user default {DEFAULT_RULES} #{default}"]
-    for role, rule in rules.items():
-        digest = hashlib.sha256(creds[role].encode()).hexdigest()
-        lines.append(f"user {user_name(role)} on #{digest} {rule}")
-    return lines
-
-
-def setuser_commands(creds: dict[str, str], rules: dict[str, str]) -> list[list[str]]:
-    """The same users as ACL SETUSER argument lists, for a Redis that wakeful did not start."""
-    commands = []
-    for role, rule in rules.items():
-        digest = hashlib.sha256(creds[role].encode()).hexdigest()
-        commands.append(["ACL", "SETUSER", user_name(role), "reset", "on", f"#{digest}", *_split(rule)])
-    return commands
-
-
-def _split(rules: str) -> list[str]:
-    """Split rules on spaces, keeping each parenthesised selector as one argument."""
-    out: list[str] = []
-    depth, word = 0, ""
-    for ch in rules:
-        if ch == " " and depth == 0:
-            if word:
-                out.append(word)
-            word = ""
-            continue
-        depth += (ch == "(") - (ch == ")")
-        word += ch
-    if word:
-        out.append(word)
-    return out
 
 
 class CountingConnection(redis.Connection):
@@ -303,6 +270,27 @@ def connect(settings: Settings, role: str, timeout: float | None = None) -> redi
         "creates it for the local stack (compose: the init service); for your own Redis run "
         "`wakeful admin acl --apply`, or set WAKEFUL_ALLOW_DEFAULT_USER=1 for a local experiment",
     )
+
+
+@contextlib.contextmanager
+def as_minted(settings: Settings, timeout: float = 10.0) -> Iterator[redis.Redis]:
+    """A client of this step's minted user (D120: core/minting.py, credential()), for this run of a
+    tool only: closed when the run ends, as the user is removed."""
+    made = minting.credential()
+    own = client(
+        settings,
+        username=made.user,
+        password=made.password,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        connection_class=CountingConnection,
+        lib_name=None,  # no CLIENT SETINFO round trip for a connection that lives one call
+        lib_version=None,
+    )
+    try:
+        yield own
+    finally:
+        own.close()
 
 
 def client(settings: Settings, **options: Any) -> redis.Redis:

@@ -94,6 +94,10 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 |                   |        | (names, descriptions, egress), under the digest a  | HSET current at start, |
 |                   |        | catalog stamp names; "<app>:current" -> the last   | HGET; admin            |
 |                   |        | deployed (D119)                                    |                        |
+| wk:{minted}:all   | hash   | minted user -> JSON: the step it was minted for    | minter; admin (revoke) |
+|                   |        | (scope, tool, task, op key, fence, expiry), never  |                        |
+|                   |        | its secret (state/minted.py, D120)                 |                        |
+| wk:{minted}:due   | zset   | minted user -> when it ends (ms): the reaper's     | minter; admin (revoke) |
 | wk:authority:{tools}:catalog | hash | app -> JSON: its published tool catalog | admin (tools publish) |
 | wk:authority:{tools}:switches | hash | JSON [app, tool] -> JSON: who turned    | admin (tools disable, |
 |                   |        | it off, when, why; no field: the tool is on        | enable); roles read    |
@@ -262,6 +266,10 @@ AUTH_LIMIT_HISTORY = f"{_LIMITS}:history"  # stream: {scope, action, max_in_flig
 PATTERN_AUTHORITY = f"{AUTHORITY}:*"
 HELD_TASKS = f"{PREFIX}:held"
 WORDINGS = f"{PREFIX}:wordings"  # hash: each app's deployed tool wordings by digest (state/wording.py, D119)
+# Per-step credentials (state/minted.py, D120): one hash tag, so a credential's record and its due
+# time are one slot's on a Redis Cluster. The minter's alone (and the admin's, to revoke).
+MINTED = f"{PREFIX}:{{minted}}:all"
+MINTED_DUE = f"{PREFIX}:{{minted}}:due"
 # Per partition of wakeful.wake, the offset of each task's oldest held wake (D115): one key each,
 # so a gate's read of its batch's partitions is one command per partition.
 PATTERN_HELD_FLOOR = f"{PREFIX}:heldfloor:{{*}}"

@@ -70,7 +70,7 @@ def _settled(
     if entry.status is not ActionStatus.IN_FLIGHT or entry.op_key.startswith(UNDO_PREFIX):
         return entry, None
     tool = app.tool(entry.tool or "")
-    looked = executor_steps.look_up(tool, task_id, entry.op_key) if tool is not None else None
+    looked = executor_steps.look_up(tool, task_id, entry.op_key, lease.fence) if tool is not None else None
     if isinstance(looked, guarding.EgressRefusal):
         return entry, f"{entry.op_key} could not be looked up: {looked.reason}"
     if tool is not None and looked is not None:

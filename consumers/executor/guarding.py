@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from wakeful.consumers.executor import credentials
 from wakeful.core import egress, egress_guard, metrics
 from wakeful.core.egress import Endpoint
 from wakeful.core.egress_guard import Confinement
 from wakeful.core.egress_proxy import Proxy
 from wakeful.core.log import Log
+from wakeful.core.minting import Credential
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import App
+from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable
 from wakeful.state import acl
 
 _LOG = Log(role="executor")
@@ -58,6 +61,7 @@ def connect_tools(settings: Settings, app: App, log: Log) -> None:
             log("executor.egress_unmapped", tool=tool.name, names=lost, fix=f"map them in {egress.ENV}")
         with egress_guard.confined(tool.name):
             tool.connect(settings)  # each with its own credentials, and only its own egress
+    credentials.start(settings, app, log)  # the minter of the tools that declare a credential (D120)
 
 
 def receipt(run: Confinement | None, task_id: str) -> str | None:
@@ -71,16 +75,40 @@ def receipt(run: Confinement | None, task_id: str) -> str | None:
     return None if run.report else run.allowed.refusal(", ".join(dict.fromkeys(run.refused[:4])))
 
 
-def held(tool: str, task_id: str, run_tool: Callable[[], T]) -> T | EgressRefusal:
+def held(
+    tool: Tool[Any], task_id: str, run_tool: Callable[[], T], step: tuple[str, int] | None = None
+) -> T | EgressRefusal:
     """`run_tool()` held to `tool`'s egress: what it returned, or EgressRefusal when the guard refused
     anything it tried, whatever the tool made of it (an error it raised then is that refusal's). An
-    error of the tool's own is raised, as is any while the guard only reports."""
-    with egress_guard.confined(tool) as run:
-        try:
-            made = run_tool()
-        except Exception:
-            if run is None or not run.refused or run.report:
-                receipt(run, task_id)  # reporting: what it tried is still noted
-                raise
+    error of the tool's own is raised, as is any while the guard only reports.
+
+    `step`: the (op key, fence) of the run, for which a tool that declares a credential is minted
+    one (consumers/executor/credentials.py); a result that carries it fails the step, and an error
+    that names it is raised with it blotted out."""
+    op_key, fence = step if step is not None else (None, 0)
+    with credentials.minted(tool, task_id, op_key, fence) as secret:
+        with egress_guard.confined(tool.name) as run:
+            try:
+                made = run_tool()
+            except Exception as exc:
+                if run is None or not run.refused or run.report:
+                    receipt(run, task_id)  # reporting: what it tried is still noted
+                    if _carries(str(exc), secret):
+                        raise _blotted(exc, secret) from None
+                    raise
+        if secret is not None and _carries(repr(made), secret):
+            return EgressRefusal(f"{tool.name} returned its step's credential: the result is not recorded")
     said = receipt(run, task_id)
     return EgressRefusal(said) if said is not None else made
+
+
+def _carries(text: str, secret: Credential | None) -> bool:
+    return secret is not None and secret.password in text
+
+
+def _blotted(exc: Exception, secret: Credential | None) -> Exception:
+    """`exc` with the step's credential blotted out of its message (the tool errors the executor
+    reads keep their kind; any other becomes a RuntimeError)."""
+    said = str(exc) if secret is None else str(exc).replace(secret.password, "[credential]")
+    kind = type(exc) if isinstance(exc, ToolUnavailable | ToolRefused | ToolFenced) else RuntimeError
+    return kind(said)

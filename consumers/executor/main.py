@@ -244,10 +244,9 @@ class Executor:
         fault("executor.after_intent")
         # A fresh intent, or case B (in flight, and settled() found nothing downstream): call with
         # the same key; the tool does it at most once. The lease is renewed while the call runs.
+        attempt = functools.partial(tool.call, effect.op_key, effect.args, lease.fence)
         with self.heartbeats.beating(lease, also=turn.renew if turn.most else None) as beat:
-            outcome = executor_steps.call_once(
-                tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
-            )
+            outcome = executor_steps.call_once(tool, effect.op_key, attempt, lease)
         beat.check()  # renewed at every beat, or nothing is written with this fence
         if isinstance(outcome, executor_steps.Unavailable):
             outcome = self._unavailable(loaded, tool, begun.entry, outcome)

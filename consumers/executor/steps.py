@@ -67,14 +67,14 @@ class Unavailable:
 
 @metrics.tool_calls
 def call_once(
-    tool: Tool[Any], attempt: Callable[[], Mapping[str, Any] | Pending], lease: Lease
+    tool: Tool[Any], op_key: str, attempt: Callable[[], Mapping[str, Any] | Pending], lease: Lease
 ) -> Mapping[str, Any] | Unavailable | str:
     """One call, held to the tool's egress (D116): the tool's result (for an answer that comes
     later, the marker the action log records: workflow/pending.py), Unavailable, or why the step
     failed for good, which is what the guard refused if it refused anything, whatever the tool made
     of it. A fence the downstream refused is the lease lost (LeaseLost)."""
     try:
-        made = guarding.held(tool.name, lease.task_id, attempt)
+        made = guarding.held(tool, lease.task_id, attempt, (op_key, lease.fence))
     except ToolUnavailable as exc:
         return Unavailable(str(exc))
     except ToolRefused as exc:
@@ -98,7 +98,7 @@ def call_more(app: App, more: Sequence[Effect], lease: Lease) -> list[Ran]:
         tool = app.tool(effect.tool)
         assert tool is not None and not tool.effect  # batch.check judged it
         outcome = call_once(
-            tool, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
+            tool, effect.op_key, functools.partial(tool.call, effect.op_key, effect.args, lease.fence), lease
         )
         if isinstance(outcome, Unavailable | str) or pending.MARK in outcome:
             break
@@ -116,14 +116,16 @@ def after_unavailable(tool: Tool[Any], tried: int, reason: str) -> float | str:
     return f"{where} unavailable after {tried} attempts: {reason}"
 
 
-def call(tool: Tool[Any], attempt: Callable[[], Mapping[str, Any]], lease: Lease) -> Mapping[str, Any] | str:
+def call(
+    tool: Tool[Any], op_key: str, attempt: Callable[[], Mapping[str, Any]], lease: Lease
+) -> Mapping[str, Any] | str:
     """An undo's call, retried in place while the tool is unavailable (at most `tool.attempts`
     calls, well under a second of backoff in all, under the executor's heartbeat); or why it
     failed for good."""
     tried = 0
     while True:  # ends: after_unavailable fails the step once `tool.attempts` calls were made
         tried += 1
-        outcome = call_once(tool, attempt, lease)
+        outcome = call_once(tool, op_key, attempt, lease)
         if not isinstance(outcome, Unavailable):
             return outcome
         decided = after_unavailable(tool, tried, outcome.reason)
@@ -145,7 +147,7 @@ def settled(
             continue
         if intent.status is ActionStatus.SUCCEEDED and intent.result is not None:
             return Ran(tool.name, op, intent.result, dict(intent.args or {}))
-        looked = look_up(tool, cp.task_id, op)
+        looked = look_up(tool, cp.task_id, op, lease.fence)
         if looked is None or isinstance(looked, EgressRefusal):
             continue
         found = pending.outcome(tool, looked, datetime.now(UTC))
@@ -157,10 +159,12 @@ def settled(
     return None
 
 
-def look_up(tool: Tool[Any], task_id: str, op: str) -> Mapping[str, str] | Pending | EgressRefusal | None:
-    """The tool's lookup of `op`, held to its egress: EgressRefusal when the guard refused anything
-    tried (a call again under the key is refused too, and says so)."""
-    return guarding.held(tool.name, task_id, lambda: tool.lookup(op))
+def look_up(
+    tool: Tool[Any], task_id: str, op: str, fence: int
+) -> Mapping[str, str] | Pending | EgressRefusal | None:
+    """The tool's lookup of `op` under the lease at `fence`, held to its egress: EgressRefusal when
+    the guard refused anything tried (a call again under the key is refused too, and says so)."""
+    return guarding.held(tool, task_id, lambda: tool.lookup(op), (op, fence))
 
 
 def compensate(
@@ -200,7 +204,7 @@ def undo(
     begun = actions.begin(task_id, undo_op, lease.fence, lease.token, tool=tool.name, args=done.args)
     if begun.entry.status is ActionStatus.SUCCEEDED:
         return None
-    outcome = call(tool, functools.partial(tool.undo, op, args, lease.fence), lease)
+    outcome = call(tool, undo_op, functools.partial(tool.undo, op, args, lease.fence), lease)
     if isinstance(outcome, str):
         actions.fail(task_id, undo_op, lease.fence, outcome)
         return f"undo of {tool.name} failed: {outcome}"

@@ -158,7 +158,7 @@ def test_call_once_makes_one_call_and_never_sleeps_on_an_unavailable_tool() -> N
         calls.append(1)
         raise ToolUnavailable("503")
 
-    outcome = executor_steps.call_once(Pay(), attempt, lease(15_000))
+    outcome = executor_steps.call_once(Pay(), "PAY:t-1:v1", attempt, lease(15_000))
     assert outcome == executor_steps.Unavailable("503") and len(calls) == 1
 
 

@@ -62,6 +62,7 @@ KINDS: dict[str, str | None] = {
     "unreadable tasks": None,
     "live": None,
     "wordings": None,
+    "minted": None,
     "dlq replays": None,  # the admin's alone: no role's pattern may reach it
 }
 TASK_KEYS: dict[str, Callable[[str], str]] = {
@@ -93,6 +94,8 @@ def every_key() -> list[tuple[str, str]]:
         ("unreadable tasks", keys.UNREADABLE_TASKS),
         ("live", keys.LIVE),
         ("wordings", keys.WORDINGS),
+        ("minted", keys.MINTED),
+        ("minted", keys.MINTED_DUE),
         ("schedule fired", keys.SCHEDULE_FIRED),
         ("authority", keys.AUTH_SCHEDULES),
         ("authority", keys.AUTH_LIMITS),
@@ -165,5 +168,7 @@ def test_every_pattern_the_acl_grants_is_one_of_the_key_tables_kinds() -> None:
         keys.FAIR_QUEUED,  # the tenants with held creates (D108)
         keys.AUTH_FROZEN,  # the proposer reads this one authority key only (D117)
         keys.WORDINGS,  # the deployed tool wordings, published by gates and executors (D119)
+        keys.MINTED,  # the minter's record of the users it made, and when each is due (D120)
+        keys.MINTED_DUE,
     }
     assert granted <= known, granted - known

@@ -21,6 +21,7 @@ VARIABLE = re.compile(r"WAKEFUL_[A-Z0-9_]+")
 # Read by the code but no setting of a user's: each with why it is left out of the table.
 NOT_SETTINGS = {
     "WAKEFUL_PARENT_PID": "set by the supervisor for the roles it spawns, never by a person",
+    "WAKEFUL_MINTER_SOCKET": "set by the executor for the minter it starts (D120), never by a person",
     "WAKEFUL_REDIS_CREDENTIALS": "read only to refuse it with how to move on (README's Troubleshooting)",
 }
 # Folders of the package that hold no code of the runtime's own.

@@ -1,0 +1,144 @@
+"""The minter (D120): it alone may make Redis users, and it makes one per step of a tool that
+declares `credential = "<downstream>"`, only for a step that is really running (core/grants.py
+judges: the task's lease at the grant's fence, an effect's intent in flight under its op key).
+
+The executor starts it as a child (consumers/executor/credentials.py) and asks over a Unix socket
+in a directory only this user may enter; it stops when the executor does. Its reaper removes each
+credential whose lifetime (WAKEFUL_CREDENTIAL_TTL_S) is past, and at start every minted user no
+record names, so a credential whose step never ended lives at most its lifetime and a reaper pass.
+It logs each credential it makes and removes by user, task and op key: never its secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import secrets
+import socket
+import threading
+import time
+
+import orjson
+import redis
+
+from wakeful.core import grants
+from wakeful.core.grants import Grant
+from wakeful.core.log import Log
+from wakeful.core.minting import SOCKET_ENV
+from wakeful.core.settings import Settings
+from wakeful.sdk.app import load_app
+from wakeful.state import acl, keys, minted
+from wakeful.state.acl_lines import split
+
+REAP_EVERY_S = 1.0
+_LOG = Log(role="minter")
+
+
+class Minter:
+    """The minter's rules and its store: which tool may have which downstream's credential, each
+    downstream's rights, the lifetime, and the Redis it makes users in."""
+
+    def __init__(self, settings: Settings, client: redis.Redis) -> None:
+        app = load_app(settings.app)
+        self.client, self.ttl_ms = client, settings.credential_ttl_s * 1000
+        self.scopes = {t.name: t.credential for t in app.tools if t.credential}
+        # a minted user has its downstream's rights: the keys and commands its static user had
+        self.rights = {d.user: split(acl.downstream_rules(d)) for d in acl.downstreams_of(settings)}
+        self.ended: queue.Queue[str] = queue.Queue()
+
+    def answer(self, line: bytes) -> bytes | None:
+        """The reply to one request line (None for `end`, which has none)."""
+        try:
+            asked = orjson.loads(line)
+            if not isinstance(asked, dict):
+                raise ValueError("a request is a JSON object")
+            if asked.get("op") == "end":
+                self.ended.put(str(asked.get("user", "")))
+                return None
+            grant = Grant(
+                str(asked["scope"]), str(asked["tool"]), str(asked["task_id"]),
+                str(asked["op_key"]), int(asked["fence"]), bool(asked.get("effect", True)),
+            )  # fmt: skip
+        except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
+            return _reply({"ok": False, "error": f"unreadable request: {exc}"})
+        try:
+            return _reply(self.mint(grant))
+        except redis.RedisError as exc:
+            return _reply({"ok": False, "error": f"Redis: {exc}"})
+
+    def mint(self, grant: Grant) -> dict[str, object]:
+        rights = self.rights.get(grant.scope)
+        if rights is None:
+            return {"ok": False, "error": f"{grant.scope!r} is no downstream of this stack"}
+        looked = [None, None]
+        if not grant.problems():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(keys.lease(grant.task_id))
+            pipe.hget(keys.ops(grant.task_id), grant.op_key)
+            looked = pipe.execute()
+        if said := grants.refusal(grant, self.scopes, looked[0], looked[1]):
+            _LOG("minter.refused", task_id=grant.task_id, op_key=grant.op_key, tool=grant.tool, reason=said)
+            return {"ok": False, "error": f"no credential for {grant.tool}: {said}"}
+        user, password = grants.PREFIX + secrets.token_hex(12), secrets.token_urlsafe(24)
+        expires_ms = int(time.time() * 1000) + self.ttl_ms
+        minted.make(self.client, grant, (user, password), rights, expires_ms)
+        _LOG("minter.minted", user=user, task_id=grant.task_id, op_key=grant.op_key, tool=grant.tool)
+        return {"ok": True, "user": user, "password": password, "expires_ms": expires_ms}
+
+    def reap(self, stop: threading.Event) -> None:
+        """Remove what the steps ended and what is past its lifetime, until `stop`."""
+        with contextlib.suppress(redis.RedisError):
+            if stray := minted.strays(self.client):
+                minted.end(self.client, stray)
+                _LOG("minter.strays_removed", users=stray[:20], count=len(stray))
+        while not stop.is_set():
+            users = []
+            with contextlib.suppress(queue.Empty):
+                users.append(self.ended.get(timeout=REAP_EVERY_S))
+                while len(users) < 500:
+                    users.append(self.ended.get_nowait())
+            try:
+                late = minted.due(self.client, int(time.time() * 1000))
+                minted.end(self.client, [*users, *late])
+            except redis.RedisError as exc:  # the next pass tries again; due ones stay due
+                _LOG("minter.reap_failed", error=str(exc)[:200])
+                for user in users:
+                    self.ended.put(user)
+                stop.wait(REAP_EVERY_S)
+                continue
+            if late:
+                _LOG("minter.expired", users=late[:20], count=len(late))
+
+
+def _reply(said: dict[str, object]) -> bytes:
+    return orjson.dumps(said) + b"\n"
+
+
+def serve(minter: Minter, conn: socket.socket) -> None:
+    with conn, conn.makefile("rb") as lines:
+        for line in lines:
+            if reply := minter.answer(line):
+                conn.sendall(reply)
+
+
+def main(settings: Settings, stop: threading.Event) -> None:
+    """Serve the executor that started this process (SOCKET_ENV names where) until `stop`."""
+    path = os.environ[SOCKET_ENV]
+    minter = Minter(settings, acl.connect(settings, "minter", timeout=10))
+    threading.Thread(target=minter.reap, args=(stop,), name="minter-reap", daemon=True).start()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chmod(path, 0o600)
+    server.listen(16)
+    server.settimeout(REAP_EVERY_S)
+    _LOG("minter.ready", socket=path, scopes=sorted(set(minter.scopes.values())))
+    while not stop.is_set():
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            continue
+        conn.settimeout(None)
+        threading.Thread(target=serve, args=(minter, conn), name="minter-conn", daemon=True).start()

@@ -1,0 +1,93 @@
+"""Per-step credentials in Redis (D120): the users the minter makes, and what it keeps of them.
+
+    wk:{minted}:all   hash  user -> JSON: the grant it was minted for and when it ends (no secret)
+    wk:{minted}:due   zset  user -> when it ends, epoch ms: what the reaper removes once due
+
+A minted user's password is stored by Redis as its SHA-256 only (`#<hex>`), so no command, ACL
+LIST or saved ACL holds it. Removing a user (ACL DELUSER) also closes every connection that
+authenticated as it, so a credential revoked in the middle of a call stops working at once.
+ACL commands go to every node of a Redis Cluster (the client routes them so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, cast
+
+import orjson
+import redis
+
+from wakeful.core.grants import NAME, PREFIX, Grant
+from wakeful.state import keys
+
+
+def setuser(user: str, password: str, rules: Sequence[str]) -> list[str]:
+    """The ACL SETUSER arguments that make `user` afresh with `rules`, its password given hashed."""
+    digest = hashlib.sha256(password.encode()).hexdigest()
+    return ["ACL", "SETUSER", user, "reset", "on", f"#{digest}", *rules]
+
+
+def make(
+    client: redis.Redis, grant: Grant, user: tuple[str, str], rules: Sequence[str], expires_ms: int
+) -> None:
+    """Record the credential, then make its user (name, password): a crash between leaves a record
+    the reaper ends, never a user nothing would remove."""
+    name, password = user
+    pipe = client.pipeline(transaction=False)
+    pipe.hset(keys.MINTED, name, grant.record(name, expires_ms))
+    pipe.zadd(keys.MINTED_DUE, {name: expires_ms})
+    pipe.execute()
+    client.execute_command(*setuser(name, password, rules))  # type: ignore[no-untyped-call]
+
+
+def end(client: redis.Redis, users: Sequence[str]) -> int:
+    """Remove these minted users and their records; how many users Redis still had."""
+    names = [u for u in dict.fromkeys(users) if NAME.fullmatch(u)]
+    if not names:
+        return 0
+    removed = _removed(client.execute_command("ACL", "DELUSER", *names))  # type: ignore[no-untyped-call]
+    pipe = client.pipeline(transaction=False)
+    pipe.hdel(keys.MINTED, *names)
+    pipe.zrem(keys.MINTED_DUE, *names)
+    pipe.execute()
+    return removed
+
+
+def due(client: redis.Redis, now_ms: int, limit: int = 500) -> list[str]:
+    """The minted users whose lifetime is past."""
+    found = client.zrangebyscore(keys.MINTED_DUE, "-inf", now_ms, start=0, num=limit)
+    return [_text(u) for u in cast(list[bytes], found)]
+
+
+def strays(client: redis.Redis) -> list[str]:
+    """Minted users Redis has that no record names (a crash between a record's removal and its
+    user's, or a record lost with a restored store): nothing else would remove them."""
+    users = client.execute_command("ACL", "USERS")  # type: ignore[no-untyped-call]
+    if isinstance(users, dict):  # a cluster client: each node's answer
+        users = [u for each in users.values() for u in each]
+    minted = {_text(u) for u in users if _text(u).startswith(PREFIX)}
+    recorded = {_text(u) for u in client.hkeys(keys.MINTED)}
+    return sorted(minted - recorded)
+
+
+def listing(client: redis.Redis) -> list[dict[str, Any]]:
+    """Every credential minted and not yet removed, soonest to end first."""
+    records = client.hgetall(keys.MINTED)
+    found = [orjson.loads(raw) for raw in records.values()]
+    return sorted((r for r in found if isinstance(r, dict)), key=lambda r: int(r.get("expires_ms", 0)))
+
+
+def of(client: redis.Redis, task_id: str | None = None) -> list[str]:
+    """The minted users of one task's steps (every minted user with no task)."""
+    return [str(r["user"]) for r in listing(client) if task_id is None or r.get("task_id") == task_id]
+
+
+def _text(raw: object) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _removed(reply: object) -> int:
+    if isinstance(reply, dict):  # a cluster client: the most any node removed
+        return max((int(n) for n in reply.values()), default=0)
+    return int(cast(int, reply))

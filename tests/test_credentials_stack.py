@@ -1,0 +1,204 @@
+"""Per-step credentials on the real stack (D120): worker processes run credential_app, whose tools
+declare `credential = "bank"`, so the executor's minter makes a bank user for each run. A run's
+credential works for its step and is removed when the step ends; one revoked mid-call
+(`wakeful authority credentials revoke`) or past its lifetime (WAKEFUL_CREDENTIAL_TTL_S) is refused
+by the bank at once, and the step is settled later under a new one. No credential appears anywhere
+else: not in Redis, wakeful.log, the spans exported, the processes' logs or the model's requests."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+import pytest
+import redis
+from cli_run import wakeful
+from model_server import Scripted, call, scripted_fleet, task_of, tool_messages
+
+from wakeful.consumers.kafka.client import partition_of
+from wakeful.core import topics
+from wakeful.core.process import wait_until
+from wakeful.devstack.model_server import Reply, Request
+from wakeful.devstack.otlp_receiver import Receiver
+from wakeful.operate import log_reader
+from wakeful.operate.client import Client
+from wakeful.schemas import events
+from wakeful.state import minted
+
+APP = "credential_app:app"
+DESK = "minting-desk"
+TTL_S = 10
+FIRST_RECEIPT_S = 120.0
+SETTLE_S = 90.0
+GONE_S = 10.0  # a step's credential is removed within this of its end (the minter's next pass)
+pytestmark = pytest.mark.timeout(400)
+HOLDS: dict[str, bool] = {}  # task -> whether its note step holds until the test lets it go
+
+
+def next_step(request: Request) -> Reply:
+    task_id = task_of(request)
+    made = len(tool_messages(request.body))
+    if made == 0:
+        return call("peek_ledger", {"task_id": task_id})
+    if made == 1:
+        return call("note_ledger", {"task_id": task_id, "hold": HOLDS.get(task_id, False)})
+    return call("finish", {"task_id": task_id})
+
+
+@dataclass
+class Minting:
+    scripted: Scripted
+    receiver: Receiver
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+def minting(client: Client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Minting]:
+    folder = tmp_path_factory.mktemp("handed")
+    receiver = Receiver().start()
+    client.add_signer(DESK, (events.CREATE,))
+    env = {
+        "WAKEFUL_CREDENTIAL_TTL_S": str(TTL_S),
+        "WAKEFUL_TEST_CREDENTIALS": str(folder),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    try:
+        with scripted_fleet(next_step, APP, **env) as scripted:
+            yield Minting(scripted, receiver, folder)
+    finally:
+        receiver.stop()
+
+
+def ask(client: Client, hold: bool) -> str:
+    task_id = f"t-{uuid.uuid4().hex[:12]}"
+    HOLDS[task_id] = hold
+    event = client.send(DESK, events.CREATE, {"workflow": "peek", "topic": "notes"}, task_id=task_id)
+    receipt = client.receipt(event.event_id, task_id, FIRST_RECEIPT_S, key_id=event.key_id)
+    assert receipt["status"] == "accepted", receipt
+    return task_id
+
+
+def handed(minting: Minting, task_id: str) -> list[dict[str, Any]]:
+    path = minting.folder / f"{task_id}.jsonl"
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+def works(client: Client, made: dict[str, Any]) -> bool:
+    """Whether the bank (the stack's Redis) takes this credential now."""
+    try:
+        url, user, password = client.settings.redis_url, made["user"], made["password"]
+        with redis.Redis.from_url(url, username=user, password=password) as own:
+            return bool(own.ping())
+    except redis.AuthenticationError:
+        return False
+
+
+def held(minting: Minting, task_id: str) -> dict[str, Any]:
+    """The credential of the note step that is now holding, once it holds."""
+    marker = minting.folder / f"{task_id}.held"
+    assert wait_until(marker.exists, FIRST_RECEIPT_S), "the note step never started"
+    return [h for h in handed(minting, task_id) if h["tool"] == "note_ledger"][-1]
+
+
+def let_go(minting: Minting, task_id: str) -> None:
+    (minting.folder / f"{task_id}.go").touch()
+
+
+def stored(client: Client) -> bytes:
+    """Every value the stack's Redis holds, read as the admin, key by key."""
+    admin, out = client.admin, bytearray()
+    for key in admin.scan_iter(count=1000):
+        out += key + repr(_value(admin, key)).encode()
+    return bytes(out)
+
+
+def _value(admin: redis.Redis, key: bytes) -> Any:
+    kind = cast(bytes, admin.type(key)).decode()
+    if kind == "string":
+        return admin.get(key)
+    if kind == "hash":
+        return admin.hgetall(key)
+    if kind == "list":
+        return admin.lrange(key, 0, -1)
+    if kind == "set":
+        return admin.smembers(key)
+    if kind == "zset":
+        return admin.zrange(key, 0, -1, withscores=True)
+    return admin.xrange(key) if kind == "stream" else b""
+
+
+def logged(client: Client, task_id: str) -> bytes:
+    """Every message of the task's partition of wakeful.log, headers and value."""
+    where = lambda partitions: partition_of(task_id, partitions)  # noqa: E731
+    out = bytearray()
+    for msg in log_reader.partition_messages(client.settings, where, topics.LOG):
+        out += repr(msg.headers()).encode() + (msg.value() or b"")
+    return bytes(out)
+
+
+def everywhere_else(client: Client, minting: Minting, task_id: str) -> dict[str, bytes]:
+    asked = [orjson.dumps(r.body) + repr(r.headers).encode() for r in minting.scripted.script.requests]
+    files = Path(minting.scripted.fleet.dir).rglob("*")
+    process_logs = b"".join(p.read_bytes() for p in files if p.is_file())
+    return {
+        "redis": stored(client),
+        "wakeful.log": logged(client, task_id),
+        "spans": repr(minting.receiver.snapshot()).encode(),
+        "model requests": b"".join(asked),
+        "process logs": process_logs,
+    }
+
+
+def test_a_steps_credential_works_for_its_step_then_is_removed_and_is_in_no_store(
+    client: Client, minting: Minting
+) -> None:
+    task_id = ask(client, hold=False)
+    done = client.wait_settled(task_id, SETTLE_S)
+    assert done["stage"] == "closed", done
+    given = handed(minting, task_id)
+    assert [g["tool"] for g in given] == ["peek_ledger", "note_ledger"], given  # no lookup was needed
+    assert len({g["user"] for g in given}) == 2  # one per step, never shared
+    gone = wait_until(lambda: not any(works(client, g) for g in given), GONE_S)
+    assert gone, "a credential outlived its step"
+    assert minted.of(client.admin, task_id) == []
+    assert wait_until(lambda: bool(minting.receiver.snapshot()), 30), "no span was exported"
+    for where, found in everywhere_else(client, minting, task_id).items():
+        for g in given:
+            assert g["password"].encode() not in found, f"{g['tool']}'s credential is in {where}"
+
+
+def test_a_revoked_credential_is_refused_at_once_and_its_step_is_settled_under_a_new_one(
+    client: Client, minting: Minting
+) -> None:
+    task_id = ask(client, hold=True)
+    first = held(minting, task_id)
+    assert works(client, first)
+    listed = orjson.loads(wakeful("authority", "credentials", "list", "--task", task_id, "--json").stdout)
+    assert first["user"] in {r["user"] for r in listed}, listed
+    revoked = wakeful("authority", "credentials", "revoke", "--task", task_id, "--by", "ops-lead")
+    assert revoked.returncode == 0, revoked.stderr
+    assert not works(client, first), "a revoked credential still works"
+    let_go(minting, task_id)
+    done = client.wait_settled(task_id, SETTLE_S)
+    assert done["stage"] == "closed", done
+    after = [h for h in handed(minting, task_id) if h["tool"].startswith("note_ledger")][1:]
+    assert after and all(h["user"] != first["user"] for h in after), after  # looked up, or made again
+
+
+def test_a_credential_whose_step_outlives_its_lifetime_is_refused_once_that_lifetime_is_past(
+    client: Client, minting: Minting
+) -> None:
+    task_id = ask(client, hold=True)
+    first = held(minting, task_id)
+    assert works(client, first)
+    assert wait_until(lambda: not works(client, first), TTL_S + GONE_S), "it outlived its lifetime"
+    assert time.time() * 1000 >= first["expires_ms"] - 1000, "it was removed before its lifetime was out"
+    let_go(minting, task_id)
+    done = client.wait_settled(task_id, SETTLE_S)
+    assert done["stage"] == "closed", done

@@ -1,0 +1,156 @@
+"""Per-step credentials, the rules (D120): the minter mints only for a step that is running (the
+lease at the grant's fence; an effect's intent in flight for that tool under that op key), only the
+scope the tool declares; the store's record never holds a secret; the credential is handed to the
+run it was minted for alone, and a result or error that carries it never leaves the run whole."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, ClassVar
+
+import orjson
+import pytest
+from pydantic import BaseModel
+
+from wakeful.consumers.executor import credentials, guarding
+from wakeful.core import grants, minting
+from wakeful.core.grants import Grant
+from wakeful.core.minting import Credential
+from wakeful.sdk import Tool, ToolRefused
+from wakeful.state import minted
+
+pytestmark = pytest.mark.unit
+
+TASK, OP = "t-1", "REFUND:t-1:v1"
+SCOPES = {"refund": "bank", "peek": "bank"}
+LEASE = b"executor-1:7"
+
+
+def intent(**over: Any) -> bytes:
+    entry = {"op_key": OP, "task_id": TASK, "status": "in_flight", "fence": 7, "tool": "refund"} | over
+    return orjson.dumps(entry)
+
+
+def grant(**over: Any) -> Grant:
+    fields: dict[str, Any] = {"scope": "bank", "tool": "refund", "task_id": TASK, "op_key": OP, "fence": 7}
+    return Grant(**(fields | over))
+
+
+@pytest.mark.parametrize(
+    ("asked", "lease", "found", "refused"),
+    [
+        (grant(), LEASE, intent(), None),
+        (grant(fence=8), b"executor-2:8", intent(), None),  # a lookup after a crash: a newer lease
+        (grant(tool="peek", effect=False), LEASE, None, None),  # read-only: the lease is the proof
+        (grant(scope="shop"), LEASE, intent(), "declares no credential for 'shop'"),
+        (grant(tool="other"), LEASE, intent(), "declares no credential"),
+        (grant(), None, intent(), "not held at fence 7"),
+        (grant(), b"executor-2:8", intent(), "not held at fence 7"),  # the lease moved on
+        (grant(), LEASE, None, "no intent of refund is in flight"),
+        (grant(), LEASE, b"{not json", "no intent of refund is in flight"),
+        (grant(), LEASE, intent(status="succeeded"), "no intent of refund is in flight"),
+        (grant(), LEASE, intent(tool="peek"), "no intent of refund is in flight"),
+        (grant(), LEASE, intent(fence=9), "is not this step's"),  # written by a newer holder
+        (grant(), LEASE, intent(task_id="t-2"), "is not this step's"),
+        (grant(task_id="t}1"), LEASE, intent(), "is not a task id"),
+        (grant(op_key="A B"), LEASE, intent(), "is not an op key"),
+        (grant(fence=0), b"x:0", intent(fence=0), "is not a fence"),
+    ],
+)
+def test_the_minter_mints_only_for_a_running_step_of_a_tool_that_declares_the_scope(
+    asked: Grant, lease: bytes | None, found: bytes | None, refused: str | None
+) -> None:
+    said = grants.refusal(asked, SCOPES, lease, found)
+    assert said is None if refused is None else refused in (said or ""), said
+
+
+def test_the_record_of_a_minted_credential_holds_no_secret_and_redis_is_given_only_its_hash() -> None:
+    record = orjson.loads(grant().record("wkc-" + "a" * 24, 1_000))
+    assert set(record) == {"user", "scope", "tool", "task_id", "op_key", "fence", "expires_ms"}
+    command = minted.setuser("wkc-" + "a" * 24, "s3cret-pass", ["+get"])
+    assert "s3cret-pass" not in " ".join(command) and command[5].startswith("#")
+
+
+def test_a_credentials_repr_never_shows_its_password() -> None:
+    made = Credential("wkc-" + "b" * 24, "s3cret-pass", 5)
+    assert "s3cret-pass" not in repr(made) and "s3cret-pass" not in str(made)
+
+
+def test_credential_is_the_runs_own_and_no_one_elses() -> None:
+    with pytest.raises(LookupError, match="inside a tool's call"):
+        minting.credential()
+    made = Credential("wkc-" + "c" * 24, "pw", 5)
+    seen: list[object] = []
+    with minting.handed(made):
+        assert minting.credential() is made
+        other = threading.Thread(target=lambda: seen.append(_tried()))
+        other.start()
+        other.join(5)
+    assert seen == ["none"]  # a thread the runtime runs beside it is handed nothing
+    with pytest.raises(LookupError):
+        minting.credential()
+
+
+def _tried() -> str:
+    try:
+        minting.credential()
+    except LookupError:
+        return "none"
+    return "handed"
+
+
+class _Args(BaseModel):
+    task_id: str
+
+
+class _Leaky(Tool[_Args]):
+    name, args, description, stages = "refund", _Args, "d", ("s",)
+    credential: ClassVar[str | None] = "bank"
+
+
+class _Minter:
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+
+    def mint(self, asked: Grant) -> Credential:
+        return Credential("wkc-" + "d" * 24, "pw-" + asked.op_key, 5)
+
+    def end(self, user: str) -> None:
+        self.ended.append(user)
+
+
+@pytest.fixture
+def stub_minter(monkeypatch: pytest.MonkeyPatch) -> _Minter:
+    stub = _Minter()
+    monkeypatch.setattr(credentials, "_minter", stub)
+    return stub
+
+
+def test_a_result_that_carries_the_runs_credential_fails_the_step_and_the_credential_ends(
+    stub_minter: _Minter,
+) -> None:
+    def leak() -> dict[str, str]:
+        return {"echo": minting.credential().password}
+
+    made = guarding.held(_Leaky(), TASK, leak, (OP, 7))
+    assert isinstance(made, guarding.EgressRefusal) and "returned its step's credential" in made.reason
+    assert "pw-" not in made.reason and stub_minter.ended == ["wkc-" + "d" * 24]
+
+
+def test_an_error_that_names_the_runs_credential_is_raised_with_it_blotted_out(stub_minter: _Minter) -> None:
+    def refuse() -> dict[str, str]:
+        raise ToolRefused(f"bad login {minting.credential().password}")
+
+    with pytest.raises(ToolRefused) as raised:
+        guarding.held(_Leaky(), TASK, refuse, (OP, 7))
+    assert f"pw-{OP}" not in str(raised.value) and "[credential]" in str(raised.value)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+    assert stub_minter.ended == ["wkc-" + "d" * 24]
+
+
+def test_a_tool_that_declares_no_credential_is_minted_none(stub_minter: _Minter) -> None:
+    class Plain(_Leaky):
+        credential = None
+
+    assert guarding.held(Plain(), TASK, lambda: {"ok": "1"}, (OP, 7)) == {"ok": "1"}
+    assert stub_minter.ended == []
