@@ -62,13 +62,21 @@ class Grant:
         )
 
 
-def refusal(grant: Grant, scopes: dict[str, str], lease: bytes | None, intent: bytes | None) -> str | None:
-    """Why the minter must not mint `grant` (None: it may). `scopes`: each of the app's tools' declared
-    credential; `lease`: the task's lease ("<owner>:<fence>"); `intent`: the op key's action-log entry."""
+def unfit(grant: Grant, scopes: dict[str, str]) -> str | None:
+    """Why `grant` can never be minted, whatever is stored: a malformed part, or a scope its tool
+    does not declare (None: it may be, if its step is running)."""
     if problems := grant.problems():
         return "; ".join(problems)
     if scopes.get(grant.tool) != grant.scope:
         return f"tool {grant.tool!r} declares no credential for {grant.scope!r}"
+    return None
+
+
+def refusal(grant: Grant, scopes: dict[str, str], lease: bytes | None, intent: bytes | None) -> str | None:
+    """Why the minter must not mint `grant` (None: it may). `scopes`: each of the app's tools' declared
+    credential; `lease`: the task's lease ("<owner>:<fence>"); `intent`: the op key's action-log entry."""
+    if said := unfit(grant, scopes):
+        return said
     held = lease.decode(errors="replace").rpartition(":")[2] if lease else ""
     if held != str(grant.fence):
         return f"the lease of {grant.task_id} is not held at fence {grant.fence}"

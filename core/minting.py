@@ -40,6 +40,7 @@ class Credential:
     user: str
     password: str = field(repr=False)
     expires_ms: int
+    tool: str = ""  # the tool whose run it was minted for
 
 
 _current: ContextVar[Credential | None] = ContextVar("wakeful_credential", default=None)
@@ -101,7 +102,7 @@ class Minter:
         if not isinstance(reply, dict) or not reply.get("ok"):
             said = reply.get("error") if isinstance(reply, dict) else None
             raise MintRefused(str(said or "the minter's reply is unreadable"))
-        return Credential(str(reply["user"]), str(reply["password"]), int(reply["expires_ms"]))
+        return Credential(str(reply["user"]), str(reply["password"]), int(reply["expires_ms"]), grant.tool)
 
     def end(self, user: str) -> None:
         """Ask for the step's credential to be removed now; the reaper removes it anyway once due."""

@@ -13,7 +13,7 @@ from wakeful.core.settings import Settings
 from wakeful.examples.downstreams import as_tool_errors
 from wakeful.examples.suppliers import Payment, Registration, Suppliers
 from wakeful.sdk import Tool
-from wakeful.state import acl
+from wakeful.state.stepped import as_minted
 
 
 class RegisterArgs(BaseModel):
@@ -40,7 +40,7 @@ class _OnRegister:
 
     @contextlib.contextmanager
     def _register(self) -> Iterator[Suppliers]:
-        with acl.as_minted(self.settings) as client:
+        with as_minted(self.settings) as client:
             yield Suppliers(client)
 
 

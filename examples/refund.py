@@ -42,7 +42,7 @@ from wakeful.sdk import (
     Workflow,
     policy_file,
 )
-from wakeful.state import acl
+from wakeful.state.stepped import as_minted
 
 DEFAULT_WAIT = timedelta(hours=24)
 MAX_WAIT = timedelta(days=7)
@@ -94,7 +94,7 @@ class BankRefund(Tool[RefundArgs]):
 
     def call(self, op_key: str, args: RefundArgs, fence: int) -> Mapping[str, str]:
         try:
-            with acl.as_minted(self.settings) as client:
+            with as_minted(self.settings) as client:
                 entry = Bank(client).refund(op_key, args.task_id, args.amount, args.currency, fence)
         except DownstreamUnavailable as exc:
             raise ToolUnavailable(str(exc)) from exc
@@ -103,7 +103,7 @@ class BankRefund(Tool[RefundArgs]):
         return {"ledger_entry": entry.entry_id}
 
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
-        with acl.as_minted(self.settings) as client:
+        with as_minted(self.settings) as client:
             entry = Bank(client).lookup(op_key)
         return {"ledger_entry": entry.entry_id} if entry is not None else None
 

@@ -14,7 +14,7 @@ from wakeful.core.settings import Settings
 from wakeful.examples.downstreams import as_tool_errors
 from wakeful.examples.shop import REF, Answer, Notice, Remedy, Shop
 from wakeful.sdk import Tool
-from wakeful.state import acl
+from wakeful.state.stepped import as_minted
 
 WORKING, NOTIFYING = "working", "notifying"
 REMEDIES = ("refund", "replacement")
@@ -56,7 +56,7 @@ class _AtShop:
 
     @contextlib.contextmanager
     def _shop(self) -> Iterator[Shop]:
-        with acl.as_minted(self.settings) as client:
+        with as_minted(self.settings) as client:
             yield Shop(client)
 
     def _read(self, op_key: str) -> Mapping[str, str] | None:

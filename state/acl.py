@@ -17,14 +17,12 @@ Each role's password is in its own secrets folder (state/credentials.py).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any, cast
 
 import redis
 from redis.cluster import RedisCluster
 
-from wakeful.core import minting, secrets
+from wakeful.core import secrets
 from wakeful.core.errors import MissingCredential
 from wakeful.core.settings import Settings
 from wakeful.state import downstreams, keys
@@ -32,7 +30,7 @@ from wakeful.state.acl_lines import DEFAULT, DEFAULT_RULES, aclfile_lines, setus
 from wakeful.state.downstreams import Downstream
 
 __all__ = [  # the users' written forms (state/acl_lines.py) are part of this module's face
-    "DEFAULT", "DEFAULT_RULES", "ROLES", "RULES", "CountingConnection", "aclfile_lines", "as_minted",
+    "DEFAULT", "DEFAULT_RULES", "ROLES", "RULES", "CountingConnection", "aclfile_lines",
     "client", "connect", "downstream_rules", "downstreams_of", "is_cluster", "setuser_commands", "user_name",
     "users",
 ]  # fmt: skip
@@ -270,27 +268,6 @@ def connect(settings: Settings, role: str, timeout: float | None = None) -> redi
         "creates it for the local stack (compose: the init service); for your own Redis run "
         "`wakeful admin acl --apply`, or set WAKEFUL_ALLOW_DEFAULT_USER=1 for a local experiment",
     )
-
-
-@contextlib.contextmanager
-def as_minted(settings: Settings, timeout: float = 10.0) -> Iterator[redis.Redis]:
-    """A client of this step's minted user (D120: core/minting.py, credential()), for this run of a
-    tool only: closed when the run ends, as the user is removed."""
-    made = minting.credential()
-    own = client(
-        settings,
-        username=made.user,
-        password=made.password,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        connection_class=CountingConnection,
-        lib_name=None,  # no CLIENT SETINFO round trip for a connection that lives one call
-        lib_version=None,
-    )
-    try:
-        yield own
-    finally:
-        own.close()
 
 
 def client(settings: Settings, **options: Any) -> redis.Redis:

@@ -30,15 +30,20 @@ def setuser(user: str, password: str, rules: Sequence[str]) -> list[str]:
 
 def make(
     client: redis.Redis, grant: Grant, user: tuple[str, str], rules: Sequence[str], expires_ms: int
-) -> None:
-    """Record the credential, then make its user (name, password): a crash between leaves a record
-    the reaper ends, never a user nothing would remove."""
+) -> tuple[bytes | None, bytes | None]:
+    """Record the credential and make its user (name, password), in one round trip with the reads
+    that say whether it may be: the task's lease and the op key's intent, as they were just before.
+    The minter removes the user at once if not (its password never left the minter). The record
+    comes first: a crash between leaves a record the reaper ends, never a user nothing would remove."""
     name, password = user
     pipe = client.pipeline(transaction=False)
+    pipe.get(keys.lease(grant.task_id))
+    pipe.hget(keys.ops(grant.task_id), grant.op_key)
     pipe.hset(keys.MINTED, name, grant.record(name, expires_ms))
     pipe.zadd(keys.MINTED_DUE, {name: expires_ms})
-    pipe.execute()
-    client.execute_command(*setuser(name, password, rules))  # type: ignore[no-untyped-call]
+    pipe.execute_command(*setuser(name, password, rules))
+    lease, intent, *_ = pipe.execute()
+    return lease, intent
 
 
 def end(client: redis.Redis, users: Sequence[str]) -> int:

@@ -35,8 +35,8 @@ from wakeful.sdk import (
     Workflow,
 )
 from wakeful.sdk import credential as step_credential
-from wakeful.state import acl
 from wakeful.state.downstreams import task_record
+from wakeful.state.stepped import as_minted
 
 RECEIVED, WORKING = "received", "working"
 DIR_ENV = "WAKEFUL_TEST_CREDENTIALS"  # where each run writes what it was handed; the test's own
@@ -84,7 +84,7 @@ class PeekLedger(Tool[PeekArgs]):
 
     def call(self, op_key: str, args: PeekArgs, fence: int) -> Mapping[str, str]:
         _handed(args.task_id, self.name)
-        with acl.as_minted(self.settings) as client:
+        with as_minted(self.settings) as client:
             seen = client.get(bank.fence_key(args.task_id))
         return {"fence_seen": str(seen is not None)}
 
@@ -106,7 +106,7 @@ class NoteLedger(Tool[NoteArgs]):
         folder = _handed(args.task_id, self.name)
         held, go = folder / f"{args.task_id}.held", folder / f"{args.task_id}.go"
         try:
-            with acl.as_minted(self.settings) as client:
+            with as_minted(self.settings) as client:
                 client.set(note_key(args.task_id), op_key)
                 if args.hold and not held.exists():
                     held.touch()  # the test now sees the credential at work, then ends it
@@ -121,7 +121,7 @@ class NoteLedger(Tool[NoteArgs]):
     def lookup(self, op_key: str) -> Mapping[str, str] | None:
         args_task = op_key.split(":")[1]
         _handed(args_task, f"{self.name}.lookup")
-        with acl.as_minted(self.settings) as client:
+        with as_minted(self.settings) as client:
             return {"noted": "yes"} if client.get(note_key(args_task)) == op_key.encode() else None
 
 

@@ -13,6 +13,8 @@ import redis
 from helpers import command
 from unit.test_onboarding_rules import SCHEDULING, at
 
+from wakeful.core import minting, secrets
+from wakeful.core.minting import Credential
 from wakeful.core.settings import Settings
 from wakeful.examples import bank
 from wakeful.examples import onboarding as onb
@@ -30,6 +32,15 @@ from wakeful.state import acl, keys
 NOPERM = redis.exceptions.NoPermissionError
 ACCOUNT = "DE89370400440532013000"
 PLANTED = "GB82WEST12345698765432"
+
+
+@pytest.fixture(autouse=True)
+def static_login(settings: Settings, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tools are called here directly, with no executor to mint them a user per step (D120):
+    each run is handed the register's static user instead, in every thread."""
+    doc = secrets.load(settings, "suppliers", "redis")
+    made = Credential(doc["user"], doc["password"], 0)
+    monkeypatch.setattr(minting, "credential", lambda: made)
 
 
 @pytest.fixture(scope="module")

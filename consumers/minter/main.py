@@ -28,10 +28,11 @@ from wakeful.core.log import Log
 from wakeful.core.minting import SOCKET_ENV
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import load_app
-from wakeful.state import acl, keys, minted
+from wakeful.state import acl, minted
 from wakeful.state.acl_lines import split
 
 REAP_EVERY_S = 1.0
+MAX_LINE = 4096  # a grant is a few hundred bytes: a longer line is no request
 _LOG = Log(role="minter")
 
 
@@ -44,7 +45,9 @@ class Minter:
         self.client, self.ttl_ms = client, settings.credential_ttl_s * 1000
         self.scopes = {t.name: t.credential for t in app.tools if t.credential}
         # a minted user has its downstream's rights: the keys and commands its static user had
-        self.rights = {d.user: split(acl.downstream_rules(d)) for d in acl.downstreams_of(settings)}
+        # and RESET, with which a step's connection logs out at its end (state/stepped.py)
+        downstreams = acl.downstreams_of(settings)
+        self.rights = {d.user: [*split(acl.downstream_rules(d)), "+reset"] for d in downstreams}
         self.ended: queue.Queue[str] = queue.Queue()
 
     def answer(self, line: bytes) -> bytes | None:
@@ -71,20 +74,26 @@ class Minter:
         rights = self.rights.get(grant.scope)
         if rights is None:
             return {"ok": False, "error": f"{grant.scope!r} is no downstream of this stack"}
-        looked = [None, None]
-        if not grant.problems():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.get(keys.lease(grant.task_id))
-            pipe.hget(keys.ops(grant.task_id), grant.op_key)
-            looked = pipe.execute()
-        if said := grants.refusal(grant, self.scopes, looked[0], looked[1]):
-            _LOG("minter.refused", task_id=grant.task_id, op_key=grant.op_key, tool=grant.tool, reason=said)
-            return {"ok": False, "error": f"no credential for {grant.tool}: {said}"}
+        if said := grants.unfit(grant, self.scopes):  # before anything is made or read
+            return self._refused(grant, said)
         user, password = grants.PREFIX + secrets.token_hex(12), secrets.token_urlsafe(24)
         expires_ms = int(time.time() * 1000) + self.ttl_ms
-        minted.make(self.client, grant, (user, password), rights, expires_ms)
+        lease, intent = minted.make(self.client, grant, (user, password), rights, expires_ms)
+        if said := grants.refusal(grant, self.scopes, lease, intent):
+            minted.end(self.client, [user])  # made with the reads, in one round trip: undone here
+            return self._refused(grant, said)
         _LOG("minter.minted", user=user, task_id=grant.task_id, op_key=grant.op_key, tool=grant.tool)
         return {"ok": True, "user": user, "password": password, "expires_ms": expires_ms}
+
+    def _refused(self, grant: Grant, said: str) -> dict[str, object]:
+        _LOG(
+            "minter.refused",
+            task_id=grant.task_id[:80],
+            op_key=grant.op_key[:80],
+            tool=grant.tool,
+            reason=said,
+        )
+        return {"ok": False, "error": f"no credential for {grant.tool}: {said}"}
 
     def reap(self, stop: threading.Event) -> None:
         """Remove what the steps ended and what is past its lifetime, until `stop`."""
@@ -116,8 +125,12 @@ def _reply(said: dict[str, object]) -> bytes:
 
 
 def serve(minter: Minter, conn: socket.socket) -> None:
+    """Answer one connection's requests in order; a line past MAX_LINE ends the connection."""
     with conn, conn.makefile("rb") as lines:
-        for line in lines:
+        while line := lines.readline(MAX_LINE + 1):
+            if len(line) > MAX_LINE:
+                conn.sendall(_reply({"ok": False, "error": f"a request is at most {MAX_LINE} bytes"}))
+                return
             if reply := minter.answer(line):
                 conn.sendall(reply)
 

@@ -154,3 +154,20 @@ def test_a_tool_that_declares_no_credential_is_minted_none(stub_minter: _Minter)
 
     assert guarding.held(Plain(), TASK, lambda: {"ok": "1"}, (OP, 7)) == {"ok": "1"}
     assert stub_minter.ended == []
+
+
+def test_the_minter_answers_bad_bytes_with_a_reason_and_never_reaches_redis() -> None:
+    from wakeful.consumers.minter.main import Minter
+    from wakeful.core.settings import Settings
+
+    minter = Minter(Settings.from_env({}), client=None)  # type: ignore[arg-type]  # never reached
+    for line in (b"\xff\xfe", b"[1, 2]", b'{"op": "mint"}', b'{"op": "mint", "fence": "x"}'):
+        said = orjson.loads(minter.answer(line) or b"{}")
+        assert said["ok"] is False and "unreadable request" in said["error"], (line, said)
+    asked = {"op": "mint", "scope": "bank", "tool": "refund", "op_key": OP, "fence": 7}
+    for bad, why in (({"scope": "nowhere"}, "no downstream"), ({"task_id": "x}:lease"}, "not a task id")):
+        said = orjson.loads(minter.answer(orjson.dumps(asked | {"task_id": TASK} | bad)) or b"{}")
+        assert said["ok"] is False and why in said["error"], said
+    assert minter.answer(b'{"op": "end", "user": "wakeful-admin"}') is None
+    assert minter.ended.get_nowait() == "wakeful-admin"  # queued, and minted.end names no such user
+    assert minted.end(client=None, users=["wakeful-admin", "wkc-short"]) == 0  # type: ignore[arg-type]
