@@ -78,27 +78,25 @@ def ending(user: str) -> bytes:
 
 
 class Minter:
-    """The executor's client of its minter at `path`; `restart` brings the minter back when it is gone
-    (the executor's child died) and returns once it listens again."""
+    """The executor's client of its minter at `path`: one connection per thread, so that steps on
+    different threads never wait for each other's mint; `restart` brings the minter back when it
+    is gone (the executor's child died) and returns once it listens again."""
 
     def __init__(self, path: str, restart: Callable[[], None]) -> None:
         self.path, self.restart = path, restart
-        self._lock = threading.Lock()
-        self._sock: socket.socket | None = None
-        self._reader: BinaryIO | None = None
+        self._own = threading.local()
 
     def mint(self, grant: Grant) -> Credential:
-        with self._lock:
+        try:
+            reply = self._ask(request(grant))
+        except OSError:
+            self._drop()
+            self.restart()
             try:
                 reply = self._ask(request(grant))
-            except OSError:
+            except OSError as exc:
                 self._drop()
-                self.restart()
-                try:
-                    reply = self._ask(request(grant))
-                except OSError as exc:
-                    self._drop()
-                    raise MintRefused(f"the minter at {self.path} does not answer: {exc}") from exc
+                raise MintRefused(f"the minter at {self.path} does not answer: {exc}") from exc
         if not isinstance(reply, dict) or not reply.get("ok"):
             said = reply.get("error") if isinstance(reply, dict) else None
             raise MintRefused(str(said or "the minter's reply is unreadable"))
@@ -106,33 +104,32 @@ class Minter:
 
     def end(self, user: str) -> None:
         """Ask for the step's credential to be removed now; the reaper removes it anyway once due."""
-        with self._lock, contextlib.suppress(OSError):
-            self._connected().sendall(ending(user))
+        with contextlib.suppress(OSError):
+            self._connected()[0].sendall(ending(user))
 
     def close(self) -> None:
-        with self._lock:
-            self._drop()
+        self._drop()
 
     def _ask(self, line: bytes) -> object:
-        sock = self._connected()
+        sock, reader = self._connected()
         sock.sendall(line)
-        assert self._reader is not None
-        raw = self._reader.readline()
+        raw = reader.readline()
         if not raw:
             raise ConnectionResetError("the minter closed the connection")
         return orjson.loads(raw)
 
-    def _connected(self) -> socket.socket:
-        if self._sock is None:
+    def _connected(self) -> tuple[socket.socket, BinaryIO]:
+        held: tuple[socket.socket, BinaryIO] | None = getattr(self._own, "conn", None)
+        if held is None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(TIMEOUT_S)
             sock.connect(self.path)
-            self._sock, self._reader = sock, sock.makefile("rb")
-        return self._sock
+            held = self._own.conn = (sock, sock.makefile("rb"))
+        return held
 
     def _drop(self) -> None:
-        for each in (self._reader, self._sock):
-            if each is not None:
-                with contextlib.suppress(OSError):
-                    each.close()
-        self._sock = self._reader = None
+        held = getattr(self._own, "conn", None)
+        self._own.conn = None
+        for each in reversed(held or ()):
+            with contextlib.suppress(OSError):
+                each.close()

@@ -227,8 +227,9 @@ class Fleet:
             try:
                 p = psutil.Process(proc.pid)
                 self.peak[role] = max(self.peak[role], p.memory_info().rss)
-                times = p.cpu_times()
-                self.cpu[role] = times.user + times.system
+                # with the processes it started (the executor's minter, D120): their CPU is its work
+                spent = [p.cpu_times(), *(c.cpu_times() for c in p.children(recursive=True))]
+                self.cpu[role] = sum(t.user + t.system for t in spent)
             except psutil.NoSuchProcess:
                 continue
 

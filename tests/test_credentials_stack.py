@@ -202,3 +202,17 @@ def test_a_credential_whose_step_outlives_its_lifetime_is_refused_once_that_life
     let_go(minting, task_id)
     done = client.wait_settled(task_id, SETTLE_S)
     assert done["stage"] == "closed", done
+
+
+def test_the_credentials_of_a_killed_executor_end_with_it_long_before_their_lifetime(
+    client: Client, minting: Minting
+) -> None:
+    task_id = ask(client, hold=True)
+    first = held(minting, task_id)
+    assert works(client, first)
+    minting.scripted.fleet.kill("executor")  # SIGKILL, in the middle of the step's call
+    assert wait_until(lambda: not works(client, first), TTL_S), "it outlived its executor"
+    assert time.time() * 1000 < first["expires_ms"], "only its lifetime ended it, not its minter"
+    minting.scripted.fleet.start_role("executor")
+    done = client.wait_settled(task_id, SETTLE_S)
+    assert done["stage"] == "closed", done

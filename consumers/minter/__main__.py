@@ -12,4 +12,5 @@ from wakeful.core.settings import Settings
 stop_with_parent()
 stop = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the executor, which it stops with
 main(Settings.from_env(), stop)

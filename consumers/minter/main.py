@@ -3,9 +3,10 @@ declares `credential = "<downstream>"`, only for a step that is really running (
 judges: the task's lease at the grant's fence, an effect's intent in flight under its op key).
 
 The executor starts it as a child (consumers/executor/credentials.py) and asks over a Unix socket
-in a directory only this user may enter; it stops when the executor does. Its reaper removes each
-credential whose lifetime (WAKEFUL_CREDENTIAL_TTL_S) is past, and at start every minted user no
-record names, so a credential whose step never ended lives at most its lifetime and a reaper pass.
+in a directory only this user may enter; it stops when the executor does, however the executor
+ends, and then removes every credential it made. Its reaper removes each credential whose lifetime
+(WAKEFUL_CREDENTIAL_TTL_S) is past, and at start every minted user no record names: a credential
+whose step never ended lives until its minter stops, and at most its lifetime and a reaper pass.
 It logs each credential it makes and removes by user, task and op key: never its secret.
 """
 
@@ -31,7 +32,8 @@ from wakeful.sdk.app import load_app
 from wakeful.state import acl, minted
 from wakeful.state.acl_lines import split
 
-REAP_EVERY_S = 1.0
+REAP_EVERY_S = 1.0  # how often credentials past their lifetime are looked for
+ENDED_EVERY_S = 0.05  # how often the users of ended steps are removed, all at once
 MAX_LINE = 4096  # a grant is a few hundred bytes: a longer line is no request
 _LOG = Log(role="minter")
 
@@ -49,6 +51,7 @@ class Minter:
         downstreams = acl.downstreams_of(settings)
         self.rights = {d.user: [*split(acl.downstream_rules(d)), "+reset"] for d in downstreams}
         self.ended: queue.Queue[str] = queue.Queue()
+        self.mine: set[str] = set()  # the users this process made and has not removed
 
     def answer(self, line: bytes) -> bytes | None:
         """The reply to one request line (None for `end`, which has none)."""
@@ -82,6 +85,7 @@ class Minter:
         if said := grants.refusal(grant, self.scopes, lease, intent):
             minted.end(self.client, [user])  # made with the reads, in one round trip: undone here
             return self._refused(grant, said)
+        self.mine.add(user)
         _LOG("minter.minted", user=user, task_id=grant.task_id, op_key=grant.op_key, tool=grant.tool)
         return {"ok": True, "user": user, "password": password, "expires_ms": expires_ms}
 
@@ -101,15 +105,22 @@ class Minter:
             if stray := minted.strays(self.client):
                 minted.end(self.client, stray)
                 _LOG("minter.strays_removed", users=stray[:20], count=len(stray))
-        while not stop.is_set():
-            users = []
+        due_at = 0.0
+        while not stop.wait(ENDED_EVERY_S):
+            users: list[str] = []
             with contextlib.suppress(queue.Empty):
-                users.append(self.ended.get(timeout=REAP_EVERY_S))
-                while len(users) < 500:
+                while len(users) < 5000:
                     users.append(self.ended.get_nowait())
+            late: list[str] = []
             try:
-                late = minted.due(self.client, int(time.time() * 1000))
-                minted.end(self.client, [*users, *late])
+                if time.monotonic() >= due_at:
+                    late, due_at = (
+                        minted.due(self.client, int(time.time() * 1000)),
+                        time.monotonic() + REAP_EVERY_S,
+                    )
+                if users or late:
+                    minted.end(self.client, [*users, *late])
+                    self.mine.difference_update([*users, *late])
             except redis.RedisError as exc:  # the next pass tries again; due ones stay due
                 _LOG("minter.reap_failed", error=str(exc)[:200])
                 for user in users:
@@ -155,3 +166,8 @@ def main(settings: Settings, stop: threading.Event) -> None:
             continue
         conn.settimeout(None)
         threading.Thread(target=serve, args=(minter, conn), name="minter-conn", daemon=True).start()
+    # Stopping (its executor stopped, or died: the kernel's SIGTERM): no step it minted for goes on.
+    left = sorted(minter.mine)
+    with contextlib.suppress(redis.RedisError):
+        minted.end(minter.client, left)
+        _LOG("minter.stopped", removed=len(left))
