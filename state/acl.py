@@ -202,7 +202,7 @@ RULES: dict[str, str] = {
     "minter": (
         f"resetkeys -@all {_KEYLESS} +acl|setuser +acl|deluser +acl|users (%R~{keys.PATTERN_LEASE} +get) "
         f"(%R~{keys.PATTERN_OPS} +hget) (~{keys.MINTED} ~{keys.MINTED_DUE} +hset +hdel +hkeys +hgetall "
-        "+zadd +zrem +zrangebyscore)"
+        "+zadd +zrem +zrange +zrangebyscore)"
     ),
     # The admin alone reaches the record of dead-letter replays (keys.DLQ_REPLAYS): no role's pattern does.
     "admin": "resetkeys ~* resetchannels &* +@all",

@@ -87,6 +87,12 @@ def strays(client: redis.Redis) -> list[str]:
     return sorted(minted - recorded)
 
 
+def undue(client: redis.Redis) -> list[str]:
+    """Recorded users with no due time (a mint that failed half-way): no pass would reach them."""
+    recorded = {_text(u) for u in client.hkeys(keys.MINTED)}
+    return sorted(recorded - {_text(u) for u in client.zrange(keys.MINTED_DUE, 0, -1)})
+
+
 def listing(client: redis.Redis) -> list[dict[str, Any]]:
     """Every credential minted and not yet removed, soonest to end first."""
     records = client.hgetall(keys.MINTED)

@@ -13,10 +13,10 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import orjson
 import redis
+from egress_app import RECEIVED, WORKING, Finish, Page, check, done, start
 from pydantic import BaseModel, ConfigDict
 
 from wakeful.core.settings import Settings
@@ -24,12 +24,6 @@ from wakeful.examples import bank
 from wakeful.sdk import (
     CLOSED,
     App,
-    Context,
-    Effect,
-    Next,
-    Refuse,
-    Review,
-    Start,
     Tool,
     ToolUnavailable,
     Workflow,
@@ -38,14 +32,8 @@ from wakeful.sdk import credential as step_credential
 from wakeful.state.downstreams import task_record
 from wakeful.state.stepped import as_minted
 
-RECEIVED, WORKING = "received", "working"
 DIR_ENV = "WAKEFUL_TEST_CREDENTIALS"  # where each run writes what it was handed; the test's own
 HOLD_S = 90.0
-
-
-class Job(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    topic: str
 
 
 class PeekArgs(BaseModel):
@@ -125,35 +113,10 @@ class NoteLedger(Tool[NoteArgs]):
             return {"noted": "yes"} if client.get(note_key(args_task)) == op_key.encode() else None
 
 
-class Finish(Tool[PeekArgs]):
-    name, args, stages, effect = "finish", PeekArgs, (WORKING,), False
-    description = "End the task."
-
-    def call(self, op_key: str, args: PeekArgs, fence: int) -> Mapping[str, str]:
-        return {"done": "yes"}
-
-    def lookup(self, op_key: str) -> Mapping[str, str] | None:
-        return None
-
-
-def start(s: Start) -> Next[Job] | Refuse:
-    topic = s.payload.get("topic")
-    return Next(WORKING, Job(topic=topic)) if isinstance(topic, str) else Refuse("no topic")
-
-
-def check(ctx: Context[Any], effect: Effect) -> Effect | Refuse | Review:
-    args: Any = effect.args
-    return effect if args.task_id == ctx.task_id else Review(f"the proposal names task {args.task_id}")
-
-
-def done(ctx: Context[Job], tool: str, result: Mapping[str, Any]) -> Next[Job]:
-    return Next(CLOSED) if tool == Finish.name else Next(WORKING)
-
-
 peek = Workflow(
     name="peek",
     version=1,
-    state=Job,
+    state=Page,
     stages={RECEIVED: (WORKING,), WORKING: (CLOSED,)},
     start=start,
     check=check,

@@ -81,11 +81,15 @@ class Minter:
             return self._refused(grant, said)
         user, password = grants.PREFIX + secrets.token_hex(12), secrets.token_urlsafe(24)
         expires_ms = int(time.time() * 1000) + self.ttl_ms
-        lease, intent = minted.make(self.client, grant, (user, password), rights, expires_ms)
+        self.mine.add(user)  # removed when this process stops, even if nothing below returns
+        try:
+            lease, intent = minted.make(self.client, grant, (user, password), rights, expires_ms)
+        except redis.RedisError:
+            self.ended.put(user)  # made in part (its record without a due time, say): the reaper ends it
+            raise
         if said := grants.refusal(grant, self.scopes, lease, intent):
-            minted.end(self.client, [user])  # made with the reads, in one round trip: undone here
+            self.ended.put(user)  # made with the reads, in one round trip: undone at once by the reaper
             return self._refused(grant, said)
-        self.mine.add(user)
         _LOG("minter.minted", user=user, task_id=grant.task_id, op_key=grant.op_key, tool=grant.tool)
         return {"ok": True, "user": user, "password": password, "expires_ms": expires_ms}
 
@@ -102,7 +106,7 @@ class Minter:
     def reap(self, stop: threading.Event) -> None:
         """Remove what the steps ended and what is past its lifetime, until `stop`."""
         with contextlib.suppress(redis.RedisError):
-            if stray := minted.strays(self.client):
+            if stray := minted.strays(self.client) + minted.undue(self.client):
                 minted.end(self.client, stray)
                 _LOG("minter.strays_removed", users=stray[:20], count=len(stray))
         due_at = 0.0
