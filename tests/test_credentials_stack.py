@@ -2,8 +2,10 @@
 declare `credential = "bank"`, so the executor's minter makes a bank user for each run. A run's
 credential works for its step and is removed when the step ends; one revoked mid-call
 (`wakeful authority credentials revoke`) or past its lifetime (WAKEFUL_CREDENTIAL_TTL_S) is refused
-by the bank at once, and the step is settled later under a new one. No credential appears anywhere
-else: not in Redis, wakeful.log, the spans exported, the processes' logs or the model's requests."""
+by the bank at once, and the step is settled later under a new one; one whose executor is killed
+mid-call ends with its minter, and users a minter left half-made are removed when one starts. No
+credential appears anywhere else: not in Redis, wakeful.log, the spans exported, the processes'
+logs or the model's requests."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from wakeful.devstack.otlp_receiver import Receiver
 from wakeful.operate import log_reader
 from wakeful.operate.client import Client
 from wakeful.schemas import events
-from wakeful.state import minted
+from wakeful.state import keys, minted
 
 APP = "credential_app:app"
 DESK = "minting-desk"
@@ -50,6 +52,23 @@ def next_step(request: Request) -> Reply:
     return call("finish", {"task_id": task_id})
 
 
+PLANTED: list[str] = []  # minted users left behind before the fleet started
+
+
+def plant(client: Client) -> list[str]:
+    """What a minter killed half-way leaves: a user with a record and no due time, and a user no
+    record names."""
+    half, bare = f"wkc-{uuid.uuid4().hex[:24]}", f"wkc-{uuid.uuid4().hex[:24]}"
+    for user in (half, bare):
+        client.admin.acl_setuser(user, enabled=True, passwords=["+left-behind"], commands=["+ping"])
+    client.admin.hset(keys.MINTED, half, orjson.dumps({"user": half, "task_id": "t-gone"}))
+    return [half, bare]
+
+
+def users(client: Client) -> set[str]:
+    return {u.decode() if isinstance(u, bytes) else u for u in client.admin.acl_users()}
+
+
 @dataclass
 class Minting:
     scripted: Scripted
@@ -62,6 +81,7 @@ def minting(client: Client, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     folder = tmp_path_factory.mktemp("handed")
     receiver = Receiver().start()
     client.add_signer(DESK, (events.CREATE,))
+    PLANTED.extend(plant(client))
     env = {
         "WAKEFUL_CREDENTIAL_TTL_S": str(TTL_S),
         "WAKEFUL_TEST_CREDENTIALS": str(folder),
@@ -216,3 +236,11 @@ def test_the_credentials_of_a_killed_executor_end_with_it_long_before_their_life
     minting.scripted.fleet.start_role("executor")
     done = client.wait_settled(task_id, SETTLE_S)
     assert done["stage"] == "closed", done
+
+
+def test_a_user_a_minter_left_half_made_or_unrecorded_is_removed_when_a_minter_starts(
+    client: Client, minting: Minting
+) -> None:
+    assert PLANTED
+    assert wait_until(lambda: not users(client) & set(PLANTED), FIRST_RECEIPT_S), users(client) & set(PLANTED)
+    assert client.admin.hmget(keys.MINTED, PLANTED) == [None, None]
