@@ -34,7 +34,7 @@ from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.kafka_rights import UPSTREAM
 from wakeful.core.settings import Settings
 from wakeful.operate import dev_signers as dev
-from wakeful.operate import reach
+from wakeful.operate import looking, reach
 from wakeful.producers.keys import generate_secret, generate_signer, load_secret, load_signer, public_bytes
 from wakeful.producers.publish import ConfluentPublisher
 from wakeful.producers.signing import Ed25519Signer
@@ -396,7 +396,8 @@ class Client:
                 if tool.name not in self._connected:
                     tool.connect(self.settings)
                     self._connected.add(tool.name)
-                did = tool.lookup(op)
+                with looking.as_the_tool(self.settings, self.admin, tool):
+                    did = tool.lookup(op)
             except Exception as exc:  # whatever the downstream's client raises: shown, never fatal
                 found[op] = f"cannot ask {tool.name}: {type(exc).__name__}: {exc}"
                 continue

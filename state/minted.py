@@ -20,8 +20,16 @@ import redis
 from redis.cluster import RedisCluster
 
 from wakeful.core.grants import NAME, PREFIX, Grant
-from wakeful.state import keys
+from wakeful.state import acl, keys
+from wakeful.state.acl_lines import split
+from wakeful.state.downstreams import Downstream
 from wakeful.state.pinned import Pinned
+
+
+def rules_of(downstream: Downstream) -> list[str]:
+    """A minted user's rights: its downstream's own rules (the keys and commands its static user
+    has), and RESET, with which a step's connection logs out at its end (state/stepped.py)."""
+    return [*split(acl.downstream_rules(downstream)), "+reset"]
 
 
 def setuser(user: str, password: str, rules: Sequence[str]) -> list[str]:

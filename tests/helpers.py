@@ -542,12 +542,15 @@ def executor_for(
     handle() in a test; the reasons it dead-letters with go to `letters`, its log lines to `log`."""
     from types import SimpleNamespace
 
+    from wakeful.consumers.executor import credentials
     from wakeful.consumers.executor.main import Executor
     from wakeful.consumers.kafka import wiring
     from wakeful.core import provenance
+    from wakeful.core.log import Log
 
     for tool in app.tools:
         tool.connect(settings)
+    credentials.start(settings, app, Log(role="executor"))  # its minter, as main() starts it (D120)
     executor: Any = Executor(
         wiring.store_for(settings, "executor", app),
         wiring.leases_for(settings, "executor", owner=owner)

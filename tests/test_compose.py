@@ -140,7 +140,8 @@ def asks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, frozenset[str]]:
     needs = {role: probe_secrets(role, tmp_path_factory.mktemp(role)) for role in ROLES}
     # A probe that saw nothing would let every test below pass on a file that gives no secret out.
     assert {secret.partition(":")[0] for secret in set().union(*needs.values())} == KINDS, needs
-    assert needs["executor"] >= {"redis:executor", "redis:bank", "kafka:executor", "verifying:executor"}, (
+    # the executor stops for its minter's login (D120), no longer for its tools' downstream's
+    assert needs["executor"] >= {"redis:executor", "redis:minter", "kafka:executor", "verifying:executor"}, (
         needs
     )
     proposer = {"redis:proposer", "kafka:proposer", "signing:proposer", "verifying:proposer"}
@@ -286,7 +287,7 @@ def test_every_role_logs_in_to_redis_as_compose_starts_it_even_after_a_restart(
     with owner.pipeline(transaction=True) as pipe:
         pipe.set("compose-test:tx", "kept")
         pipe.execute()
-    assert ("executor", "bank") in logins and ("gate", "gate") in logins, logins
+    assert ("executor", "minter") in logins and ("gate", "gate") in logins, logins  # D120: its minter's
     for restarted in (False, True):
         for service_name, user in logins:
             assert client_of(volumes, redis_like_compose, service_name, user).ping(), (user, restarted)

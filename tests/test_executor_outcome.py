@@ -6,8 +6,10 @@ task without a second call, and an outcome the log refuses parks the task."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from helpers import BankClient, executor_for, refund_proposal, role_message
 from test_round_trips import UNDER_LIMIT, handled, warmed
 
@@ -16,7 +18,7 @@ from wakeful.core import topics
 from wakeful.examples.refund import app as refund_app
 from wakeful.operate.client import REQUESTER
 from wakeful.schemas import events
-from wakeful.schemas.logs import ActionStatus
+from wakeful.schemas.logs import ActionLogEntry, ActionStatus
 from wakeful.state import keys
 
 
@@ -65,13 +67,29 @@ def test_an_outcome_recorded_apart_before_d48_closes_the_task_without_a_second_c
     assert client.bank.entries(task_id) == [], "the bank was called for a step already done"
 
 
-def test_an_outcome_the_action_log_refuses_inside_the_close_parks_the_task(client: BankClient) -> None:
+def test_an_outcome_the_action_log_refuses_inside_the_close_parks_the_task(
+    client: BankClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     gate, letters = warmed(client), list[str]()
     executor = executor_for(client.settings, letters)
     task_id, version, op = ready_task(client, gate)
-    # An intent written behind the executor's back, by a newer fence than any lease has held.
-    planted = wiring.actions_for(client.settings, "executor")
-    planted.begin(task_id, op, 10_000, tool="refund", args={})
+    tool = refund_app.tool("refund")
+    assert tool is not None
+    called = tool.call
+
+    def overtaken(op_key: str, args: Any, fence: int) -> Any:
+        made = called(op_key, args, fence)
+        # An intent written behind the executor's back while it called, by a newer fence than any
+        # lease has held. (Written before the call, it would have kept the minter from making the
+        # step its bank user, D120: the call would not have been made.)
+        newer = ActionLogEntry(
+            op_key=op, task_id=task_id, status=ActionStatus.IN_FLIGHT, fence=10_000,
+            started_at=datetime.now(UTC), tool="refund", args={},
+        )  # fmt: skip
+        client.admin.hset(keys.ops(task_id), op, newer.encode())
+        return made
+
+    monkeypatch.setattr(tool, "call", overtaken)
     propose(client, executor, task_id, version)
     assert len(client.bank.entries(task_id)) == 1  # the refund happened, once
     marker = client.admin.get(keys.quarantine(task_id))

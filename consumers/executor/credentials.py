@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wakeful.consumers.kafka.supervisor import PARENT_PID_ENV
-from wakeful.core.errors import ConfigError
+from wakeful.core import secrets
+from wakeful.core.errors import ConfigError, MissingCredential
 from wakeful.core.grants import Grant
 from wakeful.core.log import Log
 from wakeful.core.minting import SOCKET_ENV, Credential, Minter, MintRefused, handed
@@ -31,15 +33,19 @@ from wakeful.sdk.tools import Tool, ToolUnavailable
 from wakeful.state import acl
 
 READY_S = 30.0  # how long a starting minter may take to listen
+MINTER = "minter"  # its Redis login's role name (state/acl.py)
 _minter: Minter | None = None
+_child: _Child | None = None
 _forker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wakeful-minter-spawn")
 
 
 class _Child:
     """The minter process, listening on a socket in a directory of its own."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, settings: Settings, log: Log) -> None:
         self.path = os.path.join(tempfile.mkdtemp(prefix="wakeful-minter-"), "minter.sock")
+        self.serves = _settings_env(settings)  # the store it mints in, and for which app
+        self.env = {**os.environ, **self.serves, PARENT_PID_ENV: str(os.getpid()), SOCKET_ENV: self.path}
         self.log, self._lock = log, threading.Lock()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -47,13 +53,12 @@ class _Child:
         with self._lock:
             if self.process is not None and self.process.poll() is None:
                 return
-            env = {**os.environ, PARENT_PID_ENV: str(os.getpid()), SOCKET_ENV: self.path}
             argv = [sys.executable, "-m", "wakeful.consumers.minter"]
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
             # forked from one thread that lives as long as the process: the kernel's parent-death
             # signal follows the thread that forked (consumers/kafka/supervisor.py says why)
-            self.process = _forker.submit(subprocess.Popen, argv, env=env).result()  # output: ours
+            self.process = _forker.submit(subprocess.Popen, argv, env=self.env).result()  # output: ours
             deadline = time.monotonic() + READY_S
             while not os.path.exists(self.path):
                 if self.process.poll() is not None or time.monotonic() > deadline:
@@ -61,11 +66,35 @@ class _Child:
                 time.sleep(0.02)
             self.log("executor.minter_started", pid=self.process.pid)
 
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()  # it removes what it made, then exits
+            self.process.wait(READY_S)
+
+
+def _settings_env(settings: Settings) -> dict[str, str]:
+    """What the minter reads of the executor's settings, which need not be its environment's."""
+    found = {
+        "WAKEFUL_HOME": str(settings.home),
+        "WAKEFUL_SECRETS": str(settings.secrets),
+        "WAKEFUL_REDIS_URL": settings.redis_url,
+        "WAKEFUL_DOWNSTREAMS": settings.downstreams,
+        "WAKEFUL_CREDENTIAL_TTL_S": str(settings.credential_ttl_s),
+    }
+    if settings.app:  # else the environment's, or the bundled app, as for the executor
+        found["WAKEFUL_APP"] = settings.app
+    if settings.redis_cluster:
+        found["WAKEFUL_REDIS_CLUSTER"] = "1"
+    if settings.allow_default_user:
+        found["WAKEFUL_ALLOW_DEFAULT_USER"] = "1"
+    return found
+
 
 def start(settings: Settings, app: App, log: Log) -> None:
-    """Start the minter if any tool declares a credential; a credential naming no downstream of the
-    stack stops the executor at start, naming every such tool."""
-    global _minter  # noqa: PLW0603 -- one minter per executor process
+    """Start the minter if any tool declares a credential (the one already started for the same
+    store is kept). A credential naming no downstream of the stack, or no password for the
+    minter's login, stops the executor at start, naming every such tool or the file."""
+    global _minter, _child  # one minter per executor process
     scoped = {tool.name: tool.credential for tool in app.tools if tool.credential}
     if not scoped:
         return
@@ -74,9 +103,19 @@ def start(settings: Settings, app: App, log: Log) -> None:
         raise ConfigError(
             "credential", f"{'; '.join(bad)}: a credential names a downstream ({', '.join(sorted(known))})"
         )
-    child = _Child(log)
+    if not secrets.exists(settings, MINTER, "redis") and not settings.allow_default_user:
+        where = secrets.path(settings, MINTER, "redis")
+        raise MissingCredential(
+            MINTER, f"no Redis credential for the minter at {where}: `wakeful dev up` makes it"
+        )
+    child = _Child(settings, log)
+    if _child is not None:
+        if _child.serves == child.serves and _child.process is not None and _child.process.poll() is None:
+            shutil.rmtree(os.path.dirname(child.path), ignore_errors=True)
+            return
+        _child.stop()
     child.start()
-    _minter = Minter(child.path, child.start)
+    _minter, _child = Minter(child.path, child.start), child
 
 
 @contextlib.contextmanager

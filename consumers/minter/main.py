@@ -30,7 +30,6 @@ from wakeful.core.minting import SOCKET_ENV
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import load_app
 from wakeful.state import acl, minted
-from wakeful.state.acl_lines import split
 
 REAP_EVERY_S = 1.0  # how often credentials past their lifetime are looked for
 ENDED_EVERY_S = 0.05  # how often the users of ended steps are removed, all at once
@@ -46,10 +45,7 @@ class Minter:
         app = load_app(settings.app)
         self.client, self.ttl_ms = client, settings.credential_ttl_s * 1000
         self.scopes = {t.name: t.credential for t in app.tools if t.credential}
-        # a minted user has its downstream's rights: the keys and commands its static user had
-        # and RESET, with which a step's connection logs out at its end (state/stepped.py)
-        downstreams = acl.downstreams_of(settings)
-        self.rights = {d.user: [*split(acl.downstream_rules(d)), "+reset"] for d in downstreams}
+        self.rights = {d.user: minted.rules_of(d) for d in acl.downstreams_of(settings)}
         self.ended: queue.Queue[str] = queue.Queue()
         self.mine: set[str] = set()  # the users this process made and has not removed
         self.count = 0  # credentials handed out, for its stop record beside its CPU (the cost per step)
