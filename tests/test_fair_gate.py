@@ -73,6 +73,14 @@ def receipt(client: BankClient, event: Any, task_id: str) -> dict[str, Any]:
     return client.receipt(event.event_id, task_id, 5.0, key_id=event.key_id)
 
 
+def later_millisecond() -> None:
+    """Return once the clock has moved to the next millisecond: two creates held in one are in
+    no order of age, and their queue then orders them by name."""
+    now = time.time_ns() // 1_000_000
+    while time.time_ns() // 1_000_000 <= now:  # ends: the clock moves on within a millisecond
+        time.sleep(0.0002)
+
+
 def create(client: BankClient, gate: Any, who: Tenant, outside: str, amount: int = OVER_LIMIT) -> Any:
     return sent(client, gate, who, events.CREATE, {"amount": amount, "currency": "EUR"}, outside=outside)
 
@@ -119,6 +127,7 @@ def test_an_ended_task_gives_its_slot_to_the_oldest_held_create_which_the_timer_
     client.limits.set(f"tenant:{tenant.name}", 1, by=OPERATOR)
     create(client, gate, tenant, "one")
     older, _ = create(client, gate, tenant, "two")
+    later_millisecond()  # a held create's place is the millisecond the gate held it in
     create(client, gate, tenant, "three")
     # Unmarked: the timers of any fleet on this stack look at marked tenants only, every 50 ms while
     # creates are held, and would let "two" in before this test's own look does.
