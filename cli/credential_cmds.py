@@ -33,7 +33,7 @@ def credentials() -> None:
 @click.pass_obj
 def credentials_list(settings: Settings, /, task_id: str | None, as_json: bool) -> None:
     """Each credential not yet removed: its user, the step it was made for, when it ends."""
-    found = [r for r in minted.listing(Client(settings).admin) if task_id is None or r["task_id"] == task_id]
+    found = minted.listing(Client(settings).admin, task_id)
     lines = []
     for r in found:
         ends = datetime.fromtimestamp(int(r["expires_ms"]) / 1000, UTC).isoformat(timespec="seconds")

@@ -107,9 +107,6 @@ class Minter:
         with contextlib.suppress(OSError):
             self._connected()[0].sendall(ending(user))
 
-    def close(self) -> None:
-        self._drop()
-
     def _ask(self, line: bytes) -> object:
         sock, reader = self._connected()
         sock.sendall(line)

@@ -101,16 +101,17 @@ def undue(client: redis.Redis) -> list[str]:
     return sorted(recorded - {_text(u) for u in client.zrange(keys.MINTED_DUE, 0, -1)})
 
 
-def listing(client: redis.Redis) -> list[dict[str, Any]]:
-    """Every credential minted and not yet removed, soonest to end first."""
-    records = client.hgetall(keys.MINTED)
-    found = [orjson.loads(raw) for raw in records.values()]
-    return sorted((r for r in found if isinstance(r, dict)), key=lambda r: int(r.get("expires_ms", 0)))
+def listing(client: redis.Redis, task_id: str | None = None) -> list[dict[str, Any]]:
+    """Every credential minted and not yet removed (or those of one task's steps), soonest to end
+    first."""
+    found = [orjson.loads(raw) for raw in client.hgetall(keys.MINTED).values()]
+    mine = (r for r in found if isinstance(r, dict) and (task_id is None or r.get("task_id") == task_id))
+    return sorted(mine, key=lambda r: int(r.get("expires_ms", 0)))
 
 
 def of(client: redis.Redis, task_id: str | None = None) -> list[str]:
     """The minted users of one task's steps (every minted user with no task)."""
-    return [str(r["user"]) for r in listing(client) if task_id is None or r.get("task_id") == task_id]
+    return [str(r["user"]) for r in listing(client, task_id)]
 
 
 def _text(raw: object) -> str:

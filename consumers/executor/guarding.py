@@ -93,7 +93,7 @@ def held(
             except Exception as exc:
                 if run is None or not run.refused or run.report:
                     receipt(run, task_id)  # reporting: what it tried is still noted
-                    if _carries(str(exc), secret):
+                    if secret is not None and _carries(str(exc), secret):
                         raise _blotted(exc, secret) from None
                     raise
         if secret is not None and _carries(repr(made), secret):
@@ -106,9 +106,9 @@ def _carries(text: str, secret: Credential | None) -> bool:
     return secret is not None and secret.password in text
 
 
-def _blotted(exc: Exception, secret: Credential | None) -> Exception:
+def _blotted(exc: Exception, secret: Credential) -> Exception:
     """`exc` with the step's credential blotted out of its message (the tool errors the executor
     reads keep their kind; any other becomes a RuntimeError)."""
-    said = str(exc) if secret is None else str(exc).replace(secret.password, "[credential]")
+    said = str(exc).replace(secret.password, "[credential]")
     kind = type(exc) if isinstance(exc, ToolUnavailable | ToolRefused | ToolFenced) else RuntimeError
     return kind(said)

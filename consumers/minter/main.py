@@ -84,7 +84,7 @@ class Minter:
         except redis.RedisError:
             self.ended.put(user)  # made in part (its record without a due time, say): the reaper ends it
             raise
-        if said := grants.refusal(grant, self.scopes, lease, intent):
+        if said := grants.running(grant, lease, intent):  # unfit() was asked above
             self.ended.put(user)  # made with the reads, in one round trip: undone at once by the reaper
             return self._refused(grant, said)
         self.count += 1
