@@ -4,7 +4,8 @@ its tool's call alone (sdk `credential()`), and the client that asks the minter 
 The minter is a process of its own (consumers/minter), the one holder of the right to make Redis
 users, so that a tool persuaded to misbehave in the executor's process cannot make itself one.
 The two speak over a Unix socket in a directory only this user may enter: one JSON line a request,
-one a reply. `end` has no reply: the step does not wait for its credential's removal.
+one a reply. `end` has no reply: the step does not wait for its credential's removal, and the
+ends of the steps of ENDS_GATHER_S go to the minter together, on a connection of their own.
 
 A credential's secret is never logged, stored, traced or returned: its repr hides it, and a tool's
 result or error that carries it fails the step (consumers/executor/guarding.py).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from wakeful.core.grants import Grant
 
 SOCKET_ENV = "WAKEFUL_MINTER_SOCKET"  # set by the executor for the minter it starts: where it listens
 TIMEOUT_S = 5.0  # a mint the minter has not answered by then fails the step's attempt (retried later)
+ENDS_GATHER_S = 0.02  # the ends of the steps of this long are sent to the minter in one line
 
 
 class MintRefused(Exception):
@@ -73,8 +76,8 @@ def request(grant: Grant) -> bytes:
     return orjson.dumps({"op": "mint", **fields}) + b"\n"
 
 
-def ending(user: str) -> bytes:
-    return orjson.dumps({"op": "end", "user": user}) + b"\n"
+def ending(users: list[str]) -> bytes:
+    return orjson.dumps({"op": "end", "users": users}) + b"\n"
 
 
 class Minter:
@@ -85,6 +88,9 @@ class Minter:
     def __init__(self, path: str, restart: Callable[[], None]) -> None:
         self.path, self.restart = path, restart
         self._own = threading.local()
+        self._ended: list[str] = []  # the users of ended steps the sender has not sent yet
+        self._lock, self._some = threading.Lock(), threading.Event()
+        threading.Thread(target=self._send_ends, name="wakeful-minter-ends", daemon=True).start()
 
     def mint(self, grant: Grant) -> Credential:
         try:
@@ -103,9 +109,24 @@ class Minter:
         return Credential(str(reply["user"]), str(reply["password"]), int(reply["expires_ms"]), grant.tool)
 
     def end(self, user: str) -> None:
-        """Ask for the step's credential to be removed now; the reaper removes it anyway once due."""
-        with contextlib.suppress(OSError):
-            self._connected()[0].sendall(ending(user))
+        """Ask for the step's credential to be removed soon; the reaper removes it anyway once due."""
+        with self._lock:
+            self._ended.append(user)
+        self._some.set()
+
+    def _send_ends(self) -> None:
+        """Send the ends of each ENDS_GATHER_S in one line, on this thread's own connection: steps
+        never wait for it, and the minter wakes once for many."""
+        while True:
+            self._some.wait()
+            time.sleep(ENDS_GATHER_S)
+            with self._lock:
+                users, self._ended = self._ended, []
+                self._some.clear()
+            try:
+                self._connected()[0].sendall(ending(users))
+            except OSError:  # a minter that is gone removed what it made; a new one its strays
+                self._drop()
 
     def _ask(self, line: bytes) -> object:
         sock, reader = self._connected()

@@ -38,31 +38,48 @@ def setuser(user: str, password: str, rules: Sequence[str]) -> list[str]:
     return ["ACL", "SETUSER", user, "reset", "on", f"#{digest}", *rules]
 
 
-def make(
-    client: redis.Redis, grant: Grant, user: tuple[str, str], rules: Sequence[str], expires_ms: int
-) -> tuple[bytes | None, bytes | None]:
-    """Record the credential and make its user (name, password), in one round trip with the reads
-    that say whether it may be: the task's lease and the op key's intent, as they were just before.
-    The minter removes the user at once if not (its password never left the minter). The record
-    comes first: a crash between leaves a record the reaper ends, never a user nothing would remove."""
-    name, password = user
-    making = tuple(setuser(name, password, rules))
+Made = tuple[Grant, str, str, Sequence[str], int]  # a grant, its user, password, rules, end (epoch ms)
+
+
+def make(client: redis.Redis, asked: Sequence[Made]) -> list[tuple[bytes | None, bytes | None] | Exception]:
+    """Record each credential and make its user, in one round trip for all with the reads that say
+    whether each may be: its task's lease and its op key's intent, as they were just before (or the
+    error that one of them met). The minter removes a user at once if not (its password never left
+    the minter). A record comes before its user: a crash between leaves a record the reaper ends,
+    never a user nothing would remove."""
+    if not asked:
+        return []
     cluster = isinstance(client, RedisCluster)  # there ACL SETUSER goes to every node, on its own
-    with Pinned(client, keys.lease(grant.task_id)) as pinned:  # one batch, without a pipeline's cost
+    making = [tuple(setuser(user, password, rules)) for _, user, password, rules, _ in asked]
+    per = 4 if cluster else 5
+    with Pinned(client, keys.lease(asked[0][0].task_id)) as pinned:  # one batch, without a pipeline's cost
         replies = pinned.batch(
             [
-                ("GET", keys.lease(grant.task_id)),
-                ("HGET", keys.ops(grant.task_id), grant.op_key),
-                ("HSET", keys.MINTED, name, grant.record(name, expires_ms)),
-                ("ZADD", keys.MINTED_DUE, expires_ms, name),
-                *([] if cluster else [making]),
+                command
+                for (grant, user, _, _, expires_ms), make_it in zip(asked, making, strict=True)
+                for command in (
+                    ("GET", keys.lease(grant.task_id)),
+                    ("HGET", keys.ops(grant.task_id), grant.op_key),
+                    ("HSET", keys.MINTED, user, grant.record(user, expires_ms)),
+                    ("ZADD", keys.MINTED_DUE, expires_ms, user),
+                    *([] if cluster else [make_it]),
+                )
             ]
         )
-    if failed := [r for r in replies if isinstance(r, redis.ResponseError)]:
-        raise failed[0]
-    if cluster:
-        client.execute_command(*making)  # type: ignore[no-untyped-call]
-    return replies[0], replies[1]
+    found: list[tuple[bytes | None, bytes | None] | Exception] = []
+    for at, make_it in zip(range(0, len(replies), per), making, strict=True):
+        mine = replies[at : at + per]
+        if failed := [r for r in mine if isinstance(r, Exception)]:
+            found.append(failed[0])
+            continue
+        if cluster:
+            try:
+                client.execute_command(*make_it)  # type: ignore[no-untyped-call]
+            except redis.RedisError as exc:
+                found.append(exc)
+                continue
+        found.append((mine[0], mine[1]))
+    return found
 
 
 def end(client: redis.Redis, users: Sequence[str]) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import redis
 from redis.credentials import CredentialProvider
@@ -50,10 +51,14 @@ def as_minted(settings: Settings, timeout: float = 10.0) -> Iterator[redis.Redis
             yield fresh
         return
     pool, client = _own(settings, timeout)
-    conn = pool.get_connection()  # type: ignore[no-untyped-call]  # the reply of the last step's RESET is read first (_Pool)
+    conn = pool.get_connection()  # type: ignore[no-untyped-call]  # the last step's RESET reply is read first (_Pool)
     try:
-        conn.send_command("AUTH", made.user, made.password)
-        conn.read_response()
+        if conn.login != made.user:  # not opened just now as this step's user (_StepConnection)
+            conn.send_command("AUTH", made.user, made.password)
+            conn.unread.append("AUTH")  # read before the reply to the step's first command
+            conn.login = made.user
+    except (redis.RedisError, OSError):  # broken: the step's first command opens it again, as it
+        conn.disconnect()
     finally:
         pool.release(conn)  # type: ignore[no-untyped-call]
     try:
@@ -62,26 +67,67 @@ def as_minted(settings: Settings, timeout: float = 10.0) -> Iterator[redis.Redis
         conn = pool.get_connection()  # type: ignore[no-untyped-call]
         try:
             conn.send_command("RESET")  # its reply is read when the connection is next taken
-            conn.reset_unread = True
+            conn.unread.append("RESET")
+            conn.login = None
         except (redis.RedisError, OSError):  # broken: the next step opens it again, as that step
             conn.disconnect()
         finally:
             pool.release(conn)  # type: ignore[no-untyped-call]
 
 
+class _StepConnection(acl.CountingConnection):
+    """A connection that knows whom it is logged in as, and which replies it has not read yet: a
+    step's AUTH is read with its first command's reply, so logging in costs no round trip of its own."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self.unread: list[str] = []  # the commands sent whose replies come before the next one's
+        self.login: str | None = None
+
+    def on_connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        self.unread, self.login = [], None
+        super().on_connect_check_health(*args, **kwargs)  # logs in as the step's user
+        self.login = minting.credential().user
+
+    def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        self.unread, self.login = [], None
+        super().disconnect(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def drain(self, *, ours: bool) -> None:
+        """Read the replies not read yet. `ours`: the last is this step's AUTH, whose refusal (a
+        credential revoked or past its lifetime) is raised; an ended step's is not."""
+        while self.unread:
+            sent = self.unread.pop(0)
+            try:
+                super().read_response()
+            except redis.ResponseError as exc:
+                if ours and sent == "AUTH" and not self.unread:
+                    self.disconnect()
+                    raise redis.AuthenticationError(str(exc)) from None
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        self.drain(ours=True)
+        return super().read_response(*args, **kwargs)
+
+
 class _Pool(redis.BlockingConnectionPool):
     """A pool of one connection: every command, a pinned batch (state/functions.call) included,
     goes by the one connection that AUTH and RESET change, so no other stays logged in after a
     step. A step's RESET is sent and not waited for: its reply is read when the connection is next
-    taken, before anything else (a connection that broke meanwhile is opened again)."""
+    taken, before anything else (a connection that broke meanwhile is opened again); a step's AUTH
+    is read with the reply to its first command."""
 
     def ensure_connection(self, connection: redis.connection.AbstractConnection) -> None:
-        if getattr(connection, "reset_unread", False):
-            connection.reset_unread = False  # type: ignore[attr-defined]
+        conn = connection
+        assert isinstance(conn, _StepConnection)
+        if conn.unread and conn.unread[-1] == "RESET":  # an ended step's: long arrived
             try:
-                connection.read_response()
+                conn.drain(ours=False)
             except (redis.RedisError, OSError):
-                connection.disconnect()  # type: ignore[no-untyped-call]
+                conn.disconnect()
+        if conn.unread:  # this step's AUTH: its reply comes with the next command's
+            conn.connect()  # type: ignore[no-untyped-call]
+            return
         super().ensure_connection(connection)  # type: ignore[arg-type]
 
 
@@ -92,7 +138,7 @@ def _own(settings: Settings, timeout: float) -> tuple[_Pool, redis.Redis]:
         pool = _Pool.from_url(
             settings.redis_url, max_connections=1, timeout=timeout, credential_provider=_StepLogin(),
             protocol=2, socket_timeout=timeout, socket_connect_timeout=timeout,
-            connection_class=acl.CountingConnection,
+            connection_class=_StepConnection,
         )  # fmt: skip
         held[key] = pool, redis.Redis(connection_pool=pool)
     return held[key]

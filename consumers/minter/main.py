@@ -3,8 +3,10 @@ declares `credential = "<downstream>"`, only for a step that is really running (
 judges: the task's lease at the grant's fence, an effect's intent in flight under its op key).
 
 The executor starts it as a child (consumers/executor/credentials.py) and asks over a Unix socket
-in a directory only this user may enter; it stops when the executor does, however the executor
-ends, and then removes every credential it made. Its reaper removes each credential whose lifetime
+in a directory only this user may enter. One thread serves every connection: the mints asked for
+at once are made in one round trip, and the reaper's passes run between. It stops when the
+executor does, however the executor ends, and then removes every credential it made. Its reaper
+removes the users of ended steps every ENDED_EVERY_S, each credential whose lifetime
 (WAKEFUL_CREDENTIAL_TTL_S) is past, and at start every minted user no record names: a credential
 whose step never ended lives until its minter stops, and at most its lifetime and a reaper pass.
 It logs each credential it makes and removes by user, task and op key: never its secret.
@@ -14,8 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import secrets
+import selectors
 import socket
 import threading
 import time
@@ -39,57 +41,84 @@ _LOG = Log(role="minter")
 
 class Minter:
     """The minter's rules and its store: which tool may have which downstream's credential, each
-    downstream's rights, the lifetime, and the Redis it makes users in."""
+    downstream's rights, the lifetime, and the Redis it makes users in. One thread uses it."""
 
     def __init__(self, settings: Settings, client: redis.Redis) -> None:
         app = load_app(settings.app)
         self.client, self.ttl_ms = client, settings.credential_ttl_s * 1000
         self.scopes = {t.name: t.credential for t in app.tools if t.credential}
         self.rights = {d.user: minted.rules_of(d) for d in acl.downstreams_of(settings)}
-        self.ended: queue.Queue[str] = queue.Queue()
+        self.ended: list[str] = []  # users whose step said it ended, removed at the next pass
         self.mine: set[str] = set()  # the users this process made and has not removed
         self.count = 0  # credentials handed out, for its stop record beside its CPU (the cost per step)
+        self._passed = self._due_at = 0.0  # when the last pass removed ended users; the next due look
 
     def answer(self, line: bytes) -> bytes | None:
         """The reply to one request line (None for `end`, which has none)."""
+        return self.answer_all([line])[0]
+
+    def answer_all(self, lines: list[bytes]) -> list[bytes | None]:
+        """The replies to request lines read together, in their order: every mint among them is
+        made in one round trip to Redis."""
+        asked = [self._read(line) for line in lines]
+        grant_of = [a for a in asked if isinstance(a, Grant)]
+        made = iter(self.mint_all(grant_of))
+        return [_reply(next(made)) if isinstance(a, Grant) else a for a in asked]
+
+    def _read(self, line: bytes) -> Grant | bytes | None:
         try:
             asked = orjson.loads(line)
             if not isinstance(asked, dict):
                 raise ValueError("a request is a JSON object")
             if asked.get("op") == "end":
-                self.ended.put(str(asked.get("user", "")))
+                users = asked.get("users", [asked.get("user", "")])
+                self.ended += [str(u) for u in users] if isinstance(users, list) else []
                 return None
-            grant = Grant(
+            return Grant(
                 str(asked["scope"]), str(asked["tool"]), str(asked["task_id"]),
                 str(asked["op_key"]), int(asked["fence"]), bool(asked.get("effect", True)),
             )  # fmt: skip
         except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as exc:
             return _reply({"ok": False, "error": f"unreadable request: {exc}"})
-        try:
-            return _reply(self.mint(grant))
-        except redis.RedisError as exc:
-            return _reply({"ok": False, "error": f"Redis: {exc}"})
 
     def mint(self, grant: Grant) -> dict[str, object]:
-        rights = self.rights.get(grant.scope)
-        if rights is None:
+        return self.mint_all([grant])[0]
+
+    def mint_all(self, asked: list[Grant]) -> list[dict[str, object]]:
+        """Each grant's answer: a credential made for it, or why not."""
+        said: list[dict[str, object] | None] = [self._unfit(g) for g in asked]
+        fit = [(i, g) for i, g in enumerate(asked) if said[i] is None]
+        expires_ms = int(time.time() * 1000) + self.ttl_ms
+        made = [(g, grants.PREFIX + secrets.token_hex(12), secrets.token_urlsafe(24)) for _, g in fit]
+        self.mine.update(user for _, user, _ in made)  # removed when this process stops, whatever follows
+        try:
+            reads = minted.make(
+                self.client, [(g, u, p, self.rights[g.scope], expires_ms) for g, u, p in made]
+            )
+        except redis.RedisError as exc:  # made in part, perhaps: the reaper ends them
+            self.ended += [user for _, user, _ in made]
+            return [s or {"ok": False, "error": f"Redis: {exc}"} for s in said]
+        for (i, grant), (_, user, password), read in zip(fit, made, reads, strict=True):
+            why = f"Redis: {read}" if isinstance(read, Exception) else grants.running(grant, *read)
+            if why is not None:  # made with the reads, in one round trip: undone at the next pass
+                self.ended.append(user)
+                said[i] = (
+                    self._refused(grant, why)
+                    if not isinstance(read, Exception)
+                    else {"ok": False, "error": why}
+                )
+                continue
+            self.count += 1
+            _LOG("minter.minted", user=user, task_id=grant.task_id, op_key=grant.op_key, tool=grant.tool)
+            said[i] = {"ok": True, "user": user, "password": password, "expires_ms": expires_ms}
+        return [s if s is not None else {"ok": False, "error": "not answered"} for s in said]
+
+    def _unfit(self, grant: Grant) -> dict[str, object] | None:
+        if grant.scope not in self.rights:
             return {"ok": False, "error": f"{grant.scope!r} is no downstream of this stack"}
         if said := grants.unfit(grant, self.scopes):  # before anything is made or read
             return self._refused(grant, said)
-        user, password = grants.PREFIX + secrets.token_hex(12), secrets.token_urlsafe(24)
-        expires_ms = int(time.time() * 1000) + self.ttl_ms
-        self.mine.add(user)  # removed when this process stops, even if nothing below returns
-        try:
-            lease, intent = minted.make(self.client, grant, (user, password), rights, expires_ms)
-        except redis.RedisError:
-            self.ended.put(user)  # made in part (its record without a due time, say): the reaper ends it
-            raise
-        if said := grants.running(grant, lease, intent):  # unfit() was asked above
-            self.ended.put(user)  # made with the reads, in one round trip: undone at once by the reaper
-            return self._refused(grant, said)
-        self.count += 1
-        _LOG("minter.minted", user=user, task_id=grant.task_id, op_key=grant.op_key, tool=grant.tool)
-        return {"ok": True, "user": user, "password": password, "expires_ms": expires_ms}
+        return None
 
     def _refused(self, grant: Grant, said: str) -> dict[str, object]:
         _LOG(
@@ -101,73 +130,104 @@ class Minter:
         )
         return {"ok": False, "error": f"no credential for {grant.tool}: {said}"}
 
-    def reap(self, stop: threading.Event) -> None:
-        """Remove what the steps ended and what is past its lifetime, until `stop`."""
+    def clear_strays(self) -> None:
+        """At start: remove minted users no record names, and records no pass would reach."""
         with contextlib.suppress(redis.RedisError):
             if stray := minted.strays(self.client) + minted.undue(self.client):
                 minted.end(self.client, stray)
                 _LOG("minter.strays_removed", users=stray[:20], count=len(stray))
-        due_at = 0.0
-        while not stop.wait(ENDED_EVERY_S):
-            users: list[str] = []
-            with contextlib.suppress(queue.Empty):
-                while len(users) < 5000:
-                    users.append(self.ended.get_nowait())
-            late: list[str] = []
-            try:
-                if time.monotonic() >= due_at:
-                    late, due_at = (
-                        minted.due(self.client, int(time.time() * 1000)),
-                        time.monotonic() + REAP_EVERY_S,
-                    )
-                if users or late:
-                    minted.end(self.client, [*users, *late])
-                    self.mine.difference_update([*users, *late])
-            except redis.RedisError as exc:  # the next pass tries again; due ones stay due
-                _LOG("minter.reap_failed", error=str(exc)[:200])
-                for user in users:
-                    self.ended.put(user)
-                stop.wait(REAP_EVERY_S)
-                continue
-            if late:
-                _LOG("minter.expired", users=late[:20], count=len(late))
+
+    def reap(self, now: float) -> None:
+        """One pass, when it is time for one: remove the users of ended steps (every ENDED_EVERY_S)
+        and those past their lifetime (every REAP_EVERY_S). A pass Redis fails is tried again."""
+        late_due = now >= self._due_at
+        if not late_due and (not self.ended or now - self._passed < ENDED_EVERY_S):
+            return
+        users, self.ended, self._passed = self.ended[:5000], self.ended[5000:], now
+        try:
+            late = minted.due(self.client, int(time.time() * 1000)) if late_due else []
+            if late_due:
+                self._due_at = now + REAP_EVERY_S
+            if users or late:
+                minted.end(self.client, [*users, *late])
+                self.mine.difference_update([*users, *late])
+        except redis.RedisError as exc:  # the next pass tries again; due ones stay due
+            _LOG("minter.reap_failed", error=str(exc)[:200])
+            self.ended[:0] = users
+            self._passed = self._due_at = now + REAP_EVERY_S  # and waits a while
+            return
+        if late:
+            _LOG("minter.expired", users=late[:20], count=len(late))
 
 
 def _reply(said: dict[str, object]) -> bytes:
     return orjson.dumps(said) + b"\n"
 
 
-def serve(minter: Minter, conn: socket.socket) -> None:
-    """Answer one connection's requests in order; a line past MAX_LINE ends the connection."""
-    with conn, conn.makefile("rb") as lines:
-        while line := lines.readline(MAX_LINE + 1):
-            if len(line) > MAX_LINE:
-                conn.sendall(_reply({"ok": False, "error": f"a request is at most {MAX_LINE} bytes"}))
-                return
-            if reply := minter.answer(line):
-                conn.sendall(reply)
+class _Peer:
+    """One executor thread's connection: what it sent that is not yet a whole line."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.partial = conn, b""
+
+    def lines(self) -> list[bytes] | None:
+        """The whole lines now readable (None: the peer is gone, or sent a line past MAX_LINE)."""
+        try:
+            chunk = self.conn.recv(65536)
+        except BlockingIOError:
+            return []
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        *whole, self.partial = (self.partial + chunk).split(b"\n")
+        if len(self.partial) > MAX_LINE or any(len(line) > MAX_LINE for line in whole):
+            with contextlib.suppress(OSError):
+                self.conn.send(_reply({"ok": False, "error": f"a request is at most {MAX_LINE} bytes"}))
+            return None
+        return [line for line in whole if line.strip()]
+
+
+def serve(minter: Minter, server: socket.socket, stop: threading.Event) -> None:
+    """Answer every executor thread's requests, in one thread, until `stop`: what all of them
+    asked for at once is minted in one round trip; the reaper's passes run between."""
+    with selectors.DefaultSelector() as ready:
+        ready.register(server, selectors.EVENT_READ, None)
+        while not stop.is_set():
+            asked: list[tuple[_Peer, bytes]] = []
+            for key, _ in ready.select(ENDED_EVERY_S if minter.ended else REAP_EVERY_S):
+                if key.data is None:
+                    conn, _ = server.accept()
+                    conn.setblocking(False)
+                    ready.register(conn, selectors.EVENT_READ, _Peer(conn))
+                    continue
+                peer: _Peer = key.data
+                if (lines := peer.lines()) is None:
+                    ready.unregister(peer.conn)
+                    peer.conn.close()
+                    continue
+                asked += [(peer, line) for line in lines]
+            for (peer, _), reply in zip(asked, minter.answer_all([line for _, line in asked]), strict=True):
+                if reply is not None:
+                    with contextlib.suppress(OSError):  # gone, or not reading: its next read fails
+                        peer.conn.send(reply)
+            minter.reap(time.monotonic())
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
     """Serve the executor that started this process (SOCKET_ENV names where) until `stop`."""
     path = os.environ[SOCKET_ENV]
     minter = Minter(settings, acl.connect(settings, "minter", timeout=10))
-    threading.Thread(target=minter.reap, args=(stop,), name="minter-reap", daemon=True).start()
+    minter.clear_strays()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     os.chmod(path, 0o600)
-    server.listen(16)
-    server.settimeout(REAP_EVERY_S)
+    server.listen(64)
+    server.setblocking(False)
     _LOG("minter.ready", socket=path, scopes=sorted(set(minter.scopes.values())))
-    while not stop.is_set():
-        try:
-            conn, _ = server.accept()
-        except TimeoutError:
-            continue
-        conn.settimeout(None)
-        threading.Thread(target=serve, args=(minter, conn), name="minter-conn", daemon=True).start()
+    serve(minter, server, stop)
     # Stopping (its executor stopped, or died: the kernel's SIGTERM): no step it minted for goes on.
     left = sorted(minter.mine)
     with contextlib.suppress(redis.RedisError):

@@ -169,5 +169,42 @@ def test_the_minter_answers_bad_bytes_with_a_reason_and_never_reaches_redis() ->
         said = orjson.loads(minter.answer(orjson.dumps(asked | {"task_id": TASK} | bad)) or b"{}")
         assert said["ok"] is False and why in said["error"], said
     assert minter.answer(b'{"op": "end", "user": "wakeful-admin"}') is None
-    assert minter.ended.get_nowait() == "wakeful-admin"  # queued, and minted.end names no such user
+    assert minter.ended == ["wakeful-admin"]  # queued, and minted.end names no such user
     assert minted.end(client=None, users=["wakeful-admin", "wkc-short"]) == 0  # type: ignore[arg-type]
+
+
+def test_requests_read_together_are_answered_in_their_order_and_ends_are_queued() -> None:
+    from wakeful.consumers.minter.main import Minter
+    from wakeful.core.settings import Settings
+
+    minter = Minter(Settings.from_env({}), client=None)  # type: ignore[arg-type]  # no grant is fit
+    asked = {"op": "mint", "scope": "bank", "tool": "refund", "task_id": TASK, "op_key": OP, "fence": 7}
+    lines = [
+        b"not json",
+        orjson.dumps({"op": "end", "users": ["wkc-" + "a" * 24, "wkc-" + "b" * 24]}),
+        orjson.dumps(asked | {"scope": "nowhere"}),
+        orjson.dumps(asked | {"tool": "lookup_order"}),
+    ]
+    replies = minter.answer_all(lines)
+    assert replies[1] is None and minter.ended == ["wkc-" + "a" * 24, "wkc-" + "b" * 24]
+    said = [orjson.loads(r or b"{}")["error"] for r in (replies[0], replies[2], replies[3])]
+    assert "unreadable" in said[0] and "no downstream" in said[1] and "declares no credential" in said[2]
+
+
+def test_a_peer_line_is_whole_before_it_is_read_and_a_line_past_the_limit_ends_the_peer() -> None:
+    import socket
+
+    from wakeful.consumers.minter.main import MAX_LINE, _Peer
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setblocking(False)
+        peer = _Peer(ours)
+        theirs.sendall(b'{"op": "end", "users": []}\n{"op": "mi')
+        assert peer.lines() == [b'{"op": "end", "users": []}']
+        theirs.sendall(b'nt"}\n')
+        assert peer.lines() == [b'{"op": "mint"}'] and peer.lines() == []  # nothing more yet
+        theirs.sendall(b"x" * (MAX_LINE + 1))
+        assert peer.lines() is None and b"at most" in theirs.recv(1000)
+        theirs.close()
+        assert _Peer(ours).lines() is None  # the peer is gone
