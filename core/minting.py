@@ -4,8 +4,9 @@ its tool's call alone (sdk `credential()`), and the client that asks the minter 
 The minter is a process of its own (consumers/minter), the one holder of the right to make Redis
 users, so that a tool persuaded to misbehave in the executor's process cannot make itself one.
 The two speak over a Unix socket in a directory only this user may enter: one JSON line a request,
-one a reply. `end` has no reply: the step does not wait for its credential's removal, and the
-ends of the steps of ENDS_GATHER_S go to the minter together, on a connection of their own.
+one a reply. `end` has no reply: the step does not wait for its credential's removal. Ends go on
+a connection of their own, opened with ENDS_HELLO, which the minter reads when its reaper passes,
+not when a line comes: a step's end wakes no process.
 
 A credential's secret is never logged, stored, traced or returned: its repr hides it, and a tool's
 result or error that carries it fails the step (consumers/executor/guarding.py).
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -28,7 +28,7 @@ from wakeful.core.grants import Grant
 
 SOCKET_ENV = "WAKEFUL_MINTER_SOCKET"  # set by the executor for the minter it starts: where it listens
 TIMEOUT_S = 5.0  # a mint the minter has not answered by then fails the step's attempt (retried later)
-ENDS_GATHER_S = 0.02  # the ends of the steps of this long are sent to the minter in one line
+ENDS_HELLO = b'{"op": "ends"}\n'  # the first line of the connection that carries ends
 
 
 class MintRefused(Exception):
@@ -88,9 +88,8 @@ class Minter:
     def __init__(self, path: str, restart: Callable[[], None]) -> None:
         self.path, self.restart = path, restart
         self._own = threading.local()
-        self._ended: list[str] = []  # the users of ended steps the sender has not sent yet
-        self._lock, self._some = threading.Lock(), threading.Event()
-        threading.Thread(target=self._send_ends, name="wakeful-minter-ends", daemon=True).start()
+        self._ends: socket.socket | None = None  # shared by every thread, behind the lock
+        self._lock = threading.Lock()
 
     def mint(self, grant: Grant) -> Credential:
         try:
@@ -109,24 +108,20 @@ class Minter:
         return Credential(str(reply["user"]), str(reply["password"]), int(reply["expires_ms"]), grant.tool)
 
     def end(self, user: str) -> None:
-        """Ask for the step's credential to be removed soon; the reaper removes it anyway once due."""
+        """Say the step's credential may be removed; the reaper removes it anyway once due. Never
+        waits: an end the minter's socket has no room for is left to the reaper."""
         with self._lock:
-            self._ended.append(user)
-        self._some.set()
-
-    def _send_ends(self) -> None:
-        """Send the ends of each ENDS_GATHER_S in one line, on this thread's own connection: steps
-        never wait for it, and the minter wakes once for many."""
-        while True:
-            self._some.wait()
-            time.sleep(ENDS_GATHER_S)
-            with self._lock:
-                users, self._ended = self._ended, []
-                self._some.clear()
             try:
-                self._connected()[0].sendall(ending(users))
-            except OSError:  # a minter that is gone removed what it made; a new one its strays
-                self._drop()
+                if self._ends is None:
+                    self._ends = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    self._ends.settimeout(TIMEOUT_S)
+                    self._ends.connect(self.path)
+                    self._ends.sendall(ENDS_HELLO)
+                self._ends.send(ending([user]), socket.MSG_DONTWAIT)
+            except OSError:  # gone, or full: a minter that is gone removed what it made
+                if self._ends is not None:
+                    self._ends.close()
+                self._ends = None
 
     def _ask(self, line: bytes) -> object:
         sock, reader = self._connected()

@@ -4,13 +4,14 @@
         client.get(...)
 
 A new connection per step costs a connect and a login on every call, so each thread keeps one
-connection per tool and changes who it is at each step: `AUTH` as the step's user when the run
-begins, `RESET` when it ends (it speaks RESP2, which RESET puts a connection back to). After RESET
-the connection is nobody's (the default user needs a password no role is given): it can do
-nothing until the next step logs in, and the removal of the step's user, which closes every
-connection still logged in as it, leaves it open. A connection that broke meanwhile is opened
-again, logged in as the current step's user. A tool reuses only a connection it opened itself, in
-its own egress (consumers/executor/guarding.py), and a cluster client is made per step.
+connection per tool and changes who it is at each step: `AUTH` as the step's user, sent in one
+write with the step's first command, and `RESET` when it ends (it speaks RESP2, which RESET puts a
+connection back to; a step that sent nothing sends neither). After RESET the connection is
+nobody's (the default user needs a password no role is given): it can do nothing until the next
+step logs in, and the removal of the step's user, which closes every connection still logged in
+as it, leaves it open. A connection that broke meanwhile is opened again, logged in as the current
+step's user. A tool reuses only a connection it opened itself, in its own egress
+(consumers/executor/guarding.py), and a cluster client is made per step.
 """
 
 from __future__ import annotations
@@ -51,24 +52,21 @@ def as_minted(settings: Settings, timeout: float = 10.0) -> Iterator[redis.Redis
             yield fresh
         return
     pool, client = _own(settings, timeout)
-    conn = pool.get_connection()  # type: ignore[no-untyped-call]  # the last step's RESET reply is read first (_Pool)
-    try:
-        if conn.login != made.user:  # not opened just now as this step's user (_StepConnection)
-            conn.send_command("AUTH", made.user, made.password)
-            conn.unread.append("AUTH")  # read before the reply to the step's first command
-            conn.login = made.user
-    except (redis.RedisError, OSError):  # broken: the step's first command opens it again, as it
-        conn.disconnect()
-    finally:
-        pool.release(conn)  # type: ignore[no-untyped-call]
+    conn = pool.get_connection()  # type: ignore[no-untyped-call]  # an ended step's RESET reply is read first (_Pool)
+    if conn.login != made.user:  # not opened just now as this step's user
+        conn.due, conn.login = (made.user, made.password), made.user  # sent with the step's first command
+    pool.release(conn)  # type: ignore[no-untyped-call]
     try:
         yield client
     finally:
         conn = pool.get_connection()  # type: ignore[no-untyped-call]
         try:
-            conn.send_command("RESET")  # its reply is read when the connection is next taken
-            conn.unread.append("RESET")
-            conn.login = None
+            if conn.due:  # the step sent nothing: its login was never sent either
+                conn.due, conn.login = None, None
+            elif conn.login:
+                conn.send_command("RESET")  # its reply is read when the connection is next taken
+                conn.unread.append("RESET")
+                conn.login = None
         except (redis.RedisError, OSError):  # broken: the next step opens it again, as that step
             conn.disconnect()
         finally:
@@ -76,22 +74,33 @@ def as_minted(settings: Settings, timeout: float = 10.0) -> Iterator[redis.Redis
 
 
 class _StepConnection(acl.CountingConnection):
-    """A connection that knows whom it is logged in as, and which replies it has not read yet: a
-    step's AUTH is read with its first command's reply, so logging in costs no round trip of its own."""
+    """A connection that knows whom it is logged in as, and which replies it has not read yet. A
+    step's AUTH goes in one write with its first command, and is read with that command's reply:
+    logging in costs no round trip and no write of its own."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
         self.unread: list[str] = []  # the commands sent whose replies come before the next one's
-        self.login: str | None = None
+        self.login: str | None = None  # whom it is logged in as once what is due is sent
+        self.due: tuple[str, str] | None = None  # the AUTH (user, password) to send with the next command
 
     def on_connect_check_health(self, *args: Any, **kwargs: Any) -> None:
-        self.unread, self.login = [], None
+        self.unread, self.login, self.due = [], None, None
         super().on_connect_check_health(*args, **kwargs)  # logs in as the step's user
         self.login = minting.credential().user
 
     def disconnect(self, *args: Any, **kwargs: Any) -> None:
-        self.unread, self.login = [], None
+        self.unread, self.login, self.due = [], None, None
         super().disconnect(*args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if self.due is not None:
+            user, password = self.due
+            self.due = None
+            chunks = command if isinstance(command, list) else [command]
+            command = [*self.pack_command("AUTH", user, password), *chunks]  # type: ignore[no-untyped-call]
+            self.unread.append("AUTH")
+        super().send_packed_command(command, check_health)
 
     def drain(self, *, ours: bool) -> None:
         """Read the replies not read yet. `ours`: the last is this step's AUTH, whose refusal (a
@@ -114,8 +123,9 @@ class _Pool(redis.BlockingConnectionPool):
     """A pool of one connection: every command, a pinned batch (state/functions.call) included,
     goes by the one connection that AUTH and RESET change, so no other stays logged in after a
     step. A step's RESET is sent and not waited for: its reply is read when the connection is next
-    taken, before anything else (a connection that broke meanwhile is opened again); a step's AUTH
-    is read with the reply to its first command."""
+    taken, before anything else (a connection that broke meanwhile is opened again, logged in as
+    the current step). The connection's replies are all accounted for (_StepConnection), so it is
+    not polled for stray ones before each command, as a shared pool's are."""
 
     def ensure_connection(self, connection: redis.connection.AbstractConnection) -> None:
         conn = connection
@@ -125,10 +135,7 @@ class _Pool(redis.BlockingConnectionPool):
                 conn.drain(ours=False)
             except (redis.RedisError, OSError):
                 conn.disconnect()
-        if conn.unread:  # this step's AUTH: its reply comes with the next command's
-            conn.connect()  # type: ignore[no-untyped-call]
-            return
-        super().ensure_connection(connection)  # type: ignore[arg-type]
+        conn.connect()  # type: ignore[no-untyped-call]  # a closed one opens, logged in as this step
 
 
 def _own(settings: Settings, timeout: float) -> tuple[_Pool, redis.Redis]:

@@ -115,16 +115,16 @@ def proposed(client: BankClient, gate: Any, executor: Any) -> int:
     return trips
 
 
-def test_a_proposal_costs_the_executor_three_round_trips_and_the_bank_its_own_with_a_login_and_out(
+def test_a_proposal_costs_the_executor_three_round_trips_and_the_bank_its_own_with_its_login_inside(
     client: BankClient,
 ) -> None:
     gate, executor = warmed(client), executor_for(client.settings, [])
     proposed(client, gate, executor)  # its connections opened
     # The lease, the task WATCHed and read, the action log and authority; the intent with the
-    # close's inbox check; the step's login as its minted bank user (AUTH, D120); the bank's refund;
-    # its logout (RESET, sent: its reply is read when the connection is next taken); the close,
-    # with the outcome recorded and the lease given back inside it.
-    assert proposed(client, gate, executor) == 6
+    # close's inbox check; the bank's refund, with the step's login as its minted bank user (AUTH,
+    # D120) in the same write; its logout (RESET, sent: its reply is read when the connection is
+    # next taken); the close, with the outcome recorded and the lease given back inside it.
+    assert proposed(client, gate, executor) == 5
 
 
 def inbound_for(client: BankClient, connection: Any = None) -> Any:

@@ -28,13 +28,13 @@ import redis
 from wakeful.core import grants
 from wakeful.core.grants import Grant
 from wakeful.core.log import Log
-from wakeful.core.minting import SOCKET_ENV
+from wakeful.core.minting import ENDS_HELLO, SOCKET_ENV
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import load_app
 from wakeful.state import acl, minted
 
 REAP_EVERY_S = 1.0  # how often credentials past their lifetime are looked for
-ENDED_EVERY_S = 0.05  # how often the users of ended steps are removed, all at once
+ENDED_EVERY_S = 0.2  # how often the ends are read and their users removed, all at once
 MAX_LINE = 4096  # a grant is a few hundred bytes: a longer line is no request
 _LOG = Log(role="minter")
 
@@ -98,6 +98,7 @@ class Minter:
         except redis.RedisError as exc:  # made in part, perhaps: the reaper ends them
             self.ended += [user for _, user, _ in made]
             return [s or {"ok": False, "error": f"Redis: {exc}"} for s in said]
+        minted_now: list[dict[str, object]] = []
         for (i, grant), (_, user, password), read in zip(fit, made, reads, strict=True):
             why = f"Redis: {read}" if isinstance(read, Exception) else grants.running(grant, *read)
             if why is not None:  # made with the reads, in one round trip: undone at the next pass
@@ -109,8 +110,11 @@ class Minter:
                 )
                 continue
             self.count += 1
-            _LOG("minter.minted", user=user, task_id=grant.task_id, op_key=grant.op_key, tool=grant.tool)
+            minted_now.append(
+                {"user": user, "task_id": grant.task_id, "op_key": grant.op_key, "tool": grant.tool}
+            )
             said[i] = {"ok": True, "user": user, "password": password, "expires_ms": expires_ms}
+        _LOG.each("minter.minted", minted_now)  # one line each, in one write
         return [s if s is not None else {"ok": False, "error": "not answered"} for s in said]
 
     def _unfit(self, grant: Grant) -> dict[str, object] | None:
@@ -137,9 +141,17 @@ class Minter:
                 minted.end(self.client, stray)
                 _LOG("minter.strays_removed", users=stray[:20], count=len(stray))
 
-    def reap(self, now: float) -> None:
-        """One pass, when it is time for one: remove the users of ended steps (every ENDED_EVERY_S)
-        and those past their lifetime (every REAP_EVERY_S). A pass Redis fails is tried again."""
+    def reap(self, now: float, enders: list[_Peer]) -> None:
+        """Read the ends the executor sent (`enders`, its connections that carry them: whenever
+        this process is awake, so they never pile up), and, when it is time, remove the users of
+        ended steps (every ENDED_EVERY_S) and those past their lifetime (every REAP_EVERY_S). A pass
+        Redis fails is tried again."""
+        for peer in list(enders):
+            while (lines := peer.lines()) is not None and lines:
+                self.answer_all(lines)  # ends: no reply
+            if lines is None:
+                enders.remove(peer)
+                peer.conn.close()
         late_due = now >= self._due_at
         if not late_due and (not self.ended or now - self._passed < ENDED_EVERY_S):
             return
@@ -190,12 +202,15 @@ class _Peer:
 
 def serve(minter: Minter, server: socket.socket, stop: threading.Event) -> None:
     """Answer every executor thread's requests, in one thread, until `stop`: what all of them
-    asked for at once is minted in one round trip; the reaper's passes run between."""
+    asked for at once is minted in one round trip; the reaper's passes run between. A connection
+    that says ENDS_HELLO carries ends only: it is read at the reaper's passes, so an end wakes no
+    one (at a few tasks a second, each wake costs more CPU than the work it does)."""
+    enders: list[_Peer] = []
     with selectors.DefaultSelector() as ready:
         ready.register(server, selectors.EVENT_READ, None)
         while not stop.is_set():
             asked: list[tuple[_Peer, bytes]] = []
-            for key, _ in ready.select(ENDED_EVERY_S if minter.ended else REAP_EVERY_S):
+            for key, _ in ready.select(ENDED_EVERY_S if minter.mine else REAP_EVERY_S):
                 if key.data is None:
                     conn, _ = server.accept()
                     conn.setblocking(False)
@@ -206,12 +221,16 @@ def serve(minter: Minter, server: socket.socket, stop: threading.Event) -> None:
                     ready.unregister(peer.conn)
                     peer.conn.close()
                     continue
+                if lines[:1] == [ENDS_HELLO.strip()]:
+                    ready.unregister(peer.conn)
+                    enders.append(peer)
+                    lines = lines[1:]
                 asked += [(peer, line) for line in lines]
             for (peer, _), reply in zip(asked, minter.answer_all([line for _, line in asked]), strict=True):
                 if reply is not None:
                     with contextlib.suppress(OSError):  # gone, or not reading: its next read fails
                         peer.conn.send(reply)
-            minter.reap(time.monotonic())
+            minter.reap(time.monotonic(), enders)
 
 
 def main(settings: Settings, stop: threading.Event) -> None:
