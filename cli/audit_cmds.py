@@ -74,17 +74,45 @@ def audit_cmd(
     public = _keys(settings, keys_file)
     messages = audit_read.from_file(log_file) if log_file else list(audit_read.from_kafka(settings, task_id))
     found = audit(task_id, messages, public)
-    emit(found.doc(), as_json, _human(found, verify))
+    doc = found.doc()
+    if keys_file is None:  # on this machine: each release's owners' sign-offs, from Redis (D121)
+        _signed_releases(settings, doc)
+    emit(doc, as_json, _human(found, verify))  # the same effects: the sign-offs show in both
     if verify and not found.verified:
         sys.exit(1)
 
 
+def _signed_releases(settings: Settings, doc: dict[str, Any]) -> None:
+    """Add to each effect's proposal the sign-offs of the release that ran it, as stored."""
+    from wakeful.authority import signoffs
+    from wakeful.state import acl
+    from wakeful.state.releases import Releases
+
+    admin, seen = acl.connect(settings, "admin"), {}
+    for effect in doc.get("effects", []):
+        proposal = effect.get("proposal") or {}
+        if digest := proposal.get("release"):
+            if digest not in seen:
+                read = [signoffs.decode(raw) for raw in Releases.signed(admin, digest)]
+                seen[digest] = [
+                    {"role": s.role, "principal": s.principal, "key": s.key_id, "at": s.signed_at}
+                    for s in read
+                    if not isinstance(s, str)
+                ]
+            proposal["signoffs"] = seen[digest]
+
+
 def _shown(proposal: dict[str, Any]) -> list[str]:
-    """The tool wording the model was shown for the proposal (D119), where the log names it."""
-    if not proposal.get("catalog"):
-        return []
-    fresh = f", refreshed: {', '.join(proposal['refreshed'])}" if proposal.get("refreshed") else ""
-    return [f"  the model was shown the tools of {proposal['catalog']}{fresh}"]
+    """The tool wording the model was shown for the proposal (D119), and the release that ran it
+    with its owners' sign-offs (D121), where the log names them."""
+    lines = []
+    if proposal.get("catalog"):
+        fresh = f", refreshed: {', '.join(proposal['refreshed'])}" if proposal.get("refreshed") else ""
+        lines.append(f"  the model was shown the tools of {proposal['catalog']}{fresh}")
+    if proposal.get("release"):
+        signed = ", ".join(f"{s['principal']} ({s['role']}, {s['at']})" for s in proposal.get("signoffs", []))
+        lines.append(f"  release {proposal['release'][:12]}, signed by {signed or 'no owner'}")
+    return lines
 
 
 def _human(found: Audit, verify: bool) -> str:

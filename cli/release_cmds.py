@@ -16,9 +16,10 @@ from wakeful.core.settings import Settings
 from wakeful.operate import release as release_task
 from wakeful.operate.client import Client, describe
 from wakeful.schemas.checkpoint import Checkpoint
+from wakeful.sdk.app import App
 from wakeful.state.wording import Wordings
 from wakeful.workflow import release as dry_run
-from wakeful.workflow import wording
+from wakeful.workflow import release_digest, wording
 
 PROGRESS_EVERY = 1000  # tasks read between progress lines on stderr
 SHOWN = 20  # tasks listed per outcome in the text output (--json lists every one)
@@ -46,6 +47,18 @@ def check(settings: Settings, spec: str, task_ids: tuple[str, ...], as_json: boo
     differs from the deployed one (a description's diff, egress gained or lost). Writes nothing;
     fails (exit 1) when a gate or executor of SPEC would refuse to start: a widened egress that
     App.refresh does not name."""
+    _, data, counts, forecasts, unreadable = report(settings, spec, task_ids)
+    emit(data, as_json, _human(counts, forecasts, unreadable, data["tools"]))
+    if refused := data["refused_at_deploy"]:
+        raise click.ClickException(
+            f"a deploy of {spec} is refused: {'; '.join(refused)}: name each tool in App(refresh=[...])"
+        )
+
+
+def report(
+    settings: Settings, spec: str, task_ids: tuple[str, ...] = ()
+) -> tuple[App, dict[str, Any], Any, Any, Any]:
+    """What `check` says of the app `spec`: (the app, the report, and its parts for the text)."""
     app = checked_app(spec)
     client = Client(settings)
     auth = client.authority.snapshot(app=app.name, shipped=app.shipped_policy)
@@ -65,9 +78,9 @@ def check(settings: Settings, spec: str, task_ids: tuple[str, ...], as_json: boo
     stored = Wordings(client.admin, app.name)
     current = stored.current()
     before = wording.Read(stored.raw)(current) if current else None
-    refused = wording.widened(app, before)  # what a gate or executor of this app will not start with
     data: dict[str, Any] = {
         "app": spec,
+        "release": release_digest.digest(app),  # what its owners sign (D121)
         "counts": [
             {"workflow": wf, "version": version, "outcome": outcome, "tasks": n}
             for (wf, version), by in counts.items()
@@ -76,13 +89,10 @@ def check(settings: Settings, spec: str, task_ids: tuple[str, ...], as_json: boo
         "tasks": [asdict(f) for f in sorted(forecasts, key=lambda f: f.task_id)],
         "unreadable": unreadable,
         "tools": wording.changes(app, before),  # the wording against the deployed: a reviewer's diff
-        "refused_at_deploy": refused,
+        # what a gate or executor of this app will not start with
+        "refused_at_deploy": wording.widened(app, before),
     }
-    emit(data, as_json, _human(counts, forecasts, unreadable, data["tools"]))
-    if refused:
-        raise click.ClickException(
-            f"a deploy of {spec} is refused: {'; '.join(refused)}: name each tool in App(refresh=[...])"
-        )
+    return app, data, counts, forecasts, unreadable
 
 
 def _human(

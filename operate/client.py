@@ -110,7 +110,9 @@ class Client:
         for `keep`: kinds it is registered for already (perhaps under another app)."""
         if not re.fullmatch(ids.KEY_ID, f"key-{principal}"):
             raise WakefulError(f"{principal[:60]!r} is not a principal name ({ids.KEY_ID} after 'key-')")
-        check_signer(kinds, self.app.kinds, tenant)  # before a key file is made for nothing
+        check_signer(
+            kinds, self.app.kinds | {events.SIGNOFF}, tenant
+        )  # before a key file is made for nothing
         path = self.keystore() / f"{principal}.key"
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         signer = (
@@ -119,7 +121,7 @@ class Client:
             else generate_signer(f"key-{principal}", path)
         )
         material, registered = public_bytes(signer), tuple(sorted({*kinds, *keep}))
-        known = self.app.kinds | keep
+        known = self.app.kinds | keep | {events.SIGNOFF}  # a release owner's key signs no event (D121)
         self.authority.register_signer(
             signer.key_id, principal, "ed25519", material, registered, known=known, tenant=tenant
         )

@@ -79,3 +79,4 @@ class ProposalTrail(Record):
     # model was shown (D119), less the tools its app refreshed (`refreshed`). "" before D119.
     catalog: str = ""
     refreshed: tuple[str, ...] = ()
+    release: str = ""  # the digest of the release the executor ran, its owners' sign-offs' (D121)

@@ -25,6 +25,9 @@ KINDS = (CREATE, APPROVE, AMEND, RUN, REOPEN, COMPLETE, CANCEL)
 # for an event replayed from wakeful.dlq (`wakeful dlq replay`, docs/decisions.md D71). The door
 # verifies it, then the event inside against the signer registry as it is now; it carries no task_id.
 REPLAY = "event.replay"
+# No event: what a key must be registered for to sign a release as one of its app's owners
+# (`wakeful release sign`, authority/signoffs.py, D121). The door refuses an event of this kind.
+SIGNOFF = "release.signoff"
 
 MAX_EVENT_BYTES = 64 * 1024
 # How a webhook's record (schemas/webhook.py) starts, as its encode() writes it: one comparison tells

@@ -46,7 +46,8 @@ class App:
     as the app's first version when none is, and a task stamped before the app's policy had
     versions is judged by it. `refresh` names the tools whose deployed wording (description,
     egress) reaches tasks that started under another: the rest show each task the wording it
-    started with, and an egress widened for a tool not named here is refused at deploy (D119)."""
+    started with, and an egress widened for a tool not named here is refused at deploy (D119).
+    `owners` names who must sign a release before it runs (D121)."""
 
     name: str
     workflows: Sequence[Workflow[Any]]
@@ -61,6 +62,10 @@ class App:
     # How long its finished tasks, receipts, evidence and memory stay in Redis (sdk/retention.py).
     retention: Retention = DEFAULT_RETENTION
     refresh: Sequence[str] = ()
+    # Who signs its releases (D121): role -> the principals who hold it, two roles at least (say
+    # "business" and "security"). Declared, a gate or executor starts only on a release that holds
+    # a sign-off for each role from a different principal (`wakeful release sign`).
+    owners: Mapping[str, Sequence[str]] = field(default_factory=dict)
     _by_name: dict[str, Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
     _by_version: dict[tuple[str, int], Workflow[Any]] = field(init=False, repr=False, default_factory=dict)
 

@@ -84,6 +84,7 @@ def problems(app: App) -> list[str]:
         if rule not in COMPAT_RULES
     ]
     found += _refresh_problems(app.refresh, tools)
+    found += _owner_problems(app.owners)
     if app.revoked_signer not in REVOKED_RULES:
         found.append(f"revoked_signer={app.revoked_signer!r} is not one of {', '.join(REVOKED_RULES)}")
     current = {wf.name: wf.version for wf in app.workflows}
@@ -257,3 +258,20 @@ def _refresh_problems(refresh: object, tools: list[str]) -> list[str]:
     if isinstance(refresh, str) or not isinstance(refresh, list | tuple):
         return [f"refresh must be a list of tool names, not {refresh!r}"]
     return [f"refresh names {n!r}, which is not one of its tools" for n in refresh if n not in tools]
+
+
+def _owner_problems(owners: Any) -> list[str]:
+    """`owners`: role -> the principals who hold it; two roles at least, when declared (D121)."""
+    if not owners:
+        return []
+    if not isinstance(owners, Mapping) or len(owners) < 2:
+        return ["owners names two roles at least (say business and security), each with its principals"]
+    found = [f"owner role {r!r} must match {ids.NAME}" for r in owners if not ids.NAME_RE.fullmatch(str(r))]
+    for role, who in owners.items():
+        if (
+            isinstance(who, str)
+            or not who
+            or not all(isinstance(p, str) and ids.KEY_ID_RE.fullmatch(p) for p in who)
+        ):
+            found.append(f"owner role {role!r} names its principals, a list of names matching {ids.KEY_ID}")
+    return found

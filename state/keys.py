@@ -102,6 +102,9 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:authority:{tools}:switches | hash | JSON [app, tool] -> JSON: who turned    | admin (tools disable, |
 |                   |        | it off, when, why; no field: the tool is on        | enable); roles read    |
 | wk:authority:{tools}:history | stream | every publish, disable and enable      | admin: XADD only       |
+| wk:authority:releases | hash | "<app>:<digest>" -> JSON: a release proposed;  | admin (release propose,|
+|                   |        | "<app>:<digest>:<role>:<principal>" -> JSON: one   | sign); gate, executor  |
+|                   |        | owner's signed sign-off (state/releases.py, D121)  | read at start          |
 | wk:authority:app:{A}:approvers | set | app A's approvers (Group "approvers") | admin only; roles read |
 | wk:authority:app:{A}:limit | string | app A's approval limit (App A's limit)   | admin only; roles read |
 | wk:authority:app:{A}:policy | hash | app A's policy index: version -> digest   | admin only; roles read |
@@ -235,6 +238,8 @@ AUTH_LIMIT = f"{AUTHORITY}:limit"  # shared approval limit: an app with none of 
 # hash key_id -> JSON {principal, alg, kinds, tenant, and an Ed25519 public key in `material` or an
 # HMAC secret `sealed` under the verifiers' seal (authority/signer_seal.py, D91); never a secret whole}
 AUTH_SIGNERS = f"{AUTHORITY}:signers"
+# hash: releases and their owners' sign-offs (state/releases.py, D121)
+AUTH_RELEASES = f"{AUTHORITY}:releases"
 AUTH_POLICY = f"{AUTHORITY}:policy"  # hash: policy, tool_catalog, compat (JSON), catalog (JSON)
 # The freezes (authority/freezes.py): one hash tag, so a freeze, its record and the counter the
 # roles acknowledge are written in one MULTI on a Redis Cluster too; no `wk:{` pattern reaches it.

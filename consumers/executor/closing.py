@@ -20,7 +20,7 @@ from wakeful.sdk.memory import Remember
 from wakeful.state import memory_seal
 from wakeful.state.actions import ActionLog
 from wakeful.state.seal import Keyring
-from wakeful.workflow import batch, memory
+from wakeful.workflow import batch, memory, release_digest
 
 
 @dataclass(frozen=True)
@@ -146,4 +146,5 @@ def proposal_trail(
         more=tuple(r.op_key for r in more),
         catalog=cp.versions.tool_catalog,
         refreshed=tuple(t for t in app.refresh if t == ran.tool or any(r.tool == t for r in more)),
+        release=release_digest.of(app),
     )

@@ -1,4 +1,5 @@
-"""A gate's or an executor's start, for the tool wording it deploys (D119): a tool whose egress the
+"""A gate's or an executor's start, for the release it runs (D121: its owners signed it, when the app
+declares owners, consumers/kafka/releases.py) and the tool wording it deploys (D119): a tool whose egress the
 deploy widens, against the wording deployed before, is refused unless the app names it in
 `App.refresh` (the executor enforces the loaded code's egress for every task, sleeping ones too);
 else the deployed wording is published under its digest, so a task stamped with it is shown it
@@ -12,6 +13,7 @@ from typing import Any
 
 import redis
 
+from wakeful.consumers.kafka import releases
 from wakeful.core.errors import ConfigError
 from wakeful.core.log import Log
 from wakeful.sdk.app import App
@@ -29,7 +31,7 @@ def deploy(client: Any, app: App, stop: threading.Event, log: Log) -> None:
         except redis.exceptions.NoPermissionError as exc:
             raise ConfigError(
                 "Redis users",
-                f"this role may not read the tool wordings ({exc}): reload them with "
+                f"this role may not read the tool wordings or releases ({exc}): reload them with "
                 "`wakeful admin acl --apply` (or `wakeful dev up`)",
             ) from exc
         except redis.RedisError as exc:
@@ -42,6 +44,7 @@ def deploy(client: Any, app: App, stop: threading.Event, log: Log) -> None:
 
 
 def _deploy(client: Any, app: App) -> None:
+    releases.check(client, app)  # an app whose owners have not signed this release does not start
     stored = Wordings(client, app.name)
     read = wording.Read(stored.raw)
     current = stored.current()

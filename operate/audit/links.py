@@ -195,6 +195,8 @@ def effect_of(
     proposal = {"message_id": trail.message_id, "model": trail.model, "checks": list(trail.checks)}
     if trail.catalog:  # the tool wording the model was shown (D119)
         proposal |= {"catalog": trail.catalog, "refreshed": list(trail.refreshed)}
+    if trail.release:  # the release that ran it, whose owners' sign-offs the admin can read (D121)
+        proposal |= {"release": trail.release}
     effect = _effect(
         record, where, outcome, op=trail.op_key, tool=trail.tool, args=trail.args,
         task_version=trail.task_version, proposal=proposal,

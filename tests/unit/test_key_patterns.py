@@ -107,6 +107,7 @@ def every_key() -> list[tuple[str, str]]:
         *(("authority", k) for k in (keys.AUTH_APPROVERS, keys.AUTH_LIMIT, keys.AUTH_SIGNERS)),
         *(("authority", k) for k in (keys.AUTH_FROZEN, keys.AUTH_SWITCHED, keys.AUTH_SWITCH_LOG)),
         ("authority", keys.AUTH_POLICY),
+        ("authority", keys.AUTH_RELEASES),
         ("bank", bank.LEDGER),
         *(("held floor", keys.held_floor(p)) for p in (0, 7, 999_999)),
         ("suppliers", suppliers_keys.LOG),
