@@ -14,6 +14,7 @@ It logs each credential it makes and removes by user, task and op key: never its
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import secrets
@@ -34,7 +35,9 @@ from wakeful.sdk.app import load_app
 from wakeful.state import acl, minted
 
 REAP_EVERY_S = 1.0  # how often credentials past their lifetime are looked for
-ENDED_EVERY_S = 0.2  # how often the ends are read and their users removed, all at once
+# How often the users of ended steps are removed, all at once: with the late ones, so a pass costs
+# one wake a second (at a few steps a second, a process's wake costs more CPU than its work).
+ENDED_EVERY_S = 1.0
 MAX_LINE = 4096  # a grant is a few hundred bytes: a longer line is no request
 _LOG = Log(role="minter")
 
@@ -89,7 +92,7 @@ class Minter:
         said: list[dict[str, object] | None] = [self._unfit(g) for g in asked]
         fit = [(i, g) for i, g in enumerate(asked) if said[i] is None]
         expires_ms = int(time.time() * 1000) + self.ttl_ms
-        made = [(g, grants.PREFIX + secrets.token_hex(12), secrets.token_urlsafe(24)) for _, g in fit]
+        made = [(g, *_fresh()) for _, g in fit]
         self.mine.update(user for _, user, _ in made)  # removed when this process stops, whatever follows
         try:
             reads = minted.make(
@@ -170,6 +173,12 @@ class Minter:
             return
         if late:
             _LOG("minter.expired", users=late[:20], count=len(late))
+
+
+def _fresh() -> tuple[str, str]:
+    """A new user's name (96 random bits) and password (192), from one read of the OS's randomness."""
+    raw = secrets.token_bytes(36)
+    return grants.PREFIX + raw[:12].hex(), base64.urlsafe_b64encode(raw[12:]).decode()
 
 
 def _reply(said: dict[str, object]) -> bytes:
