@@ -307,3 +307,8 @@ def test_a_rejection_after_decoding_carries_the_event_for_the_senders_receipt() 
     result = verdict(event)
     assert isinstance(result, Refused)
     assert result.event == event
+
+
+def test_a_release_signoff_is_no_event_the_door_takes_even_from_a_key_registered_for_it() -> None:
+    event = signed(events.SIGNOFF, payload={})
+    assert rejected(verdict(event, kinds=frozenset({events.SIGNOFF}))) == "unknown event kind 'release.signoff'"
