@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import orjson
+import psutil
 import pytest
 import redis
 from cli_run import wakeful
@@ -244,3 +245,34 @@ def test_a_user_a_minter_left_half_made_or_unrecorded_is_removed_when_a_minter_s
     assert PLANTED
     assert wait_until(lambda: not users(client) & set(PLANTED), FIRST_RECEIPT_S), users(client) & set(PLANTED)
     assert client.admin.hmget(keys.MINTED, PLANTED) == [None, None]
+
+
+def the_minter(minting: Minting) -> psutil.Process:
+    executor = psutil.Process(minting.scripted.fleet.procs["executor"].pid)
+    found = [
+        p for p in executor.children(recursive=True) if "wakeful.consumers.minter" in " ".join(p.cmdline())
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_minter_killed_between_steps_is_started_again_and_what_it_left_ends_with_its_lifetime(
+    client: Client, minting: Minting
+) -> None:
+    before = ask(client, hold=False)
+    assert client.wait_settled(before, SETTLE_S)["stage"] == "closed"
+    killed = the_minter(minting)
+    killed.kill()  # SIGKILL: it removes nothing; its executor lives on, and reaps it when it next mints
+    assert wait_until(lambda: not killed.is_running() or killed.status() == psutil.STATUS_ZOMBIE, 10)
+    task_id = ask(client, hold=False)
+    done = client.wait_settled(task_id, SETTLE_S)
+    assert done["stage"] == "closed", done
+    assert the_minter(minting).pid != killed.pid
+    left = handed(minting, before)
+    assert wait_until(lambda: not any(works(client, g) for g in left), TTL_S + GONE_S), (
+        "it outlived its lifetime"
+    )
+    given = handed(minting, task_id)
+    assert wait_until(lambda: not any(works(client, g) for g in given), GONE_S), (
+        "a credential outlived its step"
+    )

@@ -311,4 +311,5 @@ def test_a_rejection_after_decoding_carries_the_event_for_the_senders_receipt() 
 
 def test_a_release_signoff_is_no_event_the_door_takes_even_from_a_key_registered_for_it() -> None:
     event = signed(events.SIGNOFF, payload={})
-    assert rejected(verdict(event, kinds=frozenset({events.SIGNOFF}))) == "unknown event kind 'release.signoff'"
+    said = rejected(verdict(event, kinds=frozenset({events.SIGNOFF})))
+    assert said == "unknown event kind 'release.signoff'"
