@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 import click
+import orjson
 
 from wakeful.cli.app_option import app_option, checked_app
 from wakeful.cli.output import emit
@@ -48,7 +49,7 @@ def check(settings: Settings, spec: str, task_ids: tuple[str, ...], as_json: boo
     fails (exit 1) when a gate or executor of SPEC would refuse to start: a widened egress that
     App.refresh does not name."""
     _, data, counts, forecasts, unreadable = report(settings, spec, task_ids)
-    emit(data, as_json, _human(counts, forecasts, unreadable, data["tools"]))
+    emit(data, as_json, _human(counts, forecasts, unreadable, [*data["changes"], *data["tools"]]))
     if refused := data["refused_at_deploy"]:
         raise click.ClickException(
             f"a deploy of {spec} is refused: {'; '.join(refused)}: name each tool in App(refresh=[...])"
@@ -89,10 +90,28 @@ def report(
         "tasks": [asdict(f) for f in sorted(forecasts, key=lambda f: f.task_id)],
         "unreadable": unreadable,
         "tools": wording.changes(app, before),  # the wording against the deployed: a reviewer's diff
+        # the release against the one deployed last: workflows, scopes, egress, code (D121)
+        "changes": _changes(_deployed(stored), release_digest.parts(app)),
         # what a gate or executor of this app will not start with
         "refused_at_deploy": wording.widened(app, before),
     }
     return app, data, counts, forecasts, unreadable
+
+
+def _changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:
+    try:
+        return release_digest.changes(before, after)
+    except (TypeError, AttributeError, KeyError):  # recorded in another shape: planted or damaged
+        return ["the release deployed last is recorded in a shape this build cannot read: no diff"]
+
+
+def _deployed(stored: Wordings) -> dict[str, Any] | None:
+    raw = stored.deployed_release()
+    try:
+        found = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:  # a value planted or damaged: nothing to diff against
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _human(

@@ -93,7 +93,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:wordings       | hash   | "<app>:<digest>" -> JSON: a deployed tool wording  | gate, executor: HSETNX,|
 |                   |        | (names, descriptions, egress), under the digest a  | HSET current at start, |
 |                   |        | catalog stamp names; "<app>:current" -> the last   | HGET; admin            |
-|                   |        | deployed (D119)                                    |                        |
+|                   |        | deployed (D119); "<app>:release" -> the parts of   |                        |
+|                   |        | the release deployed last (D121)                   |                        |
 | wk:{minted}:all   | hash   | minted user -> JSON: the step it was minted for    | minter; admin (revoke) |
 |                   |        | (scope, tool, task, op key, fence, expiry), never  |                        |
 |                   |        | its secret (state/minted.py, D120)                 |                        |

@@ -1,6 +1,8 @@
 """The deployed tool wordings, by digest (D119): one hash, `wk:wordings`, field `<app>:<digest>` ->
 the JSON entries (sdk.tools.wording) whose digest a catalog stamp's second part holds, and
-`<app>:current` -> the digest deployed last. Written by each gate and executor at start (HSETNX:
+`<app>:current` -> the digest deployed last; `<app>:release` -> the parts of the release deployed
+last (workflow/release_digest.py, D121), what `release check` diffs a new one against. Written by
+each gate and executor at start (HSETNX:
 a digest's entries never change), read by the gate to show a task its pinned wording, and by
 `wakeful release check` (admin). Bytes only here: what is read is checked against its digest
 above (workflow/wording.verified), so a planted entry shows nothing."""
@@ -12,6 +14,7 @@ from typing import Any
 from wakeful.state import keys
 
 CURRENT = "current"
+RELEASE = "release"  # no digest is this word
 
 
 class Wordings:
@@ -33,4 +36,12 @@ class Wordings:
 
     def raw(self, digest: str) -> bytes | None:
         found: bytes | None = self.client.hget(keys.WORDINGS, f"{self.app}:{digest}")
+        return found
+
+    def publish_release(self, parts: bytes) -> None:
+        """Say which release (its parts, as JSON) was deployed last."""
+        self.client.hset(keys.WORDINGS, f"{self.app}:{RELEASE}", parts)
+
+    def deployed_release(self) -> bytes | None:
+        found: bytes | None = self.client.hget(keys.WORDINGS, f"{self.app}:{RELEASE}")
         return found

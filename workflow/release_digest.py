@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +42,54 @@ def parts(app: App) -> dict[str, Any]:
             "retention": repr(app.retention),
         },
         "owners": {role: sorted(who) for role, who in sorted(app.owners.items())},
+        # each tool's scope (the downstream it is minted a login of, D120) and egress (D116)
+        "tools": {t.name: {"credential": t.credential or "", "egress": sorted(t.egress)} for t in app.tools},
         "code": {name: _file_digest(name) for name in sorted(modules(app))},
     }
+
+
+def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
+    """What the release `after` changes against the one deployed last (`before`, its parts as the
+    gate and executor stored them; None: none was): a reviewer's lines, one a change."""
+    if before is None:
+        return ["no release was deployed with its parts recorded: everything is new"]
+    found = [
+        f"workflow {w} added" for w in sorted(set(after["workflows"]) - set(before.get("workflows", ())))
+    ]
+    found += [
+        f"workflow {w} no longer kept"
+        for w in sorted(set(before.get("workflows", ())) - set(after["workflows"]))
+    ]
+    for part, said in (("catalog", "tool catalog"), ("policy", "shipped policy text"), ("rules", "rules"),
+                       ("owners", "owners")):  # fmt: skip
+        if before.get(part) != after[part]:
+            found.append(f"{said}: {_short(before.get(part))} -> {_short(after[part])}")
+    old, new = before.get("tools", {}), after["tools"]
+    found += [
+        f"tool {t} added: scope {new[t]['credential'] or 'none'}, egress {new[t]['egress']}"
+        for t in sorted(set(new) - set(old))
+    ]
+    found += [f"tool {t} removed" for t in sorted(set(old) - set(new))]
+    for t in sorted(set(old) & set(new)):
+        if old[t].get("credential") != new[t]["credential"]:
+            found.append(
+                f"tool {t}: scope {old[t].get('credential') or 'none'} -> {new[t]['credential'] or 'none'}"
+            )
+        if old[t].get("egress") != new[t]["egress"]:
+            found.append(f"tool {t}: egress {old[t].get('egress')} -> {new[t]['egress']}")
+    code_before, code = before.get("code", {}), after["code"]
+    found += [
+        f"code {m}: {'changed' if m in code_before else 'added'}"
+        for m in sorted(code)
+        if code_before.get(m) != code[m]
+    ]
+    found += [f"code {m}: no longer part of the app" for m in sorted(set(code_before) - set(code))]
+    return found
+
+
+def _short(value: Any) -> str:
+    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def digest(app: App) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import orjson
 import redis
 
 from wakeful.consumers.kafka import releases
@@ -18,7 +19,7 @@ from wakeful.core.errors import ConfigError
 from wakeful.core.log import Log
 from wakeful.sdk.app import App
 from wakeful.state.wording import Wordings
-from wakeful.workflow import wording
+from wakeful.workflow import release_digest, wording
 
 WAIT_S = 1.0  # between reads of a Redis that did not answer
 
@@ -59,3 +60,4 @@ def _deploy(client: Any, app: App) -> None:
     digest, raw = wording.deployed(app)
     if digest != current:
         stored.publish(digest, raw)
+    stored.publish_release(orjson.dumps(release_digest.parts(app)))  # what the next check diffs against

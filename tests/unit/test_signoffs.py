@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -100,3 +101,25 @@ def test_owners_name_two_roles_each_with_principals() -> None:
     ):
         with pytest.raises(ConfigError, match="owner"):
             dataclasses.replace(app, owners=bad)
+
+
+def test_the_release_check_names_what_a_release_changes_against_the_one_deployed_last() -> None:
+    app = load_app("wakeful.examples.refund:app")
+    before = release_digest.parts(app)
+    assert release_digest.changes(before, before) == []
+    assert release_digest.changes(None, before)[0].startswith("no release was deployed")
+    after = json_copy(before)
+    after["tools"]["refund"] = {"credential": "shop", "egress": ["bank", "shop"]}
+    after["workflows"].append("refund@2")
+    after["code"]["wakeful.examples.refund"] = "0" * 64
+    said = release_digest.changes(before, after)
+    assert "workflow refund@2 added" in said and "code wakeful.examples.refund: changed" in said
+    assert "tool refund: scope bank -> shop" in said
+    assert "tool refund: egress ['bank'] -> ['bank', 'shop']" in said
+
+
+def json_copy(doc: dict[str, object]) -> dict[str, Any]:
+    import orjson
+
+    copied: dict[str, Any] = orjson.loads(orjson.dumps(doc))
+    return copied
