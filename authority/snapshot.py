@@ -71,6 +71,8 @@ class Snapshot:
     policies: Mapping[str, Policy] = field(default_factory=dict)
     shipped: Policy | None = None
     unloaded: tuple[int, ...] = ()  # versions the index names whose text this process has not parsed
+    # The app's rollouts as stored: workflow -> its record (workflow/rollouts.py reads it, D122).
+    rollouts: Mapping[str, bytes] = field(default_factory=dict)
 
     def tool_switch(self, app: str, tool: str) -> ToolSwitch | None:
         """The switch that turns `tool` of `app` off, or None when it is on."""
@@ -101,11 +103,12 @@ SNAPSHOT_READS: tuple[tuple[str, ...], ...] = (
 
 
 def app_reads(app: str) -> tuple[tuple[str, ...], ...]:
-    """The app's approvers, approval limit and policy index (version -> digest)."""
+    """The app's approvers, approval limit, policy index (version -> digest) and rollouts."""
     return (
         ("SMEMBERS", keys.auth_approvers(app)),
         ("GET", keys.auth_limit(app)),
         ("HGETALL", keys.auth_policy_index(app)),
+        ("HGETALL", keys.auth_rollouts(app)),
     )
 
 
@@ -113,7 +116,7 @@ def snapshot_reads(app: str) -> tuple[tuple[str, ...], ...]:
     return (*SNAPSHOT_READS, *app_reads(app))
 
 
-SNAPSHOT_LEN = len(SNAPSHOT_READS) + 3  # replies to snapshot_reads(app)
+SNAPSHOT_LEN = len(SNAPSHOT_READS) + 4  # replies to snapshot_reads(app)
 
 
 def snapshot_from(replies: list[Any], app: str = "", shipped: Policy | None = None) -> Snapshot:
@@ -125,8 +128,11 @@ def snapshot_from(replies: list[Any], app: str = "", shipped: Policy | None = No
     deployed = fields.get("policy", DEFAULT_POLICY)
     loaded: dict[str, Policy] = {}
     unloaded: list[int] = []
+    rollouts: dict[str, bytes] = {}
     if app:
-        own_approvers, own_limit, index = replies[len(SNAPSHOT_READS) : SNAPSHOT_LEN]
+        own_approvers, own_limit, index = replies[len(SNAPSHOT_READS) : len(SNAPSHOT_READS) + 3]
+        if len(replies) >= SNAPSHOT_LEN:  # the rollouts (D122)
+            rollouts = {k.decode(): v for k, v in hash_reply(replies[SNAPSHOT_LEN - 1]).items()}
         if own_limit is not None:
             approvers, limit = own_approvers, own_limit
         versions = {int(k): v.decode() for k, v in hash_reply(index).items()}
@@ -157,6 +163,7 @@ def snapshot_from(replies: list[Any], app: str = "", shipped: Policy | None = No
         policies=loaded,
         shipped=shipped,
         unloaded=tuple(sorted(unloaded)),
+        rollouts=rollouts,
     )
 
 

@@ -64,7 +64,7 @@ COMMANDS: dict[str, Where] = {
     "demo": "wakeful.cli.demo_cmd:demo",
     "task": _task,
     "ledger": "wakeful.cli.task_cmds:ledger",
-    "release": "wakeful.cli.signoff_cmds:release",  # check (release_cmds), propose, sign, show
+    "release": "wakeful.cli.rollout_cmds:release",  # check, propose, sign, show, rollout, promote, rollback
     "authority": _authority,
     "recover": "wakeful.cli.recover_cmd:recover",
     "freeze": "wakeful.cli.kill_cmds:freeze",

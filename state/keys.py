@@ -111,6 +111,8 @@ keyspace op keys are hash fields of wk:{T}:ops, never key names.
 | wk:authority:app:{A}:policy | hash | app A's policy index: version -> digest   | admin only; roles read |
 | wk:authority:app:{A}:policies | hash | version -> JSON {app, version, text,  | admin only; roles read |
 |                   |        | digest, by, at, reason}: never rewritten           | (authority/documents)  |
+| wk:authority:app:{A}:rollouts | hash | workflow -> JSON: who gets its new     | admin (release rollout,|
+|                   |        | version first: tenants, a share, rolled back (D122) | promote, rollback)     |
 | wk:fair:{N}:flight | zset  | tenant N's tasks a limit admitted and not yet ended | gate (fair_take, after |
 |                   |        | (closed, cancelled, parked) -> ms admitted: what   | a change), executor    |
 |                   |        | the limit counts (workflow/limits.py, D108)        | (after a change);      |
@@ -314,6 +316,11 @@ def auth_policy_index(app: str) -> str:
 
 def auth_policies(app: str) -> str:
     return f"{auth_app(app)}:policies"
+
+
+def auth_rollouts(app: str) -> str:
+    """Hash workflow -> JSON: app `app`'s rollout of a workflow's new version (workflow/rollouts.py)."""
+    return f"{auth_app(app)}:rollouts"
 
 
 PATTERN_CORR = f"{PREFIX}:corr:*"

@@ -38,3 +38,5 @@ migrating = App(name="contract", workflows=[dataclasses.replace(v2, migrate={1: 
 keeping = App(name="contract", workflows=[v2], retired=[contract])
 dropping = App(name="contract", workflows=[v2])
 failing = App(name="contract", workflows=[dataclasses.replace(v2, migrate={1: broken})])
+# v2 migrating from v1, and v1 kept: what a bounded rollout ships (D122)
+rolling = App(name="contract", workflows=[dataclasses.replace(v2, migrate={1: from_v1})], retired=[contract])

@@ -19,7 +19,7 @@ from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas.checkpoint import Checkpoint
 from wakeful.sdk.app import App
 from wakeful.sdk.tools import contract_of
-from wakeful.workflow import engine
+from wakeful.workflow import engine, rollouts
 
 
 def rules_for(app: App, auth: Snapshot) -> dict[str, str]:
@@ -70,16 +70,23 @@ def same_tools(stamped: str, catalog: str, legacy: str) -> bool:
     return contract == contract_of(catalog) if contract is not None else bool(legacy) and stamped == legacy
 
 
-def workflow_version(app: App, cp: Checkpoint) -> Checkpoint | str:
+def workflow_version(app: App, cp: Checkpoint, auth: Snapshot | None = None) -> Checkpoint | str:
     """The task under the workflow version it will run, or why to quarantine it. A task of the
     deployed version goes on; one of an older version is migrated by the deployed version's
     declared function (its state re-validated, the version re-stamped), else pinned to the older
-    version if the app keeps it (App.retired), else quarantined. Raises engine.UnknownWorkflow for
-    a workflow the app does not run at all (the wake is kept for a worker that runs it)."""
+    version if the app keeps it (App.retired), else quarantined. Under a rollout (`auth`'s, D122)
+    the deployed version is the one the rollout gives the task's tenant; a task of a newer one
+    runs its own, kept. Raises engine.UnknownWorkflow for a workflow the app does not run at all
+    (the wake is kept for a worker that runs it)."""
     name, version = cp.business.workflow, cp.business.workflow_version
     current = app.workflow(name)
     if current is None:
         raise engine.UnknownWorkflow(name)
+    if auth is not None and name in auth.rollouts:
+        kept = tuple(v for n, v in app.kept_versions() if n == name)
+        rollout = rollouts.read(auth.rollouts[name], current.version, kept)
+        aimed = rollouts.target(rollout, current.version, cp.security.tenant)
+        current = app.workflow_at(name, aimed) or current
     label = f"workflow {name} v{version} -> v{current.version}"
     step = current.migrate.get(version) if version != current.version else None
     if step is None:

@@ -40,7 +40,7 @@ from wakeful.sdk.workflow import (
     Wait,
     Workflow,
 )
-from wakeful.workflow import sleeps, together
+from wakeful.workflow import rollouts, sleeps, together
 
 APPROVAL_WAIT = "approval"  # a pending wait's wait_for for approvals (any other wait: its event kind)
 # The runtime's external ref on a task in needs_review: the stage it was parked from. Kept in the
@@ -171,10 +171,14 @@ def resource(wf: Workflow[Any], cp: Checkpoint) -> dict[str, Any]:
 
 
 def create(app: App, workflow: str, start: Start) -> Moved | Refuse:
-    """A new task's first checkpoint and its evidence documents, or why not."""
+    """A new task's first checkpoint and its evidence documents, or why not. It starts on the
+    version a rollout of the workflow chooses for it (workflow/rollouts.py), else the current one."""
     wf = app.workflow(workflow)
     if wf is None:
         return Refuse(f"no workflow {cut(repr(workflow), 60)} in app {app.name}")
+    versions = tuple(v for n, v in app.kept_versions() if n == wf.name)
+    rollout = rollouts.read(start.auth.rollouts.get(wf.name), wf.version, versions)
+    wf = app.workflow_at(wf.name, rollouts.chosen(rollout, wf.version, start.tenant, start.task_id)) or wf
     decided = wf.start(start)
     if isinstance(decided, Refuse):
         return decided

@@ -58,7 +58,7 @@ def forecast(cp: Checkpoint, auth: Snapshot, app: App) -> Forecast:
         return said("no-workflow", f"the app runs no workflow {cp.business.workflow!r}")
     if cp.stage in (CLOSED, QUARANTINED):
         return said("ended", f"task is {cp.stage}")
-    versioned = compat.workflow_version(app, cp)
+    versioned = compat.workflow_version(app, cp, auth)
     if isinstance(versioned, str):
         return said("quarantine", versioned)
     if engine.terminal(engine.workflow_of(app, versioned), versioned.stage):

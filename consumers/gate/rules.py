@@ -89,7 +89,7 @@ def decide(
     freeze = freezes.holding(auth.frozen, app.name, cp.security.tenant, cp.task_id)
     if freeze is not None:  # the kill path: no new step, and the wake is kept, not refused
         return Frozen(freeze)
-    versioned = compat.workflow_version(app, cp)  # gate 4: the workflow version it runs
+    versioned = compat.workflow_version(app, cp, auth)  # gate 4: the workflow version it runs
     if isinstance(versioned, str):
         return Incompatible(versioned)
     if engine.terminal(engine.workflow_of(app, versioned), versioned.stage):
