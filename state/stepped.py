@@ -125,7 +125,7 @@ class _Pool(redis.BlockingConnectionPool):
     step. A step's RESET is sent and not waited for: its reply is read when the connection is next
     taken, before anything else (a connection that broke meanwhile is opened again, logged in as
     the current step). The connection's replies are all accounted for (_StepConnection), so it is
-    not polled for stray ones before each command, as a shared pool's are."""
+    polled (for a close while it idled) once as a step begins, not before each command."""
 
     def ensure_connection(self, connection: redis.connection.AbstractConnection) -> None:
         conn = connection
@@ -135,7 +135,12 @@ class _Pool(redis.BlockingConnectionPool):
                 conn.drain(ours=False)
             except (redis.RedisError, OSError):
                 conn.disconnect()
-        conn.connect()  # type: ignore[no-untyped-call]  # a closed one opens, logged in as this step
+        if conn.unread or conn.due is not None or conn.login is not None:  # inside a step: all known
+            conn.connect()  # type: ignore[no-untyped-call]
+            return
+        # A step begins: once, see that the server did not close it while it idled (a restart
+        # leaves the last reply readable and the socket dead); a closed one opens, as this step.
+        super().ensure_connection(connection)  # type: ignore[arg-type]
 
 
 def _own(settings: Settings, timeout: float) -> tuple[_Pool, redis.Redis]:
