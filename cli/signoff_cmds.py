@@ -13,6 +13,7 @@ import click
 import orjson
 
 from wakeful.authority import signoffs
+from wakeful.cli.app_option import checked_app
 from wakeful.cli.output import emit
 from wakeful.cli.release_cmds import release, report
 from wakeful.consumers.kafka import releases as deploy_check
@@ -21,6 +22,7 @@ from wakeful.core.settings import Settings
 from wakeful.operate.client import Client
 from wakeful.producers.keys import load_signer, local_signer
 from wakeful.state.releases import Releases
+from wakeful.workflow import release_digest
 
 APP = click.option("--app", "spec", required=True, metavar="MODULE:ATTR", help="The app of the release.")
 
@@ -59,10 +61,10 @@ def sign(
     settings: Settings, spec: str, role: str, principal: str, key_file: Path | None, note: str, as_json: bool
 ) -> None:
     """Sign the release of SPEC as PRINCIPAL in ROLE, with PRINCIPAL's registered key. The release
-    is proposed first if it was not. Refused, with nothing written, when PRINCIPAL holds no ROLE
-    or the key is not theirs."""
-    app, data, *_ = report(settings, spec)
-    digest, client = data["release"], Client(settings)
+    is proposed first if it was not (the stored tasks are read for its report only then). Refused,
+    with nothing written, when PRINCIPAL holds no ROLE or the key is not theirs."""
+    app, client = checked_app(spec), Client(settings)
+    digest = release_digest.digest(app)
     if role not in app.owners:
         raise ConfigError("--role", f"app {app.name} has no owner role {role!r} (its roles: "
                           f"{', '.join(sorted(app.owners)) or 'none: it declares no owners'})")  # fmt: skip
@@ -75,8 +77,10 @@ def sign(
     if why := signoffs.invalid(made, app.owners, signoffs.registered(auth.signers, auth.signer_kinds), gone):
         raise ConfigError("--as", f"{why}: nothing was signed")
     stored = Releases(client.admin, app.name)
-    kept = {**data, "tasks": len(data["tasks"]), "proposed_by": principal, "proposed_at": _now()}
-    stored.propose(digest, orjson.dumps(kept))
+    if stored.proposal(digest) is None:
+        _, data, *_ = report(settings, spec)
+        kept = {**data, "tasks": len(data["tasks"]), "proposed_by": principal, "proposed_at": _now()}
+        stored.propose(digest, orjson.dumps(kept))
     stored.sign(digest, role, principal, made.encode())
     _, missing = deploy_check.problems(client.admin, app)
     said = f"{principal} signed release {digest[:12]} of app {app.name} as {role}"
@@ -91,8 +95,6 @@ def sign(
 def show(settings: Settings, spec: str, as_json: bool) -> None:
     """The release SPEC is, who proposed it, each sign-off and whether it counts, and whether a
     gate or executor of it would start."""
-    from wakeful.cli.app_option import checked_app
-
     app, client = checked_app(spec), Client(settings)
     digest, missing = deploy_check.problems(client.admin, app)
     stored = Releases(client.admin, app.name)
