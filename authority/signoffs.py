@@ -1,7 +1,7 @@
 """Two owners sign every release (D121), the rules: what a sign-off is, what bytes it signs, and
 whether the sign-offs a release holds let it deploy.
 
-A release is the app as it is about to run, named by its digest (sdk/release_digest.py). An app
+A release is the app as it is about to run, named by its digest (workflow/release_digest.py). An app
 that declares owner roles (`App.owners`: role -> the principals who hold it) deploys only a digest
 that holds a sign-off for each role, each from a different principal who holds that role, each
 signed by an Ed25519 key the signer registry holds for that principal, registered for
@@ -9,7 +9,7 @@ signed by an Ed25519 key the signer registry holds for that principal, registere
 sign-off names the app, the digest, the role and the principal, and is bound to all four by its
 signature: it signs nothing else, and no other release.
 
-Pure: the store that keeps releases is authority/release_store.py; the gate and the executor ask
+Pure: the store that keeps releases is state/releases.py; the gate and the executor ask
 `problems` at start (consumers/kafka/releases.py), `wakeful release sign` makes one.
 """
 
@@ -25,8 +25,8 @@ import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from wakeful.authority.snapshot import Snapshot
 from wakeful.schemas import events
-from wakeful.schemas.signatures import VerifyKey
 
 DOMAIN = b"wakeful.release.signoff.v1\n"  # no event's signed bytes begin so: a sign-off is no event
 
@@ -75,27 +75,21 @@ def sign(
     return SignOff(app, digest, role, principal, signer.key_id, at, base64.b64encode(tag).decode(), note)
 
 
-def registered(
-    signers: Mapping[str, VerifyKey], kinds: Mapping[str, Collection[str]]
-) -> dict[str, VerifyKey]:
-    """The keys of `signers` registered for signing releases."""
-    return {kid: key for kid, key in signers.items() if events.SIGNOFF in kinds.get(kid, ())}
-
-
-def invalid(signoff: SignOff, owners: Mapping[str, Collection[str]], signers: Mapping[str, VerifyKey],
-            revoked: Collection[str]) -> str | None:  # fmt: skip
-    """Why `signoff` counts for nothing (None: it counts for its role)."""
+def invalid(signoff: SignOff, owners: Mapping[str, Collection[str]], auth: Snapshot) -> str | None:
+    """Why `signoff` counts for nothing, by the signer registry and revocations `auth` read with
+    its signers (None: it counts for its role)."""
     who = f"{signoff.principal}'s sign-off as {signoff.role}"
     if signoff.principal not in owners.get(signoff.role, ()):
         holders = ", ".join(sorted(owners.get(signoff.role, ()))) or "nobody"
         return f"{who}: {signoff.principal} holds no role {signoff.role!r} in this app (it is {holders}'s)"
-    key = signers.get(signoff.key_id)
-    if key is None or key.principal != signoff.principal or key.alg != "ed25519":
+    key = auth.signers.get(signoff.key_id)
+    signs_releases = events.SIGNOFF in auth.signer_kinds.get(signoff.key_id, ())
+    if key is None or not signs_releases or key.principal != signoff.principal or key.alg != "ed25519":
         return (
             f"{who}: key {signoff.key_id} is no Ed25519 key of {signoff.principal} registered for "
             f"{events.SIGNOFF} (`wakeful authority signers add {signoff.principal} --kinds {events.SIGNOFF}`)"
         )
-    if signoff.key_id in revoked:
+    if any(r.key == signoff.key_id for r in auth.revoked.values()):
         return f"{who}: key {signoff.key_id} is revoked"
     try:
         Ed25519PublicKey.from_public_bytes(key.material).verify(
@@ -111,9 +105,7 @@ def problems(
     digest: str,
     owners: Mapping[str, Collection[str]],
     held: Collection[SignOff],
-    *,
-    signers: Mapping[str, VerifyKey],
-    revoked: Collection[str],
+    auth: Snapshot,
 ) -> list[str]:
     """Why the release `digest` of `app` may not deploy ([]: it may): each owner role it lacks a
     valid sign-off for, from a principal who signed for no other role. Every problem at once."""
@@ -122,7 +114,7 @@ def problems(
     for signoff in held:
         if signoff.app != app or signoff.digest != digest:
             continue  # another release's: it says nothing of this one
-        if why := invalid(signoff, owners, signers, revoked):
+        if why := invalid(signoff, owners, auth):
             found.append(why)
         else:
             valid.setdefault(signoff.role, set()).add(signoff.principal)

@@ -130,9 +130,8 @@ def snapshot_from(replies: list[Any], app: str = "", shipped: Policy | None = No
     unloaded: list[int] = []
     rollouts: dict[str, bytes] = {}
     if app:
-        own_approvers, own_limit, index = replies[len(SNAPSHOT_READS) : len(SNAPSHOT_READS) + 3]
-        if len(replies) >= SNAPSHOT_LEN:  # the rollouts (D122)
-            rollouts = {k.decode(): v for k, v in hash_reply(replies[SNAPSHOT_LEN - 1]).items()}
+        own_approvers, own_limit, index, rolling = replies[len(SNAPSHOT_READS) : SNAPSHOT_LEN]
+        rollouts = {k.decode(): v for k, v in hash_reply(rolling).items()}  # D122
         if own_limit is not None:
             approvers, limit = own_approvers, own_limit
         versions = {int(k): v.decode() for k, v in hash_reply(index).items()}

@@ -72,9 +72,7 @@ def sign(
     made = signoffs.sign(
         signer, app.name, digest, role=role, principal=principal, now=datetime.now(UTC), note=note
     )
-    auth = client.authority.snapshot(with_signers=True)
-    gone = {r.key for r in auth.revoked.values()}
-    if why := signoffs.invalid(made, app.owners, signoffs.registered(auth.signers, auth.signer_kinds), gone):
+    if why := signoffs.invalid(made, app.owners, client.authority.snapshot(with_signers=True)):
         raise ConfigError("--as", f"{why}: nothing was signed")
     stored = Releases(client.admin, app.name)
     if stored.proposal(digest) is None:
@@ -101,14 +99,13 @@ def show(settings: Settings, spec: str, as_json: bool) -> None:
     raw = stored.proposal(digest)
     proposal = orjson.loads(raw) if raw else None
     auth = client.authority.snapshot(with_signers=True)
-    gone = {r.key for r in auth.revoked.values()}
     signed: list[dict[str, Any]] = []
     for each in stored.signoffs(digest, app.owners):
         found = signoffs.decode(each)
         if isinstance(found, str):
             signed.append({"error": found})
             continue
-        why = signoffs.invalid(found, app.owners, signoffs.registered(auth.signers, auth.signer_kinds), gone)
+        why = signoffs.invalid(found, app.owners, auth)
         signed.append(
             {"role": found.role, "principal": found.principal, "key": found.key_id, "at": found.signed_at}
             | {"note": found.note, "counts": why is None, "why_not": why}

@@ -72,15 +72,10 @@ def unfit(grant: Grant, scopes: dict[str, str]) -> str | None:
     return None
 
 
-def refusal(grant: Grant, scopes: dict[str, str], lease: bytes | None, intent: bytes | None) -> str | None:
-    """Why the minter must not mint `grant` (None: it may). `scopes`: each of the app's tools' declared
-    credential; `lease`: the task's lease ("<owner>:<fence>"); `intent`: the op key's action-log entry."""
-    return unfit(grant, scopes) or running(grant, lease, intent)
-
-
 def running(grant: Grant, lease: bytes | None, intent: bytes | None) -> str | None:
-    """Why `grant`, already found fit (unfit), is not for a step that is running: the lease read
-    and the op key's intent read in the minter's batch (None: it is)."""
+    """Why `grant`, already found fit (unfit), is not for a step that is running: `lease` is the
+    task's lease ("<owner>:<fence>") and `intent` the op key's action-log entry, both read in the
+    minter's batch (None: it is)."""
     held = lease.decode(errors="replace").rpartition(":")[2] if lease else ""
     if held != str(grant.fence):
         return f"the lease of {grant.task_id} is not held at fence {grant.fence}"

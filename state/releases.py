@@ -50,13 +50,3 @@ class Releases:
             for name, raw in client.hscan_iter(keys.AUTH_RELEASES, match=f"*:{digest}:*", count=500)
             if name
         ]
-
-    def every(self) -> dict[str, dict[str, bytes]]:
-        """digest -> its stored fields ("" the proposal, "<role>:<principal>" each sign-off)."""
-        found: dict[str, dict[str, bytes]] = {}
-        prefix = f"{self.app}:"
-        for name, raw in self.client.hscan_iter(keys.AUTH_RELEASES, match=f"{prefix}*", count=500):
-            rest = (name.decode(errors="replace") if isinstance(name, bytes) else str(name))[len(prefix) :]
-            digest, _, signer = rest.partition(":")
-            found.setdefault(digest, {})[signer] = raw
-        return found

@@ -127,6 +127,19 @@ def held(minting: Minting, task_id: str) -> dict[str, Any]:
     return [h for h in handed(minting, task_id) if h["tool"] == "note_ledger"][-1]
 
 
+def holding(client: Client, minting: Minting) -> tuple[str, dict[str, Any]]:
+    """A task whose note step holds, and that step's credential, which works while it holds."""
+    task_id = ask(client, hold=True)
+    first = held(minting, task_id)
+    assert works(client, first)
+    return task_id, first
+
+
+def closes(client: Client, task_id: str) -> None:
+    done = client.wait_settled(task_id, SETTLE_S)
+    assert done["stage"] == "closed", done
+
+
 def let_go(minting: Minting, task_id: str) -> None:
     (minting.folder / f"{task_id}.go").touch()
 
@@ -180,8 +193,7 @@ def test_a_steps_credential_works_for_its_step_then_is_removed_and_is_in_no_stor
     client: Client, minting: Minting
 ) -> None:
     task_id = ask(client, hold=False)
-    done = client.wait_settled(task_id, SETTLE_S)
-    assert done["stage"] == "closed", done
+    closes(client, task_id)
     given = handed(minting, task_id)
     assert [g["tool"] for g in given] == ["peek_ledger", "note_ledger"], given  # no lookup was needed
     assert len({g["user"] for g in given}) == 2  # one per step, never shared
@@ -197,17 +209,14 @@ def test_a_steps_credential_works_for_its_step_then_is_removed_and_is_in_no_stor
 def test_a_revoked_credential_is_refused_at_once_and_its_step_is_settled_under_a_new_one(
     client: Client, minting: Minting
 ) -> None:
-    task_id = ask(client, hold=True)
-    first = held(minting, task_id)
-    assert works(client, first)
+    task_id, first = holding(client, minting)
     listed = orjson.loads(wakeful("authority", "credentials", "list", "--task", task_id, "--json").stdout)
     assert first["user"] in {r["user"] for r in listed}, listed
     revoked = wakeful("authority", "credentials", "revoke", "--task", task_id, "--by", "ops-lead")
     assert revoked.returncode == 0, revoked.stderr
     assert not works(client, first), "a revoked credential still works"
     let_go(minting, task_id)
-    done = client.wait_settled(task_id, SETTLE_S)
-    assert done["stage"] == "closed", done
+    closes(client, task_id)
     after = [h for h in handed(minting, task_id) if h["tool"].startswith("note_ledger")][1:]
     assert after and all(h["user"] != first["user"] for h in after), after  # looked up, or made again
 
@@ -215,28 +224,22 @@ def test_a_revoked_credential_is_refused_at_once_and_its_step_is_settled_under_a
 def test_a_credential_whose_step_outlives_its_lifetime_is_refused_once_that_lifetime_is_past(
     client: Client, minting: Minting
 ) -> None:
-    task_id = ask(client, hold=True)
-    first = held(minting, task_id)
-    assert works(client, first)
+    task_id, first = holding(client, minting)
     assert wait_until(lambda: not works(client, first), TTL_S + GONE_S), "it outlived its lifetime"
     assert time.time() * 1000 >= first["expires_ms"] - 1000, "it was removed before its lifetime was out"
     let_go(minting, task_id)
-    done = client.wait_settled(task_id, SETTLE_S)
-    assert done["stage"] == "closed", done
+    closes(client, task_id)
 
 
 def test_the_credentials_of_a_killed_executor_end_with_it_long_before_their_lifetime(
     client: Client, minting: Minting
 ) -> None:
-    task_id = ask(client, hold=True)
-    first = held(minting, task_id)
-    assert works(client, first)
+    task_id, first = holding(client, minting)
     minting.scripted.fleet.kill("executor")  # SIGKILL, in the middle of the step's call
     assert wait_until(lambda: not works(client, first), TTL_S), "it outlived its executor"
     assert time.time() * 1000 < first["expires_ms"], "only its lifetime ended it, not its minter"
     minting.scripted.fleet.start_role("executor")
-    done = client.wait_settled(task_id, SETTLE_S)
-    assert done["stage"] == "closed", done
+    closes(client, task_id)
 
 
 def test_a_user_a_minter_left_half_made_or_unrecorded_is_removed_when_a_minter_starts(
@@ -260,13 +263,12 @@ def test_a_minter_killed_between_steps_is_started_again_and_what_it_left_ends_wi
     client: Client, minting: Minting
 ) -> None:
     before = ask(client, hold=False)
-    assert client.wait_settled(before, SETTLE_S)["stage"] == "closed"
+    closes(client, before)
     killed = the_minter(minting)
     killed.kill()  # SIGKILL: it removes nothing; its executor lives on, and reaps it when it next mints
     assert wait_until(lambda: not killed.is_running() or killed.status() == psutil.STATUS_ZOMBIE, 10)
     task_id = ask(client, hold=False)
-    done = client.wait_settled(task_id, SETTLE_S)
-    assert done["stage"] == "closed", done
+    closes(client, task_id)
     assert the_minter(minting).pid != killed.pid
     left = handed(minting, before)
     assert wait_until(lambda: not any(works(client, g) for g in left), TTL_S + GONE_S), (

@@ -82,9 +82,8 @@ def workflow_version(app: App, cp: Checkpoint, auth: Snapshot | None = None) -> 
     current = app.workflow(name)
     if current is None:
         raise engine.UnknownWorkflow(name)
-    if auth is not None and name in auth.rollouts:
-        kept = tuple(v for n, v in app.kept_versions() if n == name)
-        rollout = rollouts.read(auth.rollouts[name], current.version, kept)
+    rollout = rollouts.of(app, name, current.version, auth.rollouts) if auth is not None else None
+    if rollout is not None:
         aimed = rollouts.target(rollout, current.version, cp.security.tenant)
         current = app.workflow_at(name, aimed) or current
     label = f"workflow {name} v{version} -> v{current.version}"

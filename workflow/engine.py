@@ -176,9 +176,9 @@ def create(app: App, workflow: str, start: Start) -> Moved | Refuse:
     wf = app.workflow(workflow)
     if wf is None:
         return Refuse(f"no workflow {cut(repr(workflow), 60)} in app {app.name}")
-    versions = tuple(v for n, v in app.kept_versions() if n == wf.name)
-    rollout = rollouts.read(start.auth.rollouts.get(wf.name), wf.version, versions)
-    wf = app.workflow_at(wf.name, rollouts.chosen(rollout, wf.version, start.tenant, start.task_id)) or wf
+    rollout = rollouts.of(app, wf.name, wf.version, start.auth.rollouts)
+    if rollout is not None:
+        wf = app.workflow_at(wf.name, rollouts.chosen(rollout, wf.version, start.tenant, start.task_id)) or wf
     decided = wf.start(start)
     if isinstance(decided, Refuse):
         return decided

@@ -22,9 +22,12 @@ version back, as a rollback would (`read`): damage never widens a rollout.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 import orjson
+
+from wakeful.sdk.app import App
 
 ROLLING, ROLLED_BACK = "rolling", "rolled_back"
 
@@ -50,6 +53,15 @@ class Rollout:
         who = [f"tenants {', '.join(self.tenants)}"] if self.tenants else []
         who += [f"{self.share:.0%} of new tasks"] if self.share else []
         return f"v{self.version} for {' and '.join(who) or 'nobody yet'}; v{self.stable} for the rest"
+
+
+def of(app: App, workflow: str, current: int, stored: Mapping[str, bytes]) -> Rollout | None:
+    """The rollout of `app`'s `workflow`, whose current version is `current`, among the records
+    `stored` (a Snapshot's `rollouts`); None, and nothing computed, when there is none."""
+    if workflow not in stored:
+        return None
+    kept = tuple(v for name, v in app.kept_versions() if name == workflow)
+    return read(stored[workflow], current, kept)
 
 
 def read(raw: bytes | str | None, current: int, kept: tuple[int, ...]) -> Rollout | None:

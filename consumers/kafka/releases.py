@@ -9,38 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 from wakeful.authority import signoffs
-from wakeful.authority.revocations import revoked_from
-from wakeful.authority.snapshot import decode_signer
+from wakeful.authority.store import AuthorityStore
 from wakeful.core.errors import ConfigError
 from wakeful.sdk.app import App
-from wakeful.state import keys
 from wakeful.state.releases import Releases
-from wakeful.state.replies import hash_reply
 from wakeful.workflow import release_digest
 
 
 def problems(client: Any, app: App) -> tuple[str, list[str]]:
     """The app's release digest, and why it may not run ([]: it may, or it declares no owners)."""
-    digest = release_digest.digest(app)
+    digest = release_digest.of(app)
     if not app.owners:
         return digest, []
-    held = [s for s in map(signoffs.decode, Releases(client, app.name).signoffs(digest, app.owners))]
-    pipe = client.pipeline(transaction=False)
-    pipe.hgetall(keys.AUTH_SIGNERS)
-    pipe.hgetall(keys.AUTH_REVOKED)
-    registry, revoked = pipe.execute()
-    signers, kinds = {}, {}
-    for kid, raw in hash_reply(registry).items():
-        try:
-            key, kinds[kid.decode()] = decode_signer(kid.decode(), raw)
-        except (ValueError, KeyError, TypeError):  # a record that reads as no key verifies nothing
-            continue
-        signers[key.key_id] = key
-    signers = signoffs.registered(signers, kinds)
-    gone = {r.key for r in revoked_from(revoked).values()}
+    held = list(map(signoffs.decode, Releases(client, app.name).signoffs(digest, app.owners)))
+    auth = AuthorityStore(client).snapshot(with_signers=True)
     unread = [f"a stored sign-off is unreadable: {s}" for s in held if isinstance(s, str)]
     valid = [s for s in held if not isinstance(s, str)]
-    found = signoffs.problems(app.name, digest, app.owners, valid, signers=signers, revoked=gone)
+    found = signoffs.problems(app.name, digest, app.owners, valid, auth)
     return digest, [*found, *unread] if found else []
 
 

@@ -121,7 +121,7 @@ NOTHING_SWITCHED: list[object] = [{}, {}, {}, {}]  # nothing frozen, revoked or 
 
 
 def _replies(index: dict[bytes, bytes]) -> list[object]:
-    return [set(), None, {}, *NOTHING_SWITCHED, {b"alice", b"bob"}, b"1000", index]
+    return [set(), None, {}, *NOTHING_SWITCHED, {b"alice", b"bob"}, b"1000", index, {}]
 
 
 def test_a_task_is_judged_by_the_version_it_is_stamped_with_and_an_old_stamp_by_the_apps_own() -> None:
@@ -142,8 +142,8 @@ def test_a_task_is_judged_by_the_version_it_is_stamped_with_and_an_old_stamp_by_
 
 
 def test_an_app_with_no_limit_of_its_own_reads_the_shared_approvers_and_limit() -> None:
-    shared: list[object] = [{b"carol"}, b"50", {}, *NOTHING_SWITCHED, set(), None, {}]
-    own: list[object] = [{b"carol"}, b"50", {}, *NOTHING_SWITCHED, {b"dave"}, b"70", {}]
+    shared: list[object] = [{b"carol"}, b"50", {}, *NOTHING_SWITCHED, set(), None, {}, {}]
+    own: list[object] = [{b"carol"}, b"50", {}, *NOTHING_SWITCHED, {b"dave"}, b"70", {}, {}]
     assert (snapshot_from(shared, "refund").approvers, snapshot_from(shared, "refund").limit) == (
         frozenset({"carol"}),
         50,

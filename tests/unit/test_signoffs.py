@@ -11,9 +11,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from wakeful.authority import signoffs
+from wakeful.authority.revocations import Revocation
 from wakeful.authority.signoffs import SignOff
+from wakeful.authority.snapshot import Snapshot
 from wakeful.core.errors import ConfigError
 from wakeful.producers.signing import Ed25519Signer
+from wakeful.schemas.events import APPROVE, SIGNOFF
 from wakeful.schemas.signatures import VerifyKey
 from wakeful.sdk.app import load_app
 from wakeful.workflow import release_digest
@@ -29,6 +32,15 @@ REGISTRY = {
     )
     for p, s in KEYS.items()
 }
+AUTH = Snapshot(
+    approvers=frozenset(),
+    limit=0,
+    signers=REGISTRY,
+    signer_kinds=dict.fromkeys(REGISTRY, frozenset({SIGNOFF})),
+)
+SEC_REVOKED = dataclasses.replace(
+    AUTH, revoked={"default/sec": Revocation("sec", "key-sec", "ops", "lost", "now")}
+)
 
 
 def signed(principal: str, role: str, digest: str = DIGEST, key: str | None = None) -> SignOff:
@@ -51,13 +63,13 @@ def signed(principal: str, role: str, digest: str = DIGEST, key: str | None = No
 def test_a_release_deploys_only_with_each_owner_role_signed_by_a_principal_of_its_own(
     held: list[SignOff], deploys: bool
 ) -> None:
-    found = signoffs.problems(APP, DIGEST, OWNERS, held, signers=REGISTRY, revoked=())
+    found = signoffs.problems(APP, DIGEST, OWNERS, held, AUTH)
     assert (found == []) is deploys, found
 
 
 def test_a_signoff_counts_for_nothing_once_altered_or_its_key_revoked() -> None:
     good = signed("sec", "security")
-    assert signoffs.invalid(good, OWNERS, REGISTRY, ()) is None
+    assert signoffs.invalid(good, OWNERS, AUTH) is None
     for altered in (
         dataclasses.replace(good, digest="e" * 64),
         dataclasses.replace(good, role="business"),
@@ -65,11 +77,11 @@ def test_a_signoff_counts_for_nothing_once_altered_or_its_key_revoked() -> None:
         dataclasses.replace(good, signature="AAAA"),
         dataclasses.replace(good, signature="not base64!"),
     ):
-        assert signoffs.invalid(altered, OWNERS, REGISTRY, ()) is not None, altered
-    assert "revoked" in (signoffs.invalid(good, OWNERS, REGISTRY, {"key-sec"}) or "")
-    missing = signoffs.problems(
-        APP, DIGEST, OWNERS, [signed("dana", "business")], signers=REGISTRY, revoked={"key-sec"}
-    )
+        assert signoffs.invalid(altered, OWNERS, AUTH) is not None, altered
+    assert "revoked" in (signoffs.invalid(good, OWNERS, SEC_REVOKED) or "")
+    approvals_only = dataclasses.replace(AUTH, signer_kinds={"key-sec": frozenset({APPROVE})})
+    assert "registered for release.signoff" in (signoffs.invalid(good, OWNERS, approvals_only) or "")
+    missing = signoffs.problems(APP, DIGEST, OWNERS, [signed("dana", "business")], SEC_REVOKED)
     assert missing == ["role 'security' has not signed release dddddddddddd"]
 
 
