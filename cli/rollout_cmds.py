@@ -17,6 +17,7 @@ from wakeful.cli.app_option import checked_app
 from wakeful.cli.output import emit
 from wakeful.cli.release_cmds import release
 from wakeful.cli.signoff_cmds import APP  # importing it adds propose, sign and show to the group
+from wakeful.core import ids
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
 from wakeful.operate.client import Client
@@ -49,6 +50,7 @@ def rollout_cmd(
     every other task starts on the version before, which the app keeps (App.retired)."""
     if not tenants and not share:
         raise ConfigError("--tenant/--share", "name a tenant or a share of new tasks to roll out to")
+    _tenants(tenants)
     app = checked_app(spec)
     wf, stable = _versions(app, workflow)
     made = Rollout(wf.version, stable, tuple(sorted(set(tenants))), share, ROLLING, by, _now(), reason)
@@ -86,6 +88,7 @@ def promote(
         return
     if not tenants and share is None:
         raise ConfigError("--tenant/--share/--all", "name what the rollout widens to")
+    _tenants(tenants)
     wider = Rollout(
         wf.version, now.stable, tuple(sorted({*now.tenants, *tenants})), max(now.share, share or 0.0),
         ROLLING, by, _now(), now.reason, now.history,
@@ -110,6 +113,11 @@ def rollback(
     now = _stored(settings, app, wf) or Rollout(wf.version, stable)
     back = Rollout(wf.version, now.stable, (), 0.0, ROLLED_BACK, by, _now(), reason, now.history)
     _put(settings, app, wf, _logged(back, "rollback", by, reason), as_json)
+
+
+def _tenants(named: tuple[str, ...]) -> None:
+    if bad := [t for t in named if not ids.TENANT_RE.fullmatch(t)]:
+        raise ConfigError("--tenant", f"{', '.join(repr(t[:70]) for t in bad)}: a tenant is {ids.TENANT}")
 
 
 def _versions(app: App, name: str | None) -> tuple[Workflow[Any], int]:

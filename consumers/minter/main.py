@@ -151,7 +151,8 @@ class Minter:
         Redis fails is tried again."""
         for peer in list(enders):
             while (lines := peer.lines()) is not None and lines:
-                self.answer_all(lines)  # ends: no reply
+                for line in lines:  # ends only: a mint asked here would have no one to answer
+                    self._read(line)
             if lines is None:
                 enders.remove(peer)
                 peer.conn.close()

@@ -208,3 +208,23 @@ def test_a_peer_line_is_whole_before_it_is_read_and_a_line_past_the_limit_ends_t
         assert peer.lines() is None and b"at most" in theirs.recv(1000)
         theirs.close()
         assert _Peer(ours).lines() is None  # the peer is gone
+
+
+def test_the_ends_connection_carries_ends_only_and_a_mint_asked_on_it_reaches_no_redis() -> None:
+    import socket
+
+    from wakeful.consumers.minter.main import Minter, _Peer
+    from wakeful.core.settings import Settings
+
+    minter = Minter(Settings.from_env({}), client=None)  # type: ignore[arg-type]  # never reached
+    minter._passed = minter._due_at = float("inf")  # no removal pass is due: only the ends are read
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setblocking(False)
+        mint = {"op": "mint", "scope": "bank", "tool": "refund", "task_id": TASK, "op_key": OP, "fence": 7}
+        theirs.sendall(
+            orjson.dumps({"op": "end", "users": ["wkc-" + "e" * 24]}) + b"\n" + orjson.dumps(mint) + b"\n"
+        )
+        enders = [_Peer(ours)]
+        minter.reap(0.0, enders)
+    assert minter.ended == ["wkc-" + "e" * 24] and minter.mine == set() and enders
