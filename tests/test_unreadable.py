@@ -48,6 +48,9 @@ def short_keyring(client: BankClient, tmp_path_factory: pytest.TempPathFactory) 
 def fleet(client: BankClient, short_keyring: Path) -> Iterator[Fleet]:
     running = Fleet({**os.environ, "WAKEFUL_KEYRING": str(short_keyring)}).start()
     try:
+        # Each gate and executor wakes (and unmarks) the tasks marked unreadable as it starts: one
+        # still starting when the test marks its task would unmark it under the test's feet.
+        assert not running.wait_started(SETTLE_S), f"roles not started: logs in {running.dir}"
         yield running
     finally:
         running.stop()

@@ -71,6 +71,9 @@ class OpenAIModel:
         # One client, so one connection pool, for every handler thread (httpx.Client is thread-safe).
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         self.client = httpx.Client(base_url=url.rstrip("/"), headers=headers, limits=limits)
+        # No more requests in flight than connections: httpcore's sync pool can close a connection it
+        # has handed to a queued request under it (a read on a closed socket, or a hang to the time-out).
+        self._slots = threading.BoundedSemaphore(connections)
         self._strict = True  # the server takes tool_choice and parallel_tool_calls
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
@@ -154,6 +157,15 @@ class OpenAIModel:
 
     def _post(self, body: dict[str, Any], timeout: float) -> httpx.Response:
         """The reply, read whole only up to MAX_REPLY_BYTES: a server cannot make the role hold more."""
+        by = time.monotonic() + timeout
+        if not self._slots.acquire(timeout=timeout):
+            raise httpx.PoolTimeout(f"no free connection to the model server within {timeout:.1f}s")
+        try:
+            return self._read(body, max(0.05, by - time.monotonic()))
+        finally:
+            self._slots.release()
+
+    def _read(self, body: dict[str, Any], timeout: float) -> httpx.Response:
         with self.client.stream("POST", "/chat/completions", json=body, timeout=timeout) as streamed:
             content = bytearray()
             for chunk in streamed.iter_bytes():
