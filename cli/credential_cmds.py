@@ -59,6 +59,7 @@ def credentials_revoke(
     client = Client(settings)
     operator(client, by)
     chosen = list(users) if users else minted.of(client.admin, task_id)
-    removed = minted.end(client.admin, chosen)
+    # a Kafka token's record removed: its minter expires it at its next pass (D123)
+    removed = minted.end(client.admin, chosen, minted.tokens_among(chosen))
     _LOG("authority.credentials_revoked", users=chosen[:50], count=len(chosen), by=by, reason=reason)
     say(f"revoked {len(chosen)} credential(s); {removed} user(s) removed from Redis")

@@ -71,6 +71,7 @@ def write_kafka_config(folder: Path, settings: Settings, uid: int) -> None:
             KAFKA_PORT, CONTROLLER_PORT, host="0.0.0.0", advertised=KAFKA_HOST
         ),  # a container's own interface
         *kafka_props.security(user, password),
+        *kafka_props.tokens(password),  # delegation tokens for the Kafka downstreams (D123)
         "log.dirs=/var/lib/kafka/data",
         f"num.partitions={settings.partitions}",
         *kafka_props.SINGLE_NODE,

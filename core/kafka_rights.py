@@ -16,6 +16,9 @@ RIGHTS, so the two never drift. The table follows DESIGN.md section 2:
 | wakeful-relay    | - (its input is Redis;    | wakeful.log, wakeful.dlq              | -                 |
 |                  | .wake's, .proposals'      |                                       |                   |
 |                  | config)                   |                                       |                   |
+| wakeful-minter   | - (CREATE_TOKENS on each Kafka downstream's owner, `User:wakeful-dt-<name>`)  |
+| wakeful-dt-<ds>  | -                         | the Kafka downstream's own topics     | -                 |
+|                  | (no password: only the delegation tokens the minter makes log in as it)    |
 | wakeful-admin    | super user: creates topics, SCRAM users and ACLs; reads the log and dlq    |
 
 Roles that dead-letter through the runner also read the dlq's config (DescribeConfigs), so a
@@ -77,6 +80,9 @@ RIGHTS: dict[str, Rights] = {
     ),
     # It reads how long the re-driven topics keep their messages, against its own lag (D87).
     "relay": Rights(writes=(topics.LOG, topics.DLQ), reads_config=(topics.WAKE, topics.PROPOSALS)),
+    # It creates the Kafka downstreams' delegation tokens (D123): CREATE_TOKENS on each owner, a
+    # USER resource, which operate/kafka_acl.py sets from the downstreams, not from this table.
+    "minter": Rights(),
     ADMIN: Rights(),  # a super user (super.users); it needs no ACL of its own
 }
 ROLES = tuple(RIGHTS)

@@ -44,6 +44,9 @@ class Credential:
     password: str = field(repr=False)
     expires_ms: int
     tool: str = ""  # the tool whose run it was minted for
+    # a Kafka downstream's: the cluster its delegation token logs in to (D123; producers/kafka_tokens.login)
+    bootstrap: str = ""
+    security: str = ""
 
 
 _current: ContextVar[Credential | None] = ContextVar("wakeful_credential", default=None)
@@ -105,7 +108,14 @@ class Minter:
         if not isinstance(reply, dict) or not reply.get("ok"):
             said = reply.get("error") if isinstance(reply, dict) else None
             raise MintRefused(str(said or "the minter's reply is unreadable"))
-        return Credential(str(reply["user"]), str(reply["password"]), int(reply["expires_ms"]), grant.tool)
+        return Credential(
+            str(reply["user"]),
+            str(reply["password"]),
+            int(reply["expires_ms"]),
+            grant.tool,
+            str(reply.get("bootstrap", "")),
+            str(reply.get("security", "")),
+        )
 
     def end(self, user: str) -> None:
         """Say the step's credential may be removed; the reaper removes it anyway once due. Never

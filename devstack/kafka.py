@@ -109,6 +109,7 @@ def _write_config(settings: Settings, admin: dict[str, str]) -> Path:
     lines = [
         *kafka_props.listeners(settings.kafka_port, settings.kafka_controller_port),
         *kafka_props.security(admin["username"], admin["password"]),
+        *kafka_props.tokens(admin["password"]),
         f"log.dirs={data}",
         f"num.partitions={settings.partitions}",
         *kafka_props.SINGLE_NODE,

@@ -15,6 +15,9 @@ No listener admits ANONYMOUS. The StandardAuthorizer denies whatever no ACL allo
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -104,6 +107,15 @@ def security(admin_user: str, admin_password: str) -> list[str]:
         "allow.everyone.if.no.acl.found=false",
         f"super.users=User:{admin_user}",
     ]
+
+
+def tokens(admin_password: str) -> list[str]:
+    """Delegation tokens on (the Kafka credential provider mints one per step, D123): the broker's
+    key for their HMACs, derived from the admin's password so that it lives in no file of its own
+    (a new admin password ends every token, which live minutes), and expired tokens looked for
+    every second instead of every hour, so an expired one is gone at once."""
+    key = hmac.new(admin_password.encode(), b"wakeful delegation-token key", hashlib.sha256).hexdigest()
+    return [f"delegation.token.secret.key={key}", "delegation.token.expiry.check.interval.ms=1000"]
 
 
 def add_scram(admin_user: str, admin_password: str) -> list[str]:

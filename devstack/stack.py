@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from wakeful.authority import signer_reseal, signer_seal
-from wakeful.core import process, provenance
+from wakeful.core import process, provenance, topics
 from wakeful.core.settings import Settings
 from wakeful.devstack import kafka, redis_cluster, redis_server
 from wakeful.operate import kafka_acl, reach
 from wakeful.operate import topics as topic_admin
-from wakeful.state import acl, credentials
+from wakeful.state import acl, credentials, downstreams
 from wakeful.state.seal import Keyring
 
 
@@ -60,7 +60,8 @@ def up(settings: Settings, say: process.Say) -> list[ServerStatus]:
             f"kafka: using {settings.kafka_bootstrap} (WAKEFUL_KAFKA_BOOTSTRAP); nothing started "
             "(`wakeful admin kafka-acl --apply` sets its users and ACLs)"
         )
-    created = topic_admin.ensure_topics(settings)
+    written = [t for d in downstreams.kafka(settings.downstreams) for t in d.writes]  # D123
+    created = topic_admin.ensure_topics(settings, names=[*topics.ALL, *written])
     if created:
         say(f"created topics: {', '.join(created)} ({settings.partitions} partitions each)")
     private(settings, say)  # what was written beside the servers as they started

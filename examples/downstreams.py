@@ -12,6 +12,7 @@ from dataclasses import replace
 import redis
 
 from wakeful.core.errors import DownstreamRefused, DownstreamUnavailable, FencedOff
+from wakeful.core.kafka_downstream import KafkaDownstream
 from wakeful.examples import bank, shop, suppliers_keys
 from wakeful.examples.suppliers import Suppliers
 from wakeful.sdk import ToolFenced, ToolRefused, ToolUnavailable
@@ -24,7 +25,10 @@ def outcomes(admin: redis.Redis, task_id: str | None) -> list[dict[str, object]]
 
 # The register's listing is given here, not in suppliers_keys: the register's code imports its keys.
 REGISTER = replace(suppliers_keys.DOWNSTREAM, entries=outcomes)
-DOWNSTREAMS = (bank.DOWNSTREAM, REGISTER, shop.DOWNSTREAM)
+# A downstream reached over Kafka (D123): a tool that declares `credential = "notices"` produces
+# to its topic with a delegation token minted for its step, and may write nothing else.
+NOTICES = KafkaDownstream("notices", writes=("wakeful-example.notices",))
+DOWNSTREAMS = (bank.DOWNSTREAM, REGISTER, shop.DOWNSTREAM, NOTICES)
 
 
 @contextmanager

@@ -29,9 +29,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 from wakeful.core import kafka_auth, process, secrets
 from wakeful.core.errors import ConfigError
 from wakeful.core.kafka_auth import user_name
+from wakeful.core.kafka_downstream import KafkaDownstream
 from wakeful.core.kafka_rights import ADMIN, ROLES, Acl, all_acls, principal
 from wakeful.core.log import librdkafka_config
 from wakeful.core.settings import Settings
+from wakeful.operate import token_rights
+from wakeful.state import downstreams
 
 # The broker keeps a salted hash; 8192 rounds cost a client well under a millisecond per login.
 SCRAM_ITERATIONS = 8192
@@ -67,17 +70,21 @@ def plan(settings: Settings) -> list[str]:
 
 
 def apply(settings: Settings, say: process.Say) -> Applied:
-    """Set every role's SCRAM user and the table's ACLs, logged in as the admin."""
+    """Set every role's SCRAM user and the table's ACLs, and the Kafka downstreams' (their owners'
+    topic rights, the minter's right to make their tokens), logged in as the admin."""
     admin_config = kafka_auth.client_config(settings, ADMIN)
     passwords = {role: kafka_auth.ensure_credential(settings, role) for role in MANAGED}
     admin = AdminClient(admin_config | librdkafka_config())
+    owned = downstreams.kafka(settings.downstreams)
     try:
         users = _set_users(admin, settings, passwords)
-        created, removed = _set_acls(admin)
+        created, removed = _set_acls(admin, owned)
     except KafkaException as exc:
         raise _refused(settings, exc) from exc
     finally:
         admin.poll(0)  # an AdminClient's log lines are written only when it is polled
+    if owned:
+        created += token_rights.apply(settings, [d.owner for d in owned])
     say(f"kafka: {users} SCRAM users and {created} ACLs in place ({removed} stale ACLs removed)")
     return Applied(users, created, removed)
 
@@ -105,14 +112,19 @@ def _set_users(admin: AdminClient, settings: Settings, passwords: dict[str, dict
     return len(upserts)
 
 
-def _set_acls(admin: AdminClient) -> tuple[int, int]:
-    wanted = {binding(rule) for rule in all_acls()}
+def owner_acls(owned: tuple[KafkaDownstream, ...]) -> list[Acl]:
+    """Each Kafka downstream's owner may write its own topics, and nothing else."""
+    return [Acl(f"User:{d.owner}", "topic", t, "write") for d in owned for t in d.writes]
+
+
+def _set_acls(admin: AdminClient, owned: tuple[KafkaDownstream, ...] = ()) -> tuple[int, int]:
+    wanted = {binding(rule) for rule in [*all_acls(), *owner_acls(owned)]}
     for future in admin.create_acls(list(wanted), request_timeout=TIMEOUT_S).values():
         future.result()
     stale: list[AclBinding] = []
-    for role in ROLES:
-        held = admin.describe_acls(_held_by(principal(role)), request_timeout=TIMEOUT_S).result()
-        stale += [b for b in held if b not in wanted]
+    for who in [*(principal(role) for role in ROLES), *(f"User:{d.owner}" for d in owned)]:
+        held = admin.describe_acls(_held_by(who), request_timeout=TIMEOUT_S).result()
+        stale += [b for b in held if b not in wanted and b.restype != ResourceType.UNKNOWN]
     if stale:
         for future in admin.delete_acls([_exactly(b) for b in stale], request_timeout=TIMEOUT_S).values():
             future.result()

@@ -198,11 +198,12 @@ RULES: dict[str, str] = {
         f"(%R~{keys.PATTERN_TASK_RECEIPT} %R~{keys.PATTERN_RECEIPT} +get) "
         f"(%R~{keys.PATTERN_INDEX} +hget +hmget +zrange +zrevrange)"
     ),
-    # The minter (consumers/minter, D120) makes and removes per-step users; reads a step's lease and intent.
+    # The minter (consumers/minter, D120) makes and removes per-step users; reads a step's lease and intent;
+    # HMGET: which of its Kafka tokens were revoked (D123).
     "minter": (
         f"resetkeys -@all {_KEYLESS} +acl|setuser +acl|deluser +acl|users (%R~{keys.PATTERN_LEASE} +get) "
         f"(%R~{keys.PATTERN_OPS} +hget) (~{keys.MINTED} ~{keys.MINTED_DUE} +hset +hdel +hkeys +hgetall "
-        "+zadd +zrem +zrange +zrangebyscore)"
+        "+hmget +zadd +zrem +zrange +zrangebyscore)"
     ),
     # The admin alone reaches the record of dead-letter replays (keys.DLQ_REPLAYS): no role's pattern does.
     "admin": "resetkeys ~* resetchannels &* +@all",

@@ -22,6 +22,7 @@ import redis
 
 from wakeful.core import ids
 from wakeful.core.errors import ConfigError
+from wakeful.core.kafka_downstream import KafkaDownstream
 from wakeful.state.functions import Function
 
 ENV = "WAKEFUL_DOWNSTREAMS"
@@ -72,8 +73,9 @@ def task_record(tag: str, kind: str, task_id: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def load(spec: str, roles: frozenset[str] = frozenset()) -> tuple[Downstream, ...]:
-    """The downstreams `spec` (`module:attribute`) names, checked: every problem at once, as a
-    ConfigError naming the setting. `roles`: the runtime's own users, which no downstream may take."""
+    """The Redis downstreams `spec` (`module:attribute`) names (its Kafka ones: kafka()), all
+    checked: every problem at once, as a ConfigError naming the setting. `roles`: the runtime's own
+    users, which no downstream may take."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigError(
@@ -84,12 +86,24 @@ def load(spec: str, roles: frozenset[str] = frozenset()) -> tuple[Downstream, ..
     except ImportError as exc:
         raise ConfigError(ENV, f"cannot import {module_name!r} for downstreams {spec!r}: {exc}") from exc
     found = getattr(module, attribute, None)
-    if not isinstance(found, tuple) or not all(isinstance(d, Downstream) for d in found):
-        raise ConfigError(ENV, f"{spec!r} is {type(found).__name__}, not a tuple of Downstream")
+    if not isinstance(found, tuple) or not all(isinstance(d, Downstream | KafkaDownstream) for d in found):
+        raise ConfigError(
+            ENV, f"{spec!r} is {type(found).__name__}, not a tuple of Downstream and KafkaDownstream"
+        )
     problems, taken = [], set(roles)
     for downstream in found:
         problems += downstream.problems(frozenset(taken))
-        taken.add(downstream.user)
+        taken.add(downstream.user if isinstance(downstream, Downstream) else downstream.name)
     if problems:
         raise ConfigError(ENV, "; ".join(problems))
-    return found
+    return tuple(d for d in found if isinstance(d, Downstream))
+
+
+@functools.lru_cache(maxsize=8)
+def kafka(spec: str) -> tuple[KafkaDownstream, ...]:
+    """The Kafka downstreams among those `spec` names (load() checks them all)."""
+    load(spec)
+    module_name, _, attribute = spec.partition(":")
+    return tuple(
+        d for d in getattr(importlib.import_module(module_name), attribute) if isinstance(d, KafkaDownstream)
+    )

@@ -3,6 +3,8 @@
     wk:{minted}:all   hash  user -> JSON: the grant it was minted for and when it ends (no secret)
     wk:{minted}:due   zset  user -> when it ends, epoch ms: what the reaper removes once due
 
+A Kafka downstream's credential is a delegation token (D123), recorded here by its id the same way.
+
 A minted user's password is stored by Redis as its SHA-256 only (`#<hex>`), so no command, ACL
 LIST or saved ACL holds it. Removing a user (ACL DELUSER) also closes every connection that
 authenticated as it, so a credential revoked in the middle of a call stops working at once.
@@ -12,6 +14,7 @@ ACL commands go to every node of a Redis Cluster (the client routes them so).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -24,6 +27,8 @@ from wakeful.state import acl, keys
 from wakeful.state.acl_lines import split
 from wakeful.state.downstreams import Downstream
 from wakeful.state.pinned import Pinned
+
+TOKEN = re.compile(r"[A-Za-z0-9_-]{8,64}")  # a Kafka delegation token's id (base64url)
 
 
 def rules_of(downstream: Downstream) -> list[str]:
@@ -82,9 +87,37 @@ def make(client: redis.Redis, asked: Sequence[Made]) -> list[tuple[bytes | None,
     return found
 
 
-def end(client: redis.Redis, users: Sequence[str]) -> int:
-    """Remove these minted users and their records; how many users Redis still had."""
+def reads(client: redis.Redis, asked: Sequence[Grant]) -> list[tuple[bytes | None, bytes | None]]:
+    """Each grant's task lease and op key's intent, in one round trip: what says whether a token
+    may be made for it (core/grants.running), read before a Kafka token is made (D123)."""
+    pipe = client.pipeline(transaction=False)
+    for grant in asked:
+        pipe.get(keys.lease(grant.task_id))
+        pipe.hget(keys.ops(grant.task_id), grant.op_key)
+    replies = pipe.execute()
+    return [(replies[i], replies[i + 1]) for i in range(0, len(replies), 2)]
+
+
+def note(client: redis.Redis, made: Sequence[tuple[Grant, str, int]]) -> None:
+    """Record Kafka tokens made (grant, token id, end): listed and revoked as the users are; the
+    broker ends each at its end by itself, so a lost record leaves nothing living longer."""
+    if not made:
+        return
+    pipe = client.pipeline(transaction=False)
+    for grant, token_id, expires_ms in made:
+        pipe.hset(keys.MINTED, token_id, grant.record(token_id, expires_ms))
+        pipe.zadd(keys.MINTED_DUE, {token_id: expires_ms})
+    pipe.execute()
+
+
+def end(client: redis.Redis, users: Sequence[str], tokens: Sequence[str] = ()) -> int:
+    """Remove these minted users and their records, and the records of these Kafka tokens (which
+    the broker expires: producers/kafka_tokens); how many users Redis still had."""
+    tokens = [t for t in dict.fromkeys(tokens) if TOKEN.fullmatch(t) and not NAME.fullmatch(t)]
     names = [u for u in dict.fromkeys(users) if NAME.fullmatch(u)]
+    if tokens:
+        client.hdel(keys.MINTED, *tokens)
+        client.zrem(keys.MINTED_DUE, *tokens)
     if not names:
         return 0
     cluster = isinstance(client, RedisCluster)  # there ACL DELUSER goes to every node, on its own
@@ -98,8 +131,13 @@ def end(client: redis.Redis, users: Sequence[str]) -> int:
     return removed if cluster else _removed(replies[0])
 
 
+def tokens_among(names: Sequence[str]) -> list[str]:
+    """The Kafka tokens' ids among recorded names (a minted user's name is never one)."""
+    return [n for n in names if TOKEN.fullmatch(n) and not NAME.fullmatch(n)]
+
+
 def due(client: redis.Redis, now_ms: int, limit: int = 500) -> list[str]:
-    """The minted users whose lifetime is past."""
+    """The minted users (and Kafka tokens) whose lifetime is past."""
     found = client.zrangebyscore(keys.MINTED_DUE, "-inf", now_ms, start=0, num=limit)
     return [_text(u) for u in cast(list[bytes], found)]
 

@@ -30,7 +30,7 @@ from wakeful.core.minting import SOCKET_ENV, Credential, Minter, MintRefused, ha
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import App
 from wakeful.sdk.tools import Tool, ToolUnavailable
-from wakeful.state import acl
+from wakeful.state import acl, downstreams
 
 READY_S = 30.0  # how long a starting minter may take to listen
 MINTER = "minter"  # its Redis login's role name (state/acl.py)
@@ -80,7 +80,13 @@ def _settings_env(settings: Settings) -> dict[str, str]:
         "WAKEFUL_REDIS_URL": settings.redis_url,
         "WAKEFUL_DOWNSTREAMS": settings.downstreams,
         "WAKEFUL_CREDENTIAL_TTL_S": str(settings.credential_ttl_s),
+        # the cluster a Kafka downstream's tokens are made in (D123)
+        "WAKEFUL_KAFKA_PORT": str(settings.kafka_port),
+        "WAKEFUL_KAFKA_SECURITY": settings.kafka_security,
+        "WAKEFUL_KAFKA_SASL_MECHANISM": settings.kafka_sasl_mechanism,
     }
+    if settings.kafka_bootstrap_external:
+        found["WAKEFUL_KAFKA_BOOTSTRAP"] = settings.kafka_bootstrap_external
     if settings.app:  # else the environment's, or the bundled app, as for the executor
         found["WAKEFUL_APP"] = settings.app
     if settings.redis_cluster:
@@ -98,7 +104,9 @@ def start(settings: Settings, app: App, log: Log) -> None:
     scoped = {tool.name: tool.credential for tool in app.tools if tool.credential}
     if not scoped:
         return
-    known = {d.user for d in acl.downstreams_of(settings)}
+    known = {d.user for d in acl.downstreams_of(settings)} | {
+        d.name for d in downstreams.kafka(settings.downstreams)
+    }
     if bad := [f"{t} declares {c!r}" for t, c in scoped.items() if c not in known]:
         raise ConfigError(
             "credential", f"{'; '.join(bad)}: a credential names a downstream ({', '.join(sorted(known))})"

@@ -22,7 +22,7 @@ from wakeful.core.minting import Credential
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import App
 from wakeful.sdk.tools import Tool, ToolFenced, ToolRefused, ToolUnavailable
-from wakeful.state import acl
+from wakeful.state import acl, downstreams
 
 _LOG = Log(role="executor")
 T = TypeVar("T")
@@ -43,6 +43,9 @@ def table(settings: Settings) -> dict[str, tuple[Endpoint, ...]]:
     ports = {port, *(settings.redis_cluster_ports if local_cluster else ())}
     redis = tuple(Endpoint(host, p, p) for p in sorted(ports))
     found = {d.user: redis for d in acl.downstreams_of(settings)}
+    # a Kafka downstream is reached through the cluster's brokers: the bootstrap's, as advertised (D123)
+    brokers = tuple(e for a in settings.kafka_bootstrap.split(",") if (e := egress.endpoint(a.strip())))
+    found |= {d.name: brokers for d in downstreams.kafka(settings.downstreams)}
     for name, endpoints in egress.parse_map(settings.egress).items():
         found[name] = found.get(name, ()) + endpoints
     return found

@@ -26,13 +26,14 @@ import time
 import orjson
 import redis
 
+from wakeful.consumers.minter.kafka_provider import KafkaProvider
 from wakeful.core import grants
 from wakeful.core.grants import Grant
 from wakeful.core.log import Log
 from wakeful.core.minting import ENDS_HELLO, SOCKET_ENV
 from wakeful.core.settings import Settings
 from wakeful.sdk.app import load_app
-from wakeful.state import acl, minted
+from wakeful.state import acl, downstreams, minted
 
 REAP_EVERY_S = 1.0  # how often credentials past their lifetime are looked for
 # How often the users of ended steps are removed, all at once: with the late ones, so a pass costs
@@ -51,6 +52,8 @@ class Minter:
         self.client, self.ttl_ms = client, settings.credential_ttl_s * 1000
         self.scopes = {t.name: t.credential for t in app.tools if t.credential}
         self.rights = {d.user: minted.rules_of(d) for d in acl.downstreams_of(settings)}
+        owners = {d.name: d.owner for d in downstreams.kafka(settings.downstreams)}
+        self.kafka = KafkaProvider(settings, owners, self.ttl_ms)  # tokens for Kafka downstreams (D123)
         self.ended: list[str] = []  # users whose step said it ended, removed at the next pass
         self.mine: set[str] = set()  # the users this process made and has not removed
         self.count = 0  # credentials handed out, for its stop record beside its CPU (the cost per step)
@@ -90,6 +93,11 @@ class Minter:
     def mint_all(self, asked: list[Grant]) -> list[dict[str, object]]:
         """Each grant's answer: a credential made for it, or why not."""
         said: list[dict[str, object] | None] = [self._unfit(g) for g in asked]
+        tokens = [(i, g) for i, g in enumerate(asked) if said[i] is None and g.scope in self.kafka.owners]
+        answers = self.kafka.make(self.client, [g for _, g in tokens]) if tokens else []
+        for (i, grant), answer in zip(tokens, answers, strict=True):
+            said[i] = self._refused(grant, str(answer["refused"])) if "refused" in answer else answer
+            self.count += bool(answer.get("ok"))
         fit = [(i, g) for i, g in enumerate(asked) if said[i] is None]
         expires_ms = int(time.time() * 1000) + self.ttl_ms
         made = [(g, *_fresh()) for _, g in fit]
@@ -121,7 +129,7 @@ class Minter:
         return [s if s is not None else {"ok": False, "error": "not answered"} for s in said]
 
     def _unfit(self, grant: Grant) -> dict[str, object] | None:
-        if grant.scope not in self.rights:
+        if grant.scope not in self.rights and grant.scope not in self.kafka.owners:
             return {"ok": False, "error": f"{grant.scope!r} is no downstream of this stack"}
         if said := grants.unfit(grant, self.scopes):  # before anything is made or read
             return self._refused(grant, said)
@@ -141,7 +149,7 @@ class Minter:
         """At start: remove minted users no record names, and records no pass would reach."""
         with contextlib.suppress(redis.RedisError):
             if stray := minted.strays(self.client) + minted.undue(self.client):
-                minted.end(self.client, stray)
+                minted.end(self.client, stray, minted.tokens_among(stray))
                 _LOG("minter.strays_removed", users=stray[:20], count=len(stray))
 
     def reap(self, now: float, enders: list[_Peer]) -> None:
@@ -160,12 +168,15 @@ class Minter:
         if not late_due and (not self.ended or now - self._passed < ENDED_EVERY_S):
             return
         users, self.ended, self._passed = self.ended[:5000], self.ended[5000:], now
+        tokens = self.kafka.end(users)  # the tokens among them expire now, not at their lifetime
         try:
+            if late_due and (revoked := self.kafka.revoked(self.client)):
+                _LOG("minter.tokens_revoked", tokens=revoked[:20], count=len(revoked))
             late = minted.due(self.client, int(time.time() * 1000)) if late_due else []
             if late_due:
                 self._due_at = now + REAP_EVERY_S
             if users or late:
-                minted.end(self.client, [*users, *late])
+                minted.end(self.client, [*users, *late], [*tokens, *minted.tokens_among(late)])
                 self.mine.difference_update([*users, *late])
         except redis.RedisError as exc:  # the next pass tries again; due ones stay due
             _LOG("minter.reap_failed", error=str(exc)[:200])
@@ -258,7 +269,8 @@ def main(settings: Settings, stop: threading.Event) -> None:
     _LOG("minter.ready", socket=path, scopes=sorted(set(minter.scopes.values())))
     serve(minter, server, stop)
     # Stopping (its executor stopped, or died: the kernel's SIGTERM): no step it minted for goes on.
-    left = sorted(minter.mine)
+    left, tokens = sorted(minter.mine), sorted(minter.kafka.hmacs)
+    minter.kafka.close()  # every token it made and did not end yet, expired
     with contextlib.suppress(redis.RedisError):
-        minted.end(minter.client, left)
+        minted.end(minter.client, left, tokens)
         _LOG("minter.stopped", removed=len(left), minted=minter.count, cpu_s=round(time.process_time(), 3))

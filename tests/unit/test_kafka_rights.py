@@ -54,7 +54,8 @@ def test_every_topic_has_exactly_the_readers_the_design_names() -> None:
 
 
 def test_every_process_role_the_http_door_and_the_upstream_publisher_have_a_principal() -> None:
-    assert set(RIGHTS) == {*PROCESS_ROLES, "ingress", UPSTREAM, ADMIN}
+    # and the minter, a process the executor starts, which makes the Kafka downstreams' tokens (D123)
+    assert set(RIGHTS) == {*PROCESS_ROLES, "ingress", "minter", UPSTREAM, ADMIN}
 
 
 def test_the_admin_is_the_only_super_user_and_needs_no_acl() -> None:
