@@ -22,6 +22,7 @@ from kafka.admin import (
 from wakeful.core import kafka_auth
 from wakeful.core.kafka_rights import ADMIN, principal
 from wakeful.core.settings import Settings
+from wakeful.producers import kafka_tokens  # noqa: F401  # its quiet SCRAM login
 
 MINTER = "minter"
 

@@ -17,6 +17,7 @@ declared here, as kafka-python's message classes (their schemas in producers/kaf
 from __future__ import annotations
 
 import base64
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -159,6 +160,9 @@ class _TokenClient(ScramClient):  # type: ignore[misc]
 
 
 register_sasl_mechanism(MECHANISM, _TokenScram, overwrite=True)
+# kafka-python warns at every SCRAM login on SASL_PLAINTEXT; a step's producer logs in once a step,
+# and the transport is the deployment's choice (WAKEFUL_KAFKA_SECURITY), said once in its docs.
+logging.getLogger("kafka.net.sasl.scram").setLevel(logging.ERROR)
 
 
 def producer_config(
