@@ -5,14 +5,15 @@ from __future__ import annotations
 import click
 
 from wakeful.authority import signer_reseal, signer_seal
-from wakeful.cli import policy_cmds
-from wakeful.cli.app_option import app_option
+from wakeful.cli import owner_gate, policy_cmds
+from wakeful.cli.app_option import app_option, checked_app
 from wakeful.cli.output import emit, say
 from wakeful.cli.policy_cmds import app_name, app_name_option
 from wakeful.core.ids import DEFAULT_TENANT
 from wakeful.core.settings import Settings
 from wakeful.operate.client import Client
 from wakeful.schemas import events
+from wakeful.workflow.changes import APPROVAL_LIMIT, Change
 
 
 @click.group()
@@ -91,9 +92,15 @@ def limit() -> None:
 @app_name_option
 @click.pass_obj
 def limit_set(settings: Settings, amount: int, app: str | None) -> None:
-    name = app_name(settings, app)
-    Client(settings).authority.set_limit(amount, name)
-    say(f"app {name}'s approval limit is {amount}")
+    """Set AMOUNT; for an app that declares owners, once they signed this change (D124)."""
+    name, client = app_name(settings, app), Client(settings)
+    was = client.authority.snapshot(app=name).limit
+    loaded = checked_app(app) if app and ":" in app else None
+    owner_gate.require(
+        settings, client, Change(name, APPROVAL_LIMIT, {"amount": amount, "from": was}), loaded
+    )
+    client.authority.set_limit(amount, name)
+    say(f"app {name}'s approval limit is {amount} (was {was})")
 
 
 @authority.group()

@@ -14,11 +14,13 @@ import click
 
 from wakeful.authority.documents import Version
 from wakeful.authority.policy_store import PolicyStore, read_text
+from wakeful.cli import owner_gate
 from wakeful.cli.app_option import checked_app
 from wakeful.cli.output import emit, say
 from wakeful.core.errors import ConfigError
 from wakeful.core.settings import Settings
 from wakeful.operate.client import Client
+from wakeful.workflow.changes import POLICY, Change, text_digest
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -50,6 +52,16 @@ def app_name_option(command: F) -> F:
     )(command)
 
 
+def _signed(settings: Settings, given: str | None, name: str, value: dict[str, object]) -> None:
+    """For an app that declares owners: they signed this change, made over the version in force
+    (so a sign-off is good for one deploy, not for ever: D124)."""
+    client = Client(settings)
+    now = PolicyStore(client.admin).version(name)
+    loaded = checked_app(given) if given and ":" in given else None
+    change = Change(name, POLICY, {**value, "after": now.digest if now else ""})
+    owner_gate.require(settings, client, change, loaded)
+
+
 def _store(settings: Settings) -> PolicyStore:
     return PolicyStore(Client(settings).admin)
 
@@ -71,9 +83,10 @@ def register(policy: click.Group) -> None:
         """Deploy FILE.cedar as the app's next policy version: in force at the roles' next wake.
         Nothing is stored if the text does not parse or names what the app does not have (an
         action, an attribute); every problem is named."""
-        name = app_name(settings, app)
+        name, text = app_name(settings, app), read_text(path)
         check = schema_check(settings, app, name)
-        version = _store(settings).deploy(name, read_text(path), by=by, reason=reason, check=check)
+        _signed(settings, app, name, {"text": text_digest(text)})
+        version = _store(settings).deploy(name, text, by=by, reason=reason, check=check)
         say(f"policy {version.stamp} deployed ({version.digest[:12]}); roles read it at their next wake")
         if check is None:
             say(f"note: not checked against app {name}'s schema; give --app MODULE:ATTR to check it")
@@ -111,5 +124,7 @@ def register(policy: click.Group) -> None:
     @click.pass_obj
     def rollback(settings: Settings, app: str | None, by: str, reason: str | None, to: int | None) -> None:
         """Restore an older text (default: the version before the one in force) as a new version."""
-        version = _store(settings).rollback(app_name(settings, app), by=by, reason=reason, to=to)
+        name = app_name(settings, app)
+        _signed(settings, app, name, {"rollback_to": to or 0})
+        version = _store(settings).rollback(name, by=by, reason=reason, to=to)
         say(f"policy {version.stamp} deployed: {version.reason}")

@@ -7,12 +7,14 @@ and every gate takes a change in at its next wake."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from wakeful.authority.kept import moved
+from wakeful.cli import owner_gate
 from wakeful.cli.app_option import checked_app
 from wakeful.cli.output import emit
 from wakeful.cli.release_cmds import release
@@ -25,6 +27,7 @@ from wakeful.sdk.app import App
 from wakeful.sdk.workflow import Workflow
 from wakeful.state import keys
 from wakeful.workflow import rollouts
+from wakeful.workflow.changes import ROLLOUT, Change
 from wakeful.workflow.rollouts import ROLLED_BACK, ROLLING, Rollout
 
 __all__ = ["release"]
@@ -54,6 +57,7 @@ def rollout_cmd(
     app = checked_app(spec)
     wf, stable = _versions(app, workflow)
     made = Rollout(wf.version, stable, tuple(sorted(set(tenants))), share, ROLLING, by, _now(), reason)
+    _signed(settings, app, wf, {"tenants": list(made.tenants), "share": made.share})
     _put(settings, app, wf, _logged(made, "rollout", by, made.said()), as_json)
 
 
@@ -80,6 +84,7 @@ def promote(
             "--workflow", f"no rollout of {wf.name} v{wf.version}: start one with `wakeful release rollout`"
         )
     if everyone:
+        _signed(settings, app, wf, {"all": True})
         client = Client(settings)
         client.admin.hdel(keys.auth_rollouts(app.name), wf.name)
         moved(client.admin)
@@ -93,6 +98,7 @@ def promote(
         wf.version, now.stable, tuple(sorted({*now.tenants, *tenants})), max(now.share, share or 0.0),
         ROLLING, by, _now(), now.reason, now.history,
     )  # fmt: skip
+    _signed(settings, app, wf, {"tenants": list(wider.tenants), "share": wider.share})
     _put(settings, app, wf, _logged(wider, "promote", by, wider.said()), as_json)
 
 
@@ -143,6 +149,15 @@ def _stored(settings: Settings, app: App, wf: Workflow[Any]) -> Rollout | None:
     raw = Client(settings).admin.hget(keys.auth_rollouts(app.name), wf.name)
     found = rollouts.decode(raw) if raw is not None else None
     return found if found is not None and found.version == wf.version else None
+
+
+def _signed(settings: Settings, app: App, wf: Workflow[Any], value: dict[str, Any]) -> None:
+    """For an app with owners: they signed widening the new version to this (D124), over the
+    rollout as it stands. A rollback needs no sign-off: it returns to the version they signed before."""
+    raw = Client(settings).admin.hget(keys.auth_rollouts(app.name), wf.name)
+    after = hashlib.sha256(raw).hexdigest() if isinstance(raw, bytes) else ""
+    change = Change(app.name, ROLLOUT, {"workflow": wf.name, "version": wf.version, **value, "after": after})
+    owner_gate.require(settings, Client(settings), change, app)
 
 
 def _logged(made: Rollout, action: str, by: str, what: str) -> Rollout:

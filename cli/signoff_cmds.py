@@ -55,16 +55,24 @@ def propose(settings: Settings, spec: str, by: str, as_json: bool) -> None:
 @click.option("--key", "key_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Your Ed25519 signing key (default: this machine's keystore).")  # fmt: skip
 @click.option("--note", default="", help="Why you sign: kept beside the sign-off.")
+@click.option("--change", "change", default=None, metavar="DIGEST",
+              help="Sign this change of the app's authority instead (D124): a command's digest.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def sign(
-    settings: Settings, spec: str, role: str, principal: str, key_file: Path | None, note: str, as_json: bool
-) -> None:
-    """Sign the release of SPEC as PRINCIPAL in ROLE, with PRINCIPAL's registered key. The release
-    is proposed first if it was not (the stored tasks are read for its report only then). Refused,
-    with nothing written, when PRINCIPAL holds no ROLE or the key is not theirs."""
+    settings: Settings, spec: str, role: str, principal: str, key_file: Path | None, note: str,
+    change: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Sign the release of SPEC (or, with --change, a change of its authority a command proposed)
+    as PRINCIPAL in ROLE, with PRINCIPAL's registered key. The release is proposed first if it was
+    not (the stored tasks are read for its report only then). Refused, with nothing written, when
+    PRINCIPAL holds no ROLE, the key is not theirs, or no command proposed the change."""
     app, client = checked_app(spec), Client(settings)
-    digest = release_digest.digest(app)
+    digest = change or release_digest.digest(app)
+    if change is not None and Releases(client.admin, app.name).proposal(change) is None:
+        raise ConfigError(
+            "--change", f"app {app.name} has no change {change[:12]} proposed: run the command first"
+        )
     if role not in app.owners:
         raise ConfigError("--role", f"app {app.name} has no owner role {role!r} (its roles: "
                           f"{', '.join(sorted(app.owners)) or 'none: it declares no owners'})")  # fmt: skip
@@ -75,6 +83,9 @@ def sign(
     if why := signoffs.invalid(made, app.owners, client.authority.snapshot(with_signers=True)):
         raise ConfigError("--as", f"{why}: nothing was signed")
     stored = Releases(client.admin, app.name)
+    if change is not None:
+        stored.sign(digest, role, principal, made.encode())
+        return _signed_change(client, app, digest, role, principal, as_json)
     if stored.proposal(digest) is None:
         _, data, *_ = report(settings, spec)
         kept = {**data, "tasks": len(data["tasks"]), "proposed_by": principal, "proposed_at": _now()}
@@ -84,6 +95,17 @@ def sign(
     said = f"{principal} signed release {digest[:12]} of app {app.name} as {role}"
     said += f"; still: {'; '.join(missing)}" if missing else "; it may deploy"
     emit({"release": digest, "role": role, "principal": principal, "missing": missing}, as_json, said)
+
+
+def _signed_change(client: Client, app: Any, digest: str, role: str, principal: str, as_json: bool) -> None:
+    held = [s for s in map(signoffs.decode, Releases(client.admin, app.name).signoffs(digest, app.owners))
+            if not isinstance(s, str)]  # fmt: skip
+    missing = signoffs.problems(
+        app.name, digest, app.owners, held, client.authority.snapshot(with_signers=True)
+    )
+    said = f"{principal} signed change {digest[:12]} of app {app.name} as {role}"
+    said += f"; still: {'; '.join(missing)}" if missing else "; run the command again to apply it"
+    emit({"change": digest, "role": role, "principal": principal, "missing": missing}, as_json, said)
 
 
 @release.command("show")
