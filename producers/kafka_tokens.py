@@ -36,28 +36,17 @@ from wakeful.producers import kafka_messages
 MECHANISM = "SCRAM-SHA-512"  # what a token logs in with (the broker keeps tokens' SCRAM credentials)
 
 
-class CreateDelegationTokenRequest(ApiMessage, load_json=kafka_messages):  # type: ignore[call-arg,misc]
-    pass
+def _message(name: str) -> Any:
+    """The kafka-python message class `name`, its schema read from producers/kafka_messages/."""
+    return type(name, (ApiMessage,), {}, load_json=kafka_messages)
 
 
-class CreateDelegationTokenResponse(ApiMessage, load_json=kafka_messages):  # type: ignore[call-arg,misc]
-    pass
-
-
-class ExpireDelegationTokenRequest(ApiMessage, load_json=kafka_messages):  # type: ignore[call-arg,misc]
-    pass
-
-
-class ExpireDelegationTokenResponse(ApiMessage, load_json=kafka_messages):  # type: ignore[call-arg,misc]
-    pass
-
-
-class DescribeDelegationTokenRequest(ApiMessage, load_json=kafka_messages):  # type: ignore[call-arg,misc]
-    pass
-
-
-class DescribeDelegationTokenResponse(ApiMessage, load_json=kafka_messages):  # type: ignore[call-arg,misc]
-    pass
+CreateDelegationTokenRequest = _message("CreateDelegationTokenRequest")
+CreateDelegationTokenResponse = _message("CreateDelegationTokenResponse")  # kafka-python reads replies by it
+ExpireDelegationTokenRequest = _message("ExpireDelegationTokenRequest")
+ExpireDelegationTokenResponse = _message("ExpireDelegationTokenResponse")
+DescribeDelegationTokenRequest = _message("DescribeDelegationTokenRequest")
+DescribeDelegationTokenResponse = _message("DescribeDelegationTokenResponse")
 
 
 class TokenRefused(Exception):

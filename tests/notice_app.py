@@ -6,14 +6,15 @@ declared egress."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
-from egress_app import RECEIVED, WORKING, Finish, Page, check, done, start
+from egress_app import WORKING, Finish, fetch
 from kafka import KafkaProducer
 from pydantic import BaseModel, ConfigDict
 
 from wakeful.examples.downstreams import NOTICES
 from wakeful.producers.kafka_tokens import login
-from wakeful.sdk import CLOSED, App, Tool, Workflow
+from wakeful.sdk import App, Tool
 from wakeful.sdk import credential as step_credential
 
 TOPIC = NOTICES.writes[0]
@@ -47,15 +48,6 @@ class Announce(Tool[AnnounceArgs]):
         return None
 
 
-notify = Workflow(
-    name="notify",
-    version=1,
-    state=Page,
-    stages={RECEIVED: (WORKING,), WORKING: (CLOSED,)},
-    start=start,
-    check=check,
-    done=done,
-    max_steps=5,
-)
+notify = replace(fetch, name="notify")  # egress_app's loop: its tools, then finish
 
 app = App(name="notices", workflows=[notify], tools=[Announce(), Finish()])
