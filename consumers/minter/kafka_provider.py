@@ -21,10 +21,12 @@ from kafka.errors import KafkaError
 from wakeful.core import grants, kafka_auth
 from wakeful.core.grants import Grant
 from wakeful.core.log import Log
+from wakeful.core.minting import TIMEOUT_S
 from wakeful.core.settings import Settings
 from wakeful.producers.kafka_tokens import TokenRefused, Tokens
 from wakeful.state import keys, minted
 
+TIMEOUT_MS = int(TIMEOUT_S * 1000) - 1000  # a token request's longest wait
 ROLE = "minter"  # its Kafka login (core/kafka_rights.py), the renewer of every token it makes
 _LOG = Log(role="minter")
 
@@ -39,7 +41,9 @@ class KafkaProvider:
 
     def tokens(self) -> Tokens:
         if self._tokens is None:  # at the first mint: a minter of Redis credentials alone never logs in
-            self._tokens = Tokens(kafka_auth.kafka_python_config(self.settings, ROLE))
+            # under the executor's wait for a mint (core/minting.TIMEOUT_S): a slow broker fails
+            # the attempt, which is tried again later, and holds up the minter no longer than that
+            self._tokens = Tokens(kafka_auth.kafka_python_config(self.settings, ROLE), timeout_ms=TIMEOUT_MS)
         return self._tokens
 
     def make(self, client: redis.Redis, asked: Sequence[Grant]) -> list[dict[str, object]]:
