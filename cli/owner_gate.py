@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 import click
 import orjson
 
-from wakeful.authority import signoffs
 from wakeful.authority.signoffs import SignOff
+from wakeful.consumers.kafka import releases
 from wakeful.core.log import Log
 from wakeful.core.settings import Settings
 from wakeful.operate.client import Client
@@ -62,15 +62,13 @@ def require(settings: Settings, client: Client, change: Change, app: App | None 
         "proposed_at": datetime.now(UTC).isoformat(),
     }
     stored.propose(digest, orjson.dumps(proposal))
-    held = [s for s in map(signoffs.decode, stored.signoffs(digest, owners)) if not isinstance(s, str)]
-    auth = client.authority.snapshot(with_signers=True)
-    if found := signoffs.problems(change.app, digest, owners, held, auth):
+    valid, found = releases.signed(client.admin, change.app, digest, owners)
+    if found:
         raise click.ClickException(
             f"{change.said()}: its owners have not signed it ({'; '.join(found)}). Each owner signs "
             f"change {digest} with `wakeful release sign --app MODULE:ATTR --change {digest} --role ROLE "
             "--as PRINCIPAL`; then run this command again"
         )
-    valid = [s for s in held if signoffs.invalid(s, owners, auth) is None]
     _LOG(
         "authority.change_signed",
         app=change.app,

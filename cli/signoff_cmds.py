@@ -98,11 +98,7 @@ def sign(
 
 
 def _signed_change(client: Client, app: Any, digest: str, role: str, principal: str, as_json: bool) -> None:
-    held = [s for s in map(signoffs.decode, Releases(client.admin, app.name).signoffs(digest, app.owners))
-            if not isinstance(s, str)]  # fmt: skip
-    missing = signoffs.problems(
-        app.name, digest, app.owners, held, client.authority.snapshot(with_signers=True)
-    )
+    _, missing = deploy_check.signed(client.admin, app.name, digest, app.owners)
     said = f"{principal} signed change {digest[:12]} of app {app.name} as {role}"
     said += f"; still: {'; '.join(missing)}" if missing else "; run the command again to apply it"
     emit({"change": digest, "role": role, "principal": principal, "missing": missing}, as_json, said)

@@ -83,8 +83,8 @@ def apply(settings: Settings, say: process.Say) -> Applied:
         raise _refused(settings, exc) from exc
     finally:
         admin.poll(0)  # an AdminClient's log lines are written only when it is polled
-    if owned:
-        created += token_rights.apply(settings, [d.owner for d in owned])
+    # always: a downstream taken out of the settings takes the minter's right to its tokens with it
+    created += token_rights.apply(settings, [d.owner for d in owned])
     say(f"kafka: {users} SCRAM users and {created} ACLs in place ({removed} stale ACLs removed)")
     return Applied(users, created, removed)
 

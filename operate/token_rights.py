@@ -47,7 +47,7 @@ def apply(settings: Settings, owners: list[str]) -> int:
     admin = KafkaAdminClient(**kafka_auth.kafka_python_config(settings, ADMIN), request_timeout_ms=30_000)
     try:
         rules = wanted(owners)
-        result = admin.create_acls(rules)
+        result = admin.create_acls(rules) if rules else {}
         if failed := result.get("failed"):
             raise RuntimeError(f"Kafka refused the minter's token rights: {failed}")
         every_user = ResourcePatternFilter(ResourceType.USER, None, ACLResourcePatternType.ANY)

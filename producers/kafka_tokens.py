@@ -3,14 +3,14 @@
 A token authenticates as its owner, a principal that exists only in ACLs (`User:wakeful-dt-<name>`,
 with no password anywhere): what the token may do is what the owner's ACLs allow. The minter
 creates each token for the owner (CreateDelegationToken v3, which names an owner other than the
-requester; the minter's principal holds CREATE_TOKENS on the owner), with itself and the admin as
-renewers, so that either can expire it early: the minter when the step ends, the admin on
-`wakeful authority credentials revoke`. A token's lifetime is capped by the request, so an
-unended one stops working by itself.
+requester; the minter's principal holds CREATE_TOKENS on the owner), with itself as renewer, so
+that it can expire the token early: when the step ends, or when `wakeful authority credentials
+revoke` removed its record. A token's lifetime is capped by the request, so an unended one stops
+working by itself.
 
 A client logs in with a token by SCRAM, its id as the user and its HMAC (base64) as the password,
 and the extension `tokenauth=true` in its first message: `login` gives kafka-python that
-login. Neither confluent-kafka nor kafka-python has the token requests, so the messages are
+login. Neither confluent-kafka nor kafka-python has the token requests (create, expire), so they are
 declared here, as kafka-python's message classes (their schemas in producers/kafka_messages/).
 """
 
@@ -29,7 +29,6 @@ from kafka.net.sasl import register_sasl_mechanism
 from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 from kafka.protocol.api_message import ApiMessage
 
-from wakeful.core.kafka_downstream import KafkaDownstream, owner_of
 from wakeful.core.minting import Credential
 from wakeful.producers import kafka_messages
 
@@ -45,8 +44,6 @@ CreateDelegationTokenRequest = _message("CreateDelegationTokenRequest")
 CreateDelegationTokenResponse = _message("CreateDelegationTokenResponse")  # kafka-python reads replies by it
 ExpireDelegationTokenRequest = _message("ExpireDelegationTokenRequest")
 ExpireDelegationTokenResponse = _message("ExpireDelegationTokenResponse")
-DescribeDelegationTokenRequest = _message("DescribeDelegationTokenRequest")
-DescribeDelegationTokenResponse = _message("DescribeDelegationTokenResponse")
 
 
 class TokenRefused(Exception):
@@ -106,15 +103,6 @@ class Tokens:
         response = self._send(request)
         if response.error_code and for_code(response.error_code).__name__ != "DelegationTokenNotFoundError":
             _checked(response, "the token was not expired")
-
-    def describe(self, owners: list[str]) -> list[Token]:
-        """The live tokens of these owners that this login may see."""
-        request = DescribeDelegationTokenRequest(owners=[("User", name) for name in owners])
-        found = _checked(self._send(request), "the tokens could not be listed")
-        return [
-            Token(t.token_id, base64.b64encode(t.hmac).decode(), t.principal_name, t.expiry_timestamp)
-            for t in found.tokens
-        ]
 
     def close(self) -> None:
         self.admin.close()
@@ -181,11 +169,9 @@ def login(made: Credential) -> dict[str, Any]:
 
 __all__ = [
     "MECHANISM",
-    "KafkaDownstream",
     "Token",
     "TokenRefused",
     "Tokens",
     "login",
-    "owner_of",
     "producer_config",
 ]

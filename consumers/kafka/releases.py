@@ -6,9 +6,11 @@ release nobody signed is ever handled."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wakeful.authority import signoffs
+from wakeful.authority.signoffs import SignOff
 from wakeful.authority.store import AuthorityStore
 from wakeful.core.errors import ConfigError
 from wakeful.sdk.app import App
@@ -16,17 +18,23 @@ from wakeful.state.releases import Releases
 from wakeful.workflow import release_digest
 
 
+def signed(
+    client: Any, app: str, digest: str, owners: Mapping[str, Sequence[str]]
+) -> tuple[list[SignOff], list[str]]:
+    """The stored sign-offs of `digest` (a release's, or an authority change's: D124) that count,
+    and why it may not go ahead ([]: it may)."""
+    held = list(map(signoffs.decode, Releases(client, app).signoffs(digest, owners)))
+    auth = AuthorityStore(client).snapshot(with_signers=True)
+    unread = [f"a stored sign-off is unreadable: {s}" for s in held if isinstance(s, str)]
+    read = [s for s in held if not isinstance(s, str)]
+    found = signoffs.problems(app, digest, owners, read, auth)
+    return [s for s in read if signoffs.invalid(s, owners, auth) is None], [*found, *unread] if found else []
+
+
 def problems(client: Any, app: App) -> tuple[str, list[str]]:
     """The app's release digest, and why it may not run ([]: it may, or it declares no owners)."""
     digest = release_digest.of(app)
-    if not app.owners:
-        return digest, []
-    held = list(map(signoffs.decode, Releases(client, app.name).signoffs(digest, app.owners)))
-    auth = AuthorityStore(client).snapshot(with_signers=True)
-    unread = [f"a stored sign-off is unreadable: {s}" for s in held if isinstance(s, str)]
-    valid = [s for s in held if not isinstance(s, str)]
-    found = signoffs.problems(app.name, digest, app.owners, valid, auth)
-    return digest, [*found, *unread] if found else []
+    return digest, signed(client, app.name, digest, app.owners)[1] if app.owners else []
 
 
 def check(client: Any, app: App) -> str:
