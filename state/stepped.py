@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import hiredis
 import redis
 from redis.credentials import CredentialProvider
 
@@ -28,6 +29,7 @@ from wakeful.core import minting
 from wakeful.core.settings import Settings
 from wakeful.state import acl
 
+_RESET = hiredis.pack_command(("RESET",))  # packed once: every step that sent anything ends with it
 _held = threading.local()  # per thread: (redis url, tool name) -> its pool of one connection
 
 
@@ -52,25 +54,25 @@ def as_minted(settings: Settings, timeout: float = 10.0) -> Iterator[redis.Redis
             yield fresh
         return
     pool, client = _own(settings, timeout)
-    conn = pool.get_connection()  # type: ignore[no-untyped-call]  # an ended step's RESET reply is read first (_Pool)
+    conn = pool.get_connection()  # an ended step's RESET reply is read first (_Pool)
     if conn.login != made.user:  # not opened just now as this step's user
         conn.due, conn.login = (made.user, made.password), made.user  # sent with the step's first command
-    pool.release(conn)  # type: ignore[no-untyped-call]
+    pool.release(conn)
     try:
         yield client
     finally:
-        conn = pool.get_connection()  # type: ignore[no-untyped-call]
+        conn = pool.get_connection()
         try:
             if conn.due:  # the step sent nothing: its login was never sent either
                 conn.due, conn.login = None, None
             elif conn.login:
-                conn.send_command("RESET")  # its reply is read when the connection is next taken
+                conn.send_packed_command([_RESET], check_health=False)  # its reply: read when next taken
                 conn.unread.append("RESET")
                 conn.login = None
         except (redis.RedisError, OSError):  # broken: the next step opens it again, as that step
             conn.disconnect()
         finally:
-            pool.release(conn)  # type: ignore[no-untyped-call]
+            pool.release(conn)
 
 
 class _StepConnection(acl.CountingConnection):
@@ -98,7 +100,8 @@ class _StepConnection(acl.CountingConnection):
             user, password = self.due
             self.due = None
             chunks = command if isinstance(command, list) else [command]
-            command = [*self.pack_command("AUTH", user, password), *chunks]  # type: ignore[no-untyped-call]
+            auth = hiredis.pack_command(("AUTH", user, password))  # type: ignore[arg-type]  # a 1-tuple in its stub
+            command = [auth, *chunks]
             self.unread.append("AUTH")
         super().send_packed_command(command, check_health)
 
@@ -119,13 +122,45 @@ class _StepConnection(acl.CountingConnection):
         return super().read_response(*args, **kwargs)
 
 
-class _Pool(redis.BlockingConnectionPool):
+class _Pool(redis.ConnectionPool):
     """A pool of one connection: every command, a pinned batch (state/functions.call) included,
     goes by the one connection that AUTH and RESET change, so no other stays logged in after a
     step. A step's RESET is sent and not waited for: its reply is read when the connection is next
     taken, before anything else (a connection that broke meanwhile is opened again, logged in as
     the current step). The connection's replies are all accounted for (_StepConnection), so it is
-    polled (for a close while it idled) once as a step begins, not before each command."""
+    polled (for a close while it idled) once as a step begins, not before each command.
+
+    Taking and giving back the one connection is a lock's acquire and release: a step takes it three
+    times or more, and redis-py's pools (a queue, counts of idle and used connections kept for
+    metrics) cost several times that each time. A second user of it waits, as in a blocking pool, up
+    to `timeout` seconds."""
+
+    def __init__(self, *args: Any, timeout: float = 10.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._one: _StepConnection | None = None
+        self._taken, self._wait_s = threading.Lock(), timeout
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> _StepConnection:
+        if not self._taken.acquire(timeout=self._wait_s):
+            raise redis.ConnectionError("No connection available.")
+        try:
+            if self._one is None:
+                made = self.make_connection()
+                assert isinstance(made, _StepConnection)
+                self._one = made
+            self.ensure_connection(self._one)
+        except BaseException:
+            self._taken.release()
+            raise
+        return self._one
+
+    def release(self, connection: Any) -> None:
+        if self._taken.locked():
+            self._taken.release()
+
+    def disconnect(self, inuse_connections: bool = True) -> None:
+        if self._one is not None:
+            self._one.disconnect()
 
     def ensure_connection(self, connection: redis.connection.AbstractConnection) -> None:
         conn = connection
@@ -148,7 +183,7 @@ def _own(settings: Settings, timeout: float) -> tuple[_Pool, redis.Redis]:
     held: dict[tuple[str, str], tuple[_Pool, redis.Redis]] = _held.__dict__.setdefault("pools", {})
     if key not in held:
         pool = _Pool.from_url(
-            settings.redis_url, max_connections=1, timeout=timeout, credential_provider=_StepLogin(),
+            settings.redis_url, timeout=timeout, credential_provider=_StepLogin(),
             protocol=2, socket_timeout=timeout, socket_connect_timeout=timeout,
             connection_class=_StepConnection,
         )  # fmt: skip

@@ -4,6 +4,7 @@ restart, a CLIENT KILL) is opened again, logged in as the next step, with no ste
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import orjson
@@ -52,3 +53,33 @@ def test_a_step_connection_the_server_closed_while_idle_opens_again_as_the_next_
     redis_client.execute_command("CLIENT", "KILL", "ID", again)  # type: ignore[no-untyped-call]
     reopened, user = step(settings, redis_client, task_id, op_key)
     assert reopened != again and user.startswith("wkc-") and user not in (first_user, again_user)
+
+
+def test_threads_sharing_a_steps_client_each_read_their_own_replies(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    """The step's one connection is taken by one command at a time: a tool that hands its client to
+    threads of its own gets each reply back to the command that asked, never another's."""
+    assert TOOL is not None
+    credentials.start(settings, refund_app, Log(role="executor"))
+    task_id, op_key = running_step(redis_client)
+    names = {who: f"bank:nothing:{uuid.uuid4().hex}:{who}" for who in ("a", "b", "c")}
+    for who, key in names.items():
+        redis_client.set(key, who, ex=60)
+    crossed: list[tuple[str, object]] = []
+    with credentials.minted(TOOL, task_id, op_key, FENCE), stepped.as_minted(settings) as client:
+        assert client.get(names["a"]) == b"a"  # logged in, on this thread
+
+        def read(who: str) -> None:
+            for _ in range(300):
+                got = client.get(names[who])
+                if got != who.encode():
+                    crossed.append((who, got))
+
+        threads = [threading.Thread(target=read, args=(who,)) for who in names]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not any(thread.is_alive() for thread in threads)
+    assert crossed == []
