@@ -34,6 +34,10 @@ def admin_acl(settings: Settings, apply: bool) -> None:
         say(moved)
     users = acl.users(settings)
     commands = acl.setuser_commands({role: credentials.ensure(settings, role) for role in users}, users)
+    # A downstream whose users are all minted per step has no static one: one made before goes (D125).
+    commands += [["ACL", "DELUSER", acl.user_name(d)] for d in acl.minted_only(settings)]
+    for gone in credentials.retire(settings):
+        say(f"removed {gone}: its downstream's users are minted per step (D125)")
     kept = f"{settings.secrets}/<role>/{credentials.NAME}.json (mode 0600, one folder per role)"
     if not apply:
         for command in commands:
@@ -49,7 +53,7 @@ def admin_acl(settings: Settings, apply: bool) -> None:
     library.load(owner, settings)
     for line in upgrades.run(owner):
         say(line)
-    say(f"created {len(commands)} ACL users and loaded {library.LIBRARY}; their passwords are in {kept}")
+    say(f"created {len(users)} ACL users and loaded {library.LIBRARY}; their passwords are in {kept}")
 
 
 @admin.command("functions")

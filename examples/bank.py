@@ -194,7 +194,9 @@ def ledger(admin: redis.Redis, task_id: str | None) -> list[dict[str, object]]:
     return [e.model_dump(mode="json") for e in Bank(admin).entries(task_id)]
 
 
-# Its user ("wakeful-bank") books only through REFUND, whose commands its selector grants too (D31).
+# Its users book only through REFUND, whose commands their selector grants too (D31). Every tool
+# that calls it is minted a user per step (D120), so it has no static login (D125).
 DOWNSTREAM = Downstream(
-    "bank", PATTERN, ("+get", "+set", "+incr", "+decr", "+xadd", "+xrange"), FUNCTIONS, entries=ledger
-)
+    "bank", PATTERN, ("+get", "+set", "+incr", "+decr", "+xadd", "+xrange"), FUNCTIONS, entries=ledger,
+    static_login=False,
+)  # fmt: skip

@@ -271,5 +271,8 @@ def effects(admin: redis.Redis, task_id: str | None) -> list[dict[str, object]]:
     return [e.model_dump(mode="json") for e in Shop(admin).entries(task_id)]
 
 
-# Plain WATCH/MULTI transactions and SET NX GET, no Lua: it calls no function.
-DOWNSTREAM = Downstream("shop", PATTERN, ("+get", "+set", "+watch", "+xadd", "+xrange"), entries=effects)
+# Plain WATCH/MULTI transactions and SET NX GET, no Lua: it calls no function. Its tools are
+# minted a user per step (D120): it has no static login (D125).
+DOWNSTREAM = Downstream(
+    "shop", PATTERN, ("+get", "+set", "+watch", "+xadd", "+xrange"), entries=effects, static_login=False
+)

@@ -43,7 +43,11 @@ def faults_key(task_id: str) -> str:
     return task_record(TAG, "faults", task_id)
 
 
-# Plain WATCH/MULTI transactions, no Lua: it calls no function.
+# Plain WATCH/MULTI transactions, no Lua: it calls no function. Its tools are minted a user per
+# step (D120): it has no static login (D125).
 DOWNSTREAM = Downstream(
-    "suppliers", PATTERN, ("+get", "+set", "+exists", "+watch", "+hget", "+hincrby", "+xadd", "+xrange")
+    "suppliers",
+    PATTERN,
+    ("+get", "+set", "+exists", "+watch", "+hget", "+hincrby", "+xadd", "+xrange"),
+    static_login=False,
 )

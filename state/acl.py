@@ -31,8 +31,8 @@ from wakeful.state.downstreams import Downstream
 
 __all__ = [  # the users' written forms (state/acl_lines.py) are part of this module's face
     "DEFAULT", "DEFAULT_RULES", "ROLES", "RULES", "CountingConnection", "aclfile_lines",
-    "client", "connect", "downstream_rules", "downstreams_of", "is_cluster", "setuser_commands", "user_name",
-    "users",
+    "client", "connect", "downstream_rules", "downstreams_of", "is_cluster", "minted_only",
+    "setuser_commands", "user_name", "users",
 ]  # fmt: skip
 
 # The runtime's users. A downstream an app's tools call (state/downstreams.py: the example apps'
@@ -222,8 +222,14 @@ def downstream_rules(downstream: Downstream) -> str:
 
 
 def users(settings: Settings) -> dict[str, str]:
-    """Every Redis user wakeful makes, user -> rules: the runtime's roles, then the downstreams'."""
-    return RULES | {d.user: downstream_rules(d) for d in downstreams_of(settings)}
+    """Every Redis user wakeful makes, user -> rules: the runtime's roles, then the downstreams'
+    static users (a downstream with `static_login=False` has none: its users are minted per step)."""
+    return RULES | {d.user: downstream_rules(d) for d in downstreams_of(settings) if d.static_login}
+
+
+def minted_only(settings: Settings) -> list[str]:
+    """The downstreams with no static user: an old one found is removed (D125)."""
+    return [d.user for d in downstreams_of(settings) if not d.static_login]
 
 
 class CountingConnection(redis.Connection):
@@ -244,8 +250,14 @@ def connect(settings: Settings, role: str, timeout: float | None = None) -> redi
     Without a credential for the role this refuses, unless WAKEFUL_ALLOW_DEFAULT_USER is set (local
     experiments only): the default user can do whatever the operator left it able to do.
     """
-    if role not in ROLES and role not in {d.user for d in downstreams_of(settings)}:
-        known = ", ".join([*ROLES, *(d.user for d in downstreams_of(settings))])
+    if role in minted_only(settings):
+        raise MissingCredential(
+            role,
+            f"downstream {role!r} has no static login: a tool that calls it declares credential = {role!r} "
+            "and is minted a user for each step (sdk credential(); state/stepped.as_minted)",
+        )
+    if role not in users(settings):
+        known = ", ".join(users(settings))
         raise MissingCredential(role, f"unknown Redis role {role!r}; roles are {known}")
     if secrets.exists(settings, role, "redis"):
         doc = secrets.load(settings, role, "redis")

@@ -14,6 +14,7 @@ the folders unchanged, so the users of a running Redis still match, and removes 
 
 from __future__ import annotations
 
+import contextlib
 import secrets as random
 from pathlib import Path
 
@@ -42,11 +43,28 @@ def ensure_default(settings: Settings, password: str | None = None) -> str:
 
 
 def ensure_all(settings: Settings) -> dict[str, str]:
-    """User (and "default") -> password, for writing the users: every role's, every downstream's
-    (acl.users) and the default's."""
+    """User (and "default") -> password, for writing the users: every role's, every static
+    downstream user's (acl.users) and the default's. The password of a downstream that no longer
+    has a static user (D125) is removed."""
+    retire(settings)
     creds = {role: ensure(settings, role) for role in acl.users(settings)}
     creds[acl.DEFAULT] = ensure_default(settings)
     return creds
+
+
+def retire(settings: Settings) -> list[Path]:
+    """Remove the password files of downstreams whose users are all minted per step (acl.minted_only):
+    a state dir from before D125 holds a static one, whose user the ACLs written now no longer
+    name. Returns the files removed."""
+    gone = []
+    for user in acl.minted_only(settings):
+        where = secrets.path(settings, user, NAME)
+        if where.is_file():
+            where.unlink()
+            gone.append(where)
+            with contextlib.suppress(OSError):  # its folder, if nothing else is in it
+                where.parent.rmdir()
+    return gone
 
 
 def rotate(settings: Settings, role: str) -> None:

@@ -1,10 +1,13 @@
 """The systems outside the runtime that an app's tools call, when they keep their records in the
 stack's own Redis: the example apps' bank and supplier register (wakeful.examples.downstreams).
 
-The runtime knows only this shape. Each downstream is a Redis user of its own (`wakeful-<user>`,
-its password in its own secrets folder, state/credentials.py) that reaches its own keys and
-nothing else, and may book through Lua functions, which the admin loads into wakeful's library
-beside the runtime's own (state/library.py). Which downstreams there are is a setting
+The runtime knows only this shape. Each downstream has the rights of a Redis user of its own, that
+reach its own keys and nothing else: the users its minter makes for each step of a tool that
+declares `credential = "<user>"` (D120) have them, and so does a static user (`wakeful-<user>`, its
+password in its own secrets folder, state/credentials.py) for tools that keep their own login,
+unless the downstream says it has none (`static_login=False`: the example downstreams, whose
+tools are all minted theirs, D125). It may book through Lua functions, which the admin loads
+into wakeful's library beside the runtime's own (state/library.py). Which downstreams there are is a setting
 (WAKEFUL_DOWNSTREAMS, `module:attribute` of a tuple of Downstream), read like the app is: the
 downstreams' code lives beside the apps that call them, above every runtime layer.
 """
@@ -37,13 +40,16 @@ Entries = Callable[[redis.Redis, str | None], list[dict[str, Any]]]
 @dataclass(frozen=True)
 class Downstream:
     """One downstream system: its Redis user, the one key pattern and the commands it may use, the
-    Lua functions it books with, and (optionally) how an operator lists what it booked."""
+    Lua functions it books with, and (optionally) how an operator lists what it booked.
+    `static_login`: whether a static user with a password on disk is made for it, for tools that
+    keep their own login; False when every tool that calls it is minted a user per step."""
 
     user: str
     pattern: str
     commands: tuple[str, ...]
     functions: tuple[Function, ...] = ()
     entries: Entries | None = field(default=None, compare=False)  # `wakeful ledger`: (admin, task or None)
+    static_login: bool = True
 
     def problems(self, taken: frozenset[str]) -> list[str]:
         found = []

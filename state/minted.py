@@ -121,7 +121,7 @@ def end(client: redis.Redis, users: Sequence[str], tokens: Sequence[str] = ()) -
     if not names:
         return 0
     if isinstance(client, RedisCluster):  # there ACL DELUSER goes to every node, on its own
-        removed = _removed(client.execute_command("ACL", "DELUSER", *names))  # type: ignore[no-untyped-call]
+        removed = _removed(client.execute_command("ACL", "DELUSER", *names))
         pipe = client.pipeline(transaction=False)
         pipe.hdel(keys.MINTED, *names)
         pipe.zrem(keys.MINTED_DUE, *names)

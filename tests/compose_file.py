@@ -31,7 +31,9 @@ DOCKERFILE = ROOT / "compose" / "Dockerfile"
 # ConfigError naming the file (tests/test_compose.py makes the file as the local stack does).
 SECRETS = (
     "keyring",
-    *(f"redis:{user}" for user in (*acl.users(Settings.from_env({})), acl.DEFAULT)),  # downstreams too
+    *(
+        f"redis:{user}" for user in (*acl.users(Settings.from_env({})), acl.DEFAULT)
+    ),  # a static downstream user too (D125)
     *(f"kafka:{principal}" for principal in kafka_rights.ROLES),
     *(f"signing:{role}" for role in provenance.SIGNING_ROLES),
     *(f"verifying:{role}" for role in sorted(set(provenance.READERS.values()))),

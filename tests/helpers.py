@@ -661,3 +661,35 @@ def answers(url: str) -> bool:
         return httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200
     except httpx.TransportError:
         return False
+
+
+def downstream_as(settings: Settings, name: str) -> redis.Redis:
+    """A client of downstream `name`'s rights, for a test of the downstream itself: the example
+    downstreams have no static login (D125), so this makes a user of their rules, as the minter
+    does for a step (`wakeful-test-<name>`), and logs in as it."""
+    from wakeful.state import acl
+
+    user, password = downstream_login(settings, name)
+    return acl.client(settings, username=user, password=password, connection_class=acl.CountingConnection)
+
+
+_DOWNSTREAM_PASSWORDS: dict[tuple[str, str], str] = {}
+
+
+def downstream_login(settings: Settings, name: str) -> tuple[str, str]:
+    """The user and password downstream_as logs in with, made (again, after a restart) each call."""
+    from wakeful.state import acl, downstreams
+    from wakeful.state.acl_lines import split
+
+    [found] = [d for d in acl.downstreams_of(settings) if d.user == name]
+    assert isinstance(found, downstreams.Downstream)
+    user = f"wakeful-test-{name}"
+    # one password per server and name in a process: a client made earlier keeps logging in
+    password = _DOWNSTREAM_PASSWORDS.setdefault((settings.redis_url, name), uuid.uuid4().hex)
+    admin = acl.connect(settings, "admin")
+    try:
+        rules = split(acl.downstream_rules(found))
+        admin.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rules)  # type: ignore[no-untyped-call]
+    finally:
+        admin.close()
+    return user, password

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pydantic
 import pytest
 import redis
-from helpers import command
+from helpers import command, downstream_as
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -25,7 +25,7 @@ NOPERM = redis.exceptions.NoPermissionError
 
 @pytest.fixture(scope="module")
 def bank_client(settings: Settings, redis_url: str) -> redis.Redis:
-    return acl.connect(settings, "bank")
+    return downstream_as(settings, "bank")
 
 
 @pytest.fixture(scope="module")

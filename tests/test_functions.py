@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 import redis
-from helpers import free_ports
+from helpers import downstream_as, downstream_login, free_ports
 
 from wakeful.core import process, secrets
 from wakeful.core.retry import FunctionsMissing, Retry
@@ -33,10 +33,15 @@ DEADLINE_S = 30.0
 
 
 def redis_cli(settings: Settings, role: str, *args: str) -> str:
-    """Debian's redis-cli, logged in with the role's own credential."""
+    """Debian's redis-cli, logged in with the role's own credential (a downstream's: one of its
+    rights made for the test, as it has no static login, D125)."""
     cli = shutil.which("redis-cli")
     assert cli, "redis-cli is missing: run `bash scripts/setup`"
-    cred = secrets.load(settings, role, "redis")
+    if role in acl.minted_only(settings):
+        user, password = downstream_login(settings, role)
+        cred = {"user": user, "password": password}
+    else:
+        cred = secrets.load(settings, role, "redis")
     login = [
         "--no-auth-warning",
         "-u",
@@ -242,7 +247,7 @@ def test_functions_survive_a_redis_restart(private: Settings, unique: str) -> No
     lease = leases.acquire(task)
     actions = ActionLog(acl.connect(private, "executor"))
     begun = actions.begin(task, f"REFUND:{task}:v1", lease.fence, lease.token)
-    booked = Bank(acl.connect(private, "bank")).refund(f"REFUND:{task}:v1", task, 100, "EUR", lease.fence)
+    booked = Bank(downstream_as(private, "bank")).refund(f"REFUND:{task}:v1", task, 100, "EUR", lease.fence)
     # Written by functions as role users; Redis 7.0 replays them from the AOF as the default user.
     assert redis_server.stop(private)
     _start_bare(private)
@@ -251,7 +256,7 @@ def test_functions_survive_a_redis_restart(private: Settings, unique: str) -> No
     )  # the library came back with the data, loaded by nobody
     assert leases.extend(lease).fence == lease.fence
     assert actions.lookup(task, f"REFUND:{task}:v1") == begun.entry
-    assert Bank(acl.connect(private, "bank")).lookup(f"REFUND:{task}:v1") == booked
+    assert Bank(downstream_as(private, "bank")).lookup(f"REFUND:{task}:v1") == booked
     assert leases.acquire(f"{task}-next").fence == 1
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 import redis
-from helpers import command
+from helpers import command, downstream_as, downstream_login
 from unit.test_onboarding_rules import SCHEDULING, at
 
-from wakeful.core import minting, secrets
+from wakeful.core import minting
 from wakeful.core.minting import Credential
 from wakeful.core.settings import Settings
 from wakeful.examples import bank
@@ -37,9 +37,8 @@ PLANTED = "GB82WEST12345698765432"
 @pytest.fixture(autouse=True)
 def static_login(settings: Settings, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The tools are called here directly, with no executor to mint them a user per step (D120):
-    each run is handed the register's static user instead, in every thread."""
-    doc = secrets.load(settings, "suppliers", "redis")
-    made = Credential(doc["user"], doc["password"], 0)
+    each run is handed a user of the register's rights instead, in every thread."""
+    made = Credential(*downstream_login(settings, "suppliers"), 0)
     monkeypatch.setattr(minting, "credential", lambda: made)
 
 
@@ -59,7 +58,7 @@ def pay(settings: Settings, redis_url: str) -> ScheduleFirstPayment:
 
 @pytest.fixture(scope="module")
 def suppliers(settings: Settings, redis_url: str) -> Suppliers:
-    return Suppliers(acl.connect(settings, "suppliers"))
+    return Suppliers(downstream_as(settings, "suppliers"))
 
 
 @pytest.fixture()
@@ -208,7 +207,7 @@ def test_undo_is_refused_while_a_payment_is_scheduled(
 
 
 def test_the_suppliers_credential_reaches_only_its_own_keys(settings: Settings, task: str) -> None:
-    own = acl.connect(settings, "suppliers")
+    own = downstream_as(settings, "suppliers")
     for attempt in (
         ("GET", keys.state(task)),
         ("SET", bank.entry_key(f"REFUND:{task}:v1"), "{}"),
@@ -219,6 +218,9 @@ def test_the_suppliers_credential_reaches_only_its_own_keys(settings: Settings, 
     ):
         with pytest.raises(NOPERM):
             command(own, *attempt)
-    for role in ("gate", "executor", "bank", "proposer"):
+    for other in (
+        *(acl.connect(settings, role) for role in ("gate", "executor", "proposer")),
+        downstream_as(settings, "bank"),
+    ):
         with pytest.raises(NOPERM):
-            acl.connect(settings, role).get(register_keys.fence_key(task))
+            other.get(register_keys.fence_key(task))

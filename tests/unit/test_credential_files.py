@@ -38,7 +38,7 @@ def test_old_single_credentials_file_is_moved_into_per_role_folders_keeping_the_
     said = credentials.migrate(settings)
     assert said is not None and "removed" in said
     assert not credentials.old_file(settings).exists()
-    for role in acl.users(settings):  # the downstreams' users ("bank", "suppliers") too
+    for role in acl.users(settings):  # a static downstream user's too (the examples' have none: D125)
         doc = secrets.load(settings, role, credentials.NAME)
         assert doc == {
             "user": acl.user_name(role),
@@ -65,5 +65,26 @@ def test_dev_acl_on_an_old_state_dir_says_it_moved_the_passwords(tmp_path: Path)
     assert result.returncode == 0, result.stderr
     assert [line for line in result.stderr.splitlines() if line.startswith("moved the Redis passwords")]
     expected = acl.setuser_commands({role: f"old-{role}" for role in users}, users)
+    # and the static users of downstreams whose users are all minted per step go (D125)
+    expected += [["ACL", "DELUSER", acl.user_name(d)] for d in acl.minted_only(Settings.from_env({}))]
     assert result.stdout.strip().splitlines() == [" ".join(command) for command in expected]
     assert "old-gate" not in result.stdout + result.stderr
+
+
+def test_the_example_downstreams_have_no_static_login_and_an_old_password_of_theirs_is_removed(
+    tmp_path: Path,
+) -> None:
+    settings = Settings.from_env({"WAKEFUL_HOME": str(tmp_path)})
+    examples = {d.user for d in acl.downstreams_of(settings)}
+    assert examples and set(acl.minted_only(settings)) == examples
+    assert not examples & set(acl.users(settings))  # no user, so no password on disk, is made for them
+    for user in examples:  # a state dir from before: each kept a static password
+        secrets.ensure(settings, user, credentials.NAME, lambda: {"user": "old", "password": "reusable"})
+    made = credentials.ensure_all(settings)
+    assert not examples & set(made)
+    assert not [u for u in examples if secrets.exists(settings, u, credentials.NAME)]
+    assert credentials.retire(settings) == []  # once is enough
+    for user in examples:
+        with pytest.raises(MissingCredential, match=f"credential = '{user}'") as info:
+            acl.connect(settings, user)
+        assert info.value.role == user
