@@ -73,7 +73,9 @@ class Tokens:
     arguments, core/kafka_auth.kafka_python_config): the minter's, or the admin's."""
 
     def __init__(self, login: dict[str, Any], timeout_ms: int = 10_000) -> None:
-        self.admin = KafkaAdminClient(**login, request_timeout_ms=timeout_ms)
+        # `timeout_ms` bounds finding the cluster too: kafka-python waits 30 s for a broker that
+        # takes the connection and says nothing, whatever a request's own timeout is
+        self.admin = KafkaAdminClient(**login, request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
         self.name = str(login.get("sasl_plain_username", ""))
         self._lock = threading.Lock()
 

@@ -26,6 +26,7 @@ import time
 import orjson
 import redis
 
+from wakeful.consumers.minter.kafka_lane import KafkaLane
 from wakeful.consumers.minter.kafka_provider import KafkaProvider
 from wakeful.core import grants
 from wakeful.core.grants import Grant
@@ -54,6 +55,9 @@ class Minter:
         self.rights = {d.user: minted.rules_of(d) for d in acl.downstreams_of(settings)}
         owners = {d.name: d.owner for d in downstreams.kafka(settings.downstreams)}
         self.kafka = KafkaProvider(settings, owners, self.ttl_ms)  # tokens for Kafka downstreams (D123)
+        # the broker's calls on a thread of their own: a slow broker holds up no Redis user's mint
+        self.lane = KafkaLane(self.kafka, self.mint, client) if owners else None
+        self._counting = threading.Lock()  # the lane counts the tokens it hands out too
         self.ended: list[str] = []  # users whose step said it ended, removed at the next pass
         self.mine: set[str] = set()  # the users this process made and has not removed
         self.count = 0  # credentials handed out, for its stop record beside its CPU (the cost per step)
@@ -97,7 +101,8 @@ class Minter:
         answers = self.kafka.make(self.client, [g for _, g in tokens]) if tokens else []
         for (i, grant), answer in zip(tokens, answers, strict=True):
             said[i] = self._refused(grant, str(answer["refused"])) if "refused" in answer else answer
-            self.count += bool(answer.get("ok"))
+            with self._counting:
+                self.count += bool(answer.get("ok"))
         fit = [(i, g) for i, g in enumerate(asked) if said[i] is None]
         expires_ms = int(time.time() * 1000) + self.ttl_ms
         made = [(g, *_fresh()) for _, g in fit]
@@ -120,13 +125,25 @@ class Minter:
                     else {"ok": False, "error": why}
                 )
                 continue
-            self.count += 1
+            with self._counting:
+                self.count += 1
             minted_now.append(
                 {"user": user, "task_id": grant.task_id, "op_key": grant.op_key, "tool": grant.tool}
             )
             said[i] = {"ok": True, "user": user, "password": password, "expires_ms": expires_ms}
         _LOG.each("minter.minted", minted_now)  # one line each, in one write
         return [s if s is not None else {"ok": False, "error": "not answered"} for s in said]
+
+    def aside(self, conn: socket.socket, line: bytes) -> bool:
+        """Whether `line` asks for a Kafka downstream's token, then handed to the lane, which answers
+        it on `conn` (with no lane: never; mint_all answers it)."""
+        if self.lane is None:
+            return False
+        asked = self._read(line)
+        if not isinstance(asked, Grant) or asked.scope not in self.kafka.owners:
+            return False
+        self.lane.mint(asked, conn, _reply)
+        return True
 
     def _unfit(self, grant: Grant) -> dict[str, object] | None:
         if grant.scope not in self.rights and grant.scope not in self.kafka.owners:
@@ -168,10 +185,12 @@ class Minter:
         if not late_due and (not self.ended or now - self._passed < ENDED_EVERY_S):
             return
         users, self.ended, self._passed = self.ended[:5000], self.ended[5000:], now
-        tokens = self.kafka.end(users)  # the tokens among them expire now, not at their lifetime
+        tokens = minted.tokens_among(users)
+        if self.lane is not None:  # the tokens among them expire now, not at their lifetime
+            self.lane.end(tokens)
+            if late_due:  # and those whose record a revoke removed
+                self.lane.check_revoked()
         try:
-            if late_due and (revoked := self.kafka.revoked(self.client)):
-                _LOG("minter.tokens_revoked", tokens=revoked[:20], count=len(revoked))
             late = minted.due(self.client, int(time.time() * 1000)) if late_due else []
             if late_due:
                 self._due_at = now + REAP_EVERY_S
@@ -246,7 +265,7 @@ def serve(minter: Minter, server: socket.socket, stop: threading.Event) -> None:
                     ready.unregister(peer.conn)
                     enders.append(peer)
                     lines = lines[1:]
-                asked += [(peer, line) for line in lines]
+                asked += [(peer, line) for line in lines if not minter.aside(peer.conn, line)]
             for (peer, _), reply in zip(asked, minter.answer_all([line for _, line in asked]), strict=True):
                 if reply is not None:
                     with contextlib.suppress(OSError):  # gone, or not reading: its next read fails
@@ -269,6 +288,8 @@ def main(settings: Settings, stop: threading.Event) -> None:
     _LOG("minter.ready", socket=path, scopes=sorted(set(minter.scopes.values())))
     serve(minter, server, stop)
     # Stopping (its executor stopped, or died: the kernel's SIGTERM): no step it minted for goes on.
+    if minter.lane is not None:
+        minter.lane.stop()  # the broker call under way ends first
     left, tokens = sorted(minter.mine), sorted(minter.kafka.hmacs)
     minter.kafka.close()  # every token it made and did not end yet, expired
     with contextlib.suppress(redis.RedisError):
