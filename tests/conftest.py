@@ -40,27 +40,40 @@ hypothesis.settings.register_profile("wakeful", deadline=None)
 hypothesis.settings.load_profile("wakeful")
 
 
-# The modules that take a minute or more of a run (`--durations=0`, summed per module), longest
-# first: under pytest-xdist each is given to a worker before the short ones, so that none starts
-# last and keeps one worker busy while the others wait. Refresh it when a module grows or shrinks.
+# The modules that take 45 s or more of a run on three workers (`--durations=0`, setup and teardown
+# included, summed per module), longest first: under pytest-xdist each is given to a worker before
+# the short ones, so that none starts last and keeps one worker busy while the others wait. Refresh
+# it when a module grows or shrinks.
 LONGEST = (
-    "test_crashes.py",
-    "test_outage_drill.py",
-    "test_schedules_stack.py",
-    "test_steps_loop.py",
-    "test_support_crashes.py",
-    "test_lease_heartbeat.py",
-    "test_recovery_drill.py",
-    "test_backlog.py",
-    "test_chaos.py",
-    "test_rebalance.py",
-    "test_devstack_lifecycle.py",
-    "test_redrive.py",
-    "test_controls_stack.py",
-    "test_dlq_bulk.py",
-    "test_demo.py",
-    "test_dlq_cli.py",
-    "test_kill_path.py",
+    "test_crashes.py",  # 350 s
+    "test_outage_drill.py",  # 220
+    "test_redrive.py",  # 175
+    "test_chaos.py",  # 165
+    "test_recovery_drill.py",  # 140
+    "test_steps_loop.py",  # 135
+    "test_support_crashes.py",  # 125
+    "test_devstack_lifecycle.py",  # 115
+    "test_lease_heartbeat.py",  # 105
+    "test_controls_stack.py",  # 105
+    "test_dlq_bulk.py",  # 100
+    "test_rebalance.py",  # 90
+    "test_demo.py",  # 80
+    "test_backlog.py",  # 75
+    "test_dlq_cli.py",  # 70
+    "test_redis_cluster.py",  # 65
+    "test_schedules_stack.py",  # 65
+    "test_resume.py",  # 55
+    "test_credentials_stack.py",  # 55
+    "test_supervisor.py",  # 55
+    "test_async_tools.py",  # 50
+    "test_kill_path.py",  # 50
+    "test_release_signoff_stack.py",  # 50
+    "test_owner_changes_stack.py",  # 50
+    "test_tool_switches.py",  # 50
+    "test_reproposals_stack.py",  # 50
+    "test_audit.py",  # 45
+    "test_cli_any_app.py",  # 45
+    "test_demo_openai.py",  # 45
 )
 WORKER_STRIDE = 10  # worker N's ports are the base ones + 10 N: a Redis cluster's nodes take REDIS_PORT+1..+3
 WORKER_STACK = pytest.StashKey[dict[str, str]]()
@@ -120,18 +133,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     The modules that use the shared fleet run one after another, from where the first of them is,
     so that it starts once; each module's tests keep their order. Under pytest-xdist a worker takes
-    whole modules (`--dist loadfile`) in this order, the longest first (LONGEST)."""
+    whole modules (`--dist loadfile`) in the order xdist_place gives."""
     for item in items:
         if item.path.is_relative_to(UNIT):
             item.add_marker(pytest.mark.unit)
     sharing = {item.path for item in items if SHARED in getattr(item, "fixturenames", ())}
     config.stash[SHARING] = sharing
     if "PYTEST_XDIST_WORKER" in os.environ:  # workers take whole modules, longest first
-        items.sort(key=lambda i: LONGEST.index(i.path.name) if i.path.name in LONGEST else len(LONGEST))
+        items.sort(key=lambda i: xdist_place(i.path, sharing))
         return
     first = next((i for i, item in enumerate(items) if item.path in sharing), len(items))
     rest = items[first:]
     items[first:] = [i for i in rest if i.path in sharing] + [i for i in rest if i.path not in sharing]
+
+
+def xdist_place(path: Path, sharing: set[Path]) -> tuple[int, int]:
+    """Where a module's tests go in the order pytest-xdist's workers take modules in: the long ones
+    that start no shared fleet, longest first (LONGEST); then every module that uses the shared fleet,
+    one after another, the long ones first; then the rest. A worker thus starts the shared fleet
+    about once, where modules with and without it taken in turn stopped and started it again at
+    each move to one with it (each start and stop costs seconds), and the short modules fill the
+    end of the run."""
+    rank = LONGEST.index(path.name) if path.name in LONGEST else len(LONGEST)
+    if path in sharing:
+        return 1, rank
+    return (0 if path.name in LONGEST else 2), rank
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)  # inside output capture: a stopping fleet's lines are the test's

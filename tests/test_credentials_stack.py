@@ -144,27 +144,42 @@ def let_go(minting: Minting, task_id: str) -> None:
     (minting.folder / f"{task_id}.go").touch()
 
 
+READ_BATCH = 1000  # keys read per round trip: a stack a whole run used holds tens of thousands
+
+
 def stored(client: Client) -> bytes:
-    """Every value the stack's Redis holds, read as the admin, key by key."""
-    admin, out = client.admin, bytearray()
-    for key in admin.scan_iter(count=1000):
-        out += key + repr(_value(admin, key)).encode()
+    """Every value the stack's Redis holds, read as the admin, key by key (a batch of keys to a
+    round trip)."""
+    admin, out, keys_seen = client.admin, bytearray(), list(client.admin.scan_iter(count=READ_BATCH))
+    for start in range(0, len(keys_seen), READ_BATCH):
+        batch = keys_seen[start : start + READ_BATCH]
+        kinds = admin.pipeline(transaction=False)
+        for key in batch:
+            kinds.type(key)
+        reads = admin.pipeline(transaction=False)
+        for key, kind in zip(batch, kinds.execute(), strict=True):
+            _read(reads, key, cast(bytes, kind).decode())
+        for key, value in zip(batch, reads.execute(), strict=True):
+            out += key + repr(value).encode()
     return bytes(out)
 
 
-def _value(admin: redis.Redis, key: bytes) -> Any:
-    kind = cast(bytes, admin.type(key)).decode()
+def _read(pipe: Any, key: bytes, kind: str) -> None:
+    """Queue the read of one key's whole value on `pipe`; a kind with none here reads as b''."""
     if kind == "string":
-        return admin.get(key)
-    if kind == "hash":
-        return admin.hgetall(key)
-    if kind == "list":
-        return admin.lrange(key, 0, -1)
-    if kind == "set":
-        return admin.smembers(key)
-    if kind == "zset":
-        return admin.zrange(key, 0, -1, withscores=True)
-    return admin.xrange(key) if kind == "stream" else b""
+        pipe.get(key)
+    elif kind == "hash":
+        pipe.hgetall(key)
+    elif kind == "list":
+        pipe.lrange(key, 0, -1)
+    elif kind == "set":
+        pipe.smembers(key)
+    elif kind == "zset":
+        pipe.zrange(key, 0, -1, withscores=True)
+    elif kind == "stream":
+        pipe.xrange(key)
+    else:  # gone since the scan ("none"): an empty read keeps the batch's values in step
+        pipe.echo(b"")
 
 
 def logged(client: Client, task_id: str) -> bytes:

@@ -9,6 +9,7 @@ door refuses each as `stale` (tests/test_dlq_cli.py covers the single replay).
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -170,7 +171,7 @@ def test_a_bulk_replay_refuses_bad_input_with_what_to_do(client: BankClient) -> 
     kept = int(client.admin.xlen(keys.DLQ_REPLAYS))
     long_ago = datetime(2001, 1, 1, tzinfo=UTC)
     by = ("--by", OPERATOR)
-    for argv, said in [
+    refusals = [
         (("--code", "stal", "--since", "2001-01-01", *by), "'stal' is no letter code: use one of"),
         (("--code", "stale", "--since", "2001-01-02", "--until", "2001-01-01", *by), "is not before --until"),
         (
@@ -184,8 +185,11 @@ def test_a_bulk_replay_refuses_bad_input_with_what_to_do(client: BankClient) -> 
             ("--code", "stale", "--since", long_ago.isoformat(), "--by", "alice"),
             "may not replay dead letters",
         ),
-    ]:
-        result = wakeful("dlq", "replay", *argv)
+    ]
+    # Side by side: each is a process of its own that spends much of its time waiting on the broker.
+    with ThreadPoolExecutor(len(refusals)) as commands:
+        results = list(commands.map(lambda refusal: wakeful("dlq", "replay", *refusal[0]), refusals))
+    for (argv, said), result in zip(refusals, results, strict=True):
         assert result.returncode == 2, (argv, result.stdout, result.stderr)
         assert said in result.stderr, (argv, result.stderr)
     assert int(client.admin.xlen(keys.DLQ_REPLAYS)) == kept
