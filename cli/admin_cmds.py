@@ -36,13 +36,13 @@ def admin_acl(settings: Settings, apply: bool) -> None:
     commands = acl.setuser_commands({role: credentials.ensure(settings, role) for role in users}, users)
     # A downstream whose users are all minted per step has no static one: one made before goes (D125).
     commands += [["ACL", "DELUSER", acl.user_name(d)] for d in acl.minted_only(settings)]
-    for gone in credentials.retire(settings):
-        say(f"removed {gone}: its downstream's users are minted per step (D125)")
     kept = f"{settings.secrets}/<role>/{credentials.NAME}.json (mode 0600, one folder per role)"
     if not apply:
         for command in commands:
             click.echo(" ".join(command))
         say(f"passwords are kept in {kept}; hashes only above; --apply also loads {library.LIBRARY}")
+        if old := [str(p) for p in credentials.retired(settings)]:
+            say(f"--apply also removes {', '.join(old)}: those downstreams' users are minted per step (D125)")
         return
     # On your own Redis, as whoever WAKEFUL_REDIS_URL logs in as: wakeful-admin may not exist yet.
     owner = acl.connect(settings, "admin") if settings.runs_local_redis else acl.client(settings)
@@ -53,6 +53,8 @@ def admin_acl(settings: Settings, apply: bool) -> None:
     library.load(owner, settings)
     for line in upgrades.run(owner):
         say(line)
+    for gone in credentials.retire(settings):  # once their users are gone from Redis
+        say(f"removed {gone}: its downstream's users are minted per step (D125)")
     say(f"created {len(users)} ACL users and loaded {library.LIBRARY}; their passwords are in {kept}")
 
 

@@ -52,18 +52,20 @@ def ensure_all(settings: Settings) -> dict[str, str]:
     return creds
 
 
+def retired(settings: Settings) -> list[Path]:
+    """The password files of downstreams whose users are all minted per step (acl.minted_only): a
+    state dir from before D125 holds a static one, whose user the ACLs written now no longer name."""
+    found = (secrets.path(settings, user, NAME) for user in acl.minted_only(settings))
+    return [where for where in found if where.is_file()]
+
+
 def retire(settings: Settings) -> list[Path]:
-    """Remove the password files of downstreams whose users are all minted per step (acl.minted_only):
-    a state dir from before D125 holds a static one, whose user the ACLs written now no longer
-    name. Returns the files removed."""
-    gone = []
-    for user in acl.minted_only(settings):
-        where = secrets.path(settings, user, NAME)
-        if where.is_file():
-            where.unlink()
-            gone.append(where)
-            with contextlib.suppress(OSError):  # its folder, if nothing else is in it
-                where.parent.rmdir()
+    """Remove the files retired() names (and each folder left empty); returns them."""
+    gone = retired(settings)
+    for where in gone:
+        where.unlink()
+        with contextlib.suppress(OSError):  # its folder, if nothing else is in it
+            where.parent.rmdir()
     return gone
 
 

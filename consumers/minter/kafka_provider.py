@@ -26,7 +26,9 @@ from wakeful.core.settings import Settings
 from wakeful.producers.kafka_tokens import TokenRefused, Tokens
 from wakeful.state import keys, minted
 
-TIMEOUT_MS = int(TIMEOUT_S * 1000) - 1000  # a token request's longest wait
+# A token request's longest wait, and finding the cluster's: both together, at a first mint, stay
+# under the executor's wait for a mint (core/minting.TIMEOUT_S), with a second to spare.
+TIMEOUT_MS = (int(TIMEOUT_S * 1000) - 1000) // 2
 ROLE = "minter"  # its Kafka login (core/kafka_rights.py), the renewer of every token it makes
 _LOG = Log(role="minter")
 

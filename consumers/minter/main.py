@@ -37,9 +37,7 @@ from wakeful.sdk.app import load_app
 from wakeful.state import acl, downstreams, minted
 
 REAP_EVERY_S = 1.0  # how often credentials past their lifetime are looked for
-# How often the users of ended steps are removed, all at once: with the late ones, so a pass costs
-# one wake a second (at a few steps a second, a process's wake costs more CPU than its work).
-ENDED_EVERY_S = 1.0
+ENDED_EVERY_S = 1.0  # ended steps' users go all at once, with the late ones: one wake a second
 MAX_LINE = 4096  # a grant is a few hundred bytes: a longer line is no request
 _LOG = Log(role="minter")
 
@@ -63,19 +61,23 @@ class Minter:
         self.count = 0  # credentials handed out, for its stop record beside its CPU (the cost per step)
         self._passed = self._due_at = 0.0  # when the last pass removed ended users; the next due look
 
-    def answer(self, line: bytes) -> bytes | None:
-        """The reply to one request line (None for `end`, which has none)."""
+    def answer(self, line: bytes) -> bytes | None:  # None for `end`, which has no reply
         return self.answer_all([line])[0]
 
     def answer_all(self, lines: list[bytes]) -> list[bytes | None]:
         """The replies to request lines read together, in their order: every mint among them is
         made in one round trip to Redis."""
-        asked = [self._read(line) for line in lines]
+        return self.answer_read([self.read(line) for line in lines])
+
+    def answer_read(self, asked: list[Grant | bytes | None]) -> list[bytes | None]:
+        """The replies to requests read (read()), in their order."""
         grant_of = [a for a in asked if isinstance(a, Grant)]
         made = iter(self.mint_all(grant_of))
         return [_reply(next(made)) if isinstance(a, Grant) else a for a in asked]
 
-    def _read(self, line: bytes) -> Grant | bytes | None:
+    def read(self, line: bytes) -> Grant | bytes | None:
+        """A request line: the grant it asks for, the reply to a line that asks nothing well, or
+        None for an end (noted, for the next pass)."""
         try:
             asked = orjson.loads(line)
             if not isinstance(asked, dict):
@@ -134,15 +136,11 @@ class Minter:
         _LOG.each("minter.minted", minted_now)  # one line each, in one write
         return [s if s is not None else {"ok": False, "error": "not answered"} for s in said]
 
-    def aside(self, conn: socket.socket, line: bytes) -> bool:
-        """Whether `line` asks for a Kafka downstream's token, then handed to the lane, which answers
-        it on `conn` (with no lane: never; mint_all answers it)."""
-        if self.lane is None:
+    def aside(self, asked: Grant | bytes | None, peer: object) -> bool:
+        """Whether `asked` is a Kafka token, then the lane's to answer (to `peer`, through serve)."""
+        if self.lane is None or not isinstance(asked, Grant) or asked.scope not in self.kafka.owners:
             return False
-        asked = self._read(line)
-        if not isinstance(asked, Grant) or asked.scope not in self.kafka.owners:
-            return False
-        self.lane.mint(asked, conn, _reply)
+        self.lane.mint(asked, peer)
         return True
 
     def _unfit(self, grant: Grant) -> dict[str, object] | None:
@@ -177,7 +175,7 @@ class Minter:
         for peer in list(enders):
             while (lines := peer.lines()) is not None and lines:
                 for line in lines:  # ends only: a mint asked here would have no one to answer
-                    self._read(line)
+                    self.read(line)
             if lines is None:
                 enders.remove(peer)
                 peer.conn.close()
@@ -185,17 +183,18 @@ class Minter:
         if not late_due and (not self.ended or now - self._passed < ENDED_EVERY_S):
             return
         users, self.ended, self._passed = self.ended[:5000], self.ended[5000:], now
-        tokens = minted.tokens_among(users)
-        if self.lane is not None:  # the tokens among them expire now, not at their lifetime
-            self.lane.end(tokens)
+        tokens = set(minted.tokens_among(users))
+        if self.lane is not None:  # the tokens among them expire now, then their records go (the lane's)
+            self.lane.end(sorted(tokens))
             if late_due:  # and those whose record a revoke removed
                 self.lane.check_revoked()
+        users = [u for u in users if u not in tokens]
         try:
             late = minted.due(self.client, int(time.time() * 1000)) if late_due else []
             if late_due:
                 self._due_at = now + REAP_EVERY_S
             if users or late:
-                minted.end(self.client, [*users, *late], [*tokens, *minted.tokens_among(late)])
+                minted.end(self.client, [*users, *late], minted.tokens_among(late))
                 self.mine.difference_update([*users, *late])
         except redis.RedisError as exc:  # the next pass tries again; due ones stay due
             _LOG("minter.reap_failed", error=str(exc)[:200])
@@ -220,7 +219,21 @@ class _Peer:
     """One executor thread's connection: what it sent that is not yet a whole line."""
 
     def __init__(self, conn: socket.socket) -> None:
-        self.conn, self.partial = conn, b""
+        self.conn, self.partial, self.closed = conn, b"", False
+
+    def send(self, data: bytes) -> bool:
+        """Whether `data` went out (not: the peer is gone, or not reading; its next read fails)."""
+        if self.closed:
+            return False
+        try:
+            self.conn.send(data)
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self.conn.close()
 
     def lines(self) -> list[bytes] | None:
         """The whole lines now readable (None: the peer is gone, or sent a line past MAX_LINE)."""
@@ -246,30 +259,38 @@ def serve(minter: Minter, server: socket.socket, stop: threading.Event) -> None:
     that says ENDS_HELLO carries ends only: it is read at the reaper's passes, so an end wakes no
     one (at a few tasks a second, each wake costs more CPU than the work it does)."""
     enders: list[_Peer] = []
+    lane = minter.lane
     with selectors.DefaultSelector() as ready:
         ready.register(server, selectors.EVENT_READ, None)
+        if lane is not None:  # its answers: this thread alone writes to and closes the peers
+            ready.register(lane.wake, selectors.EVENT_READ, lane)
         while not stop.is_set():
-            asked: list[tuple[_Peer, bytes]] = []
+            asked: list[tuple[_Peer, Grant | bytes | None]] = []
             for key, _ in ready.select(ENDED_EVERY_S if minter.mine else REAP_EVERY_S):
                 if key.data is None:
                     conn, _ = server.accept()
                     conn.setblocking(False)
                     ready.register(conn, selectors.EVENT_READ, _Peer(conn))
                     continue
+                if key.data is lane:
+                    continue  # sent below
                 peer: _Peer = key.data
                 if (lines := peer.lines()) is None:
                     ready.unregister(peer.conn)
-                    peer.conn.close()
+                    peer.close()
                     continue
                 if lines[:1] == [ENDS_HELLO.strip()]:
                     ready.unregister(peer.conn)
                     enders.append(peer)
                     lines = lines[1:]
-                asked += [(peer, line) for line in lines if not minter.aside(peer.conn, line)]
-            for (peer, _), reply in zip(asked, minter.answer_all([line for _, line in asked]), strict=True):
+                read = [(peer, minter.read(line)) for line in lines]
+                asked += [(peer, said) for peer, said in read if not minter.aside(said, peer)]
+            for (peer, _), reply in zip(asked, minter.answer_read([a for _, a in asked]), strict=True):
                 if reply is not None:
-                    with contextlib.suppress(OSError):  # gone, or not reading: its next read fails
-                        peer.conn.send(reply)
+                    peer.send(reply)
+            for peer, said in lane.answered() if lane is not None else ():
+                if not peer.send(_reply(said)) and said.get("ok"):  # nobody holds it: ended now
+                    minter.ended.append(str(said["user"]))
             minter.reap(time.monotonic(), enders)
 
 
@@ -288,10 +309,11 @@ def main(settings: Settings, stop: threading.Event) -> None:
     _LOG("minter.ready", socket=path, scopes=sorted(set(minter.scopes.values())))
     serve(minter, server, stop)
     # Stopping (its executor stopped, or died: the kernel's SIGTERM): no step it minted for goes on.
-    if minter.lane is not None:
-        minter.lane.stop()  # the broker call under way ends first
-    left, tokens = sorted(minter.mine), sorted(minter.kafka.hmacs)
-    minter.kafka.close()  # every token it made and did not end yet, expired
+    # Its Redis users first, so that no broker call stands before their removal; then the lane expires
+    # its tokens and removes their records (a broker that does not answer: they end at their lifetime).
+    left = sorted(minter.mine)
     with contextlib.suppress(redis.RedisError):
-        minted.end(minter.client, left, tokens)
-        _LOG("minter.stopped", removed=len(left), minted=minter.count, cpu_s=round(time.process_time(), 3))
+        minted.end(minter.client, left)
+    tokens_ended = minter.lane.stop() if minter.lane is not None else True
+    cpu_s = round(time.process_time(), 3)
+    _LOG("minter.stopped", removed=len(left), minted=minter.count, tokens_ended=tokens_ended, cpu_s=cpu_s)
