@@ -678,8 +678,7 @@ _DOWNSTREAM_PASSWORDS: dict[tuple[str, str], str] = {}
 
 def downstream_login(settings: Settings, name: str) -> tuple[str, str]:
     """The user and password downstream_as logs in with, made (again, after a restart) each call."""
-    from wakeful.state import acl, downstreams
-    from wakeful.state.acl_lines import split
+    from wakeful.state import acl, downstreams, minted
 
     [found] = [d for d in acl.downstreams_of(settings) if d.user == name]
     assert isinstance(found, downstreams.Downstream)
@@ -688,8 +687,7 @@ def downstream_login(settings: Settings, name: str) -> tuple[str, str]:
     password = _DOWNSTREAM_PASSWORDS.setdefault((settings.redis_url, name), uuid.uuid4().hex)
     admin = acl.connect(settings, "admin")
     try:
-        rules = split(acl.downstream_rules(found))
-        admin.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rules)  # type: ignore[no-untyped-call]
+        admin.execute_command(*minted.setuser(user, password, minted.rules_of(found)))  # type: ignore[no-untyped-call]  # the minter's own rules
     finally:
         admin.close()
     return user, password

@@ -43,8 +43,7 @@ class KafkaProvider:
 
     def tokens(self) -> Tokens:
         if self._tokens is None:  # at the first mint: a minter of Redis credentials alone never logs in
-            # under the executor's wait for a mint (core/minting.TIMEOUT_S): a slow broker fails
-            # the attempt, which is tried again later, and holds up the minter no longer than that
+            # bounded by TIMEOUT_MS: a slow broker fails the attempt, which is tried again later
             self._tokens = Tokens(kafka_auth.kafka_python_config(self.settings, ROLE), timeout_ms=TIMEOUT_MS)
         return self._tokens
 

@@ -178,7 +178,7 @@ class Minter:
                     self.read(line)
             if lines is None:
                 enders.remove(peer)
-                peer.conn.close()
+                peer.close()
         late_due = now >= self._due_at
         if not late_due and (not self.ended or now - self._passed < ENDED_EVERY_S):
             return
